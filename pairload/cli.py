@@ -1,0 +1,154 @@
+"""The `pairload` command: parses options and calls library functions; nothing else lives here.
+
+Every PairloadError becomes one line on stderr and exit code 1, at the single boundary in `main`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .errors import PairloadError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Fast, correct loading of paired low/normal-light images.")
+out = Console()
+
+
+@contextlib.contextmanager
+def _progress(label: str, unit: str = "pairs") -> Iterator:
+    with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=Console(stderr=True),
+                  transient=False, disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task(label, total=None, rate="")
+
+        def update(done: int, total: int) -> None:
+            elapsed = bar.tasks[0].elapsed or 0.0
+            rate = f"{done / elapsed:,.0f} {unit}/s" if elapsed > 0 else ""
+            bar.update(task, completed=done, total=total, rate=rate)
+
+        yield update
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1024 or unit == "TB":
+            return f"{n:,.1f} {unit}" if unit != "B" else f"{n:.0f} B"
+        n /= 1024
+    return str(n)
+
+
+@app.command()
+def synth(
+    out_dir: Path = typer.Argument(..., help="Folder to write train/{low,high}/ and test/{low,high}/ into."),
+    source: Optional[Path] = typer.Option(None, "--from", help="Folder of normal-light photos (default: scikit-image's bundled photographs)."),
+    pairs: int = typer.Option(64, help="Training pairs."),
+    test: int = typer.Option(16, help="Test pairs."),
+    size: str = typer.Option("600x400", help="Pair size WxH."),
+    seed: int = typer.Option(0, help="Random seed; the same seed gives the same files."),
+) -> None:
+    """Make realistic low-light pairs from normal-light photos."""
+    from .pack import parse_wxh
+    from .synth import SynthOptions, synth as run
+
+    opts = SynthOptions(pairs=pairs, test=test, size=parse_wxh(size), seed=seed, source=str(source) if source else None)
+    with _progress("synth") as update:
+        doc = run(out_dir, opts, on_progress=update)
+    out.print(f"wrote {len(doc['pairs'])} pairs ({pairs} train, {test} test) of {size} to {out_dir}")
+
+
+@app.command()
+def pack(
+    raw_dir: Path = typer.Argument(..., help="Folder with {low,high}/ or <split>/{low,high}/ (synonyms accepted)."),
+    shards_dir: Path = typer.Argument(..., help="Output folder for the shards and manifest.json."),
+    low_dir: Optional[str] = typer.Option(None, help="Name of the low-light folder (default: low|input|dark|lq|img)."),
+    high_dir: Optional[str] = typer.Option(None, help="Name of the normal-light folder (default: high|normal|gt|target|hq)."),
+    pairs_file: Optional[Path] = typer.Option(None, help="TSV of 'low path<TAB>high path[<TAB>split]' relative to RAW_DIR."),
+    skip_unmatched: bool = typer.Option(False, help="Pack the matched pairs and report the unmatched files."),
+    to_8bit: bool = typer.Option(False, "--to-8bit", help="Convert 16-bit images to 8 bits (refused otherwise)."),
+    resize: Optional[str] = typer.Option(None, help="Resize both images to WxH (area interpolation)."),
+    max_side: Optional[int] = typer.Option(None, help="Shrink both images so the longer side is at most N."),
+    shard_size: str = typer.Option("256MB", help="Close a shard at this size (KB, MB, GB)."),
+    workers: int = typer.Option(0, help="Decoding processes (0: all cores)."),
+) -> None:
+    """Decode every pair once into uint8 WebDataset tar shards with a manifest."""
+    from .pack import PackOptions, pack as run, parse_size, parse_wxh
+
+    opts = PackOptions(low_dir=low_dir, high_dir=high_dir, pairs_file=str(pairs_file) if pairs_file else None,
+                       skip_unmatched=skip_unmatched, to_8bit=to_8bit, resize=parse_wxh(resize), max_side=max_side,
+                       shard_size=parse_size(shard_size), workers=workers)
+    with _progress("pack") as update:
+        report = run(raw_dir, shards_dir, opts, on_progress=update)
+    for split, s in report.splits.items():
+        out.print(f"{split}: {s['samples']} pairs in {s['shards']} shards, {_human(s['bytes'])}")
+    out.print(f"packed {report.pairs} pairs in {report.seconds:.1f} s ({report.pairs / max(report.seconds, 1e-9):,.0f} "
+              f"pairs/s, {report.workers} workers) into {shards_dir}")
+    for label, items in (("grayscale replicated to RGB", report.gray), ("alpha dropped", report.alpha),
+                         ("16-bit converted to 8-bit", report.converted_16bit), ("skipped, unmatched", report.skipped)):
+        if items:
+            shown = ", ".join(items[:10]) + (f" … and {len(items) - 10} more" if len(items) > 10 else "")
+            out.print(f"{label}: {len(items)} file(s): {shown}")
+
+
+@app.command()
+def verify(shards_dir: Path = typer.Argument(..., help="Folder written by `pairload pack`.")) -> None:
+    """Re-hash every shard and parse every sample; exit 1 naming the shard and key of any problem."""
+    from .shards import verify as run
+
+    report = run(shards_dir)
+    out.print(f"ok: {report.shards} shards, {report.samples} samples, {_human(report.bytes)} verified")
+
+
+@app.command()
+def info(
+    shards_dir: Path = typer.Argument(..., help="Folder written by `pairload pack`."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Per-split counts, bytes and image sizes."""
+    from .shards import info as run
+
+    splits = run(shards_dir)
+    if as_json:
+        print(json.dumps(splits, indent=2))
+        return
+    table = Table("split", "pairs", "shards", "bytes", "sizes (WxH: pairs)")
+    for name, s in splits.items():
+        table.add_row(name, str(s["samples"]), str(s["shards"]), _human(s["bytes"]),
+                      ", ".join(f"{k}: {v}" for k, v in s["sizes"].items()))
+    out.print(table)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    try:
+        app(args=argv, standalone_mode=False)
+    except PairloadError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        return 130
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        raise
+    return 0
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

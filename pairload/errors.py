@@ -1,0 +1,28 @@
+"""The exception types of pairload: every problem a user can fix is a PairloadError subclass.
+
+The CLI turns any PairloadError into a one-line message and exit code 1, with no traceback.
+"""
+
+
+class PairloadError(Exception):
+    """Base class for errors caused by input, configuration or environment, with a message fit for users."""
+
+
+class PairingError(PairloadError):
+    """Low and high images could not be paired (unmatched files, duplicate stems, no pairs)."""
+
+
+class ImageError(PairloadError):
+    """An image file could not be decoded or does not fit its partner."""
+
+
+class ShardError(PairloadError):
+    """A shard folder, manifest or shard file is missing, corrupt or of an unknown format."""
+
+
+class ConfigError(PairloadError):
+    """An option has a value that cannot work (crop larger than images, batch larger than a rank's share)."""
+
+
+class MissingDependencyError(PairloadError):
+    """An optional package (DALI, scikit-image) is needed and not installed."""

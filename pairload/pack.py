@@ -1,0 +1,330 @@
+"""`pairload pack`: decode every pair once into uint8 WebDataset tar shards plus `manifest.json`.
+
+How: pairs are found and every header is probed first (sizes mismatches and unreadable files are refused
+before anything is written); then every member's byte offset is planned, each shard is created at its final
+size under a temporary name, and worker processes decode pairs and write their pixels in place with
+`pwrite`. Output therefore does not depend on the number of workers. Shards are hashed, fsynced and renamed;
+the manifest comes last. This module imports neither torch nor DALI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import os
+import re
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import schema
+from .decode import _silence_cv2, decode_rgb, probe_size, target_size
+from .discover import Pair, find_pairs
+from .errors import ConfigError, ImageError, PairloadError
+
+DEFAULT_SHARD_SIZE = 256 * 1024**2
+_UNITS = {"": 1, "B": 1, "KB": 1024, "K": 1024, "MB": 1024**2, "M": 1024**2, "GB": 1024**3, "G": 1024**3}
+
+
+def parse_size(text: str | int) -> int:
+    """'256MB' → bytes (KB/MB/GB are powers of 1024)."""
+    if isinstance(text, int):
+        value = text
+    else:
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?B?)\s*", text.upper())
+        if not m:
+            raise ConfigError(f"shard size {text!r}: expected a number with an optional KB, MB or GB unit, e.g. 256MB")
+        value = int(float(m.group(1)) * _UNITS[m.group(2)])
+    if value < 64 * 1024:
+        raise ConfigError(f"shard size {text!r} is too small: use at least 64KB")
+    return value
+
+
+def parse_wxh(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*[xX×]\s*(\d+)\s*", text)
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+        raise ConfigError(f"size {text!r}: expected WIDTHxHEIGHT, e.g. 600x400")
+    return int(m.group(1)), int(m.group(2))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackOptions:
+    low_dir: str | None = None
+    high_dir: str | None = None
+    pairs_file: str | None = None
+    skip_unmatched: bool = False
+    to_8bit: bool = False
+    resize: tuple[int, int] | None = None  # (width, height)
+    max_side: int | None = None
+    shard_size: int = DEFAULT_SHARD_SIZE
+    workers: int = 0  # 0: all cores
+
+    def __post_init__(self) -> None:
+        if self.resize is not None and self.max_side is not None:
+            raise ConfigError("--resize and --max-side cannot be used together; pick one")
+        if self.max_side is not None and self.max_side < 1:
+            raise ConfigError(f"--max-side {self.max_side}: expected a positive number of pixels")
+        if self.workers < 0:
+            raise ConfigError(f"--workers {self.workers}: expected 0 (all cores) or a positive number")
+        if self.shard_size < 64 * 1024:
+            raise ConfigError(f"shard size {self.shard_size} bytes is too small: use at least 64KB")
+
+
+@dataclass
+class PackReport:
+    shards_dir: Path
+    splits: dict[str, dict] = field(default_factory=dict)  # split -> {"samples", "shards", "bytes"}
+    gray: list[str] = field(default_factory=list)
+    alpha: list[str] = field(default_factory=list)
+    converted_16bit: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    workers: int = 1
+
+    @property
+    def pairs(self) -> int:
+        return sum(s["samples"] for s in self.splits.values())
+
+
+@dataclass(frozen=True)
+class _Job:
+    """Everything a worker needs to decode one pair and write its pixels in place."""
+
+    index: int
+    low: Path
+    high: Path
+    hw: tuple[int, int]  # header size (both images)
+    out_hw: tuple[int, int]
+    to_8bit: bool
+    file: str  # partial shard path
+    low_off: int
+    high_off: int
+
+
+_fds: dict[str, int] = {}
+
+
+def _worker_init() -> None:
+    _silence_cv2()
+
+
+def _run_job(job: _Job) -> tuple[int, list[str], int, int] | tuple[int, str]:
+    """Decode and write one pair. Errors come back as text so the parent can clean up and report them."""
+    try:
+        low, low_notes = decode_rgb(job.low, to_8bit=job.to_8bit, expect_hw=job.hw, out_hw=job.out_hw)
+        high, high_notes = decode_rgb(job.high, to_8bit=job.to_8bit, expect_hw=job.hw, out_hw=job.out_hw)
+        fd = _fds.get(job.file)
+        if fd is None:
+            fd = _fds[job.file] = os.open(job.file, os.O_WRONLY)
+        for arr, off in ((low, job.low_off), (high, job.high_off)):
+            view = memoryview(arr).cast("B")
+            written = 0
+            while written < len(view):
+                written += os.pwrite(fd, view[written:], off + written)
+        notes = [f"low:{n}" for n in low_notes] + [f"high:{n}" for n in high_notes]
+        return job.index, notes, zlib.crc32(low), zlib.crc32(high)
+    except PairloadError as exc:
+        return job.index, str(exc)
+    except Exception as exc:  # noqa: BLE001 - an unexpected failure still names the files
+        return job.index, f"{job.low} / {job.high}: {type(exc).__name__}: {exc}"
+
+
+def _close_fds() -> None:
+    for fd in _fds.values():
+        os.close(fd)
+    _fds.clear()
+
+
+def _hash_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            h.update(chunk)
+        os.fsync(fh.fileno())
+    return h.hexdigest()
+
+
+def _probe(path: Path) -> tuple[int, int] | str:
+    try:
+        return probe_size(path)
+    except PairloadError as exc:
+        return str(exc)
+
+
+@dataclass
+class _ShardPlan:
+    split: str
+    number: int
+    samples: list[tuple[Pair, schema.SampleLayout]] = field(default_factory=list)
+    pieces: list[tuple[int, bytes]] = field(default_factory=list)
+    end: int = 0
+
+    @property
+    def name(self) -> str:
+        return schema.shard_name(self.split, self.number)
+
+
+def _plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list[tuple[int, int]],
+                 shard_size: int) -> list[_ShardPlan]:
+    plans: list[_ShardPlan] = []
+    current: _ShardPlan | None = None
+    for pair, hw, out_hw in zip(pairs, sizes, out_sizes):
+        meta = schema.sample_meta(pair.low_rel, pair.high_rel, hw, out_hw)
+        if current is None or current.split != pair.split:
+            current = _ShardPlan(pair.split, 0 if current is None or current.split != pair.split else current.number + 1)
+            plans.append(current)
+        layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, current.end)
+        if current.samples and schema.archive_end(layout.end) > shard_size:
+            current = _ShardPlan(pair.split, current.number + 1)
+            plans.append(current)
+            layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, 0)
+        current.samples.append((pair, layout))
+        current.pieces.extend(pieces)
+        current.end = layout.end
+    return plans
+
+
+def _pool(workers: int):
+    return mp.get_context("spawn").Pool(workers, initializer=_worker_init)
+
+
+def _remove_partials(folder: Path) -> None:
+    for p in folder.glob(f"*{schema.PARTIAL_SUFFIX}"):
+        if schema.is_shard_name(p.name[: -len(schema.PARTIAL_SUFFIX)]) or p.name.startswith(f".{schema.MANIFEST}."):
+            p.unlink(missing_ok=True)
+
+
+def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: PackOptions = PackOptions(),
+         on_progress: Callable[[int, int], None] | None = None) -> PackReport:
+    """Pack the pairs under `raw_dir` into `shards_dir`. Raises a PairloadError (and writes no manifest) on bad input."""
+    start = time.perf_counter()
+    discovery = find_pairs(raw_dir, low_dir=options.low_dir, high_dir=options.high_dir,
+                           pairs_file=options.pairs_file, skip_unmatched=options.skip_unmatched)
+    pairs = discovery.pairs
+    out = Path(shards_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _remove_partials(out)  # left by a killed run
+    workers = options.workers or os.cpu_count() or 1
+    workers = max(1, min(workers, len(pairs)))
+    report = PackReport(shards_dir=out, workers=workers)
+    report.skipped = discovery.skipped_low + discovery.skipped_high
+
+    pool = _pool(workers) if workers > 1 else None
+    partial_files: list[str] = []
+    try:
+        paths = [p for pair in pairs for p in (pair.low, pair.high)]
+        probes = pool.map(_probe, paths, chunksize=64) if pool else [_probe(p) for p in paths]
+        errors = [r for r in probes if isinstance(r, str)]
+        if errors:
+            raise ImageError(errors[0] + (f" (and {len(errors) - 1} more unreadable files)" if len(errors) > 1 else ""))
+        mismatched = [(pair, probes[2 * i], probes[2 * i + 1]) for i, pair in enumerate(pairs)
+                      if probes[2 * i] != probes[2 * i + 1]]
+        if mismatched:
+            pair, lo, hi = mismatched[0]
+            more = f" (and {len(mismatched) - 1} more pairs)" if len(mismatched) > 1 else ""
+            raise ImageError(f"{pair.low_rel} is {lo[1]}x{lo[0]} but {pair.high_rel} is {hi[1]}x{hi[0]}; a pair must "
+                             f"have one size (fix the files, or pack with --resize WxH){more}")
+        sizes = [probes[2 * i] for i in range(len(pairs))]
+        out_sizes = [target_size(h, w, options.resize, options.max_side) for h, w in sizes]
+        plans = _plan_shards(pairs, sizes, out_sizes, options.shard_size)
+
+        jobs: list[_Job] = []
+        for plan in plans:
+            part = str(out / (plan.name + schema.PARTIAL_SUFFIX))
+            partial_files.append(part)
+            with open(part, "wb") as fh:
+                fh.truncate(schema.archive_end(plan.end))
+                for off, data in plan.pieces:
+                    fh.seek(off)
+                    fh.write(data)
+            for pair, lay in plan.samples:
+                idx = len(jobs)  # plans follow the (split, key) order of `pairs`
+                jobs.append(_Job(idx, pair.low, pair.high, sizes[idx], (lay.height, lay.width), options.to_8bit,
+                                 part, lay.low_data, lay.high_data))
+
+        results: list[tuple[list[str], int, int] | None] = [None] * len(jobs)
+        done = 0
+        stream = pool.imap_unordered(_run_job, jobs, chunksize=2) if pool else map(_run_job, jobs)
+        for res in stream:
+            if isinstance(res[1], str):
+                raise ImageError(res[1])
+            results[res[0]] = res[1:]
+            done += 1
+            if on_progress:
+                on_progress(done, len(jobs))
+        _close_fds()  # workers keep theirs until the pool ends; fsync below flushes every writer's pages
+        digests = pool.map(_hash_file, partial_files, chunksize=1) if pool else [_hash_file(p) for p in partial_files]
+    except BaseException:
+        if pool:
+            pool.terminate()
+            pool.join()
+        _close_fds()
+        for part in partial_files:
+            Path(part).unlink(missing_ok=True)
+        raise
+    if pool:
+        pool.close()
+        pool.join()
+
+    manifest = _manifest(plans, jobs, results, digests, pairs, options, report)
+    old = out / schema.MANIFEST
+    old.unlink(missing_ok=True)  # its shards are about to be replaced
+    keep = set()
+    for plan, part in zip(plans, partial_files):
+        os.replace(part, out / plan.name)
+        keep.add(plan.name)
+    for stale in out.iterdir():
+        if schema.is_shard_name(stale.name) and stale.name not in keep:
+            stale.unlink()
+    schema.fsync_dir(out)
+    schema.write_json_atomic(old, manifest)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _manifest(plans, jobs, results, digests, pairs, options: PackOptions, report: PackReport) -> dict:
+    splits: dict[str, dict] = {}
+    j = 0
+    for plan, digest in zip(plans, digests):
+        entry = splits.setdefault(plan.split, {"samples": 0, "bytes": 0, "min_size": None, "max_size": None, "shards": []})
+        index = {"key": [], "hw": [], "low": [], "high": [], "crc32": []}
+        for pair, lay in plan.samples:
+            notes, crc_low, crc_high = results[j]
+            j += 1
+            index["key"].append(lay.key)
+            index["hw"].append([lay.height, lay.width])
+            index["low"].append(lay.low_data)
+            index["high"].append(lay.high_data)
+            index["crc32"].append([crc_low, crc_high])
+            for note in notes:
+                side, what = note.split(":")
+                rel = pair.low_rel if side == "low" else pair.high_rel
+                {"gray": report.gray, "alpha": report.alpha, "16bit": report.converted_16bit}[what].append(rel)
+            hw = [lay.height, lay.width]
+            entry["min_size"] = hw if entry["min_size"] is None else [min(a, b) for a, b in zip(entry["min_size"], hw)]
+            entry["max_size"] = hw if entry["max_size"] is None else [max(a, b) for a, b in zip(entry["max_size"], hw)]
+        size = schema.archive_end(plan.end)
+        entry["samples"] += len(plan.samples)
+        entry["bytes"] += size
+        entry["shards"].append({"file": plan.name, "samples": len(plan.samples), "bytes": size, "sha256": digest,
+                                "index": index})
+    for name, entry in splits.items():
+        report.splits[name] = {"samples": entry["samples"], "shards": len(entry["shards"]), "bytes": entry["bytes"]}
+    from . import __version__
+
+    return {
+        "format": schema.FORMAT,
+        "version": schema.VERSION,
+        "created_by": f"pairload {__version__}",
+        "layout": {"members": [schema.META, schema.LOW, schema.HIGH], "dtype": "uint8", "channels": "RGB",
+                   "shape": "HxWx3", "index_offsets": "byte offset of each array's pixels in its tar"},
+        "options": {"resize": list(options.resize) if options.resize else None, "max_side": options.max_side,
+                    "to_8bit": options.to_8bit, "shard_size": options.shard_size},
+        "report": {"gray_replicated": report.gray, "alpha_dropped": report.alpha,
+                   "converted_16bit": report.converted_16bit, "skipped_unmatched": report.skipped},
+        "splits": splits,
+    }

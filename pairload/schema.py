@@ -1,0 +1,283 @@
+"""The on-disk shard format, version 1: member names, sample keys, tar headers and the manifest.
+
+This is the only module that knows these names and layouts; the packer, `open_shards`, `verify` and every
+loader import them from here. It imports neither torch nor DALI.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import ShardError
+
+FORMAT = "pairload-shards"
+VERSION = 1
+MANIFEST = "manifest.json"
+
+# Member suffixes inside a sample; WebDataset groups members by the key before the first dot.
+LOW = "low.npy"
+HIGH = "high.npy"
+META = "json"
+MEMBER_ORDER = (META, LOW, HIGH)
+
+CHANNELS = 3
+DTYPE = np.dtype(np.uint8)
+
+BLOCK = 512
+RECORD = 20 * BLOCK  # tar pads the archive to a multiple of this, as GNU tar and Python's tarfile do
+TAR_MTIME = 0
+TAR_MODE = 0o644
+
+_SHARD_RE = re.compile(r"^(?P<split>[A-Za-z0-9_-]+)-(?P<num>\d{6})\.tar$")
+_KEY_SAFE = re.compile(r"[A-Za-z0-9_-]")
+_SPLIT_SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
+PARTIAL_SUFFIX = ".partial"
+
+
+def shard_name(split: str, number: int) -> str:
+    """File name of shard `number` of `split`: `train-000000.tar`."""
+    return f"{split}-{number:06d}.tar"
+
+
+def is_shard_name(name: str) -> bool:
+    return _SHARD_RE.match(name) is not None
+
+
+def check_split_name(split: str) -> str:
+    if not _SPLIT_SAFE.match(split):
+        raise ShardError(
+            f"split name {split!r} must contain only letters, digits, '_' and '-'; rename the folder or the "
+            "split column of the pairs file"
+        )
+    return split
+
+
+def key_from_relpath(rel: str) -> str:
+    """A sample key from a path relative to the split's low folder, extension dropped.
+
+    Letters, digits, '_' and '-' are kept, '/' becomes '+', and every other character (dots and spaces
+    included) becomes '~XX' per UTF-8 byte. The mapping is injective, so distinct paths give distinct keys,
+    and keys never contain a dot (WebDataset cuts keys at the first dot).
+    """
+    stem = rel.replace(os.sep, "/")
+    stem = stem.rsplit(".", 1)[0] if "." in stem.rsplit("/", 1)[-1] else stem
+    out = []
+    for ch in stem:
+        if _KEY_SAFE.match(ch):
+            out.append(ch)
+        elif ch == "/":
+            out.append("+")
+        else:
+            out.extend(f"~{b:02X}" for b in ch.encode("utf-8"))
+    return "".join(out)
+
+
+def member_name(key: str, suffix: str) -> str:
+    return f"{key}.{suffix}"
+
+
+def npy_header(height: int, width: int) -> bytes:
+    """The .npy (format 1.0) header of a uint8 H×W×3 C-order array, as numpy.save writes it."""
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": np.lib.format.dtype_to_descr(DTYPE), "fortran_order": False, "shape": (height, width, CHANNELS)}
+    )
+    return buf.getvalue()
+
+
+def tar_header(name: str, size: int) -> bytes:
+    """A deterministic tar header: fixed mtime, owner and mode, so the same input gives the same bytes."""
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mtime = TAR_MTIME
+    info.mode = TAR_MODE
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.type = tarfile.REGTYPE
+    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+
+
+def padded(size: int) -> int:
+    return -(-size // BLOCK) * BLOCK
+
+
+def archive_end(offset: int) -> int:
+    """Total file size of an archive whose last member ends at `offset` (two zero blocks, then record padding)."""
+    end = offset + 2 * BLOCK
+    return -(-end // RECORD) * RECORD
+
+
+@dataclass(frozen=True)
+class SampleLayout:
+    """Where one sample's members lie in its shard; computed before any pixel is decoded."""
+
+    key: str
+    height: int
+    width: int
+    start: int  # offset of the first member's header
+    meta_data: int  # offset of the JSON payload
+    meta_size: int
+    low_data: int  # offset of the low image's pixels (after the npy header)
+    high_data: int
+    end: int  # offset just past the last member
+
+    @property
+    def image_bytes(self) -> int:
+        return self.height * self.width * CHANNELS
+
+
+def layout_sample(key: str, height: int, width: int, meta: bytes, start: int) -> tuple[SampleLayout, list[tuple[int, bytes]]]:
+    """Lay out one sample at `start`; returns the layout and the (offset, bytes) header pieces to write."""
+    pieces: list[tuple[int, bytes]] = []
+    pos = start
+    npy = npy_header(height, width)
+    image_bytes = height * width * CHANNELS
+    offsets: dict[str, int] = {}
+    for suffix in MEMBER_ORDER:
+        size = len(meta) if suffix == META else len(npy) + image_bytes
+        hdr = tar_header(member_name(key, suffix), size)
+        pieces.append((pos, hdr))
+        pos += len(hdr)
+        if suffix == META:
+            pieces.append((pos, meta))
+            offsets[suffix] = pos
+        else:
+            pieces.append((pos, npy))
+            offsets[suffix] = pos + len(npy)
+        pos += padded(size)
+    layout = SampleLayout(
+        key=key, height=height, width=width, start=start, meta_data=offsets[META], meta_size=len(meta),
+        low_data=offsets[LOW], high_data=offsets[HIGH], end=pos,
+    )
+    return layout, pieces
+
+
+def sample_meta(low_rel: str, high_rel: str, original_hw: tuple[int, int], stored_hw: tuple[int, int]) -> bytes:
+    """The `<key>.json` member: source paths (relative to the raw folder), original and stored [height, width].
+
+    Only facts known before decoding go here, so every offset in a shard is fixed before any pixel is read.
+    """
+    doc = {
+        "low": low_rel,
+        "high": high_rel,
+        "original_size": [original_hw[0], original_hw[1]],
+        "size": [stored_hw[0], stored_hw[1]],
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+# ---------------------------------------------------------------- manifest
+
+def write_json_atomic(path: Path, doc: Any) -> None:
+    """Write JSON under a temporary name in the same folder, fsync, then rename over `path`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}{PARTIAL_SUFFIX}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, separators=(",", ":"), sort_keys=False)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read_manifest(shards_dir: str | os.PathLike) -> dict:
+    """Load and check `manifest.json`; raises ShardError saying what is wrong and how to fix it."""
+    folder = Path(shards_dir)
+    path = folder / MANIFEST
+    if not folder.is_dir():
+        raise ShardError(f"{folder}: no such folder; pass the SHARDS_DIR that `pairload pack` wrote")
+    if not path.is_file():
+        raise ShardError(
+            f"{folder}: no {MANIFEST} found (expected a folder written by `pairload pack`; an interrupted pack "
+            "leaves none: run the same `pairload pack` command again)"
+        )
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ShardError(f"{path}: not valid JSON ({exc}); re-run `pairload pack` to rewrite it") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ShardError(f"{path}: expected \"format\": \"{FORMAT}\", found {doc.get('format') if isinstance(doc, dict) else type(doc).__name__!r}")
+    if doc.get("version") != VERSION:
+        raise ShardError(
+            f"{path}: shard format version {doc.get('version')!r}, this pairload reads version {VERSION}; "
+            "repack with this version of `pairload pack`"
+        )
+    if not isinstance(doc.get("splits"), dict) or not doc["splits"]:
+        raise ShardError(f"{path}: expected a non-empty \"splits\" object")
+    return doc
+
+
+@dataclass(frozen=True)
+class SplitIndex:
+    """Column arrays over one split's samples, in key order, built from the manifest (no shard is opened)."""
+
+    split: str
+    files: tuple[str, ...]  # shard file names
+    keys: tuple[str, ...]
+    shard: np.ndarray  # int32 (n,) shard number of each sample
+    hw: np.ndarray  # int64 (n, 2) height, width
+    low: np.ndarray  # int64 (n,) offset of low pixels in its shard
+    high: np.ndarray  # int64 (n,)
+    crc: np.ndarray  # uint32 (n, 2) CRC-32 of low and high pixels
+    shard_samples: np.ndarray  # int64 (n_shards,)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+def split_index(doc: dict, split: str, where: str = MANIFEST) -> SplitIndex:
+    splits = doc["splits"]
+    if split not in splits:
+        raise ShardError(f"{where}: no split {split!r}; this folder has {sorted(splits)}")
+    entry = splits[split]
+    files, keys, shard, hw, low, high, crc, counts = [], [], [], [], [], [], [], []
+    try:
+        for number, sh in enumerate(entry["shards"]):
+            idx = sh["index"]
+            n = int(sh["samples"])
+            if not (len(idx["key"]) == len(idx["hw"]) == len(idx["low"]) == len(idx["high"]) == len(idx["crc32"]) == n):
+                raise ShardError(f"{where}: shard {sh['file']} index lengths disagree with its sample count {n}")
+            files.append(sh["file"])
+            counts.append(n)
+            keys.extend(idx["key"])
+            shard.extend([number] * n)
+            hw.extend(idx["hw"])
+            low.extend(idx["low"])
+            high.extend(idx["high"])
+            crc.extend(idx["crc32"])
+    except (KeyError, TypeError) as exc:
+        raise ShardError(f"{where}: split {split!r} has a malformed shard entry ({exc!r}); repack") from None
+    n = len(keys)
+    return SplitIndex(
+        split=split,
+        files=tuple(files),
+        keys=tuple(keys),
+        shard=np.asarray(shard, dtype=np.int32).reshape(n),
+        hw=np.asarray(hw, dtype=np.int64).reshape(n, 2),
+        low=np.asarray(low, dtype=np.int64).reshape(n),
+        high=np.asarray(high, dtype=np.int64).reshape(n),
+        crc=np.asarray(crc, dtype=np.uint32).reshape(n, 2),
+        shard_samples=np.asarray(counts, dtype=np.int64),
+    )

@@ -1,0 +1,202 @@
+"""Reading packed shards: random access through memory maps (`open_shards`), `verify` and `info`.
+
+Pixels are never copied here: `ds[i]` returns views into `np.memmap`s of the tar files, so every process on a
+node that opens the same shards shares one copy of them in the page cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import schema
+from .errors import ShardError
+
+
+class ShardDataset:
+    """One split of a shard folder: `len(ds)`, `ds[i] -> (key, low, high)` with uint8 H×W×3 RGB views."""
+
+    def __init__(self, shards_dir: str | os.PathLike, split: str = "train"):
+        self.root = Path(shards_dir)
+        self.manifest = schema.read_manifest(self.root)
+        self.index = schema.split_index(self.manifest, split, str(self.root / schema.MANIFEST))
+        self.split = split
+        entries = self.manifest["splits"][split]["shards"]
+        for entry in entries:
+            path = self.root / entry["file"]
+            if not path.is_file():
+                raise ShardError(f"{path}: shard listed in {schema.MANIFEST} is missing; copy it back or repack")
+            if path.stat().st_size != entry["bytes"]:
+                raise ShardError(f"{path}: {path.stat().st_size} bytes, the manifest says {entry['bytes']}; the shard "
+                                 "is truncated or was replaced: repack, or run `pairload verify`")
+        self._maps: list[np.memmap | None] = [None] * len(entries)
+
+    # -- pickling: worker processes reopen the memory maps themselves
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_maps"] = [None] * len(self._maps)
+        return state
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.index.keys
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """(n, 2) int64 height, width of each sample."""
+        return self.index.hw
+
+    @property
+    def files(self) -> list[Path]:
+        return [self.root / f for f in self.index.files]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of pixels (low and high) in this split."""
+        return int((self.index.hw[:, 0] * self.index.hw[:, 1]).sum()) * schema.CHANNELS * 2
+
+    def shard_map(self, number: int) -> np.memmap:
+        mm = self._maps[number]
+        if mm is None:
+            mm = self._maps[number] = np.memmap(self.root / self.index.files[number], dtype=np.uint8, mode="r")
+        return mm
+
+    def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) views of sample i."""
+        idx = self.index
+        h, w = int(idx.hw[i, 0]), int(idx.hw[i, 1])
+        mm = self.shard_map(int(idx.shard[i]))
+        n = h * w * schema.CHANNELS
+        lo, hi = int(idx.low[i]), int(idx.high[i])
+        return mm[lo:lo + n].reshape(h, w, schema.CHANNELS), mm[hi:hi + n].reshape(h, w, schema.CHANNELS)
+
+    def __getitem__(self, i: int) -> tuple[str, np.ndarray, np.ndarray]:
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"sample {i} out of range for split {self.split!r} of {len(self)} samples")
+        i %= len(self)
+        low, high = self.arrays(i)
+        return self.index.keys[i], low, high
+
+
+def open_shards(path: str | os.PathLike, split: str = "train") -> ShardDataset:
+    """Random access over one split of a folder written by `pairload pack`."""
+    return ShardDataset(path, split)
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    shards: int
+    samples: int
+    bytes: int
+
+
+def _check_shard(path: Path, entry: dict) -> int:
+    """Check one shard against its manifest entry; returns the number of samples, raises ShardError on the first problem."""
+    if not path.is_file():
+        raise ShardError(f"{path}: missing (listed in {schema.MANIFEST}); copy it back or repack")
+    if path.stat().st_size != entry["bytes"]:
+        raise ShardError(f"{path}: {path.stat().st_size} bytes, expected {entry['bytes']}; the shard is truncated or "
+                         "was replaced: repack")
+    idx = entry["index"]
+    expected = {}
+    for k, key in enumerate(idx["key"]):
+        for suffix in schema.MEMBER_ORDER:
+            expected[schema.member_name(key, suffix)] = (k, suffix)
+    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    where = f"{path.name}"
+    seen: set[str] = set()
+    try:
+        with tarfile.open(path, "r:") as tf:
+            members = list(tf)  # a damaged header ends the listing early; the missing members are named below
+    except tarfile.TarError as exc:
+        raise ShardError(f"{where}: not a readable tar ({exc}); the shard is corrupt: repack") from None
+    for member in members:
+        if member.name not in expected:
+            raise ShardError(f"{where}: unexpected member {member.name!r} (the manifest lists no such sample); repack")
+        k, suffix = expected[member.name]
+        key = idx["key"][k]
+        data = mm[member.offset_data:member.offset_data + member.size]
+        h, w = idx["hw"][k]
+        if suffix == schema.META:
+            try:
+                doc = json.loads(bytes(data))
+                ok = "low" in doc and "high" in doc and list(doc["size"]) == [h, w]
+            except (ValueError, KeyError, TypeError):
+                ok = False
+            if not ok:
+                raise ShardError(f"{where}: key {key}: {member.name} is not the expected JSON with low, high and "
+                                 f"size [{h}, {w}]")
+        else:
+            try:
+                hdr = io.BytesIO(bytes(data[:256]))
+                np.lib.format.read_magic(hdr)
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(hdr)
+            except ValueError as exc:
+                raise ShardError(f"{where}: key {key}: {member.name} is not a valid .npy ({exc})") from None
+            if shape != (h, w, schema.CHANNELS) or fortran or dtype != schema.DTYPE:
+                raise ShardError(f"{where}: key {key}: {member.name} holds {dtype} {shape}, the manifest says "
+                                 f"uint8 ({h}, {w}, 3)")
+            off = idx["low" if suffix == schema.LOW else "high"][k]
+            if member.offset_data + hdr.tell() != off:
+                raise ShardError(f"{where}: key {key}: {member.name} pixels start at byte "
+                                 f"{member.offset_data + hdr.tell()}, the manifest index says {off}; repack")
+            crc = zlib.crc32(mm[off:off + h * w * schema.CHANNELS])
+            if crc != idx["crc32"][k][0 if suffix == schema.LOW else 1]:
+                raise ShardError(f"{where}: key {key}: {member.name} pixels do not match their checksum (the "
+                                 "shard is corrupt: restore it from a copy or repack)")
+        seen.add(member.name)
+    missing = sorted(set(expected) - seen)
+    if missing:
+        raise ShardError(f"{where}: key {missing[0].split('.')[0]}: member {missing[0]} "
+                         f"is missing ({len(missing)} members missing in all); repack")
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            digest.update(chunk)
+    if digest.hexdigest() != entry["sha256"]:
+        raise ShardError(f"{where}: sha256 {digest.hexdigest()[:16]}… differs from the manifest's {entry['sha256'][:16]}… "
+                         "although every sample parses (tar headers or padding changed); repack")
+    return len(idx["key"])
+
+
+def verify(shards_dir: str | os.PathLike) -> VerifyReport:
+    """Re-hash every shard, parse every sample, check shapes and checksums against the manifest."""
+    root = Path(shards_dir)
+    doc = schema.read_manifest(root)
+    shards = samples = nbytes = 0
+    for split, entry in doc["splits"].items():
+        for sh in entry["shards"]:
+            samples += _check_shard(root / sh["file"], sh)
+            shards += 1
+            nbytes += sh["bytes"]
+        if sum(sh["samples"] for sh in entry["shards"]) != entry["samples"]:
+            raise ShardError(f"{root / schema.MANIFEST}: split {split!r} sample count disagrees with its shards; repack")
+    return VerifyReport(shards=shards, samples=samples, bytes=nbytes)
+
+
+def info(shards_dir: str | os.PathLike) -> dict[str, dict]:
+    """Per split: samples, shards, bytes, smallest and largest image size, and the distinct sizes."""
+    root = Path(shards_dir)
+    doc = schema.read_manifest(root)
+    out = {}
+    for split in doc["splits"]:
+        idx = schema.split_index(doc, split)
+        sizes, counts = np.unique(idx.hw, axis=0, return_counts=True)
+        out[split] = {
+            "samples": len(idx),
+            "shards": len(idx.files),
+            "bytes": int(sum(sh["bytes"] for sh in doc["splits"][split]["shards"])),
+            "sizes": {f"{w}x{h}": int(c) for (h, w), c in zip(sizes.tolist(), counts.tolist())},
+        }
+    return out

@@ -1,0 +1,150 @@
+"""`pairload synth`: realistic low-light pairs made from normal-light photographs.
+
+Each pair: a random scaled crop of a photo is the normal-light target; the low-light input is that crop
+linearised (inverse sRGB), darkened by an exposure factor in [0.03, 0.3], tinted by per-channel gains, given
+Poisson-Gaussian sensor noise, and re-encoded to sRGB uint8. Without a source folder the photographs bundled
+with scikit-image are used, which gives pairload an embedded default dataset. Same seed, same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .decode import decode_rgb
+from .discover import IMAGE_EXTS
+from .errors import ConfigError, MissingDependencyError, PairloadError
+from .schema import write_json_atomic
+
+BUNDLED = ("astronaut", "chelsea", "coffee", "rocket")
+EXPOSURE = (0.03, 0.3)
+GAIN = (0.85, 1.15)
+PHOTONS = (200.0, 4000.0)  # photo-electrons at full exposure (log-uniform); fewer means more shot noise
+READ_NOISE = (0.001, 0.012)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SynthOptions:
+    pairs: int = 64
+    test: int = 16
+    size: tuple[int, int] = (600, 400)  # (width, height)
+    seed: int = 0
+    source: str | None = None  # folder of normal-light photos; None: scikit-image's bundled photographs
+
+    def __post_init__(self) -> None:
+        if self.pairs < 1 or self.test < 0:
+            raise ConfigError(f"--pairs {self.pairs} --test {self.test}: expected at least 1 training pair and 0 or more test pairs")
+        if min(self.size) < 8:
+            raise ConfigError(f"--size {self.size[0]}x{self.size[1]}: expected at least 8x8")
+
+
+def srgb_to_linear(x: np.ndarray) -> np.ndarray:
+    return np.where(x <= 0.04045, x / 12.92, ((x + 0.055) / 1.055) ** 2.4)
+
+
+def linear_to_srgb(x: np.ndarray) -> np.ndarray:
+    return np.where(x <= 0.0031308, x * 12.92, 1.055 * np.power(np.maximum(x, 0.0031308), 1 / 2.4) - 0.055)
+
+
+def _load_sources(source: str | None) -> list[tuple[str, np.ndarray]]:
+    if source is None:
+        try:
+            import skimage.data
+        except ImportError:
+            raise MissingDependencyError(
+                "pairload synth without --from uses scikit-image's bundled photographs: pip install 'pairload[demo]' "
+                "(or pass --from NORMAL_DIR)"
+            ) from None
+        photos = []
+        for name in BUNDLED:
+            try:
+                img = getattr(skimage.data, name)()
+            except Exception:  # noqa: BLE001 - a photo that needs a download is simply left out
+                continue
+            photos.append((f"skimage:{name}", np.ascontiguousarray(img[..., :3])))
+        if not photos:
+            raise MissingDependencyError("none of scikit-image's bundled photographs could be loaded; pass --from NORMAL_DIR")
+        return photos
+    root = Path(source)
+    if not root.is_dir():
+        raise ConfigError(f"--from {source}: no such folder")
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTS and not p.name.startswith("."))
+    if not files:
+        raise ConfigError(f"--from {source}: no images found (expected {', '.join(sorted(IMAGE_EXTS))})")
+    return [(p.relative_to(root).as_posix(), decode_rgb(p, to_8bit=True)[0]) for p in files]
+
+
+def _crop(photo: np.ndarray, width: int, height: int, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+    import cv2
+
+    h, w = photo.shape[:2]
+    smin = max(height / h, width / w)
+    scale = smin * float(rng.uniform(1.0, 1.6))
+    sh, sw = max(height, round(h * scale)), max(width, round(w * scale))
+    interp = cv2.INTER_AREA if scale < 1 else cv2.INTER_CUBIC
+    img = cv2.resize(photo, (sw, sh), interpolation=interp)
+    y, x = int(rng.integers(0, sh - height + 1)), int(rng.integers(0, sw - width + 1))
+    img = img[y:y + height, x:x + width]
+    flip = bool(rng.integers(0, 2))
+    if flip:
+        img = img[:, ::-1]
+    return np.ascontiguousarray(img), {"scale": round(scale, 6), "y": y, "x": x, "hflip": flip}
+
+
+def darken(high: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+    """The low-light version of an sRGB uint8 image, and the parameters drawn for it."""
+    exposure = float(np.exp(rng.uniform(np.log(EXPOSURE[0]), np.log(EXPOSURE[1]))))
+    gains = rng.uniform(GAIN[0], GAIN[1], size=3)
+    photons = float(np.exp(rng.uniform(np.log(PHOTONS[0]), np.log(PHOTONS[1]))))
+    read = float(rng.uniform(*READ_NOISE))
+    signal = srgb_to_linear(high.astype(np.float64) / 255.0) * exposure * gains
+    noisy = rng.poisson(signal * photons) / photons + rng.normal(0.0, read, size=signal.shape)
+    low = np.clip(linear_to_srgb(np.clip(noisy, 0.0, 1.0)) * 255.0 + 0.5, 0, 255).astype(np.uint8)
+    return low, {"exposure": round(exposure, 6), "gains": [round(float(g), 6) for g in gains],
+                 "photons": round(photons, 3), "read_noise": round(read, 6)}
+
+
+def _write_png(path: Path, rgb: np.ndarray) -> None:
+    import cv2
+
+    ok, buf = cv2.imencode(".png", rgb[..., ::-1])
+    if not ok:
+        raise PairloadError(f"{path}: PNG encoding failed")
+    tmp = path.with_name(f".{path.name}.partial")
+    with open(tmp, "wb") as fh:
+        fh.write(buf.tobytes())
+    os.replace(tmp, path)
+
+
+def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
+          on_progress: Callable[[int, int], None] | None = None) -> dict:
+    """Write `out/train/{low,high}/NNNNN.png` (and `test/`), plus every pair's parameters in `out/synth.json`."""
+    out = Path(out_dir)
+    photos = _load_sources(options.source)
+    width, height = options.size
+    doc = {"seed": options.seed, "size": [width, height], "source": options.source or "scikit-image", "pairs": {}}
+    total = options.pairs + options.test
+    done = 0
+    for split_id, (split, count) in enumerate((("train", options.pairs), ("test", options.test))):
+        if count == 0:
+            continue
+        for side in ("low", "high"):
+            (out / split / side).mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            rng = np.random.default_rng([options.seed, split_id, i])
+            name, photo = photos[int(rng.integers(0, len(photos)))]
+            high, crop = _crop(photo, width, height, rng)
+            low, params = darken(high, rng)
+            stem = f"{i:05d}"
+            _write_png(out / split / "high" / f"{stem}.png", high)
+            _write_png(out / split / "low" / f"{stem}.png", low)
+            doc["pairs"][f"{split}/{stem}"] = {"source": name, **crop, **params}
+            done += 1
+            if on_progress:
+                on_progress(done, total)
+    write_json_atomic(out / "synth.json", doc)
+    return doc

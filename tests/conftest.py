@@ -1,0 +1,81 @@
+"""Fixtures that build tiny datasets in tmp_path whose pixels make mistakes visible.
+
+Pair i's low image has pixel (y, x) = (i, y, x) mod 256 in its three channels, and the high image is exactly
+255 - low, so a crop or flip applied differently to the two images, or two images from different pairs, are
+caught by one comparison; the pair index can be read back from any pixel's first channel.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+
+def pair_pixels(index: int, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """RGB uint8 (low, high) of pair `index`: channel 0 holds the index, 1 and 2 the row and column."""
+    yy, xx = np.mgrid[0:height, 0:width]
+    low = np.stack([np.full_like(yy, index), yy, xx], axis=-1) % 256
+    low = low.astype(np.uint8)
+    return low, (255 - low).astype(np.uint8)
+
+
+def write_rgb(path: Path, rgb: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    assert cv2.imwrite(str(path), np.ascontiguousarray(rgb[..., ::-1]))
+
+
+def make_raw(root: Path, n: int = 6, size: tuple[int, int] = (40, 56), ext: str = ".png", split: str | None = None,
+             low: str = "low", high: str = "high", start: int = 0, sizes: list[tuple[int, int]] | None = None) -> Path:
+    """Write n pairs named 00000.ext… under root/[split/]{low,high}/; returns root."""
+    base = root / split if split else root
+    for i in range(start, start + n):
+        h, w = sizes[i - start] if sizes else size
+        lo, hi = pair_pixels(i, h, w)
+        write_rgb(base / low / f"{i:05d}{ext}", lo)
+        write_rgb(base / high / f"{i:05d}{ext}", hi)
+    return root
+
+
+def has_module(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    skip_dali = pytest.mark.skip(reason="needs nvidia-dali (pip install 'pairload[dali]')")
+    gpu, dali = cuda_available(), has_module("nvidia.dali")
+    for item in items:
+        if "gpu" in item.keywords and not gpu:
+            item.add_marker(skip_gpu)
+        if "dali" in item.keywords and not dali:
+            item.add_marker(skip_dali)
+
+
+@pytest.fixture
+def raw(tmp_path: Path) -> Path:
+    """train (8 pairs of 40x56) and test (4 pairs) splits of PNG pairs."""
+    root = tmp_path / "raw"
+    make_raw(root, 8, split="train")
+    make_raw(root, 4, split="test", start=100)
+    return root
+
+
+@pytest.fixture
+def packed(raw: Path, tmp_path: Path) -> Path:
+    from pairload.pack import PackOptions, pack
+
+    out = tmp_path / "shards"
+    pack(raw, out, PackOptions(workers=1, shard_size=64 * 1024))
+    return out

@@ -1,0 +1,42 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import make_raw
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "pairload.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def test_pack_verify_info_through_the_cli(raw, tmp_path):
+    res = run("pack", raw, tmp_path / "s", "--shard-size", "64KB", "--workers", "2")
+    assert res.returncode == 0, res.stderr
+    assert "train: 8 pairs" in res.stdout and "test: 4 pairs" in res.stdout
+    res = run("verify", tmp_path / "s")
+    assert res.returncode == 0 and "12 samples" in res.stdout
+    res = run("info", tmp_path / "s", "--json")
+    assert json.loads(res.stdout)["train"]["samples"] == 8
+
+
+def test_errors_exit_1_with_one_line_and_no_traceback(tmp_path):
+    raw = make_raw(tmp_path / "raw", 2)
+    (raw / "low" / "00001.png").write_bytes(b"")
+    res = run("pack", raw, tmp_path / "s")
+    assert res.returncode == 1
+    assert "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [f"error: {raw / 'low' / '00001.png'}: file is empty (0 bytes); replace or remove it"]
+    res = run("verify", tmp_path / "nothing")
+    assert res.returncode == 1 and "no such folder" in res.stderr and "Traceback" not in res.stderr
+    res = run("pack", raw, tmp_path / "s", "--shard-size", "huge")
+    assert res.returncode == 1 and "expected a number with an optional KB, MB or GB unit" in res.stderr
+
+
+def test_synth_then_pack_is_the_main_job(tmp_path):
+    pytest.importorskip("skimage")
+    assert run("synth", tmp_path / "raw", "--pairs", "4", "--test", "2", "--size", "64x48").returncode == 0
+    res = run("pack", tmp_path / "raw", tmp_path / "s")
+    assert res.returncode == 0, res.stderr
+    assert "train: 4 pairs" in res.stdout and "test: 2 pairs" in res.stdout

@@ -1,0 +1,275 @@
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from pairload import ImageError, PairingError, open_shards, schema
+from pairload.pack import PackOptions, pack, parse_size
+from pairload.errors import ConfigError
+
+from conftest import make_raw, pair_pixels, write_rgb
+
+
+def digests(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def check_round_trip(shards: Path, split: str, raw_split: Path, ext: str) -> None:
+    ds = open_shards(shards, split)
+    assert len(ds) > 0
+    for key, low, high in (ds[i] for i in range(len(ds))):
+        for side, arr in (("low", low), ("high", high)):
+            ref = cv2.imread(str(raw_split / side / f"{key}{ext}"), cv2.IMREAD_UNCHANGED)
+            np.testing.assert_array_equal(arr, ref[..., ::-1], err_msg=f"{split}/{side}/{key}{ext}")
+
+
+def test_split_layout_round_trip_and_manifest(raw, tmp_path):
+    out = tmp_path / "shards"
+    report = pack(raw, out, PackOptions(workers=1, shard_size=64 * 1024))
+    assert report.splits["train"]["samples"] == 8 and report.splits["test"]["samples"] == 4
+    doc = json.loads((out / "manifest.json").read_text())
+    assert doc["format"] == "pairload-shards" and doc["version"] == 1
+    train = doc["splits"]["train"]
+    assert train["samples"] == 8 and len(train["shards"]) >= 2  # 64KB shards hold a few 40x56 pairs each
+    for sh in train["shards"]:
+        data = (out / sh["file"]).read_bytes()
+        assert len(data) == sh["bytes"] and hashlib.sha256(data).hexdigest() == sh["sha256"]
+    assert [s["file"] for s in train["shards"]][:2] == ["train-000000.tar", "train-000001.tar"]
+    check_round_trip(out, "train", raw / "train", ".png")
+    check_round_trip(out, "test", raw / "test", ".png")
+    ds = open_shards(out, "train")
+    assert list(ds.keys) == sorted(ds.keys) == [f"{i:05d}" for i in range(8)]
+    assert isinstance(ds[0][1], np.memmap)  # a view of the shard file, not a copy
+
+
+def test_shards_are_webdataset_readable(packed):
+    import webdataset as wds
+
+    urls = sorted(str(p) for p in packed.glob("train-*.tar"))
+    samples = list(wds.WebDataset(urls, shardshuffle=False).decode())
+    assert [s["__key__"] for s in samples] == [f"{i:05d}" for i in range(8)]
+    for i, s in enumerate(samples):
+        low, high = pair_pixels(i, 40, 56)
+        np.testing.assert_array_equal(s["low.npy"], low)
+        np.testing.assert_array_equal(s["high.npy"], high)
+        assert s["json"]["low"] == f"train/low/{i:05d}.png" and s["json"]["size"] == [40, 56]
+
+
+@pytest.mark.parametrize("ext", [".png", ".jpg", ".bmp", ".tif"])
+def test_round_trip_matches_cv2_for_each_format(tmp_path, ext):
+    raw = make_raw(tmp_path / "raw", 3, ext=ext)
+    pack(raw, tmp_path / "out", PackOptions(workers=1))
+    check_round_trip(tmp_path / "out", "train", raw, ext)
+
+
+def test_synonyms_named_splits_and_nested_folders(tmp_path):
+    raw = tmp_path / "LOL"
+    make_raw(raw, 3, split="our485", low="Input", high="GT")
+    make_raw(raw, 2, split="eval15", low="dark", high="target", start=10)
+    write_rgb(raw / "our485" / "Input" / "sub" / "deep" / "x.png", pair_pixels(50, 40, 56)[0])
+    write_rgb(raw / "our485" / "GT" / "sub" / "deep" / "x.png", pair_pixels(50, 40, 56)[1])
+    (raw / "notes").mkdir()  # a first-level folder that is not a split is ignored
+    pack(raw, tmp_path / "out", PackOptions(workers=1))
+    ds = open_shards(tmp_path / "out", "our485")
+    assert list(ds.keys) == ["00000", "00001", "00002", "sub+deep+x"]
+    key, low, high = ds[3]
+    np.testing.assert_array_equal(low, pair_pixels(50, 40, 56)[0])
+    assert len(open_shards(tmp_path / "out", "eval15")) == 2
+
+
+def test_low_dir_high_dir_override(tmp_path):
+    raw = make_raw(tmp_path / "raw", 2, low="before", high="after")
+    with pytest.raises(PairingError, match="no pairs found"):
+        pack(raw, tmp_path / "out", PackOptions(workers=1))
+    pack(raw, tmp_path / "out", PackOptions(workers=1, low_dir="before", high_dir="after"))
+    assert len(open_shards(tmp_path / "out")) == 2
+
+
+def test_pairs_file_with_differing_names(tmp_path):
+    raw = tmp_path / "raw"
+    rows = []
+    for i in range(3):
+        lo, hi = pair_pixels(i, 40, 56)
+        write_rgb(raw / "Train" / "Low" / f"low{i:05d}.png", lo)
+        write_rgb(raw / "Train" / "Normal" / f"normal{i:05d}.png", hi)
+        rows.append(f"Train/Low/low{i:05d}.png\tTrain/Normal/normal{i:05d}.png\t{'test' if i == 2 else 'train'}")
+    pf = tmp_path / "pairs.tsv"
+    pf.write_text("# low\thigh\tsplit\n" + "\n".join(rows) + "\n")
+    pack(raw, tmp_path / "out", PackOptions(workers=1, pairs_file=str(pf)))
+    train = open_shards(tmp_path / "out", "train")
+    assert list(train.keys) == ["Train+Low+low00000", "Train+Low+low00001"]
+    np.testing.assert_array_equal(train[1][2], pair_pixels(1, 40, 56)[1])
+    assert len(open_shards(tmp_path / "out", "test")) == 1
+    pf.write_text("Train/Low/low00000.png\tTrain/Normal/missing.png\n")
+    with pytest.raises(PairingError, match=r"pairs.tsv:1: Train/Normal/missing.png does not exist"):
+        pack(raw, tmp_path / "out2", PackOptions(workers=1, pairs_file=str(pf)))
+
+
+def test_names_with_dots_and_spaces(tmp_path):
+    raw = tmp_path / "raw"
+    for i, name in enumerate(["a b.v2.png", "a b.v3.png", "c.d e.png"]):
+        lo, hi = pair_pixels(i, 40, 56)
+        write_rgb(raw / "low" / name, lo)
+        write_rgb(raw / "high" / name, hi)
+    pack(raw, tmp_path / "out", PackOptions(workers=1))
+    ds = open_shards(tmp_path / "out")
+    assert all("." not in k and " " not in k for k in ds.keys)
+    assert len(set(ds.keys)) == 3
+    import webdataset as wds
+
+    keys = [s["__key__"] for s in wds.WebDataset(str(tmp_path / "out" / "train-000000.tar"), shardshuffle=False)]
+    assert sorted(keys) == sorted(ds.keys)  # WebDataset groups each sample's three members under one key
+
+
+def test_one_and_many_workers_give_identical_bytes(raw, tmp_path):
+    pack(raw, tmp_path / "a", PackOptions(workers=1, shard_size=64 * 1024))
+    pack(raw, tmp_path / "b", PackOptions(workers=2, shard_size=64 * 1024))
+    assert digests(tmp_path / "a") == digests(tmp_path / "b")
+
+
+def test_resize_and_max_side_are_identical_for_both_images(tmp_path):
+    raw = make_raw(tmp_path / "raw", 2, size=(80, 120))
+    pack(raw, tmp_path / "r", PackOptions(workers=1, resize=(60, 40)))
+    key, low, high = open_shards(tmp_path / "r")[1]
+    assert low.shape == (40, 60, 3)
+    ref = cv2.resize(pair_pixels(1, 80, 120)[0], (60, 40), interpolation=cv2.INTER_AREA)
+    np.testing.assert_array_equal(low, ref)
+    np.testing.assert_array_equal(high, cv2.resize(pair_pixels(1, 80, 120)[1], (60, 40), interpolation=cv2.INTER_AREA))
+    pack(raw, tmp_path / "m", PackOptions(workers=1, max_side=60))
+    meta = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert meta["splits"]["train"]["shards"][0]["index"]["hw"][0] == [40, 60]
+    with pytest.raises(ConfigError, match="cannot be used together"):
+        PackOptions(resize=(60, 40), max_side=60)
+
+
+def test_gray_and_alpha_are_converted_and_reported(tmp_path):
+    raw = tmp_path / "raw"
+    lo, hi = pair_pixels(3, 40, 56)
+    cv2.imwrite(str((raw / "low").mkdir(parents=True) or raw / "low" / "g.png"), lo[..., 1])
+    (raw / "high").mkdir()
+    cv2.imwrite(str(raw / "high" / "g.png"), np.dstack([hi[..., ::-1], np.full((40, 56), 7, np.uint8)]))
+    report = pack(raw, tmp_path / "out", PackOptions(workers=1))
+    assert report.gray == ["low/g.png"] and report.alpha == ["high/g.png"]
+    _, low, high = open_shards(tmp_path / "out")[0]
+    np.testing.assert_array_equal(low, np.repeat(lo[..., 1:2], 3, axis=2))
+    np.testing.assert_array_equal(high, hi)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["report"]["gray_replicated"] == ["low/g.png"]
+
+
+def test_sixteen_bit_refused_unless_to_8bit(tmp_path):
+    raw = tmp_path / "raw"
+    (raw / "low").mkdir(parents=True)
+    (raw / "high").mkdir()
+    img16 = (np.arange(40 * 56 * 3, dtype=np.uint32).reshape(40, 56, 3) * 97 % 65536).astype(np.uint16)
+    cv2.imwrite(str(raw / "low" / "a.png"), img16)
+    cv2.imwrite(str(raw / "high" / "a.png"), img16)
+    with pytest.raises(ImageError, match=r"low/a.png: 16-bit image.*--to-8bit"):
+        pack(raw, tmp_path / "out", PackOptions(workers=1))
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    report = pack(raw, tmp_path / "out", PackOptions(workers=1, to_8bit=True))
+    assert len(report.converted_16bit) == 2
+    _, low, _ = open_shards(tmp_path / "out")[0]
+    expect = ((img16.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)[..., ::-1]
+    np.testing.assert_array_equal(low, expect)
+
+
+# ------------------------------------------------------------------ refused inputs: message pinned, no manifest
+
+def refused(raw, tmp_path, match, exc=PairingError, **opts):
+    out = tmp_path / "out"
+    with pytest.raises(exc, match=match):
+        pack(raw, out, PackOptions(workers=opts.pop("workers", 1), **opts))
+    assert not (out / "manifest.json").exists()
+    assert not list(out.glob("*.partial")) if out.exists() else True
+    assert not list(out.glob("*.tar")) if out.exists() else True
+
+
+def test_unmatched_files_are_listed_per_side(tmp_path):
+    raw = make_raw(tmp_path / "raw", 3)
+    for i in range(12):
+        write_rgb(raw / "low" / f"extra{i:02d}.png", pair_pixels(0, 40, 56)[0])
+    write_rgb(raw / "high" / "lonely.png", pair_pixels(0, 40, 56)[1])
+    refused(raw, tmp_path, r"12 in low without a partner in high: low/extra00.png, .*low/extra09.png … and 2 more; "
+                           r"1 in high without a partner in low: high/lonely.png")
+    report = pack(raw, tmp_path / "ok", PackOptions(workers=1, skip_unmatched=True))
+    assert report.pairs == 3 and len(report.skipped) == 13 and "high/lonely.png" in report.skipped
+
+
+def test_duplicate_stem_refused(tmp_path):
+    raw = make_raw(tmp_path / "raw", 2)
+    write_rgb(raw / "low" / "00001.jpg", pair_pixels(1, 40, 56)[0])
+    refused(raw, tmp_path, r"two files with the same stem '00001': 00001.jpg and 00001.png")
+
+
+@pytest.mark.parametrize("damage,match", [
+    ("empty", r"low/00001.png: file is empty \(0 bytes\)"),
+    ("truncated", r"low/00001.png: does not decode \(truncated or not an image\)"),
+    ("text", r"low/00001.png: not a readable image"),
+])
+def test_undecodable_file_refused(tmp_path, damage, match):
+    raw = make_raw(tmp_path / "raw", 4, size=(64, 64))
+    bad = raw / "low" / "00001.png"
+    data = bad.read_bytes()
+    bad.write_bytes({"empty": b"", "truncated": data[: len(data) // 2], "text": b"hello, not a png\n" * 10}[damage])
+    refused(raw, tmp_path, match, exc=ImageError, workers=2)
+
+
+def test_size_mismatch_names_both_sizes(tmp_path):
+    raw = make_raw(tmp_path / "raw", 2)
+    write_rgb(raw / "high" / "00001.png", pair_pixels(1, 30, 50)[1])
+    refused(raw, tmp_path, r"low/00001.png is 56x40 but high/00001.png is 50x30", exc=ImageError)
+
+
+def test_no_pairs_refused(tmp_path):
+    (tmp_path / "raw" / "photos").mkdir(parents=True)
+    refused(tmp_path / "raw", tmp_path, r"no pairs found; expected raw/\{low\|input\|dark\|lq\|img\}/")
+
+
+def test_parse_size():
+    assert parse_size("256MB") == 256 * 1024**2 and parse_size("1GB") == 1024**3 and parse_size("512KB") == 512 * 1024
+    with pytest.raises(ConfigError, match="expected a number with an optional KB, MB or GB unit"):
+        parse_size("lots")
+
+
+# ------------------------------------------------------------------ crash safety
+
+def test_killed_pack_then_rerun_is_byte_identical(tmp_path):
+    raw = make_raw(tmp_path / "raw", 48, size=(200, 300))
+    reference = tmp_path / "ref"
+    pack(raw, reference, PackOptions(workers=1, shard_size=1024 * 1024))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "pairload.cli", "pack", str(raw), str(out), "--shard-size", "1MB", "--workers", "1"]
+    left_partial = []
+    for delay in (0.0, 0.15):
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 30
+        while time.time() < deadline and not list(out.glob("*.partial")):
+            time.sleep(0.002)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if proc.returncode == -signal.SIGKILL:
+            assert not (out / "manifest.json").exists()  # a killed pack never looks complete
+            left_partial.append(bool(list(out.glob("*.partial"))))
+    assert left_partial and left_partial[0]  # the first kill really left a half-written shard behind
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    assert digests(out) == digests(reference)
+    assert not [p for p in out.iterdir() if p.name.endswith(".partial")]
+
+
+def test_repack_over_an_older_pack_removes_its_stale_shards(raw, tmp_path):
+    out = tmp_path / "out"
+    pack(raw, out, PackOptions(workers=1, shard_size=64 * 1024))
+    many = {p.name for p in out.glob("train-*.tar")}
+    pack(raw, out, PackOptions(workers=1, shard_size=1024 * 1024))
+    assert {p.name for p in out.glob("train-*.tar")} == {"train-000000.tar"} != many
+    assert len(open_shards(out)) == 8

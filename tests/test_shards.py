@@ -1,0 +1,76 @@
+import json
+
+import numpy as np
+import pytest
+
+from pairload import ShardError, open_shards
+from pairload.shards import info, verify
+
+from conftest import pair_pixels
+
+
+def test_open_shards_random_access(packed):
+    ds = open_shards(packed, "test")
+    assert len(ds) == 4
+    key, low, high = ds[-1]
+    assert key == "00103"
+    np.testing.assert_array_equal(low, pair_pixels(103, 40, 56)[0])
+    np.testing.assert_array_equal(high, 255 - low)
+    assert low.flags.c_contiguous and low.dtype == np.uint8 and not low.flags.writeable
+    with pytest.raises(IndexError, match="sample 4 out of range for split 'test' of 4 samples"):
+        ds[4]
+
+
+def test_open_shards_errors(packed, tmp_path):
+    with pytest.raises(ShardError, match=r"no manifest.json found .*run the same `pairload pack` command again"):
+        open_shards(tmp_path)
+    with pytest.raises(ShardError, match=r"no split 'val'; this folder has \['test', 'train'\]"):
+        open_shards(packed, "val")
+    shard = packed / "train-000001.tar"
+    shard.write_bytes(shard.read_bytes()[:-2048])
+    with pytest.raises(ShardError, match=r"train-000001.tar: \d+ bytes, the manifest says \d+; the shard is truncated"):
+        open_shards(packed, "train")
+
+
+def test_verify_passes_on_a_good_pack(packed):
+    report = verify(packed)
+    assert report.samples == 12 and report.shards >= 3
+
+
+def flip_byte(path, offset):
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_verify_catches_one_flipped_pixel_byte_and_names_the_key(packed):
+    manifest = json.loads((packed / "manifest.json").read_text())
+    shard = manifest["splits"]["train"]["shards"][1]
+    key, off = shard["index"]["key"][1], shard["index"]["high"][1]
+    flip_byte(packed / shard["file"], off + 100)
+    with pytest.raises(ShardError, match=rf"{shard['file']}: key {key}: {key}.high.npy pixels do not match their checksum"):
+        verify(packed)
+
+
+def test_verify_catches_a_flipped_header_byte(packed):
+    manifest = json.loads((packed / "manifest.json").read_text())
+    shard = manifest["splits"]["test"]["shards"][0]
+    key = shard["index"]["key"][0]
+    flip_byte(packed / shard["file"], 600)  # inside the first member's tar header/json
+    with pytest.raises(ShardError, match=rf"{shard['file']}: (key {key}|not a readable tar|sha256)"):
+        verify(packed)
+
+
+def test_verify_catches_a_flipped_padding_byte(packed):
+    manifest = json.loads((packed / "manifest.json").read_text())
+    shard = manifest["splits"]["test"]["shards"][0]
+    flip_byte(packed / shard["file"], shard["bytes"] - 10)  # in the zero padding at the end of the archive
+    with pytest.raises(ShardError, match=rf"{shard['file']}: sha256 .* differs"):
+        verify(packed)
+
+
+def test_info(packed):
+    splits = info(packed)
+    assert splits["train"]["samples"] == 8 and splits["test"]["samples"] == 4
+    assert splits["train"]["sizes"] == {"56x40": 8}
+    assert splits["train"]["bytes"] == sum(p.stat().st_size for p in packed.glob("train-*.tar"))
