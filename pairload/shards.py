@@ -38,6 +38,7 @@ class ShardDataset:
                 raise ShardError(f"{path}: {path.stat().st_size} bytes, the manifest says {entry['bytes']}; the shard "
                                  "is truncated or was replaced: repack, or run `pairload verify`")
         self._maps: list[np.memmap | None] = [None] * len(entries)
+        self._headers: dict[tuple[int, int], bytes] = {}
 
     # -- pickling: worker processes reopen the memory maps themselves
     def __getstate__(self):
@@ -73,13 +74,22 @@ class ShardDataset:
         return mm
 
     def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high) views of sample i."""
+        """(low, high) views of sample i; the .npy header in front of each is checked (a cheap corruption guard)."""
         idx = self.index
         h, w = int(idx.hw[i, 0]), int(idx.hw[i, 1])
         mm = self.shard_map(int(idx.shard[i]))
         n = h * w * schema.CHANNELS
-        lo, hi = int(idx.low[i]), int(idx.high[i])
-        return mm[lo:lo + n].reshape(h, w, schema.CHANNELS), mm[hi:hi + n].reshape(h, w, schema.CHANNELS)
+        header = self._headers.get((h, w))
+        if header is None:
+            header = self._headers[(h, w)] = schema.npy_header(h, w)
+        out = []
+        for member, off in ((schema.LOW, int(idx.low[i])), (schema.HIGH, int(idx.high[i]))):
+            if mm[off - len(header):off].tobytes() != header:
+                raise ShardError(f"{self.root / idx.files[idx.shard[i]]}: key {idx.keys[i]}: the .npy header of "
+                                 f"{idx.keys[i]}.{member} is not where the manifest says or is damaged; the shard is "
+                                 "corrupt: run `pairload verify` and repack")
+            out.append(mm[off:off + n].reshape(h, w, schema.CHANNELS))
+        return out[0], out[1]
 
     def __getitem__(self, i: int) -> tuple[str, np.ndarray, np.ndarray]:
         if not -len(self) <= i < len(self):
@@ -142,7 +152,7 @@ def _check_shard(path: Path, entry: dict) -> int:
                 hdr = io.BytesIO(bytes(data[:256]))
                 np.lib.format.read_magic(hdr)
                 shape, fortran, dtype = np.lib.format.read_array_header_1_0(hdr)
-            except ValueError as exc:
+            except Exception as exc:  # noqa: BLE001 - numpy raises ValueError, SyntaxError or TokenError here
                 raise ShardError(f"{where}: key {key}: {member.name} is not a valid .npy ({exc})") from None
             if shape != (h, w, schema.CHANNELS) or fortran or dtype != schema.DTYPE:
                 raise ShardError(f"{where}: key {key}: {member.name} holds {dtype} {shape}, the manifest says "

@@ -1,0 +1,46 @@
+"""`make_loader`: one entry point for every backend; all of them yield `PairBatch`.
+
+kinds: "ram" (memory-mapped shards, batch-level crops, pinned async copies, optional device-resident split),
+"wds" (the webdataset package over the same shards), "dali-external" and "dali-file" (`pairload.dali`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import ConfigError
+from .base import LoaderOptions
+
+KINDS = ("ram", "wds", "dali-external", "dali-file")
+
+
+def make_loader(kind: str, source: str | os.PathLike, *, split: str = "train", batch_size: int, crop: int | None,
+                seed: int = 0, rank: int = 0, world_size: int = 1, num_workers: int = 0, device: Any = "cpu",
+                last_batch: str = "drop", augment: bool = True, shuffle: bool = True, **backend: Any):
+    """A loader over `source` (a shard folder; the raw image folder for "dali-file") for this rank.
+
+    The result has `len()` (batches per epoch on this rank), `set_epoch(e)`, and yields `PairBatch`es of uint8
+    N×3×crop×crop tensors on `device`. Backend options: ram: `resident=True` keeps the split in device memory,
+    `prefetch`; wds: `shuffle_buffer`; DALI: see `pairload.dali`.
+    """
+    opts = LoaderOptions(split=split, batch_size=batch_size, crop=crop, seed=seed, rank=rank, world_size=world_size,
+                         num_workers=num_workers, device=str(device), last_batch=last_batch, augment=augment,
+                         shuffle=shuffle)
+    if kind == "ram":
+        from .ram import RamLoader
+
+        return RamLoader(source, opts, **backend)
+    if kind == "wds":
+        from .wds import WdsLoader
+
+        return WdsLoader(source, opts, **backend)
+    if kind in ("dali-external", "dali-file"):
+        from .. import dali
+
+        build = dali.external_source_loader if kind == "dali-external" else dali.file_reader_loader
+        return build(source, opts, **backend)
+    raise ConfigError(f"loader kind {kind!r}: expected one of {', '.join(KINDS)}")
+
+
+__all__ = ["KINDS", "LoaderOptions", "make_loader"]

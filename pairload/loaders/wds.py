@@ -1,0 +1,166 @@
+"""The WebDataset loader: the `webdataset` package streaming the same tar shards through a torch DataLoader.
+
+Per epoch the planner's shard permutation is dealt to ranks (node split) and then to DataLoader workers
+(worker split); each worker streams its shards through a sample shuffle buffer, decodes the .npy members,
+crops with the planner's per-key windows and collates uint8 batches; the DataLoader pins them; the device
+does the flips and rotations. Every rank stops after the same number of batches (the smallest rank's count,
+known in advance from the manifest), so DDP never waits on a rank that ran dry.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from .. import schema
+from ..batch import make_batch
+from ..errors import ConfigError, ShardError
+from ..plan import check_split, epoch_order, key_hashes, sample_params
+from ..shards import ShardDataset
+from .base import LoaderOptions
+
+
+class _EpochShards(IterableDataset):
+    """Yields {"url": …} for the shards this rank and this DataLoader worker stream this epoch."""
+
+    def __init__(self, assignment: list[list[str]]):
+        super().__init__()
+        self.assignment = assignment  # one list of shard paths per worker
+
+    def __iter__(self):
+        info = get_worker_info()
+        for url in self.assignment[info.id if info is not None else 0]:
+            yield {"url": url}
+
+
+def _shard_error(exn: BaseException) -> bool:
+    """webdataset handler: tar-level failures become a ShardError naming the shard."""
+    if isinstance(exn, ShardError):
+        raise exn
+    url = next((a for a in reversed(exn.args) if isinstance(a, str) and a.endswith(".tar")), "a shard")
+    raise ShardError(f"{url}: unreadable while streaming ({exn.args[0] if exn.args else type(exn).__name__}); the "
+                     "shard is corrupt: run `pairload verify` and repack") from None
+
+
+class _Crop:
+    """Decode one sample's .npy members and cut the planned window from both images (runs in workers)."""
+
+    def __init__(self, seed: int, epoch: int, crop: int | None, augment: bool):
+        self.seed, self.epoch, self.crop, self.augment = seed, epoch, crop, augment
+
+    def __call__(self, sample: dict):
+        key, url = sample.get("__key__"), sample.get("__url__")
+        arrays = []
+        for member in (schema.LOW, schema.HIGH):
+            if member not in sample:
+                raise ShardError(f"{url}: key {key}: member {key}.{member} is missing; the shard is corrupt: repack")
+            try:
+                arr = np.load(io.BytesIO(sample[member]), allow_pickle=False)
+            except Exception as exc:  # noqa: BLE001 - numpy raises ValueError, SyntaxError or TokenError here
+                raise ShardError(f"{url}: key {key}: {key}.{member} is not a valid .npy ({exc}); repack") from None
+            if arr.dtype != schema.DTYPE or arr.ndim != 3 or arr.shape[2] != schema.CHANNELS:
+                raise ShardError(f"{url}: key {key}: {key}.{member} holds {arr.dtype} {arr.shape}, expected uint8 HxWx3")
+            arrays.append(arr)
+        low, high = arrays
+        if low.shape != high.shape:
+            raise ShardError(f"{url}: key {key}: low is {low.shape} but high is {high.shape}; repack")
+        h, w = low.shape[:2]
+        y, x, code = sample_params(key_hashes([key]), np.array([[h, w]]), seed=self.seed, epoch=self.epoch,
+                                   crop=self.crop, augment=self.augment)
+        ch, cw = (self.crop, self.crop) if self.crop is not None else (h, w)
+        y, x = int(y[0]), int(x[0])
+        return key, low[y:y + ch, x:x + cw], high[y:y + ch, x:x + cw], int(code[0])
+
+
+def _collate(samples: list) -> dict:
+    shapes = {s[1].shape for s in samples}
+    if len(shapes) > 1:
+        raise ShardError(f"whole images of different sizes {sorted(shapes)} in one batch (keys {samples[0][0]}…); "
+                         "use a crop or batch_size=1")
+    pixels = np.stack([np.stack([s[1] for s in samples]), np.stack([s[2] for s in samples])])
+    return {"pixels": torch.from_numpy(pixels), "code": torch.tensor([s[3] for s in samples], dtype=torch.int64),
+            "keys": [s[0] for s in samples]}
+
+
+class WdsLoader:
+    def __init__(self, source: str | os.PathLike, opts: LoaderOptions, *, shuffle_buffer: int = 256,
+                 prefetch_factor: int = 4):
+        if opts.last_batch == "pad":
+            raise ConfigError("last_batch='pad' is not available for the wds loader (a stream cannot wrap around); use "
+                              "'drop' for training or 'partial' (one rank) for validation, or the ram loader")
+        ds = ShardDataset(source, opts.split)  # checks the manifest and that every shard is present
+        self.opts = opts
+        self.cfg = opts.plan_config()
+        check_split(self.cfg, ds.keys, ds.sizes, ds.split)
+        self.urls = [str(p) for p in ds.files]
+        self.shard_samples = ds.index.shard_samples
+        self.device = opts.torch_device
+        self.shuffle_buffer = shuffle_buffer
+        self.prefetch_factor = prefetch_factor
+        self.workers = max(1, opts.num_workers)
+        if len(self.urls) < opts.world_size:
+            raise ConfigError(
+                f"split {opts.split!r} has {len(self.urls)} shards but there are {opts.world_size} ranks: each rank needs "
+                f"at least one shard; repack with a smaller --shard-size (e.g. {max(1, ds.nbytes // opts.world_size // 2**20)}MB"
+                ") or use the ram loader"
+            )
+        self.epoch = 0
+        if len(self) == 0:
+            raise ConfigError(f"split {opts.split!r}: with {len(self.urls)} shards over {opts.world_size} ranks x "
+                              f"{self.workers} workers no rank fills one batch of {opts.batch_size}; lower batch_size "
+                              "or num_workers, or repack with a smaller --shard-size")
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def _assignment(self, epoch: int) -> list[list[list[int]]]:
+        """shard numbers per rank per worker for `epoch`."""
+        order = epoch_order(len(self.urls), seed=self.opts.seed, epoch=epoch, shuffle=self.opts.shuffle)
+        per_rank = [order[r::self.opts.world_size] for r in range(self.opts.world_size)]
+        return [[list(shards[w::self.workers]) for w in range(self.workers)] for shards in per_rank]
+
+    def _rank_batches(self, epoch: int) -> list[int]:
+        bs, partial = self.opts.batch_size, self.opts.last_batch == "partial"
+        counts = []
+        for workers in self._assignment(epoch):
+            samples = [int(self.shard_samples[w].sum()) if w else 0 for w in workers]
+            counts.append(sum((-(-s // bs) if partial else s // bs) for s in samples))
+        return counts
+
+    def __len__(self) -> int:
+        return min(self._rank_batches(self.epoch))
+
+    def _pipeline(self, epoch: int):
+        import webdataset as wds
+
+        shards = self._assignment(epoch)[self.opts.rank]
+        seed = (self.opts.seed * 1_000_003 + epoch) * 1_009 + self.opts.rank
+        shuffle = self.opts.shuffle and self.shuffle_buffer > 1
+        return wds.DataPipeline(
+            _EpochShards([[self.urls[i] for i in ws] for ws in shards]),
+            wds.tarfile_to_samples(handler=_shard_error),
+            wds.shuffle(self.shuffle_buffer, initial=self.shuffle_buffer, seed=seed) if shuffle else None,
+            wds.map(_Crop(self.opts.seed, epoch, self.cfg.crop, self.cfg.augment)),
+            wds.batched(self.opts.batch_size, collation_fn=_collate, partial=self.opts.last_batch == "partial"),
+        )
+
+    def __iter__(self):
+        epoch, n = self.epoch, len(self)
+        loader = DataLoader(self._pipeline(epoch), batch_size=None, num_workers=self.opts.num_workers,
+                            pin_memory=self.device.type == "cuda",
+                            prefetch_factor=self.prefetch_factor if self.opts.num_workers else None,
+                            persistent_workers=False)
+        it = iter(loader)
+        try:
+            for _ in range(n):
+                item = next(it)
+                pixels = item["pixels"].to(self.device, non_blocking=True)
+                code = item["code"].to(self.device, non_blocking=True) if self.cfg.augment else None
+                padded = torch.zeros(len(item["keys"]), dtype=torch.bool, device=self.device)
+                yield make_batch(pixels, code, item["keys"], padded)
+        finally:
+            del it  # stops the workers even when the caller breaks out early
