@@ -54,6 +54,11 @@ def make_batch(pixels: torch.Tensor, code: torch.Tensor | None, keys: Sequence[s
     return PairBatch(low=out[0], high=out[1], keys=list(keys), padded=padded)
 
 
+def batch_from_hwc(low: torch.Tensor, high: torch.Tensor, keys: Sequence[str], padded: torch.Tensor) -> PairBatch:
+    """Already augmented N×H×W×3 tensors (as DALI delivers them) → PairBatch with N×3×H×W views."""
+    return PairBatch(low=low.permute(0, 3, 1, 2), high=high.permute(0, 3, 1, 2), keys=list(keys), padded=padded)
+
+
 class Normalize(nn.Module):
     """uint8 N×C×H×W on the device → float, `(x - 255·mean) / (255·std)`; optionally channels_last.
 

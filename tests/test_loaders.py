@@ -48,7 +48,8 @@ def hwc(t: torch.Tensor) -> np.ndarray:
     return t.permute(1, 2, 0).cpu().numpy()
 
 
-def check_batch(batch: PairBatch, epoch: int, seed: int, crop: int | None, n: int | None = None) -> None:
+def check_batch(batch: PairBatch, epoch: int, seed: int, crop: int | None, n: int | None = None,
+                augment: bool = True) -> None:
     assert isinstance(batch, PairBatch)
     assert batch.low.dtype == batch.high.dtype == torch.uint8
     if n is not None:
@@ -56,7 +57,7 @@ def check_batch(batch: PairBatch, epoch: int, seed: int, crop: int | None, n: in
     for j, key in enumerate(batch.keys):
         # the target is an exact function of the input: a crop or flip applied differently would break this
         np.testing.assert_array_equal(hwc(batch.high[j]), 255 - hwc(batch.low[j]))
-        lo, hi = expected(key, epoch, seed, crop)
+        lo, hi = expected(key, epoch, seed, crop, augment)
         np.testing.assert_array_equal(hwc(batch.low[j]), lo, err_msg=f"key {key}")
         np.testing.assert_array_equal(hwc(batch.high[j]), hi, err_msg=f"key {key}")
 

@@ -38,8 +38,8 @@ def make_loader(kind: str, source: str | os.PathLike, *, split: str = "train", b
     if kind in ("dali-external", "dali-file"):
         from .. import dali
 
-        build = dali.external_source_loader if kind == "dali-external" else dali.file_reader_loader
-        return build(source, opts, **backend)
+        cls = dali.DaliExternalLoader if kind == "dali-external" else dali.DaliFileLoader
+        return cls(source, opts, **backend)
     raise ConfigError(f"loader kind {kind!r}: expected one of {', '.join(KINDS)}")
 
 

@@ -1,0 +1,316 @@
+"""DALI loaders: `external_source` over the packed shards, and two sharded `readers.file` over the raw images.
+
+Both execute the planner's plan (order, rank shares, crop windows, flips and transposes) with DALI operators,
+run on a GPU (`device="cuda:k"`) or in DALI's CPU-only mode (`device="cpu"`, `device_id=None`), and yield the
+same `PairBatch` as every other loader. A pipeline is built per epoch from that epoch's plan, so calling
+`set_epoch(e)` on a new loader reproduces epoch e exactly. Works with either DALI build (cuda120/cuda130):
+only the public `nvidia.dali` API is used.
+
+dali-file keeps a pair together by giving it one label in both file lists and comparing, for every batch,
+the labels the two readers return with the labels the plan expects; any difference stops the loader.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .batch import batch_from_hwc
+from .decode import probe_size
+from .discover import find_pairs
+from .errors import ConfigError, ImageError, MissingDependencyError, PairingError, PairloadError
+from .loaders.base import LoaderOptions, PlannedLoader
+from .plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, epoch_order
+from .shards import ShardDataset
+
+try:
+    import nvidia.dali.fn as fn
+    import nvidia.dali.types as types
+    from nvidia.dali import pipeline_def
+except ImportError:  # pragma: no cover - exercised where DALI is absent
+    raise MissingDependencyError(
+        "pairload.dali needs NVIDIA DALI: pip install 'pairload[dali]' (CUDA 12 build) or 'pairload[dali-cu13]' "
+        "(CUDA 13 build); DALI also runs without a GPU"
+    ) from None
+
+
+def _device_id(device: torch.device) -> int | None:
+    return device.index if device.type == "cuda" else None
+
+
+def _augment(images, plan_inputs: dict, crop: int | None, on_gpu: bool):
+    """Transpose / vertical flip / horizontal flip per sample, in the planner's order (DALI conditionals)."""
+    if on_gpu:
+        images = images.gpu()
+    if crop is not None and "transpose" in plan_inputs:
+        if plan_inputs["transpose"]:
+            images = fn.transpose(images, perm=[1, 0, 2], transpose_layout=False)
+        else:
+            images = images
+    if "hflip" in plan_inputs:
+        images = fn.flip(images, horizontal=plan_inputs["hflip"], vertical=plan_inputs["vflip"])
+    return images
+
+
+def _code_columns(codes: np.ndarray) -> tuple[list, list, list]:
+    return ([np.array(bool(c & TRANSPOSE)) for c in codes.tolist()],
+            [np.int32(1 if c & HFLIP else 0) for c in codes.tolist()],
+            [np.int32(1 if c & VFLIP else 0) for c in codes.tolist()])
+
+
+def _to_torch(tensor_list, device: torch.device) -> torch.Tensor:
+    """A dense DALI TensorList (CPU or GPU) → a torch tensor on `device` (one copy on the current stream)."""
+    from nvidia.dali.plugin.pytorch import feed_ndarray
+
+    dense = tensor_list.as_tensor()
+    out = torch.empty(tuple(dense.shape()), dtype=torch.uint8, device=device)
+    if device.type == "cuda":
+        feed_ndarray(dense, out, cuda_stream=torch.cuda.current_stream(device))
+    else:
+        feed_ndarray(dense, out)
+    return out
+
+
+def _labels(tensor_list) -> np.ndarray:
+    return np.array(tensor_list.as_cpu().as_tensor() if hasattr(tensor_list, "as_cpu") else tensor_list.as_tensor()).reshape(-1)
+
+
+_SOURCE_INFO = re.compile(r"(?:source info|Source info|sample's source info)[^:]*:\s*(\S+)")
+
+
+def _dali_error(exc: Exception, where: str) -> PairloadError:
+    text = str(exc)
+    m = _SOURCE_INFO.search(text)
+    name = m.group(1) if m else None
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip() and "Error" in ln), text.strip().splitlines()[0] if text.strip() else type(exc).__name__)
+    if name:
+        return ImageError(f"{name}: DALI could not read or decode it ({first[:200]}); replace or remove the file")
+    return ImageError(f"{where}: DALI failed: {first[:300]}")
+
+
+class _DaliLoader(PlannedLoader):
+    """Shared epoch loop: build this epoch's pipeline, run it once per planned batch, hand over PairBatches."""
+
+    def __init__(self, keys, hw, split, opts: LoaderOptions, num_threads: int, prefetch: int):
+        super().__init__(keys, hw, split, opts)
+        self.num_threads = max(1, num_threads)
+        self.prefetch = max(1, prefetch)
+
+    def _pipeline(self, plans: list[BatchPlan]):
+        raise NotImplementedError
+
+    def _check(self, outputs, bp: BatchPlan, b: int) -> None:
+        """Raise if the labels that came out are not the plan's (readers out of step)."""
+
+    def _diagnose(self, plans: list[BatchPlan], b: int) -> PairloadError | None:
+        """After a DALI failure at batch b, find a file to blame (DALI's own message often names none)."""
+        return None
+
+    def __iter__(self):
+        plans = self.plan()
+        if not plans:
+            return
+        pipe = self._pipeline(plans)
+        try:
+            pipe.build()
+            for b, bp in enumerate(plans):
+                try:
+                    outputs = pipe.run()
+                except (RuntimeError, ValueError) as exc:
+                    raise (self._diagnose(plans, b) or _dali_error(exc, self.where)) from None
+                self._check(outputs, bp, b)
+                n = len(bp)
+                low = _to_torch(outputs[0], self.device)[:n]
+                high = _to_torch(outputs[1], self.device)[:n]
+                padded = torch.from_numpy(bp.padded.copy()).to(self.device)
+                yield batch_from_hwc(low, high, [self.keys[i] for i in bp.index.tolist()], padded)
+        finally:
+            del pipe
+
+
+class DaliExternalLoader(_DaliLoader):
+    """`fn.external_source` (batch mode, zero-copy views of the memory-mapped shards) → slice → flips on the device."""
+
+    def __init__(self, source, opts: LoaderOptions, *, num_threads: int = 4, prefetch: int = 2):
+        self.ds = source if isinstance(source, ShardDataset) else ShardDataset(source, opts.split)
+        self.where = str(self.ds.root)
+        super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, num_threads, prefetch)
+
+    def _feed(self, plans: list[BatchPlan]):
+        keep: deque = deque(maxlen=self.prefetch + 3)  # no_copy: views must outlive DALI's use of them
+        for bp in plans:
+            lows, highs = zip(*(self.ds.arrays(i) for i in bp.index.tolist()))
+            batch = [list(lows), list(highs)]
+            if self.cfg.crop is not None:
+                batch.append([np.array([y, x], dtype=np.int32) for y, x in zip(bp.y.tolist(), bp.x.tolist())])
+            if self.cfg.augment:
+                batch.extend(_code_columns(bp.code))
+            keep.append(batch)
+            yield batch
+
+    def _pipeline(self, plans: list[BatchPlan]):
+        crop, on_gpu = self.cfg.crop, self.device.type == "cuda"
+
+        @pipeline_def(batch_size=self.cfg.batch_size, num_threads=self.num_threads, device_id=_device_id(self.device),
+                      prefetch_queue_depth=self.prefetch, enable_conditionals=True, seed=self.cfg.seed & 0x7FFFFFFF)
+        def pipe():
+            n_out = 2 + (crop is not None) + 3 * self.cfg.augment
+            outs = list(fn.external_source(source=self._feed(plans), num_outputs=n_out, batch=True, no_copy=True,
+                                           parallel=False))
+            low, high = outs.pop(0), outs.pop(0)
+            if crop is not None:
+                anchor = outs.pop(0)
+                shape = types.Constant(np.array([crop, crop], dtype=np.int32), device="cpu")
+                low = fn.slice(low, anchor, shape, axes=[0, 1])
+                high = fn.slice(high, anchor, shape, axes=[0, 1])
+            inputs = dict(zip(("transpose", "hflip", "vflip"), outs))
+            return _augment(low, inputs, crop, on_gpu), _augment(high, inputs, crop, on_gpu)
+
+        return pipe()
+
+
+class DaliFileLoader(_DaliLoader):
+    """Two `fn.readers.file` (low, high) over the raw images, sharded by rank, decoded on the GPU ("mixed") or CPU."""
+
+    def __init__(self, raw_dir, opts: LoaderOptions, *, low_dir: str | None = None, high_dir: str | None = None,
+                 pairs_file: str | None = None, num_threads: int = 4, prefetch: int = 2, probe_threads: int = 8):
+        found = find_pairs(raw_dir, low_dir=low_dir, high_dir=high_dir, pairs_file=pairs_file).splits()
+        if opts.split not in found:
+            raise ConfigError(f"{raw_dir}: no split {opts.split!r}; found {sorted(found)}")
+        self.pairs = found[opts.split]
+        self.where = str(raw_dir)
+        with ThreadPoolExecutor(probe_threads) as pool:
+            lows = list(pool.map(probe_size, [p.low for p in self.pairs]))
+            highs = list(pool.map(probe_size, [p.high for p in self.pairs]))
+        for p, a, b in zip(self.pairs, lows, highs):
+            if a != b:
+                raise ImageError(f"{p.low_rel} is {a[1]}x{a[0]} but {p.high_rel} is {b[1]}x{b[0]}; a pair must have one size")
+        super().__init__([p.key for p in self.pairs], np.array(lows, dtype=np.int64).reshape(-1, 2), opts.split, opts,
+                         num_threads, prefetch)
+
+    def _shards(self) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """The epoch's global file order, laid out so that DALI's contiguous shard `rank` is this rank's share.
+
+        Returns (order, padded, start, stop) where [start, stop) is this rank's block, as readers.file cuts it.
+        """
+        n, ws, bs, cfg = len(self.keys), self.cfg.world_size, self.cfg.batch_size, self.cfg
+        order = epoch_order(n, seed=cfg.seed, epoch=self.epoch, shuffle=cfg.shuffle)
+        if cfg.last_batch == "drop":
+            per = (n // ws) // bs * bs
+            order, padded = order[: per * ws], np.zeros(per * ws, dtype=bool)
+        elif cfg.last_batch == "pad":
+            total = -(-n // (ws * bs)) * ws * bs
+            order, padded = np.resize(order, total), np.arange(total) >= n
+        else:
+            padded = np.zeros(n, dtype=bool)
+        total = len(order)
+        return order, padded, cfg.rank * total // ws, (cfg.rank + 1) * total // ws
+
+    def _file_lists(self, order: np.ndarray) -> dict[str, tuple[list[str], list[int]]]:
+        """Per reader, (files, labels) in reading order; a pair's label is its index in the split, on both sides."""
+        labels = [int(i) for i in order]
+        return {"low": ([str(self.pairs[i].low) for i in order], labels),
+                "high": ([str(self.pairs[i].high) for i in order], labels)}
+
+    def plan(self) -> list[BatchPlan]:
+        from .plan import sample_params
+
+        order, padded, start, stop = self._shards()
+        idx, pad = order[start:stop], padded[start:stop]
+        y, x, code = sample_params(self.key_hash[idx], self.hw[idx], seed=self.cfg.seed, epoch=self.epoch,
+                                   crop=self.cfg.crop, augment=self.cfg.augment)
+        bs = self.cfg.batch_size
+        self._order = order
+        return [BatchPlan(idx[s:s + bs], y[s:s + bs], x[s:s + bs], code[s:s + bs], pad[s:s + bs])
+                for s in range(0, len(idx), bs)]
+
+    def __len__(self) -> int:
+        _, _, start, stop = self._shards()
+        return -(-(stop - start) // self.cfg.batch_size)
+
+    def _feed(self, plans: list[BatchPlan]):
+        bs = self.cfg.batch_size
+        for bp in plans:
+            fill = bs - len(bp)  # readers pad a short last batch by repeating the shard's last sample
+            rep = lambda a: np.concatenate([a, np.repeat(a[-1:], fill)]) if fill else a  # noqa: E731
+            t, h, v = _code_columns(rep(bp.code))
+            anchors = [np.array([y, x], dtype=np.int32) for y, x in zip(rep(bp.y).tolist(), rep(bp.x).tolist())]
+            labels = [np.int32(i) for i in rep(bp.index).tolist()]
+            yield anchors, t, h, v, labels
+
+    def _pipeline(self, plans: list[BatchPlan]):
+        crop, on_gpu = self.cfg.crop, self.device.type == "cuda"
+        lists = self._file_lists(self._order)
+        shard = dict(shard_id=self.cfg.rank, num_shards=self.cfg.world_size, random_shuffle=False, pad_last_batch=True,
+                     stick_to_shard=True)
+        decoder = "mixed" if on_gpu else "cpu"
+
+        @pipeline_def(batch_size=self.cfg.batch_size, num_threads=self.num_threads, device_id=_device_id(self.device),
+                      prefetch_queue_depth=self.prefetch, enable_conditionals=True, seed=self.cfg.seed & 0x7FFFFFFF)
+        def pipe():
+            anchor, t, h, v, expect = fn.external_source(source=self._feed(plans), num_outputs=5, batch=True)
+            outs, labs = [], []
+            for name, (files, labels) in lists.items():
+                data, label = fn.readers.file(files=files, labels=labels, name=name, **shard)
+                if crop is not None:
+                    shape = types.Constant(np.array([crop, crop], dtype=np.int32), device="cpu")
+                    img = fn.decoders.image_slice(data, anchor, shape, axes=[0, 1], device=decoder,
+                                                  output_type=types.RGB)
+                else:
+                    img = fn.decoders.image(data, device=decoder, output_type=types.RGB)
+                inputs = {"transpose": t, "hflip": h, "vflip": v} if self.cfg.augment else {}
+                outs.append(_augment(img, inputs, crop, on_gpu=False))
+                labs.append(label)
+            return outs[0], outs[1], labs[0], labs[1], expect
+
+        return pipe()
+
+    def _diagnose(self, plans: list[BatchPlan], b: int) -> PairloadError | None:
+        from .decode import decode_rgb
+
+        for bp in plans[b:b + self.prefetch + 2]:  # DALI may have failed on a batch it was prefetching
+            for i in bp.index.tolist():
+                for path in (self.pairs[i].low, self.pairs[i].high):
+                    if not path.is_file():
+                        return ImageError(f"{path}: missing (it was there when the loader was made); restore it or "
+                                          "make the loader again")
+                    try:
+                        decode_rgb(path, to_8bit=True)
+                    except PairloadError as exc:
+                        return exc
+        return None
+
+    def _check(self, outputs, bp: BatchPlan, b: int) -> None:
+        low, high, expect = (_labels(o) for o in outputs[2:5])
+        n = len(bp)
+        if not (np.array_equal(low[:n], expect[:n]) and np.array_equal(high[:n], expect[:n])):
+            bad = int(np.flatnonzero((low[:n] != expect[:n]) | (high[:n] != expect[:n]))[0])
+            raise PairingError(
+                f"{self.where}: the low and high readers are out of step at epoch {self.epoch}, batch {b}, row {bad}: "
+                f"low file {self.pairs[int(low[bad])].low_rel}, high file {self.pairs[int(high[bad])].high_rel}, plan "
+                f"expected pair {self.pairs[int(expect[bad])].low_rel}; training stopped rather than learn from "
+                "mismatched pairs"
+            )
+
+
+def external_source_loader(shards_dir: str | os.PathLike, **kwargs):
+    """`make_loader("dali-external", shards_dir, **kwargs)`."""
+    from .loaders import make_loader
+
+    return make_loader("dali-external", shards_dir, **kwargs)
+
+
+def file_reader_loader(raw_dir: str | os.PathLike, **kwargs):
+    """`make_loader("dali-file", raw_dir, **kwargs)`; `low_dir`, `high_dir`, `pairs_file` as for `pairload pack`."""
+    from .loaders import make_loader
+
+    return make_loader("dali-file", raw_dir, **kwargs)
+
+
+__all__ = ["DaliExternalLoader", "DaliFileLoader", "external_source_loader", "file_reader_loader"]
