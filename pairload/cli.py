@@ -27,13 +27,13 @@ out = Console()
 def _progress(label: str, unit: str = "pairs") -> Iterator:
     with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=Console(stderr=True),
-                  transient=False, disable=not sys.stderr.isatty()) as bar:
+                  transient=False, disable=not sys.stderr.isatty(), auto_refresh=False) as bar:
         task = bar.add_task(label, total=None, rate="")
 
         def update(done: int, total: int) -> None:
             elapsed = bar.tasks[0].elapsed or 0.0
             rate = f"{done / elapsed:,.0f} {unit}/s" if elapsed > 0 else ""
-            bar.update(task, completed=done, total=total, rate=rate)
+            bar.update(task, completed=done, total=total, rate=rate, refresh=True)  # no refresh thread: see pack._pool
 
         yield update
 
@@ -54,12 +54,14 @@ def synth(
     test: int = typer.Option(16, help="Test pairs."),
     size: str = typer.Option("600x400", help="Pair size WxH."),
     seed: int = typer.Option(0, help="Random seed; the same seed gives the same files."),
+    workers: int = typer.Option(1, help="Processes (the output does not depend on it)."),
 ) -> None:
     """Make realistic low-light pairs from normal-light photos."""
     from .pack import parse_wxh
     from .synth import SynthOptions, synth as run
 
-    opts = SynthOptions(pairs=pairs, test=test, size=parse_wxh(size), seed=seed, source=str(source) if source else None)
+    opts = SynthOptions(pairs=pairs, test=test, size=parse_wxh(size), seed=seed, source=str(source) if source else None,
+                        workers=workers)
     with _progress("synth") as update:
         doc = run(out_dir, opts, on_progress=update)
     out.print(f"wrote {len(doc['pairs'])} pairs ({pairs} train, {test} test) of {size} to {out_dir}")
@@ -124,6 +126,58 @@ def info(
         table.add_row(name, str(s["samples"]), str(s["shards"]), _human(s["bytes"]),
                       ", ".join(f"{k}: {v}" for k, v in s["sizes"].items()))
     out.print(table)
+
+
+@app.command("bench-loaders")
+def bench_loaders(
+    shards_dir: Path = typer.Argument(..., help="Folder written by `pairload pack`."),
+    raw: Optional[Path] = typer.Option(None, help="The raw folder the shards came from (for dali-file and the baselines)."),
+    loaders: str = typer.Option(",".join(__import__("pairload.bench", fromlist=["ALL"]).ALL), help="Comma-separated loaders to run."),
+    split: str = typer.Option("train", help="Split to read."),
+    crop: int = typer.Option(256, help="Crop size."),
+    batch_size: int = typer.Option(32, help="Batch size."),
+    workers: int = typer.Option(0, help="CPU workers/threads per loader (0: all cores but one)."),
+    seconds: float = typer.Option(6.0, help="Measured seconds per loader (split into --repeats windows)."),
+    repeats: int = typer.Option(3, help="Timed windows per loader; the median is reported."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda[:k]."),
+    consumer: str = typer.Option("none", help="none, or unet: feed a training step and report data-wait."),
+    out_json: Optional[Path] = typer.Option(None, "--out", help="Write the JSON report here."),
+    plot_png: Optional[Path] = typer.Option(None, "--plot", help="Write a bar chart (PNG) here."),
+) -> None:
+    """Every loader and today's baselines side by side, with the hardware limits."""
+    from .bench import BenchConfig, plot, run_bench
+    from .schema import write_json_atomic
+
+    cfg = BenchConfig(shards=str(shards_dir), raw=str(raw) if raw else None, split=split,
+                      loaders=tuple(n.strip() for n in loaders.split(",") if n.strip()), crop=crop,
+                      batch_size=batch_size, workers=workers, seconds=seconds, repeats=repeats, device=device,
+                      consumer=consumer)
+    err = Console(stderr=True)
+    report = run_bench(cfg, on_result=lambda r: err.print(
+        f"  {r.loader}: " + (f"{r.pairs_per_s:,.0f} pairs/s" if r.status == "ok" else f"{r.status} ({r.reason})"),
+        highlight=False, markup=False))
+    table = Table("loader", "pairs/s", "spread", "MB/s", "CPU cores", "host RSS MB", "device MB",
+                  *(["data wait"] if consumer != "none" else []), "note",
+                  title=f"{report['device']}, {report['cpu_count']} cores, crop {crop}, batch {batch_size}")
+    for r in report["results"]:
+        ok = r["status"] == "ok"
+        table.add_row(r["loader"], f"{r['pairs_per_s']:,.0f}" if ok else "-",
+                      f"{r['pairs_per_s_min']:,.0f}-{r['pairs_per_s_max']:,.0f}" if ok else "",
+                      f"{r['mb_per_s']:,.0f}" if ok else "", f"{r['cpu_cores_used']:.1f}" if ok else "",
+                      f"{r['peak_host_rss_mb']:,.0f}" if ok else "", f"{r['device_mem_mb']:,.0f}" if ok else "",
+                      *([f"{r['data_wait_frac']:.3f}" if ok else ""] if consumer != "none" else []),
+                      "" if ok else f"{r['status']}: {r['reason']}")
+    out.print(table)
+    lim = report["limits"]
+    out.print(f"limits: {lim['h2d']['kind']} {lim['h2d']['gb_per_s']:.1f} GB/s = {lim['h2d']['pairs_per_s']:,.0f} pairs/s; "
+              f"one core copying crops {lim['copy']['pairs_per_s_per_core']:,.0f} pairs/s"
+              + (f"; {lim['decode']['format']} decode {lim['decode']['pairs_per_s_per_core']:,.0f} pairs/s per core, "
+                 f"{lim['decode']['pairs_per_s_all_cores']:,.0f} on {lim['decode']['cores']} cores" if lim.get("decode") else ""),
+              highlight=False)
+    if out_json:
+        write_json_atomic(out_json, report)
+    if plot_png:
+        plot(report, plot_png)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

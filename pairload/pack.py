@@ -13,6 +13,7 @@ import hashlib
 import multiprocessing as mp
 import os
 import re
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -189,7 +190,10 @@ def _plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: lis
 
 
 def _pool(workers: int):
-    return mp.get_context("spawn").Pool(workers, initializer=_worker_init)
+    # fork starts workers at once; it is only safe while this process runs no other thread (a lock held by
+    # another thread at fork time would never be released in the child), so otherwise spawn.
+    method = "fork" if "fork" in mp.get_all_start_methods() and threading.active_count() == 1 else "spawn"
+    return mp.get_context(method).Pool(workers, initializer=_worker_init)
 
 
 def _remove_partials(folder: Path) -> None:
@@ -202,18 +206,21 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
          on_progress: Callable[[int, int], None] | None = None) -> PackReport:
     """Pack the pairs under `raw_dir` into `shards_dir`. Raises a PairloadError (and writes no manifest) on bad input."""
     start = time.perf_counter()
-    discovery = find_pairs(raw_dir, low_dir=options.low_dir, high_dir=options.high_dir,
+    workers = options.workers or os.cpu_count() or 1
+    pool = _pool(workers) if workers > 1 else None  # workers start while the folders are being listed
+    try:
+        discovery = find_pairs(raw_dir, low_dir=options.low_dir, high_dir=options.high_dir,
                            pairs_file=options.pairs_file, skip_unmatched=options.skip_unmatched)
+    except BaseException:
+        if pool:
+            pool.terminate()
+        raise
     pairs = discovery.pairs
     out = Path(shards_dir)
     out.mkdir(parents=True, exist_ok=True)
     _remove_partials(out)  # left by a killed run
-    workers = options.workers or os.cpu_count() or 1
-    workers = max(1, min(workers, len(pairs)))
     report = PackReport(shards_dir=out, workers=workers)
     report.skipped = discovery.skipped_low + discovery.skipped_high
-
-    pool = _pool(workers) if workers > 1 else None
     partial_files: list[str] = []
     try:
         paths = [p for pair in pairs for p in (pair.low, pair.high)]
@@ -233,7 +240,8 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
         plans = _plan_shards(pairs, sizes, out_sizes, options.shard_size)
 
         jobs: list[_Job] = []
-        for plan in plans:
+        shard_of: list[int] = []
+        for number, plan in enumerate(plans):
             part = str(out / (plan.name + schema.PARTIAL_SUFFIX))
             partial_files.append(part)
             with open(part, "wb") as fh:
@@ -245,19 +253,26 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
                 idx = len(jobs)  # plans follow the (split, key) order of `pairs`
                 jobs.append(_Job(idx, pair.low, pair.high, sizes[idx], (lay.height, lay.width), options.to_8bit,
                                  part, lay.low_data, lay.high_data))
+                shard_of.append(number)
 
         results: list[tuple[list[str], int, int] | None] = [None] * len(jobs)
+        remaining = [len(plan.samples) for plan in plans]
+        hashing: list = [None] * len(plans)
         done = 0
         stream = pool.imap_unordered(_run_job, jobs, chunksize=2) if pool else map(_run_job, jobs)
         for res in stream:
             if isinstance(res[1], str):
                 raise ImageError(res[1])
             results[res[0]] = res[1:]
+            number = shard_of[res[0]]
+            remaining[number] -= 1
+            if remaining[number] == 0 and pool:  # hash and fsync a finished shard while later ones decode
+                hashing[number] = pool.apply_async(_hash_file, (partial_files[number],))
             done += 1
             if on_progress:
                 on_progress(done, len(jobs))
-        _close_fds()  # workers keep theirs until the pool ends; fsync below flushes every writer's pages
-        digests = pool.map(_hash_file, partial_files, chunksize=1) if pool else [_hash_file(p) for p in partial_files]
+        _close_fds()  # pwrite has put every pixel in the page cache; fsync flushes them whoever wrote them
+        digests = [h.get() for h in hashing] if pool else [_hash_file(p) for p in partial_files]
     except BaseException:
         if pool:
             pool.terminate()

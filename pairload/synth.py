@@ -34,10 +34,13 @@ class SynthOptions:
     size: tuple[int, int] = (600, 400)  # (width, height)
     seed: int = 0
     source: str | None = None  # folder of normal-light photos; None: scikit-image's bundled photographs
+    workers: int = 1  # processes; the output does not depend on it
 
     def __post_init__(self) -> None:
         if self.pairs < 1 or self.test < 0:
             raise ConfigError(f"--pairs {self.pairs} --test {self.test}: expected at least 1 training pair and 0 or more test pairs")
+        if self.workers < 1:
+            raise ConfigError(f"--workers {self.workers}: expected at least 1")
         if min(self.size) < 8:
             raise ConfigError(f"--size {self.size[0]}x{self.size[1]}: expected at least 8x8")
 
@@ -120,31 +123,54 @@ def _write_png(path: Path, rgb: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
+_photos: list[tuple[str, np.ndarray]] = []
+
+
+def _init_worker(photos: list[tuple[str, np.ndarray]]) -> None:
+    _photos[:] = photos
+
+
+def _make_pair(job: tuple[Path, int, int, str, int, int, int]) -> tuple[str, dict]:
+    out, seed, split_id, split, i, width, height = job
+    rng = np.random.default_rng([seed, split_id, i])
+    name, photo = _photos[int(rng.integers(0, len(_photos)))]
+    high, crop = _crop(photo, width, height, rng)
+    low, params = darken(high, rng)
+    stem = f"{i:05d}"
+    _write_png(out / split / "high" / f"{stem}.png", high)
+    _write_png(out / split / "low" / f"{stem}.png", low)
+    return f"{split}/{stem}", {"source": name, **crop, **params}
+
+
 def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
           on_progress: Callable[[int, int], None] | None = None) -> dict:
     """Write `out/train/{low,high}/NNNNN.png` (and `test/`), plus every pair's parameters in `out/synth.json`."""
     out = Path(out_dir)
     photos = _load_sources(options.source)
     width, height = options.size
-    doc = {"seed": options.seed, "size": [width, height], "source": options.source or "scikit-image", "pairs": {}}
-    total = options.pairs + options.test
-    done = 0
+    jobs = []
     for split_id, (split, count) in enumerate((("train", options.pairs), ("test", options.test))):
-        if count == 0:
-            continue
-        for side in ("low", "high"):
-            (out / split / side).mkdir(parents=True, exist_ok=True)
-        for i in range(count):
-            rng = np.random.default_rng([options.seed, split_id, i])
-            name, photo = photos[int(rng.integers(0, len(photos)))]
-            high, crop = _crop(photo, width, height, rng)
-            low, params = darken(high, rng)
-            stem = f"{i:05d}"
-            _write_png(out / split / "high" / f"{stem}.png", high)
-            _write_png(out / split / "low" / f"{stem}.png", low)
-            doc["pairs"][f"{split}/{stem}"] = {"source": name, **crop, **params}
-            done += 1
+        if count:
+            for side in ("low", "high"):
+                (out / split / side).mkdir(parents=True, exist_ok=True)
+        jobs.extend((out, options.seed, split_id, split, i, width, height) for i in range(count))
+    results = {}
+    if options.workers > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("spawn").Pool(options.workers, initializer=_init_worker, initargs=(photos,)) as pool:
+            for key, params in pool.imap_unordered(_make_pair, jobs, chunksize=4):
+                results[key] = params
+                if on_progress:
+                    on_progress(len(results), len(jobs))
+    else:
+        _init_worker(photos)
+        for job in jobs:
+            key, params = _make_pair(job)
+            results[key] = params
             if on_progress:
-                on_progress(done, total)
+                on_progress(len(results), len(jobs))
+    doc = {"seed": options.seed, "size": [width, height], "source": options.source or "scikit-image",
+           "pairs": dict(sorted(results.items()))}
     write_json_atomic(out / "synth.json", doc)
     return doc

@@ -1,0 +1,70 @@
+"""The reference low-light enhancement network: a small U-Net that predicts a residual over the input.
+
+Images enter in [0, 1] (after `pairload.Normalize` with mean 0, std 1) and the output is input + residual.
+`width` sets the channels of the first level; each of the `depth` levels below doubles them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    width: int = 32
+    depth: int = 3
+
+    def __post_init__(self) -> None:
+        if self.width < 4 or not 1 <= self.depth <= 6:
+            raise ConfigError(f"model width={self.width}, depth={self.depth}: expected width >= 4 and 1 <= depth <= 6")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _block(cin: int, cout: int) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.SiLU(inplace=True),
+        nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.SiLU(inplace=True),
+    )
+
+
+class EnhanceUNet(nn.Module):
+    def __init__(self, config: ModelConfig = ModelConfig()):
+        super().__init__()
+        self.config = config
+        w = config.width
+        chans = [w * 2**i for i in range(config.depth + 1)]
+        self.stem = _block(3, chans[0])
+        self.down = nn.ModuleList(nn.Conv2d(chans[i], chans[i], 2, stride=2) for i in range(config.depth))
+        self.enc = nn.ModuleList(_block(chans[i], chans[i + 1]) for i in range(config.depth))
+        self.up = nn.ModuleList(nn.ConvTranspose2d(chans[i + 1], chans[i], 2, stride=2) for i in range(config.depth))
+        self.dec = nn.ModuleList(_block(2 * chans[i], chans[i]) for i in range(config.depth))
+        self.head = nn.Conv2d(chans[0], 3, 1)
+        nn.init.zeros_(self.head.weight)  # start as the identity: output = input
+        nn.init.zeros_(self.head.bias)
+
+    @property
+    def multiple(self) -> int:
+        """Input height and width must be multiples of this."""
+        return 2 ** self.config.depth
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[-2:]
+        m = self.multiple
+        pad_h, pad_w = (-h) % m, (-w) % m
+        inp = nn.functional.pad(x, (0, pad_w, 0, pad_h), mode="replicate") if pad_h or pad_w else x
+        skips = []
+        y = self.stem(inp)
+        for down, enc in zip(self.down, self.enc):
+            skips.append(y)
+            y = enc(down(y))
+        for i in reversed(range(self.config.depth)):
+            y = self.dec[i](torch.cat([self.up[i](y), skips[i]], dim=1))
+        out = inp + self.head(y)
+        return out[..., :h, :w]

@@ -1,0 +1,64 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pairload.bench import ALL, BenchConfig, plot, run_bench
+from pairload.errors import ConfigError
+from pairload.pack import PackOptions, pack
+
+from conftest import has_module, make_raw
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bench")
+    make_raw(root / "raw", 12, size=(48, 64))
+    pack(root / "raw", root / "shards", PackOptions(workers=1, shard_size=64 * 1024))
+    return root
+
+
+def test_every_loader_and_baseline_runs_side_by_side(tiny, tmp_path):
+    cfg = BenchConfig(shards=str(tiny / "shards"), raw=str(tiny / "raw"), crop=32, batch_size=4, workers=1,
+                      seconds=0.4, repeats=2, device="cpu")
+    report = run_bench(cfg)
+    by = {r["loader"]: r for r in report["results"]}
+    assert list(by) == list(ALL)
+    for name, r in by.items():
+        if name.startswith("dali") and not has_module("nvidia.dali"):
+            assert r["status"] == "skipped" and "pip install" in r["reason"]
+            continue
+        assert r["status"] == "ok", (name, r["reason"])
+        assert r["pairs_per_s"] > 0 and len(r["repeats"]) == 2
+        assert r["pairs_per_s_min"] <= r["pairs_per_s"] <= r["pairs_per_s_max"]
+        assert r["mb_per_s"] == pytest.approx(r["pairs_per_s"] * 2 * 32 * 32 * 3 / 1e6)
+        assert r["peak_host_rss_mb"] > 0
+    assert report["limits"]["h2d"]["pairs_per_s"] > 0 and report["limits"]["decode"]["images_per_s_per_core"] > 0
+    assert report["limits"]["copy"]["pairs_per_s_per_core"] > 0
+    plot(report, tmp_path / "chart.png")
+    assert (tmp_path / "chart.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_loaders_without_their_inputs_are_skipped_with_the_reason(tiny):
+    cfg = BenchConfig(shards=str(tiny / "shards"), loaders=("ram", "dali-file", "naive-pil"), crop=32, batch_size=4,
+                      workers=1, seconds=0.2, repeats=1, device="cpu", consumer="unet")
+    report = run_bench(cfg)
+    by = {r["loader"]: r for r in report["results"]}
+    assert by["ram"]["status"] == "ok" and 0 <= by["ram"]["data_wait_frac"] <= 1
+    assert by["naive-pil"]["status"] == "skipped" and "needs --raw" in by["naive-pil"]["reason"]
+    assert by["dali-file"]["status"] == "skipped"
+    with pytest.raises(ConfigError, match="--loaders fast: unknown"):
+        BenchConfig(shards="x", loaders=("fast",))
+
+
+def test_cli_writes_json_and_chart(tiny, tmp_path):
+    res = subprocess.run([sys.executable, "-m", "pairload.cli", "bench-loaders", str(tiny / "shards"), "--raw",
+                          str(tiny / "raw"), "--loaders", "ram,wds,cv2-disk", "--crop", "32", "--batch-size", "4",
+                          "--workers", "1", "--seconds", "0.3", "--repeats", "1", "--device", "cpu", "--out",
+                          str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert {"device", "cpu_count", "config", "limits", "results"} <= set(doc)
+    assert [r["loader"] for r in doc["results"]] == ["ram", "wds", "cv2-disk"]
+    assert "pairs/s" in res.stdout and (tmp_path / "r.png").exists()
