@@ -57,11 +57,24 @@ def main() -> None:
         shutil.rmtree(args.shards, ignore_errors=True)
         report = pack(args.raw, args.shards, PackOptions(workers=args.workers))
         runs.append(report.pairs / report.seconds)
+    t0 = time.perf_counter()
+    with open(args.shards / "disk-probe.bin", "wb") as fh:
+        block = os.urandom(1 << 24)
+        for _ in range(64):
+            fh.write(block)
+        fh.flush()
+        os.fsync(fh.fileno())
+    disk = 64 * len(block) / (time.perf_counter() - t0) / 1e6
+    os.unlink(args.shards / "disk-probe.bin")
     doc = {
         "benchmark": "pack", "device": device_name(), "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
         "pairs": len(pairs), "workers": cores, "image_format": files[0].suffix.lstrip("."),
         "single_core_decode_pairs_per_s": single, "bound_pairs_per_s": single * cores,
         "pack_pairs_per_s": runs[-1], "pack_pairs_per_s_cold": runs[0], "ratio_to_bound": runs[-1] / (single * cores),
+        "phases_s": report.phases, "decode_phase_pairs_per_s": report.pairs / report.phases["decode"],
+        "decode_phase_ratio_to_bound": report.pairs / report.phases["decode"] / (single * cores),
+        "shard_bytes": sum(s["bytes"] for s in report.splits.values()), "disk_write_fsync_mb_per_s": disk,
+        "output_dir": str(args.shards),
     }
     print(json.dumps(doc, indent=2))
     if args.out:

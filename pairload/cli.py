@@ -92,7 +92,8 @@ def pack(
     for split, s in report.splits.items():
         out.print(f"{split}: {s['samples']} pairs in {s['shards']} shards, {_human(s['bytes'])}")
     out.print(f"packed {report.pairs} pairs in {report.seconds:.1f} s ({report.pairs / max(report.seconds, 1e-9):,.0f} "
-              f"pairs/s, {report.workers} workers) into {shards_dir}")
+              f"pairs/s, {report.workers} workers) into {shards_dir}; "
+              + ", ".join(f"{k} {v:.1f} s" for k, v in report.phases.items()))
     for label, items in (("grayscale replicated to RGB", report.gray), ("alpha dropped", report.alpha),
                          ("16-bit converted to 8-bit", report.converted_16bit), ("skipped, unmatched", report.skipped)):
         if items:

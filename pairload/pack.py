@@ -85,6 +85,7 @@ class PackReport:
     skipped: list[str] = field(default_factory=list)
     seconds: float = 0.0
     workers: int = 1
+    phases: dict[str, float] = field(default_factory=dict)  # seconds spent probing, decoding, hashing+fsync
 
     @property
     def pairs(self) -> int:
@@ -235,6 +236,7 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
             more = f" (and {len(mismatched) - 1} more pairs)" if len(mismatched) > 1 else ""
             raise ImageError(f"{pair.low_rel} is {lo[1]}x{lo[0]} but {pair.high_rel} is {hi[1]}x{hi[0]}; a pair must "
                              f"have one size (fix the files, or pack with --resize WxH){more}")
+        report.phases["probe"] = time.perf_counter() - start
         sizes = [probes[2 * i] for i in range(len(pairs))]
         out_sizes = [target_size(h, w, options.resize, options.max_side) for h, w in sizes]
         plans = _plan_shards(pairs, sizes, out_sizes, options.shard_size)
@@ -255,6 +257,7 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
                                  part, lay.low_data, lay.high_data))
                 shard_of.append(number)
 
+        t_decode = time.perf_counter()
         results: list[tuple[list[str], int, int] | None] = [None] * len(jobs)
         remaining = [len(plan.samples) for plan in plans]
         hashing: list = [None] * len(plans)
@@ -272,7 +275,10 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
             if on_progress:
                 on_progress(done, len(jobs))
         _close_fds()  # pwrite has put every pixel in the page cache; fsync flushes them whoever wrote them
+        t_finish = time.perf_counter()
+        report.phases["decode"] = t_finish - t_decode
         digests = [h.get() for h in hashing] if pool else [_hash_file(p) for p in partial_files]
+        report.phases["hash_fsync_tail"] = time.perf_counter() - t_finish
     except BaseException:
         if pool:
             pool.terminate()

@@ -127,6 +127,9 @@ _photos: list[tuple[str, np.ndarray]] = []
 
 
 def _init_worker(photos: list[tuple[str, np.ndarray]]) -> None:
+    import cv2
+
+    cv2.setNumThreads(1)  # one process per core already: OpenCV's own threads would oversubscribe
     _photos[:] = photos
 
 

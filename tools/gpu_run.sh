@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# GPU-machine helper: run the GPU/DALI tests and the benchmarks there, collecting everything under $OUT.
+# Usage (from the repo root on the GPU machine, after the DALI/webdataset wheels are installed in /tmp/site):
+#   bash tools/gpu_run.sh tests pack loaders memory train-1 train-2
+# Results land in $OUT/results/ and are packed into $OUT/results.tar (the device tool returns few files).
+set -uo pipefail
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+W=${PAIRLOAD_WORK:-/tmp/pl}
+R=$OUT/results
+mkdir -p "$W" "$R"
+CORES=$(nproc)
+PY=python3
+stamp() { echo "== $(date -u +%FT%TZ) $*"; }
+
+data() {
+  if [ ! -f "$W/raw/synth.json" ]; then
+    stamp synth; $PY -m pairload.cli synth "$W/raw" --pairs 1024 --test 64 --size 600x400 --workers "$CORES" || return 1
+  fi
+  if [ ! -f "$W/shards/manifest.json" ]; then
+    stamp pack; $PY -m pairload.cli pack "$W/raw" "$W/shards" || return 1
+  fi
+}
+
+for stage in "$@"; do
+  case $stage in
+    tests)
+      stamp tests
+      nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$R/gpu.txt" 2>&1
+      $PY -m pytest -q -m "gpu or dali" tests/ 2>&1 | tail -40 > "$R/pytest-gpu.log"
+      tail -3 "$R/pytest-gpu.log" ;;
+    pack)
+      data || exit 1
+      stamp bench_pack
+      $PY benchmarks/bench_pack.py "$W/raw" "$W/shards-bench" --out "$R/pack.json" | tail -4
+      $PY -m pairload.cli verify "$W/shards" ;;
+    loaders)
+      data || exit 1
+      [ -d "$W/raw-jpg" ] || $PY tools/convert_format.py "$W/raw" "$W/raw-jpg" --ext .jpg --quality 95 --workers "$CORES"
+      stamp bench-loaders png
+      $PY -m pairload.cli bench-loaders "$W/shards" --raw "$W/raw" --workers $((CORES - 1)) --seconds 6 \
+        --out "$R/loaders.json" --plot "$R/loaders.png" 2>&1 | tail -30
+      stamp bench-loaders jpeg
+      $PY -m pairload.cli bench-loaders "$W/shards" --raw "$W/raw-jpg" --loaders dali-file,cv2-disk \
+        --workers $((CORES - 1)) --seconds 6 --out "$R/loaders-jpeg.json" 2>&1 | tail -12
+      stamp bench-loaders unet
+      $PY -m pairload.cli bench-loaders "$W/shards" --raw "$W/raw" --loaders ram,ram-resident,wds,dali-external,naive-pil \
+        --workers $((CORES - 1)) --seconds 6 --consumer unet --out "$R/loaders-unet.json" 2>&1 | tail -16 ;;
+    memory)
+      data || exit 1
+      stamp memory
+      $PY benchmarks/bench_memory.py "$W/shards" --ranks 2 --workers 4 --seconds 12 --out "$R/memory.json" | grep -E "pss|within|pairs" ;;
+    *) echo "unknown stage $stage" ;;
+  esac
+done
+tar cf "$OUT/results.tar" -C "$OUT" results && rm -rf "$R"
