@@ -181,6 +181,16 @@ def bench_loaders(
         plot(report, plot_png)
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def train(ctx: typer.Context) -> None:
+    """The reference DDP + AMP training loop (same options as `python -m pairload.train --help`)."""
+    from .train import main as train_main
+
+    code = train_main(list(ctx.args))
+    if code:
+        raise typer.Exit(code)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     try:
         app(args=argv, standalone_mode=False)

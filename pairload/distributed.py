@@ -1,0 +1,94 @@
+"""Distributed facts (rank, local rank, world size, device) from one place: torchrun or SLURM variables.
+
+Loaders never read the environment: the training script calls `dist_info()` once and passes the facts on.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+import torch
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int
+    local_rank: int
+    world_size: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def dist_info(device: str = "auto", env: Mapping[str, str] | None = None) -> DistInfo:
+    """Rank facts from torchrun (RANK, LOCAL_RANK, WORLD_SIZE) or SLURM (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS);
+    a plain process is rank 0 of 1. `device`: auto (CUDA by local rank when available), cpu, or cuda."""
+    env = os.environ if env is None else env
+    if "RANK" in env and "WORLD_SIZE" in env:
+        rank, world, local = int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0))
+    elif "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+        rank, world, local = int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), int(env.get("SLURM_LOCALID", 0))
+    else:
+        rank, world, local = 0, 1, 0
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ConfigError("--device cuda was asked for but CUDA is not available here; use --device cpu")
+        count = torch.cuda.device_count()
+        if local >= count:
+            raise ConfigError(f"local rank {local} but only {count} CUDA devices are visible; start at most {count} "
+                              "processes per node")
+        dev = torch.device("cuda", local)
+    elif device == "cpu":
+        dev = torch.device("cpu")
+    else:
+        raise ConfigError(f"--device {device!r}: expected auto, cpu or cuda")
+    return DistInfo(rank=rank, local_rank=local, world_size=world, device=dev)
+
+
+def init_distributed(info: DistInfo) -> None:
+    """Join the process group (NCCL on CUDA, gloo on CPU) when there is more than one rank."""
+    if info.device.type == "cuda":
+        torch.cuda.set_device(info.device)
+    if not info.distributed or torch.distributed.is_initialized():
+        return
+    if "MASTER_ADDR" not in os.environ:
+        raise ConfigError("several ranks but no MASTER_ADDR/MASTER_PORT: start with torchrun, or export them under SLURM "
+                          "(e.g. MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1))")
+    backend = "nccl" if info.device.type == "cuda" else "gloo"
+    kwargs = {"device_id": info.device} if backend == "nccl" else {}
+    torch.distributed.init_process_group(backend, rank=info.rank, world_size=info.world_size, **kwargs)
+
+
+def cleanup(finished: bool = True) -> None:
+    """Leave the process group. After a normal finish the ranks leave together (a rank tearing gloo down while
+    another still works can abort it); after an error a barrier could wait forever, so there is none."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        try:
+            if finished:
+                torch.distributed.barrier()
+        finally:
+            torch.distributed.destroy_process_group()
+
+
+def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.all_reduce(t)
+    return t
+
+
+def all_reduce_max(t: torch.Tensor) -> torch.Tensor:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return t

@@ -1,0 +1,377 @@
+"""The reference DDP + AMP training loop: `torchrun --nproc_per_node=N -m pairload.train ...` or one process.
+
+Functions with explicit parameters (`train_one_epoch`, `evaluate`, `save_checkpoint`); distributed facts come
+from `pairload.distributed.dist_info`; images stay uint8 until `pairload.Normalize` on the device. Validation
+uses whole test images through a random-access loader with last_batch='partial', so every test pair is
+counted exactly once across ranks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .batch import Normalize
+from .distributed import DistInfo, all_reduce_max, all_reduce_sum, cleanup, dist_info, init_distributed
+from .errors import ConfigError, PairloadError
+from .loaders import KINDS, make_loader
+from .metrics import psnr, ssim
+from .model import EnhanceUNet, ModelConfig
+
+CHECKPOINT_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    loader: str = "ram"
+    shards: str | None = None
+    raw: str | None = None
+    out: str | None = None
+    epochs: int = 10
+    batch_size: int = 32
+    crop: int = 256
+    lr: float = 5e-4
+    weight_decay: float = 1e-4
+    warmup_steps: int = 100
+    amp: str = "bf16"
+    width: int = 32
+    depth: int = 3
+    sync_bn: bool = False
+    compile: bool = False
+    ssim_weight: float = 0.0
+    clip_grad: float = 0.0  # 0: no clipping (the norm is still checked for non-finite values)
+    workers: int = 4
+    seed: int = 0
+    device: str = "auto"
+    val_batch_size: int = 8
+    resume: bool = False
+    stop_after_epoch: int | None = None
+    max_steps: int | None = None  # per epoch; for benchmarks
+    image_count: int = 3
+
+    def __post_init__(self) -> None:
+        if self.loader not in KINDS:
+            raise ConfigError(f"--loader {self.loader}: expected one of {', '.join(KINDS)}")
+        if self.loader == "dali-file" and not self.raw:
+            raise ConfigError("--loader dali-file reads the raw image folders: pass --raw RAW_DIR")
+        if self.loader != "dali-file" and not self.shards:
+            raise ConfigError(f"--loader {self.loader} reads packed shards: pass --shards SHARDS_DIR (pairload pack)")
+        if self.amp not in ("bf16", "fp16", "none"):
+            raise ConfigError(f"--amp {self.amp}: expected bf16, fp16 or none")
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ConfigError("--epochs and --batch-size must be at least 1")
+        if self.resume and not self.out:
+            raise ConfigError("--resume needs --out RUN_DIR (where last.pt is)")
+
+
+# ------------------------------------------------------------------ pieces
+
+def amp_context(amp: str, device: torch.device):
+    if amp == "none":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if amp == "bf16" else torch.float16
+    return torch.autocast(device.type, dtype=dtype)
+
+
+def lr_lambda(warmup: int, total: int):
+    def f(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total - warmup)
+        return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+    return f
+
+
+def build_train_loader(cfg: TrainConfig, info: DistInfo):
+    common = dict(split="train", batch_size=cfg.batch_size, crop=cfg.crop, seed=cfg.seed, rank=info.rank,
+                  world_size=info.world_size, device=str(info.device), last_batch="drop")
+    if cfg.loader == "ram":
+        return make_loader("ram", cfg.shards, num_workers=cfg.workers, **common)
+    if cfg.loader == "wds":
+        return make_loader("wds", cfg.shards, num_workers=cfg.workers, **common)
+    if cfg.loader == "dali-external":
+        return make_loader("dali-external", cfg.shards, num_threads=cfg.workers, **common)
+    return make_loader("dali-file", cfg.raw, num_threads=cfg.workers, **common)
+
+
+def build_val_loader(cfg: TrainConfig, info: DistInfo):
+    """Whole test images, each exactly once across ranks (last_batch='partial', no shuffling, no augmentation)."""
+    kind, source = ("ram", cfg.shards) if cfg.shards else ("dali-file", cfg.raw)
+    common = dict(split="test", crop=None, rank=info.rank, world_size=info.world_size, device=str(info.device),
+                  last_batch="partial", augment=False, shuffle=False)
+    try:
+        return make_loader(kind, source, batch_size=cfg.val_batch_size, **common)
+    except ConfigError as exc:
+        if "different sizes" not in str(exc):
+            raise
+        return make_loader(kind, source, batch_size=1, **common)
+
+
+def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize, cfg: TrainConfig,
+                    info: DistInfo, epoch: int, on_step=None) -> dict:
+    """One epoch; returns all-reduced mean loss, pairs/s, data-wait fraction, skipped steps and peak memory."""
+    model.train()
+    loader.set_epoch(epoch)
+    dev = info.device
+    loss_sum = torch.zeros((), device=dev, dtype=torch.float64)
+    steps = pairs = skipped = 0
+    wait = 0.0
+    t0 = time.perf_counter()
+    it = iter(loader)
+    n_steps = len(loader) if cfg.max_steps is None else min(len(loader), cfg.max_steps)
+    for step in range(n_steps):
+        ta = time.perf_counter()
+        batch = next(it)
+        wait += time.perf_counter() - ta
+        x, y = norm(batch.low), norm(batch.high)
+        with amp_context(cfg.amp, dev):
+            out = model(x)
+        out = out.float()
+        loss = F.l1_loss(out, y)
+        if cfg.ssim_weight:
+            loss = loss + cfg.ssim_weight * (1 - ssim(out, y).mean())
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        if scaler.is_enabled():
+            scaler.step(optimizer)  # skips the update itself when fp16 gradients overflowed
+            scaler.update()
+        else:
+            # DDP has averaged the gradients, so one rank's non-finite loss makes this norm non-finite on every
+            # rank: all ranks skip together and the replicas stay identical.
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad or float("inf"))
+            if bool(torch.isfinite(grad_norm)):
+                optimizer.step()
+            else:
+                skipped += 1
+                loss = torch.zeros_like(loss)
+        scheduler.step()
+        loss_sum += loss.detach()
+        steps += 1
+        pairs += len(batch)
+        if on_step:
+            on_step(step + 1, n_steps)
+    del it
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    elapsed = time.perf_counter() - t0
+    sums = torch.tensor([float(loss_sum), steps, pairs, wait / max(elapsed, 1e-9), elapsed, skipped],
+                        dtype=torch.float64, device=dev)
+    all_reduce_sum(sums)
+    peak = torch.tensor([torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else 0], dtype=torch.float64,
+                        device=dev)
+    all_reduce_max(peak)
+    return {"train_loss": float(sums[0] / max(1.0, float(sums[1]))), "pairs_per_s": float(sums[2]) / (float(sums[4]) / info.world_size),
+            "data_wait_frac": float(sums[3]) / info.world_size, "skipped_steps": int(sums[5]),
+            "peak_gpu_mem_mb": float(peak[0]) / 2**20, "steps": int(sums[1]) // info.world_size}
+
+
+@torch.no_grad()
+def evaluate(model, loader, norm: Normalize, cfg: TrainConfig, info: DistInfo, keep_images: int = 0) -> dict:
+    """PSNR/SSIM over every test pair exactly once across ranks; padded rows are never counted."""
+    model.eval()
+    dev = info.device
+    sums = torch.zeros(3, dtype=torch.float64, device=dev)  # psnr sum, ssim sum, count
+    images = []
+    for batch in loader:
+        x, y = norm(batch.low), norm(batch.high)
+        with amp_context(cfg.amp, dev):
+            out = model(x)
+        out = out.float().clamp(0, 1)
+        valid = batch.valid.to(dev)
+        sums[0] += psnr(out, y)[valid].sum().double()
+        sums[1] += ssim(out, y)[valid].sum().double()
+        sums[2] += valid.sum()
+        if len(images) < keep_images:
+            for j in range(min(keep_images - len(images), len(batch))):
+                images.append(torch.cat([x[j], out[j], y[j]], dim=2).cpu())
+    all_reduce_sum(sums)
+    n = max(1.0, float(sums[2]))
+    return {"val_psnr": float(sums[0]) / n, "val_ssim": float(sums[1]) / n, "val_samples": int(sums[2]),
+            "images": images}
+
+
+def save_triplets(images: list[torch.Tensor], path: Path) -> None:
+    """low | output | high, one row per test image, as a PNG written atomically."""
+    import cv2
+
+    if not images:
+        return
+    grid = torch.cat(images, dim=1).clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy()
+    ok, buf = cv2.imencode(".png", np.ascontiguousarray(grid[..., ::-1]))
+    tmp = path.with_name(f".{path.name}.partial")
+    tmp.write_bytes(buf.tobytes())
+    os.replace(tmp, path)
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    """torch.save under a temporary name in the same folder, fsync, rename: never a half-written checkpoint."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        with open(tmp, "wb") as fh:
+            torch.save(state, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def rng_state() -> dict:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"][: torch.cuda.device_count()])
+
+
+def load_checkpoint(path: Path, model_cfg: ModelConfig) -> dict:
+    if not path.is_file():
+        raise ConfigError(f"--resume: no checkpoint at {path}; run without --resume first, or point --out at the run")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same clear message
+        raise ConfigError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+    if state.get("version") != CHECKPOINT_VERSION:
+        raise ConfigError(f"{path}: checkpoint version {state.get('version')!r}, expected {CHECKPOINT_VERSION}")
+    if state.get("model_config") != model_cfg.to_dict():
+        raise ConfigError(f"{path}: checkpoint of model {state.get('model_config')}, but this run builds "
+                          f"{model_cfg.to_dict()}; pass the same --width/--depth, or a new --out")
+    return state
+
+
+# ------------------------------------------------------------------ main
+
+def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
+    """Train; returns the per-epoch metrics (rank 0 also writes them to RUN_DIR/metrics.jsonl)."""
+    torch.manual_seed(cfg.seed)
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    dev = info.device
+    if cfg.loader.startswith("dali"):
+        import pairload.dali  # noqa: F401 - raises MissingDependencyError with install advice
+    model_cfg = ModelConfig(width=cfg.width, depth=cfg.depth)
+    model = EnhanceUNet(model_cfg)
+    if cfg.sync_bn and info.distributed:
+        model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    model = model.to(dev)
+    channels_last = dev.type == "cuda"
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    norm = Normalize(channels_last=channels_last).to(dev)
+    train_loader = build_train_loader(cfg, info)
+    val_loader = build_val_loader(cfg, info)
+    steps_per_epoch = len(train_loader) if cfg.max_steps is None else min(len(train_loader), cfg.max_steps)
+    fused = {"fused": True} if dev.type == "cuda" else {}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, **fused)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg.warmup_steps, cfg.epochs * steps_per_epoch))
+    scaler = torch.amp.GradScaler(dev.type, enabled=cfg.amp == "fp16")
+    out = Path(cfg.out) if cfg.out else None
+    start_epoch, best = 0, -math.inf
+    if cfg.resume:
+        state = load_checkpoint(out / "last.pt", model_cfg)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        scaler.load_state_dict(state["scaler"])
+        set_rng_state(state["rng"])
+        start_epoch, best = state["epoch"], state["best_psnr"]
+        if start_epoch >= cfg.epochs:
+            log(f"checkpoint is at epoch {start_epoch}, which is already --epochs {cfg.epochs}: nothing to do")
+    net = model
+    if info.distributed:
+        net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+    if cfg.compile:
+        net = torch.compile(net)
+    if out and info.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps({**asdict(cfg), "world_size": info.world_size,
+                                                     "device": str(dev), "steps_per_epoch": steps_per_epoch,
+                                                     "model": model_cfg.to_dict()}, indent=2) + "\n")
+    history = []
+    for epoch in range(start_epoch, cfg.epochs):
+        stats = train_one_epoch(net, train_loader, optimizer, scheduler, scaler, norm, cfg, info, epoch)
+        val = evaluate(model, val_loader, norm, cfg, info, keep_images=cfg.image_count if info.is_main else 0)
+        images = val.pop("images")
+        row = {"epoch": epoch + 1, "train_loss": stats["train_loss"], **val, "pairs_per_s": stats["pairs_per_s"],
+               "data_wait_frac": stats["data_wait_frac"], "world_size": info.world_size,
+               "lr": scheduler.get_last_lr()[0], "skipped_steps": stats["skipped_steps"],
+               "peak_gpu_mem_mb": stats["peak_gpu_mem_mb"], "steps": stats["steps"], "loader": cfg.loader}
+        history.append(row)
+        if info.is_main:
+            log(f"epoch {epoch + 1}/{cfg.epochs}: loss {row['train_loss']:.4f}  val PSNR {row['val_psnr']:.2f} dB "
+                f"SSIM {row['val_ssim']:.4f} on {row['val_samples']} pairs  {row['pairs_per_s']:,.0f} pairs/s  "
+                f"data wait {row['data_wait_frac']:.3f}" + (f"  skipped {row['skipped_steps']} non-finite steps"
+                                                           if row["skipped_steps"] else ""))
+            if out:
+                with open(out / "metrics.jsonl", "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(row) + "\n")
+                save_triplets(images, out / f"val-epoch{epoch + 1:03d}.png")
+                best_now = row["val_psnr"] > best
+                best = max(best, row["val_psnr"])
+                state = {"version": CHECKPOINT_VERSION, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                         "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "epoch": epoch + 1,
+                         "best_psnr": best, "model_config": model_cfg.to_dict(), "rng": rng_state(),
+                         "train_config": asdict(cfg)}
+                save_checkpoint(out / "last.pt", state)
+                if best_now:
+                    save_checkpoint(out / "best.pt", state)
+        if cfg.stop_after_epoch is not None and epoch + 1 >= cfg.stop_after_epoch:
+            break
+    return history
+
+
+def parse_args(argv: list[str] | None = None) -> TrainConfig:
+    ap = argparse.ArgumentParser(prog="python -m pairload.train", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    defaults = TrainConfig(shards="x")
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(defaults, f.name) if f.name != "shards" else None
+        if isinstance(default, bool):
+            ap.add_argument(flag, action="store_true", default=default)
+        else:
+            kind = {"int": int, "float": float}.get(type(default).__name__, str)
+            if f.name in ("stop_after_epoch", "max_steps"):
+                kind = int
+            ap.add_argument(flag, type=kind, default=default)
+    ns = ap.parse_args(argv)
+    return TrainConfig(**vars(ns))
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg = parse_args(argv)
+        info = dist_info(cfg.device)
+        init_distributed(info)
+        try:
+            run(cfg, info)
+        except BaseException:
+            cleanup(finished=False)
+            raise
+        cleanup()
+    except PairloadError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""The reference loop under real torchrun with gloo on CPU, resume, atomic checkpoints and its error messages."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pairload.distributed import dist_info
+from pairload.errors import ConfigError
+from pairload.metrics import psnr, ssim
+from pairload.pack import PackOptions, pack
+from pairload.synth import SynthOptions, synth
+from pairload.train import TrainConfig, load_checkpoint, main, save_checkpoint
+from pairload.model import ModelConfig
+
+pytest.importorskip("skimage")
+TEST_PAIRS = 5
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    synth(root / "raw", SynthOptions(pairs=32, test=TEST_PAIRS, size=(64, 48), seed=1))
+    pack(root / "raw", root / "shards", PackOptions(workers=1, shard_size=128 * 1024))
+    return root / "shards"
+
+
+def torchrun(shards, out, *extra, nproc=2):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m",
+           "pairload.train", "--shards", str(shards), "--device", "cpu", "--crop", "32", "--batch-size", "4",
+           "--width", "8", "--depth", "2", "--workers", "1", "--lr", "3e-3", "--warmup-steps", "2", "--out", str(out),
+           *map(str, extra)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return [json.loads(line) for line in (Path(out) / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_two_rank_gloo_run_learns_and_counts_every_test_pair_once(shards, tmp_path):
+    rows = torchrun(shards, tmp_path / "run", "--epochs", 5)
+    assert [r["epoch"] for r in rows] == [1, 2, 3, 4, 5]
+    assert rows[-1]["train_loss"] < rows[0]["train_loss"] * 0.9
+    assert all(r["val_samples"] == TEST_PAIRS and r["world_size"] == 2 for r in rows)  # 5 pairs over 2 ranks: 3 + 2
+    assert all(0 <= r["data_wait_frac"] <= 1 and r["pairs_per_s"] > 0 for r in rows)
+    assert rows[-1]["val_psnr"] > rows[0]["val_psnr"]
+    run = tmp_path / "run"
+    config = json.loads((run / "config.json").read_text())
+    assert config["world_size"] == 2 and config["loader"] == "ram"
+    assert {"last.pt", "best.pt", "val-epoch005.png"} <= {p.name for p in run.iterdir()}
+    state = torch.load(run / "last.pt", weights_only=False)
+    assert state["epoch"] == 5 and set(state) >= {"model", "optimizer", "scheduler", "scaler", "rng"}
+
+
+def test_resume_continues_and_matches_an_uninterrupted_run(shards, tmp_path):
+    full = torchrun(shards, tmp_path / "full", "--epochs", 4)
+    first = torchrun(shards, tmp_path / "cut", "--epochs", 4, "--stop-after-epoch", 2)
+    assert [r["epoch"] for r in first] == [1, 2]
+    resumed = torchrun(shards, tmp_path / "cut", "--epochs", 4, "--resume")
+    assert [r["epoch"] for r in resumed] == [1, 2, 3, 4]
+    for a, b in zip(full, resumed):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-3, abs=1e-5)
+        assert a["val_psnr"] == pytest.approx(b["val_psnr"], abs=0.02)
+
+
+def test_checkpoint_write_interrupted_leaves_the_old_one(tmp_path):
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, {"epoch": 1, "weights": torch.ones(3)})
+
+    class Boom:
+        def __reduce__(self):
+            raise KeyboardInterrupt("killed while saving")
+
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, {"epoch": 2, "weights": torch.zeros(1000), "bad": Boom()})
+    assert torch.load(path, weights_only=False)["epoch"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]
+
+
+def test_clear_errors(shards, tmp_path, capsys):
+    assert main(["--shards", str(shards), "--device", "cpu", "--crop", "32", "--out", str(tmp_path / "none"),
+                 "--resume"]) == 1
+    assert "--resume: no checkpoint at" in capsys.readouterr().err
+    save_checkpoint(tmp_path / "last.pt", {"version": 1, "model_config": {"width": 16, "depth": 3}})
+    with pytest.raises(ConfigError, match=r"checkpoint of model \{'width': 16, 'depth': 3\}, but this run builds "
+                                          r"\{'width': 32, 'depth': 3\}"):
+        load_checkpoint(tmp_path / "last.pt", ModelConfig(width=32, depth=3))
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="--device cuda was asked for but CUDA is not available"):
+            dist_info("cuda", env={})
+    with pytest.raises(ConfigError, match="--loader dali-file reads the raw image folders: pass --raw"):
+        TrainConfig(loader="dali-file", shards=str(shards))
+    code = ("import sys; sys.modules['nvidia.dali'] = None\n"
+            "from pairload.train import main\n"
+            f"sys.exit(main(['--shards', {str(shards)!r}, '--loader', 'dali-external', '--device', 'cpu', '--crop', '32']))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 1 and "pairload.dali needs NVIDIA DALI: pip install" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_dist_info_reads_torchrun_and_slurm():
+    info = dist_info("cpu", env={"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"})
+    assert (info.rank, info.local_rank, info.world_size) == (3, 1, 8)
+    info = dist_info("cpu", env={"SLURM_PROCID": "5", "SLURM_NTASKS": "6", "SLURM_LOCALID": "2"})
+    assert (info.rank, info.local_rank, info.world_size) == (5, 2, 6)
+    assert dist_info("cpu", env={}).world_size == 1
+
+
+def test_metrics_match_scikit_image():
+    from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+    rng = np.random.default_rng(0)
+    a = rng.random((2, 3, 40, 48)).astype(np.float32)
+    b = np.clip(a + rng.normal(0, 0.05, a.shape), 0, 1).astype(np.float32)
+    p, s = psnr(torch.from_numpy(b), torch.from_numpy(a)), ssim(torch.from_numpy(b), torch.from_numpy(a))
+    for i in range(2):
+        assert float(p[i]) == pytest.approx(peak_signal_noise_ratio(a[i], b[i], data_range=1.0), abs=1e-3)
+        ref = structural_similarity(a[i].transpose(1, 2, 0), b[i].transpose(1, 2, 0), channel_axis=2, data_range=1.0,
+                                    gaussian_weights=True, sigma=1.5, use_sample_covariance=False)
+        assert float(s[i]) == pytest.approx(ref, abs=2e-3)
