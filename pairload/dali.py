@@ -26,7 +26,7 @@ from .decode import probe_size
 from .discover import find_pairs
 from .errors import ConfigError, ImageError, MissingDependencyError, PairingError, PairloadError
 from .loaders.base import LoaderOptions, PlannedLoader
-from .plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, epoch_order
+from .plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, epoch_order, plan_epoch, sample_params
 from .shards import ShardDataset
 
 try:
@@ -95,14 +95,30 @@ def _dali_error(exc: Exception, where: str) -> PairloadError:
 
 
 class _DaliLoader(PlannedLoader):
-    """Shared epoch loop: build this epoch's pipeline, run it once per planned batch, hand over PairBatches."""
+    """Shared epoch loop. A pipeline is built for a window of consecutive epochs (its inputs are those epochs'
+    plans, back to back), so small datasets do not pay a pipeline build (and a decoder start) every epoch;
+    asking for any other epoch than the next one, or leaving an epoch early, starts a new window."""
+
+    WINDOW_BATCHES = 1024  # a window covers at least this many batches (or 64 epochs)
 
     def __init__(self, keys, hw, split, opts: LoaderOptions, num_threads: int, prefetch: int):
         super().__init__(keys, hw, split, opts)
         self.num_threads = max(1, num_threads)
         self.prefetch = max(1, prefetch)
+        self._pipe = None
+        self._next_epoch: int | None = None
+        self._window_end = 0
 
-    def _pipeline(self, plans: list[BatchPlan]):
+    def _window(self, epoch: int) -> list[int]:
+        if self.cfg.last_batch == "partial":  # ranks may differ in length: one epoch at a time
+            return [epoch]
+        per_epoch = max(1, len(self))
+        return list(range(epoch, epoch + min(64, max(1, -(-self.WINDOW_BATCHES // per_epoch)))))
+
+    def _epoch_plans(self, epoch: int) -> list[BatchPlan]:
+        return plan_epoch(self.cfg, self.key_hash, self.hw, epoch)
+
+    def _pipeline(self, epochs: list[int], plans: list[BatchPlan]):
         raise NotImplementedError
 
     def _check(self, outputs, bp: BatchPlan, b: int) -> None:
@@ -112,13 +128,23 @@ class _DaliLoader(PlannedLoader):
         """After a DALI failure at batch b, find a file to blame (DALI's own message often names none)."""
         return None
 
+    def close(self) -> None:
+        self._pipe, self._next_epoch = None, None
+
     def __iter__(self):
-        plans = self.plan()
+        epoch = self.epoch
+        plans = self._epoch_plans(epoch)
         if not plans:
             return
-        pipe = self._pipeline(plans)
+        if self._pipe is None or self._next_epoch != epoch:
+            self.close()
+            epochs = self._window(epoch)
+            window_plans = [bp for e in epochs for bp in (plans if e == epoch else self._epoch_plans(e))]
+            self._pipe = self._pipeline(epochs, window_plans)
+            self._pipe.build()
+            self._window_end = epochs[-1] + 1
+        pipe, finished = self._pipe, False
         try:
-            pipe.build()
             for b, bp in enumerate(plans):
                 try:
                     outputs = pipe.run()
@@ -130,8 +156,12 @@ class _DaliLoader(PlannedLoader):
                 high = _to_torch(outputs[1], self.device)[:n]
                 padded = torch.from_numpy(bp.padded.copy()).to(self.device)
                 yield batch_from_hwc(low, high, [self.keys[i] for i in bp.index.tolist()], padded)
+            finished = True
         finally:
-            del pipe
+            if finished and epoch + 1 < self._window_end:
+                self._next_epoch = epoch + 1
+            else:
+                self.close()
 
 
 class DaliExternalLoader(_DaliLoader):
@@ -154,7 +184,7 @@ class DaliExternalLoader(_DaliLoader):
             keep.append(batch)
             yield batch
 
-    def _pipeline(self, plans: list[BatchPlan]):
+    def _pipeline(self, epochs: list[int], plans: list[BatchPlan]):
         crop, on_gpu = self.cfg.crop, self.device.type == "cuda"
 
         @pipeline_def(batch_size=self.cfg.batch_size, num_threads=self.num_threads, device_id=_device_id(self.device),
@@ -194,13 +224,11 @@ class DaliFileLoader(_DaliLoader):
         super().__init__([p.key for p in self.pairs], np.array(lows, dtype=np.int64).reshape(-1, 2), opts.split, opts,
                          num_threads, prefetch)
 
-    def _shards(self) -> tuple[np.ndarray, np.ndarray, int, int]:
-        """The epoch's global file order, laid out so that DALI's contiguous shard `rank` is this rank's share.
-
-        Returns (order, padded, start, stop) where [start, stop) is this rank's block, as readers.file cuts it.
-        """
+    def _blocks(self, epoch: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per rank, (pair indices, padded flags) of its share of `epoch`: contiguous blocks of the epoch's order,
+        cut where `readers.file` cuts shards (rank r reads [r·T/ws, (r+1)·T/ws) of a list of length T)."""
         n, ws, bs, cfg = len(self.keys), self.cfg.world_size, self.cfg.batch_size, self.cfg
-        order = epoch_order(n, seed=cfg.seed, epoch=self.epoch, shuffle=cfg.shuffle)
+        order = epoch_order(n, seed=cfg.seed, epoch=epoch, shuffle=cfg.shuffle)
         if cfg.last_batch == "drop":
             per = (n // ws) // bs * bs
             order, padded = order[: per * ws], np.zeros(per * ws, dtype=bool)
@@ -210,7 +238,8 @@ class DaliFileLoader(_DaliLoader):
         else:
             padded = np.zeros(n, dtype=bool)
         total = len(order)
-        return order, padded, cfg.rank * total // ws, (cfg.rank + 1) * total // ws
+        return [(order[r * total // ws:(r + 1) * total // ws], padded[r * total // ws:(r + 1) * total // ws])
+                for r in range(ws)]
 
     def _file_lists(self, order: np.ndarray) -> dict[str, tuple[list[str], list[int]]]:
         """Per reader, (files, labels) in reading order; a pair's label is its index in the split, on both sides."""
@@ -218,21 +247,19 @@ class DaliFileLoader(_DaliLoader):
         return {"low": ([str(self.pairs[i].low) for i in order], labels),
                 "high": ([str(self.pairs[i].high) for i in order], labels)}
 
-    def plan(self) -> list[BatchPlan]:
-        from .plan import sample_params
-
-        order, padded, start, stop = self._shards()
-        idx, pad = order[start:stop], padded[start:stop]
-        y, x, code = sample_params(self.key_hash[idx], self.hw[idx], seed=self.cfg.seed, epoch=self.epoch,
+    def _epoch_plans(self, epoch: int) -> list[BatchPlan]:
+        idx, pad = self._blocks(epoch)[self.cfg.rank]
+        y, x, code = sample_params(self.key_hash[idx], self.hw[idx], seed=self.cfg.seed, epoch=epoch,
                                    crop=self.cfg.crop, augment=self.cfg.augment)
         bs = self.cfg.batch_size
-        self._order = order
         return [BatchPlan(idx[s:s + bs], y[s:s + bs], x[s:s + bs], code[s:s + bs], pad[s:s + bs])
                 for s in range(0, len(idx), bs)]
 
+    def plan(self) -> list[BatchPlan]:
+        return self._epoch_plans(self.epoch)
+
     def __len__(self) -> int:
-        _, _, start, stop = self._shards()
-        return -(-(stop - start) // self.cfg.batch_size)
+        return -(-len(self._blocks(self.epoch)[self.cfg.rank][0]) // self.cfg.batch_size)
 
     def _feed(self, plans: list[BatchPlan]):
         bs = self.cfg.batch_size
@@ -244,9 +271,13 @@ class DaliFileLoader(_DaliLoader):
             labels = [np.int32(i) for i in rep(bp.index).tolist()]
             yield anchors, t, h, v, labels
 
-    def _pipeline(self, plans: list[BatchPlan]):
+    def _pipeline(self, epochs: list[int], plans: list[BatchPlan]):
         crop, on_gpu = self.cfg.crop, self.device.type == "cuda"
-        lists = self._file_lists(self._order)
+        # each rank's block holds its shares of every epoch of the window, one after the other; drop and pad make
+        # them whole batches of equal length on every rank, so readers.file cuts the same blocks
+        blocks = [self._blocks(e) for e in epochs]
+        order = np.concatenate([blocks[k][r][0] for r in range(self.cfg.world_size) for k in range(len(epochs))])
+        lists = self._file_lists(order)
         shard = dict(shard_id=self.cfg.rank, num_shards=self.cfg.world_size, random_shuffle=False, pad_last_batch=True,
                      stick_to_shard=True)
         decoder = "mixed" if on_gpu else "cpu"

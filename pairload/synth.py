@@ -53,6 +53,9 @@ def linear_to_srgb(x: np.ndarray) -> np.ndarray:
     return np.where(x <= 0.0031308, x * 12.92, 1.055 * np.power(np.maximum(x, 0.0031308), 1 / 2.4) - 0.055)
 
 
+_LINEAR = srgb_to_linear(np.arange(256, dtype=np.float64) / 255.0)  # uint8 sRGB -> linear, by table
+
+
 def _load_sources(source: str | None) -> list[tuple[str, np.ndarray]]:
     if source is None:
         try:
@@ -104,7 +107,7 @@ def darken(high: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, dict
     gains = rng.uniform(GAIN[0], GAIN[1], size=3)
     photons = float(np.exp(rng.uniform(np.log(PHOTONS[0]), np.log(PHOTONS[1]))))
     read = float(rng.uniform(*READ_NOISE))
-    signal = srgb_to_linear(high.astype(np.float64) / 255.0) * exposure * gains
+    signal = _LINEAR[high] * exposure * gains
     noisy = rng.poisson(signal * photons) / photons + rng.normal(0.0, read, size=signal.shape)
     low = np.clip(linear_to_srgb(np.clip(noisy, 0.0, 1.0)) * 255.0 + 0.5, 0, 255).astype(np.uint8)
     return low, {"exposure": round(exposure, 6), "gains": [round(float(g), 6) for g in gains],

@@ -47,7 +47,9 @@ def test_split_layout_round_trip_and_manifest(raw, tmp_path):
     check_round_trip(out, "test", raw / "test", ".png")
     ds = open_shards(out, "train")
     assert list(ds.keys) == sorted(ds.keys) == [f"{i:05d}" for i in range(8)]
-    assert isinstance(ds[0][1], np.memmap)  # a view of the shard file, not a copy
+    low = ds[0][1]
+    assert not low.flags.owndata and not low.flags.writeable  # a read-only view of the shard file, not a copy
+    assert isinstance(low.base.base, np.memmap)
 
 
 def test_shards_are_webdataset_readable(packed):

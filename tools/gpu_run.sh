@@ -17,7 +17,8 @@ data() {
     stamp synth; $PY -m pairload.cli synth "$W/raw" --pairs 1024 --test 64 --size 600x400 --workers "$CORES" || return 1
   fi
   if [ ! -f "$W/shards/manifest.json" ]; then
-    stamp pack; $PY -m pairload.cli pack "$W/raw" "$W/shards" || return 1
+    # 64MB shards: ~45 pairs each, 23 train shards, enough for 15 WebDataset workers to stream in parallel
+    stamp pack; $PY -m pairload.cli pack "$W/raw" "$W/shards" --shard-size 64MB || return 1
   fi
 }
 
@@ -49,6 +50,29 @@ for stage in "$@"; do
       data || exit 1
       stamp memory
       $PY benchmarks/bench_memory.py "$W/shards" --ranks 2 --workers 4 --seconds 12 --out "$R/memory.json" | grep -E "pss|within|pairs" ;;
+    train-1)
+      # one GPU: data-wait of the reference loop per loader, and the naive PIL Dataset (4 workers) in the same run
+      data || exit 1
+      for L in ram dali-external wds; do
+        stamp "train $L"
+        $PY -m pairload.train --shards "$W/shards" --loader $L --epochs 4 --batch-size 32 --crop 256 --amp bf16 \
+          --workers 8 --out "$W/run-$L" 2>&1 | grep -E "epoch|error"
+        cp "$W/run-$L/metrics.jsonl" "$R/train-1gpu-$L.jsonl"
+      done
+      cp "$W/run-ram/val-epoch004.png" "$R/val-ram-epoch004.png"
+      stamp "naive-pil consumer"
+      $PY -m pairload.cli bench-loaders "$W/shards" --raw "$W/raw" --loaders naive-pil,ram --workers 4 --seconds 9 \
+        --consumer unet --out "$R/train-1gpu-naive-pil.json" 2>&1 | tail -8 ;;
+    train-2)
+      # scaling: the same per-GPU batch on 1 and 2 GPUs (NCCL)
+      data || exit 1
+      for N in 1 2; do
+        stamp "torchrun nproc $N"
+        torchrun --standalone --nproc_per_node=$N -m pairload.train --shards "$W/shards" --loader ram --epochs 4 \
+          --batch-size 32 --crop 256 --amp bf16 --workers 6 --out "$W/scale-$N" 2>&1 | grep -E "^epoch|error"
+        cp "$W/scale-$N/metrics.jsonl" "$R/train-scale-${N}gpu.jsonl"
+      done
+      nvidia-smi --query-gpu=name --format=csv,noheader > "$R/gpus.txt" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done

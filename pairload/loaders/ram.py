@@ -1,31 +1,89 @@
-"""The RAM-cached loader: crops copied straight out of memory-mapped shards, pinned async copies to the device.
+"""The RAM-cached loader: crops copied straight out of memory-mapped shards, async copies to the device.
 
-Sharing: the shards are memory-mapped read-only, so every thread, worker and rank on a node reads the one
-copy of the split held in the page cache; no process holds a private copy. Assembly: `num_workers` threads
-each build whole batches (numpy copies release the GIL) into a ring of pinned buffers; the copy to the
-device and the flips/rotations run on a side CUDA stream and are handed to the caller's stream one batch
-ahead. `resident=True` instead uploads the split to device memory once and crops there with one gather.
+Sharing: the shards are memory-mapped read-only, so every worker and every rank on a node reads the one copy
+of the split held in the page cache; no process holds a private copy.
+
+Assembly: with `num_workers=0` the loading process copies the planned windows itself. With workers, that
+many numpy-only processes (free of the GIL) copy batches into the slots of one shared-memory ring, which is
+page-locked so the host→device copy is asynchronous; the copy and the flips/transposes run on a side CUDA
+stream and are handed to the caller's stream one batch ahead. Workers keep running across epochs and start
+on the next epoch's first batches while the current one ends.
+
+`resident=True` uploads the split to device memory once and cuts each batch with one gather that applies the
+crop and the flips/transposes together.
 """
 
 from __future__ import annotations
 
 import os
+import weakref
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from multiprocessing import get_context, shared_memory
 
 import numpy as np
 import torch
 
+from .. import errors
+from ..assemble import fill, out_hw, slot_view, worker_main
 from ..batch import PairBatch, make_batch
 from ..errors import ConfigError
-from ..plan import BatchPlan
+from ..plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, plan_epoch
 from ..shards import ShardDataset
 from .base import LoaderOptions, PlannedLoader
 
 
+class _Workers:
+    """Worker processes, their queues and the shared ring; torn down by `close()` or when garbage collected."""
+
+    def __init__(self, ds: ShardDataset, loader: "RamLoader", depth: int, slot_bytes: int, pin: bool):
+        self.depth, self.slot_bytes = depth, slot_bytes
+        self.shm = shared_memory.SharedMemory(create=True, size=depth * slot_bytes)
+        self.ring = np.ndarray((depth, slot_bytes), dtype=np.uint8, buffer=self.shm.buf)
+        self.tensor = torch.from_numpy(self.ring)
+        self.pinned = False
+        if pin:
+            err = torch.cuda.cudart().cudaHostRegister(self.tensor.data_ptr(), depth * slot_bytes, 0)
+            self.pinned = int(err) == 0  # otherwise copies still work, synchronously
+        ctx = get_context("spawn")
+        self.tasks, self.results = ctx.Queue(), ctx.Queue()
+        cfg = {f: getattr(loader.cfg, f) for f in ("batch_size", "crop", "seed", "rank", "world_size", "last_batch",
+                                                   "augment", "shuffle")}
+        self.procs = [ctx.Process(target=worker_main, daemon=True, name=f"pairload-ram-{k}",
+                                  args=(str(ds.root), ds.split, cfg, self.shm.name, depth, slot_bytes, self.tasks,
+                                        self.results))
+                      for k in range(loader.opts.num_workers)]
+        for p in self.procs:
+            p.start()
+        self._finalizer = weakref.finalize(self, _Workers._teardown, self.procs, self.tasks, self.shm, self.tensor,
+                                           self.pinned)
+
+    @staticmethod
+    def _teardown(procs, tasks, shm, tensor, pinned) -> None:
+        for _ in procs:
+            try:
+                tasks.put(None)
+            except (OSError, ValueError):
+                pass
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.terminate()
+        if pinned:
+            torch.cuda.cudart().cudaHostUnregister(tensor.data_ptr())
+        del tensor
+        try:
+            shm.close()
+        except BufferError:  # a delivered CPU batch may still view the ring; the name is removed all the same
+            pass
+        shm.unlink()
+
+    def close(self) -> None:
+        self._finalizer()
+
+
 class RamLoader(PlannedLoader):
     def __init__(self, source: str | os.PathLike | ShardDataset, opts: LoaderOptions, *, resident: bool = False,
-                 prefetch: int = 2):
+                 prefetch: int = 4):
         self.ds = source if isinstance(source, ShardDataset) else ShardDataset(source, opts.split)
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts)
         if prefetch < 1:
@@ -35,72 +93,152 @@ class RamLoader(PlannedLoader):
         self._cuda = self.device.type == "cuda"
         self._stream = torch.cuda.Stream(self.device) if self._cuda and not resident else None
         self._store = self._upload() if resident else None
+        self._workers: _Workers | None = None
+        self._pending: deque = deque()  # (epoch, batch, slot) submitted to workers, in delivery order
+        self._free: deque = deque()
+        self._copying: deque = deque()  # (slot, event): slots whose host→device copy may still be running
+        self._done: dict[int, object] = {}
+        self._plans: dict[int, list[BatchPlan]] = {}
 
-    # ------------------------------------------------------------------ host path
+    def close(self) -> None:
+        """Stop the worker processes and free the shared ring (also done when the loader is garbage collected)."""
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
+        self._pending.clear()
 
-    def fill(self, dst: np.ndarray, bp: BatchPlan) -> None:
-        """Copy the planned windows of batch `bp` into dst, a (2, N, H, W, 3) uint8 array."""
-        h, w = dst.shape[2:4]
-        for j, (i, y, x) in enumerate(zip(bp.index.tolist(), bp.y.tolist(), bp.x.tolist())):
-            low, high = self.ds.arrays(i)
-            dst[0, j] = low[y:y + h, x:x + w]
-            dst[1, j] = high[y:y + h, x:x + w]
+    # ------------------------------------------------------------------ plans
 
-    def _host_batches(self, plans: list[BatchPlan]):
-        """Yields (host tensor, plan, slot) in order; slots recycle pinned buffers once their copy has finished."""
-        depth = self.opts.num_workers + self.prefetch if self.opts.num_workers else 1
-        ring: list[torch.Tensor | None] = [None] * depth
-        self._events: list[torch.cuda.Event | None] = [None] * depth
+    def _epoch_plans(self, epoch: int) -> list[BatchPlan]:
+        if epoch not in self._plans:
+            if len(self._plans) >= 2:
+                self._plans.pop(min(self._plans))
+            self._plans[epoch] = plan_epoch(self.cfg, self.key_hash, self.hw, epoch)
+        return self._plans[epoch]
 
-        def task(slot: int, bp: BatchPlan) -> torch.Tensor:
-            h, w = self.out_hw(bp)
-            shape = (2, len(bp), h, w, 3)
-            if self._cuda:
-                ev = self._events[slot]
-                if ev is not None:
-                    ev.synchronize()  # the previous copy out of this pinned buffer is done
-                buf = ring[slot]
-                if buf is None or buf.shape[1] < len(bp) or buf.shape[2:4] != (h, w):
-                    buf = ring[slot] = torch.empty((2, self.cfg.batch_size, h, w, 3), dtype=torch.uint8, pin_memory=True)
-                out = buf[:, : len(bp)]
-            else:
-                out = torch.empty(shape, dtype=torch.uint8)  # the caller keeps it: never reused
-            self.fill(out.numpy(), bp)
-            return out
+    def _slot_bytes(self) -> int:
+        if self.cfg.crop is not None:
+            return 2 * self.cfg.batch_size * self.cfg.crop * self.cfg.crop * 3
+        return 2 * self.cfg.batch_size * int((self.hw[:, 0] * self.hw[:, 1]).max()) * 3
 
-        if not self.opts.num_workers:
-            for b, bp in enumerate(plans):
-                yield task(0, bp), bp, 0
-            return
-        pool = ThreadPoolExecutor(self.opts.num_workers, thread_name_prefix="pairload-ram")
-        try:
-            pending = deque(pool.submit(task, b % depth, bp) for b, bp in enumerate(plans[:depth]))
-            for b, bp in enumerate(plans):
-                yield pending.popleft().result(), bp, b % depth
-                nxt = b + depth
-                if nxt < len(plans):  # the consumer has issued this slot's copy (and recorded its event) by now
-                    pending.append(pool.submit(task, nxt % depth, plans[nxt]))
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+    # ------------------------------------------------------------------ worker path
 
-    def _device_batches(self, plans: list[BatchPlan]):
-        for host, bp, slot in self._host_batches(plans):
-            keys = [self.keys[i] for i in bp.index.tolist()]
-            padded = torch.from_numpy(bp.padded.copy())
-            code = torch.from_numpy(bp.code) if self.cfg.augment else None
-            if not self._cuda:
-                yield make_batch(host, code, keys, padded), None
+    def _ensure_workers(self) -> _Workers:
+        if self._workers is None:
+            depth = 2 * self.opts.num_workers + self.prefetch
+            self._workers = _Workers(self.ds, self, depth, self._slot_bytes(), pin=self._cuda)
+            self._free = deque(range(depth))
+            self._pending.clear()
+            self._copying.clear()
+            self._done.clear()
+        return self._workers
+
+    def _reclaim(self, block: bool = False) -> None:
+        """Return slots whose device copy has finished to the free list."""
+        while self._copying and (block or self._copying[0][1] is None or self._copying[0][1].query()):
+            slot, ev = self._copying.popleft()
+            if ev is not None:
+                ev.synchronize()
+            self._free.append(slot)
+
+    def _submit(self, epoch: int, b: int) -> tuple[int, int]:
+        """Queue tasks until the ring is full, continuing into the following epoch; returns the next (epoch, b)."""
+        w = self._workers
+        self._reclaim()
+        while self._free:
+            plans = self._epoch_plans(epoch)
+            if b >= len(plans):
+                epoch, b = epoch + 1, 0
                 continue
-            with torch.cuda.stream(self._stream):
-                pixels = host.to(self.device, non_blocking=True)
-                ev = torch.cuda.Event()
-                ev.record(self._stream)
-                self._events[slot] = ev
-                batch = make_batch(pixels, None if code is None else code.to(self.device, non_blocking=True), keys,
-                                   padded.to(self.device, non_blocking=True))
-                ready = torch.cuda.Event()
-                ready.record(self._stream)
+            slot = self._free.popleft()
+            w.tasks.put((slot, epoch, b))
+            self._pending.append((epoch, b, slot))
+            b += 1
+        return epoch, b
+
+    def _wait(self, slot: int) -> None:
+        while slot not in self._done:
+            got, err = self._workers.results.get()
+            if got == -1:
+                raise self._error(err)
+            self._done[got] = err
+        err = self._done.pop(slot)
+        if err is not None:
+            raise self._error(err)
+
+    @staticmethod
+    def _error(err) -> Exception:
+        kind, message = err
+        cls = getattr(errors, kind, None)
+        return cls(message) if isinstance(cls, type) and issubclass(cls, errors.PairloadError) else RuntimeError(message)
+
+    def _drain(self) -> None:
+        """Wait out tasks queued for a batch sequence that is not going to be used (out-of-order set_epoch)."""
+        while self._pending:
+            _, _, slot = self._pending.popleft()
+            try:
+                self._wait(slot)
+            except Exception:  # noqa: BLE001 - the data is discarded anyway
+                pass
+            self._free.append(slot)
+
+    def _worker_batches(self, epoch: int, plans: list[BatchPlan]):
+        w = self._ensure_workers()
+        if self._pending and self._pending[0][:2] != (epoch, 0):
+            self._drain()
+        nxt = (self._pending[-1][0], self._pending[-1][1] + 1) if self._pending else (epoch, 0)
+        nxt = self._submit(*nxt)
+        for b, bp in enumerate(plans):
+            ep, bb, slot = self._pending.popleft()
+            assert (ep, bb) == (epoch, b), "internal: ring out of order"
+            self._wait(slot)
+            h, w_ = out_hw(self.cfg, self.hw, bp)
+            host = torch.from_numpy(slot_view(w.ring[slot], len(bp), h, w_))
+            if self._cuda:
+                batch, ready, copied = self._to_device(host, bp)
+                self._copying.append((slot, copied))
+            else:
+                batch, ready = make_batch(host.clone(), self._code(bp), self._keys(bp), self._padded(bp)), None
+                self._free.append(slot)
+            nxt = self._submit(*nxt)
             yield batch, ready
+
+    # ------------------------------------------------------------------ in-process path
+
+    def _inline_batches(self, plans: list[BatchPlan]):
+        for bp in plans:
+            h, w = out_hw(self.cfg, self.hw, bp)
+            host = torch.empty((2, len(bp), h, w, 3), dtype=torch.uint8, pin_memory=self._cuda)
+            fill(self.ds, host.numpy(), bp)
+            if self._cuda:
+                batch, ready, _ = self._to_device(host, bp)
+                yield batch, ready
+            else:
+                yield make_batch(host, self._code(bp), self._keys(bp), self._padded(bp)), None
+
+    # ------------------------------------------------------------------ shared
+
+    def _keys(self, bp: BatchPlan) -> list[str]:
+        return [self.keys[i] for i in bp.index.tolist()]
+
+    def _code(self, bp: BatchPlan) -> torch.Tensor | None:
+        return torch.from_numpy(bp.code) if self.cfg.augment else None
+
+    def _padded(self, bp: BatchPlan) -> torch.Tensor:
+        return torch.from_numpy(bp.padded.copy())
+
+    def _to_device(self, host: torch.Tensor, bp: BatchPlan):
+        """Copy and augment on the side stream; returns the batch, its ready event and the copy-done event."""
+        with torch.cuda.stream(self._stream):
+            pixels = host.to(self.device, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record(self._stream)
+            code = self._code(bp)
+            batch = make_batch(pixels, None if code is None else code.to(self.device, non_blocking=True),
+                               self._keys(bp), self._padded(bp).to(self.device, non_blocking=True))
+            ready = torch.cuda.Event()
+            ready.record(self._stream)
+        return batch, ready, copied
 
     def _handover(self, batch: PairBatch, ready) -> PairBatch:
         if ready is not None:
@@ -111,11 +249,12 @@ class RamLoader(PlannedLoader):
         return batch
 
     def __iter__(self):
-        plans = self.plan()
+        epoch = self.epoch
+        plans = self._epoch_plans(epoch)
         if self._store is not None:
             yield from self._resident_batches(plans)
             return
-        gen = self._device_batches(plans)
+        gen = self._worker_batches(epoch, plans) if self.opts.num_workers else self._inline_batches(plans)
         prev = next(gen, None)
         for cur in gen:  # one batch ahead: its copy overlaps the caller's work on the previous one
             yield self._handover(*prev)
@@ -152,17 +291,31 @@ class RamLoader(PlannedLoader):
         return 0 if self._store is None else self._store["pixels"].numel()
 
     def _resident_batches(self, plans: list[BatchPlan]):
-        dev = self.device
-        s = self._store
+        """One gather per batch: each output pixel's source index already includes crop, transpose and flips."""
+        dev, s = self.device, self._store
+        if not plans:
+            return
+        # the whole epoch's plan goes to the device in one copy per field
+        cat = lambda f: torch.from_numpy(np.concatenate([getattr(bp, f) for bp in plans])).to(dev)  # noqa: E731
+        idx_all, y_all, x_all = cat("index"), cat("y"), cat("x")
+        code_all = cat("code") if self.cfg.augment else torch.zeros_like(idx_all)
+        pad_all = cat("padded")
+        start = 0
         for bp in plans:
-            h, w = self.out_hw(bp)
-            idx = torch.from_numpy(bp.index).to(dev, non_blocking=True)
-            y = torch.from_numpy(bp.y).to(dev, non_blocking=True)
-            x = torch.from_numpy(bp.x).to(dev, non_blocking=True)
-            rows = y[:, None] + torch.arange(h, device=dev)
-            cols = x[:, None] + torch.arange(w, device=dev)
-            flat = s["base"][idx][:, None, None] + rows[:, :, None] * s["width"][idx][:, None, None] + cols[:, None, :]
-            pixels = s["pixels"][flat].view(len(bp), h, w, 2, 3).permute(3, 0, 1, 2, 4)
-            code = torch.from_numpy(bp.code).to(dev, non_blocking=True) if self.cfg.augment else None
-            yield make_batch(pixels, code, [self.keys[i] for i in bp.index.tolist()],
-                             torch.from_numpy(bp.padded.copy()).to(dev, non_blocking=True))
+            n = len(bp)
+            sl = slice(start, start + n)
+            start += n
+            h, w = out_hw(self.cfg, self.hw, bp)
+            idx, code = idx_all[sl], code_all[sl]
+            ar_h, ar_w = torch.arange(h, device=dev), torch.arange(w, device=dev)
+            # output (i, j) <- hflip: j' = w-1-j; vflip: i' = h-1-i; transpose: source (j', i') else (i', j')
+            ii = torch.where((code & VFLIP)[:, None] != 0, h - 1 - ar_h, ar_h)  # (n, h)
+            jj = torch.where((code & HFLIP)[:, None] != 0, w - 1 - ar_w, ar_w)  # (n, w)
+            t = ((code & TRANSPOSE) != 0)[:, None, None]
+            rows = torch.where(t, jj[:, None, :], ii[:, :, None])  # (n, h, w)
+            cols = torch.where(t, ii[:, :, None], jj[:, None, :])
+            width = s["width"][idx][:, None, None]
+            flat = s["base"][idx][:, None, None] + (y_all[sl][:, None, None] + rows) * width + x_all[sl][:, None, None] + cols
+            pixels = s["pixels"][flat].view(n, h, w, 2, 3).permute(3, 0, 1, 2, 4)
+            yield make_batch(pixels, None, self._keys(bp), pad_all[sl])
+

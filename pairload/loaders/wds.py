@@ -143,7 +143,8 @@ class WdsLoader:
         return wds.DataPipeline(
             _EpochShards([[self.urls[i] for i in ws] for ws in shards]),
             wds.tarfile_to_samples(handler=_shard_error),
-            wds.shuffle(self.shuffle_buffer, initial=self.shuffle_buffer, seed=seed) if shuffle else None,
+            # a small initial fill: each epoch restarts the workers, and waiting for full buffers would stall it
+            wds.shuffle(self.shuffle_buffer, initial=min(self.shuffle_buffer, 32), seed=seed) if shuffle else None,
             wds.map(_Crop(self.opts.seed, epoch, self.cfg.crop, self.cfg.augment)),
             wds.batched(self.opts.batch_size, collation_fn=_collate, partial=self.opts.last_batch == "partial"),
         )
