@@ -25,6 +25,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .errors import ConfigError, MissingDependencyError, PairloadError
+from .timing import DataWait
 
 ALL = ("ram", "ram-resident", "wds", "dali-external", "dali-file", "cv2-disk", "naive-pil")
 BASELINES = ("cv2-disk", "naive-pil")
@@ -258,23 +259,22 @@ def measure(name: str, loader, cfg: BenchConfig, device: torch.device, consumer:
             if consumer:
                 consumer(low, high)
         _sync(device)
-        waits, walls = 0.0, 0.0
         cpu0, t_all = _cpu_seconds(), time.perf_counter()
+        meter = DataWait(device)
         for _ in range(cfg.repeats):
-            n, wait = 0, 0.0
+            n = 0
             t0 = time.perf_counter()
             while time.perf_counter() - t0 < per_window:
-                ta = time.perf_counter()
+                meter.before_next()
                 low, high = _pairs(next(it))
-                wait += time.perf_counter() - ta
+                meter.got_batch()
                 n += low.shape[0]
                 if consumer:
                     consumer(low, high)
+                meter.step_done()
             _sync(device)
             dt = time.perf_counter() - t0
             res.repeats.append(n / dt)
-            waits += wait
-            walls += dt
         res.cpu_cores_used = (_cpu_seconds() - cpu0) / (time.perf_counter() - t_all)
     res.pairs_per_s = statistics.median(res.repeats)
     res.pairs_per_s_min, res.pairs_per_s_max = min(res.repeats), max(res.repeats)
@@ -283,7 +283,7 @@ def measure(name: str, loader, cfg: BenchConfig, device: torch.device, consumer:
     if device.type == "cuda" and base_free is not None:
         res.device_mem_mb = (base_free - torch.cuda.mem_get_info(device)[0]) / 2**20
     if consumer:
-        res.data_wait_frac = waits / walls
+        res.data_wait_frac = meter.fraction()
     return res
 
 

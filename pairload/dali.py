@@ -1,9 +1,11 @@
 """DALI loaders: `external_source` over the packed shards, and two sharded `readers.file` over the raw images.
 
-Both execute the planner's plan (order, rank shares, crop windows, flips and transposes) with DALI operators,
+Both execute the planner's plan (order, rank shares, crop windows, flips and transposes) with DALI operators
+(`slice` or `decoders.image_slice` for the window, one exact nearest-neighbour `warp_affine` for the flips and
+transposes),
 run on a GPU (`device="cuda:k"`) or in DALI's CPU-only mode (`device="cpu"`, `device_id=None`), and yield the
-same `PairBatch` as every other loader. A pipeline is built per epoch from that epoch's plan, so calling
-`set_epoch(e)` on a new loader reproduces epoch e exactly. Works with either DALI build (cuda120/cuda130):
+same `PairBatch` as every other loader. A pipeline is fed the plans of a window of consecutive epochs, which
+are pure functions of (seed, epoch, rank), so calling `set_epoch(e)` on a new loader reproduces epoch e. Works with either DALI build (cuda120/cuda130):
 only the public `nvidia.dali` API is used.
 
 dali-file keeps a pair together by giving it one label in both file lists and comparing, for every batch,
@@ -44,24 +46,33 @@ def _device_id(device: torch.device) -> int | None:
     return device.index if device.type == "cuda" else None
 
 
-def _augment(images, plan_inputs: dict, crop: int | None, on_gpu: bool):
-    """Transpose / vertical flip / horizontal flip per sample, in the planner's order (DALI conditionals)."""
-    if on_gpu:
-        images = images.gpu()
-    if crop is not None and "transpose" in plan_inputs:
-        if plan_inputs["transpose"]:
-            images = fn.transpose(images, perm=[1, 0, 2], transpose_layout=False)
-        else:
-            images = images
-    if "hflip" in plan_inputs:
-        images = fn.flip(images, horizontal=plan_inputs["hflip"], vertical=plan_inputs["vflip"])
-    return images
+def _augment(images, matrix):
+    """The planner's transpose/vflip/hflip of every sample as one exact nearest-neighbour `warp_affine`.
+
+    The per-sample 2x3 matrix maps output pixel centres onto source pixel centres, so every output pixel is
+    copied from exactly one source pixel (no interpolation); no DALI conditionals are needed."""
+    if matrix is None:
+        return images
+    return fn.warp_affine(images, matrix=matrix, interp_type=types.INTERP_NN, inverse_map=True, fill_value=0)
 
 
-def _code_columns(codes: np.ndarray) -> tuple[list, list, list]:
-    return ([np.array(bool(c & TRANSPOSE)) for c in codes.tolist()],
-            [np.int32(1 if c & HFLIP else 0) for c in codes.tolist()],
-            [np.int32(1 if c & VFLIP else 0) for c in codes.tolist()])
+def dihedral_matrices(code: np.ndarray, hw: np.ndarray) -> np.ndarray:
+    """(N, 2, 3) float32 inverse maps (output x, y, 1 -> source x, y) for augmentation codes on H×W outputs.
+
+    Output pixel (row i, col j) shows source (j', i') after a transpose, else (i', j'), where i' = H-1-i under a
+    vertical flip and j' = W-1-j under a horizontal flip: the planner's order (transpose, vflip, hflip)."""
+    n = len(code)
+    h, w = hw[:, 0].astype(np.float32), hw[:, 1].astype(np.float32)
+    hflip, vflip, trans = (code & HFLIP) != 0, (code & VFLIP) != 0, (code & TRANSPOSE) != 0
+    ax = np.zeros((n, 3), np.float32)  # x' (source column before transposing) as a function of (x, y, 1)
+    ax[:, 0] = np.where(hflip, -1, 1)
+    ax[:, 2] = np.where(hflip, w, 0)
+    ay = np.zeros((n, 3), np.float32)
+    ay[:, 1] = np.where(vflip, -1, 1)
+    ay[:, 2] = np.where(vflip, h, 0)
+    src_x = np.where(trans[:, None], ay, ax)
+    src_y = np.where(trans[:, None], ax, ay)
+    return np.ascontiguousarray(np.stack([src_x, src_y], axis=1))
 
 
 def _to_torch(tensor_list, device: torch.device) -> torch.Tensor:
@@ -131,6 +142,15 @@ class _DaliLoader(PlannedLoader):
     def close(self) -> None:
         self._pipe, self._next_epoch = None, None
 
+    def _out_hw_index(self, index: np.ndarray) -> np.ndarray:
+        """(N, 2) output height and width of these samples: the crop, or the whole image."""
+        if self.cfg.crop is not None:
+            return np.full((len(index), 2), self.cfg.crop, dtype=np.int64)
+        return self.hw[index]
+
+    def _out_hw(self, bp: BatchPlan) -> np.ndarray:
+        return self._out_hw_index(bp.index)
+
     def __iter__(self):
         epoch = self.epoch
         plans = self._epoch_plans(epoch)
@@ -177,10 +197,10 @@ class DaliExternalLoader(_DaliLoader):
         for bp in plans:
             lows, highs = zip(*(self.ds.arrays(i) for i in bp.index.tolist()))
             batch = [list(lows), list(highs)]
-            if self.cfg.crop is not None:
-                batch.append([np.array([y, x], dtype=np.int32) for y, x in zip(bp.y.tolist(), bp.x.tolist())])
+            if self.cfg.crop is not None:  # dense per-batch inputs: one array each, not one per sample
+                batch.append(np.stack([bp.y, bp.x], axis=1).astype(np.int32))
             if self.cfg.augment:
-                batch.extend(_code_columns(bp.code))
+                batch.append(dihedral_matrices(bp.code, self._out_hw(bp)))
             keep.append(batch)
             yield batch
 
@@ -188,9 +208,9 @@ class DaliExternalLoader(_DaliLoader):
         crop, on_gpu = self.cfg.crop, self.device.type == "cuda"
 
         @pipeline_def(batch_size=self.cfg.batch_size, num_threads=self.num_threads, device_id=_device_id(self.device),
-                      prefetch_queue_depth=self.prefetch, enable_conditionals=True, seed=self.cfg.seed & 0x7FFFFFFF)
+                      prefetch_queue_depth=self.prefetch, seed=self.cfg.seed & 0x7FFFFFFF)
         def pipe():
-            n_out = 2 + (crop is not None) + 3 * self.cfg.augment
+            n_out = 2 + (crop is not None) + self.cfg.augment
             outs = list(fn.external_source(source=self._feed(plans), num_outputs=n_out, batch=True, no_copy=True,
                                            parallel=False))
             low, high = outs.pop(0), outs.pop(0)
@@ -199,8 +219,10 @@ class DaliExternalLoader(_DaliLoader):
                 shape = types.Constant(np.array([crop, crop], dtype=np.int32), device="cpu")
                 low = fn.slice(low, anchor, shape, axes=[0, 1])
                 high = fn.slice(high, anchor, shape, axes=[0, 1])
-            inputs = dict(zip(("transpose", "hflip", "vflip"), outs))
-            return _augment(low, inputs, crop, on_gpu), _augment(high, inputs, crop, on_gpu)
+            matrix = outs.pop(0) if outs else None
+            if on_gpu:
+                low, high = low.gpu(), high.gpu()
+            return _augment(low, matrix), _augment(high, matrix)
 
         return pipe()
 
@@ -266,10 +288,10 @@ class DaliFileLoader(_DaliLoader):
         for bp in plans:
             fill = bs - len(bp)  # readers pad a short last batch by repeating the shard's last sample
             rep = lambda a: np.concatenate([a, np.repeat(a[-1:], fill)]) if fill else a  # noqa: E731
-            t, h, v = _code_columns(rep(bp.code))
-            anchors = [np.array([y, x], dtype=np.int32) for y, x in zip(rep(bp.y).tolist(), rep(bp.x).tolist())]
-            labels = [np.int32(i) for i in rep(bp.index).tolist()]
-            yield anchors, t, h, v, labels
+            index = rep(bp.index)
+            anchors = np.stack([rep(bp.y), rep(bp.x)], axis=1).astype(np.int32)
+            matrix = dihedral_matrices(rep(bp.code), self._out_hw_index(index))
+            yield anchors, matrix, index.astype(np.int32)
 
     def _pipeline(self, epochs: list[int], plans: list[BatchPlan]):
         crop, on_gpu = self.cfg.crop, self.device.type == "cuda"
@@ -283,9 +305,9 @@ class DaliFileLoader(_DaliLoader):
         decoder = "mixed" if on_gpu else "cpu"
 
         @pipeline_def(batch_size=self.cfg.batch_size, num_threads=self.num_threads, device_id=_device_id(self.device),
-                      prefetch_queue_depth=self.prefetch, enable_conditionals=True, seed=self.cfg.seed & 0x7FFFFFFF)
+                      prefetch_queue_depth=self.prefetch, seed=self.cfg.seed & 0x7FFFFFFF)
         def pipe():
-            anchor, t, h, v, expect = fn.external_source(source=self._feed(plans), num_outputs=5, batch=True)
+            anchor, matrix, expect = fn.external_source(source=self._feed(plans), num_outputs=3, batch=True)
             outs, labs = [], []
             for name, (files, labels) in lists.items():
                 data, label = fn.readers.file(files=files, labels=labels, name=name, **shard)
@@ -295,8 +317,7 @@ class DaliFileLoader(_DaliLoader):
                                                   output_type=types.RGB)
                 else:
                     img = fn.decoders.image(data, device=decoder, output_type=types.RGB)
-                inputs = {"transpose": t, "hflip": h, "vflip": v} if self.cfg.augment else {}
-                outs.append(_augment(img, inputs, crop, on_gpu=False))
+                outs.append(_augment(img, matrix if self.cfg.augment else None))
                 labs.append(label)
             return outs[0], outs[1], labs[0], labs[1], expect
 

@@ -29,6 +29,7 @@ from .errors import ConfigError, PairloadError
 from .loaders import KINDS, make_loader
 from .metrics import psnr, ssim
 from .model import EnhanceUNet, ModelConfig
+from .timing import DataWait
 
 CHECKPOINT_VERSION = 1
 
@@ -128,14 +129,14 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
     dev = info.device
     loss_sum = torch.zeros((), device=dev, dtype=torch.float64)
     steps = pairs = skipped = 0
-    wait = 0.0
+    meter = DataWait(dev)
     t0 = time.perf_counter()
     it = iter(loader)
     n_steps = len(loader) if cfg.max_steps is None else min(len(loader), cfg.max_steps)
     for step in range(n_steps):
-        ta = time.perf_counter()
+        meter.before_next()
         batch = next(it)
-        wait += time.perf_counter() - ta
+        meter.got_batch()
         x, y = norm(batch.low), norm(batch.high)
         with amp_context(cfg.amp, dev):
             out = model(x)
@@ -158,6 +159,7 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
                 skipped += 1
                 loss = torch.zeros_like(loss)
         scheduler.step()
+        meter.step_done()
         loss_sum += loss.detach()
         steps += 1
         pairs += len(batch)
@@ -167,7 +169,7 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     elapsed = time.perf_counter() - t0
-    sums = torch.tensor([float(loss_sum), steps, pairs, wait / max(elapsed, 1e-9), elapsed, skipped],
+    sums = torch.tensor([float(loss_sum), steps, pairs, meter.fraction(), elapsed, skipped],
                         dtype=torch.float64, device=dev)
     all_reduce_sum(sums)
     peak = torch.tensor([torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else 0], dtype=torch.float64,

@@ -1,7 +1,7 @@
 """The WebDataset loader: the `webdataset` package streaming the same tar shards through a torch DataLoader.
 
 Per epoch the planner's shard permutation is dealt to ranks (node split) and then to DataLoader workers
-(worker split); each worker streams its shards through a sample shuffle buffer, decodes the .npy members,
+(worker split); the workers persist across epochs and read the current epoch from a shared value; each worker streams its shards through a sample shuffle buffer, decodes the .npy members,
 crops with the planner's per-key windows and collates uint8 batches; the DataLoader pins them; the device
 does the flips and rotations. Every rank stops after the same number of batches (the smallest rank's count,
 known in advance from the manifest), so DDP never waits on a rank that ran dry.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+from multiprocessing import get_all_start_methods, get_context
 
 import numpy as np
 import torch
@@ -24,17 +25,35 @@ from ..shards import ShardDataset
 from .base import LoaderOptions
 
 
-class _EpochShards(IterableDataset):
-    """Yields {"url": …} for the shards this rank and this DataLoader worker stream this epoch."""
+class _EpochStream(IterableDataset):
+    """Runs in each DataLoader worker: builds the webdataset pipeline for the current epoch, which it reads from
+    a shared value, so the workers can persist across epochs (a restart forks every worker again)."""
 
-    def __init__(self, assignment: list[list[str]]):
+    def __init__(self, loader: "WdsLoader"):
         super().__init__()
-        self.assignment = assignment  # one list of shard paths per worker
+        self.urls, self.opts, self.cfg = loader.urls, loader.opts, loader.cfg
+        self.shuffle_buffer = loader.shuffle_buffer
+        self.epoch = loader._epoch_value
+        self.assignment = loader._assignment
 
     def __iter__(self):
+        import webdataset as wds
+
+        epoch = self.epoch.value
         info = get_worker_info()
-        for url in self.assignment[info.id if info is not None else 0]:
-            yield {"url": url}
+        worker = info.id if info is not None else 0
+        shards = [{"url": self.urls[i]} for i in self.assignment(epoch)[self.opts.rank][worker]]
+        seed = ((self.opts.seed * 1_000_003 + epoch) * 1_009 + self.opts.rank) * 131 + worker
+        shuffle = self.opts.shuffle and self.shuffle_buffer > 1
+        pipeline = wds.DataPipeline(
+            lambda: iter(shards),  # (a list given here would be read as a list of stages)
+            wds.tarfile_to_samples(handler=_shard_error),
+            # a small initial fill, so that the first batch of an epoch does not wait for full buffers
+            wds.shuffle(self.shuffle_buffer, initial=min(self.shuffle_buffer, 32), seed=seed) if shuffle else None,
+            wds.map(_Crop(self.opts.seed, epoch, self.cfg.crop, self.cfg.augment)),
+            wds.batched(self.opts.batch_size, collation_fn=_collate, partial=self.opts.last_batch == "partial"),
+        )
+        return iter(pipeline)
 
 
 def _shard_error(exn: BaseException) -> bool:
@@ -109,6 +128,8 @@ class WdsLoader:
                 ") or use the ram loader"
             )
         self.epoch = 0
+        self._epoch_value = get_context("fork" if "fork" in get_all_start_methods() else "spawn").Value("q", 0)
+        self._loader: DataLoader | None = None
         if len(self) == 0:
             raise ConfigError(f"split {opts.split!r}: with {len(self.urls)} shards over {opts.world_size} ranks x "
                               f"{self.workers} workers no rank fills one batch of {opts.batch_size}; lower batch_size "
@@ -134,28 +155,19 @@ class WdsLoader:
     def __len__(self) -> int:
         return min(self._rank_batches(self.epoch))
 
-    def _pipeline(self, epoch: int):
-        import webdataset as wds
-
-        shards = self._assignment(epoch)[self.opts.rank]
-        seed = (self.opts.seed * 1_000_003 + epoch) * 1_009 + self.opts.rank
-        shuffle = self.opts.shuffle and self.shuffle_buffer > 1
-        return wds.DataPipeline(
-            _EpochShards([[self.urls[i] for i in ws] for ws in shards]),
-            wds.tarfile_to_samples(handler=_shard_error),
-            # a small initial fill: each epoch restarts the workers, and waiting for full buffers would stall it
-            wds.shuffle(self.shuffle_buffer, initial=min(self.shuffle_buffer, 32), seed=seed) if shuffle else None,
-            wds.map(_Crop(self.opts.seed, epoch, self.cfg.crop, self.cfg.augment)),
-            wds.batched(self.opts.batch_size, collation_fn=_collate, partial=self.opts.last_batch == "partial"),
-        )
+    def _dataloader(self) -> DataLoader:
+        if self._loader is None:
+            workers = self.opts.num_workers
+            self._loader = DataLoader(_EpochStream(self), batch_size=None, num_workers=workers,
+                                      pin_memory=self.device.type == "cuda",
+                                      prefetch_factor=self.prefetch_factor if workers else None,
+                                      persistent_workers=workers > 0)
+        return self._loader
 
     def __iter__(self):
-        epoch, n = self.epoch, len(self)
-        loader = DataLoader(self._pipeline(epoch), batch_size=None, num_workers=self.opts.num_workers,
-                            pin_memory=self.device.type == "cuda",
-                            prefetch_factor=self.prefetch_factor if self.opts.num_workers else None,
-                            persistent_workers=False)
-        it = iter(loader)
+        self._epoch_value.value = self.epoch  # workers read it when their next epoch starts
+        n = len(self)
+        it = iter(self._dataloader())
         try:
             for _ in range(n):
                 item = next(it)
@@ -164,4 +176,4 @@ class WdsLoader:
                 padded = torch.zeros(len(item["keys"]), dtype=torch.bool, device=self.device)
                 yield make_batch(pixels, code, item["keys"], padded)
         finally:
-            del it  # stops the workers even when the caller breaks out early
+            del it  # the DataLoader tells persistent workers to drop the rest of this epoch
