@@ -153,11 +153,17 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
             # DDP has averaged the gradients, so one rank's non-finite loss makes this norm non-finite on every
             # rank: all ranks skip together and the replicas stay identical.
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad or float("inf"))
-            if bool(torch.isfinite(grad_norm)):
+            bad = (~torch.isfinite(grad_norm)).float()
+            if getattr(optimizer, "_step_supports_amp_scaling", False):
+                # fused AdamW skips a step on the device when found_inf is set (GradScaler's own mechanism): no
+                # host synchronisation per step, so the CPU keeps running ahead and loading stays hidden
+                optimizer.found_inf = bad
                 optimizer.step()
-            else:
-                skipped += 1
-                loss = torch.zeros_like(loss)
+                del optimizer.found_inf
+            elif not bool(bad):
+                optimizer.step()
+            skipped = skipped + bad
+            loss = torch.where(bad > 0, torch.zeros_like(loss), loss)
         scheduler.step()
         meter.step_done()
         loss_sum += loss.detach()
@@ -169,7 +175,7 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     elapsed = time.perf_counter() - t0
-    sums = torch.tensor([float(loss_sum), steps, pairs, meter.fraction(), elapsed, skipped],
+    sums = torch.tensor([float(loss_sum), steps, pairs, meter.fraction(), elapsed, float(skipped)],
                         dtype=torch.float64, device=dev)
     all_reduce_sum(sums)
     peak = torch.tensor([torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else 0], dtype=torch.float64,

@@ -122,3 +122,34 @@ def test_metrics_match_scikit_image():
         ref = structural_similarity(a[i].transpose(1, 2, 0), b[i].transpose(1, 2, 0), channel_axis=2, data_range=1.0,
                                     gaussian_weights=True, sigma=1.5, use_sample_covariance=False)
         assert float(s[i]) == pytest.approx(ref, abs=2e-3)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_non_finite_step_is_skipped_and_reported(shards, device):
+    from pairload.batch import Normalize
+    from pairload.model import EnhanceUNet
+    from pairload.train import build_train_loader, lr_lambda, train_one_epoch
+
+    cfg = TrainConfig(shards=str(shards), crop=32, batch_size=4, width=8, depth=2, workers=0, amp="none",
+                      device=device, max_steps=4)
+    info = dist_info(device, env={})
+    model = EnhanceUNet(ModelConfig(width=8, depth=2)).to(info.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, **({"fused": True} if device == "cuda" else {}))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(1, 8))
+    scaler = torch.amp.GradScaler(info.device.type, enabled=False)
+
+    class Poisoned(Normalize):
+        calls = 0
+
+        def forward(self, x):
+            Poisoned.calls += 1
+            y = super().forward(x)
+            return y * float("nan") if Poisoned.calls == 3 else y  # the second step's input
+
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    stats = train_one_epoch(model, build_train_loader(cfg, info), opt, sched, scaler, Poisoned().to(info.device), cfg,
+                            info, 0)
+    assert stats["skipped_steps"] == 1 and stats["steps"] == 4
+    assert np.isfinite(stats["train_loss"])
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())  # the other steps did train
