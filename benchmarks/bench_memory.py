@@ -42,6 +42,29 @@ def _rank(shards: str, loader: str, rank: int, ranks: int, workers: int, seconds
     time.sleep(3)  # stay alive while the parent measures
 
 
+def _baseline(rank: int, q) -> None:
+    """A rank without a loader: torch imported, CUDA context on its GPU. What every training process costs anyway."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.zeros(1, device=f"cuda:{rank % torch.cuda.device_count()}")
+    q.put({"rank": rank})
+    time.sleep(3)
+
+
+def _pss(pids) -> tuple[int, int]:
+    pss = uss = 0
+    for pid in pids:
+        for proc in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
+            try:
+                full = proc.memory_full_info()
+                pss += full.pss
+                uss += full.uss
+            except psutil.Error:
+                pass
+    return pss, uss
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("shards")
@@ -57,26 +80,29 @@ def main() -> None:
     split_bytes = sum(p.stat().st_size for p in ds.files)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
+    base = [ctx.Process(target=_baseline, args=(r, q)) for r in range(args.ranks)]
+    for p in base:
+        p.start()
+    for _ in base:
+        q.get()
+    base_pss, _ = _pss([p.pid for p in base])
+    for p in base:
+        p.join()
     procs = [ctx.Process(target=_rank, args=(args.shards, args.loader, r, args.ranks, args.workers, args.seconds, q))
              for r in range(args.ranks)]
     for p in procs:
         p.start()
     rates = [q.get() for _ in procs]
-    pss = uss = 0
-    for p in procs:
-        for proc in [psutil.Process(p.pid), *psutil.Process(p.pid).children(recursive=True)]:
-            try:
-                full = proc.memory_full_info()
-                pss += full.pss
-                uss += full.uss
-            except psutil.Error:
-                pass
+    pss, uss = _pss([p.pid for p in procs])
     for p in procs:
         p.join()
     doc = {"benchmark": "memory", "loader": args.loader, "ranks": args.ranks, "workers_per_rank": args.workers,
            "date": time.strftime("%Y-%m-%d"), "cpu_count": os.cpu_count(), "split_bytes": split_bytes,
            "total_pss_bytes": pss, "total_private_bytes": uss, "pss_over_split": pss / split_bytes,
            "limit_bytes": 1.2 * split_bytes + 2**30, "within_limit": pss <= 1.2 * split_bytes + 2**30,
+           "baseline_pss_bytes": base_pss, "loader_pss_bytes": pss - base_pss,
+           "loader_within_limit": pss - base_pss <= 1.2 * split_bytes + 2**30,
+           "note": "baseline: the same number of processes with torch imported and a CUDA context, no loader",
            "per_rank": sorted(rates, key=lambda r: r["rank"])}
     try:
         import torch

@@ -40,17 +40,11 @@ def slot_view(flat: np.ndarray, n: int, h: int, w: int) -> np.ndarray:
 
 
 def attach(name: str) -> shared_memory.SharedMemory:
-    """Open an existing shared-memory block without letting this process's exit unlink it (Python < 3.13)."""
+    """Open the loader's shared-memory block in a worker. Workers are spawned by the block's owner and share its
+    resource tracker, so attaching needs no bookkeeping here: the owner alone unlinks the block."""
     if sys.version_info >= (3, 13):
         return shared_memory.SharedMemory(name=name, track=False)
-    shm = shared_memory.SharedMemory(name=name)
-    try:
-        from multiprocessing import resource_tracker
-
-        resource_tracker.unregister(shm._name, "shared_memory")  # the owner unlinks it, not us
-    except Exception:  # noqa: BLE001 - best effort: at worst a warning at exit
-        pass
-    return shm
+    return shared_memory.SharedMemory(name=name)
 
 
 def worker_main(root: str, split: str, cfg: dict, shm_name: str, depth: int, slot_bytes: int, tasks, results) -> None:

@@ -297,7 +297,7 @@ def build_loader(name: str, cfg: BenchConfig, device: torch.device, workers: int
     if name == "wds":
         return make_loader("wds", cfg.shards, num_workers=workers, **common)
     if name == "dali-external":
-        return make_loader("dali-external", cfg.shards, num_threads=min(workers, 8), **common)
+        return make_loader("dali-external", cfg.shards, num_threads=workers, **common)
     if cfg.raw is None:
         raise _Skip("needs --raw RAW_DIR (the images the shards were packed from)")
     if name == "dali-file":

@@ -46,10 +46,18 @@ for stage in "$@"; do
       stamp bench-loaders unet
       $PY -m pairload.cli bench-loaders "$W/shards" --raw "$W/raw" --loaders ram,ram-resident,wds,dali-external,naive-pil \
         --workers $((CORES - 1)) --seconds 6 --consumer unet --out "$R/loaders-unet.json" 2>&1 | tail -16 ;;
+    dali)
+      data || exit 1
+      stamp "bench-loaders dali-external"
+      $PY -m pairload.cli bench-loaders "$W/shards" --loaders dali-external,ram --workers $((CORES - 1)) --seconds 6 \
+        --out "$R/loaders-dali-external.json" 2>&1 | tail -8 ;;
     memory)
       data || exit 1
       stamp memory
-      $PY benchmarks/bench_memory.py "$W/shards" --ranks 2 --workers 4 --seconds 12 --out "$R/memory.json" | grep -E "pss|within|pairs" ;;
+      for L in ram wds; do
+        $PY benchmarks/bench_memory.py "$W/shards" --loader $L --ranks "${RANKS:-2}" --workers 4 --seconds 12 \
+          --out "$R/memory-$L-${RANKS:-2}ranks.json" | grep -E "pss|within|pairs"
+      done ;;
     train-1)
       # one GPU: data-wait of the reference loop per loader, and the naive PIL Dataset (4 workers) in the same run
       data || exit 1

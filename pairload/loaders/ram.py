@@ -125,7 +125,7 @@ class RamLoader(PlannedLoader):
 
     def _ensure_workers(self) -> _Workers:
         if self._workers is None:
-            depth = 2 * self.opts.num_workers + self.prefetch
+            depth = self.opts.num_workers + self.prefetch + 2  # every worker busy, `prefetch` ready, 2 in copy
             self._workers = _Workers(self.ds, self, depth, self._slot_bytes(), pin=self._cuda)
             self._free = deque(range(depth))
             self._pending.clear()
