@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import os
-from multiprocessing import get_all_start_methods, get_context
+from multiprocessing import get_context
 
 import numpy as np
 import torch
@@ -25,6 +25,13 @@ from ..shards import ShardDataset
 from .base import LoaderOptions
 
 
+def shard_assignment(n_shards: int, opts: LoaderOptions, workers: int, epoch: int) -> list[list[list[int]]]:
+    """Shard numbers per rank, per worker, for `epoch`: the planner's shard order dealt to ranks, then to workers."""
+    order = epoch_order(n_shards, seed=opts.seed, epoch=epoch, shuffle=opts.shuffle)
+    per_rank = [order[r::opts.world_size] for r in range(opts.world_size)]
+    return [[[int(i) for i in shards[w::workers]] for w in range(workers)] for shards in per_rank]
+
+
 class _EpochStream(IterableDataset):
     """Runs in each DataLoader worker: builds the webdataset pipeline for the current epoch, which it reads from
     a shared value, so the workers can persist across epochs (a restart forks every worker again)."""
@@ -34,7 +41,7 @@ class _EpochStream(IterableDataset):
         self.urls, self.opts, self.cfg = loader.urls, loader.opts, loader.cfg
         self.shuffle_buffer = loader.shuffle_buffer
         self.epoch = loader._epoch_value
-        self.assignment = loader._assignment
+        self.workers = loader.workers
 
     def __iter__(self):
         import webdataset as wds
@@ -42,7 +49,8 @@ class _EpochStream(IterableDataset):
         epoch = self.epoch.value
         info = get_worker_info()
         worker = info.id if info is not None else 0
-        shards = [{"url": self.urls[i]} for i in self.assignment(epoch)[self.opts.rank][worker]]
+        mine = shard_assignment(len(self.urls), self.opts, self.workers, epoch)[self.opts.rank][worker]
+        shards = [{"url": self.urls[i]} for i in mine]
         seed = ((self.opts.seed * 1_000_003 + epoch) * 1_009 + self.opts.rank) * 131 + worker
         shuffle = self.opts.shuffle and self.shuffle_buffer > 1
         pipeline = wds.DataPipeline(
@@ -128,7 +136,9 @@ class WdsLoader:
                 ") or use the ram loader"
             )
         self.epoch = 0
-        self._epoch_value = get_context("fork" if "fork" in get_all_start_methods() else "spawn").Value("q", 0)
+        # the shared epoch and the DataLoader's workers must come from one multiprocessing context
+        self._mp = get_context()
+        self._epoch_value = self._mp.Value("q", 0)
         self._loader: DataLoader | None = None
         if len(self) == 0:
             raise ConfigError(f"split {opts.split!r}: with {len(self.urls)} shards over {opts.world_size} ranks x "
@@ -139,10 +149,7 @@ class WdsLoader:
         self.epoch = int(epoch)
 
     def _assignment(self, epoch: int) -> list[list[list[int]]]:
-        """shard numbers per rank per worker for `epoch`."""
-        order = epoch_order(len(self.urls), seed=self.opts.seed, epoch=epoch, shuffle=self.opts.shuffle)
-        per_rank = [order[r::self.opts.world_size] for r in range(self.opts.world_size)]
-        return [[list(shards[w::self.workers]) for w in range(self.workers)] for shards in per_rank]
+        return shard_assignment(len(self.urls), self.opts, self.workers, epoch)
 
     def _rank_batches(self, epoch: int) -> list[int]:
         bs, partial = self.opts.batch_size, self.opts.last_batch == "partial"
@@ -161,7 +168,8 @@ class WdsLoader:
             self._loader = DataLoader(_EpochStream(self), batch_size=None, num_workers=workers,
                                       pin_memory=self.device.type == "cuda",
                                       prefetch_factor=self.prefetch_factor if workers else None,
-                                      persistent_workers=workers > 0)
+                                      persistent_workers=workers > 0,
+                                      multiprocessing_context=self._mp if workers else None)
         return self._loader
 
     def __iter__(self):
