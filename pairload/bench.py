@@ -441,8 +441,9 @@ def _consumer_rate(consumer: Callable, device: torch.device, cfg: BenchConfig) -
     return n * cfg.batch_size / (time.perf_counter() - t0)
 
 
-def plot(report: dict, path: str | os.PathLike) -> None:
-    """A log-scale bar chart of pairs/s per loader with the hardware bounds drawn as lines."""
+def plot(report: dict, path: str | os.PathLike, targets: dict[str, float] | None = None) -> None:
+    """A log-scale bar chart of pairs/s per loader with the hardware bounds drawn as lines (and, if given, a
+    target per loader drawn as a black diamond)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -467,12 +468,16 @@ def plot(report: dict, path: str | os.PathLike) -> None:
         lines.append((lim["train_step_pairs_per_s"], "reference U-Net training step", "#2ca02c"))
     for x, label, color in lines:
         ax.axvline(x, color=color, linestyle="--", linewidth=1, label=f"{label}: {x:,.0f}")
+    marked = [(y, targets[n]) for y, n in enumerate(names) if targets and n in targets]
+    if marked:
+        ax.scatter([t for _, t in marked], [y for y, _ in marked], marker="D", color="black", zorder=3, s=18,
+                   label="target")
     ax.set_xscale("log")
     ax.set_xlabel("pairs/s delivered into device memory (log scale)")
     c = report["config"]
     ax.set_title(f"{report['device']}, {report['cpu_count']} cores; crop {c['crop']}, batch {c['batch_size']}, "
                  f"{c['workers']} workers; {report['date']}", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
     fig.tight_layout()
     tmp = Path(path).with_name(f".{Path(path).name}.partial.png")
     fig.savefig(tmp, dpi=120)

@@ -181,6 +181,17 @@ def bench_loaders(
         plot(report, plot_png)
 
 
+@app.command()
+def demo(
+    workdir: Path = typer.Argument(Path("pairload-demo"), help="Where to put the demo's data and results."),
+    device: str = typer.Option("auto", help="auto (GPU when there is one), cpu or cuda."),
+) -> None:
+    """The main job on the embedded default data: synth, pack, verify, bench the loaders, train briefly."""
+    from .demo import run_demo
+
+    run_demo(workdir, device=device, log=lambda m: out.print(m, highlight=False, markup=False))
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def train(ctx: typer.Context) -> None:
     """The reference DDP + AMP training loop (same options as `python -m pairload.train --help`)."""
