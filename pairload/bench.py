@@ -68,14 +68,21 @@ class BenchConfig:
 
 # ------------------------------------------------------------------ baselines users run today
 
-class NaivePilPairs(Dataset):
-    """The reference blog's Dataset: PIL opens both files per item, float conversion on the CPU, paired crop."""
+class _FolderPairs(Dataset):
+    """A map-style Dataset over discovered pairs that reads files per item, as hand-written Datasets do."""
 
     def __init__(self, pairs, crop: int):
         self.pairs, self.crop = pairs, crop
 
     def __len__(self) -> int:
         return len(self.pairs)
+
+    def window(self, height: int, width: int) -> tuple[int, int]:
+        return random.randint(0, height - self.crop), random.randint(0, width - self.crop)
+
+
+class NaivePilPairs(_FolderPairs):
+    """The reference blog's Dataset: PIL opens both files per item, float conversion on the CPU, paired crop."""
 
     def __getitem__(self, i: int):
         from PIL import Image
@@ -83,27 +90,19 @@ class NaivePilPairs(Dataset):
         p = self.pairs[i]
         low = torch.from_numpy(np.asarray(Image.open(p.low).convert("RGB"), dtype=np.float32) / 255.0).permute(2, 0, 1)
         high = torch.from_numpy(np.asarray(Image.open(p.high).convert("RGB"), dtype=np.float32) / 255.0).permute(2, 0, 1)
-        y = random.randint(0, low.shape[1] - self.crop)
-        x = random.randint(0, low.shape[2] - self.crop)
+        y, x = self.window(low.shape[1], low.shape[2])
         return low[:, y:y + self.crop, x:x + self.crop], high[:, y:y + self.crop, x:x + self.crop]
 
 
-class Cv2DiskPairs(Dataset):
+class Cv2DiskPairs(_FolderPairs):
     """A BasicSR-style paired dataset: cv2.imread of both files, paired random crop and flips on the CPU, uint8."""
-
-    def __init__(self, pairs, crop: int):
-        self.pairs, self.crop = pairs, crop
-
-    def __len__(self) -> int:
-        return len(self.pairs)
 
     def __getitem__(self, i: int):
         import cv2
 
         p = self.pairs[i]
         low, high = cv2.imread(str(p.low), cv2.IMREAD_COLOR), cv2.imread(str(p.high), cv2.IMREAD_COLOR)
-        y = random.randint(0, low.shape[0] - self.crop)
-        x = random.randint(0, low.shape[1] - self.crop)
+        y, x = self.window(low.shape[0], low.shape[1])
         low, high = low[y:y + self.crop, x:x + self.crop], high[y:y + self.crop, x:x + self.crop]
         if random.random() < 0.5:
             low, high = low[:, ::-1], high[:, ::-1]
