@@ -275,3 +275,10 @@ def test_repack_over_an_older_pack_removes_its_stale_shards(raw, tmp_path):
     pack(raw, out, PackOptions(workers=1, shard_size=1024 * 1024))
     assert {p.name for p in out.glob("train-*.tar")} == {"train-000000.tar"} != many
     assert len(open_shards(out)) == 8
+
+
+def test_packing_imports_neither_torch_nor_dali():
+    code = ("import sys, pairload, pairload.pack, pairload.synth, pairload.shards, pairload.discover\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or 'dali' in m))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
