@@ -28,7 +28,7 @@ from .decode import probe_size
 from .discover import find_pairs
 from .errors import ConfigError, ImageError, MissingDependencyError, PairingError, PairloadError
 from .loaders.base import LoaderOptions, PlannedLoader
-from .plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, epoch_order, plan_epoch, sample_params
+from .plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, epoch_order, sample_params
 from .shards import ShardDataset
 
 try:
@@ -126,9 +126,6 @@ class _DaliLoader(PlannedLoader):
         per_epoch = max(1, len(self))
         return list(range(epoch, epoch + min(64, max(1, -(-self.WINDOW_BATCHES // per_epoch)))))
 
-    def _epoch_plans(self, epoch: int) -> list[BatchPlan]:
-        return plan_epoch(self.cfg, self.key_hash, self.hw, epoch)
-
     def _pipeline(self, epochs: list[int], plans: list[BatchPlan]):
         raise NotImplementedError
 
@@ -153,13 +150,13 @@ class _DaliLoader(PlannedLoader):
 
     def __iter__(self):
         epoch = self.epoch
-        plans = self._epoch_plans(epoch)
+        plans = self.plan_for(epoch)
         if not plans:
             return
         if self._pipe is None or self._next_epoch != epoch:
             self.close()
             epochs = self._window(epoch)
-            window_plans = [bp for e in epochs for bp in (plans if e == epoch else self._epoch_plans(e))]
+            window_plans = [bp for e in epochs for bp in (plans if e == epoch else self.plan_for(e))]
             self._pipe = self._pipeline(epochs, window_plans)
             self._pipe.build()
             self._window_end = epochs[-1] + 1
@@ -269,16 +266,13 @@ class DaliFileLoader(_DaliLoader):
         return {"low": ([str(self.pairs[i].low) for i in order], labels),
                 "high": ([str(self.pairs[i].high) for i in order], labels)}
 
-    def _epoch_plans(self, epoch: int) -> list[BatchPlan]:
+    def plan_for(self, epoch: int) -> list[BatchPlan]:
         idx, pad = self._blocks(epoch)[self.cfg.rank]
         y, x, code = sample_params(self.key_hash[idx], self.hw[idx], seed=self.cfg.seed, epoch=epoch,
                                    crop=self.cfg.crop, augment=self.cfg.augment)
         bs = self.cfg.batch_size
         return [BatchPlan(idx[s:s + bs], y[s:s + bs], x[s:s + bs], code[s:s + bs], pad[s:s + bs])
                 for s in range(0, len(idx), bs)]
-
-    def plan(self) -> list[BatchPlan]:
-        return self._epoch_plans(self.epoch)
 
     def __len__(self) -> int:
         return -(-len(self._blocks(self.epoch)[self.cfg.rank][0]) // self.cfg.batch_size)

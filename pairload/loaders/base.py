@@ -65,11 +65,9 @@ class PlannedLoader:
     def __len__(self) -> int:
         return num_batches(self.cfg, len(self.keys))
 
-    def plan(self) -> list[BatchPlan]:
-        return plan_epoch(self.cfg, self.key_hash, self.hw, self.epoch)
+    def plan_for(self, epoch: int) -> list[BatchPlan]:
+        """This rank's batches for `epoch` (backends that split ranks differently override this)."""
+        return plan_epoch(self.cfg, self.key_hash, self.hw, epoch)
 
-    def out_hw(self, bp: BatchPlan) -> tuple[int, int]:
-        if self.cfg.crop is not None:
-            return self.cfg.crop, self.cfg.crop
-        h, w = self.hw[bp.index[0]]
-        return int(h), int(w)
+    def plan(self) -> list[BatchPlan]:
+        return self.plan_for(self.epoch)

@@ -27,7 +27,7 @@ from .. import errors
 from ..assemble import fill, out_hw, slot_view, worker_main
 from ..batch import PairBatch, make_batch
 from ..errors import ConfigError
-from ..plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, plan_epoch
+from ..plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan
 from ..shards import ShardDataset
 from .base import LoaderOptions, PlannedLoader
 
@@ -113,7 +113,7 @@ class RamLoader(PlannedLoader):
         if epoch not in self._plans:
             if len(self._plans) >= 2:
                 self._plans.pop(min(self._plans))
-            self._plans[epoch] = plan_epoch(self.cfg, self.key_hash, self.hw, epoch)
+            self._plans[epoch] = self.plan_for(epoch)
         return self._plans[epoch]
 
     def _slot_bytes(self) -> int:
@@ -285,10 +285,6 @@ class RamLoader(PlannedLoader):
             store[base[i]:base[i] + n].copy_(chunk[:n])  # synchronous: the staging buffer is reused next
         return {"pixels": store, "base": torch.from_numpy(base).to(self.device),
                 "width": torch.from_numpy(self.hw[:, 1].copy()).to(self.device)}
-
-    @property
-    def resident_bytes(self) -> int:
-        return 0 if self._store is None else self._store["pixels"].numel()
 
     def _resident_batches(self, plans: list[BatchPlan]):
         """One gather per batch: each output pixel's source index already includes crop, transpose and flips."""
