@@ -283,9 +283,12 @@ class DaliFileLoader(_DaliLoader):
             fill = bs - len(bp)  # readers pad a short last batch by repeating the shard's last sample
             rep = lambda a: np.concatenate([a, np.repeat(a[-1:], fill)]) if fill else a  # noqa: E731
             index = rep(bp.index)
-            anchors = np.stack([rep(bp.y), rep(bp.x)], axis=1).astype(np.int32)
-            matrix = dihedral_matrices(rep(bp.code), self._out_hw_index(index))
-            yield anchors, matrix, index.astype(np.int32)
+            batch = [index.astype(np.int32)]  # the labels the readers must return
+            if self.cfg.crop is not None:
+                batch.append(np.stack([rep(bp.y), rep(bp.x)], axis=1).astype(np.int32))
+            if self.cfg.augment:
+                batch.append(dihedral_matrices(rep(bp.code), self._out_hw_index(index)))
+            yield batch
 
     def _pipeline(self, epochs: list[int], plans: list[BatchPlan]):
         crop, on_gpu = self.cfg.crop, self.device.type == "cuda"
@@ -301,7 +304,11 @@ class DaliFileLoader(_DaliLoader):
         @pipeline_def(batch_size=self.cfg.batch_size, num_threads=self.num_threads, device_id=_device_id(self.device),
                       prefetch_queue_depth=self.prefetch, seed=self.cfg.seed & 0x7FFFFFFF)
         def pipe():
-            anchor, matrix, expect = fn.external_source(source=self._feed(plans), num_outputs=3, batch=True)
+            n_out = 1 + (crop is not None) + self.cfg.augment
+            fed = list(fn.external_source(source=self._feed(plans), num_outputs=n_out, batch=True))
+            expect = fed.pop(0)
+            anchor = fed.pop(0) if crop is not None else None
+            matrix = fed.pop(0) if self.cfg.augment else None
             outs, labs = [], []
             for name, (files, labels) in lists.items():
                 data, label = fn.readers.file(files=files, labels=labels, name=name, **shard)
@@ -311,7 +318,7 @@ class DaliFileLoader(_DaliLoader):
                                                   output_type=types.RGB)
                 else:
                     img = fn.decoders.image(data, device=decoder, output_type=types.RGB)
-                outs.append(_augment(img, matrix if self.cfg.augment else None))
+                outs.append(_augment(img, matrix))
                 labs.append(label)
             return outs[0], outs[1], labs[0], labs[1], expect
 
