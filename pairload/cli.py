@@ -192,12 +192,15 @@ def demo(
     run_demo(workdir, device=device, log=lambda m: out.print(m, highlight=False, markup=False))
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, add_help_option=False)
 def train(ctx: typer.Context) -> None:
     """The reference DDP + AMP training loop (same options as `python -m pairload.train --help`)."""
     from .train import main as train_main
 
-    code = train_main(list(ctx.args))
+    try:
+        code = train_main(list(ctx.args))
+    except SystemExit as exc:  # argparse's --help and usage errors
+        code = exc.code or 0
     if code:
         raise typer.Exit(code)
 

@@ -40,3 +40,10 @@ def test_synth_then_pack_is_the_main_job(tmp_path):
     res = run("pack", tmp_path / "raw", tmp_path / "s")
     assert res.returncode == 0, res.stderr
     assert "train: 4 pairs" in res.stdout and "test: 2 pairs" in res.stdout
+
+
+def test_train_help_and_usage_errors_pass_through():
+    res = run("train", "--help")
+    assert res.returncode == 0 and "--loader" in res.stdout and "--resume" in res.stdout
+    res = run("train", "--epochs")
+    assert res.returncode == 2 and "argument --epochs: expected one argument" in res.stderr
