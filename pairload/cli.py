@@ -207,7 +207,7 @@ def train(ctx: typer.Context) -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)  # click returns a command's Exit code in this mode
     except PairloadError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
@@ -222,7 +222,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             exc.show()
             return exc.exit_code
         raise
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def entry() -> None:
