@@ -18,7 +18,6 @@ import os
 import re
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import torch

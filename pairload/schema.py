@@ -6,6 +6,7 @@ loader import them from here. It imports neither torch nor DALI.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -85,8 +86,10 @@ def member_name(key: str, suffix: str) -> str:
     return f"{key}.{suffix}"
 
 
+@functools.lru_cache(maxsize=256)
 def npy_header(height: int, width: int) -> bytes:
-    """The .npy (format 1.0) header of a uint8 H×W×3 C-order array, as numpy.save writes it."""
+    """The .npy (format 1.0) header of a uint8 H×W×3 C-order array, as numpy.save writes it (cached: readers
+    compare it with the bytes in front of every image they read)."""
     buf = io.BytesIO()
     np.lib.format.write_array_header_1_0(
         buf, {"descr": np.lib.format.dtype_to_descr(DTYPE), "fortran_order": False, "shape": (height, width, CHANNELS)}

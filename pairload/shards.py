@@ -38,7 +38,6 @@ class ShardDataset:
                 raise ShardError(f"{path}: {path.stat().st_size} bytes, the manifest says {entry['bytes']}; the shard "
                                  "is truncated or was replaced: repack, or run `pairload verify`")
         self._maps: list[np.ndarray | None] = [None] * len(entries)
-        self._headers: dict[tuple[int, int], bytes] = {}
         self._checked = np.zeros(len(self.index), dtype=bool)
 
     # -- pickling: worker processes reopen the memory maps themselves
@@ -92,9 +91,7 @@ class ShardDataset:
 
     def _check_headers(self, i: int, mm: np.ndarray, h: int, w: int) -> None:
         idx = self.index
-        header = self._headers.get((h, w))
-        if header is None:
-            header = self._headers[(h, w)] = schema.npy_header(h, w)
+        header = schema.npy_header(h, w)
         for member, off in ((schema.LOW, int(idx.low[i])), (schema.HIGH, int(idx.high[i]))):
             if mm[off - len(header):off].tobytes() != header:
                 raise ShardError(f"{self.root / idx.files[idx.shard[i]]}: key {idx.keys[i]}: the .npy header of "

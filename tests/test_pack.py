@@ -1,6 +1,5 @@
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from pairload import ImageError, PairingError, open_shards, schema
+from pairload import ImageError, PairingError, open_shards
 from pairload.pack import PackOptions, pack, parse_size
 from pairload.errors import ConfigError
 

@@ -81,15 +81,12 @@ class _Crop:
 
     def __init__(self, seed: int, epoch: int, crop: int | None, augment: bool):
         self.seed, self.epoch, self.crop, self.augment = seed, epoch, crop, augment
-        self._headers: dict[tuple[int, int], bytes] = {}
 
     def _image(self, sample: dict, member: str, key: str, url: str, h: int, w: int) -> np.ndarray:
         data = sample.get(member)
         if data is None:
             raise ShardError(f"{url}: key {key}: member {key}.{member} is missing; the shard is corrupt: repack")
-        header = self._headers.get((h, w))
-        if header is None:
-            header = self._headers[(h, w)] = schema.npy_header(h, w)
+        header = schema.npy_header(h, w)
         if data[:len(header)] != header or len(data) != len(header) + h * w * schema.CHANNELS:
             raise ShardError(f"{url}: key {key}: {key}.{member} is not the uint8 {h}x{w}x3 .npy its .json describes "
                              "(damaged header or size); the shard is corrupt: run `pairload verify` and repack")
