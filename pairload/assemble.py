@@ -2,29 +2,50 @@
 
 Used in the loading process and in the RAM loader's worker processes, which write into slots of one
 shared-memory ring. Numpy only: workers never import torch, so each costs a few tens of MB, not hundreds.
+Workers watch their parent and exit within a fraction of a second when it is gone (killed, SIGTERM), so no
+orphan keeps the ring alive.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
+import time
 import traceback
 from multiprocessing import shared_memory
 
 import numpy as np
 
 from .errors import PairloadError
-from .plan import BatchPlan, PlanConfig, key_hashes, plan_epoch
+from .plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, PlanConfig, key_hashes, plan_epoch
 from .shards import ShardDataset
 
+READY = -2  # result-queue slot number a worker sends once it has opened the shards and the ring
+FAILED = -1  # ... and the one it sends when it could not
 
-def fill(ds: ShardDataset, dst: np.ndarray, bp: BatchPlan) -> None:
-    """Copy batch `bp`'s windows into dst, a (2, N, H, W, 3) uint8 array (low, then high)."""
+
+def _oriented(window: np.ndarray, code: int) -> np.ndarray:
+    """A view of `window` under the planner's code: transpose, then vertical flip, then horizontal flip."""
+    if code & TRANSPOSE:
+        window = window.transpose(1, 0, 2)
+    if code & VFLIP:
+        window = window[::-1]
+    if code & HFLIP:
+        window = window[:, ::-1]
+    return window
+
+
+def fill(ds: ShardDataset, dst: np.ndarray, bp: BatchPlan, apply_codes: bool = False) -> None:
+    """Copy batch `bp`'s windows into dst, a (2, N, H, W, 3) uint8 array (low, then high). With `apply_codes`
+    the flips/transposes are applied while copying (for CPU batches: nearly free here, a full extra pass later)."""
     h, w = dst.shape[2:4]
     arrays = ds.arrays
-    for j, (i, y, x) in enumerate(zip(bp.index.tolist(), bp.y.tolist(), bp.x.tolist())):
+    codes = bp.code.tolist() if apply_codes else [0] * len(bp)
+    for j, (i, y, x, c) in enumerate(zip(bp.index.tolist(), bp.y.tolist(), bp.x.tolist(), codes)):
         low, high = arrays(i)
-        dst[0, j] = low[y:y + h, x:x + w]
-        dst[1, j] = high[y:y + h, x:x + w]
+        dst[0, j] = _oriented(low[y:y + h, x:x + w], c)
+        dst[1, j] = _oriented(high[y:y + h, x:x + w], c)
 
 
 def out_hw(cfg: PlanConfig, hw: np.ndarray, bp: BatchPlan) -> tuple[int, int]:
@@ -47,17 +68,29 @@ def attach(name: str) -> shared_memory.SharedMemory:
     return shared_memory.SharedMemory(name=name)
 
 
-def worker_main(root: str, split: str, cfg: dict, shm_name: str, depth: int, slot_bytes: int, tasks, results) -> None:
+def _watch_parent(parent: int, period: float = 0.2) -> None:
+    """Exit as soon as the parent is gone (re-parented): a killed loader leaves no worker behind."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="pairload-parent-watch", daemon=True).start()
+
+
+def worker_main(root: str, split: str, config: PlanConfig, apply_codes: bool, shm_name: str, depth: int,
+                slot_bytes: int, tasks, results, parent: int) -> None:
     """A RAM-loader worker: plans epochs itself (the planner is pure) and fills the ring slots it is told to."""
+    _watch_parent(parent)
     try:
         ds = ShardDataset(root, split)
-        config = PlanConfig(**cfg)
         key_hash = key_hashes(ds.keys)
         shm = attach(shm_name)
         ring = np.ndarray((depth, slot_bytes), dtype=np.uint8, buffer=shm.buf)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        results.put((-1, (type(exc).__name__, str(exc))))
+        results.put((FAILED, (type(exc).__name__, str(exc))))
         return
+    results.put((READY, os.getpid()))
     plans: dict[int, list[BatchPlan]] = {}
     while True:
         msg = tasks.get()
@@ -71,7 +104,7 @@ def worker_main(root: str, split: str, cfg: dict, shm_name: str, depth: int, slo
                 plans[epoch] = plan_epoch(config, key_hash, ds.sizes, epoch)
             bp = plans[epoch][b]
             h, w = out_hw(config, ds.sizes, bp)
-            fill(ds, slot_view(ring[slot], len(bp), h, w), bp)
+            fill(ds, slot_view(ring[slot], len(bp), h, w), bp, apply_codes)
             results.put((slot, None))
         except PairloadError as exc:
             results.put((slot, (type(exc).__name__, str(exc))))

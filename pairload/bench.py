@@ -25,10 +25,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .errors import ConfigError, MissingDependencyError, PairloadError
+from .kinds import BASELINES, BENCH_ENTRIES as ALL  # noqa: F401
 from .timing import DataWait
-
-ALL = ("ram", "ram-resident", "wds", "dali-external", "dali-file", "cv2-disk", "naive-pil")
-BASELINES = ("cv2-disk", "naive-pil")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -478,7 +476,8 @@ def plot(report: dict, path: str | os.PathLike, targets: dict[str, float] | None
                  f"{c['workers']} workers; {report['date']}", fontsize=9)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
     fig.tight_layout()
-    tmp = Path(path).with_name(f".{Path(path).name}.partial.png")
-    fig.savefig(tmp, dpi=120)
+    from .atomic import atomic_open
+
+    with atomic_open(path, "wb", fsync=False) as fh:
+        fig.savefig(fh, dpi=120, format="png")
     plt.close(fig)
-    os.replace(tmp, path)

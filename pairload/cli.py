@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Iterator, List, Optional
@@ -17,10 +18,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .errors import PairloadError
+from .kinds import BENCH_ENTRIES
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Fast, correct loading of paired low/normal-light images.")
-out = Console()
+out = Console(soft_wrap=True)  # long paths stay on one line, whatever the terminal or pipe
 
 
 @contextlib.contextmanager
@@ -133,7 +135,7 @@ def info(
 def bench_loaders(
     shards_dir: Path = typer.Argument(..., help="Folder written by `pairload pack`."),
     raw: Optional[Path] = typer.Option(None, help="The raw folder the shards came from (for dali-file and the baselines)."),
-    loaders: str = typer.Option(",".join(__import__("pairload.bench", fromlist=["ALL"]).ALL), help="Comma-separated loaders to run."),
+    loaders: str = typer.Option(",".join(BENCH_ENTRIES), help="Comma-separated loaders to run."),
     split: str = typer.Option("train", help="Split to read."),
     crop: int = typer.Option(256, help="Crop size."),
     batch_size: int = typer.Option(32, help="Batch size."),
@@ -205,24 +207,47 @@ def train(ctx: typer.Context) -> None:
         raise typer.Exit(code)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    try:
-        code = app(args=argv, standalone_mode=False)  # click returns a command's Exit code in this mode
-    except PairloadError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 1
-    except typer.Exit as exc:
-        return exc.exit_code
-    except typer.Abort:
-        return 130
-    except Exception as exc:  # click usage errors
-        import click
+def _crash_log(exc: BaseException) -> str:
+    """Write the traceback of an unexpected error to a log file; returns its path."""
+    import tempfile
+    import time
+    import traceback
 
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
-        raise
-    return code if isinstance(code, int) else 0
+    path = Path(tempfile.gettempdir()) / f"pairload-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    try:
+        path.write_text(f"pairload {' '.join(sys.argv[1:])}\n" + "".join(traceback.format_exception(exc)),
+                        encoding="utf-8", errors="backslashreplace")
+    except OSError:
+        return "(could not be written)"
+    return str(path)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """The single error boundary: usage errors exit 2 with typer's own message, a PairloadError or an OS error (a
+    read-only folder, a full disk) exits 1 with one line, anything else exits 1 with one line and a crash log."""
+    try:
+        app(args=argv, prog_name="pairload", standalone_mode=True)
+    except SystemExit as exc:  # typer ends every run this way; usage errors have already been printed
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except PairloadError as exc:
+        sys.stderr.write(f"error: {_one_line(exc)}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"error: {where}{exc.strerror or exc} (check the path, its permissions and free disk space)\n")
+        return 1
+    except Exception as exc:  # noqa: BLE001 - a bug or an unforeseen input: one line here, the traceback in a file
+        sys.stderr.write(f"error: unexpected {type(exc).__name__}: {_one_line(exc)[:300]} (traceback in {_crash_log(exc)}; "
+                         "please report it)\n")
+        return 1
+    return 0
 
 
 def entry() -> None:

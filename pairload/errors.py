@@ -26,3 +26,11 @@ class ConfigError(PairloadError):
 
 class MissingDependencyError(PairloadError):
     """An optional package (DALI, scikit-image) is needed and not installed."""
+
+
+class LoaderError(PairloadError):
+    """A loader cannot go on: one of its worker processes died, or its shards changed while it ran."""
+
+
+class DistributedError(PairloadError):
+    """Ranks of a distributed job lost each other (a rank stopped, died or is far behind)."""

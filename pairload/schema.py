@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .atomic import PARTIAL_SUFFIX, fsync_dir, write_json_atomic  # noqa: F401 - part of the schema's API
 from .errors import ShardError
 
 FORMAT = "pairload-shards"
@@ -41,7 +42,6 @@ TAR_MODE = 0o644
 _SHARD_RE = re.compile(r"^(?P<split>[A-Za-z0-9_-]+)-(?P<num>\d{6})\.tar$")
 _KEY_SAFE = re.compile(r"[A-Za-z0-9_-]")
 _SPLIT_SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
-PARTIAL_SUFFIX = ".partial"
 
 
 def shard_name(split: str, number: int) -> str:
@@ -179,31 +179,6 @@ def sample_meta(low_rel: str, high_rel: str, original_hw: tuple[int, int], store
 
 
 # ---------------------------------------------------------------- manifest
-
-def write_json_atomic(path: Path, doc: Any) -> None:
-    """Write JSON under a temporary name in the same folder, fsync, then rename over `path`."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}{PARTIAL_SUFFIX}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, separators=(",", ":"), sort_keys=False)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
 
 def read_manifest(shards_dir: str | os.PathLike) -> dict:
     """Load and check `manifest.json`; raises ShardError saying what is wrong and how to fix it."""

@@ -30,15 +30,19 @@ class ShardDataset:
         self.index = schema.split_index(self.manifest, split, str(self.root / schema.MANIFEST))
         self.split = split
         entries = self.manifest["splits"][split]["shards"]
-        for entry in entries:
-            path = self.root / entry["file"]
-            if not path.is_file():
-                raise ShardError(f"{path}: shard listed in {schema.MANIFEST} is missing; copy it back or repack")
-            if path.stat().st_size != entry["bytes"]:
-                raise ShardError(f"{path}: {path.stat().st_size} bytes, the manifest says {entry['bytes']}; the shard "
-                                 "is truncated or was replaced: repack, or run `pairload verify`")
+        self.shard_bytes = [int(entry["bytes"]) for entry in entries]
+        self.check_files()
         self._maps: list[np.ndarray | None] = [None] * len(entries)
         self._checked = np.zeros(len(self.index), dtype=bool)
+
+    def check_files(self) -> None:
+        """Raise ShardError if a shard is missing or its size differs from the manifest (truncated, replaced)."""
+        for path, size in zip(self.files, self.shard_bytes):
+            if not path.is_file():
+                raise ShardError(f"{path}: shard listed in {schema.MANIFEST} is missing; copy it back or repack")
+            if path.stat().st_size != size:
+                raise ShardError(f"{path}: {path.stat().st_size} bytes, the manifest says {size}; the shard "
+                                 "is truncated or was replaced: repack, or run `pairload verify`")
 
     # -- pickling: worker processes reopen the memory maps themselves
     def __getstate__(self):

@@ -18,7 +18,7 @@ import numpy as np
 from .decode import decode_rgb
 from .discover import IMAGE_EXTS
 from .errors import ConfigError, MissingDependencyError, PairloadError
-from .schema import write_json_atomic
+from .atomic import write_bytes_atomic, write_json_atomic
 
 BUNDLED = ("astronaut", "chelsea", "coffee", "rocket")
 EXPOSURE = (0.03, 0.3)
@@ -120,10 +120,7 @@ def _write_png(path: Path, rgb: np.ndarray) -> None:
     ok, buf = cv2.imencode(".png", rgb[..., ::-1])
     if not ok:
         raise PairloadError(f"{path}: PNG encoding failed")
-    tmp = path.with_name(f".{path.name}.partial")
-    with open(tmp, "wb") as fh:
-        fh.write(buf.tobytes())
-    os.replace(tmp, path)
+    write_bytes_atomic(path, buf.tobytes(), fsync=False)  # synth.json, written last and fsynced, marks completion
 
 
 _photos: list[tuple[str, np.ndarray]] = []

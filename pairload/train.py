@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .atomic import atomic_open, write_bytes_atomic
 from .batch import Normalize
 from .distributed import DistInfo, all_reduce_max, all_reduce_sum, cleanup, dist_info, init_distributed
 from .errors import ConfigError, PairloadError
@@ -217,24 +218,17 @@ def save_triplets(images: list[torch.Tensor], path: Path) -> None:
 
     if not images:
         return
-    grid = torch.cat(images, dim=1).clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy()
+    width = max(im.shape[2] for im in images)  # test images may differ in size: pad each row on the right
+    rows = [F.pad(im, (0, width - im.shape[2])) for im in images]
+    grid = torch.cat(rows, dim=1).clamp(0, 1).mul(255).round().byte().permute(1, 2, 0).numpy()
     ok, buf = cv2.imencode(".png", np.ascontiguousarray(grid[..., ::-1]))
-    tmp = path.with_name(f".{path.name}.partial")
-    tmp.write_bytes(buf.tobytes())
-    os.replace(tmp, path)
+    write_bytes_atomic(path, buf.tobytes(), fsync=False)
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
     """torch.save under a temporary name in the same folder, fsync, rename: never a half-written checkpoint."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    try:
-        with open(tmp, "wb") as fh:
-            torch.save(state, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_open(path, "wb") as fh:
+        torch.save(state, fh)
 
 
 def rng_state() -> dict:

@@ -10,9 +10,8 @@ import os
 from typing import Any
 
 from ..errors import ConfigError
+from ..kinds import LOADER_KINDS as KINDS
 from .base import LoaderOptions
-
-KINDS = ("ram", "wds", "dali-external", "dali-file")
 
 
 def make_loader(kind: str, source: str | os.PathLike, *, split: str = "train", batch_size: int, crop: int | None,

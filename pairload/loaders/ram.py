@@ -16,6 +16,9 @@ crop and the flips/transposes together.
 from __future__ import annotations
 
 import os
+import queue
+import signal
+import time
 import weakref
 from collections import deque
 from multiprocessing import get_context, shared_memory
@@ -24,19 +27,34 @@ import numpy as np
 import torch
 
 from .. import errors
-from ..assemble import fill, out_hw, slot_view, worker_main
+from ..assemble import FAILED, READY, fill, out_hw, slot_view, worker_main
 from ..batch import PairBatch, make_batch
-from ..errors import ConfigError
+from ..errors import ConfigError, LoaderError
 from ..plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan
 from ..shards import ShardDataset
 from .base import LoaderOptions, PlannedLoader
 
 
+def _death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
+
+
 class _Workers:
-    """Worker processes, their queues and the shared ring; torn down by `close()` or when garbage collected."""
+    """Worker processes, their queues and the shared ring; torn down by `close()` or when garbage collected.
+
+    Every wait on a worker has a timeout and checks that all workers are alive, so a dead worker becomes an error
+    within about a second instead of a hang."""
+
+    POLL_S = 0.5
 
     def __init__(self, ds: ShardDataset, loader: "RamLoader", depth: int, slot_bytes: int, pin: bool):
         self.depth, self.slot_bytes = depth, slot_bytes
+        self.ds = ds
         self.shm = shared_memory.SharedMemory(create=True, size=depth * slot_bytes)
         self.ring = np.ndarray((depth, slot_bytes), dtype=np.uint8, buffer=self.shm.buf)
         self.tensor = torch.from_numpy(self.ring)
@@ -44,30 +62,33 @@ class _Workers:
         if pin:
             err = torch.cuda.cudart().cudaHostRegister(self.tensor.data_ptr(), depth * slot_bytes, 0)
             self.pinned = int(err) == 0  # otherwise copies still work, synchronously
-        ctx = get_context("spawn")
+        ctx = get_context("spawn")  # never fork a process that may hold CUDA or threads
         self.tasks, self.results = ctx.Queue(), ctx.Queue()
-        cfg = {f: getattr(loader.cfg, f) for f in ("batch_size", "crop", "seed", "rank", "world_size", "last_batch",
-                                                   "augment", "shuffle")}
+        self.ready: set[int] = set()
+        self._checked = time.monotonic()
         self.procs = [ctx.Process(target=worker_main, daemon=True, name=f"pairload-ram-{k}",
-                                  args=(str(ds.root), ds.split, cfg, self.shm.name, depth, slot_bytes, self.tasks,
-                                        self.results))
+                                  args=(str(ds.root), ds.split, loader.cfg, not loader._cuda, self.shm.name, depth,
+                                        slot_bytes, self.tasks, self.results, os.getpid()))
                       for k in range(loader.opts.num_workers)]
-        for p in self.procs:
-            p.start()
         self._finalizer = weakref.finalize(self, _Workers._teardown, self.procs, self.tasks, self.shm, self.tensor,
                                            self.pinned)
+        for p in self.procs:
+            p.start()
 
     @staticmethod
     def _teardown(procs, tasks, shm, tensor, pinned) -> None:
-        for _ in procs:
-            try:
-                tasks.put(None)
-            except (OSError, ValueError):
-                pass
         for p in procs:
-            p.join(timeout=5)
             if p.is_alive():
-                p.terminate()
+                try:
+                    tasks.put(None)
+                except (OSError, ValueError):
+                    pass
+        for p in procs:
+            if p.pid is not None:
+                p.join(timeout=5)
+                if p.is_alive():
+                    p.terminate()
+                    p.join(timeout=1)
         if pinned:
             torch.cuda.cudart().cudaHostUnregister(tensor.data_ptr())
         del tensor
@@ -75,10 +96,53 @@ class _Workers:
             shm.close()
         except BufferError:  # a delivered CPU batch may still view the ring; the name is removed all the same
             pass
-        shm.unlink()
+        try:
+            shm.unlink()
+        except FileNotFoundError:
+            pass
 
     def close(self) -> None:
         self._finalizer()
+
+    def get(self):
+        """The next result from any worker; raises LoaderError naming a worker that died (checked at least every
+        POLL_S seconds: a batch lost with a dead worker would otherwise be waited for forever)."""
+        while True:
+            now = time.monotonic()
+            if now - self._checked > self.POLL_S:
+                self._checked = now
+                self.check_alive()
+            try:
+                return self.results.get(timeout=self.POLL_S)
+            except queue.Empty:
+                pass
+
+    def check_alive(self) -> None:
+        dead = [p for p in self.procs if p.exitcode is not None]
+        if not dead:
+            return
+        p = dead[0]
+        what = f"RAM loader worker {p.name} (pid {p.pid}) {_death(p.exitcode)}"
+        if p.exitcode == -signal.SIGBUS:
+            changed = [str(f) for f, size in zip(self.ds.files, self.ds.shard_bytes) if _size(f) != size]
+            hint = (f"; {', '.join(changed)} changed size while the loader read it" if changed else
+                    "; a shard was truncated or replaced while the loader read it") + ": repack, then restart"
+        elif p.pid not in self.ready and p.exitcode == 1:
+            hint = (" before it started (its error is printed above). If your script makes the loader at module "
+                    "level, put that code under `if __name__ == \"__main__\":`: workers are started with the spawn "
+                    "method and import your script again")
+        elif p.exitcode == -signal.SIGKILL:
+            hint = " (often the out-of-memory killer: see `dmesg`); restart the job, with fewer num_workers if so"
+        else:
+            hint = "; restart the job"
+        raise LoaderError(what + hint)
+
+
+def _size(path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1
 
 
 class RamLoader(PlannedLoader):
@@ -158,8 +222,11 @@ class RamLoader(PlannedLoader):
 
     def _wait(self, slot: int) -> None:
         while slot not in self._done:
-            got, err = self._workers.results.get()
-            if got == -1:
+            got, err = self._workers.get()
+            if got == READY:
+                self._workers.ready.add(err)
+                continue
+            if got == FAILED:
                 raise self._error(err)
             self._done[got] = err
         err = self._done.pop(slot)
@@ -178,6 +245,8 @@ class RamLoader(PlannedLoader):
             _, _, slot = self._pending.popleft()
             try:
                 self._wait(slot)
+            except LoaderError:
+                raise
             except Exception:  # noqa: BLE001 - the data is discarded anyway
                 pass
             self._free.append(slot)
@@ -198,7 +267,8 @@ class RamLoader(PlannedLoader):
                 batch, ready, copied = self._to_device(host, bp)
                 self._copying.append((slot, copied))
             else:
-                batch, ready = make_batch(host.clone(), self._code(bp), self._keys(bp), self._padded(bp)), None
+                # the worker already applied the flips (apply_codes): no extra pass over the batch on the CPU
+                batch, ready = make_batch(host.clone(), None, self._keys(bp), self._padded(bp)), None
                 self._free.append(slot)
             nxt = self._submit(*nxt)
             yield batch, ready
@@ -209,12 +279,12 @@ class RamLoader(PlannedLoader):
         for bp in plans:
             h, w = out_hw(self.cfg, self.hw, bp)
             host = torch.empty((2, len(bp), h, w, 3), dtype=torch.uint8, pin_memory=self._cuda)
-            fill(self.ds, host.numpy(), bp)
+            fill(self.ds, host.numpy(), bp, apply_codes=not self._cuda)
             if self._cuda:
                 batch, ready, _ = self._to_device(host, bp)
                 yield batch, ready
             else:
-                yield make_batch(host, self._code(bp), self._keys(bp), self._padded(bp)), None
+                yield make_batch(host, None, self._keys(bp), self._padded(bp)), None
 
     # ------------------------------------------------------------------ shared
 
@@ -254,11 +324,19 @@ class RamLoader(PlannedLoader):
         if self._store is not None:
             yield from self._resident_batches(plans)
             return
-        gen = self._worker_batches(epoch, plans) if self.opts.num_workers else self._inline_batches(plans)
-        prev = next(gen, None)
-        for cur in gen:  # one batch ahead: its copy overlaps the caller's work on the previous one
-            yield self._handover(*prev)
-            prev = cur
+        if self.opts.num_workers:
+            gen = self._worker_batches(epoch, plans)
+        else:
+            self.ds.check_files()  # a shard replaced between epochs is an error, not a SIGBUS
+            gen = self._inline_batches(plans)
+        try:
+            prev = next(gen, None)
+            for cur in gen:  # one batch ahead: its copy overlaps the caller's work on the previous one
+                yield self._handover(*prev)
+                prev = cur
+        except LoaderError:
+            self.close()  # the other workers stop too; the next iteration starts fresh ones
+            raise
         if prev is not None:
             yield self._handover(*prev)
 

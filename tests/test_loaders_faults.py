@@ -1,0 +1,105 @@
+"""Faults a real job meets around the RAM loader's worker processes: death, signals, a missing main guard."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pairload import make_loader
+from pairload.errors import LoaderError
+
+
+def _workers(pid: int | None = None) -> list[psutil.Process]:
+    """The spawned worker processes under `pid` (default: this process)."""
+    out = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if "spawn_main" in " ".join(child.cmdline()):
+                out.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def _shm() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def test_a_killed_worker_is_an_error_naming_it_within_seconds(packed):
+    loader = make_loader("ram", packed, batch_size=2, crop=16, num_workers=2)
+    next(iter(loader))
+    victims = _workers()
+    assert len(victims) == 2
+    os.kill(victims[1].pid, signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(LoaderError, match=rf"worker pairload-ram-\d \(pid {victims[1].pid}\) was killed by SIGKILL"):
+        for epoch in range(1000):  # batches already in the ring may still come out first
+            loader.set_epoch(epoch)
+            for _ in loader:
+                pass
+    assert time.monotonic() - start < 10
+    psutil.wait_procs(victims, timeout=10)
+    assert not [p for p in victims if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    # the loader closed itself; iterating again starts fresh workers and works
+    assert len(list(loader)) == len(loader)
+    loader.close()
+
+
+VICTIM = """
+import sys, time
+import pairload
+if __name__ == "__main__":
+    loader = pairload.make_loader("ram", sys.argv[1], batch_size=2, crop=16, num_workers=2)
+    next(iter(loader))
+    print("ready", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_loading_process_leaves_no_worker_and_nothing_in_dev_shm(packed, tmp_path, sig):
+    script = tmp_path / "victim.py"
+    script.write_text(VICTIM)
+    before = _shm()
+    proc = subprocess.Popen([sys.executable, str(script), str(packed)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert len(_workers(proc.pid)) == 2 and _shm() - before
+        proc.send_signal(sig)
+        proc.wait(timeout=10)
+        gone, alive = psutil.wait_procs(children, timeout=10)  # workers and the resource tracker
+        assert not alive, [p.cmdline() for p in alive]
+        deadline = time.monotonic() + 10
+        while _shm() - before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _shm() - before, "shared memory or semaphores left in /dev/shm"
+    finally:
+        proc.kill()
+
+
+def test_a_script_without_a_main_guard_fails_fast_and_says_why(packed, tmp_path):
+    script = tmp_path / "noguard.py"
+    script.write_text(textwrap.dedent(f"""
+        import pairload
+        for batch in pairload.make_loader("ram", {str(packed)!r}, batch_size=2, crop=16, num_workers=2):
+            pass
+    """))
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0
+    assert 'put that code under `if __name__ == "__main__":`' in res.stderr
+
+
+def test_a_shard_truncated_between_epochs_is_named(packed):
+    loader = make_loader("ram", packed, batch_size=2, crop=16)
+    assert len(list(loader)) == len(loader)
+    shard = sorted(Path(packed).glob("train-*.tar"))[0]
+    os.truncate(shard, shard.stat().st_size // 2)
+    with pytest.raises(Exception, match=rf"{shard.name}: \d+ bytes, the manifest says \d+; the shard is truncated"):
+        list(loader)
