@@ -27,11 +27,23 @@ def probe_size(path: Path) -> tuple[int, int]:
             warnings.simplefilter("ignore")
             with Image.open(path) as im:
                 width, height = im.size
+    except Image.DecompressionBombError:  # a large photo, not an attack: we only want its size, cv2 decodes it
+        return _decoded_size(path)
     except UnidentifiedImageError:
         raise ImageError(f"{path}: not a readable image (expected PNG, JPEG, BMP, TIFF or WebP); replace or remove it") from None
     except OSError as exc:
         raise ImageError(f"{path}: cannot read the image header ({exc}); replace or remove it") from None
     return height, width
+
+
+def _decoded_size(path: Path) -> tuple[int, int]:
+    import cv2
+
+    img = cv2.imdecode(np.fromfile(path, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+    if img is None:
+        raise ImageError(f"{path}: does not decode (truncated, not an image, or larger than OpenCV accepts); replace "
+                         "or remove it")
+    return int(img.shape[0]), int(img.shape[1])
 
 
 def target_size(height: int, width: int, resize: tuple[int, int] | None, max_side: int | None) -> tuple[int, int]:

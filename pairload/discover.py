@@ -59,8 +59,21 @@ def _pick(children: dict[str, Path], names: tuple[str, ...], override: str | Non
     return found[0] if found else None
 
 
+def _unreadable(exc: OSError) -> PairingError:
+    return PairingError(f"{exc.filename}: cannot be listed ({exc.strerror}); fix its permissions (chmod a+rx) or move it "
+                        "out of the dataset folder, so that no pair is dropped in silence")
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    """Visible subfolders (symlinks to folders included), sorted; an unreadable folder is an error."""
+    try:
+        return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.is_dir())
+    except OSError as exc:
+        raise _unreadable(exc) from None
+
+
 def _side_folders(folder: Path, low_dir: str | None, high_dir: str | None) -> tuple[Path, Path] | None:
-    children = {p.name.lower(): p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")}
+    children = {p.name.lower(): p for p in _subfolders(folder)}
     low = _pick(children, LOW_NAMES, low_dir, folder)
     high = _pick(children, HIGH_NAMES, high_dir, folder)
     return (low, high) if low is not None and high is not None else None
@@ -69,7 +82,17 @@ def _side_folders(folder: Path, low_dir: str | None, high_dir: str | None) -> tu
 def _images(folder: Path) -> dict[str, tuple[Path, str]]:
     """Images under `folder` by relative path without extension; two files with one stem are refused."""
     found: dict[str, tuple[Path, str]] = {}
-    for dirpath, dirnames, filenames in os.walk(folder):
+    seen: set[tuple[int, int]] = set()  # (device, inode) of every folder walked: a symlink loop is walked once
+
+    def fail(exc: OSError) -> None:
+        raise _unreadable(exc)
+
+    for dirpath, dirnames, filenames in os.walk(folder, onerror=fail, followlinks=True):
+        st = os.stat(dirpath)
+        if (st.st_dev, st.st_ino) in seen:
+            dirnames[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             if name.startswith(".") or os.path.splitext(name)[1].lower() not in IMAGE_EXTS:
@@ -113,6 +136,7 @@ def _read_pairs_file(raw: Path, pairs_file: Path, out: Discovery) -> None:
         lines = Path(pairs_file).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise PairingError(f"{pairs_file}: cannot read the pairs file ({exc})") from None
+    where: dict[tuple[str, str], tuple[str, int]] = {}  # (side, path) -> (split, line) where it first appeared
     for lineno, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -126,12 +150,24 @@ def _read_pairs_file(raw: Path, pairs_file: Path, out: Discovery) -> None:
         split = check_split_name(cols[2].strip()) if len(cols) == 3 and cols[2].strip() else DEFAULT_SPLIT
         paths = []
         for rel in (low_rel, high_rel):
-            path = (raw / rel).resolve() if not os.path.isabs(rel) else Path(rel)
+            path = Path(os.path.normpath(raw / rel))  # symlinks inside RAW are fine; '..' out of it is not
+            if path != raw and raw not in path.parents:
+                raise PairingError(f"{pairs_file}:{lineno}: {rel} lies outside {raw}; paths are relative to RAW and "
+                                   "must stay inside it (move the file in, or pack from a folder that holds both)")
             if not path.is_file():
                 raise PairingError(f"{pairs_file}:{lineno}: {rel} does not exist under {raw}; fix the path or remove the line")
             paths.append(path)
-        low_key_rel = os.path.relpath(paths[0], raw).replace(os.sep, "/")
-        high_key_rel = os.path.relpath(paths[1], raw).replace(os.sep, "/")
+        if paths[0] == paths[1]:
+            raise PairingError(f"{pairs_file}:{lineno}: the low and the high image are the same file {low_rel}; "
+                               "a pair needs two images")
+        low_key_rel = paths[0].relative_to(raw).as_posix()
+        high_key_rel = paths[1].relative_to(raw).as_posix()
+        for side, rel in (("low", low_key_rel), ("high", high_key_rel)):
+            first = where.setdefault((side, rel), (split, lineno))
+            if first[0] != split:
+                raise PairingError(f"{pairs_file}:{lineno}: {rel} is in split {split!r} but already in split {first[0]!r} "
+                                   f"(line {first[1]}); an image in two splits leaks test data into training: keep "
+                                   "one line")
         out.pairs.append(Pair(split, key_from_relpath(low_key_rel), paths[0], paths[1], low_key_rel, high_key_rel))
 
 
@@ -159,7 +195,7 @@ def find_pairs(
         if top is not None:
             _pair_folders(raw, DEFAULT_SPLIT, top[0], top[1], skip_unmatched, out)
         else:
-            for sub in sorted(p for p in raw.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            for sub in _subfolders(raw):
                 sides = _side_folders(sub, low_dir, high_dir)
                 if sides is not None:
                     _pair_folders(raw, check_split_name(sub.name), sides[0], sides[1], skip_unmatched, out)

@@ -9,7 +9,9 @@ the manifest comes last. This module imports neither torch nor DALI.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import multiprocessing as mp
 import os
 import re
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import schema
+from .atomic import is_temp_of, write_json_atomic
 from .decode import _silence_cv2, decode_rgb, probe_size, target_size
 from .discover import Pair, find_pairs
 from .errors import ConfigError, ImageError, PairloadError
@@ -99,7 +102,8 @@ class _Job:
     index: int
     low: Path
     high: Path
-    hw: tuple[int, int]  # header size (both images)
+    low_hw: tuple[int, int]  # header sizes
+    high_hw: tuple[int, int]
     out_hw: tuple[int, int]
     to_8bit: bool
     file: str  # partial shard path
@@ -117,8 +121,8 @@ def _worker_init() -> None:
 def _run_job(job: _Job) -> tuple[int, list[str], int, int] | tuple[int, str]:
     """Decode and write one pair. Errors come back as text so the parent can clean up and report them."""
     try:
-        low, low_notes = decode_rgb(job.low, to_8bit=job.to_8bit, expect_hw=job.hw, out_hw=job.out_hw)
-        high, high_notes = decode_rgb(job.high, to_8bit=job.to_8bit, expect_hw=job.hw, out_hw=job.out_hw)
+        low, low_notes = decode_rgb(job.low, to_8bit=job.to_8bit, expect_hw=job.low_hw, out_hw=job.out_hw)
+        high, high_notes = decode_rgb(job.high, to_8bit=job.to_8bit, expect_hw=job.high_hw, out_hw=job.out_hw)
         fd = _fds.get(job.file)
         if fd is None:
             fd = _fds[job.file] = os.open(job.file, os.O_WRONLY)
@@ -197,10 +201,48 @@ def _pool(workers: int):
     return mp.get_context(method).Pool(workers, initializer=_worker_init)
 
 
+JOURNAL = ".pairload-pack.json"  # the shard files a pack is replacing, written before it touches any of them
+LOCK = ".pairload-pack.lock"
+
+
 def _remove_partials(folder: Path) -> None:
+    """Delete what a killed pack left under pack's own temporary names (never any other file)."""
     for p in folder.glob(f"*{schema.PARTIAL_SUFFIX}"):
-        if schema.is_shard_name(p.name[: -len(schema.PARTIAL_SUFFIX)]) or p.name.startswith(f".{schema.MANIFEST}."):
+        if schema.is_shard_name(p.name[: -len(schema.PARTIAL_SUFFIX)]) or is_temp_of(p.name, schema.MANIFEST) \
+                or is_temp_of(p.name, JOURNAL):
             p.unlink(missing_ok=True)
+
+
+def _owned(folder: Path) -> set[str]:
+    """Shard files pack may replace or delete: those the current manifest lists and those a killed pack's journal
+    lists. Any other file, even one named like a shard (`imagenet-000000.tar`), is the user's and stays."""
+    owned: set[str] = set()
+    try:
+        owned.update(sh["file"] for entry in schema.read_manifest(folder)["splits"].values() for sh in entry["shards"])
+    except (PairloadError, KeyError, TypeError):
+        pass
+    try:
+        owned.update(json.loads((folder / JOURNAL).read_text(encoding="utf-8"))["owned"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return {name for name in owned if isinstance(name, str) and schema.is_shard_name(name)}
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path):
+    """One pack at a time per output folder (an advisory lock the kernel drops when the process dies)."""
+    import fcntl
+
+    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(f"{folder}: another `pairload pack` is writing into this folder (it holds {LOCK}); wait "
+                              "for it to finish, or pack into another folder") from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: PackOptions = PackOptions(),
@@ -211,14 +253,23 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
     pool = _pool(workers) if workers > 1 else None  # workers start while the folders are being listed
     try:
         discovery = find_pairs(raw_dir, low_dir=options.low_dir, high_dir=options.high_dir,
-                           pairs_file=options.pairs_file, skip_unmatched=options.skip_unmatched)
+                               pairs_file=options.pairs_file, skip_unmatched=options.skip_unmatched)
+        out = Path(shards_dir)
+        if out.resolve() == Path(raw_dir).resolve():
+            raise ConfigError(f"{shards_dir}: the output folder is the raw folder; write the shards elsewhere, e.g. "
+                              f"`pairload pack {raw_dir} {Path(raw_dir).resolve().name}-shards`")
+        out.mkdir(parents=True, exist_ok=True)
+        with _folder_lock(out):
+            return _pack_locked(discovery, out, options, pool, workers, start, on_progress)
     except BaseException:
         if pool:
             pool.terminate()
         raise
+
+
+def _pack_locked(discovery, out: Path, options: PackOptions, pool, workers: int, start: float,
+                 on_progress) -> PackReport:
     pairs = discovery.pairs
-    out = Path(shards_dir)
-    out.mkdir(parents=True, exist_ok=True)
     _remove_partials(out)  # left by a killed run
     report = PackReport(shards_dir=out, workers=workers)
     report.skipped = discovery.skipped_low + discovery.skipped_high
@@ -231,11 +282,11 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
             raise ImageError(errors[0] + (f" (and {len(errors) - 1} more unreadable files)" if len(errors) > 1 else ""))
         mismatched = [(pair, probes[2 * i], probes[2 * i + 1]) for i, pair in enumerate(pairs)
                       if probes[2 * i] != probes[2 * i + 1]]
-        if mismatched:
+        if mismatched and options.resize is None:  # --resize brings both images of every pair to one size
             pair, lo, hi = mismatched[0]
             more = f" (and {len(mismatched) - 1} more pairs)" if len(mismatched) > 1 else ""
             raise ImageError(f"{pair.low_rel} is {lo[1]}x{lo[0]} but {pair.high_rel} is {hi[1]}x{hi[0]}; a pair must "
-                             f"have one size (fix the files, or pack with --resize WxH){more}")
+                             f"have one size (fix the files, or pack with --resize WxH to resize both){more}")
         report.phases["probe"] = time.perf_counter() - start
         sizes = [probes[2 * i] for i in range(len(pairs))]
         out_sizes = [target_size(h, w, options.resize, options.max_side) for h, w in sizes]
@@ -253,8 +304,8 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
                     fh.write(data)
             for pair, lay in plan.samples:
                 idx = len(jobs)  # plans follow the (split, key) order of `pairs`
-                jobs.append(_Job(idx, pair.low, pair.high, sizes[idx], (lay.height, lay.width), options.to_8bit,
-                                 part, lay.low_data, lay.high_data))
+                jobs.append(_Job(idx, pair.low, pair.high, probes[2 * idx], probes[2 * idx + 1], (lay.height, lay.width),
+                                 options.to_8bit, part, lay.low_data, lay.high_data))
                 shard_of.append(number)
 
         t_decode = time.perf_counter()
@@ -292,17 +343,17 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
         pool.join()
 
     manifest = _manifest(plans, jobs, results, digests, pairs, options, report)
-    old = out / schema.MANIFEST
-    old.unlink(missing_ok=True)  # its shards are about to be replaced
-    keep = set()
+    keep = {plan.name for plan in plans}
+    owned = _owned(out) | keep
+    write_json_atomic(out / JOURNAL, {"owned": sorted(owned)})  # a kill from here on still knows what is ours
+    (out / schema.MANIFEST).unlink(missing_ok=True)  # its shards are about to be replaced
     for plan, part in zip(plans, partial_files):
         os.replace(part, out / plan.name)
-        keep.add(plan.name)
-    for stale in out.iterdir():
-        if schema.is_shard_name(stale.name) and stale.name not in keep:
-            stale.unlink()
+    for stale in sorted(owned - keep):
+        (out / stale).unlink(missing_ok=True)
     schema.fsync_dir(out)
-    schema.write_json_atomic(old, manifest)
+    write_json_atomic(out / schema.MANIFEST, manifest)
+    (out / JOURNAL).unlink(missing_ok=True)
     report.seconds = time.perf_counter() - start
     return report
 

@@ -78,7 +78,8 @@ def key_from_relpath(rel: str) -> str:
         elif ch == "/":
             out.append("+")
         else:
-            out.extend(f"~{b:02X}" for b in ch.encode("utf-8"))
+            # surrogateescape: a file name that is not valid UTF-8 keeps its own bytes
+            out.extend(f"~{b:02X}" for b in ch.encode("utf-8", "surrogateescape"))
     return "".join(out)
 
 

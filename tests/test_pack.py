@@ -1,5 +1,6 @@
 import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -281,3 +282,127 @@ def test_packing_imports_neither_torch_nor_dali():
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or 'dali' in m))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_pack_and_the_cli_of_pack_verify_info_import_no_torch():
+    code = ("import sys, pairload.cli\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or 'dali' in m))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_pack_help_is_fast():
+    start = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "pairload.cli", "pack", "--help"], capture_output=True, text=True)
+    assert res.returncode == 0 and "--skip-unmatched" in res.stdout
+    assert time.perf_counter() - start < 3.0  # 1 s on the 2-core machine, with a generous margin
+
+
+# ------------------------------------------------------------------ what pack owns
+
+def test_pack_never_deletes_files_it_did_not_write(raw, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    mine = {"imagenet-000000.tar": b"user data 1", "my_backup-000007.tar": b"user data 2", "train-000099.tar": b"3"}
+    for name, data in mine.items():
+        (out / name).write_bytes(data)
+    pack(raw, out, PackOptions(workers=1, shard_size=64 * 1024))
+    pack(raw, out, PackOptions(workers=1, shard_size=1024 * 1024))  # fewer shards: its own old ones go
+    assert {p.name for p in out.glob("train-*.tar")} == {"train-000000.tar", "train-000099.tar"}
+    for name, data in mine.items():
+        assert (out / name).read_bytes() == data
+    assert len(open_shards(out)) == 8
+
+
+def test_a_second_pack_into_the_same_folder_is_refused_while_one_runs(raw, tmp_path):
+    import fcntl
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / ".pairload-pack.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # what a running pack holds
+        with pytest.raises(ConfigError, match=r"another `pairload pack` is writing into this folder"):
+            pack(raw, out, PackOptions(workers=1))
+    assert not (out / "manifest.json").exists()
+    pack(raw, out, PackOptions(workers=1))  # released: it goes through
+
+
+def test_output_folder_equal_to_the_raw_folder_is_refused(raw, tmp_path):
+    with pytest.raises(ConfigError, match=r"the output folder is the raw folder"):
+        pack(raw, raw / "train" / "..", PackOptions(workers=1))
+    assert not list(raw.glob("*.tar"))
+
+
+def test_resize_packs_pairs_whose_sizes_differ(tmp_path):
+    raw = make_raw(tmp_path / "raw", 2)
+    lo = pair_pixels(1, 40, 56)[1]
+    write_rgb(raw / "high" / "00001.png", cv2.resize(lo, (112, 80), interpolation=cv2.INTER_NEAREST))
+    refused(raw, tmp_path, r"pack with --resize WxH to resize both", exc=ImageError)
+    pack(raw, tmp_path / "out", PackOptions(workers=1, resize=(56, 40)))
+    ds = open_shards(tmp_path / "out")
+    assert ds[1][2].shape == (40, 56, 3)
+    np.testing.assert_array_equal(ds[1][2], lo)  # exact: 2x area-downscale of a 2x nearest upscale
+
+
+@pytest.mark.parametrize("line, match", [
+    ("../outside/low.png\tTrain/Normal/normal00000.png", r"pairs.tsv:1: ../outside/low.png lies outside"),
+    ("Train/Low/low00000.png\tTrain/Low/low00000.png", r"pairs.tsv:1: the low and the high image are the same file"),
+    ("Train/Low/low00000.png\tTrain/Normal/normal00000.png\ttrain\n"
+     "Train/Low/low00001.png\tTrain/Normal/normal00000.png\ttest",
+     r"pairs.tsv:2: Train/Normal/normal00000.png is in split 'test' but already in split 'train' \(line 1\)"),
+])
+def test_pairs_file_refuses_escapes_self_pairs_and_leaks(tmp_path, line, match):
+    raw = tmp_path / "raw"
+    for i in range(2):
+        lo, hi = pair_pixels(i, 40, 56)
+        write_rgb(raw / "Train" / "Low" / f"low{i:05d}.png", lo)
+        write_rgb(raw / "Train" / "Normal" / f"normal{i:05d}.png", hi)
+    write_rgb(tmp_path / "outside" / "low.png", pair_pixels(0, 40, 56)[0])
+    pf = tmp_path / "pairs.tsv"
+    pf.write_text(line + "\n")
+    with pytest.raises(PairingError, match=match):
+        pack(raw, tmp_path / "out", PackOptions(workers=1, pairs_file=str(pf)))
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_file_names_that_are_not_utf8_pack_with_their_bytes_in_the_key(tmp_path):
+    raw = tmp_path / "raw"
+    lo, hi = pair_pixels(3, 40, 56)
+    for side, img in (("low", lo), ("high", hi)):
+        folder = raw / side
+        folder.mkdir(parents=True)
+        ok, buf = cv2.imencode(".png", img[..., ::-1])
+        with open(os.path.join(os.fsencode(folder), b"caf\xe9.png"), "wb") as fh:
+            fh.write(buf.tobytes())
+    pack(raw, tmp_path / "out", PackOptions(workers=1))
+    ds = open_shards(tmp_path / "out")
+    assert ds.keys == ("caf~E9",)
+    np.testing.assert_array_equal(ds[0][1], lo)
+
+
+def test_a_photo_beyond_pillows_decompression_bomb_limit_is_probed(tmp_path):
+    from PIL import Image
+
+    from pairload.decode import probe_size
+
+    h, w = 9000, (Image.MAX_IMAGE_PIXELS * 2) // 9000 + 8  # just over the size at which Pillow refuses to open
+    path = tmp_path / "big.png"
+    assert cv2.imwrite(str(path), np.zeros((h, w), np.uint8))
+    assert probe_size(path) == (h, w)
+
+
+def test_os_errors_reach_the_cli_as_one_line(raw, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    res = subprocess.run([sys.executable, "-m", "pairload.cli", "pack", str(raw), str(blocker / "shards")],
+                         capture_output=True, text=True)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and str(blocker) in res.stderr
+
+
+def test_usage_errors_exit_2_with_typers_message_and_no_traceback():
+    for args, text in ((["verify"], "Missing argument"), (["nope"], "No such command"),
+                       (["pack", "a", "b", "--workers", "x"], "Invalid value for '--workers'")):
+        res = subprocess.run([sys.executable, "-m", "pairload.cli", *args], capture_output=True, text=True)
+        assert res.returncode == 2, (args, res.stderr)
+        assert text in res.stderr and "Traceback" not in res.stderr
