@@ -110,6 +110,11 @@ def verify(shards_dir: Path = typer.Argument(..., help="Folder written by `pairl
 
     report = run(shards_dir)
     out.print(f"ok: {report.shards} shards, {report.samples} samples, {_human(report.bytes)} verified")
+    if report.leftovers:
+        sys.stderr.write(f"warning: {len(report.leftovers)} temporary file(s) of an interrupted pack "
+                         f"({_human(report.leftover_bytes)}: {', '.join(report.leftovers[:3])}"
+                         f"{' …' if len(report.leftovers) > 3 else ''}) are not part of the shards; run the same "
+                         "`pairload pack` again to finish it, or delete them\n")
 
 
 @app.command()

@@ -205,7 +205,48 @@ def read_manifest(shards_dir: str | os.PathLike) -> dict:
         )
     if not isinstance(doc.get("splits"), dict) or not doc["splits"]:
         raise ShardError(f"{path}: expected a non-empty \"splits\" object")
+    for split, entry in doc["splits"].items():
+        _check_split_entry(path, split, entry)
     return doc
+
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_INDEX_FIELDS = ("key", "hw", "low", "high", "crc32")
+
+
+def _check_split_entry(path: Path, split: str, entry: Any) -> None:
+    """Every field of one split of the manifest has the type and shape readers rely on; a manifest that was edited
+    or damaged is refused here, with the field named, instead of failing later with a KeyError."""
+    def bad(what: str) -> ShardError:
+        return ShardError(f"{path}: split {split!r}: {what}; the manifest is damaged or was edited: re-run the same "
+                          "`pairload pack` command to rewrite it")
+
+    if not isinstance(entry, dict) or not isinstance(entry.get("shards"), list) or not entry["shards"]:
+        raise bad("expected an object with a non-empty \"shards\" list")
+    if not _SPLIT_SAFE.match(split):
+        raise bad("the split name may only hold letters, digits, '_' and '-'")
+    total = 0
+    for k, sh in enumerate(entry["shards"]):
+        where = f"shard {k}"
+        if not isinstance(sh, dict):
+            raise bad(f"{where} is not an object")
+        name = sh.get("file")
+        m = _SHARD_RE.match(name) if isinstance(name, str) else None
+        if m is None or m.group("split") != split:
+            raise bad(f"{where}: \"file\" is {name!r}, expected a file in the shard folder named {split}-NNNNNN.tar")
+        for field, kind in (("samples", int), ("bytes", int), ("sha256", str), ("index", dict)):
+            if not isinstance(sh.get(field), kind) or isinstance(sh.get(field), bool):
+                raise bad(f"{name}: \"{field}\" is {sh.get(field)!r}, expected {'an' if kind is int else 'a'} "
+                          f"{kind.__name__}")
+        if not _SHA256.match(sh["sha256"]):
+            raise bad(f"{name}: \"sha256\" is not 64 hexadecimal digits")
+        idx = sh["index"]
+        for field in _INDEX_FIELDS:
+            if not isinstance(idx.get(field), list) or len(idx[field]) != sh["samples"]:
+                raise bad(f"{name}: index \"{field}\" should list {sh['samples']} entries (one per sample)")
+        total += sh["samples"]
+    if entry.get("samples") != total:
+        raise bad(f"\"samples\" is {entry.get('samples')!r} but its shards hold {total}")
 
 
 @dataclass(frozen=True)
@@ -249,6 +290,13 @@ def split_index(doc: dict, split: str, where: str = MANIFEST) -> SplitIndex:
     except (KeyError, TypeError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed shard entry ({exc!r}); repack") from None
     n = len(keys)
+    try:
+        return _split_index(split, files, keys, shard, hw, low, high, crc, counts, n)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ShardError(f"{where}: split {split!r} has a malformed index ({exc}); repack") from None
+
+
+def _split_index(split, files, keys, shard, hw, low, high, crc, counts, n) -> SplitIndex:
     return SplitIndex(
         split=split,
         files=tuple(files),

@@ -121,6 +121,8 @@ class VerifyReport:
     shards: int
     samples: int
     bytes: int
+    leftovers: tuple[str, ...] = ()  # temporary files of an interrupted pack, beside valid shards
+    leftover_bytes: int = 0
 
 
 def _check_shard(path: Path, entry: dict) -> int:
@@ -198,13 +200,16 @@ def verify(shards_dir: str | os.PathLike) -> VerifyReport:
     doc = schema.read_manifest(root)
     shards = samples = nbytes = 0
     for split, entry in doc["splits"].items():
+        schema.split_index(doc, split, str(root / schema.MANIFEST))  # every index entry has its shape and type
         for sh in entry["shards"]:
             samples += _check_shard(root / sh["file"], sh)
             shards += 1
             nbytes += sh["bytes"]
         if sum(sh["samples"] for sh in entry["shards"]) != entry["samples"]:
             raise ShardError(f"{root / schema.MANIFEST}: split {split!r} sample count disagrees with its shards; repack")
-    return VerifyReport(shards=shards, samples=samples, bytes=nbytes)
+    left = sorted(p for p in root.iterdir() if p.name.endswith(schema.PARTIAL_SUFFIX))
+    return VerifyReport(shards=shards, samples=samples, bytes=nbytes, leftovers=tuple(p.name for p in left),
+                        leftover_bytes=sum(p.stat().st_size for p in left))
 
 
 def info(shards_dir: str | os.PathLike) -> dict[str, dict]:

@@ -74,3 +74,39 @@ def test_info(packed):
     assert splits["train"]["samples"] == 8 and splits["test"]["samples"] == 4
     assert splits["train"]["sizes"] == {"56x40": 8}
     assert splits["train"]["bytes"] == sum(p.stat().st_size for p in packed.glob("train-*.tar"))
+
+
+def _edit_manifest(packed, edit):
+    path = packed / "manifest.json"
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda d: d["splits"]["train"]["shards"][0].pop("sha256"), r"train-000000.tar: \"sha256\" is None, expected a str"),
+    (lambda d: d["splits"]["train"]["shards"][0].update(file="../../etc/passwd"),
+     r"split 'train': shard 0: \"file\" is '../../etc/passwd', expected a file in the shard folder named train-NNNNNN"),
+    (lambda d: d["splits"]["train"]["shards"][0].update(file="test-000000.tar"), r"\"file\" is 'test-000000.tar'"),
+    (lambda d: d["splits"]["train"]["shards"][0]["index"]["hw"].pop(), r"index \"hw\" should list \d+ entries"),
+    (lambda d: d["splits"]["train"].update(samples=99), r"\"samples\" is 99 but its shards hold 8"),
+    (lambda d: d["splits"]["test"].update(shards=[]), r"split 'test': expected an object with a non-empty \"shards\""),
+    (lambda d: d["splits"]["train"]["shards"][0]["index"].update(hw=[[1]] * len(d["splits"]["train"]["shards"][0]["index"]["hw"])),
+     r"split 'train' has a malformed index"),
+])
+def test_a_damaged_manifest_is_refused_naming_the_field(packed, edit, match):
+    _edit_manifest(packed, edit)
+    with pytest.raises(ShardError, match=match):
+        verify(packed)
+        open_shards(packed, "train")
+
+
+def test_verify_warns_about_leftovers_of_an_interrupted_pack(packed):
+    import subprocess
+    import sys
+
+    (packed / "train-000009.tar.partial").write_bytes(b"\0" * 4096)
+    assert verify(packed).leftovers == ("train-000009.tar.partial",)
+    res = subprocess.run([sys.executable, "-m", "pairload.cli", "verify", str(packed)], capture_output=True, text=True)
+    assert res.returncode == 0 and "ok:" in res.stdout
+    assert "warning: 1 temporary file(s) of an interrupted pack (4.0 KB: train-000009.tar.partial)" in res.stderr
