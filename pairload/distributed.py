@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Mapping
 
 import torch
 
-from .errors import ConfigError
+from .errors import ConfigError, DistributedError, PairloadError
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,9 @@ def dist_info(device: str = "auto", env: Mapping[str, str] | None = None) -> Dis
     return DistInfo(rank=rank, local_rank=local, world_size=world, device=dev)
 
 
-def init_distributed(info: DistInfo) -> None:
-    """Join the process group (NCCL on CUDA, gloo on CPU) when there is more than one rank."""
+def init_distributed(info: DistInfo, timeout_s: float = 600.0) -> None:
+    """Join the process group (NCCL on CUDA, gloo on CPU) when there is more than one rank. A collective that waits
+    longer than `timeout_s` for the other ranks fails (see `lost_ranks_error`) instead of hanging the job."""
     if info.device.type == "cuda":
         torch.cuda.set_device(info.device)
     if not info.distributed or torch.distributed.is_initialized():
@@ -68,7 +70,25 @@ def init_distributed(info: DistInfo) -> None:
                           "(e.g. MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1))")
     backend = "nccl" if info.device.type == "cuda" else "gloo"
     kwargs = {"device_id": info.device} if backend == "nccl" else {}
-    torch.distributed.init_process_group(backend, rank=info.rank, world_size=info.world_size, **kwargs)
+    torch.distributed.init_process_group(backend, rank=info.rank, world_size=info.world_size,
+                                         timeout=timedelta(seconds=timeout_s), **kwargs)
+
+
+_LOST = ("timed out", "timeout", "connection closed", "connection reset", "broken pipe")
+
+
+def lost_ranks_error(exc: BaseException, info: DistInfo, timeout_s: float) -> DistributedError | None:
+    """The error to report when `exc` means this rank lost the others (a rank was stopped, died or hung), else None."""
+    if not info.distributed or isinstance(exc, (PairloadError, KeyboardInterrupt)):
+        return None
+    text = str(exc)
+    dist_error = getattr(torch.distributed, "DistError", ())
+    if not (isinstance(exc, dist_error) or any(w in text.lower() for w in _LOST)):
+        return None
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
+    return DistributedError(f"rank {info.rank} of {info.world_size}: a collective got no answer from the other ranks "
+                            f"within --dist-timeout {timeout_s:g} s ({first[:160]}); a rank was stopped, died or "
+                            "is far behind: check the other ranks' logs, then restart with --resume")
 
 
 def cleanup(finished: bool = True) -> None:

@@ -23,12 +23,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .atomic import atomic_open, write_bytes_atomic
+from .atomic import atomic_open, is_temp_of, write_bytes_atomic
 from .batch import Normalize
-from .distributed import DistInfo, all_reduce_max, all_reduce_sum, cleanup, dist_info, init_distributed
+from .distributed import (DistInfo, all_reduce_max, all_reduce_sum, cleanup, dist_info, init_distributed,
+                          lost_ranks_error)
 from .errors import ConfigError, PairloadError
 from .loaders import KINDS, make_loader
 from .metrics import psnr, ssim
+from .shards import open_shards
 from .model import EnhanceUNet, ModelConfig
 from .timing import DataWait
 
@@ -62,6 +64,7 @@ class TrainConfig:
     stop_after_epoch: int | None = None
     max_steps: int | None = None  # per epoch; for benchmarks
     image_count: int = 3
+    dist_timeout: float = 600.0  # seconds a collective waits for the other ranks before the job stops with an error
 
     def __post_init__(self) -> None:
         if self.loader not in KINDS:
@@ -76,6 +79,8 @@ class TrainConfig:
             raise ConfigError("--epochs and --batch-size must be at least 1")
         if self.resume and not self.out:
             raise ConfigError("--resume needs --out RUN_DIR (where last.pt is)")
+        if self.dist_timeout <= 0:
+            raise ConfigError(f"--dist-timeout {self.dist_timeout}: expected a positive number of seconds")
 
 
 # ------------------------------------------------------------------ pieces
@@ -114,12 +119,10 @@ def build_val_loader(cfg: TrainConfig, info: DistInfo):
     kind, source = ("ram", cfg.shards) if cfg.shards else ("dali-file", cfg.raw)
     common = dict(split="test", crop=None, rank=info.rank, world_size=info.world_size, device=str(info.device),
                   last_batch="partial", augment=False, shuffle=False)
-    try:
-        return make_loader(kind, source, batch_size=cfg.val_batch_size, **common)
-    except ConfigError as exc:
-        if "different sizes" not in str(exc):
-            raise
-        return make_loader(kind, source, batch_size=1, **common)
+    batch = cfg.val_batch_size
+    if cfg.shards and len(np.unique(open_shards(cfg.shards, "test").sizes, axis=0)) > 1:
+        batch = 1  # whole test images of several sizes (real FiveK, SICE, LSRW test sets) go one at a time
+    return make_loader(kind, source, batch_size=batch, **common)
 
 
 def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize, cfg: TrainConfig,
@@ -259,6 +262,38 @@ def load_checkpoint(path: Path, model_cfg: ModelConfig) -> dict:
     return state
 
 
+def dataset_fingerprint(cfg: TrainConfig) -> str:
+    """A digest of the training data: the train split's shard hashes, or the raw pairs' paths (dali-file)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    if cfg.loader != "dali-file":
+        from .schema import read_manifest
+
+        for sh in read_manifest(cfg.shards)["splits"].get("train", {}).get("shards", []):
+            h.update(sh["sha256"].encode())
+    else:
+        from .discover import find_pairs
+
+        for p in find_pairs(cfg.raw).pairs:
+            h.update(f"{p.split}\t{p.low_rel}\t{p.high_rel}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def tidy_run_dir(out: Path, epoch: int) -> None:
+    """Before resuming at `epoch`: drop metrics rows of later epochs (written before a checkpoint that never
+    landed) and temporary files of a checkpoint write that was killed."""
+    for p in out.iterdir():
+        if any(is_temp_of(p.name, name) for name in ("last.pt", "best.pt", "metrics.jsonl", "config.json")):
+            p.unlink(missing_ok=True)
+    metrics = out / "metrics.jsonl"
+    if metrics.is_file():
+        rows = [line for line in metrics.read_text(encoding="utf-8").splitlines() if line.strip()]
+        keep = [line for line in rows if json.loads(line).get("epoch", 0) <= epoch]
+        if keep != rows:
+            write_bytes_atomic(metrics, "".join(line + "\n" for line in keep).encode())
+
+
 # ------------------------------------------------------------------ main
 
 def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
@@ -286,6 +321,7 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg.warmup_steps, cfg.epochs * steps_per_epoch))
     scaler = torch.amp.GradScaler(dev.type, enabled=cfg.amp == "fp16")
     out = Path(cfg.out) if cfg.out else None
+    data_id = dataset_fingerprint(cfg)
     start_epoch, best = 0, -math.inf
     if cfg.resume:
         state = load_checkpoint(out / "last.pt", model_cfg)
@@ -295,6 +331,12 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
         scaler.load_state_dict(state["scaler"])
         set_rng_state(state["rng"])
         start_epoch, best = state["epoch"], state["best_psnr"]
+        if state.get("data") is not None and state["data"] != data_id:
+            source = state.get("train_config", {}).get("shards") or state.get("train_config", {}).get("raw")
+            raise ConfigError(f"--resume: {out / 'last.pt'} was trained on other data ({source}) than this run's "
+                              f"({cfg.shards or cfg.raw}); resume with the same data, or start a new --out")
+        if info.is_main:
+            tidy_run_dir(out, start_epoch)
         if start_epoch >= cfg.epochs:
             log(f"checkpoint is at epoch {start_epoch}, which is already --epochs {cfg.epochs}: nothing to do")
     net = model
@@ -304,9 +346,10 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
         net = torch.compile(net)
     if out and info.is_main:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text(json.dumps({**asdict(cfg), "world_size": info.world_size,
-                                                     "device": str(dev), "steps_per_epoch": steps_per_epoch,
-                                                     "model": model_cfg.to_dict()}, indent=2) + "\n")
+        write_bytes_atomic(out / "config.json", (json.dumps({**asdict(cfg), "world_size": info.world_size,
+                                                             "device": str(dev), "steps_per_epoch": steps_per_epoch,
+                                                             "model": model_cfg.to_dict(), "data": data_id},
+                                                            indent=2) + "\n").encode())
     history = []
     for epoch in range(start_epoch, cfg.epochs):
         stats = train_one_epoch(net, train_loader, optimizer, scheduler, scaler, norm, cfg, info, epoch)
@@ -331,7 +374,7 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
                 state = {"version": CHECKPOINT_VERSION, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                          "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "epoch": epoch + 1,
                          "best_psnr": best, "model_config": model_cfg.to_dict(), "rng": rng_state(),
-                         "train_config": asdict(cfg)}
+                         "train_config": asdict(cfg), "data": data_id}
                 save_checkpoint(out / "last.pt", state)
                 if best_now:
                     save_checkpoint(out / "best.pt", state)
@@ -362,11 +405,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = parse_args(argv)
         info = dist_info(cfg.device)
-        init_distributed(info)
+        init_distributed(info, timeout_s=cfg.dist_timeout)
         try:
             run(cfg, info)
-        except BaseException:
+        except BaseException as exc:
             cleanup(finished=False)
+            lost = lost_ranks_error(exc, info, cfg.dist_timeout)
+            if lost is not None:
+                raise lost from None
             raise
         cleanup()
     except PairloadError as exc:

@@ -153,3 +153,84 @@ def test_a_non_finite_step_is_skipped_and_reported(shards, device):
     assert np.isfinite(stats["train_loss"])
     assert all(torch.isfinite(p).all() for p in model.parameters())
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())  # the other steps did train
+
+
+def _train(shards, out, *extra) -> int:
+    return main(["--shards", str(shards), "--device", "cpu", "--crop", "32", "--batch-size", "4", "--width", "8",
+                 "--depth", "2", "--workers", "0", "--warmup-steps", "2", "--out", str(out), *map(str, extra)])
+
+
+def _epochs(out) -> list[int]:
+    return [json.loads(line)["epoch"] for line in (Path(out) / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_resume_after_a_kill_between_metrics_and_checkpoint_keeps_one_row_per_epoch(shards, tmp_path):
+    out = tmp_path / "run"
+    assert _train(shards, out, "--epochs", 3, "--stop-after-epoch", 2) == 0
+    # what a rank killed while writing last.pt for epoch 3 leaves: the metrics row, a partial checkpoint
+    with open(out / "metrics.jsonl", "a") as fh:
+        fh.write(json.dumps({"epoch": 3, "train_loss": 1.0}) + "\n")
+    (out / ".last.pt.4242.partial").write_bytes(b"half a checkpoint")
+    assert _train(shards, out, "--epochs", 3, "--resume") == 0
+    assert _epochs(out) == [1, 2, 3]
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".partial")]
+
+
+def test_resume_with_other_data_is_refused_and_changes_nothing(shards, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert _train(shards, out, "--epochs", 1) == 0
+    config = (out / "config.json").read_text()
+    other = tmp_path / "other"
+    synth(tmp_path / "raw2", SynthOptions(pairs=32, test=TEST_PAIRS, size=(64, 48), seed=2))
+    pack(tmp_path / "raw2", other, PackOptions(workers=1))
+    assert _train(other, out, "--epochs", 2, "--resume") == 1
+    assert "was trained on other data" in capsys.readouterr().err
+    assert (out / "config.json").read_text() == config and _epochs(out) == [1]
+
+
+def test_test_images_of_different_sizes_validate_one_by_one(tmp_path):
+    from conftest import make_raw
+
+    raw = tmp_path / "raw"
+    make_raw(raw, 16, split="train", size=(40, 48))
+    make_raw(raw, 3, split="test", start=100, sizes=[(40, 48), (36, 60), (52, 44)])
+    pack(raw, tmp_path / "shards", PackOptions(workers=1))
+    assert main(["--shards", str(tmp_path / "shards"), "--device", "cpu", "--crop", "32", "--batch-size", "4",
+                 "--width", "8", "--depth", "2", "--workers", "0", "--epochs", "1", "--out", str(tmp_path / "run")]) == 0
+    assert json.loads((tmp_path / "run" / "metrics.jsonl").read_text())["val_samples"] == 3
+    assert (tmp_path / "run" / "val-epoch001.png").is_file()
+
+
+def test_a_stopped_rank_ends_the_job_with_a_clear_error_not_a_hang(shards, tmp_path):
+    import signal
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "run"
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        cmd = [sys.executable, "-m", "pairload.train", "--shards", str(shards), "--device", "cpu", "--crop", "32",
+               "--batch-size", "4", "--width", "8", "--depth", "2", "--workers", "0", "--epochs", "1000",
+               "--dist-timeout", "8", "--out", str(out)]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        deadline = time.monotonic() + 120
+        while not ((out / "metrics.jsonl").is_file() and (out / "metrics.jsonl").read_text()):
+            assert time.monotonic() < deadline and procs[0].poll() is None, procs[0].stderr.read()[-2000:]
+            time.sleep(0.1)
+        procs[1].send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        _, err = procs[0].communicate(timeout=90)
+        assert time.monotonic() - stopped < 60
+        assert procs[0].returncode == 1, err[-2000:]
+        assert "error: rank 0 of 2: a collective got no answer from the other ranks within --dist-timeout 8 s" in err
+        assert "Traceback" not in err
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
