@@ -314,9 +314,9 @@ class DaliFileLoader(_DaliLoader):
                 if crop is not None:
                     shape = types.Constant(np.array([crop, crop], dtype=np.int32), device="cpu")
                     img = fn.decoders.image_slice(data, anchor, shape, axes=[0, 1], device=decoder,
-                                                  output_type=types.RGB)
+                                                  output_type=types.RGB, adjust_orientation=False)
                 else:
-                    img = fn.decoders.image(data, device=decoder, output_type=types.RGB)
+                    img = fn.decoders.image(data, device=decoder, output_type=types.RGB, adjust_orientation=False)
                 outs.append(_augment(img, matrix))
                 labs.append(label)
             return outs[0], outs[1], labs[0], labs[1], expect

@@ -151,3 +151,31 @@ def test_one_pipeline_serves_consecutive_epochs_and_jumps_rebuild(data, kind):
         expect = fresh(epoch)[: len(got)]
         assert [g[0] for g in got] == [e[0] for e in expect], epoch
         assert all(torch.equal(g[1], e[1]) for g, e in zip(got, expect))
+
+
+def test_dali_file_ignores_exif_orientation_as_pack_does(tmp_path):
+    """A low JPEG tagged 'rotate 90°' next to an untagged high: both readers keep the stored pixel order."""
+    import numpy as np
+    from PIL import Image
+
+    from conftest import pair_pixels
+    from pairload import open_shards
+
+    raw = tmp_path / "raw"
+    for i in range(2):
+        lo, hi = pair_pixels(i * 40, 40, 56)
+        for side, img in (("low", lo), ("high", hi)):
+            (raw / side).mkdir(parents=True, exist_ok=True)
+            exif = Image.Exif()
+            if side == "low":
+                exif[0x0112] = 6  # orientation: rotate 90° clockwise to display
+            Image.fromarray(img).save(raw / side / f"{i:05d}.jpg", quality=100, exif=exif.tobytes())
+    pack(raw, tmp_path / "shards", PackOptions(workers=1))
+    ds = open_shards(tmp_path / "shards")
+    loader = make_loader("dali-file", raw, batch_size=1, crop=None, augment=False, shuffle=False, last_batch="partial")
+    for batch in loader:
+        key, low, high = ds[ds.keys.index(batch.keys[0])]
+        got_low = batch.low[0].permute(1, 2, 0).numpy()
+        assert got_low.shape == low.shape == (40, 56, 3)
+        assert np.abs(got_low.astype(int) - low.astype(int)).mean() < 3  # JPEG decoders may differ by rounding
+        assert np.abs(batch.high[0].permute(1, 2, 0).numpy().astype(int) - high.astype(int)).mean() < 3
