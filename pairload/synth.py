@@ -8,6 +8,8 @@ with scikit-image are used, which gives pairload an embedded default dataset. Sa
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +58,9 @@ def linear_to_srgb(x: np.ndarray) -> np.ndarray:
 _LINEAR = srgb_to_linear(np.arange(256, dtype=np.float64) / 255.0)  # uint8 sRGB -> linear, by table
 
 
-def _load_sources(source: str | None) -> list[tuple[str, np.ndarray]]:
+def _sources(source: str | None) -> list[tuple[str, str]]:
+    """(name, where) of every source photo; `where` is a file path, or `skimage:<name>`. Nothing is decoded here:
+    each worker decodes the photos its pairs use (a few at a time), not the whole folder."""
     if source is None:
         try:
             import skimage.data
@@ -68,10 +72,10 @@ def _load_sources(source: str | None) -> list[tuple[str, np.ndarray]]:
         photos = []
         for name in BUNDLED:
             try:
-                img = getattr(skimage.data, name)()
+                getattr(skimage.data, name)()
             except Exception:  # noqa: BLE001 - a photo that needs a download is simply left out
                 continue
-            photos.append((f"skimage:{name}", np.ascontiguousarray(img[..., :3])))
+            photos.append((f"skimage:{name}", f"skimage:{name}"))
         if not photos:
             raise MissingDependencyError("none of scikit-image's bundled photographs could be loaded; pass --from NORMAL_DIR")
         return photos
@@ -81,7 +85,16 @@ def _load_sources(source: str | None) -> list[tuple[str, np.ndarray]]:
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTS and not p.name.startswith("."))
     if not files:
         raise ConfigError(f"--from {source}: no images found (expected {', '.join(sorted(IMAGE_EXTS))})")
-    return [(p.relative_to(root).as_posix(), decode_rgb(p, to_8bit=True)[0]) for p in files]
+    return [(p.relative_to(root).as_posix(), str(p)) for p in files]
+
+
+@functools.lru_cache(maxsize=4)  # jobs are sorted by photo, so a worker rarely needs one it has dropped
+def _photo(where: str) -> np.ndarray:
+    if where.startswith("skimage:"):
+        import skimage.data
+
+        return np.ascontiguousarray(getattr(skimage.data, where.split(":", 1)[1])()[..., :3])
+    return decode_rgb(Path(where), to_8bit=True)[0]
 
 
 def _crop(photo: np.ndarray, width: int, height: int, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
@@ -123,21 +136,26 @@ def _write_png(path: Path, rgb: np.ndarray) -> None:
     write_bytes_atomic(path, buf.tobytes(), fsync=False)  # synth.json, written last and fsynced, marks completion
 
 
-_photos: list[tuple[str, np.ndarray]] = []
+_photos: list[tuple[str, str]] = []
 
 
-def _init_worker(photos: list[tuple[str, np.ndarray]]) -> None:
+def _init_worker(photos: list[tuple[str, str]]) -> None:
     import cv2
 
     cv2.setNumThreads(1)  # one process per core already: OpenCV's own threads would oversubscribe
     _photos[:] = photos
 
 
+def _job_rng(job: tuple) -> np.random.Generator:
+    _, seed, split_id, _, i, _, _ = job
+    return np.random.default_rng([seed, split_id, i])
+
+
 def _make_pair(job: tuple[Path, int, int, str, int, int, int]) -> tuple[str, dict]:
     out, seed, split_id, split, i, width, height = job
-    rng = np.random.default_rng([seed, split_id, i])
-    name, photo = _photos[int(rng.integers(0, len(_photos)))]
-    high, crop = _crop(photo, width, height, rng)
+    rng = _job_rng(job)
+    name, where = _photos[int(rng.integers(0, len(_photos)))]
+    high, crop = _crop(_photo(where), width, height, rng)
     low, params = darken(high, rng)
     stem = f"{i:05d}"
     _write_png(out / split / "high" / f"{stem}.png", high)
@@ -145,18 +163,49 @@ def _make_pair(job: tuple[Path, int, int, str, int, int, int]) -> tuple[str, dic
     return f"{split}/{stem}", {"source": name, **crop, **params}
 
 
+def _pair_files(out: Path, key: str) -> list[Path]:
+    split, stem = key.split("/")
+    return [out / split / side / f"{stem}.png" for side in ("low", "high")]
+
+
+def _take_over(out: Path, new: set[str]) -> None:
+    """Make OUT hold exactly the new pairs: refuse files synth did not write, delete old pairs that are not
+    re-made. synth.json lists every pair file OUT may hold (old and new) from now until the run completes, so
+    a killed run is taken over the same way."""
+    try:
+        old = set(json.loads((out / "synth.json").read_text(encoding="utf-8"))["pairs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        old = set()
+    ours = {p for key in old | new for p in _pair_files(out, key)}
+    foreign = sorted(p for split in ("train", "test") for side in ("low", "high") if (out / split / side).is_dir()
+                     for p in (out / split / side).iterdir() if p not in ours and not p.name.startswith("."))
+    if foreign:
+        raise ConfigError(f"{foreign[0].parent}: holds {len(foreign)} file(s) that pairload synth did not write "
+                          f"(e.g. {foreign[0].name}); synth into an empty or new folder, so that the pairs on disk "
+                          "are exactly those synth.json describes")
+    for key in sorted(old - new):
+        for p in _pair_files(out, key):
+            p.unlink(missing_ok=True)
+    if old or new:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out / "synth.json", {"complete": False, "pairs": {k: None for k in sorted(old | new)}})
+
+
 def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
           on_progress: Callable[[int, int], None] | None = None) -> dict:
     """Write `out/train/{low,high}/NNNNN.png` (and `test/`), plus every pair's parameters in `out/synth.json`."""
     out = Path(out_dir)
-    photos = _load_sources(options.source)
+    photos = _sources(options.source)
     width, height = options.size
     jobs = []
     for split_id, (split, count) in enumerate((("train", options.pairs), ("test", options.test))):
-        if count:
-            for side in ("low", "high"):
-                (out / split / side).mkdir(parents=True, exist_ok=True)
         jobs.extend((out, options.seed, split_id, split, i, width, height) for i in range(count))
+    # the photo each pair starts from is its generator's first draw: grouping jobs by photo keeps decodes few
+    jobs.sort(key=lambda job: int(_job_rng(job).integers(0, len(photos))))
+    _take_over(out, {f"{job[3]}/{job[4]:05d}" for job in jobs})
+    for split in {job[3] for job in jobs}:
+        for side in ("low", "high"):
+            (out / split / side).mkdir(parents=True, exist_ok=True)
     results = {}
     if options.workers > 1:
         import multiprocessing as mp
@@ -173,7 +222,7 @@ def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
             results[key] = params
             if on_progress:
                 on_progress(len(results), len(jobs))
-    doc = {"seed": options.seed, "size": [width, height], "source": options.source or "scikit-image",
-           "pairs": dict(sorted(results.items()))}
+    doc = {"complete": True, "seed": options.seed, "size": [width, height],
+           "source": options.source or "scikit-image", "pairs": dict(sorted(results.items()))}
     write_json_atomic(out / "synth.json", doc)
     return doc

@@ -49,3 +49,37 @@ def test_synth_from_a_folder(tmp_path):
     doc = synth(tmp_path / "out", SynthOptions(pairs=2, test=0, size=(32, 32), source=str(src)))
     assert {v["source"] for v in doc["pairs"].values()} == {"p.png"}
     assert not (tmp_path / "out" / "test").exists()
+
+
+def test_synth_into_its_own_earlier_output_leaves_exactly_the_new_pairs(tmp_path):
+    out = tmp_path / "out"
+    synth(out, SynthOptions(pairs=5, test=2, size=(32, 24), seed=1))
+    doc = synth(out, SynthOptions(pairs=3, test=0, size=(32, 24), seed=2))
+    on_disk = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.png"))
+    assert on_disk == sorted(f"train/{side}/{i:05d}.png" for i in range(3) for side in ("low", "high"))
+    assert sorted(doc["pairs"]) == [f"train/{i:05d}" for i in range(3)]
+    assert json.loads((out / "synth.json").read_text())["complete"] is True
+    fresh = synth(tmp_path / "fresh", SynthOptions(pairs=3, test=0, size=(32, 24), seed=2))
+    assert tree_digest(out / "train") == tree_digest(tmp_path / "fresh" / "train") and fresh["pairs"] == doc["pairs"]
+
+
+def test_synth_refuses_a_folder_holding_other_files(tmp_path):
+    from pairload.errors import ConfigError
+
+    (tmp_path / "out" / "train" / "low").mkdir(parents=True)
+    (tmp_path / "out" / "train" / "low" / "IMG_0001.png").write_bytes(b"a user's photo")
+    with pytest.raises(ConfigError, match=r"train/low: holds 1 file\(s\) that pairload synth did not write"):
+        synth(tmp_path / "out", SynthOptions(pairs=2, test=0, size=(32, 24)))
+    assert (tmp_path / "out" / "train" / "low" / "IMG_0001.png").read_bytes() == b"a user's photo"
+
+
+def test_synth_from_a_folder_is_the_same_with_any_number_of_workers(tmp_path):
+    src = tmp_path / "photos"
+    src.mkdir()
+    rng = np.random.default_rng(0)
+    for k in range(5):
+        cv2.imwrite(str(src / f"p{k}.png"), rng.integers(0, 255, (50 + k, 70, 3), dtype=np.uint8))
+    a = synth(tmp_path / "a", SynthOptions(pairs=12, test=2, size=(32, 32), source=str(src)))
+    b = synth(tmp_path / "b", SynthOptions(pairs=12, test=2, size=(32, 32), source=str(src), workers=2))
+    assert a == b and tree_digest(tmp_path / "a") == tree_digest(tmp_path / "b")
+    assert len({v["source"] for v in a["pairs"].values()}) > 1
