@@ -380,6 +380,11 @@ def device_name(device: torch.device) -> str:
 
 def run_bench(cfg: BenchConfig, on_result: Callable[[Result], None] | None = None) -> dict:
     """Run every requested loader; returns the JSON-able report."""
+    from .plan import PlanConfig, check_split
+    from .shards import ShardDataset
+
+    ds = ShardDataset(cfg.shards, cfg.split)  # a crop larger than the images, a batch of 0: one clear error first
+    check_split(PlanConfig(batch_size=cfg.batch_size, crop=cfg.crop), ds.keys, ds.sizes, cfg.split)
     device = cfg.resolved_device()
     workers = cfg.resolved_workers()
     pair_bytes = 2 * cfg.crop * cfg.crop * 3

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import torch
-
 
 @dataclass(frozen=True)
 class DemoSizes:
@@ -40,9 +38,10 @@ def run_demo(workdir: str | Path = "pairload-demo", *, device: str = "auto",
     from .train import TrainConfig, run
     from .distributed import dist_info
 
+    info = dist_info(device, env={})  # an unusable --device is refused before any work is done
+    dev = str(info.device) if info.device.type == "cpu" else "cuda"
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
-    dev = "cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device)
     sizes = GPU if dev.startswith("cuda") else CPU
     t0 = time.perf_counter()
     raw, shards = work / "raw", work / "shards"
@@ -69,7 +68,7 @@ def run_demo(workdir: str | Path = "pairload-demo", *, device: str = "auto",
     cfg = TrainConfig(shards=str(shards), out=str(work / "run"), epochs=1, batch_size=sizes.batch, crop=sizes.crop,
                       width=sizes.width, workers=2, device=dev, warmup_steps=2, lr=2e-3,
                       amp="bf16" if dev.startswith("cuda") else "none")
-    history = run(cfg, dist_info(dev, env={}), log=lambda m: log("    " + m))
+    history = run(cfg, info, log=lambda m: log("    " + m))
     summary = {
         "seconds": round(time.perf_counter() - t0, 1),
         "device": bench["device"],

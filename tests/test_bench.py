@@ -62,3 +62,15 @@ def test_cli_writes_json_and_chart(tiny, tmp_path):
     assert {"device", "cpu_count", "config", "limits", "results"} <= set(doc)
     assert [r["loader"] for r in doc["results"]] == ["ram", "wds", "cv2-disk"]
     assert "pairs/s" in res.stdout and (tmp_path / "r.png").exists()
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--crop", "512"], r"error: crop 512 is larger than sample '\d+' of split 'train', which is 64x48"),
+    (["--batch-size", "0"], r"error: batch_size=0: expected at least 1"),
+])
+def test_bench_cli_mistakes_are_one_line_errors(tiny, args, match):
+    res = subprocess.run([sys.executable, "-m", "pairload.cli", "bench-loaders", str(tiny / "shards"), *args],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert __import__("re").match(match, res.stderr)
