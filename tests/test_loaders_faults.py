@@ -103,3 +103,23 @@ def test_a_shard_truncated_between_epochs_is_named(packed):
     os.truncate(shard, shard.stat().st_size // 2)
     with pytest.raises(Exception, match=rf"{shard.name}: \d+ bytes, the manifest says \d+; the shard is truncated"):
         list(loader)
+
+
+def test_a_shard_truncated_under_running_workers_is_named(tmp_path):
+    from conftest import make_raw
+    from pairload.pack import PackOptions, pack
+
+    make_raw(tmp_path / "raw", 64, size=(64, 64))
+    pack(tmp_path / "raw", tmp_path / "shards", PackOptions(workers=1, shard_size=64 * 1024 * 8))
+    loader = make_loader("ram", tmp_path / "shards", batch_size=2, crop=32, num_workers=2, shuffle=False)
+    it = iter(loader)
+    next(it)
+    shard = sorted((tmp_path / "shards").glob("train-*.tar"))[-1]
+    os.truncate(shard, 4096)  # what a re-pack or a full disk does to a file being read
+    with pytest.raises(Exception, match=rf"{shard.name}"):
+        for epoch in range(50):
+            for _ in it:
+                pass
+            loader.set_epoch(epoch + 1)
+            it = iter(loader)
+    loader.close()

@@ -324,11 +324,8 @@ class RamLoader(PlannedLoader):
         if self._store is not None:
             yield from self._resident_batches(plans)
             return
-        if self.opts.num_workers:
-            gen = self._worker_batches(epoch, plans)
-        else:
-            self.ds.check_files()  # a shard replaced between epochs is an error, not a SIGBUS
-            gen = self._inline_batches(plans)
+        self.ds.check_files()  # a shard truncated or replaced between epochs is an error here, not a SIGBUS later
+        gen = self._worker_batches(epoch, plans) if self.opts.num_workers else self._inline_batches(plans)
         try:
             prev = next(gen, None)
             for cur in gen:  # one batch ahead: its copy overlaps the caller's work on the previous one
