@@ -75,8 +75,10 @@ def pack(
     shards_dir: Path = typer.Argument(..., help="Output folder for the shards and manifest.json."),
     low_dir: Optional[str] = typer.Option(None, help="Name of the low-light folder (default: low|input|dark|lq|img)."),
     high_dir: Optional[str] = typer.Option(None, help="Name of the normal-light folder (default: high|normal|gt|target|hq)."),
-    pairs_file: Optional[Path] = typer.Option(None, help="TSV of 'low path<TAB>high path[<TAB>split]' relative to RAW_DIR."),
-    skip_unmatched: bool = typer.Option(False, help="Pack the matched pairs and report the unmatched files."),
+    pairs_file: Optional[List[str]] = typer.Option(None, help="Pairs list relative to RAW_DIR: 'low high [extra columns]' per line, or 'low<TAB>high<TAB>split'; repeat as SPLIT=FILE for one file per split."),
+    skip_unmatched: bool = typer.Option(False, help="Pack the matched pairs and report the unmatched files per split."),
+    split_name: Optional[List[str]] = typer.Option(None, help="FOLDER=SPLIT: name a split folder's split yourself (default: our485/Train/… -> train, eval15/Test/… -> test)."),
+    name_template: Optional[str] = typer.Option(None, help="BasicSR-style name rule when names differ: the low file's name from the high's, e.g. '{}x4'."),
     to_8bit: bool = typer.Option(False, "--to-8bit", help="Convert 16-bit images to 8 bits (refused otherwise)."),
     resize: Optional[str] = typer.Option(None, help="Resize both images to WxH (area interpolation)."),
     max_side: Optional[int] = typer.Option(None, help="Shrink both images so the longer side is at most N."),
@@ -84,15 +86,21 @@ def pack(
     workers: int = typer.Option(0, help="Decoding processes (0: all cores)."),
 ) -> None:
     """Decode every pair once into uint8 WebDataset tar shards with a manifest."""
-    from .pack import PackOptions, pack as run, parse_size, parse_wxh
+    from .pack import PackOptions, pack as run, parse_size, parse_split_names, parse_wxh
 
-    opts = PackOptions(low_dir=low_dir, high_dir=high_dir, pairs_file=str(pairs_file) if pairs_file else None,
-                       skip_unmatched=skip_unmatched, to_8bit=to_8bit, resize=parse_wxh(resize), max_side=max_side,
+    opts = PackOptions(low_dir=low_dir, high_dir=high_dir, pairs_file=tuple(pairs_file) if pairs_file else None,
+                       skip_unmatched=skip_unmatched, split_names=parse_split_names(split_name or []),
+                       name_template=name_template, to_8bit=to_8bit, resize=parse_wxh(resize), max_side=max_side,
                        shard_size=parse_size(shard_size), workers=workers)
     with _progress("pack") as update:
         report = run(raw_dir, shards_dir, opts, on_progress=update)
     for split, s in report.splits.items():
-        out.print(f"{split}: {s['samples']} pairs in {s['shards']} shards, {_human(s['bytes'])}")
+        found = report.layout.get(split, {})
+        out.print(f"{split}: {s['samples']} pairs in {s['shards']} shards, {_human(s['bytes'])}"
+                  + (f" (from {', '.join(found['folders'][:4])}{' …' if len(found['folders']) > 4 else ''}; paired by "
+                     f"{', '.join(found['rules'])})" if found.get("folders") else "")
+                  + (f"; {report.skipped_per_split[split]} unmatched file(s) skipped"
+                     if report.skipped_per_split.get(split) else ""), highlight=False, markup=False)
     out.print(f"packed {report.pairs} pairs in {report.seconds:.1f} s ({report.pairs / max(report.seconds, 1e-9):,.0f} "
               f"pairs/s, {report.workers} workers) into {shards_dir}; "
               + ", ".join(f"{k} {v:.1f} s" for k, v in report.phases.items()))

@@ -1,22 +1,37 @@
-"""Finding low/high pairs in a raw dataset folder: split layouts, folder-name synonyms and pairs files.
+"""Finding low/high pairs in a raw dataset folder as the public datasets ship it.
 
-`pack` and the DALI file reader both pair images through `find_pairs`, so the two never disagree.
+Layouts: side folders (`low|input|…` and `high|normal|…`, any case) at any depth below a split folder
+(`our485/low`, `Training data/Huawei/low`), side folders that carry the split in their name
+(`VE-LOL-L-Cap-Low_train`), SICE's `<seq>/*` ↔ `Label/<seq>.*`, or a pairs file. Split folder names are mapped to
+`train`/`test` through the usual aliases. Inside a pair of side folders, files pair by the first rule that pairs
+every file on both sides: the same relative path without extension, the side word swapped (`low00001` ↔
+`normal00001`, `x_input` ↔ `x`), a `--name-template`, or every file of `low/<scene>/` ↔ the one file of
+`high/<scene>/`. Never by sorted order. `pack`, the DALI file reader and the baselines all pair through
+`find_pairs`, so they never disagree.
 """
 
 from __future__ import annotations
 
 import os
+import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import PairingError
 from .schema import check_split_name, key_from_relpath
 
-LOW_NAMES = ("low", "input", "dark", "lq", "img")
-HIGH_NAMES = ("high", "normal", "gt", "target", "hq")
+LOW_NAMES = ("low", "input", "dark", "lq", "img", "short")
+HIGH_NAMES = ("high", "normal", "gt", "target", "hq", "long", "label", "expertc")
+TRAIN_ALIASES = ("train", "training", "our485", "training data", "training_data", "train_data", "trainset",
+                 "dataset_part1")
+TEST_ALIASES = ("test", "testing", "eval15", "eval", "val", "validation", "testset", "test_data", "dataset_part2")
 IMAGE_EXTS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm"})
+SENSOR_EXTS = frozenset({".arw", ".raf", ".cr2", ".cr3", ".nef", ".dng", ".rw2", ".orf", ".npy", ".mat", ".raw"})
 DEFAULT_SPLIT = "train"
 MAX_LISTED = 10
+MAX_DEPTH = 6
+_SEP = re.compile(r"[-_ .]+")
 
 
 @dataclass(frozen=True)
@@ -34,6 +49,9 @@ class Discovery:
     pairs: list[Pair]
     skipped_low: list[str] = field(default_factory=list)  # unmatched files skipped with skip_unmatched
     skipped_high: list[str] = field(default_factory=list)
+    sources: dict[str, list[str]] = field(default_factory=dict)  # split -> folders (relative to RAW) it came from
+    rules: dict[str, list[str]] = field(default_factory=dict)  # split -> pairing rules used
+    skipped_per_split: dict[str, int] = field(default_factory=dict)
 
     def splits(self) -> dict[str, list[Pair]]:
         out: dict[str, list[Pair]] = {}
@@ -41,22 +59,15 @@ class Discovery:
             out.setdefault(p.split, []).append(p)
         return out
 
+    def layout(self) -> dict:
+        """What was found, for the manifest: per split the folders it came from and the pairing rule(s)."""
+        return {split: {"folders": self.sources.get(split, []), "rules": self.rules.get(split, [])}
+                for split in sorted(self.splits())}
+
 
 def _listing(items: list[str]) -> str:
     shown = ", ".join(items[:MAX_LISTED])
     return shown + (f" … and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else "")
-
-
-def _pick(children: dict[str, Path], names: tuple[str, ...], override: str | None, where: Path) -> Path | None:
-    if override is not None:
-        return children.get(override.lower())
-    found = [children[n] for n in names if n in children]
-    if len(found) > 1:
-        raise PairingError(
-            f"{where}: folders {', '.join(p.name for p in found)} are all names for the same side; "
-            "say which to use with --low-dir/--high-dir"
-        )
-    return found[0] if found else None
 
 
 def _unreadable(exc: OSError) -> PairingError:
@@ -72,16 +83,119 @@ def _subfolders(folder: Path) -> list[Path]:
         raise _unreadable(exc) from None
 
 
-def _side_folders(folder: Path, low_dir: str | None, high_dir: str | None) -> tuple[Path, Path] | None:
-    children = {p.name.lower(): p for p in _subfolders(folder)}
-    low = _pick(children, LOW_NAMES, low_dir, folder)
-    high = _pick(children, HIGH_NAMES, high_dir, folder)
-    return (low, high) if low is not None and high is not None else None
+def _norm(name: str) -> str:
+    return _SEP.sub(" ", name.lower()).strip()
 
 
-def _images(folder: Path) -> dict[str, tuple[Path, str]]:
-    """Images under `folder` by relative path without extension; two files with one stem are refused."""
+def split_alias(name: str) -> str | None:
+    """'train' or 'test' when a folder name is one of the usual aliases of a split, else None."""
+    n = _norm(name)
+    if n in {_norm(a) for a in TRAIN_ALIASES}:
+        return "train"
+    if n in {_norm(a) for a in TEST_ALIASES}:
+        return "test"
+    return None
+
+
+def _tokens(name: str) -> list[str]:
+    return [t for t in _SEP.split(name.lower()) if t]
+
+
+# ------------------------------------------------------------------ side folders
+
+@dataclass(frozen=True)
+class _Unit:
+    """One source of pairs: a low folder and a high folder (or SICE's sequence folders and their Label folder)."""
+
+    parent: Path  # folder holding the side folders
+    low: Path | tuple[Path, ...]  # one folder, or the sequence folders of the label layout
+    high: Path
+    split_token: str | None = None  # from the side folder names (`…-Low_train`)
+    family: str = ""  # the rest of a suffix-style name, to tell two families apart
+
+
+def _side_of(name: str, low_dir: str | None, high_dir: str | None) -> str | None:
+    n = name.lower()
+    if n == low_dir.lower() if low_dir is not None else n in LOW_NAMES:
+        return "low"
+    if n == high_dir.lower() if high_dir is not None else n in HIGH_NAMES:
+        return "high"
+    return None
+
+
+def _suffix_side(name: str) -> tuple[str, str, str] | None:
+    """(side, split token, family) for a folder named like `VE-LOL-L-Cap-Low_train`, else None."""
+    toks = _tokens(name)
+    sides = [t for t in toks if t in LOW_NAMES or t in HIGH_NAMES]
+    splits = [t for t in toks if split_alias(t)]
+    if len(sides) != 1 or len(splits) != 1 or len(toks) < 2:
+        return None
+    side = "low" if sides[0] in LOW_NAMES else "high"
+    family = " ".join(t for t in toks if t != sides[0] and t != splits[0])
+    return side, splits[0], family
+
+
+def _units_in(folder: Path, children: list[Path], low_dir: str | None, high_dir: str | None) -> list[_Unit]:
+    by_side: dict[str, list[Path]] = {"low": [], "high": []}
+    for c in children:
+        side = _side_of(c.name, low_dir, high_dir)
+        if side:
+            by_side[side].append(c)
+    for side, found in by_side.items():
+        if len(found) > 1:
+            raise PairingError(f"{folder}: folders {', '.join(p.name for p in found)} are all names for the {side} side; "
+                               "say which to use with --low-dir/--high-dir")
+    if by_side["low"] and by_side["high"]:
+        return [_Unit(folder, by_side["low"][0], by_side["high"][0])]
+    if by_side["high"] and not by_side["low"] and low_dir is None:  # SICE: <seq>/* next to Label/<seq>.*
+        label = by_side["high"][0]
+        stems = {os.path.splitext(n)[0] for n in _names(label)}
+        seqs = tuple(c for c in children if c != label and c.name in stems)
+        if seqs:
+            return [_Unit(folder, seqs, label)]
+    if low_dir is not None or high_dir is not None:
+        return []
+    families: dict[tuple[str, str], dict[str, Path]] = {}
+    for c in children:
+        parsed = _suffix_side(c.name)
+        if parsed:
+            side, token, family = parsed
+            families.setdefault((token, family), {})[side] = c
+    units = [_Unit(folder, sides["low"], sides["high"], token, family)
+             for (token, family), sides in sorted(families.items()) if len(sides) == 2]
+    if len({u.family for u in units}) == 1:
+        units = [_Unit(u.parent, u.low, u.high, u.split_token, "") for u in units]
+    return units
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(folder) if not n.startswith("."))
+    except OSError as exc:
+        raise _unreadable(exc) from None
+
+
+def _scan(folder: Path, low_dir: str | None, high_dir: str | None, depth: int, out: list[_Unit]) -> None:
+    children = _subfolders(folder)
+    units = _units_in(folder, children, low_dir, high_dir)
+    out.extend(units)
+    used = set()
+    for u in units:
+        used.update(u.low if isinstance(u.low, tuple) else (u.low,))
+        used.add(u.high)
+    if depth < MAX_DEPTH:
+        for c in children:
+            if c not in used:
+                _scan(c, low_dir, high_dir, depth + 1, out)
+
+
+# ------------------------------------------------------------------ files and pairing rules
+
+def _images(folder: Path) -> tuple[dict[str, tuple[Path, str]], Counter]:
+    """Images under `folder` by relative path without extension, and a count of the other extensions seen.
+    Two files with one stem are refused."""
     found: dict[str, tuple[Path, str]] = {}
+    others: Counter = Counter()
     seen: set[tuple[int, int]] = set()  # (device, inode) of every folder walked: a symlink loop is walked once
 
     def fail(exc: OSError) -> None:
@@ -95,7 +209,11 @@ def _images(folder: Path) -> dict[str, tuple[Path, str]]:
         seen.add((st.st_dev, st.st_ino))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
-            if name.startswith(".") or os.path.splitext(name)[1].lower() not in IMAGE_EXTS:
+            ext = os.path.splitext(name)[1].lower()
+            if name.startswith("."):
+                continue
+            if ext not in IMAGE_EXTS:
+                others[ext or "(no extension)"] += 1
                 continue
             path = Path(dirpath) / name
             rel = path.relative_to(folder).as_posix()
@@ -106,54 +224,195 @@ def _images(folder: Path) -> dict[str, tuple[Path, str]]:
                     "keep one of them (pairs are matched by name without extension)"
                 )
             found[stem] = (path, rel)
+    return found, others
+
+
+def _no_images(folder: Path, raw: Path, others: Counter) -> PairingError:
+    where = folder.relative_to(raw).as_posix() if folder != raw else str(raw)
+    if not others:
+        return PairingError(f"{raw}: {where} holds no images; remove the empty folder or fill it")
+    found = ", ".join(f"{n} {ext}" for ext, n in others.most_common(5))
+    sensor = [ext for ext in others if ext in SENSOR_EXTS]
+    hint = (f"raw sensor or array files ({', '.join(sorted(sensor))}): convert them to sRGB images (PNG/JPEG) first, "
+            "or pack a folder that holds the sRGB version" if sensor else
+            f"expected one of {', '.join(sorted(IMAGE_EXTS))}")
+    return PairingError(f"{raw}: {where} holds no usable images (found {found}); {hint}")
+
+
+def _side_images(raw: Path, folder: Path) -> dict[str, tuple[Path, str]]:
+    found, others = _images(folder)
+    if not found:
+        raise _no_images(folder, raw, others)
     return found
 
 
-def _pair_folders(raw: Path, split: str, low: Path, high: Path, skip_unmatched: bool, out: Discovery) -> None:
-    lows, highs = _images(low), _images(high)
-    only_low = sorted(set(lows) - set(highs))
-    only_high = sorted(set(highs) - set(lows))
-    if (only_low or only_high) and not skip_unmatched:
-        parts = []
-        if only_low:
-            parts.append(f"{len(only_low)} in {low.relative_to(raw)} without a partner in {high.relative_to(raw)}: "
-                         f"{_listing([lows[s][0].relative_to(raw).as_posix() for s in only_low])}")
-        if only_high:
-            parts.append(f"{len(only_high)} in {high.relative_to(raw)} without a partner in {low.relative_to(raw)}: "
-                         f"{_listing([highs[s][0].relative_to(raw).as_posix() for s in only_high])}")
-        raise PairingError(f"{raw}: unmatched images, " + "; ".join(parts) +
-                           " (pass --skip-unmatched to pack the rest, or --pairs-file to pair differing names)")
-    out.skipped_low.extend(lows[s][0].relative_to(raw).as_posix() for s in only_low)
-    out.skipped_high.extend(highs[s][0].relative_to(raw).as_posix() for s in only_high)
-    for stem in sorted(set(lows) & set(highs)):
-        lp, hp = lows[stem][0], highs[stem][0]
-        out.pairs.append(Pair(split, key_from_relpath(lows[stem][1]), lp, hp,
-                              lp.relative_to(raw).as_posix(), hp.relative_to(raw).as_posix()))
+def _strip_word(stem: str, words: set[str]) -> str:
+    """The base name of `stem` with one side word removed as a prefix or suffix (`low00001` → `00001`)."""
+    head, _, base = stem.rpartition("/")
+    low = base.lower()
+    for w in sorted(words, key=len, reverse=True):
+        if low.startswith(w) and len(base) > len(w):
+            base = base[len(w):].lstrip("-_ .") or base
+            break
+        if low.endswith(w) and len(base) > len(w):
+            base = base[: -len(w)].rstrip("-_ .") or base
+            break
+    return f"{head}/{base}" if head else base
 
 
-def _read_pairs_file(raw: Path, pairs_file: Path, out: Discovery) -> None:
+def _match(lows: dict, highs: dict, rule: str, low_words: set[str], high_words: set[str],
+           template: str | None) -> dict[str, str] | None:
+    """{low stem: high stem} under `rule`, or None when the rule does not apply (not one to one, or collisions)."""
+    if rule == "same name":
+        return {s: s for s in lows if s in highs}
+    if rule == "side word swapped":
+        lk = {s: _strip_word(s, low_words) for s in lows}
+        hk: dict[str, str] = {}
+        for s in highs:
+            k = _strip_word(s, high_words)
+            if k in hk:
+                return None
+            hk[k] = s
+        if len(set(lk.values())) != len(lk):
+            return None
+        return {s: hk[k] for s, k in lk.items() if k in hk}
+    if rule == "name template" and template:
+        by_low = {}
+        for h in highs:
+            head, _, base = h.rpartition("/")
+            by_low[f"{head}/{template.format(base)}" if head else template.format(base)] = h
+        return {s: by_low[s] for s in lows if s in by_low}
+    if rule == "one target per folder":
+        groups: dict[str, list[str]] = {}
+        for h in highs:
+            groups.setdefault(h.rpartition("/")[0], []).append(h)
+        if not groups or any(len(v) != 1 for v in groups.values()):
+            return None
+        return {s: groups[s.rpartition("/")[0]][0] for s in lows if s.rpartition("/")[0] in groups}
+    return None
+
+
+RULES = ("same name", "side word swapped", "name template", "one target per folder")
+
+
+def _pair_unit(raw: Path, unit: _Unit, template: str | None) -> tuple[dict, dict, dict[str, str], str]:
+    """(lows, highs, {low stem: high stem}, rule) for one unit; the mapping may leave files unmatched."""
+    if isinstance(unit.low, tuple):  # SICE: every file of <seq>/ ↔ Label/<seq>.*
+        lows, others_l = {}, Counter()
+        for seq in unit.low:
+            found, other = _images(seq)
+            others_l += other
+            lows.update({f"{seq.name}/{s}": (p, f"{seq.name}/{r}") for s, (p, r) in found.items()})
+        if not lows:
+            raise _no_images(unit.low[0], raw, others_l)
+        highs = _side_images(raw, unit.high)
+        return lows, highs, {s: s.split("/")[0] for s in lows if s.split("/")[0] in highs}, "sequence to label"
+    lows, highs = _side_images(raw, unit.low), _side_images(raw, unit.high)
+    low_words = set(LOW_NAMES) | set(_tokens(unit.low.name))
+    high_words = set(HIGH_NAMES) | set(_tokens(unit.high.name))
+    best: tuple[dict[str, str], str] = ({}, RULES[0])
+    for rule in RULES:
+        m = _match(lows, highs, rule, low_words, high_words, template)
+        if m is None:
+            continue
+        every_high = set(m.values()) == set(highs) and (rule == "one target per folder" or len(m) == len(highs))
+        if len(m) == len(lows) and every_high:
+            return lows, highs, m, rule
+        if len(m) > len(best[0]):
+            best = (m, rule)
+    return lows, highs, best[0], best[1]
+
+
+# ------------------------------------------------------------------ splits
+
+def _canonical_splits(names: list[str], overrides: dict[str, str]) -> dict[str, str]:
+    """Folder name → split name: overrides first, then aliases (`our485` → train) where unambiguous, else the
+    name lowercased, with characters other than letters, digits, '_' and '-' replaced by '_'."""
+    out: dict[str, str] = {}
+    lowered = {k.lower(): v for k, v in overrides.items()}
+    for n in names:
+        if n.lower() in lowered:
+            out[n] = check_split_name(lowered[n.lower()])
+    free = [n for n in names if n not in out]
+    taken = set(out.values())
+    for canon in ("train", "test"):
+        cands = [n for n in free if split_alias(n) == canon]
+        exact = [n for n in cands if _norm(n) == canon]
+        pick = exact if exact else cands
+        if len(pick) == 1 and canon not in taken:
+            out[pick[0]] = canon
+            taken.add(canon)
+    for n in names:
+        if n not in out:
+            out[n] = re.sub(r"[^a-z0-9_-]", "_", n.lower()) or "split"
+    return out
+
+
+def _locate(raw: Path, unit: _Unit) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
+    """(dataset folders, split folder name, group folders) of a unit from its path below RAW."""
+    comps = unit.parent.relative_to(raw).parts
+    if unit.split_token is not None:
+        return comps, unit.split_token, ((unit.family,) if unit.family else ())
+    for i, c in enumerate(comps):
+        if split_alias(c):
+            return comps[:i], c, comps[i + 1:]
+    if not comps:
+        return (), DEFAULT_SPLIT, ()
+    return (), comps[0], comps[1:]
+
+
+def _scan_units(raw: Path, low_dir: str | None, high_dir: str | None) -> list[_Unit]:
+    units: list[_Unit] = []
+    _scan(raw, low_dir, high_dir, 0, units)
+    return units
+
+
+# ------------------------------------------------------------------ pairs files
+
+def _parse_pairs_files(specs) -> list[tuple[str | None, Path]]:
+    """`path` or `split=path` (repeatable) → [(split or None, path)]."""
+    if specs is None:
+        return []
+    if isinstance(specs, (str, os.PathLike)):
+        specs = [specs]
+    out = []
+    for spec in specs:
+        text = os.fspath(spec)
+        split, sep, path = text.partition("=")
+        if sep and re.fullmatch(r"[A-Za-z0-9_-]+", split) and not Path(text).exists():
+            out.append((split, Path(path)))
+        else:
+            out.append((None, Path(text)))
+    return out
+
+
+def _read_pairs_file(raw: Path, pairs_file: Path, forced_split: str | None, out: Discovery,
+                     where: dict[tuple[str, str], tuple[str, str]]) -> None:
     try:
         lines = Path(pairs_file).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise PairingError(f"{pairs_file}: cannot read the pairs file ({exc})") from None
-    where: dict[tuple[str, str], tuple[str, int]] = {}  # (side, path) -> (split, line) where it first appeared
     for lineno, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        cols = line.split("\t")
-        if len(cols) not in (2, 3):
+        tabbed = "\t" in line
+        cols = [c.strip() for c in line.split("\t")] if tabbed else line.split()
+        if len(cols) < 2 or (tabbed and len(cols) > 3):
             raise PairingError(
-                f"{pairs_file}:{lineno}: expected 2 or 3 tab-separated columns (low path, high path, optional split), "
-                f"found {len(cols)}"
+                f"{pairs_file}:{lineno}: expected 'low high' (whitespace-separated, extra columns ignored) or 2-3 "
+                f"tab-separated columns (low path, high path, optional split), found {len(cols)} column(s)"
             )
-        low_rel, high_rel = cols[0].strip(), cols[1].strip()
-        split = check_split_name(cols[2].strip()) if len(cols) == 3 and cols[2].strip() else DEFAULT_SPLIT
+        low_rel, high_rel = cols[0], cols[1]
+        split = forced_split or (check_split_name(cols[2]) if tabbed and len(cols) == 3 and cols[2] else DEFAULT_SPLIT)
         paths = []
         for rel in (low_rel, high_rel):
-            path = Path(os.path.normpath(raw / rel))  # symlinks inside RAW are fine; '..' out of it is not
+            path = Path(os.path.normpath(raw / rel))  # './' goes; symlinks inside RAW are fine; '..' out of it is not
             if path != raw and raw not in path.parents:
                 raise PairingError(f"{pairs_file}:{lineno}: {rel} lies outside {raw}; paths are relative to RAW and "
                                    "must stay inside it (move the file in, or pack from a folder that holds both)")
+            if path.suffix.lower() in SENSOR_EXTS:
+                raise PairingError(f"{pairs_file}:{lineno}: {rel} is a raw sensor or array file ({path.suffix}); "
+                                   "convert the dataset to sRGB images (PNG/JPEG) first and list those")
             if not path.is_file():
                 raise PairingError(f"{pairs_file}:{lineno}: {rel} does not exist under {raw}; fix the path or remove the line")
             paths.append(path)
@@ -162,43 +421,51 @@ def _read_pairs_file(raw: Path, pairs_file: Path, out: Discovery) -> None:
                                "a pair needs two images")
         low_key_rel = paths[0].relative_to(raw).as_posix()
         high_key_rel = paths[1].relative_to(raw).as_posix()
+        here = f"{pairs_file.name}:{lineno}"
         for side, rel in (("low", low_key_rel), ("high", high_key_rel)):
-            first = where.setdefault((side, rel), (split, lineno))
+            first = where.setdefault((side, rel), (split, here))
             if first[0] != split:
                 raise PairingError(f"{pairs_file}:{lineno}: {rel} is in split {split!r} but already in split {first[0]!r} "
-                                   f"(line {first[1]}); an image in two splits leaks test data into training: keep "
+                                   f"({first[1]}); an image in two splits leaks test data into training: keep "
                                    "one line")
         out.pairs.append(Pair(split, key_from_relpath(low_key_rel), paths[0], paths[1], low_key_rel, high_key_rel))
+        out.sources.setdefault(split, [])
+        if pairs_file.name not in out.sources[split]:
+            out.sources[split].append(pairs_file.name)
+        out.rules[split] = ["pairs file"]
 
+
+# ------------------------------------------------------------------ entry point
 
 def find_pairs(
     raw_dir: str | os.PathLike,
     *,
     low_dir: str | None = None,
     high_dir: str | None = None,
-    pairs_file: str | os.PathLike | None = None,
+    pairs_file=None,
     skip_unmatched: bool = False,
+    split_names: dict[str, str] | None = None,
+    name_template: str | None = None,
 ) -> Discovery:
     """All pairs under `raw_dir`, grouped into splits and sorted by key within each split.
 
-    Layouts: `raw/{low,high}/…` is one split named `train`; otherwise each first-level folder that holds a
-    low and a high folder is a split. Subfolders pair by relative path, extensions are ignored.
+    `pairs_file`: a path, `split=path`, or a list of them. `split_names`: {folder name: split name} overrides.
+    `name_template`: BasicSR's `filename_tmpl`, the low stem as a function of the high stem (`'{}x4'`).
     """
     raw = Path(raw_dir).resolve()
     if not raw.is_dir():
         raise PairingError(f"{raw_dir}: no such folder")
+    if name_template is not None and name_template.count("{}") != 1:
+        raise PairingError(f"--name-template {name_template!r}: expected exactly one '{{}}' where the high image's "
+                           "name goes, e.g. '{}x4'")
     out = Discovery(pairs=[])
-    if pairs_file is not None:
-        _read_pairs_file(raw, Path(pairs_file), out)
+    files = _parse_pairs_files(pairs_file)
+    if files:
+        where: dict[tuple[str, str], tuple[str, str]] = {}
+        for split, path in files:
+            _read_pairs_file(raw, path, check_split_name(split) if split else None, out, where)
     else:
-        top = _side_folders(raw, low_dir, high_dir)
-        if top is not None:
-            _pair_folders(raw, DEFAULT_SPLIT, top[0], top[1], skip_unmatched, out)
-        else:
-            for sub in _subfolders(raw):
-                sides = _side_folders(sub, low_dir, high_dir)
-                if sides is not None:
-                    _pair_folders(raw, check_split_name(sub.name), sides[0], sides[1], skip_unmatched, out)
+        _find_in_folders(raw, low_dir, high_dir, skip_unmatched, split_names or {}, name_template, out)
     if not out.pairs:
         low_names = low_dir or "|".join(LOW_NAMES)
         high_names = high_dir or "|".join(HIGH_NAMES)
@@ -215,3 +482,54 @@ def find_pairs(
         seen[(p.split, p.key)] = p
     out.pairs.sort(key=lambda p: (p.split, p.key))
     return out
+
+
+def _find_in_folders(raw: Path, low_dir, high_dir, skip_unmatched: bool, overrides: dict[str, str],
+                     template: str | None, out: Discovery) -> None:
+    units = _scan_units(raw, low_dir, high_dir)
+    if not units:
+        return
+    located = [(_locate(raw, u), u) for u in units]
+    datasets = sorted({"/".join(d) for (d, _, _), _ in located})
+    if len(datasets) > 1:
+        shown = ", ".join(d or "(top level)" for d in datasets)
+        raise PairingError(f"{raw}: holds several datasets, each with its own splits ({shown}); pack one at a time, "
+                           f"e.g. `pairload pack {raw / datasets[-1]} SHARDS`")
+    names = _canonical_splits(sorted({s for (_, s, _), _ in located}), overrides)
+    problems: list[str] = []
+    for (_, split_folder, group), unit in located:
+        split = names[split_folder]
+        lows, highs, mapping, rule = _pair_unit(raw, unit, template)
+        only_low = sorted(set(lows) - set(mapping))
+        only_high = sorted(set(highs) - set(mapping.values()))
+        low_where = unit.low.relative_to(raw).as_posix() if isinstance(unit.low, Path) else unit.parent.relative_to(raw).as_posix()
+        high_where = unit.high.relative_to(raw).as_posix()
+        if only_low or only_high:
+            parts = []
+            if only_low:
+                parts.append(f"{len(only_low)} in {low_where} without a partner in {high_where}: "
+                             f"{_listing([lows[s][0].relative_to(raw).as_posix() for s in only_low])}")
+            if only_high:
+                parts.append(f"{len(only_high)} in {high_where} without a partner in {low_where}: "
+                             f"{_listing([highs[s][0].relative_to(raw).as_posix() for s in only_high])}")
+            problems.append(f"split {split!r}: " + "; ".join(parts))
+            out.skipped_low.extend(lows[s][0].relative_to(raw).as_posix() for s in only_low)
+            out.skipped_high.extend(highs[s][0].relative_to(raw).as_posix() for s in only_high)
+            out.skipped_per_split[split] = out.skipped_per_split.get(split, 0) + len(only_low) + len(only_high)
+        prefix = "/".join(group)
+        for stem in sorted(mapping):
+            lp, lrel = lows[stem]
+            hp = highs[mapping[stem]][0]
+            rel = f"{prefix}/{lrel}" if prefix else lrel
+            out.pairs.append(Pair(split, key_from_relpath(rel), lp, hp, lp.relative_to(raw).as_posix(),
+                                  hp.relative_to(raw).as_posix()))
+        srcs = out.sources.setdefault(split, [])
+        for folder in (low_where, high_where):
+            if folder not in srcs:
+                srcs.append(folder)
+        if rule not in out.rules.setdefault(split, []):
+            out.rules[split].append(rule)
+    if problems and not skip_unmatched:
+        raise PairingError(f"{raw}: unmatched images, " + " | ".join(problems) +
+                           " (no naming rule pairs them one to one; pass --skip-unmatched to pack the rest, "
+                           "--name-template for another naming rule, or --pairs-file)")

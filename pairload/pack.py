@@ -46,6 +46,17 @@ def parse_size(text: str | int) -> int:
     return value
 
 
+def parse_split_names(items) -> tuple[tuple[str, str], ...]:
+    """['Dataset_Part1=train', …] → (('Dataset_Part1', 'train'), …)."""
+    out = []
+    for item in items:
+        old, sep, new = item.partition("=")
+        if not sep or not old.strip() or not new.strip():
+            raise ConfigError(f"--split-name {item!r}: expected FOLDER=SPLIT, e.g. our485=train")
+        out.append((old.strip(), new.strip()))
+    return tuple(out)
+
+
 def parse_wxh(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
@@ -59,8 +70,11 @@ def parse_wxh(text: str | None) -> tuple[int, int] | None:
 class PackOptions:
     low_dir: str | None = None
     high_dir: str | None = None
-    pairs_file: str | None = None
+    pairs_file: str | tuple[str, ...] | None = None  # a path, or `split=path` entries
     skip_unmatched: bool = False
+    split_names: tuple[tuple[str, str], ...] = ()  # (folder name, split name) overrides
+    name_template: str | None = None  # BasicSR filename_tmpl: the low stem from the high stem, e.g. '{}x4'
+
     to_8bit: bool = False
     resize: tuple[int, int] | None = None  # (width, height)
     max_side: int | None = None
@@ -86,6 +100,8 @@ class PackReport:
     alpha: list[str] = field(default_factory=list)
     converted_16bit: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    skipped_per_split: dict[str, int] = field(default_factory=dict)
+    layout: dict[str, dict] = field(default_factory=dict)  # split -> folders it came from and the pairing rule(s)
     seconds: float = 0.0
     workers: int = 1
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent probing, decoding, hashing+fsync
@@ -101,14 +117,14 @@ class _Job:
 
     index: int
     low: Path
-    high: Path
+    high: Path | None  # None: the pair shares a target that another job writes
     low_hw: tuple[int, int]  # header sizes
     high_hw: tuple[int, int]
     out_hw: tuple[int, int]
     to_8bit: bool
     file: str  # partial shard path
     low_off: int
-    high_off: int
+    high_off: int | None
 
 
 _fds: dict[str, int] = {}
@@ -122,17 +138,21 @@ def _run_job(job: _Job) -> tuple[int, list[str], int, int] | tuple[int, str]:
     """Decode and write one pair. Errors come back as text so the parent can clean up and report them."""
     try:
         low, low_notes = decode_rgb(job.low, to_8bit=job.to_8bit, expect_hw=job.low_hw, out_hw=job.out_hw)
-        high, high_notes = decode_rgb(job.high, to_8bit=job.to_8bit, expect_hw=job.high_hw, out_hw=job.out_hw)
+        images = [(low, job.low_off)]
+        high_notes: list[str] = []
+        if job.high is not None:
+            high, high_notes = decode_rgb(job.high, to_8bit=job.to_8bit, expect_hw=job.high_hw, out_hw=job.out_hw)
+            images.append((high, job.high_off))
         fd = _fds.get(job.file)
         if fd is None:
             fd = _fds[job.file] = os.open(job.file, os.O_WRONLY)
-        for arr, off in ((low, job.low_off), (high, job.high_off)):
+        for arr, off in images:
             view = memoryview(arr).cast("B")
             written = 0
             while written < len(view):
                 written += os.pwrite(fd, view[written:], off + written)
         notes = [f"low:{n}" for n in low_notes] + [f"high:{n}" for n in high_notes]
-        return job.index, notes, zlib.crc32(low), zlib.crc32(high)
+        return job.index, notes, zlib.crc32(low), zlib.crc32(images[1][0]) if job.high is not None else None
     except PairloadError as exc:
         return job.index, str(exc)
     except Exception as exc:  # noqa: BLE001 - an unexpected failure still names the files
@@ -165,7 +185,7 @@ def _probe(path: Path) -> tuple[int, int] | str:
 class _ShardPlan:
     split: str
     number: int
-    samples: list[tuple[Pair, schema.SampleLayout]] = field(default_factory=list)
+    samples: list[tuple[Pair, schema.SampleLayout, int]] = field(default_factory=list)  # (pair, layout, shares_high)
     pieces: list[tuple[int, bytes]] = field(default_factory=list)
     end: int = 0
 
@@ -174,21 +194,38 @@ class _ShardPlan:
         return schema.shard_name(self.split, self.number)
 
 
+def _target_groups(pairs: list[Pair]) -> list[Pair]:
+    """Pairs in (split, key) order, except that pairs sharing one target (SID's exposures of a scene, SICE's
+    sequence, a pairs file naming one high for several lows) follow the first of them, which stores the target."""
+    leader: dict[tuple[str, Path], str] = {}
+    for p in pairs:
+        leader.setdefault((p.split, p.high), p.key)
+    return sorted(pairs, key=lambda p: (p.split, leader[(p.split, p.high)], p.key != leader[(p.split, p.high)], p.key))
+
+
 def _plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list[tuple[int, int]],
                  shard_size: int) -> list[_ShardPlan]:
     plans: list[_ShardPlan] = []
     current: _ShardPlan | None = None
+    leaders: dict[tuple[str, Path], int] = {}  # (split, high file) -> index in the current shard of its first pair
     for pair, hw, out_hw in zip(pairs, sizes, out_sizes):
-        meta = schema.sample_meta(pair.low_rel, pair.high_rel, hw, out_hw)
+        lead = leaders.get((pair.split, pair.high)) if current is not None and current.split == pair.split else None
         if current is None or current.split != pair.split:
             current = _ShardPlan(pair.split, 0 if current is None or current.split != pair.split else current.number + 1)
             plans.append(current)
-        layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, current.end)
-        if current.samples and schema.archive_end(layout.end) > shard_size:
+            leaders = {}
+        shared = None if lead is None else current.samples[lead][1].high_data
+        ref = None if lead is None else current.samples[lead][0].key
+        meta = schema.sample_meta(pair.low_rel, pair.high_rel, hw, out_hw, high_ref=ref)
+        layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, current.end, shared)
+        if lead is None and current.samples and schema.archive_end(layout.end) > shard_size:  # cut between groups only
             current = _ShardPlan(pair.split, current.number + 1)
             plans.append(current)
+            leaders = {}
             layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, 0)
-        current.samples.append((pair, layout))
+        if lead is None:
+            leaders[(pair.split, pair.high)] = len(current.samples)
+        current.samples.append((pair, layout, -1 if lead is None else lead))
         current.pieces.extend(pieces)
         current.end = layout.end
     return plans
@@ -253,7 +290,8 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
     pool = _pool(workers) if workers > 1 else None  # workers start while the folders are being listed
     try:
         discovery = find_pairs(raw_dir, low_dir=options.low_dir, high_dir=options.high_dir,
-                               pairs_file=options.pairs_file, skip_unmatched=options.skip_unmatched)
+                               pairs_file=options.pairs_file, skip_unmatched=options.skip_unmatched,
+                               split_names=dict(options.split_names), name_template=options.name_template)
         out = Path(shards_dir)
         if out.resolve() == Path(raw_dir).resolve():
             raise ConfigError(f"{shards_dir}: the output folder is the raw folder; write the shards elsewhere, e.g. "
@@ -269,10 +307,12 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
 
 def _pack_locked(discovery, out: Path, options: PackOptions, pool, workers: int, start: float,
                  on_progress) -> PackReport:
-    pairs = discovery.pairs
+    pairs = _target_groups(discovery.pairs)
     _remove_partials(out)  # left by a killed run
     report = PackReport(shards_dir=out, workers=workers)
     report.skipped = discovery.skipped_low + discovery.skipped_high
+    report.skipped_per_split = dict(discovery.skipped_per_split)
+    report.layout = discovery.layout()
     partial_files: list[str] = []
     try:
         paths = [p for pair in pairs for p in (pair.low, pair.high)]
@@ -302,10 +342,12 @@ def _pack_locked(discovery, out: Path, options: PackOptions, pool, workers: int,
                 for off, data in plan.pieces:
                     fh.seek(off)
                     fh.write(data)
-            for pair, lay in plan.samples:
-                idx = len(jobs)  # plans follow the (split, key) order of `pairs`
-                jobs.append(_Job(idx, pair.low, pair.high, probes[2 * idx], probes[2 * idx + 1], (lay.height, lay.width),
-                                 options.to_8bit, part, lay.low_data, lay.high_data))
+            for pair, lay, lead in plan.samples:
+                idx = len(jobs)  # plans follow the order of `pairs`
+                own = lead < 0
+                jobs.append(_Job(idx, pair.low, pair.high if own else None, probes[2 * idx], probes[2 * idx + 1],
+                                 (lay.height, lay.width), options.to_8bit, part, lay.low_data,
+                                 lay.high_data if own else None))
                 shard_of.append(number)
 
         t_decode = time.perf_counter()
@@ -342,7 +384,7 @@ def _pack_locked(discovery, out: Path, options: PackOptions, pool, workers: int,
         pool.close()
         pool.join()
 
-    manifest = _manifest(plans, jobs, results, digests, pairs, options, report)
+    manifest = _manifest(plans, jobs, results, digests, discovery, options, report)
     keep = {plan.name for plan in plans}
     owned = _owned(out) | keep
     write_json_atomic(out / JOURNAL, {"owned": sorted(owned)})  # a kill from here on still knows what is ours
@@ -358,20 +400,27 @@ def _pack_locked(discovery, out: Path, options: PackOptions, pool, workers: int,
     return report
 
 
-def _manifest(plans, jobs, results, digests, pairs, options: PackOptions, report: PackReport) -> dict:
+def _manifest(plans, jobs, results, digests, discovery, options: PackOptions, report: PackReport) -> dict:
     splits: dict[str, dict] = {}
     j = 0
+    shared = any(lead >= 0 for plan in plans for _, _, lead in plan.samples)
     for plan, digest in zip(plans, digests):
-        entry = splits.setdefault(plan.split, {"samples": 0, "bytes": 0, "min_size": None, "max_size": None, "shards": []})
+        entry = splits.setdefault(plan.split, {"samples": 0, "bytes": 0, "min_size": None, "max_size": None,
+                                               "folders": discovery.sources.get(plan.split, []),
+                                               "pairing": discovery.rules.get(plan.split, []), "shards": []})
         index = {"key": [], "hw": [], "low": [], "high": [], "crc32": []}
-        for pair, lay in plan.samples:
+        if shared:
+            index[schema.SHARES_HIGH] = []
+        for pair, lay, lead in plan.samples:
             notes, crc_low, crc_high = results[j]
             j += 1
             index["key"].append(lay.key)
             index["hw"].append([lay.height, lay.width])
             index["low"].append(lay.low_data)
             index["high"].append(lay.high_data)
-            index["crc32"].append([crc_low, crc_high])
+            index["crc32"].append([crc_low, crc_high if lead < 0 else index["crc32"][lead][1]])
+            if shared:
+                index[schema.SHARES_HIGH].append(lead)
             for note in notes:
                 side, what = note.split(":")
                 rel = pair.low_rel if side == "low" else pair.high_rel
@@ -390,13 +439,14 @@ def _manifest(plans, jobs, results, digests, pairs, options: PackOptions, report
 
     return {
         "format": schema.FORMAT,
-        "version": schema.VERSION,
+        "version": schema.VERSION if shared else 1,  # without shared targets, readable by every pairload
         "created_by": f"pairload {__version__}",
         "layout": {"members": [schema.META, schema.LOW, schema.HIGH], "dtype": "uint8", "channels": "RGB",
                    "shape": "HxWx3", "index_offsets": "byte offset of each array's pixels in its tar"},
         "options": {"resize": list(options.resize) if options.resize else None, "max_side": options.max_side,
                     "to_8bit": options.to_8bit, "shard_size": options.shard_size},
         "report": {"gray_replicated": report.gray, "alpha_dropped": report.alpha,
-                   "converted_16bit": report.converted_16bit, "skipped_unmatched": report.skipped},
+                   "converted_16bit": report.converted_16bit, "skipped_unmatched": report.skipped,
+                   "skipped_per_split": discovery.skipped_per_split},
         "splits": splits,
     }

@@ -22,7 +22,8 @@ from .atomic import PARTIAL_SUFFIX, fsync_dir, write_json_atomic  # noqa: F401 -
 from .errors import ShardError
 
 FORMAT = "pairload-shards"
-VERSION = 1
+VERSION = 2  # written when a sample shares another's target; shards without shared targets are written as 1
+VERSIONS = (1, 2)  # readable
 MANIFEST = "manifest.json"
 
 # Member suffixes inside a sample; WebDataset groups members by the key before the first dot.
@@ -30,6 +31,8 @@ LOW = "low.npy"
 HIGH = "high.npy"
 META = "json"
 MEMBER_ORDER = (META, LOW, HIGH)
+HIGH_REF = "high_ref"  # .json field of a sample whose target is another sample's `.high.npy` (version 2)
+SHARES_HIGH = "shares_high"  # index field (version 2): per sample, the index in its shard whose target it uses, or -1
 
 CHANNELS = 3
 DTYPE = np.dtype(np.uint8)
@@ -139,14 +142,20 @@ class SampleLayout:
         return self.height * self.width * CHANNELS
 
 
-def layout_sample(key: str, height: int, width: int, meta: bytes, start: int) -> tuple[SampleLayout, list[tuple[int, bytes]]]:
-    """Lay out one sample at `start`; returns the layout and the (offset, bytes) header pieces to write."""
+def layout_sample(key: str, height: int, width: int, meta: bytes, start: int,
+                  shared_high: int | None = None) -> tuple[SampleLayout, list[tuple[int, bytes]]]:
+    """Lay out one sample at `start`; returns the layout and the (offset, bytes) header pieces to write.
+
+    `shared_high`: the pixel offset of another sample's target in the same shard (format version 2): this sample
+    then has no `.high.npy` member of its own, and its `.json` names the sample whose target it uses."""
     pieces: list[tuple[int, bytes]] = []
     pos = start
     npy = npy_header(height, width)
     image_bytes = height * width * CHANNELS
     offsets: dict[str, int] = {}
-    for suffix in MEMBER_ORDER:
+    if shared_high is not None:
+        offsets[HIGH] = shared_high
+    for suffix in MEMBER_ORDER if shared_high is None else (META, LOW):
         size = len(meta) if suffix == META else len(npy) + image_bytes
         hdr = tar_header(member_name(key, suffix), size)
         pieces.append((pos, hdr))
@@ -165,8 +174,10 @@ def layout_sample(key: str, height: int, width: int, meta: bytes, start: int) ->
     return layout, pieces
 
 
-def sample_meta(low_rel: str, high_rel: str, original_hw: tuple[int, int], stored_hw: tuple[int, int]) -> bytes:
-    """The `<key>.json` member: source paths (relative to the raw folder), original and stored [height, width].
+def sample_meta(low_rel: str, high_rel: str, original_hw: tuple[int, int], stored_hw: tuple[int, int],
+                high_ref: str | None = None) -> bytes:
+    """The `<key>.json` member: source paths (relative to the raw folder), original and stored [height, width],
+    and, for a sample that shares another's target (format version 2), that sample's key as `high_ref`.
 
     Only facts known before decoding go here, so every offset in a shard is fixed before any pixel is read.
     """
@@ -176,6 +187,8 @@ def sample_meta(low_rel: str, high_rel: str, original_hw: tuple[int, int], store
         "original_size": [original_hw[0], original_hw[1]],
         "size": [stored_hw[0], stored_hw[1]],
     }
+    if high_ref is not None:
+        doc[HIGH_REF] = high_ref
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
@@ -198,10 +211,10 @@ def read_manifest(shards_dir: str | os.PathLike) -> dict:
         raise ShardError(f"{path}: not valid JSON ({exc}); re-run `pairload pack` to rewrite it") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ShardError(f"{path}: expected \"format\": \"{FORMAT}\", found {doc.get('format') if isinstance(doc, dict) else type(doc).__name__!r}")
-    if doc.get("version") != VERSION:
+    if doc.get("version") not in VERSIONS:
         raise ShardError(
-            f"{path}: shard format version {doc.get('version')!r}, this pairload reads version {VERSION}; "
-            "repack with this version of `pairload pack`"
+            f"{path}: shard format version {doc.get('version')!r}, this pairload reads versions "
+            f"{', '.join(map(str, VERSIONS))}; repack with this version of `pairload pack`"
         )
     if not isinstance(doc.get("splits"), dict) or not doc["splits"]:
         raise ShardError(f"{path}: expected a non-empty \"splits\" object")
@@ -241,7 +254,7 @@ def _check_split_entry(path: Path, split: str, entry: Any) -> None:
         if not _SHA256.match(sh["sha256"]):
             raise bad(f"{name}: \"sha256\" is not 64 hexadecimal digits")
         idx = sh["index"]
-        for field in _INDEX_FIELDS:
+        for field in _INDEX_FIELDS + ((SHARES_HIGH,) if SHARES_HIGH in idx else ()):
             if not isinstance(idx.get(field), list) or len(idx[field]) != sh["samples"]:
                 raise bad(f"{name}: index \"{field}\" should list {sh['samples']} entries (one per sample)")
         total += sh["samples"]

@@ -133,9 +133,15 @@ def _check_shard(path: Path, entry: dict) -> int:
         raise ShardError(f"{path}: {path.stat().st_size} bytes, expected {entry['bytes']}; the shard is truncated or "
                          "was replaced: repack")
     idx = entry["index"]
+    shares = idx.get(schema.SHARES_HIGH) or [-1] * len(idx["key"])
     expected = {}
     for k, key in enumerate(idx["key"]):
-        for suffix in schema.MEMBER_ORDER:
+        lead = shares[k]
+        if lead >= 0 and not (0 <= lead < len(idx["key"]) and shares[lead] < 0 and idx["high"][k] == idx["high"][lead]
+                              and idx["hw"][k] == idx["hw"][lead]):
+            raise ShardError(f"{path.name}: key {key}: its shared target (sample {lead}) is not a stored target of "
+                             "the same size at the same offset; the manifest is damaged: repack")
+        for suffix in schema.MEMBER_ORDER if lead < 0 else (schema.META, schema.LOW):
             expected[schema.member_name(key, suffix)] = (k, suffix)
     mm = np.memmap(path, dtype=np.uint8, mode="r")
     where = f"{path.name}"
@@ -155,12 +161,13 @@ def _check_shard(path: Path, entry: dict) -> int:
         if suffix == schema.META:
             try:
                 doc = json.loads(bytes(data))
-                ok = "low" in doc and "high" in doc and list(doc["size"]) == [h, w]
+                ok = "low" in doc and "high" in doc and list(doc["size"]) == [h, w] and \
+                    doc.get(schema.HIGH_REF) == (idx["key"][shares[k]] if shares[k] >= 0 else None)
             except (ValueError, KeyError, TypeError):
                 ok = False
             if not ok:
-                raise ShardError(f"{where}: key {key}: {member.name} is not the expected JSON with low, high and "
-                                 f"size [{h}, {w}]")
+                raise ShardError(f"{where}: key {key}: {member.name} is not the expected JSON with low, high, "
+                                 f"size [{h}, {w}] and the shared target's key, if any")
         else:
             try:
                 hdr = io.BytesIO(bytes(data[:256]))

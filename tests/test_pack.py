@@ -80,11 +80,11 @@ def test_synonyms_named_splits_and_nested_folders(tmp_path):
     write_rgb(raw / "our485" / "GT" / "sub" / "deep" / "x.png", pair_pixels(50, 40, 56)[1])
     (raw / "notes").mkdir()  # a first-level folder that is not a split is ignored
     pack(raw, tmp_path / "out", PackOptions(workers=1))
-    ds = open_shards(tmp_path / "out", "our485")
+    ds = open_shards(tmp_path / "out", "train")  # our485 is LOL's training split, eval15 its test split
     assert list(ds.keys) == ["00000", "00001", "00002", "sub+deep+x"]
     key, low, high = ds[3]
     np.testing.assert_array_equal(low, pair_pixels(50, 40, 56)[0])
-    assert len(open_shards(tmp_path / "out", "eval15")) == 2
+    assert len(open_shards(tmp_path / "out", "test")) == 2
 
 
 def test_low_dir_high_dir_override(tmp_path):
@@ -233,7 +233,7 @@ def test_size_mismatch_names_both_sizes(tmp_path):
 
 def test_no_pairs_refused(tmp_path):
     (tmp_path / "raw" / "photos").mkdir(parents=True)
-    refused(tmp_path / "raw", tmp_path, r"no pairs found; expected raw/\{low\|input\|dark\|lq\|img\}/")
+    refused(tmp_path / "raw", tmp_path, r"no pairs found; expected raw/\{low\|input\|dark\|lq\|img\|short\}/")
 
 
 def test_parse_size():
@@ -349,7 +349,7 @@ def test_resize_packs_pairs_whose_sizes_differ(tmp_path):
     ("Train/Low/low00000.png\tTrain/Low/low00000.png", r"pairs.tsv:1: the low and the high image are the same file"),
     ("Train/Low/low00000.png\tTrain/Normal/normal00000.png\ttrain\n"
      "Train/Low/low00001.png\tTrain/Normal/normal00000.png\ttest",
-     r"pairs.tsv:2: Train/Normal/normal00000.png is in split 'test' but already in split 'train' \(line 1\)"),
+     r"pairs.tsv:2: Train/Normal/normal00000.png is in split 'test' but already in split 'train' \(pairs.tsv:1\)"),
 ])
 def test_pairs_file_refuses_escapes_self_pairs_and_leaks(tmp_path, line, match):
     raw = tmp_path / "raw"

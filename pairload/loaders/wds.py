@@ -56,12 +56,35 @@ class _EpochStream(IterableDataset):
         pipeline = wds.DataPipeline(
             lambda: iter(shards),  # (a list given here would be read as a list of stages)
             wds.tarfile_to_samples(handler=_shard_error),
+            _shared_targets,
             # a small initial fill, so that the first batch of an epoch does not wait for full buffers
             wds.shuffle(self.shuffle_buffer, initial=min(self.shuffle_buffer, 32), seed=seed) if shuffle else None,
             wds.map(_Crop(self.opts.seed, epoch, self.cfg.crop, self.cfg.augment)),
             wds.batched(self.opts.batch_size, collation_fn=_collate, partial=self.opts.last_batch == "partial"),
         )
         return iter(pipeline)
+
+
+def _shared_targets(samples):
+    """Give every sample that shares a target (format version 2: its .json names the sample whose `.high.npy` it
+    uses) that target. A group's first sample stores it and the group is contiguous within one shard, so only the
+    latest target of the current shard is kept."""
+    last: tuple[str | None, str | None, bytes | None] = (None, None, None)  # url, key, target bytes
+    for sample in samples:
+        url, key = sample.get("__url__"), sample.get("__key__")
+        if schema.HIGH in sample:
+            last = (url, key, sample[schema.HIGH])
+        else:
+            try:
+                ref = json.loads(sample[schema.META]).get(schema.HIGH_REF)
+            except (KeyError, ValueError, AttributeError):
+                ref = None
+            if ref is not None:
+                if last[:2] != (url, ref):
+                    raise ShardError(f"{url}: key {key}: its target {ref}.{schema.HIGH} does not come right before it "
+                                     "in the shard; the shard is corrupt: repack")
+                sample[schema.HIGH] = last[2]
+        yield sample
 
 
 def _shard_error(exn: BaseException) -> bool:
