@@ -67,7 +67,7 @@ def run_demo(workdir: str | Path = "pairload-demo", *, device: str = "auto",
     log("5/5 train one short epoch of the reference model")
     cfg = TrainConfig(shards=str(shards), out=str(work / "run"), epochs=1, batch_size=sizes.batch, crop=sizes.crop,
                       width=sizes.width, workers=2, device=dev, warmup_steps=2, lr=2e-3,
-                      amp="bf16" if dev.startswith("cuda") else "none")
+                      amp="bf16" if dev.startswith("cuda") else "none", overwrite=True)
     history = run(cfg, info, log=lambda m: log("    " + m))
     summary = {
         "seconds": round(time.perf_counter() - t0, 1),

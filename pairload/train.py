@@ -14,6 +14,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
@@ -65,6 +66,9 @@ class TrainConfig:
     max_steps: int | None = None  # per epoch; for benchmarks
     image_count: int = 3
     dist_timeout: float = 600.0  # seconds a collective waits for the other ranks before the job stops with an error
+    train_split: str = "train"
+    val_split: str = "test"  # "none": no validation
+    overwrite: bool = False
 
     def __post_init__(self) -> None:
         if self.loader not in KINDS:
@@ -79,6 +83,9 @@ class TrainConfig:
             raise ConfigError("--epochs and --batch-size must be at least 1")
         if self.resume and not self.out:
             raise ConfigError("--resume needs --out RUN_DIR (where last.pt is)")
+        if self.resume and self.overwrite:
+            raise ConfigError("--resume and --overwrite contradict each other: --resume continues the run in --out, "
+                              "--overwrite starts it again; pick one")
         if self.dist_timeout <= 0:
             raise ConfigError(f"--dist-timeout {self.dist_timeout}: expected a positive number of seconds")
 
@@ -103,7 +110,7 @@ def lr_lambda(warmup: int, total: int):
 
 
 def build_train_loader(cfg: TrainConfig, info: DistInfo):
-    common = dict(split="train", batch_size=cfg.batch_size, crop=cfg.crop, seed=cfg.seed, rank=info.rank,
+    common = dict(split=cfg.train_split, batch_size=cfg.batch_size, crop=cfg.crop, seed=cfg.seed, rank=info.rank,
                   world_size=info.world_size, device=str(info.device), last_batch="drop")
     if cfg.loader == "ram":
         return make_loader("ram", cfg.shards, num_workers=cfg.workers, **common)
@@ -115,12 +122,15 @@ def build_train_loader(cfg: TrainConfig, info: DistInfo):
 
 
 def build_val_loader(cfg: TrainConfig, info: DistInfo):
-    """Whole test images, each exactly once across ranks (last_batch='partial', no shuffling, no augmentation)."""
+    """Whole test images, each exactly once across ranks (last_batch='partial', no shuffling, no augmentation);
+    None with --val-split none."""
+    if cfg.val_split == "none":
+        return None
     kind, source = ("ram", cfg.shards) if cfg.shards else ("dali-file", cfg.raw)
-    common = dict(split="test", crop=None, rank=info.rank, world_size=info.world_size, device=str(info.device),
+    common = dict(split=cfg.val_split, crop=None, rank=info.rank, world_size=info.world_size, device=str(info.device),
                   last_batch="partial", augment=False, shuffle=False)
     batch = cfg.val_batch_size
-    if cfg.shards and len(np.unique(open_shards(cfg.shards, "test").sizes, axis=0)) > 1:
+    if cfg.shards and len(np.unique(open_shards(cfg.shards, cfg.val_split).sizes, axis=0)) > 1:
         batch = 1  # whole test images of several sizes (real FiveK, SICE, LSRW test sets) go one at a time
     return make_loader(kind, source, batch_size=batch, **common)
 
@@ -195,7 +205,7 @@ def evaluate(model, loader, norm: Normalize, cfg: TrainConfig, info: DistInfo, k
     """PSNR/SSIM over every test pair exactly once across ranks; padded rows are never counted."""
     model.eval()
     dev = info.device
-    sums = torch.zeros(3, dtype=torch.float64, device=dev)  # psnr sum, ssim sum, count
+    sums = torch.zeros(5, dtype=torch.float64, device=dev)  # psnr, ssim, count, and the input's psnr, ssim
     images = []
     for batch in loader:
         x, y = norm(batch.low), norm(batch.high)
@@ -206,13 +216,15 @@ def evaluate(model, loader, norm: Normalize, cfg: TrainConfig, info: DistInfo, k
         sums[0] += psnr(out, y)[valid].sum().double()
         sums[1] += ssim(out, y)[valid].sum().double()
         sums[2] += valid.sum()
+        sums[3] += psnr(x.float(), y)[valid].sum().double()  # the do-nothing baseline: is training helping?
+        sums[4] += ssim(x.float(), y)[valid].sum().double()
         if len(images) < keep_images:
             for j in range(min(keep_images - len(images), len(batch))):
                 images.append(torch.cat([x[j], out[j], y[j]], dim=2).cpu())
     all_reduce_sum(sums)
     n = max(1.0, float(sums[2]))
     return {"val_psnr": float(sums[0]) / n, "val_ssim": float(sums[1]) / n, "val_samples": int(sums[2]),
-            "images": images}
+            "val_psnr_input": float(sums[3]) / n, "val_ssim_input": float(sums[4]) / n, "images": images}
 
 
 def save_triplets(images: list[torch.Tensor], path: Path) -> None:
@@ -270,7 +282,7 @@ def dataset_fingerprint(cfg: TrainConfig) -> str:
     if cfg.loader != "dali-file":
         from .schema import read_manifest
 
-        for sh in read_manifest(cfg.shards)["splits"].get("train", {}).get("shards", []):
+        for sh in read_manifest(cfg.shards)["splits"].get(cfg.train_split, {}).get("shards", []):
             h.update(sh["sha256"].encode())
     else:
         from .discover import find_pairs
@@ -278,6 +290,39 @@ def dataset_fingerprint(cfg: TrainConfig) -> str:
         for p in find_pairs(cfg.raw).pairs:
             h.update(f"{p.split}\t{p.low_rel}\t{p.high_rel}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
+
+
+@contextlib.contextmanager
+def epoch_progress(is_main: bool, epoch: int, epochs: int):
+    """A progress bar for the epoch on rank 0 when stderr is a terminal (None otherwise: logs stay clean)."""
+    if not (is_main and sys.stderr.isatty()):
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn(f"epoch {epoch + 1}/{epochs}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("train", total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+RUN_FILES = ("config.json", "metrics.jsonl", "last.pt", "best.pt")
+
+
+def prepare_run_dir(out: Path, overwrite: bool, is_main: bool) -> None:
+    """A run folder holding an earlier run is refused (its checkpoints would be mixed with this run's) unless
+    --overwrite, which removes that run's files, and only those."""
+    held = [n for n in RUN_FILES if (out / n).exists()] if out.is_dir() else []
+    if not held:
+        return
+    if not overwrite:
+        raise ConfigError(f"--out {out} already holds a run ({', '.join(held)}); pass --resume to continue it, "
+                          "--overwrite to start it again, or choose another --out")
+    if is_main:
+        for p in list(out.iterdir()):
+            if p.name in RUN_FILES or re.fullmatch(r"val-epoch\d+\.png", p.name):
+                p.unlink()
 
 
 def tidy_run_dir(out: Path, epoch: int) -> None:
@@ -318,9 +363,17 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     steps_per_epoch = len(train_loader) if cfg.max_steps is None else min(len(train_loader), cfg.max_steps)
     fused = {"fused": True} if dev.type == "cuda" else {}
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, **fused)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg.warmup_steps, cfg.epochs * steps_per_epoch))
+    total_steps = cfg.epochs * steps_per_epoch
+    warmup = min(cfg.warmup_steps, max(1, total_steps // 10))  # a short run must still reach its learning rate
+    if warmup < cfg.warmup_steps and info.is_main:
+        log(f"warm-up shortened from {cfg.warmup_steps} to {warmup} steps (a tenth of this run's {total_steps} steps)")
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(warmup, total_steps))
     scaler = torch.amp.GradScaler(dev.type, enabled=cfg.amp == "fp16")
     out = Path(cfg.out) if cfg.out else None
+    if out is None and info.is_main:
+        log("note: no --out, so no checkpoint, metrics or pictures are written")
+    elif not cfg.resume:
+        prepare_run_dir(out, cfg.overwrite, info.is_main)
     data_id = dataset_fingerprint(cfg)
     start_epoch, best = 0, -math.inf
     if cfg.resume:
@@ -352,25 +405,29 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
                                                             indent=2) + "\n").encode())
     history = []
     for epoch in range(start_epoch, cfg.epochs):
-        stats = train_one_epoch(net, train_loader, optimizer, scheduler, scaler, norm, cfg, info, epoch)
-        val = evaluate(model, val_loader, norm, cfg, info, keep_images=cfg.image_count if info.is_main else 0)
-        images = val.pop("images")
+        with epoch_progress(info.is_main, epoch, cfg.epochs) as on_step:
+            stats = train_one_epoch(net, train_loader, optimizer, scheduler, scaler, norm, cfg, info, epoch, on_step)
+        val = {} if val_loader is None else evaluate(model, val_loader, norm, cfg, info,
+                                                     keep_images=cfg.image_count if info.is_main else 0)
+        images = val.pop("images", [])
         row = {"epoch": epoch + 1, "train_loss": stats["train_loss"], **val, "pairs_per_s": stats["pairs_per_s"],
                "data_wait_frac": stats["data_wait_frac"], "world_size": info.world_size,
                "lr": scheduler.get_last_lr()[0], "skipped_steps": stats["skipped_steps"],
                "peak_gpu_mem_mb": stats["peak_gpu_mem_mb"], "steps": stats["steps"], "loader": cfg.loader}
         history.append(row)
         if info.is_main:
-            log(f"epoch {epoch + 1}/{cfg.epochs}: loss {row['train_loss']:.4f}  val PSNR {row['val_psnr']:.2f} dB "
-                f"SSIM {row['val_ssim']:.4f} on {row['val_samples']} pairs  {row['pairs_per_s']:,.0f} pairs/s  "
-                f"data wait {row['data_wait_frac']:.3f}" + (f"  skipped {row['skipped_steps']} non-finite steps"
-                                                           if row["skipped_steps"] else ""))
+            log(f"epoch {epoch + 1}/{cfg.epochs}: loss {row['train_loss']:.4f}  "
+                + (f"val PSNR {row['val_psnr']:.2f} dB SSIM {row['val_ssim']:.4f} on {row['val_samples']} pairs "
+                   f"(input: {row['val_psnr_input']:.2f} dB, {row['val_ssim_input']:.4f})  " if val else "")
+                + f"{row['pairs_per_s']:,.0f} pairs/s  data wait {row['data_wait_frac']:.3f}"
+                + (f"  skipped {row['skipped_steps']} non-finite steps" if row["skipped_steps"] else ""))
             if out:
                 with open(out / "metrics.jsonl", "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(row) + "\n")
                 save_triplets(images, out / f"val-epoch{epoch + 1:03d}.png")
-                best_now = row["val_psnr"] > best
-                best = max(best, row["val_psnr"])
+                score = row.get("val_psnr", -row["train_loss"])  # without validation, the lowest training loss
+                best_now = score > best
+                best = max(best, score)
                 state = {"version": CHECKPOINT_VERSION, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                          "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "epoch": epoch + 1,
                          "best_psnr": best, "model_config": model_cfg.to_dict(), "rng": rng_state(),
@@ -383,6 +440,39 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     return history
 
 
+HELP = {
+    "loader": "ram | wds | dali-external | dali-file",
+    "shards": "folder written by `pairload pack` (all loaders but dali-file)",
+    "raw": "raw image folder (dali-file; also what `pairload pack` read)",
+    "out": "run folder: config.json, metrics.jsonl, last.pt/best.pt, validation pictures",
+    "epochs": "total epochs (with --resume: the new total)",
+    "batch_size": "pairs per step on each rank",
+    "crop": "training crop, pixels",
+    "lr": "peak learning rate (AdamW); not scaled with the number of ranks",
+    "weight_decay": "AdamW weight decay",
+    "warmup_steps": "linear warm-up steps, capped at a tenth of the run; then cosine decay to 0",
+    "amp": "bf16 | fp16 | none",
+    "width": "model channels at full resolution",
+    "depth": "model levels (inputs are padded to a multiple of 2**depth inside the model)",
+    "sync_bn": "synchronise batch-norm statistics across ranks",
+    "compile": "torch.compile the model",
+    "ssim_weight": "loss = L1 + w * (1 - SSIM)",
+    "clip_grad": "clip the gradient norm (0: no clipping; non-finite steps are skipped either way)",
+    "workers": "loader workers (ram, wds) or threads (DALI) per rank",
+    "seed": "seed of the planner (order, crops, flips) and of the model",
+    "device": "auto | cpu | cuda",
+    "val_batch_size": "validation batch (whole images; 1 when the test images differ in size)",
+    "resume": "continue the run in --out from last.pt",
+    "stop_after_epoch": "stop after this epoch (the schedule still spans --epochs)",
+    "max_steps": "at most this many steps per epoch (benchmarks)",
+    "image_count": "validation triplets (low | output | high) saved per epoch",
+    "dist_timeout": "seconds a collective waits for the other ranks before the job stops with an error",
+    "train_split": "split to train on",
+    "val_split": "split to validate on ('none': no validation)",
+    "overwrite": "replace a run already in --out",
+}
+
+
 def parse_args(argv: list[str] | None = None) -> TrainConfig:
     ap = argparse.ArgumentParser(prog="python -m pairload.train", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -390,13 +480,14 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         default = getattr(defaults, f.name) if f.name != "shards" else None
+        text = HELP[f.name]
         if isinstance(default, bool):
-            ap.add_argument(flag, action="store_true", default=default)
+            ap.add_argument(flag, action="store_true", default=default, help=text)
         else:
             kind = {"int": int, "float": float}.get(type(default).__name__, str)
             if f.name in ("stop_after_epoch", "max_steps"):
                 kind = int
-            ap.add_argument(flag, type=kind, default=default)
+            ap.add_argument(flag, type=kind, default=default, help=f"{text} (default: %(default)s)")
     ns = ap.parse_args(argv)
     return TrainConfig(**vars(ns))
 

@@ -234,3 +234,64 @@ def test_a_stopped_rank_ends_the_job_with_a_clear_error_not_a_hang(shards, tmp_p
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_an_out_folder_holding_a_run_needs_resume_or_overwrite(shards, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert _train(shards, out, "--epochs", 1) == 0
+    assert _train(shards, out, "--epochs", 1) == 1
+    assert "already holds a run (config.json, metrics.jsonl, last.pt, best.pt); pass --resume" in capsys.readouterr().err
+    (out / "notes.txt").write_text("mine")
+    assert _train(shards, out, "--epochs", 2, "--overwrite") == 0
+    assert _epochs(out) == [1, 2] and (out / "notes.txt").read_text() == "mine"
+
+
+def test_help_describes_every_option_with_its_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for flag in ("--val-split", "--train-split", "--dist-timeout", "--overwrite", "--warmup-steps"):
+        assert flag in text
+    assert "split to validate on ('none': no validation) (default: test)" in text
+
+
+def test_short_runs_warm_up_for_a_tenth_and_report_the_do_nothing_baseline(shards, tmp_path, capsys):
+    assert _train(shards, tmp_path / "run", "--epochs", 2, "--warmup-steps", "100") == 0
+    assert "warm-up shortened from 100 to 1 steps" in capsys.readouterr().out
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    from pairload import open_shards
+
+    ds = open_shards(shards, "test")
+    expect = np.mean([float(psnr(torch.from_numpy(lo.copy()).permute(2, 0, 1)[None].float() / 255,
+                                 torch.from_numpy(hi.copy()).permute(2, 0, 1)[None].float() / 255)) for _, lo, hi in ds])
+    assert rows[0]["val_psnr_input"] == pytest.approx(expect, abs=1e-3) == rows[1]["val_psnr_input"]
+
+
+def test_named_splits_and_no_validation(tmp_path):
+    from conftest import make_raw
+
+    raw = tmp_path / "raw"
+    make_raw(raw, 16, split="Dataset_A", size=(40, 48))
+    pack(raw, tmp_path / "shards", PackOptions(workers=1))
+    base = ["--shards", str(tmp_path / "shards"), "--device", "cpu", "--crop", "32", "--batch-size", "4", "--width",
+            "8", "--depth", "2", "--workers", "0", "--epochs", "1"]
+    with pytest.raises(Exception, match=r"no split 'train'; this folder has \['dataset_a'\]"):
+        from pairload.train import parse_args, run
+
+        run(parse_args(base), dist_info("cpu", env={}))
+    assert main([*base, "--train-split", "dataset_a", "--val-split", "none", "--out", str(tmp_path / "run")]) == 0
+    row = json.loads((tmp_path / "run" / "metrics.jsonl").read_text())
+    assert "val_psnr" not in row and row["epoch"] == 1
+
+
+def test_mixed_size_test_set_validates_under_torchrun_with_two_ranks(tmp_path):
+    from conftest import make_raw
+
+    raw = tmp_path / "raw"
+    make_raw(raw, 16, split="train", size=(40, 48))
+    make_raw(raw, 5, split="test", start=100, sizes=[(40, 48), (36, 60), (52, 44), (33, 41), (40, 48)])
+    pack(raw, tmp_path / "shards", PackOptions(workers=1))
+    rows = torchrun(tmp_path / "shards", tmp_path / "run", "--epochs", 2)
+    assert [r["val_samples"] for r in rows] == [5, 5]
+    assert all(np.isfinite(r["val_psnr"]) and np.isfinite(r["val_psnr_input"]) for r in rows)
+    assert (tmp_path / "run" / "val-epoch002.png").is_file()
