@@ -68,3 +68,9 @@ def test_an_unreadable_folder_is_refused_by_name_not_skipped(tmp_path, where):
         (raw / where).chmod(0o755)
     assert res.returncode != 0
     assert f"PairingError: {raw / where}: cannot be listed (Permission denied); fix its permissions" in res.stderr
+
+
+def test_split_folders_beside_a_top_level_pair_are_not_ignored(tmp_path):
+    raw = make_raw(tmp_path / "raw", 3)
+    make_raw(raw, 2, split="test", start=50)
+    assert {s: len(p) for s, p in find_pairs(raw).splits().items()} == {"train": 3, "test": 2}
