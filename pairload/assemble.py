@@ -91,18 +91,19 @@ def worker_main(root: str, split: str, config: PlanConfig, apply_codes: bool, sh
         results.put((FAILED, (type(exc).__name__, str(exc))))
         return
     results.put((READY, os.getpid()))
-    plans: dict[int, list[BatchPlan]] = {}
+    plans: dict[tuple, list[BatchPlan]] = {}
     while True:
         msg = tasks.get()
         if msg is None:
             break
-        slot, epoch, b = msg
+        slot, epoch, consumed, b = msg
         try:
-            if epoch not in plans:
+            run = (epoch, consumed)
+            if run not in plans:
                 if len(plans) >= 2:
-                    plans.pop(min(plans))
-                plans[epoch] = plan_epoch(config, key_hash, ds.sizes, epoch)
-            bp = plans[epoch][b]
+                    plans.pop(next(iter(plans)))
+                plans[run] = plan_epoch(config, key_hash, ds.sizes, epoch, consumed=consumed)
+            bp = plans[run][b]
             h, w = out_hw(config, ds.sizes, bp)
             fill(ds, slot_view(ring[slot], len(bp), h, w), bp, apply_codes)
             results.put((slot, None))

@@ -27,7 +27,7 @@ from .decode import probe_size
 from .discover import find_pairs
 from .errors import ConfigError, ImageError, MissingDependencyError, PairingError, PairloadError
 from .loaders.base import LoaderOptions, PlannedLoader
-from .plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, epoch_order, sample_params
+from .plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, rank_share
 from .shards import ShardDataset
 
 try:
@@ -119,13 +119,13 @@ class _DaliLoader(PlannedLoader):
         self._next_epoch: int | None = None
         self._window_end = 0
 
-    def _window(self, epoch: int) -> list[int]:
-        if self.cfg.last_batch == "partial":  # ranks may differ in length: one epoch at a time
+    def _window(self, epoch: int, consumed: tuple = ()) -> list[int]:
+        if self.cfg.last_batch == "partial" or consumed:  # ranks may differ in length, short last batches: one epoch
             return [epoch]
         per_epoch = max(1, len(self))
         return list(range(epoch, epoch + min(64, max(1, -(-self.WINDOW_BATCHES // per_epoch)))))
 
-    def _pipeline(self, epochs: list[int], plans: list[BatchPlan]):
+    def _pipeline(self, epochs: list[int], plans: list[BatchPlan], consumed: tuple = ()):
         raise NotImplementedError
 
     def _check(self, outputs, bp: BatchPlan, b: int) -> None:
@@ -147,16 +147,14 @@ class _DaliLoader(PlannedLoader):
     def _out_hw(self, bp: BatchPlan) -> np.ndarray:
         return self._out_hw_index(bp.index)
 
-    def __iter__(self):
-        epoch = self.epoch
-        plans = self.plan_for(epoch)
+    def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
         if not plans:
             return
-        if self._pipe is None or self._next_epoch != epoch:
+        if self._pipe is None or self._next_epoch != epoch or consumed:
             self.close()
-            epochs = self._window(epoch)
+            epochs = self._window(epoch, consumed)
             window_plans = [bp for e in epochs for bp in (plans if e == epoch else self.plan_for(e))]
-            self._pipe = self._pipeline(epochs, window_plans)
+            self._pipe = self._pipeline(epochs, window_plans, consumed)
             self._pipe.build()
             self._window_end = epochs[-1] + 1
         pipe, finished = self._pipe, False
@@ -200,7 +198,7 @@ class DaliExternalLoader(_DaliLoader):
             keep.append(batch)
             yield batch
 
-    def _pipeline(self, epochs: list[int], plans: list[BatchPlan]):
+    def _pipeline(self, epochs: list[int], plans: list[BatchPlan], consumed: tuple = ()):
         crop, on_gpu = self.cfg.crop, self.device.type == "cuda"
 
         @pipeline_def(batch_size=self.cfg.batch_size, num_threads=self.num_threads, device_id=_device_id(self.device),
@@ -226,6 +224,8 @@ class DaliExternalLoader(_DaliLoader):
 class DaliFileLoader(_DaliLoader):
     """Two `fn.readers.file` (low, high) over the raw images, sharded by rank, decoded on the GPU ("mixed") or CPU."""
 
+    DEAL = "contiguous"  # readers.file gives each shard one contiguous block of its file list
+
     def __init__(self, raw_dir, opts: LoaderOptions, *, low_dir: str | None = None, high_dir: str | None = None,
                  pairs_file: str | None = None, num_threads: int = 4, prefetch: int = 2, probe_threads: int = 8):
         found = find_pairs(raw_dir, low_dir=low_dir, high_dir=high_dir, pairs_file=pairs_file).splits()
@@ -242,39 +242,19 @@ class DaliFileLoader(_DaliLoader):
         super().__init__([p.key for p in self.pairs], np.array(lows, dtype=np.int64).reshape(-1, 2), opts.split, opts,
                          num_threads, prefetch)
 
-    def _blocks(self, epoch: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    def _blocks(self, epoch: int, consumed: tuple = ()) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per rank, (pair indices, padded flags) of its share of `epoch`: contiguous blocks of the epoch's order,
         cut where `readers.file` cuts shards (rank r reads [r·T/ws, (r+1)·T/ws) of a list of length T)."""
-        n, ws, bs, cfg = len(self.keys), self.cfg.world_size, self.cfg.batch_size, self.cfg
-        order = epoch_order(n, seed=cfg.seed, epoch=epoch, shuffle=cfg.shuffle)
-        if cfg.last_batch == "drop":
-            per = (n // ws) // bs * bs
-            order, padded = order[: per * ws], np.zeros(per * ws, dtype=bool)
-        elif cfg.last_batch == "pad":
-            total = -(-n // (ws * bs)) * ws * bs
-            order, padded = np.resize(order, total), np.arange(total) >= n
-        else:
-            padded = np.zeros(n, dtype=bool)
-        total = len(order)
-        return [(order[r * total // ws:(r + 1) * total // ws], padded[r * total // ws:(r + 1) * total // ws])
-                for r in range(ws)]
+        cfg = self.cfg
+        return [rank_share(len(self.keys), seed=cfg.seed, epoch=epoch, rank=r, world_size=cfg.world_size,
+                           batch_size=cfg.batch_size, last_batch=cfg.last_batch, shuffle=cfg.shuffle,
+                           deal=self.DEAL, consumed=consumed) for r in range(cfg.world_size)]
 
     def _file_lists(self, order: np.ndarray) -> dict[str, tuple[list[str], list[int]]]:
         """Per reader, (files, labels) in reading order; a pair's label is its index in the split, on both sides."""
         labels = [int(i) for i in order]
         return {"low": ([str(self.pairs[i].low) for i in order], labels),
                 "high": ([str(self.pairs[i].high) for i in order], labels)}
-
-    def plan_for(self, epoch: int) -> list[BatchPlan]:
-        idx, pad = self._blocks(epoch)[self.cfg.rank]
-        y, x, code = sample_params(self.key_hash[idx], self.hw[idx], seed=self.cfg.seed, epoch=epoch,
-                                   crop=self.cfg.crop, augment=self.cfg.augment)
-        bs = self.cfg.batch_size
-        return [BatchPlan(idx[s:s + bs], y[s:s + bs], x[s:s + bs], code[s:s + bs], pad[s:s + bs])
-                for s in range(0, len(idx), bs)]
-
-    def __len__(self) -> int:
-        return -(-len(self._blocks(self.epoch)[self.cfg.rank][0]) // self.cfg.batch_size)
 
     def _feed(self, plans: list[BatchPlan]):
         bs = self.cfg.batch_size
@@ -289,11 +269,12 @@ class DaliFileLoader(_DaliLoader):
                 batch.append(dihedral_matrices(rep(bp.code), self._out_hw_index(index)))
             yield batch
 
-    def _pipeline(self, epochs: list[int], plans: list[BatchPlan]):
+    def _pipeline(self, epochs: list[int], plans: list[BatchPlan], consumed: tuple = ()):
         crop, on_gpu = self.cfg.crop, self.device.type == "cuda"
         # each rank's block holds its shares of every epoch of the window, one after the other; drop and pad make
-        # them whole batches of equal length on every rank, so readers.file cuts the same blocks
-        blocks = [self._blocks(e) for e in epochs]
+        # them whole batches of equal length on every rank, so readers.file cuts the same blocks (a resumed epoch
+        # is a window of its own)
+        blocks = [self._blocks(e, consumed if k == 0 else ()) for k, e in enumerate(epochs)]
         order = np.concatenate([blocks[k][r][0] for r in range(self.cfg.world_size) for k in range(len(epochs))])
         lists = self._file_lists(order)
         shard = dict(shard_id=self.cfg.rank, num_shards=self.cfg.world_size, random_shuffle=False, pad_last_batch=True,

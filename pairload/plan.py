@@ -21,9 +21,6 @@ from .errors import ConfigError
 LAST_BATCH = ("drop", "pad", "partial")
 HFLIP, VFLIP, TRANSPOSE = 1, 2, 4
 
-_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
 def key_hashes(keys) -> np.ndarray:
     """A stable 64-bit hash of each sample key (uint64 array); the planner's handle on a sample."""
     return np.array([int.from_bytes(hashlib.blake2b(k.encode(), digest_size=8).digest(), "little") for k in keys],
@@ -69,28 +66,84 @@ def epoch_order(n: int, *, seed: int, epoch: int, shuffle: bool = True) -> np.nd
     return np.random.default_rng([seed & 0xFFFFFFFF, epoch, 0x5EED]).permutation(n).astype(np.int64)
 
 
+def epoch_stream(n: int, *, seed: int, epoch: int, world_size: int, batch_size: int, last_batch: str,
+                 shuffle: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, padded) of the whole epoch, before it is dealt to ranks: the epoch's order, wrapped around for
+    'pad' until every rank gets the same number of whole batches (repeats flagged)."""
+    order = epoch_order(n, seed=seed, epoch=epoch, shuffle=shuffle)
+    if last_batch == "pad":
+        total = -(-n // (world_size * batch_size)) * world_size * batch_size
+        return np.resize(order, total), np.arange(total) >= n
+    if last_batch not in LAST_BATCH:
+        raise ConfigError(f"last_batch={last_batch!r}: expected one of {', '.join(LAST_BATCH)}")
+    return order, np.zeros(n, dtype=bool)
+
+
+def _even(idx: np.ndarray, pad: np.ndarray, world_size: int, batch_size: int, last_batch: str,
+          resumed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The stream cut (drop) or wrapped (pad) so that every rank gets the same number of batches.
+
+    drop: floor(n / world_size) samples per rank, rounded down to whole batches; in an epoch resumed mid-way the
+    rest is only cut to equal shares, so each rank's last batch may be short (never more than world_size - 1
+    samples are skipped beyond what the uninterrupted epoch skipped). pad: a resumed epoch wraps its rest again."""
+    if last_batch == "drop":
+        per = len(idx) // world_size if resumed else (len(idx) // world_size) // batch_size * batch_size
+        return idx[: per * world_size], pad[: per * world_size]
+    if last_batch == "pad" and resumed:
+        total = -(-len(idx) // (world_size * batch_size)) * world_size * batch_size
+        if total > len(idx) and len(idx):
+            return np.resize(idx, total), np.concatenate([pad, np.ones(total - len(idx), dtype=bool)])
+    return idx, pad
+
+
+def _bounds(length: int, rank: int, world_size: int) -> tuple[int, int]:
+    return rank * length // world_size, (rank + 1) * length // world_size
+
+
+def _take(idx: np.ndarray, pad: np.ndarray, rank: int, world_size: int, deal: str) -> tuple[np.ndarray, np.ndarray]:
+    if deal == "strided":
+        return idx[rank::world_size], pad[rank::world_size]
+    lo, hi = _bounds(len(idx), rank, world_size)
+    return idx[lo:hi], pad[lo:hi]
+
+
+def _after(idx: np.ndarray, pad: np.ndarray, world_size: int, taken: int, deal: str) -> tuple[np.ndarray, np.ndarray]:
+    """What is left of an evenly dealt stream once every rank has taken `taken` samples of its share."""
+    if deal == "strided":  # rank r's j-th sample sits at j * world_size + r
+        return idx[taken * world_size:], pad[taken * world_size:]
+    keep = np.concatenate([np.arange(lo + min(taken, hi - lo), hi) for lo, hi in
+                           (_bounds(len(idx), r, world_size) for r in range(world_size))]).astype(np.int64)
+    return idx[keep], pad[keep]
+
+
+DEALS = ("strided", "contiguous")
+
+
 def rank_share(n: int, *, seed: int, epoch: int, rank: int, world_size: int, batch_size: int, last_batch: str,
-               shuffle: bool = True) -> tuple[np.ndarray, np.ndarray]:
+               shuffle: bool = True, deal: str = "strided",
+               consumed: tuple[tuple[int, int], ...] = ()) -> tuple[np.ndarray, np.ndarray]:
     """(indices, padded) for this rank's part of the epoch, batch-aligned according to `last_batch`.
 
     drop: every rank gets floor(n / world_size) samples rounded down to whole batches; the rest is skipped.
     pad: the order wraps around until every rank has the same number of whole batches; repeats are flagged.
     partial: every sample exactly once; ranks differ by at most one sample and the last batch may be short.
+    deal: "strided" (rank r takes every world_size-th sample) or "contiguous" (rank r takes one block, as
+    DALI's sharded readers read).
+    consumed: ((world_size, batches), …): the epoch was started before, by that many ranks each delivering that
+    many batches (then by the next entry's ranks, …); this rank's share is then of the rest of the epoch, which
+    is dealt again over `world_size` ranks. With the same world size the rest is exactly the uninterrupted tail.
     """
-    order = epoch_order(n, seed=seed, epoch=epoch, shuffle=shuffle)
-    if last_batch == "drop":
-        per = (n // world_size) // batch_size * batch_size
-        idx = order[: per * world_size][rank::world_size]
-        return idx, np.zeros(len(idx), dtype=bool)
-    if last_batch == "pad":
-        total = -(-n // (world_size * batch_size)) * world_size * batch_size
-        wrapped = np.resize(order, total)
-        flags = np.arange(total) >= n
-        return wrapped[rank::world_size], flags[rank::world_size]
-    if last_batch == "partial":
-        idx = order[rank::world_size]
-        return idx, np.zeros(len(idx), dtype=bool)
-    raise ConfigError(f"last_batch={last_batch!r}: expected one of {', '.join(LAST_BATCH)}")
+    if deal not in DEALS:
+        raise ConfigError(f"deal={deal!r}: expected one of {', '.join(DEALS)}")
+    idx, pad = epoch_stream(n, seed=seed, epoch=epoch, world_size=world_size if not consumed else consumed[0][0],
+                            batch_size=batch_size, last_batch=last_batch, shuffle=shuffle)
+    resumed = False
+    for ws, batches in consumed:
+        idx, pad = _even(idx, pad, ws, batch_size, last_batch, resumed)
+        idx, pad = _after(idx, pad, ws, batches * batch_size, deal)
+        resumed = True
+    idx, pad = _even(idx, pad, world_size, batch_size, last_batch, resumed)
+    return _take(idx, pad, rank, world_size, deal)
 
 
 @dataclass(frozen=True)
@@ -150,10 +203,18 @@ def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
                           f"{cfg.world_size} ranks = {share}); lower batch_size, or use last_batch='pad' or 'partial'")
 
 
-def plan_epoch(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int) -> list[BatchPlan]:
-    """This rank's batches for `epoch`."""
+def plan_epoch(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int, *, deal: str = "strided",
+               consumed: tuple[tuple[int, int], ...] = ()) -> list[BatchPlan]:
+    """This rank's batches for `epoch` (for the rest of it, when `consumed` says how it was started before)."""
     idx, padded = rank_share(len(key_hash), seed=cfg.seed, epoch=epoch, rank=cfg.rank, world_size=cfg.world_size,
-                             batch_size=cfg.batch_size, last_batch=cfg.last_batch, shuffle=cfg.shuffle)
+                             batch_size=cfg.batch_size, last_batch=cfg.last_batch, shuffle=cfg.shuffle, deal=deal,
+                             consumed=consumed)
+    return cut_batches(cfg, key_hash, hw, epoch, idx, padded)
+
+
+def cut_batches(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int, idx: np.ndarray,
+                padded: np.ndarray) -> list[BatchPlan]:
+    """Batches of `batch_size` over a rank's share, each sample with its crop window and augmentation code."""
     y, x, code = sample_params(key_hash[idx], hw[idx], seed=cfg.seed, epoch=epoch, crop=cfg.crop, augment=cfg.augment)
     bs = cfg.batch_size
     return [BatchPlan(idx[s:s + bs], y[s:s + bs], x[s:s + bs], code[s:s + bs], padded[s:s + bs])

@@ -46,28 +46,123 @@ class LoaderOptions:
         return dev
 
 
-class PlannedLoader:
-    """Base for loaders with random access: the planner decides each epoch's batches, subclasses execute them."""
+STATE_FORMAT = "pairload-loader-state"
+_PLAN_FIELDS = ("seed", "batch_size", "crop", "split", "last_batch", "shuffle", "augment", "samples", "deal")
+
+
+def plan_fields(opts: LoaderOptions, samples: int, deal: str) -> dict:
+    """What a loader state must agree on to describe the same epochs (everything but the world size)."""
+    return {"seed": opts.seed, "batch_size": opts.batch_size, "crop": opts.crop, "split": opts.split,
+            "last_batch": opts.last_batch, "shuffle": opts.shuffle, "augment": opts.augment, "samples": samples,
+            "deal": deal}
+
+
+def check_state(state: dict, mine: dict) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """(epoch, consumed) from a loader state, after checking that it describes this loader's plan."""
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise ConfigError(f"loader state: expected a dict from a pairload loader's state_dict(), found "
+                          f"{type(state).__name__} {str(state)[:80]!r}")
+    for name in _PLAN_FIELDS:
+        if state.get(name) != mine[name]:
+            raise ConfigError(f"loader state: {name} was {state.get(name)!r} when it was saved, this loader has "
+                              f"{mine[name]!r}; build the loader with the saved {name} (the rest of an epoch is "
+                              "only defined for the same plan)")
+    try:
+        epoch = int(state["epoch"])
+        consumed = tuple((int(ws), int(k)) for ws, k in state["consumed"])
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError("loader state: 'epoch' and 'consumed' ([[world_size, batches], ...]) are missing or "
+                          "malformed") from None
+    if any(ws < 1 or k < 0 for ws, k in consumed):
+        raise ConfigError(f"loader state: consumed {consumed} needs world sizes >= 1 and batch counts >= 0")
+    return epoch, consumed
+
+
+class StatefulEpochs:
+    """Epoch bookkeeping and `state_dict`/`load_state_dict` shared by every loader kind. Subclasses set `opts`,
+    `cfg`, `samples` and `DEAL` and run `_begin(epoch)` / `_delivered += 1` around their iteration."""
+
+    DEAL = "strided"  # how an epoch is dealt to ranks (see `pairload.plan.rank_share`)
+    epoch: int = 0
+    samples: int
+
+    def _init_state(self) -> None:
+        self.epoch = 0
+        self._resume: dict[int, tuple[tuple[int, int], ...]] = {}  # epoch -> how it was started before
+        self._active: tuple[int | None, tuple] = (None, ())  # (epoch, consumed) of the iteration under way
+        self._delivered = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+        self._active, self._delivered = (None, ()), 0
+
+    def _consumed(self, epoch: int) -> tuple[tuple[int, int], ...]:
+        if epoch in self._resume:
+            return self._resume[epoch]
+        return self._active[1] if self._active[0] == epoch else ()
+
+    def _begin(self, epoch: int) -> tuple[tuple[int, int], ...]:
+        consumed = self._resume.pop(epoch, ())
+        self._active, self._delivered = (epoch, consumed), 0
+        return consumed
+
+    def _deal_name(self) -> str:
+        return self.DEAL
+
+    def state_dict(self) -> dict:
+        """Where this loader stands, as plain JSON-able values: the epoch and the batches this rank has delivered
+        in it (every rank of a DDP job delivers as many, so one rank's state describes them all). Take it after
+        the step on the last batch: a batch handed over counts as consumed."""
+        epoch = self.epoch
+        consumed = list(self._consumed(epoch))
+        if self._active[0] == epoch and self._delivered:
+            consumed.append((self.cfg.world_size, self._delivered))
+        return {"format": STATE_FORMAT, "version": 1, "epoch": epoch, "consumed": [list(c) for c in consumed],
+                "world_size": self.cfg.world_size, **plan_fields(self.opts, self.samples, self._deal_name())}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from a state: the next iteration delivers the rest of its epoch (dealt over this loader's
+        ranks), then `set_epoch(epoch + 1)` goes on as usual."""
+        epoch, consumed = check_state(state, plan_fields(self.opts, self.samples, self._deal_name()))
+        self.set_epoch(epoch)
+        self._resume = {epoch: consumed} if consumed else {}
+
+
+class PlannedLoader(StatefulEpochs):
+    """Base for loaders with random access: the planner decides each epoch's batches, subclasses execute them
+    (`_batches`). Stateful: `state_dict()` after k batches of epoch e, loaded into a new loader (even one with
+    another world size), makes its next iteration deliver the rest of epoch e, each sample once."""
 
     def __init__(self, keys, hw: np.ndarray, split: str, opts: LoaderOptions):
         self.opts = opts
         self.cfg = opts.plan_config()
         check_split(self.cfg, keys, hw, split)
         self.keys = tuple(keys)
+        self.samples = len(self.keys)
         self.hw = np.asarray(hw, dtype=np.int64)
         self.key_hash = key_hashes(self.keys)
         self.device = opts.torch_device
-        self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+        self._init_state()
 
     def __len__(self) -> int:
-        return num_batches(self.cfg, len(self.keys))
+        consumed = self._consumed(self.epoch)
+        if not consumed and self.DEAL == "strided":
+            return num_batches(self.cfg, len(self.keys))
+        return len(self.plan_for(self.epoch, consumed))
 
-    def plan_for(self, epoch: int) -> list[BatchPlan]:
-        """This rank's batches for `epoch` (backends that split ranks differently override this)."""
-        return plan_epoch(self.cfg, self.key_hash, self.hw, epoch)
+    def plan_for(self, epoch: int, consumed: tuple[tuple[int, int], ...] = ()) -> list[BatchPlan]:
+        """This rank's batches for `epoch` (for the rest of it, when `consumed` says how it was started before)."""
+        return plan_epoch(self.cfg, self.key_hash, self.hw, epoch, deal=self.DEAL, consumed=consumed)
 
     def plan(self) -> list[BatchPlan]:
-        return self.plan_for(self.epoch)
+        return self.plan_for(self.epoch, self._consumed(self.epoch))
+
+    def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple[tuple[int, int], ...]):
+        raise NotImplementedError
+
+    def __iter__(self):
+        epoch = self.epoch
+        consumed = self._begin(epoch)
+        for batch in self._batches(epoch, self.plan_for(epoch, consumed), consumed):
+            self._delivered += 1  # counted when handed over: state_dict() after the step on it includes it
+            yield batch

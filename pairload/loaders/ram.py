@@ -158,11 +158,11 @@ class RamLoader(PlannedLoader):
         self._stream = torch.cuda.Stream(self.device) if self._cuda and not resident else None
         self._store = self._upload() if resident else None
         self._workers: _Workers | None = None
-        self._pending: deque = deque()  # (epoch, batch, slot) submitted to workers, in delivery order
+        self._pending: deque = deque()  # (run, batch, slot) submitted to workers, in delivery order; run: (epoch, consumed)
         self._free: deque = deque()
         self._copying: deque = deque()  # (slot, event): slots whose host→device copy may still be running
         self._done: dict[int, object] = {}
-        self._plans: dict[int, list[BatchPlan]] = {}
+        self._plans: dict[tuple, list[BatchPlan]] = {}
 
     def close(self) -> None:
         """Stop the worker processes and free the shared ring (also done when the loader is garbage collected)."""
@@ -173,12 +173,13 @@ class RamLoader(PlannedLoader):
 
     # ------------------------------------------------------------------ plans
 
-    def _epoch_plans(self, epoch: int) -> list[BatchPlan]:
-        if epoch not in self._plans:
+    def _run_plans(self, run: tuple, plans: list[BatchPlan] | None = None) -> list[BatchPlan]:
+        """The plans of one pass over an epoch, run = (epoch, consumed); the last two are kept."""
+        if run not in self._plans:
             if len(self._plans) >= 2:
-                self._plans.pop(min(self._plans))
-            self._plans[epoch] = self.plan_for(epoch)
-        return self._plans[epoch]
+                self._plans.pop(next(iter(self._plans)))
+            self._plans[run] = plans if plans is not None else super().plan_for(*run)
+        return self._plans[run]
 
     def _slot_bytes(self) -> int:
         if self.cfg.crop is not None:
@@ -205,20 +206,24 @@ class RamLoader(PlannedLoader):
                 ev.synchronize()
             self._free.append(slot)
 
-    def _submit(self, epoch: int, b: int) -> tuple[int, int]:
-        """Queue tasks until the ring is full, continuing into the following epoch; returns the next (epoch, b)."""
+    def _submit(self, run: tuple, b: int) -> tuple[tuple, int]:
+        """Queue tasks until the ring is full, continuing into the following epoch; returns the next (run, b)."""
         w = self._workers
         self._reclaim()
+        skipped = 0
         while self._free:
-            plans = self._epoch_plans(epoch)
+            plans = self._run_plans(run)
             if b >= len(plans):
-                epoch, b = epoch + 1, 0
+                run, b = (run[0] + 1, ()), 0
+                skipped += 1
+                if skipped > 2:  # empty epochs (the rest of a finished epoch): nothing to run ahead into
+                    break
                 continue
             slot = self._free.popleft()
-            w.tasks.put((slot, epoch, b))
-            self._pending.append((epoch, b, slot))
+            w.tasks.put((slot, run[0], run[1], b))
+            self._pending.append((run, b, slot))
             b += 1
-        return epoch, b
+        return run, b
 
     def _wait(self, slot: int) -> None:
         while slot not in self._done:
@@ -251,15 +256,15 @@ class RamLoader(PlannedLoader):
                 pass
             self._free.append(slot)
 
-    def _worker_batches(self, epoch: int, plans: list[BatchPlan]):
+    def _worker_batches(self, run: tuple, plans: list[BatchPlan]):
         w = self._ensure_workers()
-        if self._pending and self._pending[0][:2] != (epoch, 0):
+        if self._pending and self._pending[0][:2] != (run, 0):
             self._drain()
-        nxt = (self._pending[-1][0], self._pending[-1][1] + 1) if self._pending else (epoch, 0)
+        nxt = (self._pending[-1][0], self._pending[-1][1] + 1) if self._pending else (run, 0)
         nxt = self._submit(*nxt)
         for b, bp in enumerate(plans):
             ep, bb, slot = self._pending.popleft()
-            assert (ep, bb) == (epoch, b), "internal: ring out of order"
+            assert (ep, bb) == (run, b), "internal: ring out of order"
             self._wait(slot)
             h, w_ = out_hw(self.cfg, self.hw, bp)
             host = torch.from_numpy(slot_view(w.ring[slot], len(bp), h, w_))
@@ -318,14 +323,18 @@ class RamLoader(PlannedLoader):
                 t.record_stream(stream)
         return batch
 
-    def __iter__(self):
-        epoch = self.epoch
-        plans = self._epoch_plans(epoch)
+    def plan_for(self, epoch: int, consumed: tuple = ()) -> list[BatchPlan]:
+        run = (epoch, consumed)
+        return self._plans[run] if run in self._plans else super().plan_for(epoch, consumed)
+
+    def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
+        run = (epoch, consumed)
+        self._run_plans(run, plans)
         if self._store is not None:
             yield from self._resident_batches(plans)
             return
         self.ds.check_files()  # a shard truncated or replaced between epochs is an error here, not a SIGBUS later
-        gen = self._worker_batches(epoch, plans) if self.opts.num_workers else self._inline_batches(plans)
+        gen = self._worker_batches(run, plans) if self.opts.num_workers else self._inline_batches(plans)
         try:
             prev = next(gen, None)
             for cur in gen:  # one batch ahead: its copy overlaps the caller's work on the previous one

@@ -22,7 +22,7 @@ from ..batch import make_batch
 from ..errors import ConfigError, ShardError
 from ..plan import check_split, epoch_order, key_hashes, sample_params
 from ..shards import ShardDataset
-from .base import LoaderOptions
+from .base import LoaderOptions, StatefulEpochs
 
 
 def shard_assignment(n_shards: int, opts: LoaderOptions, workers: int, epoch: int) -> list[list[list[int]]]:
@@ -140,7 +140,13 @@ def _collate(samples: list) -> dict:
             "keys": [s[0] for s in samples]}
 
 
-class WdsLoader:
+class WdsLoader(StatefulEpochs):
+    """The webdataset package over the shards: shards dealt to ranks and workers per epoch, a shuffle buffer,
+    crops in persistent DataLoader workers. Resuming mid-epoch re-reads the epoch's stream from its start and
+    skips the batches already delivered (the same world size and workers only)."""
+
+    DEAL = "by shard"
+
     def __init__(self, source: str | os.PathLike, opts: LoaderOptions, *, shuffle_buffer: int = 256,
                  prefetch_factor: int = 4):
         if opts.last_batch == "pad":
@@ -150,6 +156,8 @@ class WdsLoader:
         self.opts = opts
         self.cfg = opts.plan_config()
         check_split(self.cfg, ds.keys, ds.sizes, ds.split)
+        self.samples = len(ds)
+        self._init_state()
         self.urls = [str(p) for p in ds.files]
         self.shard_samples = ds.index.shard_samples
         self.device = opts.torch_device
@@ -162,7 +170,6 @@ class WdsLoader:
                 f"at least one shard; repack with a smaller --shard-size (e.g. {max(1, ds.nbytes // opts.world_size // 2**20)}MB"
                 ") or use the ram loader"
             )
-        self.epoch = 0
         # the shared epoch and the DataLoader's workers must come from one multiprocessing context
         self._mp = get_context()
         self._epoch_value = self._mp.Value("q", 0)
@@ -172,8 +179,17 @@ class WdsLoader:
                               f"{self.workers} workers no rank fills one batch of {opts.batch_size}; lower batch_size "
                               "or num_workers, or repack with a smaller --shard-size")
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+    def _deal_name(self) -> str:
+        return f"by shard, {self.workers} workers"
+
+    def load_state_dict(self, state: dict) -> None:
+        if isinstance(state, dict) and state.get("world_size") not in (None, self.cfg.world_size):
+            raise ConfigError(f"loader state: saved with world_size {state.get('world_size')}, this wds loader has "
+                              f"{self.cfg.world_size}; wds deals whole shards to ranks, so it resumes only with the "
+                              "same world size (the ram and DALI loaders re-deal the rest of an epoch)")
+        super().load_state_dict(state)
+        if any(ws != self.cfg.world_size for ws, _ in self._resume.get(self.epoch, ())):
+            raise ConfigError("loader state: part of the epoch ran with another world size; wds cannot resume it")
 
     def _assignment(self, epoch: int) -> list[list[list[int]]]:
         return shard_assignment(len(self.urls), self.opts, self.workers, epoch)
@@ -186,9 +202,6 @@ class WdsLoader:
             counts.append(sum((-(-s // bs) if partial else s // bs) for s in samples))
         return counts
 
-    def __len__(self) -> int:
-        return min(self._rank_batches(self.epoch))
-
     def _dataloader(self) -> DataLoader:
         if self._loader is None:
             workers = self.opts.num_workers
@@ -199,13 +212,21 @@ class WdsLoader:
                                       multiprocessing_context=self._mp if workers else None)
         return self._loader
 
+    def __len__(self) -> int:
+        return max(0, min(self._rank_batches(self.epoch)) - sum(k for _, k in self._consumed(self.epoch)))
+
     def __iter__(self):
-        self._epoch_value.value = self.epoch  # workers read it when their next epoch starts
-        n = len(self)
+        epoch = self.epoch
+        skip = sum(k for _, k in self._begin(epoch))
+        self._epoch_value.value = epoch  # workers read it when their next epoch starts
+        n = min(self._rank_batches(epoch))
         it = iter(self._dataloader())
         try:
-            for _ in range(n):
+            for b in range(n):
                 item = next(it)
+                if b < skip:  # a resumed epoch: its stream is read again from the start
+                    continue
+                self._delivered += 1
                 pixels = item["pixels"].to(self.device, non_blocking=True)
                 code = item["code"].to(self.device, non_blocking=True) if self.cfg.augment else None
                 padded = torch.zeros(len(item["keys"]), dtype=torch.bool, device=self.device)
