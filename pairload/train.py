@@ -64,6 +64,7 @@ class TrainConfig:
     resume: bool = False
     stop_after_epoch: int | None = None
     max_steps: int | None = None  # per epoch; for benchmarks
+    save_every_steps: int = 0  # also write last.pt every N steps, mid-epoch (0: at epoch ends only)
     image_count: int = 3
     dist_timeout: float = 600.0  # seconds a collective waits for the other ranks before the job stops with an error
     train_split: str = "train"
@@ -86,6 +87,8 @@ class TrainConfig:
         if self.resume and self.overwrite:
             raise ConfigError("--resume and --overwrite contradict each other: --resume continues the run in --out, "
                               "--overwrite starts it again; pick one")
+        if self.save_every_steps < 0:
+            raise ConfigError(f"--save-every-steps {self.save_every_steps}: expected 0 (epoch ends only) or more")
         if self.dist_timeout <= 0:
             raise ConfigError(f"--dist-timeout {self.dist_timeout}: expected a positive number of seconds")
 
@@ -135,18 +138,45 @@ def build_val_loader(cfg: TrainConfig, info: DistInfo):
     return make_loader(kind, source, batch_size=batch, **common)
 
 
+def gather_keys(keys_log: list[tuple[int, list[str]]], info: DistInfo) -> list[str] | None:
+    """On rank 0: the keys every rank consumed, in (step, rank, row) order; None on the other ranks."""
+    if not info.distributed:
+        return [k for _, keys in keys_log for k in keys]
+    parts = [None] * info.world_size if info.is_main else None
+    torch.distributed.gather_object(keys_log, parts, dst=0)
+    if not info.is_main:
+        return None
+    rows = sorted((step, rank, keys) for rank, log in enumerate(parts) for step, keys in log)
+    return [k for _, _, keys in rows for k in keys]
+
+
+def data_digest(keys: list[str]) -> str:
+    """sha256 of the keys consumed in an epoch, one per line in consumption order: two runs that saw the same data
+    in the same order have the same digest."""
+    import hashlib
+
+    return hashlib.sha256("".join(k + "\n" for k in keys).encode()).hexdigest()
+
+
 def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize, cfg: TrainConfig,
-                    info: DistInfo, epoch: int, on_step=None) -> dict:
-    """One epoch; returns all-reduced mean loss, pairs/s, data-wait fraction, skipped steps and peak memory."""
+                    info: DistInfo, epoch: int, on_step=None, resume: dict | None = None, checkpoint=None) -> dict:
+    """One epoch (or the rest of one, from a mid-epoch checkpoint's `resume`); returns all-reduced mean loss,
+    pairs/s, data-wait fraction, skipped steps, peak memory and the digest of the data consumed. `checkpoint(step,
+    loader_state, keys, sums)` is called every --save-every-steps steps (on every rank: it gathers)."""
     model.train()
-    loader.set_epoch(epoch)
+    loader.set_epoch(epoch)  # keeps the rest of this epoch when the loader was given a mid-epoch state
     dev = info.device
+    before = resume["step"] if resume else 0
+    # loss, steps, pairs, skipped so far in this epoch, all ranks together: rank 0 carries a checkpoint's totals
+    totals = torch.tensor(resume["sums"] if resume and info.is_main else [0.0] * 4, dtype=torch.float64, device=dev)
+    earlier_keys = list(resume["keys"]) if resume and info.is_main else []
+    keys_log: list[tuple[int, list[str]]] = []
     loss_sum = torch.zeros((), device=dev, dtype=torch.float64)
     steps = pairs = skipped = 0
     meter = DataWait(dev)
     t0 = time.perf_counter()
     it = iter(loader)
-    n_steps = len(loader) if cfg.max_steps is None else min(len(loader), cfg.max_steps)
+    n_steps = len(loader) if cfg.max_steps is None else min(len(loader), max(0, cfg.max_steps - before))
     for step in range(n_steps):
         meter.before_next()
         batch = next(it)
@@ -183,21 +213,39 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
         loss_sum += loss.detach()
         steps += 1
         pairs += len(batch)
+        keys_log.append((before + step, [k for k, pad in zip(batch.keys, batch.padded.tolist()) if not pad]))
         if on_step:
-            on_step(step + 1, n_steps)
+            on_step(before + step + 1, before + n_steps)
+        done = before + step + 1
+        if checkpoint and cfg.save_every_steps and done % cfg.save_every_steps == 0 and step + 1 < n_steps:
+            sums = totals + torch.stack([loss_sum, loss_sum.new_tensor(steps), loss_sum.new_tensor(pairs),
+                                         loss_sum.new_tensor(float(skipped))])
+            all_reduce_sum(sums)
+            keys = gather_keys(keys_log, info)
+            checkpoint(done, loader.state_dict(), None if keys is None else earlier_keys + keys, sums.tolist())
     del it
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     elapsed = time.perf_counter() - t0
+    # this run's part (throughput, data wait) and the whole epoch's totals (loss, skipped steps), all ranks
     sums = torch.tensor([float(loss_sum), steps, pairs, meter.fraction(), elapsed, float(skipped)],
                         dtype=torch.float64, device=dev)
     all_reduce_sum(sums)
+    epoch_totals = totals + torch.stack([loss_sum, loss_sum.new_tensor(steps), loss_sum.new_tensor(pairs),
+                                         loss_sum.new_tensor(float(skipped))])
+    all_reduce_sum(epoch_totals)
     peak = torch.tensor([torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else 0], dtype=torch.float64,
                         device=dev)
     all_reduce_max(peak)
-    return {"train_loss": float(sums[0] / max(1.0, float(sums[1]))), "pairs_per_s": float(sums[2]) / (float(sums[4]) / info.world_size),
-            "data_wait_frac": float(sums[3]) / info.world_size, "skipped_steps": int(sums[5]),
-            "peak_gpu_mem_mb": float(peak[0]) / 2**20, "steps": int(sums[1]) // info.world_size}
+    keys = gather_keys(keys_log, info)
+    seen = None if keys is None else earlier_keys + keys
+    return {"train_loss": float(epoch_totals[0]) / max(1.0, float(epoch_totals[1])),
+            "pairs_per_s": float(sums[2]) / max(float(sums[4]) / info.world_size, 1e-9),
+            "data_wait_frac": float(sums[3]) / info.world_size, "skipped_steps": int(epoch_totals[3]),
+            "peak_gpu_mem_mb": float(peak[0]) / 2**20, "steps": before + n_steps,
+            "data_digest": None if seen is None else data_digest(seen),
+            "data_samples": None if seen is None else len(seen),
+            "data_repeats": None if seen is None else len(seen) - len(set(seen))}
 
 
 @torch.no_grad()
@@ -375,7 +423,7 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     elif not cfg.resume:
         prepare_run_dir(out, cfg.overwrite, info.is_main)
     data_id = dataset_fingerprint(cfg)
-    start_epoch, best = 0, -math.inf
+    start_epoch, best, mid = 0, -math.inf, None
     if cfg.resume:
         state = load_checkpoint(out / "last.pt", model_cfg)
         model.load_state_dict(state["model"])
@@ -388,6 +436,12 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
             source = state.get("train_config", {}).get("shards") or state.get("train_config", {}).get("raw")
             raise ConfigError(f"--resume: {out / 'last.pt'} was trained on other data ({source}) than this run's "
                               f"({cfg.shards or cfg.raw}); resume with the same data, or start a new --out")
+        mid = state.get("mid_epoch")
+        if mid:  # the rest of the interrupted epoch, dealt over this run's ranks
+            train_loader.load_state_dict(mid["loader"])
+            if info.is_main:
+                log(f"resuming epoch {start_epoch + 1} after step {mid['step']} (saved with "
+                    f"{mid['loader']['world_size']} ranks, now {info.world_size})")
         if info.is_main:
             tidy_run_dir(out, start_epoch)
         if start_epoch >= cfg.epochs:
@@ -403,17 +457,31 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
                                                              "device": str(dev), "steps_per_epoch": steps_per_epoch,
                                                              "model": model_cfg.to_dict(), "data": data_id},
                                                             indent=2) + "\n").encode())
+    def state_at(epoch_done: int, mid_epoch: dict | None = None) -> dict:
+        return {"version": CHECKPOINT_VERSION, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "epoch": epoch_done,
+                "best_psnr": best, "model_config": model_cfg.to_dict(), "rng": rng_state(),
+                "train_config": asdict(cfg), "data": data_id, "mid_epoch": mid_epoch}
+
     history = []
     for epoch in range(start_epoch, cfg.epochs):
+        def checkpoint(step: int, loader_state: dict, keys: list[str] | None, sums: list[float], epoch=epoch) -> None:
+            if out and info.is_main:
+                save_checkpoint(out / "last.pt", state_at(epoch, {"step": step, "loader": loader_state,
+                                                                  "keys": keys, "sums": sums}))
+
         with epoch_progress(info.is_main, epoch, cfg.epochs) as on_step:
-            stats = train_one_epoch(net, train_loader, optimizer, scheduler, scaler, norm, cfg, info, epoch, on_step)
+            stats = train_one_epoch(net, train_loader, optimizer, scheduler, scaler, norm, cfg, info, epoch, on_step,
+                                    resume=mid if epoch == start_epoch else None, checkpoint=checkpoint)
         val = {} if val_loader is None else evaluate(model, val_loader, norm, cfg, info,
                                                      keep_images=cfg.image_count if info.is_main else 0)
         images = val.pop("images", [])
         row = {"epoch": epoch + 1, "train_loss": stats["train_loss"], **val, "pairs_per_s": stats["pairs_per_s"],
                "data_wait_frac": stats["data_wait_frac"], "world_size": info.world_size,
                "lr": scheduler.get_last_lr()[0], "skipped_steps": stats["skipped_steps"],
-               "peak_gpu_mem_mb": stats["peak_gpu_mem_mb"], "steps": stats["steps"], "loader": cfg.loader}
+               "peak_gpu_mem_mb": stats["peak_gpu_mem_mb"], "steps": stats["steps"], "loader": cfg.loader,
+               "data_digest": stats["data_digest"], "data_samples": stats["data_samples"],
+               "data_repeats": stats["data_repeats"]}
         history.append(row)
         if info.is_main:
             log(f"epoch {epoch + 1}/{cfg.epochs}: loss {row['train_loss']:.4f}  "
@@ -428,10 +496,7 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
                 score = row.get("val_psnr", -row["train_loss"])  # without validation, the lowest training loss
                 best_now = score > best
                 best = max(best, score)
-                state = {"version": CHECKPOINT_VERSION, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                         "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "epoch": epoch + 1,
-                         "best_psnr": best, "model_config": model_cfg.to_dict(), "rng": rng_state(),
-                         "train_config": asdict(cfg), "data": data_id}
+                state = state_at(epoch + 1)
                 save_checkpoint(out / "last.pt", state)
                 if best_now:
                     save_checkpoint(out / "best.pt", state)
@@ -465,6 +530,7 @@ HELP = {
     "resume": "continue the run in --out from last.pt",
     "stop_after_epoch": "stop after this epoch (the schedule still spans --epochs)",
     "max_steps": "at most this many steps per epoch (benchmarks)",
+    "save_every_steps": "also write last.pt every N steps, mid-epoch, with the loaders' state (0: epoch ends only)",
     "image_count": "validation triplets (low | output | high) saved per epoch",
     "dist_timeout": "seconds a collective waits for the other ranks before the job stops with an error",
     "train_split": "split to train on",
@@ -485,7 +551,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
             ap.add_argument(flag, action="store_true", default=default, help=text)
         else:
             kind = {"int": int, "float": float}.get(type(default).__name__, str)
-            if f.name in ("stop_after_epoch", "max_steps"):
+            if f.name in ("stop_after_epoch", "max_steps"):  # None by default, integers when given
                 kind = int
             ap.add_argument(flag, type=kind, default=default, help=f"{text} (default: %(default)s)")
     ns = ap.parse_args(argv)

@@ -295,3 +295,42 @@ def test_mixed_size_test_set_validates_under_torchrun_with_two_ranks(tmp_path):
     assert [r["val_samples"] for r in rows] == [5, 5]
     assert all(np.isfinite(r["val_psnr"]) and np.isfinite(r["val_psnr_input"]) for r in rows)
     assert (tmp_path / "run" / "val-epoch002.png").is_file()
+
+
+def test_killed_mid_epoch_and_resumed_sees_the_same_data_as_an_uninterrupted_run(shards, tmp_path):
+    import shutil
+    import signal
+    import time
+
+    args = ("--epochs", 3, "--batch-size", 2, "--save-every-steps", 2)
+    full = torchrun(shards, tmp_path / "full", *args)
+    assert all(r["data_samples"] == 32 and r["data_repeats"] == 0 for r in full)
+    cut = tmp_path / "cut"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "pairload.train",
+           "--shards", str(shards), "--device", "cpu", "--crop", "32", "--width", "8", "--depth", "2", "--workers", "1",
+           "--lr", "3e-3", "--warmup-steps", "2", "--out", str(cut), *map(str, args)]
+    proc = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if torch.load(cut / "last.pt", weights_only=False)["mid_epoch"] is not None:
+                    break
+            except (FileNotFoundError, EOFError, RuntimeError):
+                pass
+            time.sleep(0.005)
+        os.killpg(proc.pid, signal.SIGKILL)  # every rank and torchrun itself, in the middle of an epoch
+    finally:
+        proc.wait()
+    state = torch.load(cut / "last.pt", weights_only=False)
+    assert state["mid_epoch"] is not None, "the kill came after the run ended; no mid-epoch checkpoint to resume"
+    interrupted = state["epoch"] + 1
+    shutil.copytree(cut, tmp_path / "cut1")
+    resumed = torchrun(shards, cut, *args, "--resume")
+    assert [r["epoch"] for r in resumed] == [1, 2, 3]
+    assert [r["data_digest"] for r in resumed] == [r["data_digest"] for r in full]
+    assert [r["steps"] for r in resumed] == [r["steps"] for r in full]
+    on_one = torchrun(shards, tmp_path / "cut1", *args, "--resume", nproc=1)
+    row = next(r for r in on_one if r["epoch"] == interrupted)
+    assert row["data_samples"] == 32 and row["data_repeats"] == 0  # the rest went to one rank: every sample once
