@@ -78,7 +78,7 @@ def _watch_parent(parent: int, period: float = 0.2) -> None:
     threading.Thread(target=watch, name="pairload-parent-watch", daemon=True).start()
 
 
-def worker_main(root: str, split: str, config: PlanConfig, apply_codes: bool, shm_name: str, depth: int,
+def worker_main(root: str, split: str, config: PlanConfig, apply_codes: bool, worker: int, shm_name: str, depth: int,
                 slot_bytes: int, tasks, results, parent: int) -> None:
     """A RAM-loader worker: plans epochs itself (the planner is pure) and fills the ring slots it is told to."""
     _watch_parent(parent)

@@ -1,0 +1,72 @@
+"""The one device stage every host-side loader passes through (as timm's PrefetchLoader is for its loaders).
+
+Host batches (uint8 (2, N, H, W, 3), in pinned memory when the device is a GPU) are copied on a side CUDA stream
+together with their augmentation codes, flipped there, and handed to the caller's stream one batch ahead, so the
+copy of batch k+1 overlaps the caller's work on batch k. On a CPU device the batch is used as it is (the host side
+has already applied the flips).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable
+
+import torch
+
+from ..batch import PairBatch, make_batch
+
+
+class DeviceStage:
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self._stream = torch.cuda.Stream(device) if self.cuda else None
+        self._copying: deque = deque()  # (release callback, event) of host buffers whose copy may still run
+
+    def put(self, host: torch.Tensor, code: torch.Tensor | None, keys: list[str], padded: torch.Tensor,
+            release: Callable[[], None] | None = None):
+        """A batch on the device from a host batch; `release()` is called once the host buffer may be reused.
+        Returns (batch, ready event or None); pass both to `handover` before the caller uses the batch."""
+        if not self.cuda:
+            batch = make_batch(host if release is None else host.clone(), None, keys, padded)
+            if release is not None:
+                release()
+            return batch, None
+        with torch.cuda.stream(self._stream):
+            pixels = host.to(self.device, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record(self._stream)
+            batch = make_batch(pixels, None if code is None else code.to(self.device, non_blocking=True), keys,
+                               padded.to(self.device, non_blocking=True))
+            ready = torch.cuda.Event()
+            ready.record(self._stream)
+        if release is not None:
+            self._copying.append((release, copied))
+        return batch, ready
+
+    def reclaim(self, block: bool = False) -> None:
+        """Release the host buffers whose device copy has finished (all of them with `block`)."""
+        while self._copying and (block or self._copying[0][1].query()):
+            release, ev = self._copying.popleft()
+            ev.synchronize()
+            release()
+
+    def handover(self, batch: PairBatch, ready) -> PairBatch:
+        if ready is not None:
+            stream = torch.cuda.current_stream(self.device)
+            stream.wait_event(ready)
+            for t in (batch.low, batch.high, batch.padded):
+                t.record_stream(stream)
+        return batch
+
+    def one_ahead(self, produced):
+        """Yield the batches of an iterator of (batch, ready), each handed over while the next one is copied."""
+        prev = next(produced, None)
+        for cur in produced:
+            yield self.handover(*prev)
+            prev = cur
+        if prev is not None:
+            yield self.handover(*prev)
+
+    def clear(self) -> None:
+        self._copying.clear()
