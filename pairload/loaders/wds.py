@@ -1,28 +1,34 @@
-"""The WebDataset loader: the `webdataset` package streaming the same tar shards through a torch DataLoader.
+"""The WebDataset loader: the `webdataset` package reads the tar shards, in worker processes, as a stream.
 
-Per epoch the planner's shard permutation is dealt to ranks (node split) and then to DataLoader workers
-(worker split); the workers persist across epochs and read the current epoch from a shared value; each worker streams its shards through a sample shuffle buffer, decodes the .npy members,
-crops with the planner's per-key windows and collates uint8 batches; the DataLoader pins them; the device
-does the flips and rotations. Every rank stops after the same number of batches (the smallest rank's count,
-known in advance from the manifest), so DDP never waits on a rank that ran dry.
+The path for splits that do not fit in the page cache or live on shared storage: every shard is read once,
+sequentially. Per epoch the planner's shard permutation is dealt to ranks and then to workers; each worker streams
+its shards through webdataset (tar reading, sample grouping), a seeded shuffle buffer, cuts every sample's planned
+window (from its key, as every loader does) and writes whole batches into slots of one shared, page-locked ring
+(the `ram` loader's worker pool), so only slot numbers and keys cross processes. The main process hands slots to
+the workers in a fixed round-robin order (so an epoch is reproducible), merges the short batch each worker ends
+its stream with (no sample is lost to a worker's remainder), and gives every rank the same number of batches:
+drop: the fewest whole batches any rank has (the samples skipped are reported as `skipped`, and change with the
+epoch); pad: the most any rank has, wrapping within the rank's own stream (repeats flagged); partial: every
+sample once. The device stage copies and flips on a side stream, as for `ram`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from multiprocessing import get_context
+from collections import deque
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from .. import schema
-from ..batch import make_batch
-from ..errors import ConfigError, ShardError
+from ..assemble import FAILED, READY, _oriented, _watch_parent, attach, slot_view
+from ..errors import ConfigError, PairloadError, ShardError
 from ..plan import check_split, epoch_order, key_hashes, sample_params
 from ..shards import ShardDataset
 from .base import LoaderOptions, StatefulEpochs
+from .device import DeviceStage
+from .pool import WorkerPool, worker_error
 
 
 def shard_assignment(n_shards: int, opts: LoaderOptions, workers: int, epoch: int) -> list[list[list[int]]]:
@@ -30,39 +36,6 @@ def shard_assignment(n_shards: int, opts: LoaderOptions, workers: int, epoch: in
     order = epoch_order(n_shards, seed=opts.seed, epoch=epoch, shuffle=opts.shuffle)
     per_rank = [order[r::opts.world_size] for r in range(opts.world_size)]
     return [[[int(i) for i in shards[w::workers]] for w in range(workers)] for shards in per_rank]
-
-
-class _EpochStream(IterableDataset):
-    """Runs in each DataLoader worker: builds the webdataset pipeline for the current epoch, which it reads from
-    a shared value, so the workers can persist across epochs (a restart forks every worker again)."""
-
-    def __init__(self, loader: "WdsLoader"):
-        super().__init__()
-        self.urls, self.opts, self.cfg = loader.urls, loader.opts, loader.cfg
-        self.shuffle_buffer = loader.shuffle_buffer
-        self.epoch = loader._epoch_value
-        self.workers = loader.workers
-
-    def __iter__(self):
-        import webdataset as wds
-
-        epoch = self.epoch.value
-        info = get_worker_info()
-        worker = info.id if info is not None else 0
-        mine = shard_assignment(len(self.urls), self.opts, self.workers, epoch)[self.opts.rank][worker]
-        shards = [{"url": self.urls[i]} for i in mine]
-        seed = ((self.opts.seed * 1_000_003 + epoch) * 1_009 + self.opts.rank) * 131 + worker
-        shuffle = self.opts.shuffle and self.shuffle_buffer > 1
-        pipeline = wds.DataPipeline(
-            lambda: iter(shards),  # (a list given here would be read as a list of stages)
-            wds.tarfile_to_samples(handler=_shard_error),
-            _shared_targets,
-            # a small initial fill, so that the first batch of an epoch does not wait for full buffers
-            wds.shuffle(self.shuffle_buffer, initial=min(self.shuffle_buffer, 32), seed=seed) if shuffle else None,
-            wds.map(_Crop(self.opts.seed, epoch, self.cfg.crop, self.cfg.augment)),
-            wds.batched(self.opts.batch_size, collation_fn=_collate, partial=self.opts.last_batch == "partial"),
-        )
-        return iter(pipeline)
 
 
 def _shared_targets(samples):
@@ -130,39 +103,100 @@ class _Crop:
         return key, low[y:y + ch, x:x + cw], high[y:y + ch, x:x + cw], int(code[0])
 
 
-def _collate(samples: list) -> dict:
-    shapes = {s[1].shape for s in samples}
-    if len(shapes) > 1:
-        raise ShardError(f"whole images of different sizes {sorted(shapes)} in one batch (keys {samples[0][0]}…); "
-                         "use a crop or batch_size=1")
-    pixels = np.stack([np.stack([s[1] for s in samples]), np.stack([s[2] for s in samples])])
-    return {"pixels": torch.from_numpy(pixels), "code": torch.tensor([s[3] for s in samples], dtype=torch.int64),
-            "keys": [s[0] for s in samples]}
+def _samples(wds, urls: list[str], opts: LoaderOptions, workers: int, worker: int, epoch: int, shuffle_buffer: int):
+    """One worker's stream for `epoch`: (key, low window, high window, code), through the webdataset package."""
+    mine = shard_assignment(len(urls), opts, workers, epoch)[opts.rank][worker]
+    shards = [{"url": urls[i]} for i in mine]
+    seed = ((opts.seed * 1_000_003 + epoch) * 1_009 + opts.rank) * 131 + worker
+    shuffle = opts.shuffle and shuffle_buffer > 1
+    return iter(wds.DataPipeline(
+        lambda: iter(shards),  # (a list given here would be read as a list of stages)
+        wds.tarfile_to_samples(handler=_shard_error),
+        _shared_targets,
+        # a small initial fill, so that the first batch of an epoch does not wait for full buffers
+        wds.shuffle(shuffle_buffer, initial=min(shuffle_buffer, 32), seed=seed) if shuffle else None,
+        wds.map(_Crop(opts.seed, epoch, opts.crop, opts.augment)),
+    ))
+
+
+def _fill(stream, ring_slot: np.ndarray, batch_size: int, apply_codes: bool):
+    """Write up to batch_size samples of `stream` into a slot as a (2, batch_size, h, w, 3) array; returns (n,
+    keys, codes, (h, w)). n < batch_size: the stream has ended."""
+    n, keys, codes, hw, dst = 0, [], [], None, None
+    for key, low, high, code in stream:
+        if hw is None:
+            hw = low.shape[:2]  # a transpose is only ever planned for square windows
+            dst = slot_view(ring_slot, batch_size, *hw)
+        out_low, out_high = (_oriented(low, code), _oriented(high, code)) if apply_codes else (low, high)
+        if out_low.shape[:2] != hw:
+            raise ShardError(f"whole images of different sizes ({hw[1]}x{hw[0]} and {out_low.shape[1]}x"
+                             f"{out_low.shape[0]}, key {key}) in one batch; use a crop or batch_size=1")
+        dst[0, n] = out_low
+        dst[1, n] = out_high
+        keys.append(key)
+        codes.append(code)
+        n += 1
+        if n == batch_size:
+            break
+    return n, keys, codes, hw
+
+
+def stream_worker(urls: list[str], opts: LoaderOptions, workers: int, shuffle_buffer: int, apply_codes: bool,
+                  worker: int, shm_name: str, depth: int, slot_bytes: int, tasks, results, parent: int) -> None:
+    """A wds worker: fills the ring slots it is given with the next batch of its stream for the epoch asked."""
+    _watch_parent(parent)
+    try:
+        import webdataset as wds
+
+        shm = attach(shm_name)
+        ring = np.ndarray((depth, slot_bytes), dtype=np.uint8, buffer=shm.buf)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        results.put((FAILED, (type(exc).__name__, str(exc))))
+        return
+    results.put((READY, os.getpid()))
+    token, stream = None, None
+    while True:
+        msg = tasks.get()
+        if msg is None:
+            break
+        slot, tok, epoch = msg
+        try:
+            if tok != token:
+                token, stream = tok, _samples(wds, urls, opts, workers, worker, epoch, shuffle_buffer)
+            n, keys, codes, hw = _fill(stream, ring[slot], opts.batch_size, apply_codes) if stream else (0, [], [], None)
+            if n < opts.batch_size:
+                stream = None
+            results.put((slot, tok, n, keys, codes, hw))
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+            stream = None
+            kind = type(exc).__name__ if isinstance(exc, PairloadError) else "RuntimeError"
+            results.put((slot, tok, -1, (kind, f"wds worker {worker}: {exc}"), None, None))
+    del ring
+    shm.close()
 
 
 class WdsLoader(StatefulEpochs):
-    """The webdataset package over the shards: shards dealt to ranks and workers per epoch, a shuffle buffer,
-    crops in persistent DataLoader workers. Resuming mid-epoch re-reads the epoch's stream from its start and
-    skips the batches already delivered (the same world size and workers only)."""
+    """The webdataset package over the shards, streamed by worker processes (see the module's docstring).
+    Resuming mid-epoch re-reads the epoch's stream from its start and skips the batches already delivered (the
+    same world size and workers only)."""
 
     DEAL = "by shard"
 
-    def __init__(self, source: str | os.PathLike, opts: LoaderOptions, *, shuffle_buffer: int = 256,
-                 prefetch_factor: int = 4):
-        if opts.last_batch == "pad":
-            raise ConfigError("last_batch='pad' is not available for the wds loader (a stream cannot wrap around); use "
-                              "'drop' for training or 'partial' (one rank) for validation, or the ram loader")
+    def __init__(self, source: str | os.PathLike, opts: LoaderOptions, *, shuffle_buffer: int = 256, prefetch: int = 4):
         ds = ShardDataset(source, opts.split)  # checks the manifest and that every shard is present
         self.opts = opts
         self.cfg = opts.plan_config()
         check_split(self.cfg, ds.keys, ds.sizes, ds.split)
+        if prefetch < 1 or shuffle_buffer < 0:
+            raise ConfigError(f"prefetch={prefetch}, shuffle_buffer={shuffle_buffer}: expected at least 1 and 0 or more")
         self.samples = len(ds)
         self._init_state()
+        self.ds = ds
         self.urls = [str(p) for p in ds.files]
         self.shard_samples = ds.index.shard_samples
         self.device = opts.torch_device
         self.shuffle_buffer = shuffle_buffer
-        self.prefetch_factor = prefetch_factor
+        self.prefetch = prefetch
         self.workers = max(1, opts.num_workers)
         if len(self.urls) < opts.world_size:
             raise ConfigError(
@@ -170,14 +204,14 @@ class WdsLoader(StatefulEpochs):
                 f"at least one shard; repack with a smaller --shard-size (e.g. {max(1, ds.nbytes // opts.world_size // 2**20)}MB"
                 ") or use the ram loader"
             )
-        # the shared epoch and the DataLoader's workers must come from one multiprocessing context
-        self._mp = get_context()
-        self._epoch_value = self._mp.Value("q", 0)
-        self._loader: DataLoader | None = None
+        self._stage = DeviceStage(self.device)
+        self._pool: WorkerPool | None = None
+        self._free: deque = deque()
+        self._token = 0
         if len(self) == 0:
-            raise ConfigError(f"split {opts.split!r}: with {len(self.urls)} shards over {opts.world_size} ranks x "
-                              f"{self.workers} workers no rank fills one batch of {opts.batch_size}; lower batch_size "
-                              "or num_workers, or repack with a smaller --shard-size")
+            raise ConfigError(f"split {opts.split!r}: with {len(self.urls)} shards over {opts.world_size} ranks no rank "
+                              f"fills one batch of {opts.batch_size}; lower batch_size, or repack with a smaller "
+                              "--shard-size")
 
     def _deal_name(self) -> str:
         return f"by shard, {self.workers} workers"
@@ -191,45 +225,182 @@ class WdsLoader(StatefulEpochs):
         if any(ws != self.cfg.world_size for ws, _ in self._resume.get(self.epoch, ())):
             raise ConfigError("loader state: part of the epoch ran with another world size; wds cannot resume it")
 
-    def _assignment(self, epoch: int) -> list[list[list[int]]]:
-        return shard_assignment(len(self.urls), self.opts, self.workers, epoch)
+    # ------------------------------------------------------------------ counts
 
-    def _rank_batches(self, epoch: int) -> list[int]:
-        bs, partial = self.opts.batch_size, self.opts.last_batch == "partial"
-        counts = []
-        for workers in self._assignment(epoch):
-            samples = [int(self.shard_samples[w].sum()) if w else 0 for w in workers]
-            counts.append(sum((-(-s // bs) if partial else s // bs) for s in samples))
-        return counts
+    def _rank_samples(self, epoch: int) -> list[int]:
+        return [int(sum(int(self.shard_samples[i]) for w in workers for i in w))
+                for workers in shard_assignment(len(self.urls), self.opts, self.workers, epoch)]
 
-    def _dataloader(self) -> DataLoader:
-        if self._loader is None:
-            workers = self.opts.num_workers
-            self._loader = DataLoader(_EpochStream(self), batch_size=None, num_workers=workers,
-                                      pin_memory=self.device.type == "cuda",
-                                      prefetch_factor=self.prefetch_factor if workers else None,
-                                      persistent_workers=workers > 0,
-                                      multiprocessing_context=self._mp if workers else None)
-        return self._loader
+    def _target(self, epoch: int) -> int:
+        """Batches every rank delivers in `epoch` (this rank's own count for 'partial')."""
+        bs, per_rank = self.opts.batch_size, self._rank_samples(epoch)
+        if self.opts.last_batch == "drop":
+            return min(n // bs for n in per_rank)
+        if self.opts.last_batch == "pad":
+            return max(-(-n // bs) for n in per_rank)
+        return -(-per_rank[self.opts.rank] // bs)
+
+    @property
+    def skipped(self) -> int:
+        """Samples of this rank's shards that the current epoch skips (drop: to give every rank one batch count)."""
+        if self.opts.last_batch != "drop":
+            return 0
+        return self._rank_samples(self.epoch)[self.opts.rank] - self._target(self.epoch) * self.opts.batch_size
 
     def __len__(self) -> int:
-        return max(0, min(self._rank_batches(self.epoch)) - sum(k for _, k in self._consumed(self.epoch)))
+        return max(0, self._target(self.epoch) - sum(k for _, k in self._consumed(self.epoch)))
+
+    def close(self) -> None:
+        """Stop the worker processes and free the ring (also done when the loader is garbage collected)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    # ------------------------------------------------------------------ reading
+
+    def _slot_bytes(self) -> int:
+        side = self.cfg.crop * self.cfg.crop if self.cfg.crop is not None else int((self.ds.sizes[:, 0] * self.ds.sizes[:, 1]).max())
+        return 2 * self.opts.batch_size * side * schema.CHANNELS
+
+    def _ensure_pool(self) -> WorkerPool:
+        if self._pool is None:
+            depth = self.workers * 2 + self.prefetch
+            self._pool = WorkerPool(stream_worker, (self.urls, self.opts, self.workers, self.shuffle_buffer,
+                                                    not self._stage.cuda),
+                                    num_workers=self.workers, depth=depth, slot_bytes=self._slot_bytes(),
+                                    pin=self._stage.cuda, name="pairload-wds", shared_tasks=False)
+            self._free = deque(range(depth))
+            self._stage.clear()
+        return self._pool
+
+    def _worker_batches(self, epoch: int):
+        """(host (2, n, h, w, 3), codes, keys, release) of every worker's batches, in a fixed round-robin order."""
+        pool = self._ensure_pool()
+        self._token += 1
+        tok, bs, nw = self._token, self.opts.batch_size, self.workers
+        pending: deque = deque()
+        ended: set[int] = set()
+        done: dict[int, tuple] = {}
+        turn = 0
+
+        def submit() -> None:
+            nonlocal turn
+            self._stage.reclaim()
+            while self._free and len(ended) < nw:
+                w, turn = turn % nw, turn + 1
+                slot = self._free.popleft()
+                pool.tasks[w].put((slot, tok, epoch))
+                pending.append((w, slot))
+
+        def wait(slot: int) -> tuple:
+            while slot not in done:
+                msg = pool.get()
+                if msg[1] == tok:
+                    done[msg[0]] = msg
+                else:  # an abandoned epoch's result arriving late
+                    self._free.append(msg[0])
+            return done.pop(slot)
+
+        submit()
+        try:
+            while pending:
+                w, slot = pending.popleft()
+                _, _, n, keys, codes, hw = wait(slot)
+                if n < 0:
+                    raise worker_error(keys)
+                if n < bs:
+                    ended.add(w)
+                if n:
+                    host = torch.from_numpy(slot_view(pool.ring[slot], bs, *hw))[:, :n]
+                    yield host, codes, keys, lambda slot=slot: self._free.append(slot)
+                else:
+                    self._free.append(slot)
+                submit()
+        finally:
+            for _, slot in pending:  # left early (every rank's batch count reached): let the workers finish writing
+                try:
+                    wait(slot)
+                except Exception:  # noqa: BLE001 - the data is discarded anyway
+                    pass
+                self._free.append(slot)
+
+    def _inline_batches(self, epoch: int):
+        import webdataset as wds
+
+        stream = _samples(wds, self.urls, self.opts, 1, 0, epoch, self.shuffle_buffer)
+        bs = self.opts.batch_size
+        buf = np.empty(self._slot_bytes(), dtype=np.uint8)
+        while True:
+            n, keys, codes, hw = _fill(stream, buf, bs, not self._stage.cuda)
+            if n:
+                yield torch.from_numpy(slot_view(buf, bs, *hw)[:, :n].copy()), codes, keys, None
+            if n < bs:
+                return
+
+    def _rebatched(self, epoch: int):
+        """Whole batches out of the workers' batches: full ones pass through, the short ones that end each worker's
+        stream are merged; at the end of the stream 'partial' gives the rest, 'pad' wraps, 'drop' keeps it back."""
+        bs, mode = self.opts.batch_size, self.opts.last_batch
+        source = self._worker_batches(epoch) if self.opts.num_workers else self._inline_batches(epoch)
+        carry: list[tuple[torch.Tensor, list[int], list[str]]] = []
+        first: tuple | None = None  # the epoch's first rows, the ones 'pad' repeats
+        for host, codes, keys, release in source:
+            if first is None and mode == "pad":
+                first = (host.clone(), list(codes), list(keys))
+            if len(keys) == bs and not carry:
+                yield host, codes, keys, torch.zeros(bs, dtype=torch.bool), release
+                continue
+            carry.append((host.clone(), list(codes), list(keys)))
+            if release is not None:
+                release()
+            while sum(len(c[2]) for c in carry) >= bs:
+                merged = _cat(carry)
+                carry = [(merged[0][:, bs:], merged[1][bs:], merged[2][bs:])]
+                yield merged[0][:, :bs].contiguous(), merged[1][:bs], merged[2][:bs], torch.zeros(bs, dtype=torch.bool), None
+        rest = _cat(carry) if carry else None
+        if rest is not None and len(rest[2]) and mode == "partial":
+            yield rest[0], rest[1], rest[2], torch.zeros(len(rest[2]), dtype=torch.bool), None
+        if mode == "pad" and first is not None:
+            have = 0 if rest is None else len(rest[2])
+            while True:  # the rest, then whole batches of repeats until every rank has the same count
+                need = bs - have
+                reps = first
+                while len(reps[2]) < need:
+                    reps = _cat([reps, first])
+                parts = ([rest] if have else []) + [(reps[0][:, :need], reps[1][:need], reps[2][:need])]
+                out = _cat(parts)
+                padded = torch.arange(bs) >= have
+                yield out[0].contiguous(), out[1], out[2], padded, None
+                have, rest = 0, None
 
     def __iter__(self):
         epoch = self.epoch
         skip = sum(k for _, k in self._begin(epoch))
-        self._epoch_value.value = epoch  # workers read it when their next epoch starts
-        n = min(self._rank_batches(epoch))
-        it = iter(self._dataloader())
-        try:
-            for b in range(n):
-                item = next(it)
-                if b < skip:  # a resumed epoch: its stream is read again from the start
+        target = self._target(epoch)
+        code_of = (lambda codes: torch.tensor(codes, dtype=torch.int64)) if self.cfg.augment else (lambda codes: None)
+
+        def produced():
+            b = 0
+            for host, codes, keys, padded, release in self._rebatched(epoch):
+                if b >= target:
+                    if release is not None:
+                        release()
+                    return
+                b += 1
+                if b <= skip:  # a resumed epoch: its stream is read again from the start
+                    if release is not None:
+                        release()
                     continue
+                yield self._stage.put(host, code_of(codes), keys, padded, release)
+
+        try:
+            for batch in self._stage.one_ahead(produced()):
                 self._delivered += 1
-                pixels = item["pixels"].to(self.device, non_blocking=True)
-                code = item["code"].to(self.device, non_blocking=True) if self.cfg.augment else None
-                padded = torch.zeros(len(item["keys"]), dtype=torch.bool, device=self.device)
-                yield make_batch(pixels, code, item["keys"], padded)
-        finally:
-            del it  # the DataLoader tells persistent workers to drop the rest of this epoch
+                yield batch
+        except PairloadError:
+            self.close()
+            raise
+
+
+def _cat(parts: list[tuple[torch.Tensor, list[int], list[str]]]) -> tuple[torch.Tensor, list[int], list[str]]:
+    return (torch.cat([p[0] for p in parts], dim=1), [c for p in parts for c in p[1]], [k for p in parts for k in p[2]])
