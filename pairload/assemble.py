@@ -78,9 +78,11 @@ def _watch_parent(parent: int, period: float = 0.2) -> None:
     threading.Thread(target=watch, name="pairload-parent-watch", daemon=True).start()
 
 
-def worker_main(root: str, split: str, config: PlanConfig, apply_codes: bool, worker: int, shm_name: str, depth: int,
-                slot_bytes: int, tasks, results, parent: int) -> None:
-    """A RAM-loader worker: plans epochs itself (the planner is pure) and fills the ring slots it is told to."""
+def worker_main(root: str, split: str, config: PlanConfig, apply_codes: bool, ahead: int, worker: int, shm_name: str,
+                depth: int, slot_bytes: int, tasks, results, parent: int) -> None:
+    """A RAM-loader worker: plans epochs itself (the planner is pure) and fills the ring slots it is told to. Before
+    each batch it asks the kernel to read the samples of the batch `ahead` places later (`ShardDataset.willneed`),
+    so a split that is not in the page cache streams in ahead of the copies."""
     _watch_parent(parent)
     try:
         ds = ShardDataset(root, split)
@@ -104,6 +106,8 @@ def worker_main(root: str, split: str, config: PlanConfig, apply_codes: bool, wo
                     plans.pop(next(iter(plans)))
                 plans[run] = plan_epoch(config, key_hash, ds.sizes, epoch, consumed=consumed)
             bp = plans[run][b]
+            if ahead and b + ahead < len(plans[run]):
+                ds.willneed(plans[run][b + ahead].index.tolist())
             h, w = out_hw(config, ds.sizes, bp)
             fill(ds, slot_view(ring[slot], len(bp), h, w), bp, apply_codes)
             results.put((slot, None))

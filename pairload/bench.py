@@ -42,6 +42,7 @@ class BenchConfig:
     repeats: int = 3
     device: str = "auto"
     consumer: str = "none"  # or "unet": each batch feeds a training step of the reference model
+    cold: bool = False  # also measure `ram` and `wds` with the shards evicted from the page cache before each repeat
 
     def __post_init__(self) -> None:
         unknown = [n for n in self.loaders if n not in ALL]
@@ -151,6 +152,7 @@ class Result:
     peak_host_rss_mb: float = 0.0
     device_mem_mb: float = 0.0
     data_wait_frac: float | None = None
+    cold: bool = False
 
 
 class _TreeSampler:
@@ -284,6 +286,67 @@ def measure(name: str, loader, cfg: BenchConfig, device: torch.device, consumer:
     return res
 
 
+COLD_LOADERS = ("ram", "wds")
+
+
+def evict(files) -> None:
+    """Drop the files' pages from the page cache (posix_fadvise DONTNEED; no root needed). Pages that a live
+    process has mapped stay: close the loaders that map them first."""
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def disk_bound(files, pair_bytes: int, seconds: float = 3.0) -> dict:
+    """Sequential read bandwidth of the shard files, cold, as a pairs/s bound (`pair_bytes`: one stored pair)."""
+    evict(files)
+    buf = bytearray(8 << 20)
+    n, t0 = 0, time.perf_counter()
+    for path in files:
+        with open(path, "rb", buffering=0) as fh:
+            while (got := fh.readinto(buf)) and time.perf_counter() - t0 < seconds:
+                n += got
+        if time.perf_counter() - t0 >= seconds:
+            break
+    dt = time.perf_counter() - t0
+    evict(files)
+    return {"gb_per_s": n / dt / 1e9, "pairs_per_s": n / dt / pair_bytes, "bytes_read": n}
+
+
+def measure_cold(name: str, cfg: BenchConfig, device: torch.device, workers: int, files) -> Result:
+    """Each repeat: the shards evicted, a new loader (so no process maps them), its first batch untimed (start-up),
+    then a timed window: the rate at which it reads a split that is not in memory."""
+    res = Result(loader=name, cold=True)
+    per_window = cfg.seconds / cfg.repeats
+    with _TreeSampler() as mem:
+        for _ in range(cfg.repeats):
+            evict(files)
+            loader = build_loader(name, cfg, device, workers)
+            try:
+                it = _endless(loader)
+                next(it)
+                _sync(device)
+                n, t0 = 0, time.perf_counter()
+                while time.perf_counter() - t0 < per_window:
+                    n += _pairs(next(it))[0].shape[0]
+                _sync(device)
+                res.repeats.append(n / (time.perf_counter() - t0))
+            finally:
+                del it
+                if hasattr(loader, "close"):
+                    loader.close()
+                del loader
+    res.pairs_per_s = statistics.median(res.repeats)
+    res.pairs_per_s_min, res.pairs_per_s_max = min(res.repeats), max(res.repeats)
+    res.mb_per_s = res.pairs_per_s * 2 * cfg.crop * cfg.crop * 3 / 1e6
+    res.peak_host_rss_mb = mem.peak / 2**20
+    return res
+
+
 def build_loader(name: str, cfg: BenchConfig, device: torch.device, workers: int):
     from .discover import find_pairs
     from .loaders import make_loader
@@ -390,6 +453,8 @@ def run_bench(cfg: BenchConfig, on_result: Callable[[Result], None] | None = Non
     pair_bytes = 2 * cfg.crop * cfg.crop * 3
     limits = {"h2d": h2d_bound(device, pair_bytes), "decode": decode_rate(cfg.raw, cfg.split),
               "copy": copy_rate(cfg.shards, cfg.split, cfg.crop)}
+    if cfg.cold:
+        limits["disk"] = disk_bound(ds.files, ds.nbytes // len(ds))
     consumer = make_consumer(device, cfg.crop) if cfg.consumer == "unet" else None
     results = []
     for name in cfg.loaders:
@@ -412,6 +477,16 @@ def run_bench(cfg: BenchConfig, on_result: Callable[[Result], None] | None = Non
             res = Result(loader=name, status="failed", reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
         finally:
             del loader
+        results.append(res)
+        if on_result:
+            on_result(res)
+    for name in (n for n in cfg.loaders if cfg.cold and n in COLD_LOADERS):
+        try:
+            res = measure_cold(name, cfg, device, workers, ds.files)
+            res.reason = f"{res.pairs_per_s / limits['disk']['pairs_per_s']:.2f} of the disk bound"
+        except (PairloadError, RuntimeError, OSError) as exc:
+            res = Result(loader=name, status="failed", reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
+                         cold=True)
         results.append(res)
         if on_result:
             on_result(res)
@@ -453,7 +528,7 @@ def plot(report: dict, path: str | os.PathLike, targets: dict[str, float] | None
 
     ok = [r for r in report["results"] if r["status"] == "ok"]
     fig, ax = plt.subplots(figsize=(9, 0.6 * max(3, len(ok)) + 1.6))
-    names = [r["loader"] for r in ok]
+    names = [r["loader"] + (" (cold)" if r.get("cold") else "") for r in ok]
     vals = [r["pairs_per_s"] for r in ok]
     errs = [[r["pairs_per_s"] - r["pairs_per_s_min"] for r in ok], [r["pairs_per_s_max"] - r["pairs_per_s"] for r in ok]]
     colors = ["#888888" if n in BASELINES else "#2a7ab9" for n in names]
@@ -466,6 +541,8 @@ def plot(report: dict, path: str | os.PathLike, targets: dict[str, float] | None
     if lim.get("decode"):
         lines.append((lim["decode"]["pairs_per_s_all_cores"],
                       f"{lim['decode']['format']} decode, {lim['decode']['cores']} cores", "#ff7f0e"))
+    if lim.get("disk"):
+        lines.append((lim["disk"]["pairs_per_s"], "disk, sequential, cold", "#8c564b"))
     if lim.get("train_step_pairs_per_s"):
         lines.append((lim["train_step_pairs_per_s"], "reference U-Net training step", "#2ca02c"))
     for x, label, color in lines:

@@ -157,6 +157,7 @@ def bench_loaders(
     repeats: int = typer.Option(3, help="Timed windows per loader; the median is reported."),
     device: str = typer.Option("auto", help="auto, cpu or cuda[:k]."),
     consumer: str = typer.Option("none", help="none, or unet: feed a training step and report data-wait."),
+    cold: bool = typer.Option(False, help="Also run ram and wds with the shards evicted from the page cache before each repeat, next to the disk's sequential read bound."),
     out_json: Optional[Path] = typer.Option(None, "--out", help="Write the JSON report here."),
     plot_png: Optional[Path] = typer.Option(None, "--plot", help="Write a bar chart (PNG) here."),
 ) -> None:
@@ -167,29 +168,30 @@ def bench_loaders(
     cfg = BenchConfig(shards=str(shards_dir), raw=str(raw) if raw else None, split=split,
                       loaders=tuple(n.strip() for n in loaders.split(",") if n.strip()), crop=crop,
                       batch_size=batch_size, workers=workers, seconds=seconds, repeats=repeats, device=device,
-                      consumer=consumer)
+                      consumer=consumer, cold=cold)
     err = Console(stderr=True)
     report = run_bench(cfg, on_result=lambda r: err.print(
-        f"  {r.loader}: " + (f"{r.pairs_per_s:,.0f} pairs/s" if r.status == "ok" else f"{r.status} ({r.reason})"),
+        f"  {r.loader}{' (cold)' if r.cold else ''}: " + (f"{r.pairs_per_s:,.0f} pairs/s" if r.status == "ok" else f"{r.status} ({r.reason})"),
         highlight=False, markup=False))
     table = Table("loader", "pairs/s", "spread", "MB/s", "CPU cores", "host RSS MB", "device MB",
                   *(["data wait"] if consumer != "none" else []), "note",
                   title=f"{report['device']}, {report['cpu_count']} cores, crop {crop}, batch {batch_size}")
     for r in report["results"]:
         ok = r["status"] == "ok"
-        table.add_row(r["loader"], f"{r['pairs_per_s']:,.0f}" if ok else "-",
+        table.add_row(r["loader"] + (" (cold)" if r.get("cold") else ""), f"{r['pairs_per_s']:,.0f}" if ok else "-",
                       f"{r['pairs_per_s_min']:,.0f}-{r['pairs_per_s_max']:,.0f}" if ok else "",
                       f"{r['mb_per_s']:,.0f}" if ok else "", f"{r['cpu_cores_used']:.1f}" if ok else "",
                       f"{r['peak_host_rss_mb']:,.0f}" if ok else "", f"{r['device_mem_mb']:,.0f}" if ok else "",
                       *([f"{r['data_wait_frac']:.3f}" if ok else ""] if consumer != "none" else []),
-                      "" if ok else f"{r['status']}: {r['reason']}")
+                      r["reason"] if ok else f"{r['status']}: {r['reason']}")
     out.print(table)
     lim = report["limits"]
     out.print(f"limits: {lim['h2d']['kind']} {lim['h2d']['gb_per_s']:.1f} GB/s = {lim['h2d']['pairs_per_s']:,.0f} pairs/s; "
               f"one core copying crops {lim['copy']['pairs_per_s_per_core']:,.0f} pairs/s"
               + (f"; {lim['decode']['format']} decode {lim['decode']['pairs_per_s_per_core']:,.0f} pairs/s per core, "
-                 f"{lim['decode']['pairs_per_s_all_cores']:,.0f} on {lim['decode']['cores']} cores" if lim.get("decode") else ""),
-              highlight=False)
+                 f"{lim['decode']['pairs_per_s_all_cores']:,.0f} on {lim['decode']['cores']} cores" if lim.get("decode") else "")
+              + (f"; disk {lim['disk']['gb_per_s']:.2f} GB/s sequential, cold = {lim['disk']['pairs_per_s']:,.0f} pairs/s"
+                 if lim.get("disk") else ""), highlight=False)
     if out_json:
         write_json_atomic(out_json, report)
     if plot_png:

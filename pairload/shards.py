@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import mmap
 import os
 import tarfile
 import zlib
@@ -33,6 +34,7 @@ class ShardDataset:
         self.shard_bytes = [int(entry["bytes"]) for entry in entries]
         self.check_files()
         self._maps: list[np.ndarray | None] = [None] * len(entries)
+        self._mmaps: list = [None] * len(entries)
         self._checked = np.zeros(len(self.index), dtype=bool)
 
     def check_files(self) -> None:
@@ -48,6 +50,7 @@ class ShardDataset:
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_maps"] = [None] * len(self._maps)
+        state["_mmaps"] = [None] * len(self._maps)
         state["_checked"] = np.zeros(len(self.index), dtype=bool)
         return state
 
@@ -77,9 +80,25 @@ class ShardDataset:
         several times cheaper than slicing an np.memmap, which matters at tens of thousands of crops a second)."""
         mm = self._maps[number]
         if mm is None:
-            mm = self._maps[number] = np.memmap(self.root / self.index.files[number], dtype=np.uint8,
-                                                mode="r").view(np.ndarray)
+            mapped = np.memmap(self.root / self.index.files[number], dtype=np.uint8, mode="r")
+            self._mmaps[number] = mapped._mmap
+            mm = self._maps[number] = mapped.view(np.ndarray)
         return mm
+
+    def willneed(self, indices) -> None:
+        """Ask the kernel to start reading these samples' pixels (madvise WILLNEED): a split that is not in the page
+        cache is then read ahead of the copies, instead of faulting page by page under them."""
+        idx, page = self.index, mmap.PAGESIZE
+        for i in indices:
+            number = int(idx.shard[i])
+            self.shard_map(number)
+            n = int(idx.hw[i, 0]) * int(idx.hw[i, 1]) * schema.CHANNELS
+            for off in (int(idx.low[i]), int(idx.high[i])):
+                start = off - off % page
+                try:
+                    self._mmaps[number].madvise(mmap.MADV_WILLNEED, start, off + n - start)
+                except (OSError, ValueError):  # advice only
+                    return
 
     def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(low, high) views of sample i. The first time a sample is read, the .npy header in front of each image

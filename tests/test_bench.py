@@ -2,6 +2,8 @@ import json
 import subprocess
 import sys
 
+import numpy as np
+
 import pytest
 
 from pairload.bench import ALL, BenchConfig, plot, run_bench
@@ -74,3 +76,38 @@ def test_bench_cli_mistakes_are_one_line_errors(tiny, args, match):
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     assert __import__("re").match(match, res.stderr)
+
+
+def test_cold_runs_evict_the_shards_and_report_the_disk_bound(tiny, tmp_path):
+    cfg = BenchConfig(shards=str(tiny / "shards"), raw=None, loaders=("ram", "wds"), crop=32, batch_size=4, workers=1,
+                      seconds=0.4, repeats=2, device="cpu", cold=True)
+    report = run_bench(cfg)
+    cold = [r for r in report["results"] if r["cold"]]
+    assert [r["loader"] for r in cold] == ["ram", "wds"] and all(r["status"] == "ok" for r in cold)
+    assert all(r["pairs_per_s"] > 0 and "of the disk bound" in r["reason"] for r in cold)
+    disk = report["limits"]["disk"]
+    assert disk["gb_per_s"] > 0 and disk["pairs_per_s"] > 0 and disk["bytes_read"] > 0
+    plot(report, tmp_path / "chart.png")
+    assert (tmp_path / "chart.png").stat().st_size > 0
+
+
+def test_evict_really_empties_the_page_cache_of_a_shard(tiny):
+    import ctypes
+    import mmap
+    import os
+
+    from pairload.bench import evict
+
+    shard = sorted((tiny / "shards").glob("train-*.tar"))[0]
+    shard.read_bytes()  # now cached
+    evict([shard])
+    size = shard.stat().st_size
+    mm = np.memmap(shard, dtype=np.uint8, mode="r")  # mapping does not read: mincore tells what is cached
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = (ctypes.c_ubyte * pages)()
+    libc = ctypes.CDLL(None, use_errno=True)
+    ok = libc.mincore(ctypes.c_void_p(mm.ctypes.data), ctypes.c_size_t(size), vec)
+    assert ok == 0, os.strerror(ctypes.get_errno())
+    resident = sum(v & 1 for v in vec)
+    del mm
+    assert resident < pages / 2, f"{resident} of {pages} pages still cached"

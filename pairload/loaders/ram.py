@@ -31,6 +31,19 @@ from .device import DeviceStage
 from .pool import WorkerPool, worker_error
 
 
+def _warn_if_larger_than_memory(ds: ShardDataset) -> None:
+    import warnings
+
+    import psutil
+
+    mem = psutil.virtual_memory()
+    if ds.nbytes > 0.9 * (mem.available + getattr(mem, "cached", 0)):
+        warnings.warn(f"split {ds.split!r} is {ds.nbytes / 1e9:.1f} GB, more than the memory that could cache it "
+                      f"({(mem.available + getattr(mem, 'cached', 0)) / 1e9:.1f} GB): every epoch of the ram loader "
+                      "will read from disk at random; the wds loader reads each shard once, sequentially",
+                      stacklevel=3)
+
+
 class RamLoader(PlannedLoader):
     def __init__(self, source: str | os.PathLike | ShardDataset, opts: LoaderOptions, *, resident: bool = False,
                  prefetch: int = 4):
@@ -40,6 +53,7 @@ class RamLoader(PlannedLoader):
             raise ConfigError(f"prefetch={prefetch}: expected at least 1 batch")
         self.prefetch = prefetch
         self.resident = resident
+        _warn_if_larger_than_memory(self.ds)
         self._cuda = self.device.type == "cuda"
         self._stage = DeviceStage(self.device)
         self._store = self._upload() if resident else None
@@ -76,7 +90,8 @@ class RamLoader(PlannedLoader):
     def _ensure_workers(self) -> WorkerPool:
         if self._workers is None:
             depth = self.opts.num_workers + self.prefetch + 2  # every worker busy, `prefetch` ready, 2 in copy
-            self._workers = WorkerPool(worker_main, (str(self.ds.root), self.ds.split, self.cfg, not self._cuda),
+            ahead = 2 * self.opts.num_workers  # the others work on the next batches; read the ones after them
+            self._workers = WorkerPool(worker_main, (str(self.ds.root), self.ds.split, self.cfg, not self._cuda, ahead),
                                        num_workers=self.opts.num_workers, depth=depth, slot_bytes=self._slot_bytes(),
                                        pin=self._cuda, name="pairload-ram", shared_tasks=True, files=self.ds.files,
                                        file_bytes=self.ds.shard_bytes)
