@@ -51,6 +51,12 @@ for stage in "$@"; do
       stamp "bench-loaders dali-external"
       $PY -m pairload.cli bench-loaders "$W/shards" --loaders dali-external,ram --workers $((CORES - 1)) --seconds 6 \
         --out "$R/loaders-dali-external.json" 2>&1 | tail -8 ;;
+    cold)
+      # the split evicted from the page cache before each repeat, next to the disk's sequential read bound
+      data || exit 1
+      stamp "bench-loaders cold"
+      $PY -m pairload.cli bench-loaders "$W/shards" --loaders ram,wds --cold --workers $((CORES - 1)) --seconds 6 \
+        --out "$R/loaders-cold.json" --plot "$R/loaders-cold.png" 2>&1 | tail -14 ;;
     memory)
       data || exit 1
       stamp memory
