@@ -476,6 +476,8 @@ def run_bench(cfg: BenchConfig, on_result: Callable[[Result], None] | None = Non
         except (PairloadError, MissingDependencyError, RuntimeError, OSError) as exc:
             res = Result(loader=name, status="failed", reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
         finally:
+            if loader is not None and hasattr(loader, "close"):
+                loader.close()  # its workers stop mapping the shards (a cold run needs them unmapped to evict)
             del loader
         results.append(res)
         if on_result:

@@ -103,6 +103,25 @@ class _Crop:
         return key, low[y:y + ch, x:x + cw], high[y:y + ch, x:x + cw], int(code[0])
 
 
+READ_BUFFER = 16 << 20  # tarfile reads a stream in 10 KB pieces: serve them from one big buffer, not one syscall each
+
+
+def _tar_samples(src):
+    """webdataset's own shard opening, tar reading and grouping (its `tarfile_to_samples`), with a large read
+    buffer: on a warm page cache the many small reads, not the bytes, were the cost, and they scaled badly."""
+    from webdataset.tariterators import group_by_keys, tar_file_expander, url_opener
+
+    def opened(src):
+        for shard in src:
+            url = shard["url"]
+            if os.path.isfile(url):  # a local shard (webdataset's own opener ignores the buffer size for files)
+                yield {**shard, "stream": open(url, "rb", buffering=READ_BUFFER)}
+            else:
+                yield from url_opener([shard], handler=_shard_error, bufsize=READ_BUFFER)
+
+    return group_by_keys(tar_file_expander(opened(src), handler=_shard_error), handler=_shard_error)
+
+
 def _samples(wds, urls: list[str], opts: LoaderOptions, workers: int, worker: int, epoch: int, shuffle_buffer: int):
     """One worker's stream for `epoch`: (key, low window, high window, code), through the webdataset package."""
     mine = shard_assignment(len(urls), opts, workers, epoch)[opts.rank][worker]
@@ -111,7 +130,7 @@ def _samples(wds, urls: list[str], opts: LoaderOptions, workers: int, worker: in
     shuffle = opts.shuffle and shuffle_buffer > 1
     return iter(wds.DataPipeline(
         lambda: iter(shards),  # (a list given here would be read as a list of stages)
-        wds.tarfile_to_samples(handler=_shard_error),
+        _tar_samples,
         _shared_targets,
         # a small initial fill, so that the first batch of an epoch does not wait for full buffers
         wds.shuffle(shuffle_buffer, initial=min(shuffle_buffer, 32), seed=seed) if shuffle else None,
@@ -141,10 +160,24 @@ def _fill(stream, ring_slot: np.ndarray, batch_size: int, apply_codes: bool):
     return n, keys, codes, hw
 
 
+def _keep_large_buffers() -> None:
+    """glibc returns every freed buffer over 128 KB to the kernel and faults fresh zeroed pages in for the next one;
+    a worker allocates two image-sized buffers per sample, so keep them in the heap instead (this process only)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 256 << 20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 512 << 20)  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):  # not glibc: nothing to tune
+        pass
+
+
 def stream_worker(urls: list[str], opts: LoaderOptions, workers: int, shuffle_buffer: int, apply_codes: bool,
                   worker: int, shm_name: str, depth: int, slot_bytes: int, tasks, results, parent: int) -> None:
     """A wds worker: fills the ring slots it is given with the next batch of its stream for the epoch asked."""
     _watch_parent(parent)
+    _keep_large_buffers()
     try:
         import webdataset as wds
 
