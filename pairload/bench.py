@@ -318,23 +318,26 @@ def disk_bound(files, pair_bytes: int, seconds: float = 3.0) -> dict:
 
 
 def measure_cold(name: str, cfg: BenchConfig, device: torch.device, workers: int, files) -> Result:
-    """Each repeat: the shards evicted, a new loader (so no process maps them), its first batch untimed (start-up),
-    then a timed window: the rate at which it reads a split that is not in memory."""
+    """Each repeat: the shards evicted, a new loader (so no process maps them), then one epoch, timed from its first
+    batch (start-up excluded) to its end: the rate at which it reads a split that is not in memory. Only the first
+    pass over the split is cold, so a repeat is one epoch, not a time window."""
     res = Result(loader=name, cold=True)
-    per_window = cfg.seconds / cfg.repeats
     with _TreeSampler() as mem:
-        for _ in range(cfg.repeats):
+        for r in range(cfg.repeats):
             evict(files)
             loader = build_loader(name, cfg, device, workers)
             try:
-                it = _endless(loader)
-                next(it)
+                loader.set_epoch(r)
+                it = iter(loader)
+                start = time.perf_counter()
+                first = _pairs(next(it))[0].shape[0]
                 _sync(device)
                 n, t0 = 0, time.perf_counter()
-                while time.perf_counter() - t0 < per_window:
-                    n += _pairs(next(it))[0].shape[0]
+                for batch in it:
+                    n += _pairs(batch)[0].shape[0]
                 _sync(device)
-                res.repeats.append(n / (time.perf_counter() - t0))
+                # an epoch of one batch: its start-up counts too
+                res.repeats.append(n / (time.perf_counter() - t0) if n else first / (time.perf_counter() - start))
             finally:
                 del it
                 if hasattr(loader, "close"):
