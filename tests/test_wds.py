@@ -53,7 +53,7 @@ def test_one_rank_any_workers(shards, workers):
             assert set(seen) - set(real) <= set(real)  # repeats come from the rank's own stream, flagged
 
 
-@pytest.mark.parametrize("ws", [2, 3])
+@pytest.mark.parametrize("ws", [2, 3, 4])
 @pytest.mark.parametrize("workers", [0, 2])
 def test_several_ranks_equal_batch_counts_and_the_skipped_set_moves(shards, ws, workers):
     bs = 3
@@ -82,3 +82,18 @@ def test_an_epoch_is_reproducible_with_workers(shards):
     assert epoch_rows(a, 2) == epoch_rows(b, 2) and epoch_rows(a, 3) != epoch_rows(a, 2)
     a.close()
     b.close()
+
+
+@pytest.mark.parametrize("kind", ["ram", "wds"])
+def test_every_sample_is_delivered_when_the_shards_are_evicted_between_epochs(shards, kind):
+    from pairload.bench import evict
+    from pairload.shards import ShardDataset
+
+    files = ShardDataset(shards, "train").files
+    loader = make_loader(kind, shards, batch_size=4, crop=16, seed=3, num_workers=2, last_batch="partial")
+    for epoch in range(3):
+        loader.close()  # no process maps the shards: the eviction really empties the page cache
+        evict(files)
+        rows = epoch_rows(loader, epoch)
+        assert sorted(i for idx, _ in rows for i in idx) == list(range(N))
+    loader.close()
