@@ -78,21 +78,31 @@ def _watch_parent(parent: int, period: float = 0.2) -> None:
     threading.Thread(target=watch, name="pairload-parent-watch", daemon=True).start()
 
 
+def worker_start(parent: int, shm_name: str, depth: int, slot_bytes: int, results, setup):
+    """The start every ring worker shares: watch the parent, run `setup()`, attach the ring, report READY; on any
+    failure report FAILED (the parent raises it) and return None. Returns (shared memory, ring, setup's result)."""
+    _watch_parent(parent)
+    try:
+        state = setup()
+        shm = attach(shm_name)
+        ring = np.ndarray((depth, slot_bytes), dtype=np.uint8, buffer=shm.buf)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        results.put((FAILED, (type(exc).__name__, str(exc))))
+        return None
+    results.put((READY, os.getpid()))
+    return shm, ring, state
+
+
 def worker_main(root: str, split: str, config: PlanConfig, apply_codes: bool, ahead: int, worker: int, shm_name: str,
                 depth: int, slot_bytes: int, tasks, results, parent: int) -> None:
     """A RAM-loader worker: plans epochs itself (the planner is pure) and fills the ring slots it is told to. Before
     each batch it asks the kernel to read the samples of the batch `ahead` places later (`ShardDataset.willneed`),
     so a split that is not in the page cache streams in ahead of the copies."""
-    _watch_parent(parent)
-    try:
-        ds = ShardDataset(root, split)
-        key_hash = key_hashes(ds.keys)
-        shm = attach(shm_name)
-        ring = np.ndarray((depth, slot_bytes), dtype=np.uint8, buffer=shm.buf)
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        results.put((FAILED, (type(exc).__name__, str(exc))))
+    started = worker_start(parent, shm_name, depth, slot_bytes, results, lambda: ShardDataset(root, split))
+    if started is None:
         return
-    results.put((READY, os.getpid()))
+    shm, ring, ds = started
+    key_hash = key_hashes(ds.keys)
     plans: dict[tuple, list[BatchPlan]] = {}
     while True:
         msg = tasks.get()

@@ -16,7 +16,6 @@ import statistics
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import numpy as np

@@ -12,7 +12,6 @@ import argparse
 import contextlib
 import json
 import math
-import os
 import random
 import re
 import sys

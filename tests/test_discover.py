@@ -7,7 +7,6 @@ import sys
 import pytest
 
 from pairload.discover import find_pairs
-from pairload.errors import PairingError
 
 from conftest import make_raw
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .. import schema
-from ..assemble import FAILED, READY, _oriented, _watch_parent, attach, slot_view
+from ..assemble import _oriented, slot_view, worker_start
 from ..errors import ConfigError, PairloadError, ShardError
 from ..plan import check_split, epoch_order, key_hashes, sample_params
 from ..shards import ShardDataset
@@ -176,17 +176,11 @@ def _keep_large_buffers() -> None:
 def stream_worker(urls: list[str], opts: LoaderOptions, workers: int, shuffle_buffer: int, apply_codes: bool,
                   worker: int, shm_name: str, depth: int, slot_bytes: int, tasks, results, parent: int) -> None:
     """A wds worker: fills the ring slots it is given with the next batch of its stream for the epoch asked."""
-    _watch_parent(parent)
     _keep_large_buffers()
-    try:
-        import webdataset as wds
-
-        shm = attach(shm_name)
-        ring = np.ndarray((depth, slot_bytes), dtype=np.uint8, buffer=shm.buf)
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
-        results.put((FAILED, (type(exc).__name__, str(exc))))
+    started = worker_start(parent, shm_name, depth, slot_bytes, results, lambda: __import__("webdataset"))
+    if started is None:
         return
-    results.put((READY, os.getpid()))
+    shm, ring, wds = started
     token, stream = None, None
     while True:
         msg = tasks.get()
