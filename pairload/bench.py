@@ -354,16 +354,14 @@ def build_loader(name: str, cfg: BenchConfig, device: torch.device, workers: int
     from .loaders import make_loader
 
     common = dict(split=cfg.split, batch_size=cfg.batch_size, crop=cfg.crop, device=str(device))
-    if name in ("ram", "ram-resident"):
+    if name in ("ram", "ram-resident"):  # 8 workers already reach the host's copy bandwidth
         return make_loader("ram", cfg.shards, num_workers=min(workers, 8), resident=name == "ram-resident", **common)
-    if name == "wds":
-        return make_loader("wds", cfg.shards, num_workers=workers, **common)
-    if name == "dali-external":
-        return make_loader("dali-external", cfg.shards, num_threads=workers, **common)
+    if name in ("wds", "dali-external"):
+        return make_loader(name, cfg.shards, num_workers=workers, **common)
     if cfg.raw is None:
         raise _Skip("needs --raw RAW_DIR (the images the shards were packed from)")
     if name == "dali-file":
-        return make_loader("dali-file", cfg.raw, num_threads=workers, **common)
+        return make_loader("dali-file", cfg.raw, num_workers=workers, **common)
     pairs = find_pairs(cfg.raw).splits().get(cfg.split)
     if not pairs:
         raise _Skip(f"{cfg.raw} has no split {cfg.split!r}")

@@ -111,9 +111,9 @@ class _DaliLoader(PlannedLoader):
 
     WINDOW_BATCHES = 1024  # a window covers at least this many batches (or 64 epochs)
 
-    def __init__(self, keys, hw, split, opts: LoaderOptions, num_threads: int, prefetch: int):
+    def __init__(self, keys, hw, split, opts: LoaderOptions, prefetch: int):
         super().__init__(keys, hw, split, opts)
-        self.num_threads = max(1, num_threads)
+        self.num_threads = max(1, opts.num_workers)  # DALI's CPU threads: the kind's CPU parallelism
         self.prefetch = max(1, prefetch)
         self._pipe = None
         self._next_epoch: int | None = None
@@ -181,10 +181,10 @@ class _DaliLoader(PlannedLoader):
 class DaliExternalLoader(_DaliLoader):
     """`fn.external_source` (batch mode, zero-copy views of the memory-mapped shards) → slice → flips on the device."""
 
-    def __init__(self, source, opts: LoaderOptions, *, num_threads: int = 4, prefetch: int = 2):
+    def __init__(self, source, opts: LoaderOptions, *, prefetch: int = 2):
         self.ds = source if isinstance(source, ShardDataset) else ShardDataset(source, opts.split)
         self.where = str(self.ds.root)
-        super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, num_threads, prefetch)
+        super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch)
 
     def _feed(self, plans: list[BatchPlan]):
         keep: deque = deque(maxlen=self.prefetch + 3)  # no_copy: views must outlive DALI's use of them
@@ -227,7 +227,7 @@ class DaliFileLoader(_DaliLoader):
     DEAL = "contiguous"  # readers.file gives each shard one contiguous block of its file list
 
     def __init__(self, raw_dir, opts: LoaderOptions, *, low_dir: str | None = None, high_dir: str | None = None,
-                 pairs_file: str | None = None, num_threads: int = 4, prefetch: int = 2, probe_threads: int = 8):
+                 pairs_file: str | None = None, prefetch: int = 2, probe_threads: int = 8):
         found = find_pairs(raw_dir, low_dir=low_dir, high_dir=high_dir, pairs_file=pairs_file).splits()
         if opts.split not in found:
             raise ConfigError(f"{raw_dir}: no split {opts.split!r}; found {sorted(found)}")
@@ -240,7 +240,7 @@ class DaliFileLoader(_DaliLoader):
             if a != b:
                 raise ImageError(f"{p.low_rel} is {a[1]}x{a[0]} but {p.high_rel} is {b[1]}x{b[0]}; a pair must have one size")
         super().__init__([p.key for p in self.pairs], np.array(lows, dtype=np.int64).reshape(-1, 2), opts.split, opts,
-                         num_threads, prefetch)
+                         prefetch)
 
     def _blocks(self, epoch: int, consumed: tuple = ()) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per rank, (pair indices, padded flags) of its share of `epoch`: contiguous blocks of the epoch's order,

@@ -112,15 +112,11 @@ def lr_lambda(warmup: int, total: int):
 
 
 def build_train_loader(cfg: TrainConfig, info: DistInfo):
-    common = dict(split=cfg.train_split, batch_size=cfg.batch_size, crop=cfg.crop, seed=cfg.seed, rank=info.rank,
-                  world_size=info.world_size, device=str(info.device), last_batch="drop")
-    if cfg.loader == "ram":
-        return make_loader("ram", cfg.shards, num_workers=cfg.workers, **common)
-    if cfg.loader == "wds":
-        return make_loader("wds", cfg.shards, num_workers=cfg.workers, **common)
-    if cfg.loader == "dali-external":
-        return make_loader("dali-external", cfg.shards, num_threads=cfg.workers, **common)
-    return make_loader("dali-file", cfg.raw, num_threads=cfg.workers, **common)
+    """One call for every kind: the shards, or the raw folders for dali-file."""
+    return make_loader(cfg.loader, cfg.raw if cfg.loader == "dali-file" else cfg.shards, split=cfg.train_split,
+                       batch_size=cfg.batch_size, crop=cfg.crop, seed=cfg.seed, rank=info.rank,
+                       world_size=info.world_size, device=str(info.device), last_batch="drop",
+                       num_workers=cfg.workers)
 
 
 def build_val_loader(cfg: TrainConfig, info: DistInfo):

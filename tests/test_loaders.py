@@ -262,3 +262,13 @@ def test_ram_workers_survive_early_breaks_and_jumps_between_epochs(shards24):
         assert [g[0] for g in got] == [e[0] for e in expect], epoch
         assert all(torch.equal(g[1], e[1]) for g, e in zip(got, expect))
     loader.close()
+
+
+def test_one_option_name_for_cpu_parallelism_and_unknown_options_are_named(shards24):
+    with pytest.raises(ConfigError, match=r"make_loader\('wds'\): unknown option\(s\) resident; this kind accepts "
+                                          r"prefetch, shuffle_buffer"):
+        make_loader("wds", shards24, batch_size=2, crop=16, resident=True)
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) num_threads; .*num_workers for every kind"):
+        make_loader("ram", shards24, batch_size=2, crop=16, num_threads=4)
+    with pytest.raises(ConfigError, match=r"loader kind 'disk': expected one of ram, wds, dali-external, dali-file"):
+        make_loader("disk", shards24, batch_size=2, crop=16)
