@@ -361,12 +361,6 @@ def _locate(raw: Path, unit: _Unit) -> tuple[tuple[str, ...], str, tuple[str, ..
     return (), comps[0], comps[1:]
 
 
-def _scan_units(raw: Path, low_dir: str | None, high_dir: str | None) -> list[_Unit]:
-    units: list[_Unit] = []
-    _scan(raw, low_dir, high_dir, 0, units)
-    return units
-
-
 # ------------------------------------------------------------------ pairs files
 
 def _parse_pairs_files(specs) -> list[tuple[str | None, Path]]:
@@ -486,7 +480,8 @@ def find_pairs(
 
 def _find_in_folders(raw: Path, low_dir, high_dir, skip_unmatched: bool, overrides: dict[str, str],
                      template: str | None, out: Discovery) -> None:
-    units = _scan_units(raw, low_dir, high_dir)
+    units: list[_Unit] = []
+    _scan(raw, low_dir, high_dir, 0, units)
     if not units:
         return
     located = [(_locate(raw, u), u) for u in units]
