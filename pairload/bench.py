@@ -317,30 +317,26 @@ def disk_bound(files, pair_bytes: int, seconds: float = 3.0) -> dict:
 
 
 def measure_cold(name: str, cfg: BenchConfig, device: torch.device, workers: int, files) -> Result:
-    """Each repeat: the shards evicted, a new loader (so no process maps them), then one epoch, timed from its first
-    batch (start-up excluded) to its end: the rate at which it reads a split that is not in memory. Only the first
-    pass over the split is cold, so a repeat is one epoch, not a time window."""
+    """Each repeat: the shards evicted, a new loader (so no process maps them) whose workers are started first (they
+    read no shard), then one whole epoch, timed from the moment it is asked for to its last batch: the rate at which
+    it reads a split that is not in memory, the pipeline's fill included. Only the first pass over a split is cold,
+    so a repeat is one epoch, not a time window."""
     res = Result(loader=name, cold=True)
     with _TreeSampler() as mem:
         for r in range(cfg.repeats):
             evict(files)
             loader = build_loader(name, cfg, device, workers)
             try:
+                loader.start_workers()
                 loader.set_epoch(r)
-                it = iter(loader)
-                start = time.perf_counter()
-                first = _pairs(next(it))[0].shape[0]
                 _sync(device)
                 n, t0 = 0, time.perf_counter()
-                for batch in it:
+                for batch in loader:
                     n += _pairs(batch)[0].shape[0]
                 _sync(device)
-                # an epoch of one batch: its start-up counts too
-                res.repeats.append(n / (time.perf_counter() - t0) if n else first / (time.perf_counter() - start))
+                res.repeats.append(n / (time.perf_counter() - t0))
             finally:
-                del it
-                if hasattr(loader, "close"):
-                    loader.close()
+                loader.close()
                 del loader
     res.pairs_per_s = statistics.median(res.repeats)
     res.pairs_per_s_min, res.pairs_per_s_max = min(res.repeats), max(res.repeats)

@@ -107,6 +107,22 @@ class WorkerPool:
     def close(self) -> None:
         self._finalizer()
 
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Block until every worker has started (opened what it needs and attached the ring)."""
+        deadline = time.monotonic() + timeout
+        while len(self.ready) < len(self.procs):
+            if time.monotonic() > deadline:
+                raise LoaderError(f"loader workers did not start within {timeout:.0f} s")
+            self.check_alive()
+            try:
+                msg = self.results.get(timeout=self.POLL_S)
+            except queue.Empty:
+                continue
+            if msg[0] == READY:
+                self.ready.add(msg[1])
+            elif msg[0] == FAILED:
+                raise worker_error(msg[1])
+
     def get(self):
         """The next result from any worker (READY and FAILED messages handled here); raises LoaderError naming a
         worker that died (checked at least every POLL_S seconds: a batch lost with it would be waited for forever)."""

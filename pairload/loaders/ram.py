@@ -63,6 +63,12 @@ class RamLoader(PlannedLoader):
         self._done: dict[int, object] = {}
         self._plans: dict[tuple, list[BatchPlan]] = {}
 
+    def start_workers(self) -> None:
+        """Start the worker processes now and wait until they are ready (no shard data is read), so that the first
+        batch does not also pay for process start-up. Iterating starts them anyway."""
+        if self.opts.num_workers and self._store is None:
+            self._ensure_workers().wait_ready()
+
     def close(self) -> None:
         """Stop the worker processes and free the shared ring (also done when the loader is garbage collected)."""
         if self._workers is not None:

@@ -277,6 +277,12 @@ class WdsLoader(StatefulEpochs):
     def __len__(self) -> int:
         return max(0, self._target(self.epoch) - sum(k for _, k in self._consumed(self.epoch)))
 
+    def start_workers(self) -> None:
+        """Start the worker processes now and wait until they are ready (no shard is read), so that the first
+        batch does not also pay for process start-up. Iterating starts them anyway."""
+        if self.opts.num_workers:
+            self._ensure_pool().wait_ready()
+
     def close(self) -> None:
         """Stop the worker processes and free the ring (also done when the loader is garbage collected)."""
         if self._pool is not None:
