@@ -107,40 +107,38 @@ class WorkerPool:
     def close(self) -> None:
         self._finalizer()
 
+    def _poll(self):
+        """At most POLL_S of waiting for one worker message: READY and FAILED are handled here, a result is returned
+        (else None). Every worker's liveness is checked at least every POLL_S seconds: a batch lost with a dead
+        worker would otherwise be waited for forever."""
+        now = time.monotonic()
+        if now - self._checked > self.POLL_S:
+            self._checked = now
+            self.check_alive()
+        try:
+            msg = self.results.get(timeout=self.POLL_S)
+        except queue.Empty:
+            return None
+        if msg[0] == READY:
+            self.ready.add(msg[1])
+            return None
+        if msg[0] == FAILED:
+            raise worker_error(msg[1])
+        return msg
+
     def wait_ready(self, timeout: float = 120.0) -> None:
         """Block until every worker has started (opened what it needs and attached the ring)."""
         deadline = time.monotonic() + timeout
         while len(self.ready) < len(self.procs):
             if time.monotonic() > deadline:
                 raise LoaderError(f"loader workers did not start within {timeout:.0f} s")
-            self.check_alive()
-            try:
-                msg = self.results.get(timeout=self.POLL_S)
-            except queue.Empty:
-                continue
-            if msg[0] == READY:
-                self.ready.add(msg[1])
-            elif msg[0] == FAILED:
-                raise worker_error(msg[1])
+            self._poll()  # no task has been given yet: only READY or FAILED can come
 
     def get(self):
-        """The next result from any worker (READY and FAILED messages handled here); raises LoaderError naming a
-        worker that died (checked at least every POLL_S seconds: a batch lost with it would be waited for forever)."""
-        while True:
-            now = time.monotonic()
-            if now - self._checked > self.POLL_S:
-                self._checked = now
-                self.check_alive()
-            try:
-                msg = self.results.get(timeout=self.POLL_S)
-            except queue.Empty:
-                continue
-            if msg[0] == READY:
-                self.ready.add(msg[1])
-            elif msg[0] == FAILED:
-                raise worker_error(msg[1])
-            else:
-                return msg
+        """The next result from any worker; raises LoaderError naming a worker that died."""
+        while (msg := self._poll()) is None:
+            pass
+        return msg
 
     def check_alive(self) -> None:
         dead = [p for p in self.procs if p.exitcode is not None]
