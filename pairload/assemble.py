@@ -55,6 +55,12 @@ def out_hw(cfg: PlanConfig, hw: np.ndarray, bp: BatchPlan) -> tuple[int, int]:
     return int(h), int(w)
 
 
+def slot_bytes(cfg: PlanConfig, hw: np.ndarray) -> int:
+    """Bytes of one ring slot: a batch of low and high, crops or the split's largest whole image."""
+    side = cfg.crop * cfg.crop if cfg.crop is not None else int((hw[:, 0] * hw[:, 1]).max())
+    return 2 * cfg.batch_size * side * 3
+
+
 def slot_view(flat: np.ndarray, n: int, h: int, w: int) -> np.ndarray:
     """The (2, n, h, w, 3) array at the start of one ring slot (a flat uint8 row)."""
     return flat[: 2 * n * h * w * 3].reshape(2, n, h, w, 3)

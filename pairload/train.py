@@ -372,7 +372,7 @@ def tidy_run_dir(out: Path, epoch: int) -> None:
     """Before resuming at `epoch`: drop metrics rows of later epochs (written before a checkpoint that never
     landed) and temporary files of a checkpoint write that was killed."""
     for p in out.iterdir():
-        if any(is_temp_of(p.name, name) for name in ("last.pt", "best.pt", "metrics.jsonl", "config.json")):
+        if any(is_temp_of(p.name, name) for name in RUN_FILES):
             p.unlink(missing_ok=True)
     metrics = out / "metrics.jsonl"
     if metrics.is_file():

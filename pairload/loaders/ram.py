@@ -21,7 +21,7 @@ from collections import deque
 import numpy as np
 import torch
 
-from ..assemble import fill, out_hw, slot_view, worker_main
+from ..assemble import fill, out_hw, slot_bytes, slot_view, worker_main
 from ..batch import make_batch
 from ..errors import ConfigError, LoaderError
 from ..plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan
@@ -86,11 +86,6 @@ class RamLoader(PlannedLoader):
             self._plans[run] = plans if plans is not None else super().plan_for(*run)
         return self._plans[run]
 
-    def _slot_bytes(self) -> int:
-        if self.cfg.crop is not None:
-            return 2 * self.cfg.batch_size * self.cfg.crop * self.cfg.crop * 3
-        return 2 * self.cfg.batch_size * int((self.hw[:, 0] * self.hw[:, 1]).max()) * 3
-
     # ------------------------------------------------------------------ worker path
 
     def _ensure_workers(self) -> WorkerPool:
@@ -98,7 +93,7 @@ class RamLoader(PlannedLoader):
             depth = self.opts.num_workers + self.prefetch + 2  # every worker busy, `prefetch` ready, 2 in copy
             ahead = 2 * self.opts.num_workers  # the others work on the next batches; read the ones after them
             self._workers = WorkerPool(worker_main, (str(self.ds.root), self.ds.split, self.cfg, not self._cuda, ahead),
-                                       num_workers=self.opts.num_workers, depth=depth, slot_bytes=self._slot_bytes(),
+                                       num_workers=self.opts.num_workers, depth=depth, slot_bytes=slot_bytes(self.cfg, self.hw),
                                        pin=self._cuda, name="pairload-ram", shared_tasks=True, files=self.ds.files,
                                        file_bytes=self.ds.shard_bytes)
             self._free = deque(range(depth))

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .. import schema
-from ..assemble import _oriented, slot_view, worker_start
+from ..assemble import _oriented, slot_bytes, slot_view, worker_start
 from ..errors import ConfigError, PairloadError, ShardError
 from ..plan import check_split, epoch_order, key_hashes, sample_params
 from ..shards import ShardDataset
@@ -291,16 +291,12 @@ class WdsLoader(StatefulEpochs):
 
     # ------------------------------------------------------------------ reading
 
-    def _slot_bytes(self) -> int:
-        side = self.cfg.crop * self.cfg.crop if self.cfg.crop is not None else int((self.ds.sizes[:, 0] * self.ds.sizes[:, 1]).max())
-        return 2 * self.opts.batch_size * side * schema.CHANNELS
-
     def _ensure_pool(self) -> WorkerPool:
         if self._pool is None:
             depth = self.workers * 2 + self.prefetch
             self._pool = WorkerPool(stream_worker, (self.urls, self.opts, self.workers, self.shuffle_buffer,
                                                     not self._stage.cuda),
-                                    num_workers=self.workers, depth=depth, slot_bytes=self._slot_bytes(),
+                                    num_workers=self.workers, depth=depth, slot_bytes=slot_bytes(self.cfg, self.ds.sizes),
                                     pin=self._stage.cuda, name="pairload-wds", shared_tasks=False)
             self._free = deque(range(depth))
             self._stage.clear()
@@ -362,7 +358,7 @@ class WdsLoader(StatefulEpochs):
 
         stream = _samples(wds, self.urls, self.opts, 1, 0, epoch, self.shuffle_buffer)
         bs = self.opts.batch_size
-        buf = np.empty(self._slot_bytes(), dtype=np.uint8)
+        buf = np.empty(slot_bytes(self.cfg, self.ds.sizes), dtype=np.uint8)
         while True:
             n, keys, codes, hw = _fill(stream, buf, bs, not self._stage.cuda)
             if n:
