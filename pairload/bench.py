@@ -153,6 +153,13 @@ class Result:
     data_wait_frac: float | None = None
     cold: bool = False
 
+    def summarise(self, crop: int, peak_rss: int) -> None:
+        """Median and spread of the repeats, MB/s of delivered crops, peak host memory."""
+        self.pairs_per_s = statistics.median(self.repeats)
+        self.pairs_per_s_min, self.pairs_per_s_max = min(self.repeats), max(self.repeats)
+        self.mb_per_s = self.pairs_per_s * 2 * crop * crop * 3 / 1e6
+        self.peak_host_rss_mb = peak_rss / 2**20
+
 
 class _TreeSampler:
     """Peak resident memory of this process and its children, sampled in a thread."""
@@ -274,10 +281,7 @@ def measure(name: str, loader, cfg: BenchConfig, device: torch.device, consumer:
             dt = time.perf_counter() - t0
             res.repeats.append(n / dt)
         res.cpu_cores_used = (_cpu_seconds() - cpu0) / (time.perf_counter() - t_all)
-    res.pairs_per_s = statistics.median(res.repeats)
-    res.pairs_per_s_min, res.pairs_per_s_max = min(res.repeats), max(res.repeats)
-    res.mb_per_s = res.pairs_per_s * 2 * cfg.crop * cfg.crop * 3 / 1e6
-    res.peak_host_rss_mb = mem.peak / 2**20
+    res.summarise(cfg.crop, mem.peak)
     if device.type == "cuda" and base_free is not None:
         res.device_mem_mb = (base_free - torch.cuda.mem_get_info(device)[0]) / 2**20
     if consumer:
@@ -338,10 +342,7 @@ def measure_cold(name: str, cfg: BenchConfig, device: torch.device, workers: int
             finally:
                 loader.close()
                 del loader
-    res.pairs_per_s = statistics.median(res.repeats)
-    res.pairs_per_s_min, res.pairs_per_s_max = min(res.repeats), max(res.repeats)
-    res.mb_per_s = res.pairs_per_s * 2 * cfg.crop * cfg.crop * 3 / 1e6
-    res.peak_host_rss_mb = mem.peak / 2**20
+    res.summarise(cfg.crop, mem.peak)
     return res
 
 
