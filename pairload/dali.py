@@ -1,15 +1,20 @@
-"""DALI loaders: `external_source` over the packed shards, and two sharded `readers.file` over the raw images.
+"""pairload for DALI users: the planner's paired crops inside your own pipelines, and the two DALI loaders.
 
-Both execute the planner's plan (order, rank shares, crop windows, flips and transposes) with DALI operators
-(`slice` or `decoders.image_slice` for the window, one exact nearest-neighbour `warp_affine` for the flips and
-transposes),
-run on a GPU (`device="cuda:k"`) or in DALI's CPU-only mode (`device="cpu"`, `device_id=None`), and yield the
-same `PairBatch` as every other loader. A pipeline is fed the plans of a window of consecutive epochs, which
-are pure functions of (seed, epoch, rank), so calling `set_epoch(e)` on a new loader reproduces epoch e. Works with either DALI build (cuda120/cuda130):
-only the public `nvidia.dali` API is used.
+Building block: make a source once (`paired_source(shards, kind="external", ...)` or `kind="file"` over raw
+image folders), call `low, high = paired_inputs(source)` inside a `@pipeline_def` function, add your own
+operators, and iterate with `PairedIterator`: epochs of the planned length, `set_epoch`, `state_dict`, and the
+keys of every batch. Input and target get the same window and the same flip/transpose, decided by the one
+planner every pairload loader executes.
 
-dali-file keeps a pair together by giving it one label in both file lists and comparing, for every batch,
-the labels the two readers return with the labels the plan expects; any difference stops the loader.
+kind "external": worker processes cut the planned windows out of the memory-mapped shards and flip them (the
+`ram` loader's ring), and `fn.external_source` takes each batch as two dense arrays, without a copy.
+kind "file": two sharded `readers.file` over the raw images, `decoders.image_slice` for the window and one exact
+nearest-neighbour `warp_affine` for the flips; a pair has one label in both file lists and the labels the
+readers return are compared with the plan's for every batch, so out-of-step readers stop the loader.
+
+`make_loader("dali-external" | "dali-file")` are these sources through a pipeline that returns the crops,
+yielding `PairBatch`. GPU (`device="cuda:k"`) or DALI's CPU-only mode (`device_id=None`); only the public
+`nvidia.dali` API is used, so the cuda120 and cuda130 builds both work.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ import torch
 from .batch import batch_from_hwc
 from .decode import probe_size
 from .discover import find_pairs
-from .errors import ConfigError, ImageError, MissingDependencyError, PairingError, PairloadError
+from .errors import ConfigError, ImageError, LoaderError, MissingDependencyError, PairingError, PairloadError
 from .loaders.base import LoaderOptions, PlannedLoader
+from .loaders.windows import HostWindows
 from .plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, rank_share
 from .shards import ShardDataset
 
@@ -34,6 +40,8 @@ try:
     import nvidia.dali.fn as fn
     import nvidia.dali.types as types
     from nvidia.dali import pipeline_def
+    from nvidia.dali.pipeline import Pipeline
+    from nvidia.dali.tensors import TensorListGPU
 except ImportError:  # pragma: no cover - exercised where DALI is absent
     raise MissingDependencyError(
         "pairload.dali needs NVIDIA DALI: pip install 'pairload[dali]' (CUDA 12 build) or 'pairload[dali-cu13]' "
@@ -76,10 +84,10 @@ def dihedral_matrices(code: np.ndarray, hw: np.ndarray) -> np.ndarray:
 
 def _to_torch(tensor_list, device: torch.device) -> torch.Tensor:
     """A dense DALI TensorList (CPU or GPU) → a torch tensor on `device` (one copy on the current stream)."""
-    from nvidia.dali.plugin.pytorch import feed_ndarray
+    from nvidia.dali.plugin.pytorch import feed_ndarray, to_torch_type
 
     dense = tensor_list.as_tensor()
-    out = torch.empty(tuple(dense.shape()), dtype=torch.uint8, device=device)
+    out = torch.empty(tuple(dense.shape()), dtype=to_torch_type[dense.dtype], device=device)
     if device.type == "cuda":
         feed_ndarray(dense, out, cuda_stream=torch.cuda.current_stream(device))
     else:
@@ -104,39 +112,247 @@ def _dali_error(exc: Exception, where: str) -> PairloadError:
     return ImageError(f"{where}: DALI failed: {first[:300]}")
 
 
-class _DaliLoader(PlannedLoader):
-    """Shared epoch loop. A pipeline is built for a window of consecutive epochs (its inputs are those epochs'
-    plans, back to back), so small datasets do not pay a pipeline build (and a decoder start) every epoch;
-    asking for any other epoch than the next one, or leaving an epoch early, starts a new window."""
+class PairedNodes(tuple):
+    """`(low, high)` DataNodes of one pipeline, plus `source` (the `PairedSource` feeding them) and `checks`
+    (for kind "file": the two readers' labels and the labels the plan expects; return them after your own
+    outputs and `PairedIterator` stops at the first batch where the readers disagree)."""
 
-    WINDOW_BATCHES = 1024  # a window covers at least this many batches (or 64 epochs)
+    source: "PairedSource"
+    checks: tuple
+
+    def __new__(cls, low, high, source: "PairedSource", checks: tuple = ()):
+        self = super().__new__(cls, (low, high))
+        self.source, self.checks = source, checks
+        return self
+
+
+class _Feed:
+    """What `fn.external_source(cycle="raise")` iterates: `iter()` gives the next run's inputs, lazily (a generator
+    body runs at the first `next()`, after the consumer has said which run comes next)."""
+
+    def __init__(self, source: "PairedSource"):
+        self.source = source
+
+    def __iter__(self):
+        return self.source._run_feed()
+
+
+class PairedSource(PlannedLoader):
+    """The planner's aligned crops as DALI inputs, epoch after epoch: call `paired_inputs(source)` inside a
+    `@pipeline_def` function, then iterate with `PairedIterator`. The two kinds are subclasses:
+    `ExternalSource` (packed shards) and `FileSource` (raw image folders).
+
+    Iterating yields one dict per batch: each pipeline output named by `output_map` as a torch tensor on the
+    pipeline's device, `keys` and `padded`. Epoch bookkeeping, `len()`, `set_epoch()` and
+    `state_dict()`/`load_state_dict()` are the loaders' own."""
+
+    KIND = ""
 
     def __init__(self, keys, hw, split, opts: LoaderOptions, prefetch: int):
         super().__init__(keys, hw, split, opts)
-        self.num_threads = max(1, opts.num_workers)  # DALI's CPU threads: the kind's CPU parallelism
-        self.prefetch = max(1, prefetch)
+        if prefetch < 1:
+            raise ConfigError(f"prefetch={prefetch}: expected at least 1 batch")
+        self.prefetch = prefetch
+        self.output_map: tuple[str, ...] = ("low", "high")
+        self._binding: tuple[str, object] = ("default", None)  # ("default" | "factory" | "instance", what)
         self._pipe = None
-        self._next_epoch: int | None = None
-        self._window_end = 0
+        self._at: tuple | None = None  # ("fresh",) after a build, ("end", run) after a whole run, None mid-run
+        self._building: tuple | None = None  # the run a pipeline is being defined for
+        self._runs: list[tuple] = []  # the runs the current graph was made for (kind "file")
+        self._fed: deque = deque(maxlen=4096)  # (run, BatchPlan) of each batch fed to DALI, in order
+        self._queued: deque = deque()  # runs the feed is to deliver next
+        self._last_run: tuple | None = None
+        self._cancel = False
 
-    def _window(self, epoch: int, consumed: tuple = ()) -> list[int]:
-        if self.cfg.last_batch == "partial" or consumed:  # ranks may differ in length, short last batches: one epoch
-            return [epoch]
-        per_epoch = max(1, len(self))
-        return list(range(epoch, epoch + min(64, max(1, -(-self.WINDOW_BATCHES // per_epoch)))))
+    # ------------------------------------------------------------------ graph and feed
 
-    def _pipeline(self, epochs: list[int], plans: list[BatchPlan], consumed: tuple = ()):
+    def nodes(self) -> PairedNodes:
+        """The aligned (low, high) uint8 HWC DataNodes for the pipeline being defined (on the GPU when it has one)."""
+        pipe = Pipeline.current()
+        if pipe is None:
+            raise ConfigError("paired_inputs() makes DALI nodes: call it inside a @pipeline_def function")
+        if pipe.max_batch_size != self.cfg.batch_size:
+            raise ConfigError(f"the pipeline's batch_size is {pipe.max_batch_size} but the paired source plans batches "
+                              f"of {self.cfg.batch_size}; give both the same batch size")
+        pipe._pairload_source = self  # PairedIterator(pipe) finds its source here
+        self._window(self._building or (self.epoch, self._consumed(self.epoch)))
+        self._reset_feed()
+        return self._graph(pipe.device_id is not None)
+
+    def _graph(self, on_gpu: bool) -> PairedNodes:
         raise NotImplementedError
 
-    def _check(self, outputs, bp: BatchPlan, b: int) -> None:
+    def _inputs(self, run: tuple, plans: list[BatchPlan]):
+        """The external_source batches of one run (appending (run, plan) to `_fed` for each)."""
+        raise NotImplementedError
+
+    def _window(self, first: tuple) -> None:
+        """The runs a new graph serves, starting with `first`."""
+        self._runs = [first]
+
+    def _fits(self, run: tuple) -> bool:
+        """Whether the current graph can deliver `run` after the run it delivered last (or first, when fresh)."""
+        return True
+
+    def _auto_next(self) -> tuple | None:
+        """The run to feed when the consumer named none (DALI's own iterators): the epoch after the last one."""
+        return self._runs[0] if self._last_run is None else (self._last_run[0] + 1, ())
+
+    def _reset_feed(self) -> None:
+        self._fed.clear()
+        self._queued.clear()
+        self._last_run, self._cancel = None, False
+
+    def _run_feed(self):
+        run = self._queued.popleft() if self._queued else self._auto_next()
+        if run is None or self._cancel:
+            self._cancel = False
+            return
+        self._last_run = run
+        for batch in self._inputs(run, self.plan_for(*run)):
+            if self._cancel:  # the consumer left this run: end it here
+                self._cancel = False
+                return
+            yield batch
+
+    # ------------------------------------------------------------------ pipelines
+
+    def bind(self, pipeline, output_map=("low", "high")) -> None:
+        """Iterate `pipeline`: a Pipeline whose graph calls paired_inputs() with this source, or a function that
+        builds one (kind "file" needs the function to start its readers over after a jump or a run left early)."""
+        self.close()
+        self.output_map = tuple(output_map)
+        if isinstance(pipeline, Pipeline):
+            if getattr(pipeline, "_pairload_source", None) is not self:
+                raise ConfigError("this pipeline's graph does not call paired_inputs() with this source")
+            self._binding = ("instance", pipeline)
+        elif callable(pipeline):
+            self._binding = ("factory", pipeline)
+        else:
+            raise ConfigError(f"expected a DALI Pipeline or a function that builds one, found {type(pipeline).__name__}")
+
+    def _default_pipeline(self):
+        @pipeline_def(batch_size=self.cfg.batch_size, num_threads=self._threads(), device_id=_device_id(self.device),
+                      prefetch_queue_depth=self.prefetch, seed=self.cfg.seed & 0x7FFFFFFF)
+        def pipe():
+            nodes = self.nodes()
+            return (*nodes, *nodes.checks)
+
+        return pipe()
+
+    def _threads(self) -> int:
+        return max(1, self.opts.num_workers)
+
+    def _build(self, run: tuple):
+        how, what = self._binding
+        if how == "instance":
+            if what is None or not self._fits(run):
+                raise ConfigError("a bound pipeline instance serves the epochs it was built for, from their start; "
+                                  "bind a function that builds the pipeline (PairedIterator(lambda: my_pipe(...), "
+                                  "source=src)) to go on at another epoch or after leaving one early")
+            pipe, self._binding = what, ("instance", None)
+        else:
+            self._building = run
+            try:
+                pipe = what() if how == "factory" else self._default_pipeline()
+            finally:
+                self._building = None
+            if getattr(pipe, "_pairload_source", None) is not self:
+                raise ConfigError("the pipeline function did not call paired_inputs() with this source (make the "
+                                  "source once with paired_source(...) and pass it to paired_inputs in the function)")
+        pipe.build()
+        self._pipe, self._at = pipe, ("fresh",)
+        self._reset_feed()
+        return pipe
+
+    def _drain(self) -> None:
+        """Run the pipeline to the end of the run it is on (outputs discarded) and reset it for the next run."""
+        while True:
+            try:
+                self._pipe.run()
+            except StopIteration:
+                break
+        self._pipe.reset()
+        self._fed.clear()
+        self._release_held()
+
+    def _ready_for(self, run: tuple):
+        """A pipeline whose next outputs are the batches of `run`."""
+        if self._pipe is not None and self._at != ("fresh",):
+            if self._at is None and self.KIND == "file":  # the readers stopped mid-list: they cannot skip ahead
+                self._discard()
+            else:
+                self._cancel = self._at is None  # left mid-run: the feed ends that run at its next call
+                self._drain()
+                if not self._fits(run):
+                    self._discard()
+        if self._pipe is None:
+            self._build(run)
+        elif self._at == ("fresh",) and not self._fits(run):
+            self._discard()
+            self._build(run)
+        self._queued.append(run)
+        return self._pipe
+
+    def _discard(self) -> None:
+        self._pipe, self._at = None, None
+        self._reset_feed()
+        self._release_held()
+
+    def _release_held(self) -> None:
+        """Give back host buffers DALI may have been reading (kind "external")."""
+
+    def close(self) -> None:
+        """Drop the pipeline (a bound function or the default pipeline builds a new one on the next iteration)."""
+        self._discard()
+
+    # ------------------------------------------------------------------ iteration
+
+    def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
+        run = (epoch, consumed)
+        pipe = self._ready_for(run)
+        self._at = None
+        for b, bp in enumerate(plans):
+            try:
+                outputs = pipe.run()
+            except StopIteration:
+                raise LoaderError(f"{self.where}: the DALI pipeline ended after {b} of {len(plans)} batches of epoch "
+                                  f"{epoch}") from None
+            except (RuntimeError, ValueError) as exc:
+                self._discard()
+                raise (self._diagnose(plans, b) or _dali_error(exc, self.where)) from None
+            fed_run, fed = self._fed.popleft() if self._fed else (None, None)
+            if fed_run != run or not np.array_equal(fed.index, bp.index):
+                raise LoaderError(f"{self.where}: internal: DALI delivered a batch fed for {fed_run} where epoch "
+                                  f"{epoch} batch {b} was expected")
+            yield self._convert(self._checked(outputs, bp, b), bp)
+        self._at = ("end", run)
+
+    def _checked(self, outputs, bp: BatchPlan, b: int) -> tuple:
+        n = len(self.output_map)
+        if len(outputs) == n + 3 and self.KIND == "file":
+            self._check(outputs[n:], bp, b)
+        elif len(outputs) != n:
+            raise ConfigError(f"the pipeline has {len(outputs)} outputs but output_map names {n} "
+                              f"({', '.join(self.output_map)}): name every output (kind 'file' may add its 3 checks)")
+        return outputs[:n]
+
+    def _check(self, labels, bp: BatchPlan, b: int) -> None:
         """Raise if the labels that came out are not the plan's (readers out of step)."""
 
     def _diagnose(self, plans: list[BatchPlan], b: int) -> PairloadError | None:
         """After a DALI failure at batch b, find a file to blame (DALI's own message often names none)."""
         return None
 
-    def close(self) -> None:
-        self._pipe, self._next_epoch = None, None
+    def _convert(self, outputs, bp: BatchPlan):
+        n = len(bp)
+        out = {}
+        for name, tl in zip(self.output_map, outputs):
+            dev = torch.device("cuda", self._pipe.device_id) if isinstance(tl, TensorListGPU) else torch.device("cpu")
+            out[name] = _to_torch(tl, dev)[:n]
+        out["keys"] = [self.keys[i] for i in bp.index.tolist()]
+        out["padded"] = torch.from_numpy(bp.padded.copy())
+        return out
 
     def _out_hw_index(self, index: np.ndarray) -> np.ndarray:
         """(N, 2) output height and width of these samples: the crop, or the whole image."""
@@ -144,87 +360,70 @@ class _DaliLoader(PlannedLoader):
             return np.full((len(index), 2), self.cfg.crop, dtype=np.int64)
         return self.hw[index]
 
-    def _out_hw(self, bp: BatchPlan) -> np.ndarray:
-        return self._out_hw_index(bp.index)
 
-    def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
-        if not plans:
-            return
-        if self._pipe is None or self._next_epoch != epoch or consumed:
-            self.close()
-            epochs = self._window(epoch, consumed)
-            window_plans = [bp for e in epochs for bp in (plans if e == epoch else self.plan_for(e))]
-            self._pipe = self._pipeline(epochs, window_plans, consumed)
-            self._pipe.build()
-            self._window_end = epochs[-1] + 1
-        pipe, finished = self._pipe, False
-        try:
-            for b, bp in enumerate(plans):
-                try:
-                    outputs = pipe.run()
-                except (RuntimeError, ValueError) as exc:
-                    raise (self._diagnose(plans, b) or _dali_error(exc, self.where)) from None
-                self._check(outputs, bp, b)
-                n = len(bp)
-                low = _to_torch(outputs[0], self.device)[:n]
-                high = _to_torch(outputs[1], self.device)[:n]
-                padded = torch.from_numpy(bp.padded.copy()).to(self.device)
-                yield batch_from_hwc(low, high, [self.keys[i] for i in bp.index.tolist()], padded)
-            finished = True
-        finally:
-            if finished and epoch + 1 < self._window_end:
-                self._next_epoch = epoch + 1
-            else:
-                self.close()
+class ExternalSource(PairedSource):
+    """kind "external": the packed shards. `num_workers` processes cut each batch's planned windows out of the
+    memory-mapped shards and flip them (the `ram` loader's workers, ring and read-ahead), and
+    `fn.external_source` takes each batch as two dense arrays without a copy; the pipeline's first operator
+    sees the final crops (moved to the GPU when the pipeline has one)."""
 
-
-class DaliExternalLoader(_DaliLoader):
-    """`fn.external_source` (batch mode, zero-copy views of the memory-mapped shards) → slice → flips on the device."""
+    KIND = "external"
 
     def __init__(self, source, opts: LoaderOptions, *, prefetch: int = 2):
         self.ds = source if isinstance(source, ShardDataset) else ShardDataset(source, opts.split)
         self.where = str(self.ds.root)
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch)
+        self._hold = prefetch + 3  # batches DALI may still read after they were fed (no_copy inputs)
+        self._held: deque = deque()
+        self._host = HostWindows(self.ds, self.cfg, super().plan_for, num_workers=opts.num_workers,
+                                 prefetch=prefetch, pin=self.device.type == "cuda", apply_codes=True,
+                                 name="pairload-dali", hold=self._hold)
 
-    def _feed(self, plans: list[BatchPlan]):
-        keep: deque = deque(maxlen=self.prefetch + 3)  # no_copy: views must outlive DALI's use of them
-        for bp in plans:
-            lows, highs = zip(*(self.ds.arrays(i) for i in bp.index.tolist()))
-            batch = [list(lows), list(highs)]
-            if self.cfg.crop is not None:  # dense per-batch inputs: one array each, not one per sample
-                batch.append(np.stack([bp.y, bp.x], axis=1).astype(np.int32))
-            if self.cfg.augment:
-                batch.append(dihedral_matrices(bp.code, self._out_hw(bp)))
-            keep.append(batch)
-            yield batch
+    def plan_for(self, epoch: int, consumed: tuple = ()) -> list[BatchPlan]:
+        return self._host.plans((epoch, consumed))
 
-    def _pipeline(self, epochs: list[int], plans: list[BatchPlan], consumed: tuple = ()):
-        crop, on_gpu = self.cfg.crop, self.device.type == "cuda"
+    def _threads(self) -> int:
+        return 1  # the workers cut and flip; the pipeline itself only moves whole batches
 
-        @pipeline_def(batch_size=self.cfg.batch_size, num_threads=self.num_threads, device_id=_device_id(self.device),
-                      prefetch_queue_depth=self.prefetch, seed=self.cfg.seed & 0x7FFFFFFF)
-        def pipe():
-            n_out = 2 + (crop is not None) + self.cfg.augment
-            outs = list(fn.external_source(source=self._feed(plans), num_outputs=n_out, batch=True, no_copy=True,
-                                           parallel=False))
-            low, high = outs.pop(0), outs.pop(0)
-            if crop is not None:
-                anchor = outs.pop(0)
-                shape = types.Constant(np.array([crop, crop], dtype=np.int32), device="cpu")
-                low = fn.slice(low, anchor, shape, axes=[0, 1])
-                high = fn.slice(high, anchor, shape, axes=[0, 1])
-            matrix = outs.pop(0) if outs else None
-            if on_gpu:
-                low, high = low.gpu(), high.gpu()
-            return _augment(low, matrix), _augment(high, matrix)
+    def start_workers(self) -> None:
+        self._host.start()
 
-        return pipe()
+    def close(self) -> None:
+        """Drop the pipeline and stop the workers (they start again with the next iteration)."""
+        super().close()
+        self._host.close()
+
+    def _release_held(self) -> None:
+        while self._held:
+            self._held.popleft()()
+
+    def _graph(self, on_gpu: bool) -> PairedNodes:
+        if self._host.pool is None:
+            self._host.pin = on_gpu  # page-locked ring: DALI's host-to-device copies run at full speed
+        low, high = fn.external_source(source=_Feed(self), num_outputs=2, batch=True, no_copy=True, cycle="raise",
+                                       parallel=False, layout="HWC")
+        if on_gpu:
+            low, high = low.gpu(), high.gpu()
+        return PairedNodes(low, high, self)
+
+    def _inputs(self, run: tuple, plans: list[BatchPlan]):
+        for bp, (host, release) in zip(plans, self._host.batches(run, plans)):
+            self._fed.append((run, bp))
+            if release is not None:
+                self._held.append(release)
+                while len(self._held) > self._hold:
+                    self._held.popleft()()
+            yield [host[0], host[1]]
 
 
-class DaliFileLoader(_DaliLoader):
-    """Two `fn.readers.file` (low, high) over the raw images, sharded by rank, decoded on the GPU ("mixed") or CPU."""
+class FileSource(PairedSource):
+    """kind "file": two `fn.readers.file` (low, high) over the raw images, sharded by rank, decoded on the GPU
+    ("mixed") or CPU with the planned window (`decoders.image_slice`), flipped by one exact `warp_affine`. A
+    pipeline's file lists cover a window of consecutive epochs; another epoch needs a new pipeline."""
 
+    KIND = "file"
     DEAL = "contiguous"  # readers.file gives each shard one contiguous block of its file list
+    WINDOW_BATCHES = 1024  # a pipeline's file lists cover at least this many batches (or 64 epochs)
 
     def __init__(self, raw_dir, opts: LoaderOptions, *, low_dir: str | None = None, high_dir: str | None = None,
                  pairs_file: str | None = None, prefetch: int = 2, probe_threads: int = 8):
@@ -242,6 +441,26 @@ class DaliFileLoader(_DaliLoader):
         super().__init__([p.key for p in self.pairs], np.array(lows, dtype=np.int64).reshape(-1, 2), opts.split, opts,
                          prefetch)
 
+    def _window(self, first: tuple) -> None:
+        epoch, consumed = first
+        if self.cfg.last_batch == "partial" or consumed:  # ranks may differ in length: one run per graph
+            self._runs = [first]
+        else:
+            count = min(64, max(1, -(-self.WINDOW_BATCHES // max(1, len(self)))))
+            self._runs = [(e, ()) for e in range(epoch, epoch + count)]
+
+    def _fits(self, run: tuple) -> bool:
+        if self._last_run is None:
+            return bool(self._runs) and self._runs[0] == run
+        k = self._runs.index(self._last_run) if self._last_run in self._runs else -2
+        return k + 1 < len(self._runs) and self._runs[k + 1] == run
+
+    def _auto_next(self) -> tuple | None:
+        if self._last_run is None:
+            return self._runs[0] if self._runs else None
+        k = self._runs.index(self._last_run) + 1
+        return self._runs[k] if k < len(self._runs) else None
+
     def _blocks(self, epoch: int, consumed: tuple = ()) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per rank, (pair indices, padded flags) of its share of `epoch`: contiguous blocks of the epoch's order,
         cut where `readers.file` cuts shards (rank r reads [r·T/ws, (r+1)·T/ws) of a list of length T)."""
@@ -256,7 +475,7 @@ class DaliFileLoader(_DaliLoader):
         return {"low": ([str(self.pairs[i].low) for i in order], labels),
                 "high": ([str(self.pairs[i].high) for i in order], labels)}
 
-    def _feed(self, plans: list[BatchPlan]):
+    def _inputs(self, run: tuple, plans: list[BatchPlan]):
         bs = self.cfg.batch_size
         for bp in plans:
             fill = bs - len(bp)  # readers pad a short last batch by repeating the shard's last sample
@@ -267,42 +486,35 @@ class DaliFileLoader(_DaliLoader):
                 batch.append(np.stack([rep(bp.y), rep(bp.x)], axis=1).astype(np.int32))
             if self.cfg.augment:
                 batch.append(dihedral_matrices(rep(bp.code), self._out_hw_index(index)))
+            self._fed.append((run, bp))
             yield batch
 
-    def _pipeline(self, epochs: list[int], plans: list[BatchPlan], consumed: tuple = ()):
-        crop, on_gpu = self.cfg.crop, self.device.type == "cuda"
-        # each rank's block holds its shares of every epoch of the window, one after the other; drop and pad make
-        # them whole batches of equal length on every rank, so readers.file cuts the same blocks (a resumed epoch
-        # is a window of its own)
-        blocks = [self._blocks(e, consumed if k == 0 else ()) for k, e in enumerate(epochs)]
-        order = np.concatenate([blocks[k][r][0] for r in range(self.cfg.world_size) for k in range(len(epochs))])
-        lists = self._file_lists(order)
+    def _graph(self, on_gpu: bool) -> PairedNodes:
+        crop = self.cfg.crop
+        # each rank's block holds its shares of every run of the window, one after the other; drop and pad make
+        # them whole batches of equal length on every rank, so readers.file cuts the same blocks
+        blocks = [self._blocks(e, consumed) for e, consumed in self._runs]
+        order = np.concatenate([blocks[k][r][0] for r in range(self.cfg.world_size) for k in range(len(self._runs))])
         shard = dict(shard_id=self.cfg.rank, num_shards=self.cfg.world_size, random_shuffle=False, pad_last_batch=True,
                      stick_to_shard=True)
         decoder = "mixed" if on_gpu else "cpu"
-
-        @pipeline_def(batch_size=self.cfg.batch_size, num_threads=self.num_threads, device_id=_device_id(self.device),
-                      prefetch_queue_depth=self.prefetch, seed=self.cfg.seed & 0x7FFFFFFF)
-        def pipe():
-            n_out = 1 + (crop is not None) + self.cfg.augment
-            fed = list(fn.external_source(source=self._feed(plans), num_outputs=n_out, batch=True))
-            expect = fed.pop(0)
-            anchor = fed.pop(0) if crop is not None else None
-            matrix = fed.pop(0) if self.cfg.augment else None
-            outs, labs = [], []
-            for name, (files, labels) in lists.items():
-                data, label = fn.readers.file(files=files, labels=labels, name=name, **shard)
-                if crop is not None:
-                    shape = types.Constant(np.array([crop, crop], dtype=np.int32), device="cpu")
-                    img = fn.decoders.image_slice(data, anchor, shape, axes=[0, 1], device=decoder,
-                                                  output_type=types.RGB, adjust_orientation=False)
-                else:
-                    img = fn.decoders.image(data, device=decoder, output_type=types.RGB, adjust_orientation=False)
-                outs.append(_augment(img, matrix))
-                labs.append(label)
-            return outs[0], outs[1], labs[0], labs[1], expect
-
-        return pipe()
+        n_in = 1 + (crop is not None) + self.cfg.augment
+        fed = list(fn.external_source(source=_Feed(self), num_outputs=n_in, batch=True, cycle="raise", parallel=False))
+        expect = fed.pop(0)
+        anchor = fed.pop(0) if crop is not None else None
+        matrix = fed.pop(0) if self.cfg.augment else None
+        outs, labs = [], []
+        for name, (files, labels) in self._file_lists(order).items():
+            data, label = fn.readers.file(files=files, labels=labels, name=name, **shard)
+            if crop is not None:
+                shape = types.Constant(np.array([crop, crop], dtype=np.int32), device="cpu")
+                img = fn.decoders.image_slice(data, anchor, shape, axes=[0, 1], device=decoder,
+                                              output_type=types.RGB, adjust_orientation=False)
+            else:
+                img = fn.decoders.image(data, device=decoder, output_type=types.RGB, adjust_orientation=False)
+            outs.append(_augment(img, matrix))
+            labs.append(label)
+        return PairedNodes(outs[0], outs[1], self, (labs[0], labs[1], expect))
 
     def _diagnose(self, plans: list[BatchPlan], b: int) -> PairloadError | None:
         from .decode import decode_rgb
@@ -319,8 +531,8 @@ class DaliFileLoader(_DaliLoader):
                         return exc
         return None
 
-    def _check(self, outputs, bp: BatchPlan, b: int) -> None:
-        low, high, expect = (_labels(o) for o in outputs[2:5])
+    def _check(self, labels, bp: BatchPlan, b: int) -> None:
+        low, high, expect = (_labels(o) for o in labels)
         n = len(bp)
         if not (np.array_equal(low[:n], expect[:n]) and np.array_equal(high[:n], expect[:n])):
             bad = int(np.flatnonzero((low[:n] != expect[:n]) | (high[:n] != expect[:n]))[0])
@@ -330,6 +542,98 @@ class DaliFileLoader(_DaliLoader):
                 f"expected pair {self.pairs[int(expect[bad])].low_rel}; training stopped rather than learn from "
                 "mismatched pairs"
             )
+
+
+class _AsPairBatch:
+    """The loaders: a source iterated through its default pipeline, each batch a `PairBatch` on the device."""
+
+    def _convert(self, outputs, bp: BatchPlan):
+        n = len(bp)
+        low = _to_torch(outputs[0], self.device)[:n]
+        high = _to_torch(outputs[1], self.device)[:n]
+        padded = torch.from_numpy(bp.padded.copy()).to(self.device)
+        return batch_from_hwc(low, high, [self.keys[i] for i in bp.index.tolist()], padded)
+
+
+class DaliExternalLoader(_AsPairBatch, ExternalSource):
+    """make_loader("dali-external"): `ExternalSource` through a pipeline that returns its crops."""
+
+
+class DaliFileLoader(_AsPairBatch, FileSource):
+    """make_loader("dali-file"): `FileSource` through a pipeline that returns its crops and checks the readers."""
+
+
+def paired_source(source: str | os.PathLike, *, kind: str = "external", split: str = "train", batch_size: int,
+                  crop: int | None, seed: int = 0, rank: int = 0, world_size: int = 1, num_workers: int = 0,
+                  last_batch: str = "drop", augment: bool = True, shuffle: bool = True, **backend) -> PairedSource:
+    """A `PairedSource` over packed shards (kind "external") or raw image folders (kind "file"; `low_dir`,
+    `high_dir`, `pairs_file` as for `pairload pack`). Make it once per process and pass it to `paired_inputs`
+    inside the pipeline function; `num_workers` is its CPU parallelism (cutting processes for "external"; the
+    pipeline's own `num_threads` decodes for "file")."""
+    if kind not in ("external", "file"):
+        raise ConfigError(f"kind={kind!r}: expected 'external' (packed shards) or 'file' (raw image folders)")
+    opts = LoaderOptions(split=split, batch_size=batch_size, crop=crop, seed=seed, rank=rank, world_size=world_size,
+                         num_workers=num_workers, device="cpu", last_batch=last_batch, augment=augment, shuffle=shuffle)
+    cls = ExternalSource if kind == "external" else FileSource
+    return cls(source, opts, **backend)
+
+
+def paired_inputs(source, **options) -> PairedNodes:
+    """Inside a `@pipeline_def` function: `low, high = paired_inputs(source)`, the planned, aligned crops of one
+    batch as uint8 HWC DataNodes (on the GPU when the pipeline has a device), fed epoch after epoch by the
+    planner. `source` is a `PairedSource` (from `paired_source`), or a path with `paired_source`'s options."""
+    if not isinstance(source, PairedSource):
+        source = paired_source(source, **options)
+    elif options:
+        raise ConfigError(f"paired_inputs(PairedSource, ...): the source is already configured; unexpected "
+                          f"{', '.join(sorted(options))}")
+    return source.nodes()
+
+
+class PairedIterator:
+    """Epochs of a pipeline built on `paired_inputs`, of the planned length: each batch is a dict of the
+    pipeline's outputs named by `output_map` (torch tensors on the pipeline's device, cut to the batch's real
+    length), `keys` and `padded`. `pipeline` is a built or unbuilt Pipeline, or a function that builds one
+    (needed by kind "file" to start its readers over). `len`, `set_epoch`, `state_dict`/`load_state_dict` and
+    `close` are the source's."""
+
+    def __init__(self, pipeline, output_map=("low", "high"), *, source: PairedSource | None = None):
+        if source is None:
+            probe = pipeline if isinstance(pipeline, Pipeline) else None
+            source = getattr(probe, "_pairload_source", None)
+            if source is None:
+                raise ConfigError("PairedIterator: pass source= (the PairedSource the pipeline function uses), or a "
+                                  "pipeline whose graph calls paired_inputs()")
+        self.source = source
+        source.bind(pipeline, output_map)
+
+    def __iter__(self):
+        return iter(self.source)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def epoch(self) -> int:
+        return self.source.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        self.source.set_epoch(epoch)
+
+    def state_dict(self) -> dict:
+        return self.source.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.source.load_state_dict(state)
+
+    def close(self) -> None:
+        self.source.close()
 
 
 def external_source_loader(shards_dir: str | os.PathLike, **kwargs):
@@ -346,4 +650,5 @@ def file_reader_loader(raw_dir: str | os.PathLike, **kwargs):
     return make_loader("dali-file", raw_dir, **kwargs)
 
 
-__all__ = ["DaliExternalLoader", "DaliFileLoader", "external_source_loader", "file_reader_loader"]
+__all__ = ["DaliExternalLoader", "DaliFileLoader", "ExternalSource", "FileSource", "PairedIterator", "PairedNodes",
+           "PairedSource", "external_source_loader", "file_reader_loader", "paired_inputs", "paired_source"]

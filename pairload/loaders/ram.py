@@ -16,19 +16,18 @@ crop and the flips/transposes together.
 from __future__ import annotations
 
 import os
-from collections import deque
 
 import numpy as np
 import torch
 
-from ..assemble import fill, out_hw, slot_bytes, slot_view, worker_main
+from ..assemble import out_hw
 from ..batch import make_batch
-from ..errors import ConfigError, LoaderError
+from ..errors import ConfigError
 from ..plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan
 from ..shards import ShardDataset
 from .base import LoaderOptions, PlannedLoader
 from .device import DeviceStage
-from .pool import WorkerPool, worker_error
+from .windows import HostWindows
 
 
 def _warn_if_larger_than_memory(ds: ShardDataset) -> None:
@@ -57,115 +56,20 @@ class RamLoader(PlannedLoader):
         self._cuda = self.device.type == "cuda"
         self._stage = DeviceStage(self.device)
         self._store = self._upload() if resident else None
-        self._workers: WorkerPool | None = None
-        self._pending: deque = deque()  # (run, batch, slot) submitted to workers, in delivery order; run: (epoch, consumed)
-        self._free: deque = deque()
-        self._done: dict[int, object] = {}
-        self._plans: dict[tuple, list[BatchPlan]] = {}
+        # on a CPU device the host side applies the flips while copying (nearly free there, a full pass later)
+        self._host = HostWindows(self.ds, self.cfg, super().plan_for, num_workers=opts.num_workers, prefetch=prefetch,
+                                 pin=self._cuda, apply_codes=not self._cuda, name="pairload-ram")
 
     def start_workers(self) -> None:
         """Start the worker processes now and wait until they are ready (no shard data is read), so that the first
         batch does not also pay for process start-up. Iterating starts them anyway."""
-        if self.opts.num_workers and self._store is None:
-            self._ensure_workers().wait_ready()
+        if self._store is None:
+            self._host.start()
 
     def close(self) -> None:
         """Stop the worker processes and free the shared ring (also done when the loader is garbage collected)."""
-        if self._workers is not None:
-            self._workers.close()
-            self._workers = None
-        self._pending.clear()
-
-    # ------------------------------------------------------------------ plans
-
-    def _run_plans(self, run: tuple, plans: list[BatchPlan] | None = None) -> list[BatchPlan]:
-        """The plans of one pass over an epoch, run = (epoch, consumed); the last two are kept."""
-        if run not in self._plans:
-            if len(self._plans) >= 2:
-                self._plans.pop(next(iter(self._plans)))
-            self._plans[run] = plans if plans is not None else super().plan_for(*run)
-        return self._plans[run]
-
-    # ------------------------------------------------------------------ worker path
-
-    def _ensure_workers(self) -> WorkerPool:
-        if self._workers is None:
-            depth = self.opts.num_workers + self.prefetch + 2  # every worker busy, `prefetch` ready, 2 in copy
-            ahead = 2 * self.opts.num_workers  # the others work on the next batches; read the ones after them
-            self._workers = WorkerPool(worker_main, (str(self.ds.root), self.ds.split, self.cfg, not self._cuda, ahead),
-                                       num_workers=self.opts.num_workers, depth=depth, slot_bytes=slot_bytes(self.cfg, self.hw),
-                                       pin=self._cuda, name="pairload-ram", shared_tasks=True, files=self.ds.files,
-                                       file_bytes=self.ds.shard_bytes)
-            self._free = deque(range(depth))
-            self._pending.clear()
-            self._stage.clear()
-            self._done.clear()
-        return self._workers
-
-    def _submit(self, run: tuple, b: int) -> tuple[tuple, int]:
-        """Queue tasks until the ring is full, continuing into the following epoch; returns the next (run, b)."""
-        w = self._workers
-        self._stage.reclaim()
-        skipped = 0
-        while self._free:
-            plans = self._run_plans(run)
-            if b >= len(plans):
-                run, b = (run[0] + 1, ()), 0
-                skipped += 1
-                if skipped > 2:  # empty epochs (the rest of a finished epoch): nothing to run ahead into
-                    break
-                continue
-            slot = self._free.popleft()
-            w.tasks[0].put((slot, run[0], run[1], b))
-            self._pending.append((run, b, slot))
-            b += 1
-        return run, b
-
-    def _wait(self, slot: int) -> None:
-        while slot not in self._done:
-            got, err = self._workers.get()
-            self._done[got] = err
-        err = self._done.pop(slot)
-        if err is not None:
-            raise worker_error(err)
-
-    def _drain(self) -> None:
-        """Wait out tasks queued for a batch sequence that is not going to be used (out-of-order set_epoch)."""
-        while self._pending:
-            _, _, slot = self._pending.popleft()
-            try:
-                self._wait(slot)
-            except LoaderError:
-                raise
-            except Exception:  # noqa: BLE001 - the data is discarded anyway
-                pass
-            self._free.append(slot)
-
-    def _worker_batches(self, run: tuple, plans: list[BatchPlan]):
-        w = self._ensure_workers()
-        if self._pending and self._pending[0][:2] != (run, 0):
-            self._drain()
-        nxt = (self._pending[-1][0], self._pending[-1][1] + 1) if self._pending else (run, 0)
-        nxt = self._submit(*nxt)
-        for b, bp in enumerate(plans):
-            ep, bb, slot = self._pending.popleft()
-            assert (ep, bb) == (run, b), "internal: ring out of order"
-            self._wait(slot)
-            h, w_ = out_hw(self.cfg, self.hw, bp)
-            host = torch.from_numpy(slot_view(w.ring[slot], len(bp), h, w_))
-            # on a CPU device the worker already applied the flips (apply_codes)
-            yield self._stage.put(host, self._code(bp), self._keys(bp), self._padded(bp),
-                                  release=lambda slot=slot: self._free.append(slot))
-            nxt = self._submit(*nxt)
-
-    # ------------------------------------------------------------------ in-process path
-
-    def _inline_batches(self, plans: list[BatchPlan]):
-        for bp in plans:
-            h, w = out_hw(self.cfg, self.hw, bp)
-            host = torch.empty((2, len(bp), h, w, 3), dtype=torch.uint8, pin_memory=self._cuda)
-            fill(self.ds, host.numpy(), bp, apply_codes=not self._cuda)
-            yield self._stage.put(host, self._code(bp), self._keys(bp), self._padded(bp))
+        self._host.close()
+        self._stage.clear()
 
     # ------------------------------------------------------------------ shared
 
@@ -179,22 +83,16 @@ class RamLoader(PlannedLoader):
         return torch.from_numpy(bp.padded.copy())
 
     def plan_for(self, epoch: int, consumed: tuple = ()) -> list[BatchPlan]:
-        run = (epoch, consumed)
-        return self._plans[run] if run in self._plans else super().plan_for(epoch, consumed)
+        return self._host.plans((epoch, consumed))
 
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
-        run = (epoch, consumed)
-        self._run_plans(run, plans)
         if self._store is not None:
             yield from self._resident_batches(plans)
             return
-        self.ds.check_files()  # a shard truncated or replaced between epochs is an error here, not a SIGBUS later
-        gen = self._worker_batches(run, plans) if self.opts.num_workers else self._inline_batches(plans)
-        try:
-            yield from self._stage.one_ahead(gen)  # batch k+1 is copied while the caller works on batch k
-        except LoaderError:
-            self.close()  # the other workers stop too; the next iteration starts fresh ones
-            raise
+        produced = (self._stage.put(torch.from_numpy(host), self._code(bp), self._keys(bp), self._padded(bp), release)
+                    for bp, (host, release) in zip(plans, self._host.batches((epoch, consumed), plans,
+                                                                              self._stage.reclaim)))
+        yield from self._stage.one_ahead(produced)  # batch k+1 is copied while the caller works on batch k
 
     # ------------------------------------------------------------------ device-resident path
 
