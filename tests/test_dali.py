@@ -6,11 +6,13 @@ import sys
 import pytest
 import torch
 
-from pairload import ImageError, PairingError, make_loader
+import numpy as np
+
+from pairload import ConfigError, ImageError, PairingError, make_loader
 from pairload.pack import PackOptions, pack
 
 from conftest import make_raw
-from test_loaders import check_batch
+from test_loaders import check_batch, expected
 
 pytestmark = pytest.mark.dali
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
@@ -179,3 +181,137 @@ def test_dali_file_ignores_exif_orientation_as_pack_does(tmp_path):
         assert got_low.shape == low.shape == (40, 56, 3)
         assert np.abs(got_low.astype(int) - low.astype(int)).mean() < 3  # JPEG decoders may differ by rounding
         assert np.abs(batch.high[0].permute(1, 2, 0).numpy().astype(int) - high.astype(int)).mean() < 3
+
+
+# ---------------------------------------------------------------- the building block: paired_inputs in a user pipeline
+
+def user_pipeline(src, device_id=None):
+    """A user's own pipeline: a paired brightness change (one random value for both images) and noise on the
+    input only, as float; it returns the noise and the brightness too, so the test can undo both."""
+    import nvidia.dali.fn as fn
+    import nvidia.dali.types as types
+    from nvidia.dali import pipeline_def
+
+    from pairload.dali import paired_inputs
+
+    @pipeline_def(batch_size=src.cfg.batch_size, num_threads=2, device_id=device_id, seed=11)
+    def pipe():
+        low, high = paired_inputs(src)
+        gain = fn.random.uniform(range=[0.5, 1.0])  # one value per sample, used on both images
+        low = fn.cast(low, dtype=types.FLOAT) * gain
+        high = fn.cast(high, dtype=types.FLOAT) * gain
+        noise = fn.random.normal(low, stddev=4.0)  # same shape as the input; the input only
+        return low + noise, high, noise, gain
+
+    return pipe
+
+
+NAMES = ("input", "target", "noise", "gain")
+
+
+def check_user_batch(out, epoch, seed, crop):
+    assert set(out) == {*NAMES, "keys", "padded"}
+    out = {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+    gain = out["gain"].reshape(-1, 1, 1, 1)
+    clean = (out["input"] - out["noise"]) / gain
+    assert out["noise"].abs().sum() > 0
+    for j, key in enumerate(out["keys"]):
+        lo, hi = expected(key, epoch, seed, crop)
+        # the target is 255 - input: same window, same flip, same brightness on both, noise on the input only
+        np.testing.assert_allclose(clean[j].numpy(), lo, atol=1e-3, err_msg=key)
+        np.testing.assert_allclose((out["target"][j] / gain[j]).numpy(), hi, atol=1e-3, err_msg=key)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["external", "file"])
+@pytest.mark.parametrize("ws", [1, 2])
+def test_user_pipeline_on_paired_inputs_stays_aligned_and_sees_each_sample_once(data, kind, ws, device):
+    from pairload.dali import PairedIterator, paired_source
+
+    dev_id = 0 if device == "cuda" else None
+    seen = {0: [], 1: []}
+    for rank in range(ws):
+        src = paired_source(data / ("shards" if kind == "external" else "raw"), kind=kind, batch_size=4, crop=16,
+                            seed=5, rank=rank, world_size=ws, num_workers=2)
+        it = PairedIterator(user_pipeline(src, dev_id)(), NAMES) if kind == "external" else \
+            PairedIterator(lambda src=src: user_pipeline(src, dev_id)(), NAMES, source=src)
+        assert len(it) == 24 // ws // 4
+        for epoch in (0, 1):
+            it.set_epoch(epoch)
+            batches = list(it)
+            assert len(batches) == len(it)
+            for out in batches:
+                assert out["input"].shape == (4, 16, 16, 3) and out["input"].dtype == torch.float32
+                assert out["input"].device.type == device
+                check_user_batch(out, epoch, 5, 16)
+                seen[epoch] += out["keys"]
+        it.close()
+    for epoch in (0, 1):
+        assert sorted(seen[epoch]) == [f"{i:05d}" for i in range(24)]  # each sample exactly once, over the ranks
+    assert seen[0] != seen[1]
+
+
+def test_paired_inputs_with_a_path_and_the_pipeline_alone(data):
+    """The short form: paired_inputs(path, **options) inside the function, PairedIterator(pipe) finds the source."""
+    import nvidia.dali.fn as fn
+    from nvidia.dali import pipeline_def
+
+    from pairload.dali import PairedIterator, paired_inputs
+
+    @pipeline_def(batch_size=4, num_threads=1, device_id=None)
+    def pipe():
+        low, high = paired_inputs(data / "shards", batch_size=4, crop=16, seed=1)
+        return fn.flip(low, horizontal=1), fn.flip(high, horizontal=1)  # a paired operator of the user's
+
+    it = PairedIterator(pipe())
+    for epoch in (0, 1, 2):  # consecutive epochs go on in the same pipeline
+        it.set_epoch(epoch)
+        n = 0
+        for out in it:
+            n += 1
+            for j, key in enumerate(out["keys"]):
+                lo, hi = expected(key, epoch, 1, 16)
+                np.testing.assert_array_equal(out["low"][j].numpy(), lo[:, ::-1])
+                np.testing.assert_array_equal(out["high"][j].numpy(), hi[:, ::-1])
+        assert n == 6
+
+
+def test_dalis_own_iterator_gets_epochs_of_the_planned_length(data):
+    from nvidia.dali.plugin.base_iterator import LastBatchPolicy
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator
+
+    from pairload.dali import paired_source
+
+    src = paired_source(data / "shards", batch_size=4, crop=16, seed=3, last_batch="partial", world_size=3, rank=2)
+    it = DALIGenericIterator(user_pipeline(src)(), list(NAMES), size=-1, last_batch_policy=LastBatchPolicy.PARTIAL,
+                             auto_reset=True)
+    for epoch in (0, 1):  # the source moves on to the next epoch by itself
+        rows = [out[0]["input"].shape[0] for out in it]
+        assert rows == [len(bp) for bp in src.plan_for(epoch)] == [4, 4]
+
+
+def test_paired_inputs_usage_errors(data):
+    from nvidia.dali import pipeline_def
+
+    from pairload.dali import PairedIterator, paired_inputs, paired_source
+
+    src = paired_source(data / "shards", batch_size=4, crop=16)
+    with pytest.raises(ConfigError, match=r"call it inside a @pipeline_def function"):
+        paired_inputs(src)
+
+    @pipeline_def(batch_size=8, num_threads=1, device_id=None)
+    def wrong_batch():
+        return tuple(paired_inputs(src))
+
+    with pytest.raises(ConfigError, match=r"batch_size is 8 but the paired source plans batches of 4"):
+        wrong_batch()
+    with pytest.raises(ConfigError, match=r"kind='bogus': expected 'external'"):
+        paired_source(data / "shards", kind="bogus", batch_size=4, crop=16)
+
+    @pipeline_def(batch_size=4, num_threads=1, device_id=None)
+    def three():
+        low, high = paired_inputs(src)
+        return low, high, low
+
+    with pytest.raises(ConfigError, match=r"the pipeline has 3 outputs but output_map names 2"):
+        next(iter(PairedIterator(three())))

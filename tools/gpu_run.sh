@@ -47,10 +47,14 @@ for stage in "$@"; do
       $PY -m pairload.cli bench-loaders "$W/shards" --raw "$W/raw" --loaders ram,ram-resident,wds,dali-external,naive-pil \
         --workers $((CORES - 1)) --seconds 6 --consumer unet --out "$R/loaders-unet.json" 2>&1 | tail -16 ;;
     dali)
+      # every loader in one run (dali-external next to ram), then where dali-external's time goes
       data || exit 1
-      stamp "bench-loaders dali-external"
-      $PY -m pairload.cli bench-loaders "$W/shards" --loaders dali-external,ram --workers $((CORES - 1)) --seconds 6 \
-        --out "$R/loaders-dali-external.json" 2>&1 | tail -8 ;;
+      stamp "bench-loaders all"
+      $PY -m pairload.cli bench-loaders "$W/shards" --raw "$W/raw" --workers $((CORES - 1)) --seconds 6 \
+        --out "$R/loaders.json" --plot "$R/loaders.png" 2>&1 | tail -16
+      stamp "profile dali-external"
+      $PY benchmarks/profile_dali.py "$W/shards" --workers 7,$((CORES - 1)) --prefetch 2,4 \
+        --out "$R/profile-dali.json" 2>&1 | grep "^{'" ;;
     cold)
       # the split evicted from the page cache before each repeat, next to the disk's sequential read bound
       data || exit 1
