@@ -375,9 +375,10 @@ class ExternalSource(PairedSource):
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch)
         self._hold = prefetch + 3  # batches DALI may still read after they were fed (no_copy inputs)
         self._held: deque = deque()
+        self._flip_on_device = False
         self._host = HostWindows(self.ds, self.cfg, super().plan_for, num_workers=opts.num_workers,
-                                 prefetch=prefetch, pin=self.device.type == "cuda", apply_codes=True,
-                                 name="pairload-dali", hold=self._hold)
+                                 prefetch=prefetch, pin=self.device.type == "cuda",
+                                 apply_codes=self.device.type != "cuda", name="pairload-dali", hold=self._hold)
 
     def plan_for(self, epoch: int, consumed: tuple = ()) -> list[BatchPlan]:
         return self._host.plans((epoch, consumed))
@@ -398,12 +399,22 @@ class ExternalSource(PairedSource):
             self._held.popleft()()
 
     def _graph(self, on_gpu: bool) -> PairedNodes:
+        # with a GPU the flips/transposes run there, in one exact warp per batch: a flipped or transposed copy is
+        # ~20x slower than a straight one on the host (numpy strides); without one the workers flip while copying
+        self._flip_on_device = on_gpu and self.cfg.augment
         if self._host.pool is None:
             self._host.pin = on_gpu  # page-locked ring: DALI's host-to-device copies run at full speed
-        low, high = fn.external_source(source=_Feed(self), num_outputs=2, batch=True, no_copy=True, cycle="raise",
-                                       parallel=False, layout="HWC")
+            self._host.apply_codes = not on_gpu
+        elif self._host.apply_codes == on_gpu:
+            self._host.close()  # workers started for the other device: start them again for this one
+            self._host.pin, self._host.apply_codes = on_gpu, not on_gpu
+        outs = fn.external_source(source=_Feed(self), num_outputs=2 + self._flip_on_device, batch=True, no_copy=True,
+                                  cycle="raise", parallel=False)
+        low, high = outs[0], outs[1]
         if on_gpu:
             low, high = low.gpu(), high.gpu()
+        if self._flip_on_device:
+            low, high = _augment(low, outs[2]), _augment(high, outs[2])
         return PairedNodes(low, high, self)
 
     def _inputs(self, run: tuple, plans: list[BatchPlan]):
@@ -413,7 +424,10 @@ class ExternalSource(PairedSource):
                 self._held.append(release)
                 while len(self._held) > self._hold:
                     self._held.popleft()()
-            yield [host[0], host[1]]
+            batch = [host[0], host[1]]
+            if self._flip_on_device:
+                batch.append(dihedral_matrices(bp.code, self._out_hw_index(bp.index)))
+            yield batch
 
 
 class FileSource(PairedSource):

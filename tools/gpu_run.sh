@@ -53,7 +53,7 @@ for stage in "$@"; do
       $PY -m pairload.cli bench-loaders "$W/shards" --raw "$W/raw" --workers $((CORES - 1)) --seconds 6 \
         --out "$R/loaders.json" --plot "$R/loaders.png" 2>&1 | tail -16
       stamp "profile dali-external"
-      $PY benchmarks/profile_dali.py "$W/shards" --workers 7,$((CORES - 1)) --prefetch 2,4 \
+      $PY benchmarks/profile_dali.py "$W/shards" --workers $((CORES - 1)) --prefetch 2,4 \
         --out "$R/profile-dali.json" 2>&1 | grep "^{'" ;;
     cold)
       # the split evicted from the page cache before each repeat, next to the disk's sequential read bound
