@@ -57,7 +57,8 @@ def main() -> None:
 
         cfg, kh = opts.plan_config(), key_hashes(ds.keys)
         host = HostWindows(ds, cfg, lambda e, c: plan_epoch(cfg, kh, ds.sizes, e, consumed=c), num_workers=w,
-                           prefetch=4, pin=False, apply_codes=True, name="profile")
+                           prefetch=4, pin=False, apply_codes=not a.device.startswith("cuda"),
+                           name="profile")
 
         def host_epoch(e):
             run = (e, ())
