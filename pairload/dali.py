@@ -369,7 +369,7 @@ class ExternalSource(PairedSource):
 
     KIND = "external"
 
-    def __init__(self, source, opts: LoaderOptions, *, prefetch: int = 2):
+    def __init__(self, source, opts: LoaderOptions, *, prefetch: int = 4):
         self.ds = source if isinstance(source, ShardDataset) else ShardDataset(source, opts.split)
         self.where = str(self.ds.root)
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch)
