@@ -423,7 +423,7 @@ class ExternalSource(PairedSource):
                 with torch.cuda.stream(self._stream):
                     pixels = torch.from_numpy(host).to(self._stream.device, non_blocking=True)
                     code = torch.from_numpy(bp.code).to(self._stream.device) if self.cfg.augment else None
-                    pixels = apply_codes(pixels, code).contiguous()  # DALI takes dense tensors only
+                    pixels = apply_codes(pixels, code)
             # DALI reads `no_copy` inputs after they are fed: the ring slot and the device batch are kept for a
             # few batches more than DALI's prefetch
             self._held.append((release, pixels))
