@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from .batch import apply_codes, batch_from_hwc
+from .batch import batch_from_hwc
 from .decode import probe_size
 from .discover import find_pairs
 from .errors import ConfigError, ImageError, LoaderError, MissingDependencyError, PairingError, PairloadError
@@ -177,9 +177,9 @@ class PairedSource(PlannedLoader):
         pipe._pairload_source = self  # PairedIterator(pipe) finds its source here
         self._window(self._building or (self.epoch, self._consumed(self.epoch)))
         self._reset_feed()
-        return self._graph(pipe.device_id)
+        return self._graph(pipe.device_id is not None)
 
-    def _graph(self, device_id: int | None) -> PairedNodes:
+    def _graph(self, on_gpu: bool) -> PairedNodes:
         raise NotImplementedError
 
     def _inputs(self, run: tuple, plans: list[BatchPlan]):
@@ -363,9 +363,9 @@ class PairedSource(PlannedLoader):
 
 class ExternalSource(PairedSource):
     """kind "external": the packed shards. `num_workers` processes cut each batch's planned windows out of the
-    memory-mapped shards (the `ram` loader's workers, ring and read-ahead); with a GPU the batch is copied and
-    flipped on a side stream, without one the workers flip while copying; `fn.external_source` takes the
-    batch as two dense tensors without a copy, so the pipeline's first operator sees the final crops."""
+    memory-mapped shards and flip them (the `ram` loader's workers, ring and read-ahead), and
+    `fn.external_source` takes each batch as two dense arrays without a copy; the pipeline's first operator
+    sees the final crops (moved to the GPU when the pipeline has one)."""
 
     KIND = "external"
 
@@ -375,7 +375,7 @@ class ExternalSource(PairedSource):
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch)
         self._hold = prefetch + 3  # batches DALI may still read after they were fed (no_copy inputs)
         self._held: deque = deque()
-        self._stream = None
+        self._flip_on_device = False
         self._host = HostWindows(self.ds, self.cfg, super().plan_for, num_workers=opts.num_workers,
                                  prefetch=prefetch, pin=self.device.type == "cuda",
                                  apply_codes=self.device.type != "cuda", name="pairload-dali", hold=self._hold)
@@ -384,7 +384,9 @@ class ExternalSource(PairedSource):
         return self._host.plans((epoch, consumed))
 
     def _threads(self) -> int:
-        return 1  # the workers cut, torch copies and flips on a side stream: DALI has no CPU work here
+        # the workers cut; DALI's threads only stage the host-to-device copies, and 4 of them make that copy
+        # 2.4x faster than 1 (benchmarks/dali_micro.py on the H100: 18k -> 44k pairs/s with the warp)
+        return 4 if self.device.type == "cuda" else 1
 
     def start_workers(self) -> None:
         self._host.start()
@@ -396,42 +398,38 @@ class ExternalSource(PairedSource):
 
     def _release_held(self) -> None:
         while self._held:
-            release, _ = self._held.popleft()
-            if release is not None:
-                release()
+            self._held.popleft()()
 
-    def _graph(self, device_id: int | None) -> PairedNodes:
-        # With a GPU, each batch goes to the device on a side stream and is flipped there by torch (as the ram
-        # loader does), and external_source takes the device tensors without a copy: DALI's own host-to-device
-        # path ran at 18-28k pairs/s on the H100, device inputs at 59k+ (benchmarks/dali_micro.py). Without a GPU
-        # the workers flip while they copy.
-        on_gpu = device_id is not None
-        self._stream = torch.cuda.Stream(torch.device("cuda", device_id)) if on_gpu else None
-        if self._host.pool is not None and self._host.apply_codes == on_gpu:
+    def _graph(self, on_gpu: bool) -> PairedNodes:
+        # with a GPU the flips/transposes run there, in one exact warp per batch: a flipped or transposed copy is
+        # ~20x slower than a straight one on the host (numpy strides); without one the workers flip while copying
+        self._flip_on_device = on_gpu and self.cfg.augment
+        if self._host.pool is None:
+            self._host.pin = on_gpu  # page-locked ring: DALI's host-to-device copies run at full speed
+            self._host.apply_codes = not on_gpu
+        elif self._host.apply_codes == on_gpu:
             self._host.close()  # workers started for the other device: start them again for this one
-        self._host.pin, self._host.apply_codes = on_gpu, not on_gpu
-        extra = {"device": "gpu", "cuda_stream": self._stream.cuda_stream} if on_gpu else {}
-        low, high = fn.external_source(source=_Feed(self), num_outputs=2, batch=True, no_copy=True, cycle="raise",
-                                       parallel=False, **extra)
+            self._host.pin, self._host.apply_codes = on_gpu, not on_gpu
+        outs = fn.external_source(source=_Feed(self), num_outputs=2 + self._flip_on_device, batch=True, no_copy=True,
+                                  cycle="raise", parallel=False)
+        low, high = outs[0], outs[1]
+        if on_gpu:
+            low, high = low.gpu(), high.gpu()
+        if self._flip_on_device:
+            low, high = _augment(low, outs[2]), _augment(high, outs[2])
         return PairedNodes(low, high, self)
 
     def _inputs(self, run: tuple, plans: list[BatchPlan]):
         for bp, (host, release) in zip(plans, self._host.batches(run, plans)):
             self._fed.append((run, bp))
-            pixels = host
-            if self._stream is not None:
-                with torch.cuda.stream(self._stream):
-                    pixels = torch.from_numpy(host).to(self._stream.device, non_blocking=True)
-                    code = torch.from_numpy(bp.code).to(self._stream.device) if self.cfg.augment else None
-                    pixels = apply_codes(pixels, code)
-            # DALI reads `no_copy` inputs after they are fed: the ring slot and the device batch are kept for a
-            # few batches more than DALI's prefetch
-            self._held.append((release, pixels))
-            while len(self._held) > self._hold:
-                release, _ = self._held.popleft()
-                if release is not None:
-                    release()
-            yield [pixels[0], pixels[1]]
+            if release is not None:
+                self._held.append(release)
+                while len(self._held) > self._hold:
+                    self._held.popleft()()
+            batch = [host[0], host[1]]
+            if self._flip_on_device:
+                batch.append(dihedral_matrices(bp.code, self._out_hw_index(bp.index)))
+            yield batch
 
 
 class FileSource(PairedSource):
@@ -507,8 +505,8 @@ class FileSource(PairedSource):
             self._fed.append((run, bp))
             yield batch
 
-    def _graph(self, device_id: int | None) -> PairedNodes:
-        crop, on_gpu = self.cfg.crop, device_id is not None
+    def _graph(self, on_gpu: bool) -> PairedNodes:
+        crop = self.cfg.crop
         # each rank's block holds its shares of every run of the window, one after the other; drop and pad make
         # them whole batches of equal length on every rank, so readers.file cuts the same blocks
         blocks = [self._blocks(e, consumed) for e, consumed in self._runs]
