@@ -42,11 +42,20 @@ class BenchConfig:
     device: str = "auto"
     consumer: str = "none"  # or "unet": each batch feeds a training step of the reference model
     cold: bool = False  # also measure `ram` and `wds` with the shards evicted from the page cache before each repeat
+    ranks: int = 1  # >1: that many concurrent ranks, each with its own loader (and GPU), splitting the node's cores
 
     def __post_init__(self) -> None:
         unknown = [n for n in self.loaders if n not in ALL]
         if unknown:
             raise ConfigError(f"--loaders {','.join(unknown)}: unknown; choose from {', '.join(ALL)}")
+        if self.ranks < 1:
+            raise ConfigError(f"--ranks {self.ranks}: expected 1 or more")
+        if self.ranks > 1 and (self.cold or self.consumer != "none"):
+            raise ConfigError("--ranks measures warm loaders alone: leave out --cold and --consumer")
+        if self.ranks > 1 and torch.cuda.is_available() and self.device in ("auto", "cuda") and \
+                self.ranks > torch.cuda.device_count():
+            raise ConfigError(f"--ranks {self.ranks} but this machine has {torch.cuda.device_count()} GPUs; every rank "
+                              "needs its own (or pass --device cpu)")
         if self.consumer not in ("none", "unet"):
             raise ConfigError(f"--consumer {self.consumer!r}: expected none or unet")
         if self.repeats < 1 or self.seconds <= 0:
@@ -152,6 +161,8 @@ class Result:
     device_mem_mb: float = 0.0
     data_wait_frac: float | None = None
     cold: bool = False
+    ranks: int = 1
+    per_rank: list[float] = field(default_factory=list)  # with ranks > 1: each rank's median; pairs_per_s is their sum
 
     def summarise(self, crop: int, peak_rss: int) -> None:
         """Median and spread of the repeats, MB/s of delivered crops, peak host memory."""
@@ -346,15 +357,18 @@ def measure_cold(name: str, cfg: BenchConfig, device: torch.device, workers: int
     return res
 
 
-def build_loader(name: str, cfg: BenchConfig, device: torch.device, workers: int):
+def build_loader(name: str, cfg: BenchConfig, device: torch.device, workers: int, rank: int = 0, world_size: int = 1):
     from .discover import find_pairs
     from .loaders import make_loader
 
-    common = dict(split=cfg.split, batch_size=cfg.batch_size, crop=cfg.crop, device=str(device))
+    common = dict(split=cfg.split, batch_size=cfg.batch_size, crop=cfg.crop, device=str(device), rank=rank,
+                  world_size=world_size)
     if name in ("ram", "ram-resident"):  # 8 workers already reach the host's copy bandwidth
         return make_loader("ram", cfg.shards, num_workers=min(workers, 8), resident=name == "ram-resident", **common)
     if name in ("wds", "dali-external"):
         return make_loader(name, cfg.shards, num_workers=workers, **common)
+    if world_size > 1 and name in BASELINES:
+        raise _Skip("a baseline has no rank share: measured with --ranks 1 only")
     if cfg.raw is None:
         raise _Skip("needs --raw RAW_DIR (the images the shards were packed from)")
     if name == "dali-file":
@@ -368,6 +382,72 @@ def build_loader(name: str, cfg: BenchConfig, device: torch.device, workers: int
 
 class _Skip(Exception):
     pass
+
+
+def _rank_main(name: str, cfg: BenchConfig, rank: int, workers: int, barrier, results) -> None:
+    """One rank of a --ranks run (a spawned process): its own loader on its own GPU, timed together with the others."""
+    device = cfg.resolved_device()
+    if device.type == "cuda":
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+    loader = None
+    try:
+        loader = build_loader(name, cfg, device, workers, rank=rank, world_size=cfg.ranks)
+        if hasattr(loader, "start_workers"):
+            loader.start_workers()
+        barrier.wait(timeout=600)  # every rank's workers are up: the timed windows overlap
+        base_free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+        results.put((rank, asdict(measure(name, loader, cfg, device, None, base_free))))
+    except _Skip as why:
+        barrier.abort()
+        results.put((rank, asdict(Result(loader=name, status="skipped", reason=str(why)))))
+    except BaseException as exc:  # noqa: BLE001 - reported by the parent
+        barrier.abort()
+        results.put((rank, asdict(Result(loader=name, status="failed",
+                                         reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"))))
+    finally:
+        if loader is not None:
+            loader.close()
+
+
+def measure_ranks(name: str, cfg: BenchConfig, workers: int) -> Result:
+    """`cfg.ranks` concurrent ranks of one loader kind, each with `workers` CPU workers: the node's total rate
+    (sum of the ranks' medians), the per-rank spread, and the node's peak memory (all ranks and their workers)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(cfg.ranks), ctx.Queue()
+    procs = [ctx.Process(target=_rank_main, args=(name, cfg, r, workers, barrier, results), name=f"bench-rank{r}")
+             for r in range(cfg.ranks)]
+    with _TreeSampler() as mem:
+        for p in procs:
+            p.start()
+        got = {}
+        while len(got) < cfg.ranks:
+            try:
+                rank, res = results.get(timeout=5)
+                got[rank] = res
+            except Exception:  # noqa: BLE001 - queue.Empty: check that no rank died without a word
+                dead = [p for p in procs if p.exitcode not in (None, 0)]
+                if dead:
+                    for p in procs:
+                        p.kill()
+                    return Result(loader=name, status="failed", ranks=cfg.ranks,
+                                  reason=f"rank process {dead[0].name} exited with {dead[0].exitcode}")
+        for p in procs:
+            p.join(timeout=30)
+    bad = [r for r in got.values() if r["status"] != "ok"]
+    if bad:
+        return Result(loader=name, status=bad[0]["status"], reason=bad[0]["reason"], ranks=cfg.ranks)
+    per = [got[r]["pairs_per_s"] for r in range(cfg.ranks)]
+    res = Result(loader=name, ranks=cfg.ranks, per_rank=per, repeats=per)
+    res.summarise(cfg.crop, mem.peak)
+    res.pairs_per_s = sum(per)  # the node's rate; min/max stay the per-rank spread
+    res.mb_per_s = res.pairs_per_s * 2 * cfg.crop * cfg.crop * 3 / 1e6
+    res.cpu_cores_used = sum(got[r]["cpu_cores_used"] for r in range(cfg.ranks))
+    res.device_mem_mb = max(got[r]["device_mem_mb"] for r in range(cfg.ranks))
+    res.reason = f"{cfg.ranks} ranks x {workers} workers; per rank {min(per):,.0f}-{max(per):,.0f}"
+    return res
 
 
 # ------------------------------------------------------------------ references
@@ -465,9 +545,13 @@ def run_bench(cfg: BenchConfig, on_result: Callable[[Result], None] | None = Non
             if device.type == "cuda":
                 torch.cuda.empty_cache()
                 _sync(device)
-            base_free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
-            loader = build_loader(name, cfg, device, workers)
-            res = measure(name, loader, cfg, device, consumer, base_free)
+            if cfg.ranks > 1:
+                res = measure_ranks(name, cfg, max(1, (os.cpu_count() or 2) // cfg.ranks - 1)
+                                    if not cfg.workers else workers)
+            else:
+                base_free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+                loader = build_loader(name, cfg, device, workers)
+                res = measure(name, loader, cfg, device, consumer, base_free)
         except _Skip as why:
             res = Result(loader=name, status="skipped", reason=str(why))
         except (PairloadError, MissingDependencyError, RuntimeError, OSError) as exc:

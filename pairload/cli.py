@@ -158,6 +158,7 @@ def bench_loaders(
     device: str = typer.Option("auto", help="auto, cpu or cuda[:k]."),
     consumer: str = typer.Option("none", help="none, or unet: feed a training step and report data-wait."),
     cold: bool = typer.Option(False, help="Also run ram and wds with the shards evicted from the page cache before each repeat, next to the disk's sequential read bound."),
+    ranks: int = typer.Option(1, help="Run that many ranks at once, each with its own loader on its own GPU and its share of the cores (--workers per rank, default cores/ranks - 1); reports the node's total and the per-rank spread."),
     out_json: Optional[Path] = typer.Option(None, "--out", help="Write the JSON report here."),
     plot_png: Optional[Path] = typer.Option(None, "--plot", help="Write a bar chart (PNG) here."),
 ) -> None:
@@ -168,14 +169,15 @@ def bench_loaders(
     cfg = BenchConfig(shards=str(shards_dir), raw=str(raw) if raw else None, split=split,
                       loaders=tuple(n.strip() for n in loaders.split(",") if n.strip()), crop=crop,
                       batch_size=batch_size, workers=workers, seconds=seconds, repeats=repeats, device=device,
-                      consumer=consumer, cold=cold)
+                      consumer=consumer, cold=cold, ranks=ranks)
     err = Console(stderr=True)
     report = run_bench(cfg, on_result=lambda r: err.print(
         f"  {r.loader}{' (cold)' if r.cold else ''}: " + (f"{r.pairs_per_s:,.0f} pairs/s" if r.status == "ok" else f"{r.status} ({r.reason})"),
         highlight=False, markup=False))
     table = Table("loader", "pairs/s", "spread", "MB/s", "CPU cores", "host RSS MB", "device MB",
                   *(["data wait"] if consumer != "none" else []), "note",
-                  title=f"{report['device']}, {report['cpu_count']} cores, crop {crop}, batch {batch_size}")
+                  title=f"{report['device']}, {report['cpu_count']} cores, crop {crop}, batch {batch_size}"
+                  + (f", {ranks} ranks (node total; spread = per rank)" if ranks > 1 else ""))
     for r in report["results"]:
         ok = r["status"] == "ok"
         table.add_row(r["loader"] + (" (cold)" if r.get("cold") else ""), f"{r['pairs_per_s']:,.0f}" if ok else "-",

@@ -111,3 +111,18 @@ def test_evict_really_empties_the_page_cache_of_a_shard(tiny):
     resident = sum(v & 1 for v in vec)
     del mm
     assert resident < pages / 2, f"{resident} of {pages} pages still cached"
+
+
+def test_ranks_run_concurrent_loaders_and_report_the_node_total(tmp_path):
+    from pairload.bench import BenchConfig, run_bench
+
+    make_raw(tmp_path / "raw", 16, size=(64, 96))
+    pack(tmp_path / "raw", tmp_path / "s", PackOptions(workers=1))
+    cfg = BenchConfig(shards=str(tmp_path / "s"), loaders=("ram", "naive-pil"), crop=32, batch_size=4, workers=1,
+                      seconds=0.6, repeats=1, device="cpu", ranks=2, raw=str(tmp_path / "raw"))
+    ram, pil = run_bench(cfg)["results"]
+    assert ram["status"] == "ok" and ram["ranks"] == 2 and len(ram["per_rank"]) == 2
+    assert ram["pairs_per_s"] == pytest.approx(sum(ram["per_rank"])) and min(ram["per_rank"]) > 0
+    assert pil["status"] == "skipped" and "baseline" in pil["reason"]
+    with pytest.raises(ConfigError, match="--ranks measures warm loaders alone"):
+        BenchConfig(shards="x", ranks=2, cold=True)
