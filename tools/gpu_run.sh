@@ -91,6 +91,30 @@ for stage in "$@"; do
         cp "$W/scale-$N/metrics.jsonl" "$R/train-scale-${N}gpu.jsonl"
       done
       nvidia-smi --query-gpu=name --format=csv,noheader > "$R/gpus.txt" ;;
+    scale)
+      # 1 -> 2 -> 4 GPUs (NCCL), same per-GPU batch, 4,096-pair epochs; then the node's loader throughput with one
+      # loader per GPU, next to one rank alone; then host memory with 4 ranks x workers
+      W=${PAIRLOAD_WORK:-/tmp/pl4}
+      mkdir -p "$W"
+      [ -f "$W/raw/synth.json" ] || $PY -m pairload.cli synth "$W/raw" --pairs 4096 --test 64 --size 600x400 --workers "$CORES" | tail -1
+      [ -f "$W/shards/manifest.json" ] || $PY -m pairload.cli pack "$W/raw" "$W/shards" --shard-size 64MB | tail -1
+      for N in 1 2 4; do
+        stamp "torchrun nproc $N"
+        torchrun --standalone --nproc_per_node=$N -m pairload.train --shards "$W/shards" --loader ram --epochs 3 \
+          --batch-size 32 --crop 256 --amp bf16 --workers 6 --val-split none --out "$W/scale-$N" 2>&1 | grep -E "^epoch|rror"
+        cp "$W/scale-$N/metrics.jsonl" "$R/train-scale-${N}gpu.jsonl"
+      done
+      for N in 4 1; do
+        stamp "bench-loaders --ranks $N"
+        $PY -m pairload.cli bench-loaders "$W/shards" --raw "$W/raw" --loaders ram,wds,dali-external,dali-file \
+          --ranks $N $( [ $N = 1 ] && echo "--workers 15" ) --seconds 6 --out "$R/loaders-ranks$N.json" 2>&1 | grep -E "^│|limits"
+      done
+      stamp "memory 4 ranks"
+      for L in ram wds; do
+        $PY benchmarks/bench_memory.py "$W/shards" --loader $L --ranks 4 --workers 15 --seconds 12 \
+          --out "$R/memory-$L-4ranks.json" | grep -E "pss|within|pairs"
+      done
+      nvidia-smi --query-gpu=name --format=csv,noheader > "$R/gpus.txt" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
