@@ -104,6 +104,11 @@ for stage in "$@"; do
           --batch-size 32 --crop 256 --amp bf16 --workers 6 --val-split none --out "$W/scale-$N" 2>&1 | grep -E "^epoch|rror"
         cp "$W/scale-$N/metrics.jsonl" "$R/train-scale-${N}gpu.jsonl"
       done
+      for N in 1 4; do
+        stamp "profile step nproc $N"
+        torchrun --standalone --nproc_per_node=$N benchmarks/profile_step.py --out "$R/profile-step-${N}gpu.json" 2>&1 | grep "^{"
+        torchrun --standalone --nproc_per_node=$N benchmarks/profile_step.py --compile --out "$R/profile-step-${N}gpu-compile.json" 2>&1 | grep "^{"
+      done
       for N in 4 1; do
         stamp "bench-loaders --ranks $N"
         $PY -m pairload.cli bench-loaders "$W/shards" --raw "$W/raw" --loaders ram,wds,dali-external,dali-file \
