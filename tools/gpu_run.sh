@@ -120,6 +120,25 @@ for stage in "$@"; do
           --out "$R/memory-$L-4ranks.json" | grep -E "pss|within|pairs"
       done
       nvidia-smi --query-gpu=name --format=csv,noheader > "$R/gpus.txt" ;;
+    scale-long)
+      # the same scaling with 16,384-pair epochs (128 steps per epoch on 4 GPUs instead of 32: an epoch's start and
+      # end cost the same on every GPU count, so short epochs understate scaling); and ram's memory with 4 ranks
+      # at 4 and 8 workers each (no DALI or webdataset needed)
+      W=${PAIRLOAD_WORK:-/tmp/pl16}
+      mkdir -p "$W"
+      [ -f "$W/raw/synth.json" ] || $PY -m pairload.cli synth "$W/raw" --pairs 16384 --test 64 --size 600x400 --workers "$CORES" | tail -1
+      [ -f "$W/shards/manifest.json" ] || $PY -m pairload.cli pack "$W/raw" "$W/shards" --shard-size 64MB | tail -1
+      for N in 1 2 4; do
+        stamp "torchrun nproc $N"
+        torchrun --standalone --nproc_per_node=$N -m pairload.train --shards "$W/shards" --loader ram --epochs 3 \
+          --batch-size 32 --crop 256 --amp bf16 --workers 6 --val-split none --out "$W/scale-$N" 2>&1 | grep -E "^epoch|rror"
+        cp "$W/scale-$N/metrics.jsonl" "$R/train-scale-long-${N}gpu.jsonl"
+      done
+      for K in 4 8; do
+        stamp "memory ram 4 ranks x $K workers"
+        $PY benchmarks/bench_memory.py "$W/shards" --loader ram --ranks 4 --workers $K --seconds 10 \
+          --out "$R/memory-ram-4ranks-${K}workers.json" | grep -E "pss|within"
+      done ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
