@@ -134,9 +134,12 @@ for stage in "$@"; do
           --batch-size 32 --crop 256 --amp bf16 --workers 6 --val-split none --out "$W/scale-$N" 2>&1 | grep -E "^epoch|rror"
         cp "$W/scale-$N/metrics.jsonl" "$R/train-scale-long-${N}gpu.jsonl"
       done
+      W4=/tmp/pl4  # memory on the 4,096-pair split of the scale stage (5.9 GB), where the fixed costs show
+      [ -f "$W4/raw/synth.json" ] || $PY -m pairload.cli synth "$W4/raw" --pairs 4096 --test 64 --size 600x400 --workers "$CORES" | tail -1
+      [ -f "$W4/shards/manifest.json" ] || $PY -m pairload.cli pack "$W4/raw" "$W4/shards" --shard-size 64MB | tail -1
       for K in 4 8; do
         stamp "memory ram 4 ranks x $K workers"
-        $PY benchmarks/bench_memory.py "$W/shards" --loader ram --ranks 4 --workers $K --seconds 10 \
+        $PY benchmarks/bench_memory.py "$W4/shards" --loader ram --ranks 4 --workers $K --seconds 10 \
           --out "$R/memory-ram-4ranks-${K}workers.json" | grep -E "pss|within"
       done ;;
     *) echo "unknown stage $stage" ;;
