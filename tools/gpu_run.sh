@@ -22,6 +22,21 @@ data() {
   fi
 }
 
+pairs_at() {  # pairs_at DIR N: N synthetic 600x400 training pairs (and 64 test) packed under DIR
+  mkdir -p "$1"
+  [ -f "$1/raw/synth.json" ] || $PY -m pairload.cli synth "$1/raw" --pairs "$2" --test 64 --size 600x400 --workers "$CORES" | tail -1
+  [ -f "$1/shards/manifest.json" ] || $PY -m pairload.cli pack "$1/raw" "$1/shards" --shard-size 64MB | tail -1
+}
+
+scale_train() {  # scale_train DIR TAG: the reference loop on 1, 2 and 4 GPUs, same per-GPU batch
+  for N in 1 2 4; do
+    stamp "torchrun nproc $N"
+    torchrun --standalone --nproc_per_node=$N -m pairload.train --shards "$1/shards" --loader ram --epochs 3 \
+      --batch-size 32 --crop 256 --amp bf16 --workers 6 --val-split none --out "$1/scale-$N" 2>&1 | grep -E "^epoch|rror"
+    cp "$1/scale-$N/metrics.jsonl" "$R/train-$2-${N}gpu.jsonl"
+  done
+}
+
 for stage in "$@"; do
   case $stage in
     tests)
@@ -95,15 +110,8 @@ for stage in "$@"; do
       # 1 -> 2 -> 4 GPUs (NCCL), same per-GPU batch, 4,096-pair epochs; then the node's loader throughput with one
       # loader per GPU, next to one rank alone; then host memory with 4 ranks x workers
       W=${PAIRLOAD_WORK:-/tmp/pl4}
-      mkdir -p "$W"
-      [ -f "$W/raw/synth.json" ] || $PY -m pairload.cli synth "$W/raw" --pairs 4096 --test 64 --size 600x400 --workers "$CORES" | tail -1
-      [ -f "$W/shards/manifest.json" ] || $PY -m pairload.cli pack "$W/raw" "$W/shards" --shard-size 64MB | tail -1
-      for N in 1 2 4; do
-        stamp "torchrun nproc $N"
-        torchrun --standalone --nproc_per_node=$N -m pairload.train --shards "$W/shards" --loader ram --epochs 3 \
-          --batch-size 32 --crop 256 --amp bf16 --workers 6 --val-split none --out "$W/scale-$N" 2>&1 | grep -E "^epoch|rror"
-        cp "$W/scale-$N/metrics.jsonl" "$R/train-scale-${N}gpu.jsonl"
-      done
+      pairs_at "$W" 4096
+      scale_train "$W" scale
       for N in 1 4; do
         stamp "profile step nproc $N"
         torchrun --standalone --nproc_per_node=$N benchmarks/profile_step.py --out "$R/profile-step-${N}gpu.json" 2>&1 | grep "^{"
@@ -124,19 +132,10 @@ for stage in "$@"; do
       # the same scaling with 16,384-pair epochs (128 steps per epoch on 4 GPUs instead of 32: an epoch's start and
       # end cost the same on every GPU count, so short epochs understate scaling); and ram's memory with 4 ranks
       # at 4 and 8 workers each (no DALI or webdataset needed)
-      W=${PAIRLOAD_WORK:-/tmp/pl16}
-      mkdir -p "$W"
-      [ -f "$W/raw/synth.json" ] || $PY -m pairload.cli synth "$W/raw" --pairs 16384 --test 64 --size 600x400 --workers "$CORES" | tail -1
-      [ -f "$W/shards/manifest.json" ] || $PY -m pairload.cli pack "$W/raw" "$W/shards" --shard-size 64MB | tail -1
-      for N in 1 2 4; do
-        stamp "torchrun nproc $N"
-        torchrun --standalone --nproc_per_node=$N -m pairload.train --shards "$W/shards" --loader ram --epochs 3 \
-          --batch-size 32 --crop 256 --amp bf16 --workers 6 --val-split none --out "$W/scale-$N" 2>&1 | grep -E "^epoch|rror"
-        cp "$W/scale-$N/metrics.jsonl" "$R/train-scale-long-${N}gpu.jsonl"
-      done
+      pairs_at /tmp/pl16 16384
+      scale_train /tmp/pl16 scale-long
       W4=/tmp/pl4  # memory on the 4,096-pair split of the scale stage (5.9 GB), where the fixed costs show
-      [ -f "$W4/raw/synth.json" ] || $PY -m pairload.cli synth "$W4/raw" --pairs 4096 --test 64 --size 600x400 --workers "$CORES" | tail -1
-      [ -f "$W4/shards/manifest.json" ] || $PY -m pairload.cli pack "$W4/raw" "$W4/shards" --shard-size 64MB | tail -1
+      pairs_at "$W4" 4096
       for K in 4 8; do
         stamp "memory ram 4 ranks x $K workers"
         $PY benchmarks/bench_memory.py "$W4/shards" --loader ram --ranks 4 --workers $K --seconds 10 \
