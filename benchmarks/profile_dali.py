@@ -52,10 +52,10 @@ def main() -> None:
     rows = []
     for w in [int(x) for x in a.workers.split(",")]:
         ds = ShardDataset(a.shards, "train")
-        opts = LoaderOptions(batch_size=32, crop=256, num_workers=w)
+        opts = LoaderOptions.build(batch_size=32, crop=256, num_workers=w)
         from pairload.plan import plan_epoch, key_hashes
 
-        cfg, kh = opts.plan_config(), key_hashes(ds.keys)
+        cfg, kh = opts.plan, key_hashes(ds.keys)
         host = HostWindows(ds, cfg, lambda e, c: plan_epoch(cfg, kh, ds.sizes, e, consumed=c), num_workers=w,
                            prefetch=4, pin=False, apply_codes=not a.device.startswith("cuda"),
                            name="profile")

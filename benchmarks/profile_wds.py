@@ -34,7 +34,7 @@ def _stage(shards: str, upto: str, limit: int = 600) -> float:
                 while got := fh.readinto(buf):
                     n += got
         return n / (ds.nbytes / len(ds)) / (time.perf_counter() - t)
-    opts = LoaderOptions(batch_size=32, crop=256)
+    opts = LoaderOptions.build(batch_size=32, crop=256)
     tar = _tar_samples if upto != "tar-default" else wds.tarfile_to_samples(handler=_shard_error)
     stages = [lambda: iter([{"url": u} for u in urls]), tar, _shared_targets]
     if upto in ("shuffle", "crop", "fill"):
@@ -46,7 +46,7 @@ def _stage(shards: str, upto: str, limit: int = 600) -> float:
     if upto == "fill":
         slot = np.empty(2 * 32 * 256 * 256 * 3, np.uint8)
         while n < limit:
-            got = _fill(it, slot, opts.batch_size, False)[0]
+            got = _fill(it, slot, opts.plan.batch_size, False)[0]
             n += got
             if got < 32:
                 break

@@ -62,12 +62,9 @@ class BenchConfig:
             raise ConfigError("--seconds must be positive and repeats at least 1")
 
     def resolved_device(self) -> torch.device:
-        if self.device == "auto":
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        dev = torch.device(self.device)
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            raise ConfigError("--device cuda but CUDA is not available here; use --device cpu or auto")
-        return dev
+        from .devices import resolve_device
+
+        return resolve_device(self.device)
 
     def resolved_workers(self) -> int:
         return self.workers or max(1, (os.cpu_count() or 2) - 1)

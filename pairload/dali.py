@@ -588,8 +588,9 @@ def paired_source(source: str | os.PathLike, *, kind: str = "external", split: s
     pipeline's own `num_threads` decodes for "file")."""
     if kind not in ("external", "file"):
         raise ConfigError(f"kind={kind!r}: expected 'external' (packed shards) or 'file' (raw image folders)")
-    opts = LoaderOptions(split=split, batch_size=batch_size, crop=crop, seed=seed, rank=rank, world_size=world_size,
-                         num_workers=num_workers, device="cpu", last_batch=last_batch, augment=augment, shuffle=shuffle)
+    opts = LoaderOptions.build(split=split, batch_size=batch_size, crop=crop, seed=seed, rank=rank,
+                               world_size=world_size, num_workers=num_workers, last_batch=last_batch, augment=augment,
+                               shuffle=shuffle)
     cls = ExternalSource if kind == "external" else FileSource
     return cls(source, opts, **backend)
 

@@ -12,6 +12,7 @@ from typing import Mapping
 
 import torch
 
+from .devices import resolve_device
 from .errors import ConfigError, DistributedError, PairloadError
 
 
@@ -41,20 +42,7 @@ def dist_info(device: str = "auto", env: Mapping[str, str] | None = None) -> Dis
         rank, world, local = int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), int(env.get("SLURM_LOCALID", 0))
     else:
         rank, world, local = 0, 1, 0
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ConfigError("--device cuda was asked for but CUDA is not available here; use --device cpu")
-        count = torch.cuda.device_count()
-        if local >= count:
-            raise ConfigError(f"local rank {local} but only {count} CUDA devices are visible; start at most {count} "
-                              "processes per node")
-        dev = torch.device("cuda", local)
-    elif device == "cpu":
-        dev = torch.device("cpu")
-    else:
-        raise ConfigError(f"--device {device!r}: expected auto, cpu or cuda")
+    dev = resolve_device(device, local_rank=local)
     return DistInfo(rank=rank, local_rank=local, world_size=world, device=dev)
 
 

@@ -101,6 +101,14 @@ def amp_context(amp: str, device: torch.device):
     return torch.autocast(device.type, dtype=dtype)
 
 
+def make_scaler(amp: str, device: torch.device) -> torch.amp.GradScaler:
+    """fp16: the usual dynamic loss scale. Otherwise a scale fixed at 1.0 (`update(1.0)` every step), kept for its
+    on-device skip of steps with non-finite gradients."""
+    if amp == "fp16":
+        return torch.amp.GradScaler(device.type)
+    return torch.amp.GradScaler(device.type, init_scale=1.0, growth_interval=2**30)
+
+
 def lr_lambda(warmup: int, total: int):
     def f(step: int) -> float:
         if step < warmup:
@@ -185,24 +193,17 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
             loss = loss + cfg.ssim_weight * (1 - ssim(out, y).mean())
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
-        if scaler.is_enabled():
-            scaler.step(optimizer)  # skips the update itself when fp16 gradients overflowed
-            scaler.update()
-        else:
-            # DDP has averaged the gradients, so one rank's non-finite loss makes this norm non-finite on every
-            # rank: all ranks skip together and the replicas stay identical.
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad or float("inf"))
-            bad = (~torch.isfinite(grad_norm)).float()
-            if getattr(optimizer, "_step_supports_amp_scaling", False):
-                # fused AdamW skips a step on the device when found_inf is set (GradScaler's own mechanism): no
-                # host synchronisation per step, so the CPU keeps running ahead and loading stays hidden
-                optimizer.found_inf = bad
-                optimizer.step()
-                del optimizer.found_inf
-            elif not bool(bad):
-                optimizer.step()
-            skipped = skipped + bad
-            loss = torch.where(bad > 0, torch.zeros_like(loss), loss)
+        # One path for every precision, public API only: the scaler finds non-finite gradients on the device and a
+        # fused optimizer skips the update there (no host synchronisation per step, so the CPU keeps running ahead
+        # and loading stays hidden). DDP has averaged the gradients, so all ranks skip together. Outside fp16 the
+        # scale stays 1.0 (`skip_guard`).
+        scaler.unscale_(optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad or float("inf"))
+        bad = (~torch.isfinite(grad_norm)).float()
+        scaler.step(optimizer)
+        scaler.update(None if cfg.amp == "fp16" else 1.0)
+        skipped = skipped + bad
+        loss = torch.where(bad > 0, torch.zeros_like(loss), loss)
         scheduler.step()
         meter.step_done()
         loss_sum += loss.detach()
@@ -411,7 +412,7 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     if warmup < cfg.warmup_steps and info.is_main:
         log(f"warm-up shortened from {cfg.warmup_steps} to {warmup} steps (a tenth of this run's {total_steps} steps)")
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(warmup, total_steps))
-    scaler = torch.amp.GradScaler(dev.type, enabled=cfg.amp == "fp16")
+    scaler = make_scaler(cfg.amp, dev)
     out = Path(cfg.out) if cfg.out else None
     if out is None and info.is_main:
         log("note: no --out, so no checkpoint, metrics or pictures are written")
@@ -424,7 +425,8 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
-        scaler.load_state_dict(state["scaler"])
+        if state["scaler"]:  # empty from runs before the skip guard: its scale (1.0) is the default
+            scaler.load_state_dict(state["scaler"])
         set_rng_state(state["rng"])
         start_epoch, best = state["epoch"], state["best_psnr"]
         if state.get("data") is not None and state["data"] != data_id:

@@ -90,7 +90,7 @@ def test_clear_errors(shards, tmp_path, capsys):
                                           r"\{'width': 32, 'depth': 3\}"):
         load_checkpoint(tmp_path / "last.pt", ModelConfig(width=32, depth=3))
     if not torch.cuda.is_available():
-        with pytest.raises(ConfigError, match="--device cuda was asked for but CUDA is not available"):
+        with pytest.raises(ConfigError, match="device 'cuda' but CUDA is not available here"):
             dist_info("cuda", env={})
     with pytest.raises(ConfigError, match="--loader dali-file reads the raw image folders: pass --raw"):
         TrainConfig(loader="dali-file", shards=str(shards))
@@ -128,7 +128,7 @@ def test_metrics_match_scikit_image():
 def test_a_non_finite_step_is_skipped_and_reported(shards, device):
     from pairload.batch import Normalize
     from pairload.model import EnhanceUNet
-    from pairload.train import build_train_loader, lr_lambda, train_one_epoch
+    from pairload.train import build_train_loader, lr_lambda, make_scaler, train_one_epoch
 
     cfg = TrainConfig(shards=str(shards), crop=32, batch_size=4, width=8, depth=2, workers=0, amp="none",
                       device=device, max_steps=4)
@@ -136,7 +136,7 @@ def test_a_non_finite_step_is_skipped_and_reported(shards, device):
     model = EnhanceUNet(ModelConfig(width=8, depth=2)).to(info.device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, **({"fused": True} if device == "cuda" else {}))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(1, 8))
-    scaler = torch.amp.GradScaler(info.device.type, enabled=False)
+    scaler = make_scaler(cfg.amp, info.device)
 
     class Poisoned(Normalize):
         calls = 0

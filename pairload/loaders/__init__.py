@@ -29,9 +29,9 @@ def make_loader(kind: str, source: str | os.PathLike, *, split: str = "train", b
 
     if kind not in KINDS:
         raise ConfigError(f"loader kind {kind!r}: expected one of {', '.join(KINDS)}")
-    opts = LoaderOptions(split=split, batch_size=batch_size, crop=crop, seed=seed, rank=rank, world_size=world_size,
-                         num_workers=num_workers, device=str(device), last_batch=last_batch, augment=augment,
-                         shuffle=shuffle)
+    opts = LoaderOptions.build(split=split, batch_size=batch_size, crop=crop, seed=seed, rank=rank,
+                               world_size=world_size, num_workers=num_workers, device=str(device),
+                               last_batch=last_batch, augment=augment, shuffle=shuffle)
     if kind == "ram":
         from .ram import RamLoader as cls
     elif kind == "wds":

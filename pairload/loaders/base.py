@@ -7,43 +7,35 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..devices import resolve_device
 from ..errors import ConfigError
 from ..plan import BatchPlan, PlanConfig, check_split, key_hashes, num_batches, plan_epoch
 
 
 @dataclass(frozen=True, kw_only=True)
 class LoaderOptions:
+    """What every loader kind takes: the planner's config (the one frozen object the workers receive too), the
+    split, the CPU parallelism and the device."""
+
+    plan: PlanConfig
     split: str = "train"
-    batch_size: int
-    crop: int | None
-    seed: int = 0
-    rank: int = 0
-    world_size: int = 1
     num_workers: int = 0
     device: str = "cpu"
-    last_batch: str = "drop"
-    augment: bool = True
-    shuffle: bool = True
 
     def __post_init__(self) -> None:
         if self.num_workers < 0:
             raise ConfigError(f"num_workers={self.num_workers}: expected 0 or more")
-        self.plan_config()  # validates the planner's fields
-        dev = torch.device(self.device)
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            raise ConfigError(f"device={self.device!r} but CUDA is not available here; use device='cpu'")
+        resolve_device(self.device)  # a device that is not here is refused now, not at the first batch
 
-    def plan_config(self) -> PlanConfig:
-        return PlanConfig(batch_size=self.batch_size, crop=self.crop, seed=self.seed, rank=self.rank,
-                          world_size=self.world_size, last_batch=self.last_batch, augment=self.augment,
-                          shuffle=self.shuffle)
+    @classmethod
+    def build(cls, *, split: str = "train", num_workers: int = 0, device: str = "cpu", **plan) -> "LoaderOptions":
+        """From flat keyword arguments: every `PlanConfig` field goes to the planner (a new planner field needs no
+        change here)."""
+        return cls(plan=PlanConfig(**plan), split=split, num_workers=num_workers, device=str(device))
 
     @property
     def torch_device(self) -> torch.device:
-        dev = torch.device(self.device)
-        if dev.type == "cuda" and dev.index is None:
-            dev = torch.device("cuda", torch.cuda.current_device())
-        return dev
+        return resolve_device(self.device)
 
 
 STATE_FORMAT = "pairload-loader-state"
@@ -52,9 +44,9 @@ _PLAN_FIELDS = ("seed", "batch_size", "crop", "split", "last_batch", "shuffle", 
 
 def plan_fields(opts: LoaderOptions, samples: int, deal: str) -> dict:
     """What a loader state must agree on to describe the same epochs (everything but the world size)."""
-    return {"seed": opts.seed, "batch_size": opts.batch_size, "crop": opts.crop, "split": opts.split,
-            "last_batch": opts.last_batch, "shuffle": opts.shuffle, "augment": opts.augment, "samples": samples,
-            "deal": deal}
+    p = opts.plan
+    return {"seed": p.seed, "batch_size": p.batch_size, "crop": p.crop, "split": opts.split,
+            "last_batch": p.last_batch, "shuffle": p.shuffle, "augment": p.augment, "samples": samples, "deal": deal}
 
 
 def check_state(state: dict, mine: dict) -> tuple[int, tuple[tuple[int, int], ...]]:
@@ -135,7 +127,7 @@ class PlannedLoader(StatefulEpochs):
 
     def __init__(self, keys, hw: np.ndarray, split: str, opts: LoaderOptions):
         self.opts = opts
-        self.cfg = opts.plan_config()
+        self.cfg = opts.plan
         check_split(self.cfg, keys, hw, split)
         self.keys = tuple(keys)
         self.samples = len(self.keys)

@@ -33,8 +33,8 @@ from .pool import WorkerPool, worker_error
 
 def shard_assignment(n_shards: int, opts: LoaderOptions, workers: int, epoch: int) -> list[list[list[int]]]:
     """Shard numbers per rank, per worker, for `epoch`: the planner's shard order dealt to ranks, then to workers."""
-    order = epoch_order(n_shards, seed=opts.seed, epoch=epoch, shuffle=opts.shuffle)
-    per_rank = [order[r::opts.world_size] for r in range(opts.world_size)]
+    order = epoch_order(n_shards, seed=opts.plan.seed, epoch=epoch, shuffle=opts.plan.shuffle)
+    per_rank = [order[r::opts.plan.world_size] for r in range(opts.plan.world_size)]
     return [[[int(i) for i in shards[w::workers]] for w in range(workers)] for shards in per_rank]
 
 
@@ -124,17 +124,17 @@ def _tar_samples(src):
 
 def _samples(wds, urls: list[str], opts: LoaderOptions, workers: int, worker: int, epoch: int, shuffle_buffer: int):
     """One worker's stream for `epoch`: (key, low window, high window, code), through the webdataset package."""
-    mine = shard_assignment(len(urls), opts, workers, epoch)[opts.rank][worker]
+    mine = shard_assignment(len(urls), opts, workers, epoch)[opts.plan.rank][worker]
     shards = [{"url": urls[i]} for i in mine]
-    seed = ((opts.seed * 1_000_003 + epoch) * 1_009 + opts.rank) * 131 + worker
-    shuffle = opts.shuffle and shuffle_buffer > 1
+    seed = ((opts.plan.seed * 1_000_003 + epoch) * 1_009 + opts.plan.rank) * 131 + worker
+    shuffle = opts.plan.shuffle and shuffle_buffer > 1
     return iter(wds.DataPipeline(
         lambda: iter(shards),  # (a list given here would be read as a list of stages)
         _tar_samples,
         _shared_targets,
         # a small initial fill, so that the first batch of an epoch does not wait for full buffers
         wds.shuffle(shuffle_buffer, initial=min(shuffle_buffer, 32), seed=seed) if shuffle else None,
-        wds.map(_Crop(opts.seed, epoch, opts.crop, opts.augment)),
+        wds.map(_Crop(opts.plan.seed, epoch, opts.plan.crop, opts.plan.augment)),
     ))
 
 
@@ -190,8 +190,8 @@ def stream_worker(urls: list[str], opts: LoaderOptions, workers: int, shuffle_bu
         try:
             if tok != token:
                 token, stream = tok, _samples(wds, urls, opts, workers, worker, epoch, shuffle_buffer)
-            n, keys, codes, hw = _fill(stream, ring[slot], opts.batch_size, apply_codes) if stream else (0, [], [], None)
-            if n < opts.batch_size:
+            n, keys, codes, hw = _fill(stream, ring[slot], opts.plan.batch_size, apply_codes) if stream else (0, [], [], None)
+            if n < opts.plan.batch_size:
                 stream = None
             results.put((slot, tok, n, keys, codes, hw))
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
@@ -212,7 +212,7 @@ class WdsLoader(StatefulEpochs):
     def __init__(self, source: str | os.PathLike, opts: LoaderOptions, *, shuffle_buffer: int = 256, prefetch: int = 4):
         ds = ShardDataset(source, opts.split)  # checks the manifest and that every shard is present
         self.opts = opts
-        self.cfg = opts.plan_config()
+        self.cfg = opts.plan
         check_split(self.cfg, ds.keys, ds.sizes, ds.split)
         if prefetch < 1 or shuffle_buffer < 0:
             raise ConfigError(f"prefetch={prefetch}, shuffle_buffer={shuffle_buffer}: expected at least 1 and 0 or more")
@@ -225,10 +225,10 @@ class WdsLoader(StatefulEpochs):
         self.shuffle_buffer = shuffle_buffer
         self.prefetch = prefetch
         self.workers = max(1, opts.num_workers)
-        if len(self.urls) < opts.world_size:
+        if len(self.urls) < opts.plan.world_size:
             raise ConfigError(
-                f"split {opts.split!r} has {len(self.urls)} shards but there are {opts.world_size} ranks: each rank needs "
-                f"at least one shard; repack with a smaller --shard-size (e.g. {max(1, ds.nbytes // opts.world_size // 2**20)}MB"
+                f"split {opts.split!r} has {len(self.urls)} shards but there are {opts.plan.world_size} ranks: each rank needs "
+                f"at least one shard; repack with a smaller --shard-size (e.g. {max(1, ds.nbytes // opts.plan.world_size // 2**20)}MB"
                 ") or use the ram loader"
             )
         self._stage = DeviceStage(self.device)
@@ -236,8 +236,8 @@ class WdsLoader(StatefulEpochs):
         self._free: deque = deque()
         self._token = 0
         if len(self) == 0:
-            raise ConfigError(f"split {opts.split!r}: with {len(self.urls)} shards over {opts.world_size} ranks no rank "
-                              f"fills one batch of {opts.batch_size}; lower batch_size, or repack with a smaller "
+            raise ConfigError(f"split {opts.split!r}: with {len(self.urls)} shards over {opts.plan.world_size} ranks no rank "
+                              f"fills one batch of {opts.plan.batch_size}; lower batch_size, or repack with a smaller "
                               "--shard-size")
 
     def _deal_name(self) -> str:
@@ -260,19 +260,19 @@ class WdsLoader(StatefulEpochs):
 
     def _target(self, epoch: int) -> int:
         """Batches every rank delivers in `epoch` (this rank's own count for 'partial')."""
-        bs, per_rank = self.opts.batch_size, self._rank_samples(epoch)
-        if self.opts.last_batch == "drop":
+        bs, per_rank = self.opts.plan.batch_size, self._rank_samples(epoch)
+        if self.opts.plan.last_batch == "drop":
             return min(n // bs for n in per_rank)
-        if self.opts.last_batch == "pad":
+        if self.opts.plan.last_batch == "pad":
             return max(-(-n // bs) for n in per_rank)
-        return -(-per_rank[self.opts.rank] // bs)
+        return -(-per_rank[self.opts.plan.rank] // bs)
 
     @property
     def skipped(self) -> int:
         """Samples of this rank's shards that the current epoch skips (drop: to give every rank one batch count)."""
-        if self.opts.last_batch != "drop":
+        if self.opts.plan.last_batch != "drop":
             return 0
-        return self._rank_samples(self.epoch)[self.opts.rank] - self._target(self.epoch) * self.opts.batch_size
+        return self._rank_samples(self.epoch)[self.opts.plan.rank] - self._target(self.epoch) * self.opts.plan.batch_size
 
     def __len__(self) -> int:
         return max(0, self._target(self.epoch) - sum(k for _, k in self._consumed(self.epoch)))
@@ -306,7 +306,7 @@ class WdsLoader(StatefulEpochs):
         """(host (2, n, h, w, 3), codes, keys, release) of every worker's batches, in a fixed round-robin order."""
         pool = self._ensure_pool()
         self._token += 1
-        tok, bs, nw = self._token, self.opts.batch_size, self.workers
+        tok, bs, nw = self._token, self.opts.plan.batch_size, self.workers
         pending: deque = deque()
         ended: set[int] = set()
         done: dict[int, tuple] = {}
@@ -357,7 +357,7 @@ class WdsLoader(StatefulEpochs):
         import webdataset as wds
 
         stream = _samples(wds, self.urls, self.opts, 1, 0, epoch, self.shuffle_buffer)
-        bs = self.opts.batch_size
+        bs = self.opts.plan.batch_size
         buf = np.empty(slot_bytes(self.cfg, self.ds.sizes), dtype=np.uint8)
         while True:
             n, keys, codes, hw = _fill(stream, buf, bs, not self._stage.cuda)
@@ -369,7 +369,7 @@ class WdsLoader(StatefulEpochs):
     def _rebatched(self, epoch: int):
         """Whole batches out of the workers' batches: full ones pass through, the short ones that end each worker's
         stream are merged; at the end of the stream 'partial' gives the rest, 'pad' wraps, 'drop' keeps it back."""
-        bs, mode = self.opts.batch_size, self.opts.last_batch
+        bs, mode = self.opts.plan.batch_size, self.opts.plan.last_batch
         source = self._worker_batches(epoch) if self.opts.num_workers else self._inline_batches(epoch)
         carry: list[tuple[torch.Tensor, list[int], list[str]]] = []
         first: tuple | None = None  # the epoch's first rows, the ones 'pad' repeats
