@@ -478,13 +478,17 @@ def decode_rate(raw: str | None, split: str, seconds: float = 2.0) -> dict | Non
     pairs = find_pairs(raw).splits().get(split, [])[:64]
     if not pairs:
         return None
-    cv2.setNumThreads(1)
     files = [p.low for p in pairs] + [p.high for p in pairs]
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        cv2.imread(str(files[n % len(files)]), cv2.IMREAD_COLOR)
-        n += 1
-    rate = n / (time.perf_counter() - t0)
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)  # one core's rate; the process's own setting is restored below
+    try:
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            cv2.imread(str(files[n % len(files)]), cv2.IMREAD_COLOR)
+            n += 1
+        rate = n / (time.perf_counter() - t0)
+    finally:
+        cv2.setNumThreads(threads)
     cores = os.cpu_count() or 1
     return {"images_per_s_per_core": rate, "pairs_per_s_per_core": rate / 2, "cores": cores,
             "pairs_per_s_all_cores": rate / 2 * cores, "format": files[0].suffix.lstrip(".")}

@@ -653,19 +653,5 @@ class PairedIterator:
         self.source.close()
 
 
-def external_source_loader(shards_dir: str | os.PathLike, **kwargs):
-    """`make_loader("dali-external", shards_dir, **kwargs)`."""
-    from .loaders import make_loader
-
-    return make_loader("dali-external", shards_dir, **kwargs)
-
-
-def file_reader_loader(raw_dir: str | os.PathLike, **kwargs):
-    """`make_loader("dali-file", raw_dir, **kwargs)`; `low_dir`, `high_dir`, `pairs_file` as for `pairload pack`."""
-    from .loaders import make_loader
-
-    return make_loader("dali-file", raw_dir, **kwargs)
-
-
 __all__ = ["DaliExternalLoader", "DaliFileLoader", "ExternalSource", "FileSource", "PairedIterator", "PairedNodes",
-           "PairedSource", "external_source_loader", "file_reader_loader", "paired_inputs", "paired_source"]
+           "PairedSource", "paired_inputs", "paired_source"]

@@ -101,6 +101,18 @@ class StatefulEpochs:
     def _deal_name(self) -> str:
         return self.DEAL
 
+    def start_workers(self) -> None:
+        """Start CPU workers now (kinds without any: nothing to do)."""
+
+    def close(self) -> None:
+        """Stop workers and free buffers; the next iteration starts them again."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def state_dict(self) -> dict:
         """Where this loader stands, as plain JSON-able values: the epoch and the batches this rank has delivered
         in it (every rank of a DDP job delivers as many, so one rank's state describes them all). Take it after
