@@ -20,8 +20,8 @@ from pathlib import Path
 
 import cv2
 
-from pairload.discover import find_pairs
-from pairload.pack import PackOptions, pack
+from pairload.pack.discover import find_pairs
+from pairload.pack.writer import PackOptions, pack
 
 
 def device_name() -> str:

@@ -38,7 +38,7 @@ def main() -> None:
     from pairload import make_loader
     from pairload.loaders.base import LoaderOptions
     from pairload.loaders.windows import HostWindows
-    from pairload.shards import ShardDataset
+    from pairload.read.shards import ShardDataset
 
     ap = argparse.ArgumentParser()
     ap.add_argument("shards")
@@ -94,7 +94,7 @@ def main() -> None:
     result = {"device": dev, "date": time.strftime("%Y-%m-%d"), "cores": __import__("os").cpu_count(),
               "crop": 256, "batch_size": 32, "rows": rows}
     if a.out:
-        from pairload.atomic import write_json_atomic
+        from pairload.format.atomic import write_json_atomic
 
         write_json_atomic(a.out, result)
     print(json.dumps(result))

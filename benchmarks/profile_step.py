@@ -22,7 +22,7 @@ import torch.nn.functional as F
 def main() -> None:
     from pairload.batch import Normalize
     from pairload.distributed import dist_info, init_distributed
-    from pairload.model import EnhanceUNet, ModelConfig
+    from pairload.recipes.model import EnhanceUNet, ModelConfig
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=32)
@@ -92,7 +92,7 @@ def main() -> None:
         print(json.dumps({k: (v if k != "ranks" else [{kk: vv for kk, vv in r.items() if kk != "top_gpu_ops"}
                                                          for r in v]) for k, v in doc.items()}))
         if a.out:
-            from pairload.atomic import write_json_atomic
+            from pairload.format.atomic import write_json_atomic
 
             write_json_atomic(a.out, doc)
     if info.distributed:

@@ -22,7 +22,7 @@ def _stage(shards: str, upto: str, limit: int = 600) -> float:
 
     from pairload.loaders.base import LoaderOptions
     from pairload.loaders.wds import _Crop, _fill, _shard_error, _shared_targets, _tar_samples
-    from pairload.shards import ShardDataset
+    from pairload.read.shards import ShardDataset
 
     ds = ShardDataset(shards, "train")
     urls = [str(p) for p in ds.files] * max(1, -(-limit // len(ds)))  # enough shards for `limit` samples
@@ -81,7 +81,7 @@ def main() -> None:
                           "fill_pairs_per_s_total": round(sum(rates), 1)}
     print(json.dumps(report["parallel"]))
     if a.out:
-        from pairload.atomic import write_json_atomic
+        from pairload.format.atomic import write_json_atomic
 
         write_json_atomic(a.out, report)
 

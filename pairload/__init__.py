@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 from .errors import (ConfigError, ImageError, MissingDependencyError, PairingError, PairloadError,  # noqa: F401
                      ShardError)
-from .shards import ShardDataset, open_shards  # noqa: F401
+from .read.shards import ShardDataset, open_shards  # noqa: F401
 
 _LAZY = {
     "make_loader": "pairload.loaders",

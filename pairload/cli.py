@@ -59,8 +59,8 @@ def synth(
     workers: int = typer.Option(1, help="Processes (the output does not depend on it)."),
 ) -> None:
     """Make realistic low-light pairs from normal-light photos."""
-    from .pack import parse_wxh
-    from .synth import SynthOptions, synth as run
+    from .pack.writer import parse_wxh
+    from .pack.synth import SynthOptions, synth as run
 
     opts = SynthOptions(pairs=pairs, test=test, size=parse_wxh(size), seed=seed, source=str(source) if source else None,
                         workers=workers)
@@ -86,7 +86,7 @@ def pack(
     workers: int = typer.Option(0, help="Decoding processes (0: all cores)."),
 ) -> None:
     """Decode every pair once into uint8 WebDataset tar shards with a manifest."""
-    from .pack import PackOptions, pack as run, parse_size, parse_split_names, parse_wxh
+    from .pack.writer import PackOptions, pack as run, parse_size, parse_split_names, parse_wxh
 
     opts = PackOptions(low_dir=low_dir, high_dir=high_dir, pairs_file=tuple(pairs_file) if pairs_file else None,
                        skip_unmatched=skip_unmatched, split_names=parse_split_names(split_name or []),
@@ -114,7 +114,7 @@ def pack(
 @app.command()
 def verify(shards_dir: Path = typer.Argument(..., help="Folder written by `pairload pack`.")) -> None:
     """Re-hash every shard and parse every sample; exit 1 naming the shard and key of any problem."""
-    from .shards import verify as run
+    from .read.shards import verify as run
 
     report = run(shards_dir)
     out.print(f"ok: {report.shards} shards, {report.samples} samples, {_human(report.bytes)} verified")
@@ -131,7 +131,7 @@ def info(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Per-split counts, bytes and image sizes."""
-    from .shards import info as run
+    from .read.shards import info as run
 
     splits = run(shards_dir)
     if as_json:
@@ -163,8 +163,8 @@ def bench_loaders(
     plot_png: Optional[Path] = typer.Option(None, "--plot", help="Write a bar chart (PNG) here."),
 ) -> None:
     """Every loader and today's baselines side by side, with the hardware limits."""
-    from .bench import BenchConfig, plot, run_bench
-    from .schema import write_json_atomic
+    from .bench.loaders import BenchConfig, plot, run_bench
+    from .format.schema import write_json_atomic
 
     cfg = BenchConfig(shards=str(shards_dir), raw=str(raw) if raw else None, split=split,
                       loaders=tuple(n.strip() for n in loaders.split(",") if n.strip()), crop=crop,
@@ -206,7 +206,7 @@ def demo(
     device: str = typer.Option("auto", help="auto (GPU when there is one), cpu or cuda."),
 ) -> None:
     """The main job on the embedded default data: synth, pack, verify, bench the loaders, train briefly."""
-    from .demo import run_demo
+    from .recipes.demo import run_demo
 
     run_demo(workdir, device=device, log=lambda m: out.print(m, highlight=False, markup=False))
 
@@ -214,7 +214,7 @@ def demo(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, add_help_option=False)
 def train(ctx: typer.Context) -> None:
     """The reference DDP + AMP training loop (same options as `python -m pairload.train --help`)."""
-    from .train import main as train_main
+    from .recipes.train import main as train_main
 
     try:
         code = train_main(list(ctx.args))

@@ -28,13 +28,13 @@ import numpy as np
 import torch
 
 from .batch import batch_from_hwc
-from .decode import probe_size
-from .discover import find_pairs
+from .pack.decode import probe_size
+from .pack.discover import find_pairs
 from .errors import ConfigError, ImageError, LoaderError, MissingDependencyError, PairingError, PairloadError
 from .loaders.base import LoaderOptions, PlannedLoader
 from .loaders.windows import HostWindows
 from .plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, rank_share
-from .shards import ShardDataset
+from .read.shards import ShardDataset
 
 try:
     import nvidia.dali.fn as fn
@@ -533,7 +533,7 @@ class FileSource(PairedSource):
         return PairedNodes(outs[0], outs[1], self, (labs[0], labs[1], expect))
 
     def _diagnose(self, plans: list[BatchPlan], b: int) -> PairloadError | None:
-        from .decode import decode_rgb
+        from .pack.decode import decode_rgb
 
         for bp in plans[b:b + self.prefetch + 2]:  # DALI may have failed on a batch it was prefetching
             for i in bp.index.tolist():

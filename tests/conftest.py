@@ -74,7 +74,7 @@ def raw(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def packed(raw: Path, tmp_path: Path) -> Path:
-    from pairload.pack import PackOptions, pack
+    from pairload.pack.writer import PackOptions, pack
 
     out = tmp_path / "shards"
     pack(raw, out, PackOptions(workers=1, shard_size=64 * 1024))

@@ -6,9 +6,9 @@ import numpy as np
 
 import pytest
 
-from pairload.bench import ALL, BenchConfig, plot, run_bench
+from pairload.bench.loaders import ALL, BenchConfig, plot, run_bench
 from pairload.errors import ConfigError
-from pairload.pack import PackOptions, pack
+from pairload.pack.writer import PackOptions, pack
 
 from conftest import has_module, make_raw
 
@@ -96,7 +96,7 @@ def test_evict_really_empties_the_page_cache_of_a_shard(tiny):
     import mmap
     import os
 
-    from pairload.bench import evict
+    from pairload.bench.loaders import evict
 
     shard = sorted((tiny / "shards").glob("train-*.tar"))[0]
     shard.read_bytes()  # now cached
@@ -114,7 +114,7 @@ def test_evict_really_empties_the_page_cache_of_a_shard(tiny):
 
 
 def test_ranks_run_concurrent_loaders_and_report_the_node_total(tmp_path):
-    from pairload.bench import BenchConfig, run_bench
+    from pairload.bench.loaders import BenchConfig, run_bench
 
     make_raw(tmp_path / "raw", 16, size=(64, 96))
     pack(tmp_path / "raw", tmp_path / "s", PackOptions(workers=1))

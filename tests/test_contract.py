@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from pairload import ConfigError, PairBatch, make_loader
-from pairload.pack import PackOptions, pack
+from pairload.loaders import Loader
+from pairload.pack.writer import PackOptions, pack
 
 from conftest import make_raw
 
@@ -70,6 +71,7 @@ def children() -> set[int]:
 def test_every_kind_keeps_the_contract(data, name):
     before = children()
     with build(data, name) as loader:
+        assert isinstance(loader, Loader)
         n = len(loader)
         first = epoch(loader, 0)
         again = epoch(loader, 1)

@@ -9,7 +9,7 @@ import torch
 import numpy as np
 
 from pairload import ConfigError, ImageError, PairingError, make_loader
-from pairload.pack import PackOptions, pack
+from pairload.pack.writer import PackOptions, pack
 
 from conftest import make_raw
 from test_loaders import check_batch, expected

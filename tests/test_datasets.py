@@ -13,8 +13,8 @@ import pytest
 
 from pairload import open_shards
 from pairload.errors import PairingError
-from pairload.pack import PackOptions, pack
-from pairload.shards import verify
+from pairload.pack.writer import PackOptions, pack
+from pairload.read.shards import verify
 
 from conftest import pair_pixels, write_rgb
 
@@ -72,7 +72,7 @@ def packed(tmp_path, raw, **opts) -> Path:
 
 
 def splits_of(out: Path) -> dict[str, int]:
-    from pairload.shards import info
+    from pairload.read.shards import info
 
     return {k: v["samples"] for k, v in info(out).items()}
 
@@ -305,7 +305,7 @@ def test_split_name_override_and_pairs_files_as_datasets_ship_them(tmp_path):
 
 
 def test_train_runs_on_packed_lol_v1_with_no_split_option(tmp_path):
-    from pairload.train import main
+    from pairload.recipes.train import main
 
     r = Replica(tmp_path / "LOLdataset")
     for i in range(8):

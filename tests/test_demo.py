@@ -30,5 +30,5 @@ def test_demo_refuses_an_unusable_device_before_doing_any_work(tmp_path):
     res = subprocess.run([sys.executable, "-m", "pairload.cli", "demo", str(tmp_path / "demo"), "--device", "gpu"],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 1 and "Traceback" not in res.stderr
-    assert res.stderr.strip() == "error: --device 'gpu': expected auto, cpu or cuda"
+    assert res.stderr.strip() == "error: device 'gpu': expected auto, cpu, cuda or cuda:K"
     assert not (tmp_path / "demo").exists()

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pairload import ConfigError, Normalize, PairBatch, ShardError, make_loader
-from pairload.pack import PackOptions, pack
+from pairload.pack.writer import PackOptions, pack
 from pairload.plan import key_hashes, sample_params
 
 from conftest import make_raw, pair_pixels

@@ -108,7 +108,7 @@ def test_a_shard_truncated_between_epochs_is_named(packed):
 
 def test_a_shard_truncated_under_running_workers_is_named(tmp_path):
     from conftest import make_raw
-    from pairload.pack import PackOptions, pack
+    from pairload.pack.writer import PackOptions, pack
 
     make_raw(tmp_path / "raw", 64, size=(64, 64))
     pack(tmp_path / "raw", tmp_path / "shards", PackOptions(workers=1, shard_size=64 * 1024 * 8))

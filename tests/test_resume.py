@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pairload import ConfigError, make_loader
-from pairload.pack import PackOptions, pack
+from pairload.pack.writer import PackOptions, pack
 
 from conftest import make_raw
 

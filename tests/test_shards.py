@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from pairload import ShardError, open_shards
-from pairload.shards import info, verify
+from pairload.read.shards import info, verify
 
 from conftest import pair_pixels
 

@@ -5,7 +5,7 @@ import cv2
 import numpy as np
 import pytest
 
-from pairload.synth import SynthOptions, darken, linear_to_srgb, srgb_to_linear, synth
+from pairload.pack.synth import SynthOptions, darken, linear_to_srgb, srgb_to_linear, synth
 
 pytest.importorskip("skimage")
 

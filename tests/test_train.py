@@ -12,11 +12,11 @@ import torch
 
 from pairload.distributed import dist_info
 from pairload.errors import ConfigError
-from pairload.metrics import psnr, ssim
-from pairload.pack import PackOptions, pack
-from pairload.synth import SynthOptions, synth
-from pairload.train import TrainConfig, load_checkpoint, main, save_checkpoint
-from pairload.model import ModelConfig
+from pairload.recipes.metrics import psnr, ssim
+from pairload.pack.writer import PackOptions, pack
+from pairload.pack.synth import SynthOptions, synth
+from pairload.recipes.train import TrainConfig, load_checkpoint, main, save_checkpoint
+from pairload.recipes.model import ModelConfig
 
 pytest.importorskip("skimage")
 TEST_PAIRS = 5
@@ -95,7 +95,7 @@ def test_clear_errors(shards, tmp_path, capsys):
     with pytest.raises(ConfigError, match="--loader dali-file reads the raw image folders: pass --raw"):
         TrainConfig(loader="dali-file", shards=str(shards))
     code = ("import sys; sys.modules['nvidia.dali'] = None\n"
-            "from pairload.train import main\n"
+            "from pairload.recipes.train import main\n"
             f"sys.exit(main(['--shards', {str(shards)!r}, '--loader', 'dali-external', '--device', 'cpu', '--crop', '32']))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 1 and "pairload.dali needs NVIDIA DALI: pip install" in res.stderr
@@ -127,8 +127,8 @@ def test_metrics_match_scikit_image():
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_a_non_finite_step_is_skipped_and_reported(shards, device):
     from pairload.batch import Normalize
-    from pairload.model import EnhanceUNet
-    from pairload.train import build_train_loader, lr_lambda, make_scaler, train_one_epoch
+    from pairload.recipes.model import EnhanceUNet
+    from pairload.recipes.train import build_train_loader, lr_lambda, make_scaler, train_one_epoch
 
     cfg = TrainConfig(shards=str(shards), crop=32, batch_size=4, width=8, depth=2, workers=0, amp="none",
                       device=device, max_steps=4)
@@ -276,7 +276,7 @@ def test_named_splits_and_no_validation(tmp_path):
     base = ["--shards", str(tmp_path / "shards"), "--device", "cpu", "--crop", "32", "--batch-size", "4", "--width",
             "8", "--depth", "2", "--workers", "0", "--epochs", "1"]
     with pytest.raises(Exception, match=r"no split 'train'; this folder has \['dataset_a'\]"):
-        from pairload.train import parse_args, run
+        from pairload.recipes.train import parse_args, run
 
         run(parse_args(base), dist_info("cpu", env={}))
     assert main([*base, "--train-split", "dataset_a", "--val-split", "none", "--out", str(tmp_path / "run")]) == 0

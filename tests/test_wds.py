@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from pairload import make_loader
-from pairload.pack import PackOptions, pack
+from pairload.pack.writer import PackOptions, pack
 
 from conftest import make_raw
 
@@ -86,8 +86,8 @@ def test_an_epoch_is_reproducible_with_workers(shards):
 
 @pytest.mark.parametrize("kind", ["ram", "wds"])
 def test_every_sample_is_delivered_when_the_shards_are_evicted_between_epochs(shards, kind):
-    from pairload.bench import evict
-    from pairload.shards import ShardDataset
+    from pairload.bench.loaders import evict
+    from pairload.read.shards import ShardDataset
 
     files = ShardDataset(shards, "train").files
     loader = make_loader(kind, shards, batch_size=4, crop=16, seed=3, num_workers=2, last_batch="partial")

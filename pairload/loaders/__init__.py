@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..kinds import LOADER_KINDS as KINDS
-from .base import LoaderOptions
+from .base import Loader, LoaderOptions
 
 
 def make_loader(kind: str, source: str | os.PathLike, *, split: str = "train", batch_size: int, crop: int | None,
@@ -50,4 +50,4 @@ def make_loader(kind: str, source: str | os.PathLike, *, split: str = "train", b
     return cls(source, opts, **backend)
 
 
-__all__ = ["KINDS", "LoaderOptions", "make_loader"]
+__all__ = ["KINDS", "Loader", "LoaderOptions", "make_loader"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -36,6 +37,23 @@ class LoaderOptions:
     @property
     def torch_device(self) -> torch.device:
         return resolve_device(self.device)
+
+
+@runtime_checkable
+class Loader(Protocol):
+    """What every kind of `make_loader` is. `len()` is this rank's batches in the current epoch: the same for every
+    epoch, except the epoch resumed from a `state_dict` (its rest) and, for `wds` with several ranks, the epoch's
+    own equal batch count. `close()` stops the workers; iterating again starts them."""
+
+    def __iter__(self) -> Iterator: ...
+    def __len__(self) -> int: ...
+    def set_epoch(self, epoch: int) -> None: ...
+    def state_dict(self) -> dict: ...
+    def load_state_dict(self, state: dict) -> None: ...
+    def start_workers(self) -> None: ...
+    def close(self) -> None: ...
+    def __enter__(self): ...
+    def __exit__(self, *exc) -> None: ...
 
 
 STATE_FORMAT = "pairload-loader-state"

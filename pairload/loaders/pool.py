@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from .. import errors
-from ..assemble import FAILED, READY
+from ..read.assemble import FAILED, READY
 from ..errors import LoaderError
 
 

@@ -20,11 +20,11 @@ import os
 import numpy as np
 import torch
 
-from ..assemble import out_hw
+from ..read.assemble import out_hw
 from ..batch import make_batch
 from ..errors import ConfigError
 from ..plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan
-from ..shards import ShardDataset
+from ..read.shards import ShardDataset
 from .base import LoaderOptions, PlannedLoader
 from .device import DeviceStage
 from .windows import HostWindows

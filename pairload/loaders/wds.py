@@ -21,11 +21,11 @@ from collections import deque
 import numpy as np
 import torch
 
-from .. import schema
-from ..assemble import _oriented, slot_bytes, slot_view, worker_start
+from ..format import schema
+from ..read.assemble import _oriented, slot_bytes, slot_view, worker_start
 from ..errors import ConfigError, PairloadError, ShardError
 from ..plan import check_split, epoch_order, key_hashes, sample_params
-from ..shards import ShardDataset
+from ..read.shards import ShardDataset
 from .base import LoaderOptions, StatefulEpochs
 from .device import DeviceStage
 from .pool import WorkerPool, worker_error

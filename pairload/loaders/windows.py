@@ -13,10 +13,10 @@ from typing import Callable
 
 import torch
 
-from ..assemble import fill, out_hw, slot_bytes, slot_view, worker_main
+from ..read.assemble import fill, out_hw, slot_bytes, slot_view, worker_main
 from ..errors import LoaderError
 from ..plan import BatchPlan, PlanConfig
-from ..shards import ShardDataset
+from ..read.shards import ShardDataset
 from .pool import WorkerPool, worker_error
 
 Run = tuple  # (epoch, consumed): one pass over an epoch, or over the rest of a started one

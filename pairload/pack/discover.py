@@ -18,8 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import PairingError
-from .schema import check_split_name, key_from_relpath
+from ..errors import PairingError
+from ..format.schema import check_split_name, key_from_relpath
 
 LOW_NAMES = ("low", "input", "dark", "lq", "img", "short")
 HIGH_NAMES = ("high", "normal", "gt", "target", "hq", "long", "label", "expertc")

@@ -19,8 +19,8 @@ import numpy as np
 
 from .decode import decode_rgb
 from .discover import IMAGE_EXTS
-from .errors import ConfigError, MissingDependencyError, PairloadError
-from .atomic import write_bytes_atomic, write_json_atomic
+from ..errors import ConfigError, MissingDependencyError, PairloadError
+from ..format.atomic import write_bytes_atomic, write_json_atomic
 
 BUNDLED = ("astronaut", "chelsea", "coffee", "rocket")
 EXPOSURE = (0.03, 0.3)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import schema
-from .errors import ShardError
+from ..format import schema
+from ..errors import ShardError
 
 
 class ShardDataset:

@@ -23,9 +23,9 @@ import psutil
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from .errors import ConfigError, MissingDependencyError, PairloadError
-from .kinds import BASELINES, BENCH_ENTRIES as ALL  # noqa: F401
-from .timing import DataWait
+from ..errors import ConfigError, MissingDependencyError, PairloadError
+from ..kinds import BASELINES, BENCH_ENTRIES as ALL  # noqa: F401
+from ..recipes.timing import DataWait
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,7 +62,7 @@ class BenchConfig:
             raise ConfigError("--seconds must be positive and repeats at least 1")
 
     def resolved_device(self) -> torch.device:
-        from .devices import resolve_device
+        from ..devices import resolve_device
 
         return resolve_device(self.device)
 
@@ -232,8 +232,8 @@ def _pairs(batch) -> tuple[torch.Tensor, torch.Tensor]:
 
 def make_consumer(device: torch.device, crop: int) -> Callable:
     """A training step of the reference model (bf16 autocast on CUDA) that takes (low, high) uint8 or float."""
-    from .batch import Normalize
-    from .model import EnhanceUNet
+    from ..batch import Normalize
+    from ..recipes.model import EnhanceUNet
 
     model = EnhanceUNet().to(device)
     norm = Normalize().to(device)
@@ -355,8 +355,8 @@ def measure_cold(name: str, cfg: BenchConfig, device: torch.device, workers: int
 
 
 def build_loader(name: str, cfg: BenchConfig, device: torch.device, workers: int, rank: int = 0, world_size: int = 1):
-    from .discover import find_pairs
-    from .loaders import make_loader
+    from ..pack.discover import find_pairs
+    from ..loaders import make_loader
 
     common = dict(split=cfg.split, batch_size=cfg.batch_size, crop=cfg.crop, device=str(device), rank=rank,
                   world_size=world_size)
@@ -473,7 +473,7 @@ def decode_rate(raw: str | None, split: str, seconds: float = 2.0) -> dict | Non
         return None
     import cv2
 
-    from .discover import find_pairs
+    from ..pack.discover import find_pairs
 
     pairs = find_pairs(raw).splits().get(split, [])[:64]
     if not pairs:
@@ -496,7 +496,7 @@ def decode_rate(raw: str | None, split: str, seconds: float = 2.0) -> dict | Non
 
 def copy_rate(shards: str, split: str, crop: int, seconds: float = 1.5) -> dict:
     """Single-core rate of copying planned uint8 crop pairs out of the memory-mapped shards."""
-    from .shards import ShardDataset
+    from ..read.shards import ShardDataset
 
     ds = ShardDataset(shards, split)
     rng = np.random.default_rng(0)
@@ -521,8 +521,8 @@ def device_name(device: torch.device) -> str:
 
 def run_bench(cfg: BenchConfig, on_result: Callable[[Result], None] | None = None) -> dict:
     """Run every requested loader; returns the JSON-able report."""
-    from .plan import PlanConfig, check_split
-    from .shards import ShardDataset
+    from ..plan import PlanConfig, check_split
+    from ..read.shards import ShardDataset
 
     ds = ShardDataset(cfg.shards, cfg.split)  # a crop larger than the images, a batch of 0: one clear error first
     check_split(PlanConfig(batch_size=cfg.batch_size, crop=cfg.crop), ds.keys, ds.sizes, cfg.split)
@@ -642,7 +642,7 @@ def plot(report: dict, path: str | os.PathLike, targets: dict[str, float] | None
                  f"{c['workers']} workers; {report['date']}", fontsize=9)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
     fig.tight_layout()
-    from .atomic import atomic_open
+    from ..format.atomic import atomic_open
 
     with atomic_open(path, "wb", fsync=False) as fh:
         fig.savefig(fh, dpi=120, format="png")

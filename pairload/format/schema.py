@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .atomic import PARTIAL_SUFFIX, fsync_dir, write_json_atomic  # noqa: F401 - part of the schema's API
-from .errors import ShardError
+from ..errors import ShardError
 
 FORMAT = "pairload-shards"
 VERSION = 2  # written when a sample shares another's target; shards without shared targets are written as 1

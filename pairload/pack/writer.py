@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import schema
-from .atomic import is_temp_of, write_json_atomic
+from ..format import schema
+from ..format.atomic import is_temp_of, write_json_atomic
 from .decode import _silence_cv2, decode_rgb, probe_size, target_size
 from .discover import Pair, find_pairs
-from .errors import ConfigError, ImageError, PairloadError
+from ..errors import ConfigError, ImageError, PairloadError
 
 DEFAULT_SHARD_SIZE = 256 * 1024**2
 _UNITS = {"": 1, "B": 1, "KB": 1024, "K": 1024, "MB": 1024**2, "M": 1024**2, "GB": 1024**3, "G": 1024**3}
@@ -435,7 +435,7 @@ def _manifest(plans, jobs, results, digests, discovery, options: PackOptions, re
                                 "index": index})
     for name, entry in splits.items():
         report.splits[name] = {"samples": entry["samples"], "shards": len(entry["shards"]), "bytes": entry["bytes"]}
-    from . import __version__
+    from .. import __version__
 
     return {
         "format": schema.FORMAT,

@@ -17,8 +17,8 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
-from .errors import PairloadError
-from .plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, PlanConfig, key_hashes, plan_epoch
+from ..errors import PairloadError
+from ..plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, PlanConfig, key_hashes, plan_epoch
 from .shards import ShardDataset
 
 READY = -2  # result-queue slot number a worker sends once it has opened the shards and the ring

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ImageError
+from ..errors import ImageError
 
 
 def probe_size(path: Path) -> tuple[int, int]:

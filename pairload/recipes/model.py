@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,1 @@
+"""`pairload bench-loaders`: every loader and today's baselines side by side (`loaders`)."""

@@ -1,0 +1,2 @@
+"""The shard format: member names, the .npy image codec, the manifest and its validation (`schema`), and atomic
+file writes (`atomic`). Numpy only."""

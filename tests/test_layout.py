@@ -1,0 +1,36 @@
+"""The layout's import rules: the write side and the torch-free read side never import torch or DALI, the
+library never imports the recipes, and the documented entry points still work."""
+
+import subprocess
+import sys
+
+import pytest
+
+TORCH_FREE = ["pairload.format.schema", "pairload.format.atomic", "pairload.pack", "pairload.pack.synth",
+              "pairload.read", "pairload.read.assemble", "pairload.plan", "pairload.kinds", "pairload.errors"]
+LIBRARY = ["pairload.loaders", "pairload.loaders.ram", "pairload.loaders.wds", "pairload.batch", "pairload.devices"]
+
+
+def _loaded_after(module: str) -> set[str]:
+    code = f"import sys, {module}; print(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize("module", TORCH_FREE)
+def test_the_write_side_and_the_host_read_side_never_import_torch_or_dali(module):
+    loaded = _loaded_after(module)
+    assert "torch" not in loaded and not any(m.startswith("nvidia") for m in loaded), module
+
+
+@pytest.mark.parametrize("module", LIBRARY)
+def test_the_library_does_not_import_the_recipes_or_the_benchmark(module):
+    loaded = _loaded_after(module)
+    assert not [m for m in loaded if m.startswith(("pairload.recipes", "pairload.bench"))], module
+
+
+def test_the_documented_entry_points_still_work():
+    out = subprocess.run([sys.executable, "-m", "pairload.train", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "--shards" in out.stdout
+    from pairload import Normalize, PairBatch, make_loader, open_shards  # noqa: F401
+    from pairload.pack import PackOptions, find_pairs, pack  # noqa: F401
