@@ -97,3 +97,19 @@ def test_every_sample_is_delivered_when_the_shards_are_evicted_between_epochs(sh
         rows = epoch_rows(loader, epoch)
         assert sorted(i for idx, _ in rows for i in idx) == list(range(N))
     loader.close()
+
+
+def test_shuffle_buffers_are_bounded_by_memory_not_only_by_count(shards):
+    from pairload import ConfigError
+    from pairload.loaders.wds import SHUFFLE_BYTES, SHUFFLE_MOST, auto_shuffle_buffer
+
+    assert auto_shuffle_buffer(40 * 56 * 6, 2) == SHUFFLE_MOST  # small pairs: the usual 256 per worker
+    big = 3840 * 2160 * 6  # 4K pairs: 50 MB each
+    assert auto_shuffle_buffer(big, 15) == max(2, SHUFFLE_BYTES // (15 * big)) == 2
+    assert auto_shuffle_buffer(600 * 400 * 6, 15) * 15 * 600 * 400 * 6 <= SHUFFLE_BYTES
+    loader = make_loader("wds", shards, batch_size=2, crop=16, num_workers=2)
+    assert loader.shuffle_buffer == SHUFFLE_MOST
+    assert make_loader("wds", shards, batch_size=2, crop=16, shuffle_buffer=8).shuffle_buffer == 8
+    other = make_loader("wds", shards, batch_size=2, crop=16, num_workers=2, shuffle_buffer=8)
+    with pytest.raises(ConfigError, match=r"deal was 'by shard, 2 workers, shuffle buffer 256'"):
+        other.load_state_dict(loader.state_dict())  # another buffer gives another order: refused, named
