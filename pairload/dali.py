@@ -6,8 +6,9 @@ operators, and iterate with `PairedIterator`: epochs of the planned length, `set
 keys of every batch. Input and target get the same window and the same flip/transpose, decided by the one
 planner every pairload loader executes.
 
-kind "external": worker processes cut the planned windows out of the memory-mapped shards and flip them (the
-`ram` loader's ring), and `fn.external_source` takes each batch as two dense arrays, without a copy.
+kind "external": worker processes cut the planned windows out of the memory-mapped shards (the `ram` loader's
+ring), `fn.external_source` takes each batch as two dense arrays without a copy, and one exact nearest-neighbour
+`warp_affine` applies the flips on the GPU (in CPU-only mode the workers flip while copying).
 kind "file": two sharded `readers.file` over the raw images, `decoders.image_slice` for the window and one exact
 nearest-neighbour `warp_affine` for the flips; a pair has one label in both file lists and the labels the
 readers return are compared with the plan's for every batch, so out-of-step readers stop the loader.
@@ -363,9 +364,9 @@ class PairedSource(PlannedLoader):
 
 class ExternalSource(PairedSource):
     """kind "external": the packed shards. `num_workers` processes cut each batch's planned windows out of the
-    memory-mapped shards and flip them (the `ram` loader's workers, ring and read-ahead), and
-    `fn.external_source` takes each batch as two dense arrays without a copy; the pipeline's first operator
-    sees the final crops (moved to the GPU when the pipeline has one)."""
+    memory-mapped shards (the `ram` loader's workers, ring and read-ahead), and `fn.external_source` takes each
+    batch as two dense arrays without a copy. With a GPU the batch moves there and is flipped in one exact warp;
+    in CPU-only mode the workers flip while copying. The pipeline's first operator sees the final crops."""
 
     KIND = "external"
 
