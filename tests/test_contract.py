@@ -92,6 +92,24 @@ def test_every_kind_keeps_the_contract(data, name):
 
 
 @pytest.mark.parametrize("name", PARAMS)
+def test_early_breaks_and_jumps_never_leak_batches_of_another_epoch(data, name):
+    """Workers and pipelines run ahead into the next epoch; leaving an epoch early or jumping to another must
+    still give every epoch exactly its own batches."""
+    with build(data, name) as loader:
+        for e, stop in ((0, None), (1, 2), (5, None), (6, None), (2, 1), (3, None)):
+            loader.set_epoch(e)
+            got = []
+            for b in loader:
+                got.append((list(b.keys), b.low.cpu().clone()))
+                if stop is not None and len(got) == stop:
+                    break
+            with build(data, name) as fresh:
+                expect = epoch(fresh, e)[: len(got)]
+            assert [g[0] for g in got] == [x[0] for x in expect], e
+            assert all(np.array_equal(g[1].numpy(), x[1]) for g, x in zip(got, expect)), e
+
+
+@pytest.mark.parametrize("name", PARAMS)
 def test_ranks_get_disjoint_shares_of_equal_length(data, name):
     shares = []
     for rank in range(2):

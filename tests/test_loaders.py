@@ -245,27 +245,6 @@ def test_normalize():
         norm(x.float())
 
 
-def test_ram_workers_survive_early_breaks_and_jumps_between_epochs(shards24):
-    """Workers run ahead into the next epoch; a jump or an early break must never leak stale batches."""
-    def fresh(epoch):
-        loader = make_loader("ram", shards24, batch_size=4, crop=16, seed=3)
-        loader.set_epoch(epoch)
-        return [(b.keys, b.low.clone()) for b in loader]
-
-    loader = make_loader("ram", shards24, batch_size=4, crop=16, seed=3, num_workers=2)
-    for epoch, stop in ((0, None), (1, 2), (5, None), (6, None), (2, 1), (3, None)):
-        loader.set_epoch(epoch)
-        got = []
-        for b in loader:
-            got.append((b.keys, b.low.clone()))
-            if stop is not None and len(got) == stop:
-                break
-        expect = fresh(epoch)[: len(got)]
-        assert [g[0] for g in got] == [e[0] for e in expect], epoch
-        assert all(torch.equal(g[1], e[1]) for g, e in zip(got, expect))
-    loader.close()
-
-
 def test_one_option_name_for_cpu_parallelism_and_unknown_options_are_named(shards24):
     with pytest.raises(ConfigError, match=r"make_loader\('wds'\): unknown option\(s\) resident; this kind accepts "
                                           r"prefetch, shuffle_buffer"):
