@@ -40,6 +40,17 @@ def make_raw(root: Path, n: int = 6, size: tuple[int, int] = (40, 56), ext: str 
     return root
 
 
+def raw_and_shards(root: Path, train: int, *, test: int = 0, size: tuple[int, int] = (40, 56)) -> Path:
+    """root/raw with `train` (and `test`, numbered from 200) pairs, packed into root/shards in 64 KB shards."""
+    from pairload.pack import PackOptions, pack
+
+    make_raw(root / "raw", train, split="train", size=size)
+    if test:
+        make_raw(root / "raw", test, split="test", start=200, size=size)
+    pack(root / "raw", root / "shards", PackOptions(workers=1, shard_size=64 * 1024))
+    return root
+
+
 def has_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 

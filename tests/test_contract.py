@@ -11,9 +11,8 @@ import torch
 
 from pairload import ConfigError, PairBatch, make_loader
 from pairload.loaders import Loader
-from pairload.pack.writer import PackOptions, pack
 
-from conftest import make_raw
+from conftest import raw_and_shards
 
 N, CROP = 30, 16
 KINDS = {
@@ -30,10 +29,7 @@ PARAMS = [pytest.param(k, marks=pytest.mark.dali) if k.startswith("dali") else k
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("contract")
-    make_raw(root / "raw", N, split="train", size=(24, 32))
-    pack(root / "raw", root / "shards", PackOptions(workers=1, shard_size=64 * 1024))
-    return root
+    return raw_and_shards(tmp_path_factory.mktemp("contract"), N, size=(24, 32))
 
 
 def build(data, name, **kw):

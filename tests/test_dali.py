@@ -11,7 +11,7 @@ import numpy as np
 from pairload import ConfigError, ImageError, PairingError, make_loader
 from pairload.pack.writer import PackOptions, pack
 
-from conftest import make_raw
+from conftest import make_raw, raw_and_shards
 from test_loaders import check_batch, expected
 
 pytestmark = pytest.mark.dali
@@ -21,11 +21,7 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """24 training pairs of 40x56 as PNG (raw) and packed into shards of 4, plus 5 test pairs."""
-    root = tmp_path_factory.mktemp("dali")
-    make_raw(root / "raw", 24, split="train")
-    make_raw(root / "raw", 5, split="test", start=200)
-    pack(root / "raw", root / "shards", PackOptions(workers=1, shard_size=64 * 1024))
-    return root
+    return raw_and_shards(tmp_path_factory.mktemp("dali"), 24, test=5)
 
 
 def source(data, kind):

@@ -11,7 +11,7 @@ from pairload import ConfigError, Normalize, PairBatch, ShardError, make_loader
 from pairload.pack.writer import PackOptions, pack
 from pairload.plan import key_hashes, sample_params
 
-from conftest import make_raw, pair_pixels
+from conftest import make_raw, pair_pixels, raw_and_shards
 
 H, W = 40, 56
 
@@ -19,11 +19,7 @@ H, W = 40, 56
 @pytest.fixture(scope="module")
 def shards24(tmp_path_factory):
     """24 training pairs of 40x56 in 6 shards of 4, and 5 test pairs."""
-    root = tmp_path_factory.mktemp("data")
-    make_raw(root / "raw", 24, split="train")
-    make_raw(root / "raw", 5, split="test", start=200)
-    pack(root / "raw", root / "shards", PackOptions(workers=1, shard_size=64 * 1024))
-    return root / "shards"
+    return raw_and_shards(tmp_path_factory.mktemp("data"), 24, test=5) / "shards"
 
 
 def expected(key: str, epoch: int, seed: int, crop: int | None, augment: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -231,7 +227,9 @@ def test_one_copy_of_the_split_is_shared_between_processes(tmp_path):
     for r in results:
         assert r["n"] == 100
         assert r["tar_rss"] >= 0.9 * split_bytes  # the whole split was read through the shared file mapping
-        assert r["anon_growth"] < 0.25 * split_bytes  # ...and not copied into private memory
+        # ...and not copied into private memory: a copy would be the whole split; the allocator and lazily loaded
+        # libraries account for 20-37 MB here, whatever the split size
+        assert r["anon_growth"] < 0.5 * split_bytes
 
 
 def test_normalize():

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 from pairload import ConfigError, make_loader
-from pairload.pack.writer import PackOptions, pack
 
-from conftest import make_raw
+from conftest import raw_and_shards
 
 N = 50
 KINDS = ["ram", "ram-workers", "wds", pytest.param("dali-external", marks=pytest.mark.dali),
@@ -19,10 +18,7 @@ ELASTIC = ["ram", pytest.param("dali-external", marks=pytest.mark.dali), pytest.
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("resume")
-    make_raw(root / "raw", N, split="train", size=(24, 32))
-    pack(root / "raw", root / "shards", PackOptions(workers=1, shard_size=64 * 1024))
-    return root
+    return raw_and_shards(tmp_path_factory.mktemp("resume"), N, size=(24, 32))
 
 
 def loader(data, kind, *, rank=0, world_size=1, batch_size=3, last_batch="drop", **kw):
