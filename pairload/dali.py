@@ -164,6 +164,7 @@ class PairedSource(PlannedLoader):
         self._queued: deque = deque()  # runs the feed is to deliver next
         self._last_run: tuple | None = None
         self._cancel = False
+        self._queue_depth = prefetch
 
     # ------------------------------------------------------------------ graph and feed
 
@@ -176,6 +177,8 @@ class PairedSource(PlannedLoader):
             raise ConfigError(f"the pipeline's batch_size is {pipe.max_batch_size} but the paired source plans batches "
                               f"of {self.cfg.batch_size}; give both the same batch size")
         pipe._pairload_source = self  # PairedIterator(pipe) finds its source here
+        depth = pipe.prefetch_queue_depth  # how many fed batches the pipeline may still read (no_copy inputs)
+        self._queue_depth = sum(depth.values()) if isinstance(depth, dict) else int(depth)
         self._window(self._building or (self.epoch, self._consumed(self.epoch)))
         self._reset_feed()
         return self._graph(pipe.device_id is not None)
@@ -374,7 +377,7 @@ class ExternalSource(PairedSource):
         self.ds = source if isinstance(source, ShardDataset) else ShardDataset(source, opts.split)
         self.where = str(self.ds.root)
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch)
-        self._hold = prefetch + 3  # batches DALI may still read after they were fed (no_copy inputs)
+        self._hold = prefetch + 3  # batches DALI may still read after they were fed (set per pipeline in _graph)
         self._held: deque = deque()
         self._flip_on_device = False
         self._host = HostWindows(self.ds, self.cfg, super().plan_for, num_workers=opts.num_workers,
@@ -405,6 +408,9 @@ class ExternalSource(PairedSource):
         # with a GPU the flips/transposes run there, in one exact warp per batch: a flipped or transposed copy is
         # ~20x slower than a straight one on the host (numpy strides); without one the workers flip while copying
         self._flip_on_device = on_gpu and self.cfg.augment
+        # DALI reads a fed batch until it has left the pipeline's queues: hold the ring slots that long, plus margin
+        self._hold = self._queue_depth + 3
+        self._host.set_hold(self._hold)
         if self._host.pool is None:
             self._host.pin = on_gpu  # page-locked ring: DALI's host-to-device copies run at full speed
             self._host.apply_codes = not on_gpu

@@ -292,3 +292,26 @@ def test_paired_inputs_usage_errors(data):
 
     with pytest.raises(ConfigError, match=r"the pipeline has 3 outputs but output_map names 2"):
         next(iter(PairedIterator(three())))
+
+
+def test_a_deep_prefetch_queue_in_the_users_pipeline_never_sees_a_reused_buffer(data):
+    """external_source takes the workers' ring slots without a copy: the source must hold them as long as the
+    user's pipeline may still read them, whatever its prefetch_queue_depth (pixels encode the pair index)."""
+    from nvidia.dali import pipeline_def
+
+    from pairload.dali import PairedIterator, paired_inputs, paired_source
+
+    src = paired_source(data / "shards", batch_size=2, crop=16, seed=4, num_workers=2, prefetch=1)
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None, prefetch_queue_depth=10)
+    def pipe():
+        return tuple(paired_inputs(src))
+
+    with PairedIterator(pipe()) as it:
+        for epoch in range(3):
+            it.set_epoch(epoch)
+            for out in it:
+                for j, key in enumerate(out["keys"]):
+                    lo, hi = expected(key, epoch, 4, 16)
+                    np.testing.assert_array_equal(out["low"][j].numpy(), lo, err_msg=key)
+                    np.testing.assert_array_equal(out["high"][j].numpy(), hi, err_msg=key)

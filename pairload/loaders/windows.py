@@ -31,6 +31,7 @@ class HostWindows:
                  num_workers: int, prefetch: int, pin: bool, apply_codes: bool, name: str, hold: int = 0):
         self.ds, self.cfg, self._plan_for = ds, cfg, plan_for
         self.num_workers, self.pin, self.apply_codes, self.name = num_workers, pin, apply_codes, name
+        self.prefetch = prefetch
         self.depth = num_workers + prefetch + 2 + hold  # every worker busy, `prefetch` ready, 2 in copy, `hold` held
         self.pool: WorkerPool | None = None
         self._pending: deque = deque()  # (run, batch, slot) submitted to workers, in delivery order
@@ -49,6 +50,13 @@ class HostWindows:
         return self._plans[run]
 
     # ------------------------------------------------------------------ life cycle
+
+    def set_hold(self, hold: int) -> None:
+        """Hold this many slots besides the working ones (a ring of another size: running workers stop first)."""
+        depth = self.num_workers + self.prefetch + 2 + hold
+        if depth != self.depth:
+            self.close()
+            self.depth = depth
 
     def start(self) -> WorkerPool | None:
         """Start the workers (if any) and wait until they are ready; no shard data is read."""
