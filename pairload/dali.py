@@ -377,7 +377,6 @@ class ExternalSource(PairedSource):
         self.ds = source if isinstance(source, ShardDataset) else ShardDataset(source, opts.split)
         self.where = str(self.ds.root)
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch)
-        self._hold = prefetch + 3  # batches DALI may still read after they were fed (set per pipeline in _graph)
         self._held: deque = deque()
         self._flip_on_device = False
         self._host = HostWindows(self.ds, self.cfg, super().plan_for, num_workers=opts.num_workers,
@@ -386,6 +385,11 @@ class ExternalSource(PairedSource):
 
     def plan_for(self, epoch: int, consumed: tuple = ()) -> list[BatchPlan]:
         return self._host.plans((epoch, consumed))
+
+    @property
+    def _hold(self) -> int:
+        """Ring slots held after they were fed: DALI reads a batch until it has left the pipeline's queues (+3)."""
+        return self._queue_depth + 3
 
     def _threads(self) -> int:
         # the workers cut; DALI's threads only stage the host-to-device copies, and 4 of them make that copy
@@ -408,15 +412,11 @@ class ExternalSource(PairedSource):
         # with a GPU the flips/transposes run there, in one exact warp per batch: a flipped or transposed copy is
         # ~20x slower than a straight one on the host (numpy strides); without one the workers flip while copying
         self._flip_on_device = on_gpu and self.cfg.augment
-        # DALI reads a fed batch until it has left the pipeline's queues: hold the ring slots that long, plus margin
-        self._hold = self._queue_depth + 3
         self._host.set_hold(self._hold)
-        if self._host.pool is None:
-            self._host.pin = on_gpu  # page-locked ring: DALI's host-to-device copies run at full speed
-            self._host.apply_codes = not on_gpu
-        elif self._host.apply_codes == on_gpu:
+        if self._host.pool is not None and self._host.apply_codes == on_gpu:
             self._host.close()  # workers started for the other device: start them again for this one
-            self._host.pin, self._host.apply_codes = on_gpu, not on_gpu
+        # a page-locked ring on a GPU: DALI's host-to-device copies run at full speed
+        self._host.pin, self._host.apply_codes = on_gpu, not on_gpu
         outs = fn.external_source(source=_Feed(self), num_outputs=2 + self._flip_on_device, batch=True, no_copy=True,
                                   cycle="raise", parallel=False)
         low, high = outs[0], outs[1]
@@ -472,17 +472,16 @@ class FileSource(PairedSource):
             count = min(64, max(1, -(-self.WINDOW_BATCHES // max(1, len(self)))))
             self._runs = [(e, ()) for e in range(epoch, epoch + count)]
 
-    def _fits(self, run: tuple) -> bool:
-        if self._last_run is None:
-            return bool(self._runs) and self._runs[0] == run
-        k = self._runs.index(self._last_run) if self._last_run in self._runs else -2
-        return k + 1 < len(self._runs) and self._runs[k + 1] == run
-
     def _auto_next(self) -> tuple | None:
+        """The run after the last one in this graph's file lists (None past their end)."""
         if self._last_run is None:
-            return self._runs[0] if self._runs else None
-        k = self._runs.index(self._last_run) + 1
+            k = 0
+        else:
+            k = self._runs.index(self._last_run) + 1 if self._last_run in self._runs else len(self._runs)
         return self._runs[k] if k < len(self._runs) else None
+
+    def _fits(self, run: tuple) -> bool:
+        return run == self._auto_next()
 
     def _blocks(self, epoch: int, consumed: tuple = ()) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per rank, (pair indices, padded flags) of its share of `epoch`: contiguous blocks of the epoch's order,

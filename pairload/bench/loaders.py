@@ -161,9 +161,10 @@ class Result:
     ranks: int = 1
     per_rank: list[float] = field(default_factory=list)  # with ranks > 1: each rank's median; pairs_per_s is their sum
 
-    def summarise(self, crop: int, peak_rss: int) -> None:
-        """Median and spread of the repeats, MB/s of delivered crops, peak host memory."""
-        self.pairs_per_s = statistics.median(self.repeats)
+    def summarise(self, crop: int, peak_rss: int, node_total: bool = False) -> None:
+        """Median (or, for concurrent ranks, the node's sum) and spread of the repeats, MB/s of delivered crops,
+        peak host memory."""
+        self.pairs_per_s = sum(self.repeats) if node_total else statistics.median(self.repeats)
         self.pairs_per_s_min, self.pairs_per_s_max = min(self.repeats), max(self.repeats)
         self.mb_per_s = self.pairs_per_s * 2 * crop * crop * 3 / 1e6
         self.peak_host_rss_mb = peak_rss / 2**20
@@ -438,9 +439,7 @@ def measure_ranks(name: str, cfg: BenchConfig, workers: int) -> Result:
         return Result(loader=name, status=bad[0]["status"], reason=bad[0]["reason"], ranks=cfg.ranks)
     per = [got[r]["pairs_per_s"] for r in range(cfg.ranks)]
     res = Result(loader=name, ranks=cfg.ranks, per_rank=per, repeats=per)
-    res.summarise(cfg.crop, mem.peak)
-    res.pairs_per_s = sum(per)  # the node's rate; min/max stay the per-rank spread
-    res.mb_per_s = res.pairs_per_s * 2 * cfg.crop * cfg.crop * 3 / 1e6
+    res.summarise(cfg.crop, mem.peak, node_total=True)  # the node's rate; min/max are the per-rank spread
     res.cpu_cores_used = sum(got[r]["cpu_cores_used"] for r in range(cfg.ranks))
     res.device_mem_mb = max(got[r]["device_mem_mb"] for r in range(cfg.ranks))
     res.reason = f"{cfg.ranks} ranks x {workers} workers; per rank {min(per):,.0f}-{max(per):,.0f}"
