@@ -31,13 +31,17 @@ class HostWindows:
                  num_workers: int, prefetch: int, pin: bool, apply_codes: bool, name: str, hold: int = 0):
         self.ds, self.cfg, self._plan_for = ds, cfg, plan_for
         self.num_workers, self.pin, self.apply_codes, self.name = num_workers, pin, apply_codes, name
-        self.prefetch = prefetch
-        self.depth = num_workers + prefetch + 2 + hold  # every worker busy, `prefetch` ready, 2 in copy, `hold` held
+        self.prefetch, self.hold = prefetch, hold
         self.pool: WorkerPool | None = None
         self._pending: deque = deque()  # (run, batch, slot) submitted to workers, in delivery order
         self._free: deque = deque()
         self._done: dict[int, object] = {}
         self._plans: dict[Run, list[BatchPlan]] = {}
+
+    @property
+    def depth(self) -> int:
+        """Ring slots: every worker busy, `prefetch` ready, 2 in copy, `hold` held by the caller."""
+        return self.num_workers + self.prefetch + 2 + self.hold
 
     # ------------------------------------------------------------------ plans
 
@@ -53,10 +57,9 @@ class HostWindows:
 
     def set_hold(self, hold: int) -> None:
         """Hold this many slots besides the working ones (a ring of another size: running workers stop first)."""
-        depth = self.num_workers + self.prefetch + 2 + hold
-        if depth != self.depth:
+        if hold != self.hold:
             self.close()
-            self.depth = depth
+            self.hold = hold
 
     def start(self) -> WorkerPool | None:
         """Start the workers (if any) and wait until they are ready; no shard data is read."""
