@@ -354,8 +354,8 @@ class PairedSource(PlannedLoader):
         for name, tl in zip(self.output_map, outputs):
             dev = torch.device("cuda", self._pipe.device_id) if isinstance(tl, TensorListGPU) else torch.device("cpu")
             out[name] = _to_torch(tl, dev)[:n]
-        out["keys"] = [self.keys[i] for i in bp.index.tolist()]
-        out["padded"] = torch.from_numpy(bp.padded.copy())
+        out["keys"] = self._keys(bp)
+        out["padded"] = self._padded(bp)
         return out
 
     def _out_hw_index(self, index: np.ndarray) -> np.ndarray:
@@ -573,8 +573,7 @@ class _AsPairBatch:
         n = len(bp)
         low = _to_torch(outputs[0], self.device)[:n]
         high = _to_torch(outputs[1], self.device)[:n]
-        padded = torch.from_numpy(bp.padded.copy()).to(self.device)
-        return batch_from_hwc(low, high, [self.keys[i] for i in bp.index.tolist()], padded)
+        return batch_from_hwc(low, high, self._keys(bp), self._padded(bp).to(self.device))
 
 
 class DaliExternalLoader(_AsPairBatch, ExternalSource):

@@ -176,6 +176,15 @@ class PlannedLoader(StatefulEpochs):
         """This rank's batches for `epoch` (for the rest of it, when `consumed` says how it was started before)."""
         return plan_epoch(self.cfg, self.key_hash, self.hw, epoch, deal=self.DEAL, consumed=consumed)
 
+    def _keys(self, bp: BatchPlan) -> list[str]:
+        """The shard keys of a planned batch's rows."""
+        return [self.keys[i] for i in bp.index.tolist()]
+
+    @staticmethod
+    def _padded(bp: BatchPlan) -> torch.Tensor:
+        """A planned batch's padding flags as a (CPU) bool tensor of its own."""
+        return torch.from_numpy(bp.padded.copy())
+
     def plan(self) -> list[BatchPlan]:
         return self.plan_for(self.epoch, self._consumed(self.epoch))
 

@@ -73,14 +73,8 @@ class RamLoader(PlannedLoader):
 
     # ------------------------------------------------------------------ shared
 
-    def _keys(self, bp: BatchPlan) -> list[str]:
-        return [self.keys[i] for i in bp.index.tolist()]
-
     def _code(self, bp: BatchPlan) -> torch.Tensor | None:
         return torch.from_numpy(bp.code) if self.cfg.augment else None
-
-    def _padded(self, bp: BatchPlan) -> torch.Tensor:
-        return torch.from_numpy(bp.padded.copy())
 
     def plan_for(self, epoch: int, consumed: tuple = ()) -> list[BatchPlan]:
         return self._host.plans((epoch, consumed))
