@@ -17,12 +17,14 @@ from .plan import HFLIP, TRANSPOSE, VFLIP
 @dataclass
 class PairBatch:
     """low and high: uint8 N×3×H×W tensors on the loader's device (channels_last memory layout); keys: the
-    shard key of each row; padded: bool N, True for samples repeated to fill the last batch (last_batch='pad')."""
+    shard key of each row ("source/key" when sources are mixed); padded: bool N, True for samples repeated to fill
+    the last batch (last_batch='pad'); source: the source name of each row when sources are mixed, else None."""
 
     low: torch.Tensor
     high: torch.Tensor
     keys: list[str]
     padded: torch.Tensor
+    source: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -48,15 +50,18 @@ def apply_codes(pixels: torch.Tensor, code: torch.Tensor | None) -> torch.Tensor
     return torch.where((mask & HFLIP) != 0, pixels.flip(3), pixels)
 
 
-def make_batch(pixels: torch.Tensor, code: torch.Tensor | None, keys: Sequence[str], padded: torch.Tensor) -> PairBatch:
+def make_batch(pixels: torch.Tensor, code: torch.Tensor | None, keys: Sequence[str], padded: torch.Tensor,
+               source: list[str] | None = None) -> PairBatch:
     """(2, N, H, W, 3) uint8 on the device → augmented PairBatch with N×3×H×W views (no copy for the layout change)."""
     out = apply_codes(pixels, code).permute(0, 1, 4, 2, 3)
-    return PairBatch(low=out[0], high=out[1], keys=list(keys), padded=padded)
+    return PairBatch(low=out[0], high=out[1], keys=list(keys), padded=padded, source=source)
 
 
-def batch_from_hwc(low: torch.Tensor, high: torch.Tensor, keys: Sequence[str], padded: torch.Tensor) -> PairBatch:
+def batch_from_hwc(low: torch.Tensor, high: torch.Tensor, keys: Sequence[str], padded: torch.Tensor,
+                   source: list[str] | None = None) -> PairBatch:
     """Already augmented N×H×W×3 tensors (as DALI delivers them) → PairBatch with N×3×H×W views."""
-    return PairBatch(low=low.permute(0, 3, 1, 2), high=high.permute(0, 3, 1, 2), keys=list(keys), padded=padded)
+    return PairBatch(low=low.permute(0, 3, 1, 2), high=high.permute(0, 3, 1, 2), keys=list(keys), padded=padded,
+                     source=source)
 
 
 class Normalize(nn.Module):

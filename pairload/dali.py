@@ -35,7 +35,7 @@ from .errors import ConfigError, ImageError, LoaderError, MissingDependencyError
 from .loaders.base import LoaderOptions, PlannedLoader
 from .loaders.windows import HostWindows
 from .plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, rank_share
-from .read.shards import ShardDataset
+from .read.shards import open_shards
 
 try:
     import nvidia.dali.fn as fn
@@ -149,8 +149,8 @@ class PairedSource(PlannedLoader):
 
     KIND = ""
 
-    def __init__(self, keys, hw, split, opts: LoaderOptions, prefetch: int):
-        super().__init__(keys, hw, split, opts)
+    def __init__(self, keys, hw, split, opts: LoaderOptions, prefetch: int, groups=()):
+        super().__init__(keys, hw, split, opts, groups)
         if prefetch < 1:
             raise ConfigError(f"prefetch={prefetch}: expected at least 1 batch")
         self.prefetch = prefetch
@@ -374,9 +374,9 @@ class ExternalSource(PairedSource):
     KIND = "external"
 
     def __init__(self, source, opts: LoaderOptions, *, prefetch: int = 4):
-        self.ds = source if isinstance(source, ShardDataset) else ShardDataset(source, opts.split)
-        self.where = str(self.ds.root)
-        super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch)
+        self.ds = open_shards(source, opts.split)
+        self.where = self.ds.where
+        super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch, self.ds.groups)
         self._held: deque = deque()
         self._flip_on_device = False
         self._host = HostWindows(self.ds, self.cfg, super().plan_for, num_workers=opts.num_workers,
@@ -573,7 +573,7 @@ class _AsPairBatch:
         n = len(bp)
         low = _to_torch(outputs[0], self.device)[:n]
         high = _to_torch(outputs[1], self.device)[:n]
-        return batch_from_hwc(low, high, self._keys(bp), self._padded(bp).to(self.device))
+        return batch_from_hwc(low, high, self._keys(bp), self._padded(bp).to(self.device), self._source(bp))
 
 
 class DaliExternalLoader(_AsPairBatch, ExternalSource):

@@ -11,13 +11,24 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..kinds import LOADER_KINDS as KINDS
+from ..plan import REQUIRED
 from .base import Loader, LoaderOptions
 
 
-def make_loader(kind: str, source: str | os.PathLike, *, split: str = "train", batch_size: int, crop: int | None,
-                seed: int = 0, rank: int = 0, world_size: int = 1, num_workers: int = 0, device: Any = "cpu",
-                last_batch: str = "drop", augment: bool = True, shuffle: bool = True, **backend: Any):
+def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "train", batch_size: int | None = None,
+                crop: Any = REQUIRED, seed: int = 0, rank: int = 0, world_size: int = 1, num_workers: int = 0,
+                device: Any = "cpu", last_batch: str = "drop", augment: bool = True, shuffle: bool = True,
+                repeats: int = 1, weights: dict | None = None, epoch_size: int | None = None, schedule: Any = (),
+                **backend: Any):
     """A loader over `source` (a shard folder; the raw image folder for "dali-file") for this rank.
+
+    Planning (every kind over shards): `repeats=k` passes over the split per epoch, each with fresh crops and flips.
+    `source={"real": folder, "synth": folder}` with `weights={"real": 1, "synth": 3}` and `epoch_size=N`: each
+    epoch is N draws mixed in proportion to the weights, every batch mixing the sources (`PairBatch.source` names
+    each row's); within a source no sample is drawn again before all were (across epochs). A value may be
+    (folder, split). `schedule=[(step, crop, batch), …]` or "0:128:8,92000:160:5": from each global step on
+    (batches per rank since epoch 0) batches of that crop and per-rank size; `batch_size`/`crop` are then the
+    first stage's and may be left out.
 
     Every kind has `len()` (batches per epoch on this rank), `set_epoch(e)`, `state_dict()`/`load_state_dict()`,
     `close()`, and yields `PairBatch`es of uint8 N×3×crop×crop tensors on `device`. `num_workers` is each kind's CPU
@@ -31,7 +42,8 @@ def make_loader(kind: str, source: str | os.PathLike, *, split: str = "train", b
         raise ConfigError(f"loader kind {kind!r}: expected one of {', '.join(KINDS)}")
     opts = LoaderOptions.build(split=split, batch_size=batch_size, crop=crop, seed=seed, rank=rank,
                                world_size=world_size, num_workers=num_workers, device=str(device),
-                               last_batch=last_batch, augment=augment, shuffle=shuffle)
+                               last_batch=last_batch, augment=augment, shuffle=shuffle, repeats=repeats,
+                               weights=weights or (), epoch_size=epoch_size, schedule=schedule or ())
     if kind == "ram":
         from .ram import RamLoader as cls
     elif kind == "wds":

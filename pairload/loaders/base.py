@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator, Protocol, runtime_checkable
 
 import numpy as np
@@ -10,7 +10,7 @@ import torch
 
 from ..devices import resolve_device
 from ..errors import ConfigError
-from ..plan import BatchPlan, PlanConfig, check_split, key_hashes, num_batches, plan_epoch
+from ..plan import BatchPlan, PlanConfig, check_groups, check_split, key_hashes, num_batches, plan_epoch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,13 +58,22 @@ class Loader(Protocol):
 
 STATE_FORMAT = "pairload-loader-state"
 _PLAN_FIELDS = ("seed", "batch_size", "crop", "split", "last_batch", "shuffle", "augment", "samples", "deal")
+# fields a state written before they existed lacks; absent means this default
+_NEWER_FIELDS = {"repeats": 1, "mix": None, "schedule": None}
 
 
-def plan_fields(opts: LoaderOptions, samples: int, deal: str) -> dict:
+def plan_fields(opts: LoaderOptions, samples: int, deal: str, groups=()) -> dict:
     """What a loader state must agree on to describe the same epochs (everything but the world size)."""
     p = opts.plan
-    return {"seed": p.seed, "batch_size": p.batch_size, "crop": p.crop, "split": opts.split,
-            "last_batch": p.last_batch, "shuffle": p.shuffle, "augment": p.augment, "samples": samples, "deal": deal}
+    fields = {"seed": p.seed, "batch_size": p.batch_size, "crop": p.crop, "split": opts.split,
+              "last_batch": p.last_batch, "shuffle": p.shuffle, "augment": p.augment, "samples": samples, "deal": deal,
+              "repeats": p.repeats, "mix": None, "schedule": None}
+    if p.mixed:
+        fields["mix"] = {"sources": [[name, n] for name, n in groups], "weights": [[k, w] for k, w in p.weights],
+                         "epoch_size": p.epoch_size}
+    if p.schedule:
+        fields["schedule"] = [[st.step, st.crop, st.batch_size] for st in p.schedule]
+    return fields
 
 
 def check_state(state: dict, mine: dict) -> tuple[int, tuple[tuple[int, int], ...]]:
@@ -72,8 +81,8 @@ def check_state(state: dict, mine: dict) -> tuple[int, tuple[tuple[int, int], ..
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise ConfigError(f"loader state: expected a dict from a pairload loader's state_dict(), found "
                           f"{type(state).__name__} {str(state)[:80]!r}")
-    for name in _PLAN_FIELDS:
-        if state.get(name) != mine[name]:
+    for name in (*_PLAN_FIELDS, *_NEWER_FIELDS):
+        if state.get(name, _NEWER_FIELDS.get(name)) != mine[name]:
             raise ConfigError(f"loader state: {name} was {state.get(name)!r} when it was saved, this loader has "
                               f"{mine[name]!r}; build the loader with the saved {name} (the rest of an epoch is "
                               "only defined for the same plan)")
@@ -119,6 +128,9 @@ class StatefulEpochs:
     def _deal_name(self) -> str:
         return self.DEAL
 
+    def _plan_fields(self) -> dict:
+        return plan_fields(self.opts, self.samples, self._deal_name(), getattr(self, "groups", ()))
+
     def start_workers(self) -> None:
         """Start CPU workers now (kinds without any: nothing to do)."""
 
@@ -140,12 +152,12 @@ class StatefulEpochs:
         if self._active[0] == epoch and self._delivered:
             consumed.append((self.cfg.world_size, self._delivered))
         return {"format": STATE_FORMAT, "version": 1, "epoch": epoch, "consumed": [list(c) for c in consumed],
-                "world_size": self.cfg.world_size, **plan_fields(self.opts, self.samples, self._deal_name())}
+                "world_size": self.cfg.world_size, **self._plan_fields()}
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from a state: the next iteration delivers the rest of its epoch (dealt over this loader's
         ranks), then `set_epoch(epoch + 1)` goes on as usual."""
-        epoch, consumed = check_state(state, plan_fields(self.opts, self.samples, self._deal_name()))
+        epoch, consumed = check_state(state, self._plan_fields())
         self.set_epoch(epoch)
         self._resume = {epoch: consumed} if consumed else {}
 
@@ -155,30 +167,48 @@ class PlannedLoader(StatefulEpochs):
     (`_batches`). Stateful: `state_dict()` after k batches of epoch e, loaded into a new loader (even one with
     another world size), makes its next iteration deliver the rest of epoch e, each sample once."""
 
-    def __init__(self, keys, hw: np.ndarray, split: str, opts: LoaderOptions):
+    def __init__(self, keys, hw: np.ndarray, split: str, opts: LoaderOptions, groups=()):
+        """`groups`: (name, samples) of each source when several share the index space (a mix); several sources
+        without weights or an epoch size are mixed in proportion to their sizes, each sample once per epoch."""
+        self.groups = tuple(groups) if len(groups) > 1 or (groups and groups[0][0]) else ()
+        if self.groups and not opts.plan.mixed:
+            opts = replace(opts, plan=replace(opts.plan, epoch_size=len(keys)))
         self.opts = opts
         self.cfg = opts.plan
+        if self.cfg.mixed:
+            check_groups(self.cfg, self.groups or (("", len(keys)),), split)
+        if (self.cfg.mixed or self.cfg.schedule or self.cfg.repeats > 1) and self.DEAL != "strided":
+            raise ConfigError("mixing, epoch_size, repeats and crop/batch schedules are planned for the loaders "
+                              "over packed shards (ram, wds, dali-external); pack the folder and use one of them")
         check_split(self.cfg, keys, hw, split)
         self.keys = tuple(keys)
         self.samples = len(self.keys)
         self.hw = np.asarray(hw, dtype=np.int64)
         self.key_hash = key_hashes(self.keys)
         self.device = opts.torch_device
+        self._source_names = [name for name, n in self.groups for _ in range(n)] if self.groups else None
         self._init_state()
 
     def __len__(self) -> int:
         consumed = self._consumed(self.epoch)
-        if not consumed and self.DEAL == "strided":
+        if not consumed and self.DEAL == "strided" and not self.cfg.schedule:
             return num_batches(self.cfg, len(self.keys))
         return len(self.plan_for(self.epoch, consumed))
 
     def plan_for(self, epoch: int, consumed: tuple[tuple[int, int], ...] = ()) -> list[BatchPlan]:
         """This rank's batches for `epoch` (for the rest of it, when `consumed` says how it was started before)."""
-        return plan_epoch(self.cfg, self.key_hash, self.hw, epoch, deal=self.DEAL, consumed=consumed)
+        return plan_epoch(self.cfg, self.key_hash, self.hw, epoch, deal=self.DEAL, consumed=consumed,
+                          groups=self.groups)
 
     def _keys(self, bp: BatchPlan) -> list[str]:
         """The shard keys of a planned batch's rows."""
         return [self.keys[i] for i in bp.index.tolist()]
+
+    def _source(self, bp: BatchPlan) -> list[str] | None:
+        """The source name of each of a planned batch's rows (None: one source)."""
+        if self._source_names is None:
+            return None
+        return [self._source_names[i] for i in bp.index.tolist()]
 
     @staticmethod
     def _padded(bp: BatchPlan) -> torch.Tensor:

@@ -24,11 +24,11 @@ class DeviceStage:
         self._copying: deque = deque()  # (release callback, event) of host buffers whose copy may still run
 
     def put(self, host: torch.Tensor, code: torch.Tensor | None, keys: list[str], padded: torch.Tensor,
-            release: Callable[[], None] | None = None):
+            release: Callable[[], None] | None = None, source: list[str] | None = None):
         """A batch on the device from a host batch; `release()` is called once the host buffer may be reused.
         Returns (batch, ready event or None); pass both to `handover` before the caller uses the batch."""
         if not self.cuda:
-            batch = make_batch(host if release is None else host.clone(), None, keys, padded)
+            batch = make_batch(host if release is None else host.clone(), None, keys, padded, source)
             if release is not None:
                 release()
             return batch, None
@@ -37,7 +37,7 @@ class DeviceStage:
             copied = torch.cuda.Event()
             copied.record(self._stream)
             batch = make_batch(pixels, None if code is None else code.to(self.device, non_blocking=True), keys,
-                               padded.to(self.device, non_blocking=True))
+                               padded.to(self.device, non_blocking=True), source)
             ready = torch.cuda.Event()
             ready.record(self._stream)
         if release is not None:

@@ -20,11 +20,10 @@ import os
 import numpy as np
 import torch
 
-from ..read.assemble import out_hw
 from ..batch import make_batch
 from ..errors import ConfigError
 from ..plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan
-from ..read.shards import ShardDataset
+from ..read.shards import ShardDataset, open_shards
 from .base import LoaderOptions, PlannedLoader
 from .device import DeviceStage
 from .windows import HostWindows
@@ -46,8 +45,8 @@ def _warn_if_larger_than_memory(ds: ShardDataset) -> None:
 class RamLoader(PlannedLoader):
     def __init__(self, source: str | os.PathLike | ShardDataset, opts: LoaderOptions, *, resident: bool = False,
                  prefetch: int = 4):
-        self.ds = source if isinstance(source, ShardDataset) else ShardDataset(source, opts.split)
-        super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts)
+        self.ds = open_shards(source, opts.split)
+        super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, self.ds.groups)
         if prefetch < 1:
             raise ConfigError(f"prefetch={prefetch}: expected at least 1 batch")
         self.prefetch = prefetch
@@ -83,7 +82,8 @@ class RamLoader(PlannedLoader):
         if self._store is not None:
             yield from self._resident_batches(plans)
             return
-        produced = (self._stage.put(torch.from_numpy(host), self._code(bp), self._keys(bp), self._padded(bp), release)
+        produced = (self._stage.put(torch.from_numpy(host), self._code(bp), self._keys(bp), self._padded(bp), release,
+                                    self._source(bp))
                     for bp, (host, release) in zip(plans, self._host.batches((epoch, consumed), plans,
                                                                               self._stage.reclaim)))
         yield from self._stage.one_ahead(produced)  # batch k+1 is copied while the caller works on batch k
@@ -127,7 +127,7 @@ class RamLoader(PlannedLoader):
             n = len(bp)
             sl = slice(start, start + n)
             start += n
-            h, w = out_hw(self.cfg, self.hw, bp)
+            h, w = bp.out_hw(self.hw)
             idx, code = idx_all[sl], code_all[sl]
             ar_h, ar_w = torch.arange(h, device=dev), torch.arange(w, device=dev)
             # output (i, j) <- hflip: j' = w-1-j; vflip: i' = h-1-i; transpose: source (j', i') else (i', j')
@@ -139,5 +139,5 @@ class RamLoader(PlannedLoader):
             width = s["width"][idx][:, None, None]
             flat = s["base"][idx][:, None, None] + (y_all[sl][:, None, None] + rows) * width + x_all[sl][:, None, None] + cols
             pixels = s["pixels"][flat].view(n, h, w, 2, 3).permute(3, 0, 1, 2, 4)
-            yield make_batch(pixels, None, self._keys(bp), pad_all[sl])
+            yield make_batch(pixels, None, self._keys(bp), pad_all[sl], self._source(bp))
 

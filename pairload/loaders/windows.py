@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from ..read.assemble import fill, out_hw, slot_bytes, slot_view, worker_main
+from ..read.assemble import fill, slot_bytes, slot_view, worker_main
 from ..errors import LoaderError
 from ..plan import BatchPlan, PlanConfig
 from ..read.shards import ShardDataset
@@ -76,7 +76,7 @@ class HostWindows:
     def _ensure(self) -> WorkerPool:
         if self.pool is None:
             ahead = 2 * self.num_workers  # the others work on the next batches; read the ones after them
-            self.pool = WorkerPool(worker_main, (str(self.ds.root), self.ds.split, self.cfg, self.apply_codes, ahead),
+            self.pool = WorkerPool(worker_main, (self.ds, self.cfg, self.apply_codes, ahead),
                                    num_workers=self.num_workers, depth=self.depth,
                                    slot_bytes=slot_bytes(self.cfg, self.ds.sizes), pin=self.pin, name=self.name,
                                    shared_tasks=True, files=self.ds.files, file_bytes=self.ds.shard_bytes)
@@ -97,7 +97,7 @@ class HostWindows:
                 yield from self._worker_batches(run, plans, reclaim)
             else:
                 for bp in plans:
-                    h, w = out_hw(self.cfg, self.ds.sizes, bp)
+                    h, w = bp.out_hw(self.ds.sizes)
                     host = torch.empty((2, len(bp), h, w, 3), dtype=torch.uint8, pin_memory=self.pin).numpy()
                     fill(self.ds, host, bp, apply_codes=self.apply_codes)
                     yield host, None
@@ -157,7 +157,7 @@ class HostWindows:
             got, bb, slot = self._pending.popleft()
             assert (got, bb) == (run, b), "internal: ring out of order"
             self._wait(slot)
-            h, w = out_hw(self.cfg, self.ds.sizes, bp)
+            h, w = bp.out_hw(self.ds.sizes)
             yield slot_view(pool.ring[slot], len(bp), h, w), (lambda slot=slot, pool=pool: self._release(slot, pool))
             nxt = self._submit(*nxt, reclaim)
 

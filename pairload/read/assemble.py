@@ -48,17 +48,11 @@ def fill(ds: ShardDataset, dst: np.ndarray, bp: BatchPlan, apply_codes: bool = F
         dst[1, j] = _oriented(high[y:y + h, x:x + w], c)
 
 
-def out_hw(cfg: PlanConfig, hw: np.ndarray, bp: BatchPlan) -> tuple[int, int]:
-    if cfg.crop is not None:
-        return cfg.crop, cfg.crop
-    h, w = hw[bp.index[0]]
-    return int(h), int(w)
-
-
 def slot_bytes(cfg: PlanConfig, hw: np.ndarray) -> int:
-    """Bytes of one ring slot: a batch of low and high, crops or the split's largest whole image."""
-    side = cfg.crop * cfg.crop if cfg.crop is not None else int((hw[:, 0] * hw[:, 1]).max())
-    return 2 * cfg.batch_size * side * 3
+    """Bytes of one ring slot: a batch of low and high, crops or the split's largest whole image (the largest
+    batch of any schedule stage)."""
+    whole = int((hw[:, 0] * hw[:, 1]).max())
+    return max(2 * st.batch_size * (st.crop * st.crop if st.crop is not None else whole) * 3 for st in cfg.stages)
 
 
 def slot_view(flat: np.ndarray, n: int, h: int, w: int) -> np.ndarray:
@@ -99,12 +93,12 @@ def worker_start(parent: int, shm_name: str, depth: int, slot_bytes: int, result
     return shm, ring, state
 
 
-def worker_main(root: str, split: str, config: PlanConfig, apply_codes: bool, ahead: int, worker: int, shm_name: str,
+def worker_main(source: ShardDataset, config: PlanConfig, apply_codes: bool, ahead: int, worker: int, shm_name: str,
                 depth: int, slot_bytes: int, tasks, results, parent: int) -> None:
     """A RAM-loader worker: plans epochs itself (the planner is pure) and fills the ring slots it is told to. Before
     each batch it asks the kernel to read the samples of the batch `ahead` places later (`ShardDataset.willneed`),
     so a split that is not in the page cache streams in ahead of the copies."""
-    started = worker_start(parent, shm_name, depth, slot_bytes, results, lambda: ShardDataset(root, split))
+    started = worker_start(parent, shm_name, depth, slot_bytes, results, lambda: source)
     if started is None:
         return
     shm, ring, ds = started
@@ -120,11 +114,11 @@ def worker_main(root: str, split: str, config: PlanConfig, apply_codes: bool, ah
             if run not in plans:
                 if len(plans) >= 2:
                     plans.pop(next(iter(plans)))
-                plans[run] = plan_epoch(config, key_hash, ds.sizes, epoch, consumed=consumed)
+                plans[run] = plan_epoch(config, key_hash, ds.sizes, epoch, consumed=consumed, groups=ds.groups)
             bp = plans[run][b]
             if ahead and b + ahead < len(plans[run]):
                 ds.willneed(plans[run][b + ahead].index.tolist())
-            h, w = out_hw(config, ds.sizes, bp)
+            h, w = bp.out_hw(ds.sizes)
             fill(ds, slot_view(ring[slot], len(bp), h, w), bp, apply_codes)
             results.put((slot, None))
         except PairloadError as exc:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..format import schema
-from ..errors import ShardError
+from ..errors import ConfigError, ShardError
 
 
 class ShardDataset:
@@ -122,16 +122,117 @@ class ShardDataset:
                                  "corrupt: run `pairload verify` and repack")
         self._checked[i] = True
 
+    @property
+    def where(self) -> str:
+        return str(self.root)
+
+    @property
+    def groups(self) -> tuple[tuple[str, int], ...]:
+        """(name, samples) of each source: one unnamed source."""
+        return (("", len(self)),)
+
+    def source_names(self, indices) -> list[str] | None:
+        """The source of each of these samples: None for a single source."""
+        return None
+
     def __getitem__(self, i: int) -> tuple[str, np.ndarray, np.ndarray]:
         if not -len(self) <= i < len(self):
             raise IndexError(f"sample {i} out of range for split {self.split!r} of {len(self)} samples")
         i %= len(self)
         low, high = self.arrays(i)
-        return self.index.keys[i], low, high
+        return self.keys[i], low, high
 
 
-def open_shards(path: str | os.PathLike, split: str = "train") -> ShardDataset:
-    """Random access over one split of a folder written by `pairload pack`."""
+class ShardMix(ShardDataset):
+    """Several named shard splits as one index space (source after source), for mixing: keys are "name/key",
+    `groups` gives each source's (name, samples); every read goes to the source's own `ShardDataset`."""
+
+    def __init__(self, parts: dict[str, ShardDataset]):
+        if not parts:
+            raise ConfigError("a mix needs at least one source: {name: shard folder, ...}")
+        for name in parts:
+            if not name or "/" in name:
+                raise ConfigError(f"source name {name!r}: expected a non-empty name without '/' (it prefixes keys)")
+        self.parts = dict(parts)
+        self.split = "+".join(f"{name}:{ds.split}" for name, ds in self.parts.items())
+        sizes = [len(ds) for ds in self.parts.values()]
+        self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self._keys = tuple(f"{name}/{k}" for name, ds in self.parts.items() for k in ds.keys)
+        self._hw = np.concatenate([ds.sizes for ds in self.parts.values()]).astype(np.int64).reshape(-1, 2)
+        self._names = list(self.parts)
+        self._source = np.repeat(np.arange(len(sizes)), sizes)
+
+    def __getstate__(self):
+        return self.__dict__.copy()  # the parts pickle without their maps
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    @property
+    def where(self) -> str:
+        return " + ".join(f"{name}={ds.root}" for name, ds in self.parts.items())
+
+    @property
+    def root(self) -> Path:  # for messages that name a place
+        return Path(self.where)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self._keys
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return self._hw
+
+    @property
+    def groups(self) -> tuple[tuple[str, int], ...]:
+        return tuple((name, len(ds)) for name, ds in self.parts.items())
+
+    def source_names(self, indices) -> list[str]:
+        return [self._names[s] for s in self._source[np.asarray(indices, dtype=np.int64)].tolist()]
+
+    @property
+    def files(self) -> list[Path]:
+        return [f for ds in self.parts.values() for f in ds.files]
+
+    @property
+    def shard_bytes(self) -> list[int]:
+        return [b for ds in self.parts.values() for b in ds.shard_bytes]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(ds.nbytes for ds in self.parts.values())
+
+    def check_files(self) -> None:
+        for ds in self.parts.values():
+            ds.check_files()
+
+    def _part(self, i: int) -> tuple[ShardDataset, int]:
+        s = int(self._source[i])
+        return self.parts[self._names[s]], i - int(self._offsets[s])
+
+    def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        ds, j = self._part(i)
+        return ds.arrays(j)
+
+    def willneed(self, indices) -> None:
+        for i in indices:
+            ds, j = self._part(int(i))
+            ds.willneed([j])
+
+
+def open_shards(path, split: str = "train") -> ShardDataset:
+    """Random access over one split of a folder written by `pairload pack`; or, for mixing, several named ones as
+    one index space: `{name: folder or (folder, split)}` (`ShardMix`; keys become "name/key"). A `ShardDataset`
+    is returned as it is."""
+    if isinstance(path, ShardDataset):
+        return path
+    if isinstance(path, dict):
+        parts = {}
+        for name, where in path.items():
+            folder, part_split = where if isinstance(where, tuple) else (where, split)
+            parts[str(name)] = ShardDataset(folder, part_split)
+        return ShardMix(parts)
     return ShardDataset(path, split)
 
 
