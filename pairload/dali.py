@@ -20,7 +20,7 @@ yielding `PairBatch`. GPU (`device="cuda:k"`) or DALI's CPU-only mode (`device_i
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import re
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +34,7 @@ from .pack.discover import find_pairs
 from .errors import ConfigError, ImageError, LoaderError, MissingDependencyError, PairingError, PairloadError
 from .loaders.base import LoaderOptions, PlannedLoader
 from .loaders.windows import HostWindows
-from .plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, rank_share
+from .plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, PlanConfig, rank_share
 from .read.shards import open_shards
 
 try:
@@ -173,9 +173,9 @@ class PairedSource(PlannedLoader):
         pipe = Pipeline.current()
         if pipe is None:
             raise ConfigError("paired_inputs() makes DALI nodes: call it inside a @pipeline_def function")
-        if pipe.max_batch_size != self.cfg.batch_size:
+        if pipe.max_batch_size != self.cfg.max_batch:
             raise ConfigError(f"the pipeline's batch_size is {pipe.max_batch_size} but the paired source plans batches "
-                              f"of {self.cfg.batch_size}; give both the same batch size")
+                              f"of up to {self.cfg.max_batch}; give the pipeline that batch size")
         pipe._pairload_source = self  # PairedIterator(pipe) finds its source here
         depth = pipe.prefetch_queue_depth  # how many fed batches the pipeline may still read (no_copy inputs)
         self._queue_depth = sum(depth.values()) if isinstance(depth, dict) else int(depth)
@@ -236,7 +236,7 @@ class PairedSource(PlannedLoader):
             raise ConfigError(f"expected a DALI Pipeline or a function that builds one, found {type(pipeline).__name__}")
 
     def _default_pipeline(self):
-        @pipeline_def(batch_size=self.cfg.batch_size, num_threads=self._threads(), device_id=_device_id(self.device),
+        @pipeline_def(batch_size=self.cfg.max_batch, num_threads=self._threads(), device_id=_device_id(self.device),
                       prefetch_queue_depth=self.prefetch, seed=self.cfg.seed & 0x7FFFFFFF)
         def pipe():
             nodes = self.nodes()
@@ -358,10 +358,10 @@ class PairedSource(PlannedLoader):
         out["padded"] = self._padded(bp)
         return out
 
-    def _out_hw_index(self, index: np.ndarray) -> np.ndarray:
+    def _out_hw_index(self, index: np.ndarray, crop: int | None) -> np.ndarray:
         """(N, 2) output height and width of these samples: the crop, or the whole image."""
-        if self.cfg.crop is not None:
-            return np.full((len(index), 2), self.cfg.crop, dtype=np.int64)
+        if crop is not None:
+            return np.full((len(index), 2), crop, dtype=np.int64)
         return self.hw[index]
 
 
@@ -435,7 +435,7 @@ class ExternalSource(PairedSource):
                     self._held.popleft()()
             batch = [host[0], host[1]]
             if self._flip_on_device:
-                batch.append(dihedral_matrices(bp.code, self._out_hw_index(bp.index)))
+                batch.append(dihedral_matrices(bp.code, self._out_hw_index(bp.index, bp.crop)))
             yield batch
 
 
@@ -507,7 +507,7 @@ class FileSource(PairedSource):
             if self.cfg.crop is not None:
                 batch.append(np.stack([rep(bp.y), rep(bp.x)], axis=1).astype(np.int32))
             if self.cfg.augment:
-                batch.append(dihedral_matrices(rep(bp.code), self._out_hw_index(index)))
+                batch.append(dihedral_matrices(rep(bp.code), self._out_hw_index(index, self.cfg.crop)))
             self._fed.append((run, bp))
             yield batch
 
@@ -584,18 +584,19 @@ class DaliFileLoader(_AsPairBatch, FileSource):
     """make_loader("dali-file"): `FileSource` through a pipeline that returns its crops and checks the readers."""
 
 
-def paired_source(source: str | os.PathLike, *, kind: str = "external", split: str = "train", batch_size: int,
-                  crop: int | None, seed: int = 0, rank: int = 0, world_size: int = 1, num_workers: int = 0,
-                  last_batch: str = "drop", augment: bool = True, shuffle: bool = True, **backend) -> PairedSource:
-    """A `PairedSource` over packed shards (kind "external") or raw image folders (kind "file"; `low_dir`,
-    `high_dir`, `pairs_file` as for `pairload pack`). Make it once per process and pass it to `paired_inputs`
-    inside the pipeline function; `num_workers` is its CPU parallelism (cutting processes for "external"; the
-    pipeline's own `num_threads` decodes for "file")."""
+def paired_source(source, *, kind: str = "external", split: str = "train", num_workers: int = 0,
+                  **options) -> PairedSource:
+    """A `PairedSource` over packed shards (kind "external"; a folder, or `{name: folder}` to mix) or raw image
+    folders (kind "file"; `low_dir`, `high_dir`, `pairs_file` as for `pairload pack`). `options` are the planner's,
+    as for `make_loader` (batch_size, crop, seed, rank, world_size, last_batch, augment, shuffle, repeats, weights,
+    epoch_size, schedule). Make it once per process and pass it to `paired_inputs` inside the pipeline function;
+    `num_workers` is its CPU parallelism (cutting processes for "external"; the pipeline's own `num_threads`
+    decodes for "file"). With a schedule, the pipeline's batch_size is the largest stage's."""
     if kind not in ("external", "file"):
         raise ConfigError(f"kind={kind!r}: expected 'external' (packed shards) or 'file' (raw image folders)")
-    opts = LoaderOptions.build(split=split, batch_size=batch_size, crop=crop, seed=seed, rank=rank,
-                               world_size=world_size, num_workers=num_workers, last_batch=last_batch, augment=augment,
-                               shuffle=shuffle)
+    plan_names = {f.name for f in dataclasses.fields(PlanConfig)}
+    backend = {k: options.pop(k) for k in list(options) if k not in plan_names}
+    opts = LoaderOptions.build(split=split, num_workers=num_workers, **options)
     cls = ExternalSource if kind == "external" else FileSource
     return cls(source, opts, **backend)
 

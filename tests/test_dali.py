@@ -280,7 +280,7 @@ def test_paired_inputs_usage_errors(data):
     def wrong_batch():
         return tuple(paired_inputs(src))
 
-    with pytest.raises(ConfigError, match=r"batch_size is 8 but the paired source plans batches of 4"):
+    with pytest.raises(ConfigError, match=r"batch_size is 8 but the paired source plans batches of up to 4"):
         wrong_batch()
     with pytest.raises(ConfigError, match=r"kind='bogus': expected 'external'"):
         paired_source(data / "shards", kind="bogus", batch_size=4, crop=16)

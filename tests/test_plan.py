@@ -81,3 +81,139 @@ def test_check_split_messages():
         check_split(PlanConfig(batch_size=2, crop=None), keys, hw, "train")
     with pytest.raises(ConfigError, match="last_batch='wrap': expected one of drop, pad, partial"):
         PlanConfig(batch_size=2, crop=None, last_batch="wrap")
+
+
+# ------------------------------------------------------------------ mixing, repeats, schedules
+
+from pairload.plan import Stage, epoch_start_step, mix_counts, parse_schedule, stage_at  # noqa: E402
+
+MIX_GROUPS = (("real", 485), ("synth", 5000))
+
+
+def mixed_cfg(rank=0, ws=1, bs=8, **kw):
+    return PlanConfig(batch_size=bs, crop=16, seed=5, rank=rank, world_size=ws,
+                      weights={"real": 1, "synth": 3}, epoch_size=2000, **kw)
+
+
+def mixed_plans(epoch, ws, bs=8, **kw):
+    n = sum(s for _, s in MIX_GROUPS)
+    keys = key_hashes([f"k{i}" for i in range(n)])
+    hw = np.full((n, 2), 40)
+    return [plan_epoch(mixed_cfg(r, ws, bs, **kw), keys, hw, epoch, groups=MIX_GROUPS) for r in range(ws)]
+
+
+@pytest.mark.parametrize("ws", [1, 2])
+def test_mixing_follows_the_weights_in_every_batch_and_uses_up_a_source_before_repeating(ws):
+    real = []
+    for epoch in range(3):
+        ranks = mixed_plans(epoch, ws)
+        assert len({len(p) for p in ranks}) == 1  # every rank the same batch count
+        idx = np.concatenate([bp.index for plans in ranks for bp in plans])
+        share = (idx < 485).mean()
+        assert abs(share - 0.25) <= 0.02, share  # within 2% of the weights over an epoch of 2,000
+        assert len(idx) >= 2000 - ws * 8  # drop loses less than one global batch
+        for plans in ranks:
+            for bp in plans:  # both sources in every batch, in proportion (8 rows: 2 real, 6 synth)
+                assert (bp.index < 485).sum() == 2 and (bp.index >= 485).sum() == 6
+        order = [np.concatenate([bp.index for bp in plans]) for plans in ranks]
+        # the epoch's stream, in order (strided: rank r's j-th row is row j * ws + r)
+        stream = np.stack(order, axis=1).reshape(-1) if ws > 1 else order[0]
+        real.extend(int(i) for i in stream if i < 485)
+    assert sorted(real[:485]) == list(range(485))  # every real sample once before any is drawn again
+    assert len(set(real[485:485 * 2])) == min(485, len(real) - 485)
+    assert mix_counts([485, 5000], [1, 3], 2000).tolist() == [500, 1500]
+
+
+def test_a_sample_drawn_again_gets_a_fresh_crop():
+    n, groups = 10, (("a", 10),)
+    cfg = PlanConfig(batch_size=5, crop=8, seed=1, epoch_size=40)
+    plans = plan_epoch(cfg, key_hashes(map(str, range(n))), np.full((n, 2), 64), 0, groups=groups)
+    idx = np.concatenate([p.index for p in plans])
+    yx = np.concatenate([np.stack([p.y, p.x, p.code], 1) for p in plans])
+    assert np.bincount(idx, minlength=n).tolist() == [4] * n  # 4 cycles of the source in one epoch
+    for i in range(n):
+        assert len({tuple(v) for v in yx[idx == i].tolist()}) == 4
+
+
+@pytest.mark.parametrize("ws", [1, 2])
+def test_repeats_give_each_sample_k_times_with_different_crops(ws):
+    n, k = 24, 3
+    keys, hw = key_hashes([f"s{i}" for i in range(n)]), np.full((n, 2), 64)
+    rows = []
+    for r in range(ws):
+        cfg = PlanConfig(batch_size=4, crop=16, seed=2, rank=r, world_size=ws, repeats=k)
+        plans = plan_epoch(cfg, keys, hw, 0)
+        assert len(plans) == num_batches(cfg, n) == n * k // ws // 4
+        rows += [(i, y, x, c) for p in plans for i, y, x, c in zip(p.index, p.y, p.x, p.code)]
+    idx = np.array([r[0] for r in rows])
+    assert np.bincount(idx, minlength=n).tolist() == [k] * n
+    distinct = [len({r[1:] for r in rows if r[0] == i}) for i in range(n)]
+    assert sum(d == k for d in distinct) >= 0.9 * n  # (a repeat may draw the same window by chance)
+    one = plan_epoch(PlanConfig(batch_size=4, crop=16, seed=2), keys, hw, 0)
+    np.testing.assert_array_equal(one[0].y, plan_epoch(PlanConfig(batch_size=4, crop=16, seed=2, repeats=k), keys,
+                                                       hw, 0)[0].y)  # the first pass is the plain epoch
+
+
+SCHEDULE = "0:16:4,5:12:2,9:8:3"
+
+
+@pytest.mark.parametrize("ws", [1, 2])
+@pytest.mark.parametrize("last_batch", ["drop", "pad"])
+def test_schedule_stages_switch_at_their_step_on_every_rank(ws, last_batch):
+    n = 30
+    keys, hw = key_hashes([f"s{i}" for i in range(n)]), np.full((n, 2), 40)
+    cfgs = [PlanConfig(schedule=SCHEDULE, seed=4, rank=r, world_size=ws, last_batch=last_batch) for r in range(ws)]
+    assert cfgs[0].batch_size == 4 and cfgs[0].crop == 16
+    step = 0
+    for epoch in range(4):
+        per_rank = [plan_epoch(c, keys, hw, epoch) for c in cfgs]
+        assert len({len(p) for p in per_rank}) == 1  # each rank the same number of batches per step
+        assert epoch_start_step(cfgs[0], n, epoch) == step and num_batches(cfgs[0], n, epoch) == len(per_rank[0])
+        seen = []
+        for b in range(len(per_rank[0])):
+            st = stage_at(cfgs[0], step + b)
+            want = {0: (16, 4), 5: (12, 2), 9: (8, 3)}[st.step]
+            for plans in per_rank:
+                bp = plans[b]
+                assert (bp.crop, len(bp)) == want and bp.out_hw(hw) == (want[0], want[0])
+                assert (bp.y <= 40 - want[0]).all()
+                seen += bp.index[~bp.padded].tolist()
+        assert len(seen) == len(set(seen))  # each sample at most once per epoch
+        if last_batch == "pad":
+            assert sorted(seen) == list(range(n))
+        step += len(per_rank[0])
+    assert step > 9  # the run reached the last stage
+
+
+def test_a_scheduled_or_mixed_epoch_resumes_with_its_exact_rest():
+    n = 30
+    keys, hw = key_hashes([f"s{i}" for i in range(n)]), np.full((n, 2), 40)
+    for cfg, groups in ((PlanConfig(schedule=SCHEDULE, seed=4), ()),
+                        (PlanConfig(batch_size=4, crop=8, weights={"a": 1, "b": 2}, epoch_size=24), (("a", 10), ("b", 20)))):
+        full = plan_epoch(cfg, keys, hw, 2, groups=groups)
+        rest = plan_epoch(cfg, keys, hw, 2, consumed=((1, 3),), groups=groups)
+        assert len(rest) == len(full) - 3
+        for a, b in zip(full[3:], rest):
+            for f in ("index", "y", "x", "code", "padded"):
+                np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+            assert a.crop == b.crop
+
+
+def test_schedule_and_mix_usage_errors():
+    with pytest.raises(ConfigError, match="starting at step 0"):
+        parse_schedule("5:128:8")
+    with pytest.raises(ConfigError, match="increasing step"):
+        parse_schedule("0:128:8,10:160:5,10:192:4")
+    with pytest.raises(ConfigError, match=r"'0:128': expected step:crop:batch"):
+        parse_schedule("0:128")
+    with pytest.raises(ConfigError, match="crop=96 but the schedule's first stage has 128"):
+        PlanConfig(schedule="0:128:8", crop=96)
+    assert parse_schedule([(0, 128, 8), (10, 160, 5)])[1] == Stage(10, 160, 5)
+    with pytest.raises(ConfigError, match="crop is required"):
+        PlanConfig(batch_size=4)
+    with pytest.raises(ConfigError, match="weights real=-1.0"):
+        PlanConfig(batch_size=4, crop=8, weights={"real": -1})
+    with pytest.raises(ConfigError, match="raise epoch_size instead"):
+        PlanConfig(batch_size=4, crop=8, epoch_size=100, repeats=2)
+    with pytest.raises(ConfigError, match="crop 20 is larger than sample"):
+        check_split(PlanConfig(schedule="0:8:2,4:20:1"), ["a", "b"], np.full((2, 2), 16), "train")

@@ -334,3 +334,15 @@ def test_killed_mid_epoch_and_resumed_sees_the_same_data_as_an_uninterrupted_run
     on_one = torchrun(shards, tmp_path / "cut1", *args, "--resume", nproc=1)
     row = next(r for r in on_one if r["epoch"] == interrupted)
     assert row["data_samples"] == 32 and row["data_repeats"] == 0  # the rest went to one rank: every sample once
+
+
+def test_progressive_crops_on_a_weighted_mix_under_torchrun(shards, tmp_path):
+    """--crop-schedule and --mix in the reference loop: each epoch has the steps the schedule gives (epoch 1 starts in
+    stage 0 at step 4 and switches to 24-pixel crops of 2 per rank at step 5), and the learning-rate schedule spans
+    exactly those steps."""
+    rows = torchrun(shards, tmp_path / "run", "--epochs", 2, "--crop-schedule", "0:32:4,5:24:2",
+                    "--mix", f"a={shards}:1,b={shards}:3", "--epoch-size", 32, "--val-split", "none")
+    assert [r["steps"] for r in rows] == [4, 7]
+    assert rows[-1]["lr"] == pytest.approx(0.0, abs=1e-9)  # the cosine schedule ends on the run's last step
+    with pytest.raises(ConfigError, match="--mix 'a=x': expected NAME=FOLDER:WEIGHT"):
+        TrainConfig(shards=str(shards), mix="a=x")

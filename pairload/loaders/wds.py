@@ -14,6 +14,7 @@ sample once. The device stage copies and flips on a side stream, as for `ram`.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections import deque
@@ -75,8 +76,8 @@ class _Crop:
     The sample's `.json` gives its size, so each .npy header is checked by comparing it with the header that
     size must have (`schema.npy_header`) and the pixels are viewed in place: no header parsing, no copy."""
 
-    def __init__(self, seed: int, epoch: int, crop: int | None, augment: bool):
-        self.seed, self.epoch, self.crop, self.augment = seed, epoch, crop, augment
+    def __init__(self, seed: int, epoch: int, crop: int | None, augment: bool, draw: int = 0):
+        self.seed, self.epoch, self.crop, self.augment, self.draw = seed, epoch, crop, augment, draw
 
     def _image(self, sample: dict, member: str, key: str, url: str, h: int, w: int) -> np.ndarray:
         data = sample.get(member)
@@ -97,7 +98,7 @@ class _Crop:
         low = self._image(sample, schema.LOW, key, url, h, w)
         high = self._image(sample, schema.HIGH, key, url, h, w)
         y, x, code = sample_params(key_hashes([key]), np.array([[h, w]]), seed=self.seed, epoch=self.epoch,
-                                   crop=self.crop, augment=self.augment)
+                                   crop=self.crop, augment=self.augment, draw=np.array([self.draw]) if self.draw else None)
         ch, cw = (self.crop, self.crop) if self.crop is not None else (h, w)
         y, x = int(y[0]), int(x[0])
         return key, low[y:y + ch, x:x + cw], high[y:y + ch, x:x + cw], int(code[0])
@@ -123,19 +124,24 @@ def _tar_samples(src):
 
 
 def _samples(wds, urls: list[str], opts: LoaderOptions, workers: int, worker: int, epoch: int, shuffle_buffer: int):
-    """One worker's stream for `epoch`: (key, low window, high window, code), through the webdataset package."""
+    """One worker's stream for `epoch`: (key, low window, high window, code), through the webdataset package; with
+    `repeats` its shards are streamed that many times, each pass with its own shuffle and fresh crops (draw r)."""
     mine = shard_assignment(len(urls), opts, workers, epoch)[opts.plan.rank][worker]
     shards = [{"url": urls[i]} for i in mine]
-    seed = ((opts.plan.seed * 1_000_003 + epoch) * 1_009 + opts.plan.rank) * 131 + worker
     shuffle = opts.plan.shuffle and shuffle_buffer > 1
-    return iter(wds.DataPipeline(
-        lambda: iter(shards),  # (a list given here would be read as a list of stages)
-        _tar_samples,
-        _shared_targets,
-        # a small initial fill, so that the first batch of an epoch does not wait for full buffers
-        wds.shuffle(shuffle_buffer, initial=min(shuffle_buffer, 32), seed=seed) if shuffle else None,
-        wds.map(_Crop(opts.plan.seed, epoch, opts.plan.crop, opts.plan.augment)),
-    ))
+
+    def one_pass(r: int):
+        seed = (((opts.plan.seed * 1_000_003 + epoch) * 1_009 + opts.plan.rank) * 131 + worker) * 17 + r
+        return wds.DataPipeline(
+            lambda: iter(shards),  # (a list given here would be read as a list of stages)
+            _tar_samples,
+            _shared_targets,
+            # a small initial fill, so that the first batch of an epoch does not wait for full buffers
+            wds.shuffle(shuffle_buffer, initial=min(shuffle_buffer, 32), seed=seed) if shuffle else None,
+            wds.map(_Crop(opts.plan.seed, epoch, opts.plan.crop, opts.plan.augment, draw=r)),
+        )
+
+    return itertools.chain.from_iterable(one_pass(r) for r in range(opts.plan.repeats))
 
 
 def _fill(stream, ring_slot: np.ndarray, batch_size: int, apply_codes: bool):
@@ -222,6 +228,10 @@ class WdsLoader(StatefulEpochs):
 
     def __init__(self, source: str | os.PathLike, opts: LoaderOptions, *, shuffle_buffer: int | None = None,
                  prefetch: int = 4):
+        if isinstance(source, dict) or opts.plan.mixed or opts.plan.schedule:
+            raise ConfigError("wds streams each rank's shards in order through a shuffle buffer, so it cannot draw a "
+                              "mixed epoch (several sources, weights, epoch_size) or cut a crop/batch schedule; use "
+                              "the ram or dali-external loader for those (repeats work with wds)")
         ds = ShardDataset(source, opts.split)  # checks the manifest and that every shard is present
         self.opts = opts
         self.cfg = opts.plan
@@ -269,7 +279,7 @@ class WdsLoader(StatefulEpochs):
     # ------------------------------------------------------------------ counts
 
     def _rank_samples(self, epoch: int) -> list[int]:
-        return [int(sum(int(self.shard_samples[i]) for w in workers for i in w))
+        return [self.cfg.repeats * int(sum(int(self.shard_samples[i]) for w in workers for i in w))
                 for workers in shard_assignment(len(self.urls), self.opts, self.workers, epoch)]
 
     def _target(self, epoch: int) -> int:

@@ -69,6 +69,10 @@ class TrainConfig:
     train_split: str = "train"
     val_split: str = "test"  # "none": no validation
     overwrite: bool = False
+    crop_schedule: str | None = None  # "step:crop:batch,…": progressive crops and per-rank batches by global step
+    repeats: int = 1
+    mix: str | None = None  # "name=FOLDER:weight,…": train on a weighted mix of shard folders
+    epoch_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.loader not in KINDS:
@@ -90,6 +94,39 @@ class TrainConfig:
             raise ConfigError(f"--save-every-steps {self.save_every_steps}: expected 0 (epoch ends only) or more")
         if self.dist_timeout <= 0:
             raise ConfigError(f"--dist-timeout {self.dist_timeout}: expected a positive number of seconds")
+        if self.mix is not None:
+            if self.loader not in ("ram", "dali-external"):
+                raise ConfigError(f"--mix needs --loader ram or dali-external (planned over shards), not {self.loader}")
+            mix_sources(self.mix)  # a malformed --mix is refused before anything starts
+
+    def plan_options(self) -> dict:
+        """The training loader's planning: crop and batch (or their schedule), repeats, the mix."""
+        opts: dict = {"repeats": self.repeats, "epoch_size": self.epoch_size}
+        if self.crop_schedule:
+            opts["schedule"] = self.crop_schedule
+        else:
+            opts.update(batch_size=self.batch_size, crop=self.crop)
+        if self.mix:
+            opts["weights"] = {name: w for name, (_, w) in mix_sources(self.mix).items()}
+        return opts
+
+
+def mix_sources(spec: str) -> dict[str, tuple[str, float]]:
+    """--mix "real=shards/lol:1,synth=shards/synth:3" -> {name: (folder, weight)}."""
+    out = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, eq, rest = part.partition("=")
+        folder, colon, weight = rest.rpartition(":")
+        try:
+            if not (eq and colon and name and folder):
+                raise ValueError
+            out[name] = (folder, float(weight))
+        except ValueError:
+            raise ConfigError(f"--mix {part!r}: expected NAME=FOLDER:WEIGHT items separated by commas, e.g. "
+                              "real=shards/lol:1,synth=shards/synth:3") from None
+    if not out:
+        raise ConfigError("--mix is empty: expected NAME=FOLDER:WEIGHT items, e.g. real=shards/lol:1,synth=shards/synth:3")
+    return out
 
 
 # ------------------------------------------------------------------ pieces
@@ -120,11 +157,13 @@ def lr_lambda(warmup: int, total: int):
 
 
 def build_train_loader(cfg: TrainConfig, info: DistInfo):
-    """One call for every kind: the shards, or the raw folders for dali-file."""
-    return make_loader(cfg.loader, cfg.raw if cfg.loader == "dali-file" else cfg.shards, split=cfg.train_split,
-                       batch_size=cfg.batch_size, crop=cfg.crop, seed=cfg.seed, rank=info.rank,
+    """One call for every kind: the shards (or the --mix of several), or the raw folders for dali-file."""
+    source = cfg.raw if cfg.loader == "dali-file" else cfg.shards
+    if cfg.mix:
+        source = {name: folder for name, (folder, _) in mix_sources(cfg.mix).items()}
+    return make_loader(cfg.loader, source, split=cfg.train_split, seed=cfg.seed, rank=info.rank,
                        world_size=info.world_size, device=str(info.device), last_batch="drop",
-                       num_workers=cfg.workers)
+                       num_workers=cfg.workers, **cfg.plan_options())
 
 
 def build_val_loader(cfg: TrainConfig, info: DistInfo):
@@ -326,8 +365,10 @@ def dataset_fingerprint(cfg: TrainConfig) -> str:
     if cfg.loader != "dali-file":
         from ..format.schema import read_manifest
 
-        for sh in read_manifest(cfg.shards)["splits"].get(cfg.train_split, {}).get("shards", []):
-            h.update(sh["sha256"].encode())
+        folders = [folder for folder, _ in mix_sources(cfg.mix).values()] if cfg.mix else [cfg.shards]
+        for folder in folders:
+            for sh in read_manifest(folder)["splits"].get(cfg.train_split, {}).get("shards", []):
+                h.update(sh["sha256"].encode())
     else:
         from ..pack.discover import find_pairs
 
@@ -408,6 +449,12 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     fused = {"fused": True} if dev.type == "cuda" else {}
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, **fused)
     total_steps = cfg.epochs * steps_per_epoch
+    if cfg.crop_schedule:  # epochs of another batch size have another number of steps
+        total_steps = 0
+        for e in range(cfg.epochs):
+            train_loader.set_epoch(e)
+            total_steps += len(train_loader) if cfg.max_steps is None else min(len(train_loader), cfg.max_steps)
+        train_loader.set_epoch(0)
     warmup = min(cfg.warmup_steps, max(1, total_steps // 10))  # a short run must still reach its learning rate
     if warmup < cfg.warmup_steps and info.is_main:
         log(f"warm-up shortened from {cfg.warmup_steps} to {warmup} steps (a tenth of this run's {total_steps} steps)")
@@ -536,6 +583,12 @@ HELP = {
     "train_split": "split to train on",
     "val_split": "split to validate on ('none': no validation)",
     "overwrite": "replace a run already in --out",
+    "crop_schedule": "progressive training, STEP:CROP:BATCH,… from step 0 (e.g. 0:128:8,92000:160:5): replaces "
+                     "--crop/--batch-size; the learning rate follows its own per-step schedule and is not rescaled "
+                     "when the batch shrinks",
+    "repeats": "passes over the training split per epoch, each with fresh crops (tiny sets such as LOL)",
+    "mix": "train on a weighted mix of shard folders, NAME=FOLDER:WEIGHT,… (validation stays on --shards)",
+    "epoch_size": "samples per epoch drawn from the --mix (default: all of its samples)",
 }
 
 
@@ -551,7 +604,7 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
             ap.add_argument(flag, action="store_true", default=default, help=text)
         else:
             kind = {"int": int, "float": float}.get(type(default).__name__, str)
-            if f.name in ("stop_after_epoch", "max_steps"):  # None by default, integers when given
+            if f.name in ("stop_after_epoch", "max_steps", "epoch_size"):  # None by default, integers when given
                 kind = int
             ap.add_argument(flag, type=kind, default=default, help=f"{text} (default: %(default)s)")
     ns = ap.parse_args(argv)

@@ -1,0 +1,160 @@
+"""Mixing, repeats and crop/batch schedules through every loader kind that plans over shards, on 1 and 2 ranks.
+
+Pixels encode the pair (channel 0 = pair number; "real" pairs are 0-19, "synth" 100-159) and the target is 255 -
+input, so a row from the wrong source, a key that does not match its pixels, or windows cut differently for the
+two images are caught."""
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from pairload import ConfigError, make_loader
+from pairload.pack import PackOptions, pack
+
+from conftest import make_raw
+
+KINDS = {
+    "ram": ("ram", {}),
+    "ram-workers": ("ram", {"num_workers": 2}),
+    "ram-resident": ("ram", {"resident": True}),
+    "dali-external": ("dali-external", {}),
+    "dali-external-workers": ("dali-external", {"num_workers": 2}),
+}
+PARAMS = [pytest.param(k, marks=pytest.mark.dali) if k.startswith("dali") else k for k in KINDS]
+REAL, SYNTH = 20, 60
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mix")
+    make_raw(root / "real-raw", REAL, split="train", size=(24, 32))
+    make_raw(root / "synth-raw", SYNTH, split="train", size=(24, 32), start=100)
+    for name in ("real", "synth"):
+        pack(root / f"{name}-raw", root / name, PackOptions(workers=1, shard_size=64 * 1024))
+    return {"real": str(root / "real"), "synth": str(root / "synth")}
+
+
+def rows(batch, crop):
+    """(source, key, pair number) of each row, after checking pixels, target, key and source agree."""
+    low, high = batch.low.cpu().numpy(), batch.high.cpu().numpy()
+    assert batch.low.dtype == torch.uint8 and low.shape == (len(batch), 3, crop, crop)
+    assert np.array_equal(high, 255 - low)
+    out = []
+    for j, key in enumerate(batch.keys):
+        pair = int(low[j, 0, 0, 0])
+        assert (low[j, 0] == pair).all()  # one pair's pixels in the whole window
+        src, name = key.split("/")
+        assert int(name) == pair and batch.source[j] == src
+        assert src == ("real" if pair < 100 else "synth")
+        out.append((src, key, pair))
+    return out
+
+
+def loader(kind_name, source, **kw):
+    kind, extra = KINDS[kind_name]
+    return make_loader(kind, source, seed=3, **{**extra, **kw})
+
+
+@pytest.mark.parametrize("ws", [1, 2])
+@pytest.mark.parametrize("name", PARAMS)
+def test_a_weighted_mix_through_every_planned_loader(sources, name, ws):
+    epochs = []
+    for epoch in range(2):
+        seen = []
+        for rank in range(ws):
+            with loader(name, sources, batch_size=8, crop=8, rank=rank, world_size=ws,
+                        weights={"real": 1, "synth": 3}, epoch_size=48) as ld:
+                ld.set_epoch(epoch)
+                for batch in ld:
+                    got = rows(batch, 8)
+                    assert Counter(s for s, _, _ in got) == {"real": 2, "synth": 6}  # every batch mixes, 1:3
+                    seen += got
+        assert len(seen) == 48
+        epochs.append([k for s, k, _ in seen if s == "real"])
+    assert len(epochs[0]) == len(set(epochs[0])) == 12
+    real = epochs[0] + epochs[1]  # 24 draws of 20 samples: all 20 before any is drawn again
+    assert len(real) == 24 and len(set(real)) == 20
+
+
+@pytest.mark.parametrize("name", PARAMS)
+def test_a_schedule_changes_crop_and_batch_at_its_step_on_every_rank(sources, name):
+    shapes = {r: [] for r in range(2)}
+    for rank in range(2):
+        with loader(name, sources["synth"], schedule="0:16:4,5:12:2,9:8:3", rank=rank, world_size=2) as ld:
+            for epoch in range(3):
+                ld.set_epoch(epoch)
+                n = len(ld)
+                got = [(b.low.shape[-1], len(b)) for b in ld]
+                assert len(got) == n
+                for b in got:
+                    shapes[rank].append(b)
+    assert shapes[0] == shapes[1]  # the same batch shapes at every step on both ranks
+    stage = lambda step: (16, 4) if step < 5 else (12, 2) if step < 9 else (8, 3)  # noqa: E731
+    assert shapes[0] == [stage(s) for s in range(len(shapes[0]))] and len(shapes[0]) > 9
+
+
+@pytest.mark.parametrize("name", PARAMS + ["wds"])
+def test_repeats_give_each_sample_k_times_with_fresh_crops(sources, name):
+    kind_name = name
+    extra = {}
+    if name == "wds":
+        kind_name, extra = "ram", None
+    windows: dict[str, list[bytes]] = {}
+    for rank in range(2):
+        if extra is None:
+            ld = make_loader("wds", sources["real"], batch_size=4, crop=8, seed=3, rank=rank, world_size=2,
+                             repeats=3, num_workers=2, last_batch="partial")
+        else:
+            ld = loader(kind_name, sources["real"], batch_size=4, crop=8, rank=rank, world_size=2, repeats=3,
+                        last_batch="partial")
+        with ld:
+            for batch in ld:
+                low = batch.low.cpu().numpy()
+                assert np.array_equal(batch.high.cpu().numpy(), 255 - low)
+                for j, key in enumerate(batch.keys):
+                    assert int(low[j, 0, 0, 0]) == int(key)
+                    windows.setdefault(key, []).append(low[j].tobytes())
+    assert sorted(windows) == [f"{i:05d}" for i in range(REAL)]
+    assert all(len(w) == 3 for w in windows.values())  # k times each per epoch, over both ranks
+    assert sum(len(set(w)) == 3 for w in windows.values()) >= 0.9 * REAL  # fresh crops and flips
+
+
+@pytest.mark.parametrize("name", PARAMS)
+def test_mixed_and_scheduled_loaders_resume_mid_epoch(sources, name):
+    opts = dict(weights={"real": 1, "synth": 3}, epoch_size=48, schedule="0:12:4,3:8:8")
+    with loader(name, sources, **opts) as a:
+        a.set_epoch(1)
+        it = iter(a)
+        [next(it) for _ in range(2)]
+        state = json.loads(json.dumps(a.state_dict()))
+        rest_a = [(b.keys, b.low.shape) for b in it]
+    with loader(name, sources, **opts) as b:
+        b.load_state_dict(state)
+        assert len(b) == len(rest_a)
+        rest_b = [(x.keys, x.low.shape) for x in b]
+    assert rest_a == rest_b
+    with loader(name, sources, **{**opts, "weights": {"real": 1, "synth": 1}}) as c:
+        with pytest.raises(ConfigError, match="mix was"):
+            c.load_state_dict(state)
+
+
+def test_usage_errors_name_the_fix(sources):
+    with pytest.raises(ConfigError, match="no weight for synth"):
+        make_loader("ram", sources, batch_size=4, crop=8, weights={"real": 1})
+    with pytest.raises(ConfigError, match="no source other"):
+        make_loader("ram", sources, batch_size=4, crop=8, weights={"real": 1, "synth": 1, "other": 2})
+    with pytest.raises(ConfigError, match="use the ram or dali-external loader"):
+        make_loader("wds", sources, batch_size=4, crop=8)
+    with pytest.raises(ConfigError, match="use the ram or dali-external loader"):
+        make_loader("wds", sources["real"], schedule="0:8:4")
+    with pytest.raises(ConfigError, match="source name 'a/b'"):
+        make_loader("ram", {"a/b": sources["real"]}, batch_size=4, crop=8)
+
+
+def test_sources_without_weights_are_concatenated_each_sample_once(sources):
+    with make_loader("ram", sources, batch_size=5, crop=8, last_batch="partial") as ld:
+        keys = [k for b in ld for k in b.keys]
+    assert len(keys) == REAL + SYNTH and len(set(keys)) == REAL + SYNTH
