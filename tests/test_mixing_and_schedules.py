@@ -158,3 +158,21 @@ def test_sources_without_weights_are_concatenated_each_sample_once(sources):
     with make_loader("ram", sources, batch_size=5, crop=8, last_batch="partial") as ld:
         keys = [k for b in ld for k in b.keys]
     assert len(keys) == REAL + SYNTH and len(set(keys)) == REAL + SYNTH
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", PARAMS)
+def test_mix_and_schedule_on_the_gpu(sources, name):
+    """The device paths (side-stream copies, the resident gather, DALI's warp) with batches that change size."""
+    shapes = []
+    with loader(name, sources, weights={"real": 1, "synth": 3}, epoch_size=48, schedule="0:16:4,5:12:8,9:8:4",
+                device="cuda") as ld:
+        for epoch in range(2):
+            ld.set_epoch(epoch)
+            for batch in ld:
+                assert batch.low.is_cuda
+                got = rows(batch, batch.low.shape[-1])
+                assert Counter(s for s, _, _ in got) == {"real": len(batch) // 4, "synth": 3 * len(batch) // 4}
+                shapes.append((batch.low.shape[-1], len(batch)))
+    stage = lambda step: (16, 4) if step < 5 else (12, 8) if step < 9 else (8, 4)  # noqa: E731
+    assert shapes == [stage(s) for s in range(len(shapes))]
