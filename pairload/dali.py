@@ -356,6 +356,8 @@ class PairedSource(PlannedLoader):
             out[name] = _to_torch(tl, dev)[:n]
         out["keys"] = self._keys(bp)
         out["padded"] = self._padded(bp)
+        if self.groups:
+            out["source"] = self._source(bp)
         return out
 
     def _out_hw_index(self, index: np.ndarray, crop: int | None) -> np.ndarray:

@@ -451,6 +451,9 @@ class PlanConfig:
 def check_groups(cfg: PlanConfig, groups: Groups, where: str) -> None:
     """Refuse weights that do not name the sources exactly, and empty sources."""
     names = [name for name, _ in groups]
+    if cfg.weights and names == [""]:
+        raise ConfigError(f"{where}: weights need named sources: make_loader(kind, {{'real': folder, 'synth': "
+                          "folder}, weights={'real': 1, 'synth': 3}); one folder takes epoch_size alone")
     if cfg.weights:
         given = [k for k, _ in cfg.weights]
         if sorted(given) != sorted(names):

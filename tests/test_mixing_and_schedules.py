@@ -176,3 +176,23 @@ def test_mix_and_schedule_on_the_gpu(sources, name):
                 shapes.append((batch.low.shape[-1], len(batch)))
     stage = lambda step: (16, 4) if step < 5 else (12, 8) if step < 9 else (8, 4)  # noqa: E731
     assert shapes == [stage(s) for s in range(len(shapes))]
+
+
+def test_weights_without_named_sources_and_raw_folders_are_refused(sources, tmp_path):
+    with pytest.raises(ConfigError, match="weights need named sources"):
+        make_loader("ram", sources["real"], batch_size=4, crop=8, weights={"real": 1})
+    make_raw(tmp_path / "raw", 8, split="train", size=(24, 32))
+    pytest.importorskip("nvidia.dali")
+    with pytest.raises(ConfigError, match="pack the folder with `pairload pack`"):
+        make_loader("dali-file", tmp_path / "raw", batch_size=4, crop=8, repeats=2)
+
+
+def test_an_epoch_size_on_one_folder_walks_it_without_replacement(sources):
+    """epoch_size alone: fixed-length epochs over one large folder, each continuing where the last one stopped."""
+    seen = []
+    with make_loader("ram", sources["synth"], batch_size=4, crop=8, epoch_size=24) as ld:
+        for epoch in range(3):
+            ld.set_epoch(epoch)
+            assert len(ld) == 6
+            seen += [k for b in ld for k in b.keys]
+    assert len(seen) == 72 and len(set(seen[:60])) == 60 and set(seen) == {f"{i:05d}" for i in range(100, 160)}

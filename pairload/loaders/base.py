@@ -42,8 +42,8 @@ class LoaderOptions:
 @runtime_checkable
 class Loader(Protocol):
     """What every kind of `make_loader` is. `len()` is this rank's batches in the current epoch: the same for every
-    epoch, except the epoch resumed from a `state_dict` (its rest) and, for `wds` with several ranks, the epoch's
-    own equal batch count. `close()` stops the workers; iterating again starts them."""
+    epoch, except the epoch resumed from a `state_dict` (its rest), under a crop/batch schedule (the stages the
+    epoch spans) and, for `wds` with several ranks, the epoch's own equal batch count. `close()` stops the workers; iterating again starts them."""
 
     def __iter__(self) -> Iterator: ...
     def __len__(self) -> int: ...
@@ -179,7 +179,8 @@ class PlannedLoader(StatefulEpochs):
             check_groups(self.cfg, self.groups or (("", len(keys)),), split)
         if (self.cfg.mixed or self.cfg.schedule or self.cfg.repeats > 1) and self.DEAL != "strided":
             raise ConfigError("mixing, epoch_size, repeats and crop/batch schedules are planned for the loaders "
-                              "over packed shards (ram, wds, dali-external); pack the folder and use one of them")
+                              "over packed shards (ram and dali-external; wds takes repeats): pack the folder with "
+                              "`pairload pack` and use one of them")
         check_split(self.cfg, keys, hw, split)
         self.keys = tuple(keys)
         self.samples = len(self.keys)
