@@ -21,7 +21,7 @@ def _stage(shards: str, upto: str, limit: int = 600) -> float:
     import webdataset as wds
 
     from pairload.loaders.base import LoaderOptions
-    from pairload.loaders.wds import _Crop, _fill, _shard_error, _shared_targets, _tar_samples
+    from pairload.loaders.wds import _Decode, _fill, _shard_error, _shared_targets, _tar_samples
     from pairload.read.shards import ShardDataset
 
     ds = ShardDataset(shards, "train")
@@ -40,13 +40,13 @@ def _stage(shards: str, upto: str, limit: int = 600) -> float:
     if upto in ("shuffle", "crop", "fill"):
         stages.append(wds.shuffle(256, initial=32, seed=0))
     if upto in ("crop", "fill"):
-        stages.append(wds.map(_Crop(0, 0, 256, True)))
+        stages.append(wds.map(_Decode()))
     it = iter(wds.DataPipeline(*stages))
     t, n = time.perf_counter(), 0
     if upto == "fill":
         slot = np.empty(2 * 32 * 256 * 256 * 3, np.uint8)
         while n < limit:
-            got = _fill(it, slot, opts.plan.batch_size, False)[0]
+            got = _fill(it, slot, 0, 32, 32, 256, opts.plan, 0, False)[0]
             n += got
             if got < 32:
                 break

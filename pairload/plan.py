@@ -88,7 +88,13 @@ def mix_counts(sizes, weights, epoch_size: int) -> np.ndarray:
     return counts
 
 
-def _interleave(counts: np.ndarray, unit: int) -> np.ndarray:
+def source_counts(groups: Groups, weights: tuple[tuple[str, float], ...], epoch_size: int) -> np.ndarray:
+    """Draws each source gives a mixed epoch: by the weights, or by the sources' sizes when none are given."""
+    by_name = dict(weights) if weights else {name: n for name, n in groups}
+    return mix_counts([n for _, n in groups], [by_name[name] for name, _ in groups], epoch_size)
+
+
+def interleave(counts: np.ndarray, unit: int) -> np.ndarray:
     """Source number of each row of a mixed epoch: runs of `unit` rows (one per rank) of one source, the runs of
     every source spread evenly over the epoch, so any `unit`-strided deal gives every rank the sources in
     proportion in every stretch of its share; the few rows left over (fewer than `unit` per source) close it."""
@@ -106,10 +112,8 @@ def _mixed_rows(groups: Groups, weights: tuple[tuple[str, float], ...], epoch_si
     permutations (cycle k: a permutation of its samples, seeded by (seed, s, k)); epoch e takes positions
     [e·c_s, (e+1)·c_s) of it, so a source's samples are used up before any is drawn again, across epochs. The
     draw number is the cycle (a sample drawn again gets a fresh crop and flip)."""
-    sizes = [n for _, n in groups]
-    by_name = dict(weights) if weights else {name: n for name, n in groups}
-    counts = mix_counts(sizes, [by_name[name] for name, _ in groups], epoch_size)
-    labels = _interleave(counts, unit)
+    counts = source_counts(groups, weights, epoch_size)
+    labels = interleave(counts, unit)
     rows = np.empty((2, epoch_size), dtype=np.int64)
     offset = 0
     for s, ((_, n), c) in enumerate(zip(groups, counts.tolist())):

@@ -179,7 +179,7 @@ class PlannedLoader(StatefulEpochs):
             check_groups(self.cfg, self.groups or (("", len(keys)),), split)
         if (self.cfg.mixed or self.cfg.schedule or self.cfg.repeats > 1) and self.DEAL != "strided":
             raise ConfigError("mixing, epoch_size, repeats and crop/batch schedules are planned for the loaders "
-                              "over packed shards (ram and dali-external; wds takes repeats): pack the folder with "
+                              "over packed shards (ram, wds, dali-external): pack the folder with "
                               "`pairload pack` and use one of them")
         check_split(self.cfg, keys, hw, split)
         self.keys = tuple(keys)

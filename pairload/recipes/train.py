@@ -95,8 +95,8 @@ class TrainConfig:
         if self.dist_timeout <= 0:
             raise ConfigError(f"--dist-timeout {self.dist_timeout}: expected a positive number of seconds")
         if self.mix is not None:
-            if self.loader not in ("ram", "dali-external"):
-                raise ConfigError(f"--mix needs --loader ram or dali-external (planned over shards), not {self.loader}")
+            if self.loader == "dali-file":
+                raise ConfigError("--mix reads shard folders: use --loader ram, wds or dali-external, not dali-file")
             mix_sources(self.mix)  # a malformed --mix is refused before anything starts
 
     def plan_options(self) -> dict:
