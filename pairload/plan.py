@@ -330,7 +330,7 @@ def _scheduled(cfg: "PlanConfig", key_hash, hw, epoch: int, consumed, groups: Gr
         for _ in range(k):
             pos += cws * stage_at(cfg, t).batch_size
             t += 1
-    out = []
+    batches = []
     while pos < length:
         st = stage_at(cfg, t)
         take = pos + np.arange(ws * st.batch_size)
@@ -344,8 +344,8 @@ def _scheduled(cfg: "PlanConfig", key_hash, hw, epoch: int, consumed, groups: Gr
         mine = rows[:, cfg.rank::ws]
         t += 1
         if mine.shape[1]:
-            out.append(_cut(cfg, key_hash, hw, epoch, mine, st.crop))
-    return out
+            batches.append((mine, st.crop))
+    return _cut(cfg, key_hash, hw, epoch, batches)
 
 
 # ---------------------------------------------------------------------------------------------------------- config
@@ -494,12 +494,24 @@ def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
                           f"/ {cfg.world_size} ranks = {share}); lower batch_size, or use last_batch='pad' or 'partial'")
 
 
-def _cut(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int, rows: np.ndarray,
-         crop: int | None) -> BatchPlan:
-    idx = rows[0]
-    y, x, code = sample_params(key_hash[idx], hw[idx], seed=cfg.seed, epoch=epoch, crop=crop, augment=cfg.augment,
-                               draw=rows[2] if rows[2].any() else None)
-    return BatchPlan(idx, y, x, code, rows[1].astype(bool), crop)
+def _cut(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int,
+         batches: list[tuple[np.ndarray, int | None]]) -> list[BatchPlan]:
+    """BatchPlans of (rows, crop) batches: the crop windows and codes of all rows of one crop in one vectorised
+    call (an epoch is planned in a few numpy passes, not one per batch)."""
+    out: list[BatchPlan | None] = [None] * len(batches)
+    for crop in {c for _, c in batches}:
+        which = [i for i, (_, c) in enumerate(batches) if c == crop]
+        rows = np.concatenate([batches[i][0] for i in which], axis=1)
+        idx = rows[0]
+        y, x, code = sample_params(key_hash[idx], hw[idx], seed=cfg.seed, epoch=epoch, crop=crop, augment=cfg.augment,
+                                   draw=rows[2] if rows[2].any() else None)
+        padded = rows[1].astype(bool)
+        start = 0
+        for i in which:
+            sl = slice(start, start + batches[i][0].shape[1])
+            start = sl.stop
+            out[i] = BatchPlan(idx[sl], y[sl], x[sl], code[sl], padded[sl], crop)
+    return out
 
 
 def plan_epoch(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int, *, deal: str = "strided",
@@ -512,7 +524,7 @@ def plan_epoch(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int
         return _scheduled(cfg, key_hash, hw, epoch, consumed, groups)
     rows = share_rows(cfg, len(key_hash), epoch, deal=deal, consumed=consumed, groups=groups)
     bs = cfg.batch_size
-    return [_cut(cfg, key_hash, hw, epoch, rows[:, s:s + bs], cfg.crop) for s in range(0, rows.shape[1], bs)]
+    return _cut(cfg, key_hash, hw, epoch, [(rows[:, s:s + bs], cfg.crop) for s in range(0, rows.shape[1], bs)])
 
 
 def num_batches(cfg: PlanConfig, n: int, epoch: int = 0) -> int:
