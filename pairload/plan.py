@@ -1,8 +1,12 @@
-"""The one planner of randomness: sample order, rank shares, crop windows and dihedral augmentation.
+"""The one planner of randomness: sample order, rank shares, crop windows and dihedral augmentation, and what
+restoration recipes do around them: repeats (k passes per epoch), mixed epochs over several sources (weights,
+epoch_size, each source used up before it is drawn again, across epochs) and crop/batch schedules by global step.
 
-Everything is a pure function of (seed, epoch, rank, world_size) and of each sample's key, so every backend
-(ram, GPU-resident, WebDataset, DALI) executes the same plan, and input and target always receive the same
-window and the same transform. Numpy only.
+Everything is a pure function of (seed, epoch, rank, world_size), the config and each sample's key (and which
+draw of it this is), so every backend (ram, GPU-resident, WebDataset, DALI) executes the same plan, and input and
+target always receive the same window and the same transform. Numpy only. (`wds` streams shards, so it takes
+from here the order of shards and of each source's runs, every crop and flip, and the schedule's shapes; the
+sample order inside a worker is its shuffle buffer's.)
 
 Augmentation code (one per sample, applied to both images after cropping, in this order):
 bit 2 (4): transpose H and W (square crops only), bit 1 (2): flip vertically, bit 0 (1): flip horizontally.
