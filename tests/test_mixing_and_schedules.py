@@ -85,11 +85,12 @@ def test_a_weighted_mix_through_every_loader_over_shards(sources, name, ws):
     assert len(real) == 24 and len(set(real)) == 20
 
 
+@pytest.mark.parametrize("ws", [1, 2])
 @pytest.mark.parametrize("name", PARAMS)
-def test_a_schedule_changes_crop_and_batch_at_its_step_on_every_rank(sources, name):
-    shapes = {r: [] for r in range(2)}
-    for rank in range(2):
-        with loader(name, sources["synth"], schedule="0:16:4,5:12:2,9:8:3", rank=rank, world_size=2) as ld:
+def test_a_schedule_changes_crop_and_batch_at_its_step_on_every_rank(sources, name, ws):
+    shapes = {r: [] for r in range(ws)}
+    for rank in range(ws):
+        with loader(name, sources["synth"], schedule="0:16:4,5:12:2,9:8:3", rank=rank, world_size=ws) as ld:
             for epoch in range(3):
                 ld.set_epoch(epoch)
                 n = len(ld)
@@ -97,16 +98,17 @@ def test_a_schedule_changes_crop_and_batch_at_its_step_on_every_rank(sources, na
                 assert len(got) == n
                 for b in got:
                     shapes[rank].append(b)
-    assert shapes[0] == shapes[1]  # the same batch shapes at every step on both ranks
+    assert all(shapes[r] == shapes[0] for r in shapes)  # the same batch shapes at every step on every rank
     stage = lambda step: (16, 4) if step < 5 else (12, 2) if step < 9 else (8, 3)  # noqa: E731
     assert shapes[0] == [stage(s) for s in range(len(shapes[0]))] and len(shapes[0]) > 9
 
 
+@pytest.mark.parametrize("ws", [1, 2])
 @pytest.mark.parametrize("name", PARAMS)
-def test_repeats_give_each_sample_k_times_with_fresh_crops(sources, name):
+def test_repeats_give_each_sample_k_times_with_fresh_crops(sources, name, ws):
     windows: dict[str, list[bytes]] = {}
-    for rank in range(2):
-        with loader(name, sources["real"], batch_size=4, crop=8, rank=rank, world_size=2, repeats=3,
+    for rank in range(ws):
+        with loader(name, sources["real"], batch_size=4, crop=8, rank=rank, world_size=ws, repeats=3,
                     last_batch="partial") as ld:
             for batch in ld:
                 low = batch.low.cpu().numpy()
@@ -115,7 +117,7 @@ def test_repeats_give_each_sample_k_times_with_fresh_crops(sources, name):
                     assert int(low[j, 0, 0, 0]) == int(key)
                     windows.setdefault(key, []).append(low[j].tobytes())
     assert sorted(windows) == [f"{i:05d}" for i in range(REAL)]
-    assert all(len(w) == 3 for w in windows.values())  # k times each per epoch, over both ranks
+    assert all(len(w) == 3 for w in windows.values())  # k times each per epoch, over all ranks
     assert sum(len(set(w)) == 3 for w in windows.values()) >= 0.9 * REAL  # fresh crops and flips
 
 
