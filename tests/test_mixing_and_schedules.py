@@ -194,3 +194,18 @@ def test_an_epoch_size_on_one_folder_walks_it_without_replacement(sources):
             assert len(ld) == 6
             seen += [k for b in ld for k in b.keys]
     assert len(seen) == 72 and len(set(seen[:60])) == 60 and set(seen) == {f"{i:05d}" for i in range(100, 160)}
+
+
+def test_a_state_saved_before_these_fields_existed_still_loads(sources):
+    with make_loader("ram", sources["real"], batch_size=4, crop=8) as a:
+        it = iter(a)
+        next(it)
+        state = a.state_dict()
+    for name in ("repeats", "mix", "schedule"):
+        del state[name]
+    with make_loader("ram", sources["real"], batch_size=4, crop=8) as b:
+        b.load_state_dict(state)
+        assert len(b) == len(a) - 1
+    with make_loader("ram", sources["real"], batch_size=4, crop=8, repeats=2) as c:
+        with pytest.raises(ConfigError, match="repeats was 1"):
+            c.load_state_dict(state)

@@ -82,8 +82,9 @@ def check_state(state: dict, mine: dict) -> tuple[int, tuple[tuple[int, int], ..
         raise ConfigError(f"loader state: expected a dict from a pairload loader's state_dict(), found "
                           f"{type(state).__name__} {str(state)[:80]!r}")
     for name in (*_PLAN_FIELDS, *_NEWER_FIELDS):
-        if state.get(name, _NEWER_FIELDS.get(name)) != mine[name]:
-            raise ConfigError(f"loader state: {name} was {state.get(name)!r} when it was saved, this loader has "
+        saved = state.get(name, _NEWER_FIELDS.get(name))
+        if saved != mine[name]:
+            raise ConfigError(f"loader state: {name} was {saved!r} when it was saved, this loader has "
                               f"{mine[name]!r}; build the loader with the saved {name} (the rest of an epoch is "
                               "only defined for the same plan)")
     try:
