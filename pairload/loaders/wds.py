@@ -104,14 +104,17 @@ class Source:
 Parts = list[tuple[list[Piece], int]]  # what one worker reads in an epoch: (pieces, samples) of each source
 
 
-def _run_pieces(src: Source, index: int, lo: int, hi: int, *, seed: int, shuffle: bool) -> list[Piece]:
-    """Positions [lo, hi) of source `index`'s endless stream: cycle k is a permutation of its shards."""
+def _run_pieces(src: Source, index: int, lo: int, hi: int, *, seed: int, shuffle: bool, cycles: dict) -> list[Piece]:
+    """Positions [lo, hi) of source `index`'s endless stream: cycle k is a permutation of its shards (`cycles`
+    keeps each cycle's (order, cumulative sample counts) for the other runs of the same call)."""
     total, counts = src.samples, np.asarray(src.shard_samples, dtype=np.int64)
     pieces, p = [], lo
     while p < hi:
         cycle, off = divmod(p, total)
-        order = epoch_order(len(counts), seed=seed, epoch=cycle, shuffle=shuffle, salt=(0x313, index))
-        ends = np.cumsum(counts[order])
+        if (index, cycle) not in cycles:
+            order = epoch_order(len(counts), seed=seed, epoch=cycle, shuffle=shuffle, salt=(0x313, index))
+            cycles[(index, cycle)] = (order, np.cumsum(counts[order]))
+        order, ends = cycles[(index, cycle)]
         j = int(np.searchsorted(ends, off, side="right"))
         first = off - (int(ends[j - 1]) if j else 0)
         take = min(int(counts[order[j]]) - first, hi - p)
@@ -133,12 +136,13 @@ def worker_parts(sources: list[Source], opts: LoaderOptions, workers: int, epoch
     groups = tuple((s.name, s.samples) for s in sources)
     counts = source_counts(groups, plan.weights, plan.epoch_size or sum(n for _, n in groups)).tolist()
     out = [[[] for _ in range(workers)] for _ in range(ws)]
+    cycles: dict = {}
     for index, (src, count) in enumerate(zip(sources, counts)):
         start, consumers = epoch * count, ws * workers
         for c in range(consumers):
             lo, hi = start + c * count // consumers, start + (c + 1) * count // consumers
             out[c // workers][c % workers].append(
-                (_run_pieces(src, index, lo, hi, seed=plan.seed, shuffle=plan.shuffle), hi - lo))
+                (_run_pieces(src, index, lo, hi, seed=plan.seed, shuffle=plan.shuffle, cycles=cycles), hi - lo))
     return out
 
 
@@ -370,6 +374,7 @@ class WdsLoader(StatefulEpochs):
         self._free: deque = deque()
         self._token = 0
         self._starts: dict[int, int] = {0: 0}  # epoch -> its first global step (schedules)
+        self._rows: dict[int, list[list[int]]] = {}
         if len(self) == 0:
             raise ConfigError(f"split {opts.split!r}: with {len(self.sources[0].urls)} shards over {self.cfg.world_size} "
                               f"ranks no rank fills one batch of {self.cfg.batch_size}; lower batch_size, or repack "
@@ -390,9 +395,13 @@ class WdsLoader(StatefulEpochs):
     # ------------------------------------------------------------------ the epoch's steps
 
     def _worker_rows(self, epoch: int) -> list[list[int]]:
-        """[rank][worker] -> samples that worker reads in `epoch`."""
-        return [[sum(n for _, n in parts) for parts in per_worker]
-                for per_worker in worker_parts(self.sources, self.opts, self.workers, epoch)]
+        """[rank][worker] -> samples that worker reads in `epoch` (the last few epochs' are kept)."""
+        if epoch not in self._rows:
+            if len(self._rows) >= 4:
+                self._rows.pop(next(iter(self._rows)))
+            self._rows[epoch] = [[sum(n for _, n in parts) for parts in per_worker]
+                                 for per_worker in worker_parts(self.sources, self.opts, self.workers, epoch)]
+        return self._rows[epoch]
 
     def _full_steps(self, rows: int, start: int) -> list[tuple[int, int | None]]:
         """(batch, crop) of the whole batches `rows` samples give from global step `start` on."""
