@@ -141,7 +141,7 @@ def epoch_rows(cfg: "PlanConfig", n: int, epoch: int, groups: Groups = (), world
     Plain: the epoch's permutation, `repeats` times (draw r: the r-th pass, each its own permutation). Mixed
     (`weights` or `epoch_size`): `epoch_size` draws from the sources (see `_mixed_rows`)."""
     if cfg.mixed:
-        return _mixed_rows(groups or (("", n),), cfg.weights, cfg.epoch_size or n, seed=cfg.seed, epoch=epoch,
+        return _mixed_rows(groups or (("", n),), cfg.weights, cfg.epoch_length(n), seed=cfg.seed, epoch=epoch,
                            shuffle=cfg.shuffle, unit=world_size or cfg.world_size)
     parts = [epoch_order(n, seed=cfg.seed, epoch=epoch, shuffle=cfg.shuffle, salt=(r,) if r else ())
              for r in range(cfg.repeats)]
@@ -296,8 +296,9 @@ def stage_at(cfg: "PlanConfig", step: int) -> Stage:
     return stage
 
 
-def _steps(cfg: "PlanConfig", rows: int, start: int, world_size: int) -> int:
-    """Batches per rank an epoch of `rows` rows gives when it starts at global step `start`."""
+def whole_steps(cfg: "PlanConfig", rows: int, start: int, world_size: int) -> int:
+    """Batches per rank an epoch of `rows` rows gives when it starts at global step `start` (with a short last
+    batch unless `last_batch` is 'drop')."""
     t = start
     for i, st in enumerate(cfg.stages):
         end = cfg.stages[i + 1].step if i + 1 < len(cfg.stages) else None
@@ -317,7 +318,7 @@ def epoch_start_step(cfg: "PlanConfig", rows: int, epoch: int) -> int:
     """The global step at which `epoch` starts, counting every earlier epoch (of `rows` rows) on this world size."""
     t = 0
     for _ in range(epoch):
-        t += _steps(cfg, rows, t, cfg.world_size)
+        t += whole_steps(cfg, rows, t, cfg.world_size)
     return t
 
 
@@ -451,6 +452,10 @@ class PlanConfig:
     def stages(self) -> tuple[Stage, ...]:
         return self.schedule or (Stage(0, self.crop, self.batch_size),)
 
+    def epoch_length(self, n: int) -> int:
+        """Samples an epoch over `n` draws: epoch_size (default n) when mixed, else n per repeat."""
+        return (self.epoch_size or n) if self.mixed else n * self.repeats
+
     @property
     def max_batch(self) -> int:
         return max(st.batch_size for st in self.stages)
@@ -491,7 +496,7 @@ def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
     if any(st.crop is None and st.batch_size > 1 for st in cfg.stages) and len(np.unique(hw, axis=0)) > 1:
         raise ConfigError(f"split {split!r} has images of {len(np.unique(hw, axis=0))} different sizes, so whole images "
                           "(crop=None) cannot be batched; use batch_size=1 or a crop")
-    rows = (cfg.epoch_size or n) if cfg.mixed else n * cfg.repeats
+    rows = cfg.epoch_length(n)
     share = rows // cfg.world_size if cfg.last_batch == "drop" else -(-rows // cfg.world_size)
     if cfg.last_batch == "drop" and share < cfg.max_batch:
         raise ConfigError(f"batch_size {cfg.max_batch} is larger than a rank's share of split {split!r} ({rows} samples "
@@ -533,9 +538,9 @@ def plan_epoch(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int
 
 def num_batches(cfg: PlanConfig, n: int, epoch: int = 0) -> int:
     """Batches per epoch on this rank (the same for every epoch without a schedule)."""
-    rows = (cfg.epoch_size or n) if cfg.mixed else n * cfg.repeats
+    rows = cfg.epoch_length(n)
     if cfg.schedule:
-        return _steps(cfg, rows, epoch_start_step(cfg, rows, epoch), cfg.world_size)
+        return whole_steps(cfg, rows, epoch_start_step(cfg, rows, epoch), cfg.world_size)
     if cfg.last_batch == "drop":
         return (rows // cfg.world_size) // cfg.batch_size
     if cfg.last_batch == "pad":

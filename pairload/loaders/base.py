@@ -62,6 +62,18 @@ _PLAN_FIELDS = ("seed", "batch_size", "crop", "split", "last_batch", "shuffle", 
 _NEWER_FIELDS = {"repeats": 1, "mix": None, "schedule": None}
 
 
+def with_sources(opts: LoaderOptions, groups, n: int, split: str) -> tuple[LoaderOptions, tuple]:
+    """(options, groups) of a loader over `groups` ((name, samples) of each source; one unnamed source: no
+    groups): several sources without weights or an epoch size are mixed in proportion to their sizes (each sample
+    once per epoch), and weights must name the sources."""
+    groups = tuple(groups) if len(groups) > 1 or (groups and groups[0][0]) else ()
+    if groups and not opts.plan.mixed:
+        opts = replace(opts, plan=replace(opts.plan, epoch_size=n))
+    if opts.plan.mixed:
+        check_groups(opts.plan, groups or (("", n),), split)
+    return opts, groups
+
+
 def plan_fields(opts: LoaderOptions, samples: int, deal: str, groups=()) -> dict:
     """What a loader state must agree on to describe the same epochs (everything but the world size)."""
     p = opts.plan
@@ -169,15 +181,9 @@ class PlannedLoader(StatefulEpochs):
     another world size), makes its next iteration deliver the rest of epoch e, each sample once."""
 
     def __init__(self, keys, hw: np.ndarray, split: str, opts: LoaderOptions, groups=()):
-        """`groups`: (name, samples) of each source when several share the index space (a mix); several sources
-        without weights or an epoch size are mixed in proportion to their sizes, each sample once per epoch."""
-        self.groups = tuple(groups) if len(groups) > 1 or (groups and groups[0][0]) else ()
-        if self.groups and not opts.plan.mixed:
-            opts = replace(opts, plan=replace(opts.plan, epoch_size=len(keys)))
-        self.opts = opts
-        self.cfg = opts.plan
-        if self.cfg.mixed:
-            check_groups(self.cfg, self.groups or (("", len(keys)),), split)
+        """`groups`: (name, samples) of each source when several share the index space (see `with_sources`)."""
+        self.opts, self.groups = with_sources(opts, groups, len(keys), split)
+        self.cfg = self.opts.plan
         if (self.cfg.mixed or self.cfg.schedule or self.cfg.repeats > 1) and self.DEAL != "strided":
             raise ConfigError("mixing, epoch_size, repeats and crop/batch schedules are planned for the loaders "
                               "over packed shards (ram, wds, dali-external): pack the folder with "

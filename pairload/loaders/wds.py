@@ -21,7 +21,6 @@ sample once. The device stage copies and flips on a side stream, as for `ram`.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import os
@@ -34,9 +33,10 @@ import torch
 from ..format import schema
 from ..read.assemble import _oriented, slot_bytes, slot_view, worker_start
 from ..errors import ConfigError, PairloadError, ShardError
-from ..plan import check_groups, check_split, epoch_order, interleave, key_hashes, sample_params, source_counts, stage_at
+from ..plan import (check_split, epoch_order, interleave, key_hashes, sample_params, source_counts, stage_at,
+                    whole_steps)
 from ..read.shards import open_shards
-from .base import LoaderOptions, StatefulEpochs
+from .base import LoaderOptions, StatefulEpochs, with_sources
 from .device import DeviceStage
 from .pool import WorkerPool, worker_error
 
@@ -340,14 +340,9 @@ class WdsLoader(StatefulEpochs):
         ds = open_shards(source, opts.split)  # checks each manifest and that every shard is present
         if prefetch < 1 or (shuffle_buffer is not None and shuffle_buffer < 0):
             raise ConfigError(f"prefetch={prefetch}, shuffle_buffer={shuffle_buffer}: expected at least 1 and 0 or more")
-        parts = ds.parts if hasattr(ds, "parts") else {"": ds}
-        self.groups = ds.groups if "" not in parts else ()
-        if self.groups and not opts.plan.mixed:  # several folders without weights: each sample once per epoch
-            opts = dataclasses.replace(opts, plan=dataclasses.replace(opts.plan, epoch_size=len(ds)))
-        self.opts = opts
-        self.cfg = opts.plan
-        if self.cfg.mixed:
-            check_groups(self.cfg, self.groups or (("", len(ds)),), ds.split)
+        self.opts, self.groups = with_sources(opts, ds.groups, len(ds), ds.split)
+        self.cfg = self.opts.plan
+        parts = ds.parts if self.groups else {"": ds}
         if self.cfg.schedule and self.cfg.last_batch != "drop":
             raise ConfigError(f"a crop/batch schedule with last_batch={self.cfg.last_batch!r}: wds plans scheduled "
                               "epochs with 'drop' only (every rank the same shapes at every step); use the ram or "
@@ -403,17 +398,6 @@ class WdsLoader(StatefulEpochs):
                                  for per_worker in worker_parts(self.sources, self.opts, self.workers, epoch)]
         return self._rows[epoch]
 
-    def _full_steps(self, rows: int, start: int) -> list[tuple[int, int | None]]:
-        """(batch, crop) of the whole batches `rows` samples give from global step `start` on."""
-        out, t = [], start
-        while True:
-            st = stage_at(self.cfg, t)
-            if rows < st.batch_size:
-                return out
-            out.append((st.batch_size, st.crop))
-            rows -= st.batch_size
-            t += 1
-
     def _start_step(self, epoch: int) -> int:
         """The global step `epoch` starts at: the batches of every earlier epoch (a schedule's stages follow it)."""
         if not self.cfg.schedule:
@@ -429,9 +413,9 @@ class WdsLoader(StatefulEpochs):
         plan, rank_rows = self.cfg, [sum(r) for r in self._worker_rows(epoch)]
         mine = rank_rows[plan.rank]
         if plan.schedule:
-            start = self._start_step(epoch)
-            per_rank = [self._full_steps(n, start) for n in rank_rows]
-            return [(b, b, c) for b, c in per_rank[plan.rank][:min(len(p) for p in per_rank)]]
+            start = self._start_step(epoch)  # a rank's own whole batches: its stream alone, world size 1 (drop)
+            count = min(whole_steps(plan, n, start, world_size=1) for n in rank_rows)
+            return [(st.batch_size, st.batch_size, st.crop) for st in (stage_at(plan, start + j) for j in range(count))]
         bs, crop = plan.batch_size, plan.crop
         if plan.last_batch == "drop":
             return [(bs, bs, crop)] * min(n // bs for n in rank_rows)

@@ -131,10 +131,6 @@ class ShardDataset:
         """(name, samples) of each source: one unnamed source."""
         return (("", len(self)),)
 
-    def source_names(self, indices) -> list[str] | None:
-        """The source of each of these samples: None for a single source."""
-        return None
-
     def __getitem__(self, i: int) -> tuple[str, np.ndarray, np.ndarray]:
         if not -len(self) <= i < len(self):
             raise IndexError(f"sample {i} out of range for split {self.split!r} of {len(self)} samples")
@@ -187,9 +183,6 @@ class ShardMix(ShardDataset):
     @property
     def groups(self) -> tuple[tuple[str, int], ...]:
         return tuple((name, len(ds)) for name, ds in self.parts.items())
-
-    def source_names(self, indices) -> list[str]:
-        return [self._names[s] for s in self._source[np.asarray(indices, dtype=np.int64)].tolist()]
 
     @property
     def files(self) -> list[Path]:
