@@ -1,7 +1,7 @@
 import time, numpy as np, torch, sys
 import nvidia.dali.fn as fn, nvidia.dali.types as types
 from nvidia.dali import pipeline_def
-from pairload.dali import _to_torch, dihedral_matrices, _augment
+from pairload.loaders.dali.sources import _augment, _to_torch, dihedral_matrices
 N, C = 32, 256
 host = torch.empty((2, N, C, C, 3), dtype=torch.uint8).pin_memory()
 host.random_(0, 255)

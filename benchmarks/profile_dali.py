@@ -37,7 +37,7 @@ def main() -> None:
 
     from pairload import make_loader
     from pairload.loaders.base import LoaderOptions
-    from pairload.loaders.windows import HostWindows
+    from pairload.loaders.ring import HostWindows
     from pairload.read.shards import ShardDataset
 
     ap = argparse.ArgumentParser()
@@ -62,7 +62,7 @@ def main() -> None:
 
         def host_epoch(e):
             run = (e, ())
-            for arr, release in host.batches(run, host.plans(run)):
+            for arr, release in host.batches(run, host.plan_for(*run)):
                 release()
                 yield arr.shape[1]
 

@@ -34,3 +34,12 @@ class LoaderError(PairloadError):
 
 class DistributedError(PairloadError):
     """Ranks of a distributed job lost each other (a rank stopped, died or is far behind)."""
+
+
+class WorkerError(LoaderError):
+    """A loader worker raised an exception that is not a PairloadError: `type_name` is its type, and
+    `remote_traceback` the worker's traceback text (also shown as this error's cause)."""
+
+    def __init__(self, message: str, *, type_name: str = "", remote_traceback: str = ""):
+        super().__init__(message)
+        self.type_name, self.remote_traceback = type_name, remote_traceback

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 TORCH_FREE = ["pairload.format.schema", "pairload.format.atomic", "pairload.pack", "pairload.pack.synth",
-              "pairload.read", "pairload.read.assemble", "pairload.plan", "pairload.kinds", "pairload.errors"]
+              "pairload.read", "pairload.workers", "pairload.workers.serve", "pairload.plan", "pairload.kinds", "pairload.errors"]
 LIBRARY = ["pairload.loaders", "pairload.loaders.ram", "pairload.loaders.wds", "pairload.batch", "pairload.devices"]
 
 

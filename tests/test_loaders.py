@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from pairload import ConfigError, Normalize, PairBatch, ShardError, make_loader
+from pairload import open_shards, ConfigError, Normalize, PairBatch, ShardError, make_loader
 from pairload.pack.writer import PackOptions, pack
 from pairload.plan import key_hashes, sample_params
 
@@ -163,9 +163,16 @@ def test_wds_and_ram_cut_the_same_window_for_a_key(shards24):
         assert torch.equal(ram[k][0], wds[k][0]) and torch.equal(ram[k][1], wds[k][1])
 
 
-def test_wds_needs_a_shard_per_rank(shards24):
-    with pytest.raises(ConfigError, match=r"has 2 shards but there are 3 ranks: each rank needs at least one shard"):
-        make_loader("wds", shards24, split="test", batch_size=1, crop=16, rank=0, world_size=3)
+def test_wds_with_more_ranks_than_shards_deals_blocks_within_shards(shards24):
+    # 2 shards, 3 ranks: the by-shard deal cuts the epoch's shard order into blocks, not whole shards per rank
+    parts = []
+    for r in range(3):
+        loader = make_loader("wds", shards24, split="test", batch_size=1, crop=16, rank=r, world_size=3,
+                             last_batch="partial")
+        parts.append([k for b in loader for k in b.keys])
+    n = len(open_shards(shards24, "test"))
+    assert sorted(k for p in parts for k in p) == sorted(open_shards(shards24, "test").keys)
+    assert {len(p) for p in parts} <= {n // 3, n // 3 + 1}
 
 
 def test_missing_manifest_and_bad_options(shards24, tmp_path):

@@ -1,4 +1,5 @@
-"""Faults a real job meets around the RAM loader's worker processes: death, signals, a missing main guard."""
+"""Faults a real job meets around the loader worker processes: death, signals, errors in a worker, scripts with
+no main guard, and what a worker costs."""
 
 import os
 import signal
@@ -16,11 +17,11 @@ from pairload.errors import LoaderError
 
 
 def _workers(pid: int | None = None) -> list[psutil.Process]:
-    """The spawned worker processes under `pid` (default: this process)."""
+    """The loader worker processes under `pid` (default: this process)."""
     out = []
     for child in psutil.Process(pid).children(recursive=True):
         try:
-            if "spawn_main" in " ".join(child.cmdline()):
+            if "pairload.workers" in " ".join(child.cmdline()):
                 out.append(child)
         except psutil.NoSuchProcess:
             pass
@@ -85,16 +86,46 @@ def test_a_killed_loading_process_leaves_no_worker_and_nothing_in_dev_shm(packed
         proc.kill()
 
 
-def test_a_script_without_a_main_guard_fails_fast_and_says_why(packed, tmp_path):
-    script = tmp_path / "noguard.py"
-    script.write_text(textwrap.dedent(f"""
-        import pairload
-        for batch in pairload.make_loader("ram", {str(packed)!r}, batch_size=2, crop=16, num_workers=2):
-            pass
-    """))
-    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
-    assert res.returncode != 0
-    assert 'put that code under `if __name__ == "__main__":`' in res.stderr
+NO_GUARD = """
+import time, torch, pairload
+t0 = time.monotonic()
+loader = pairload.make_loader("ram", SHARDS, batch_size=2, crop=16, num_workers=2)
+loader.start_workers()
+started = time.monotonic() - t0
+import psutil
+uss = [psutil.Process(p.pid).memory_full_info().uss for p in loader._host.pool.procs]
+n = sum(len(b) for b in loader)
+print(n, started, max(uss), flush=True)
+"""
+
+
+def test_a_script_without_a_main_guard_works_and_its_workers_stay_small(packed):
+    # the workers start as `python -m pairload.workers`: they never import the script (nor torch, which it does)
+    res = subprocess.run([sys.executable, "-c", NO_GUARD.replace("SHARDS", repr(str(packed)))], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    n, started, uss = res.stdout.split()
+    assert int(n) == len(make_loader("ram", packed, batch_size=2, crop=16)) * 2
+    assert float(started) < 2.0, f"workers took {float(started):.2f} s to start"
+    assert int(uss) < 40 * 2**20, f"a worker holds {int(uss) / 2**20:.0f} MB of its own memory"
+
+
+def test_workers_import_neither_torch_nor_the_loaders():
+    code = "import sys, pairload.workers.serve; print(' '.join(sorted(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert "torch" not in loaded and not [m for m in loaded if m.startswith(("pairload.loaders", "pairload.plan"))]
+
+
+def test_a_worker_error_keeps_its_type_name_and_traceback(packed):
+    from pairload.errors import WorkerError
+
+    loader = make_loader("ram", packed, batch_size=2, crop=16, num_workers=1)
+    loader.ds.arrays = None  # pickled into the worker: calling it there raises TypeError
+    with pytest.raises(WorkerError, match=r"loader worker pairload-ram-0 \(pid \d+\) raised TypeError: 'NoneType'") as got:
+        next(iter(loader))
+    assert got.value.type_name == "TypeError"
+    assert "run_window" in got.value.remote_traceback and "fill" in str(got.value.__cause__)
+    loader.close()
 
 
 def test_a_shard_truncated_between_epochs_is_named(packed):

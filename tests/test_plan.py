@@ -217,3 +217,72 @@ def test_schedule_and_mix_usage_errors():
         PlanConfig(batch_size=4, crop=8, epoch_size=100, repeats=2)
     with pytest.raises(ConfigError, match="crop 20 is larger than sample"):
         check_split(PlanConfig(schedule="0:8:2,4:20:1"), ["a", "b"], np.full((2, 2), 16), "train")
+
+
+# ------------------------------------------------------------------------------- every deal, one contract
+
+from pairload.plan import DEALS, Shards  # noqa: E402
+
+
+def _split(rng, n_shards):
+    counts = tuple(int(c) for c in rng.integers(1, 9, size=n_shards))
+    n = sum(counts)
+    return counts, key_hashes([f"s{i}" for i in range(n)]), np.full((n, 2), 20)
+
+
+@pytest.mark.parametrize("deal", sorted(DEALS))
+@pytest.mark.parametrize("case", range(24))
+def test_every_deal_gives_disjoint_equal_shares_and_len_is_the_plan(deal, case):
+    rng = np.random.default_rng(case)
+    counts, kh, hw = _split(rng, int(rng.integers(1, 7)))
+    n = len(kh)
+    ws = int(rng.integers(1, 5))
+    bs = int(rng.integers(1, 4))
+    last_batch = ["drop", "pad", "partial"][case % 3]
+    repeats = 1 + (case % 4 == 3)
+    if last_batch == "drop" and n * repeats // ws < bs:
+        bs = 1
+    if n * repeats < ws and last_batch == "drop":
+        pytest.skip("fewer samples than ranks")
+    shards = Shards(counts, int(rng.integers(1, 12)))
+    plans, lengths = [], []
+    for r in range(ws):
+        cfg = PlanConfig(batch_size=bs, crop=8, seed=case, rank=r, world_size=ws, last_batch=last_batch,
+                         repeats=repeats)
+        p = plan_epoch(cfg, kh, hw, 2, deal=deal, shards=shards)
+        assert len(p) == num_batches(cfg, n, 2, deal), (deal, r)
+        plans.append(p)
+        lengths.append(len(p))
+    rows = [(int(i), int(d)) for p in plans for bp in p for i, d in zip(bp.index, ~bp.padded)]
+    real = [i for i, keep in rows if keep]
+    if last_batch != "partial":
+        assert len(set(lengths)) == 1, lengths  # every rank as many batches
+        assert all(len(bp) == bs for p in plans for bp in p)
+    if last_batch == "partial" or last_batch == "pad":
+        assert sorted(real) == sorted(list(range(n)) * repeats)  # every sample once per pass
+    else:
+        assert len(real) <= n * repeats and n * repeats - len(real) < ws * bs + ws
+        assert max(np.bincount(real, minlength=n)) <= repeats
+
+
+@pytest.mark.parametrize("deal", ["strided", "by_shard"])
+@pytest.mark.parametrize("old, new", [(3, 2), (2, 4), (1, 3)])
+def test_every_deal_resumes_on_another_world_size(deal, old, new):
+    counts = (5, 7, 3, 6, 4)
+    n, kh, hw = sum(counts), key_hashes([f"s{i}" for i in range(25)]), np.full((25, 2), 20)
+    shards = Shards(counts, 6)
+    cfg = lambda r, ws: PlanConfig(batch_size=2, crop=8, seed=1, rank=r, world_size=ws, last_batch="partial")  # noqa
+    first = [plan_epoch(cfg(r, old), kh, hw, 1, deal=deal, shards=shards)[:2] for r in range(old)]
+    rest = [plan_epoch(cfg(r, new), kh, hw, 1, deal=deal, shards=shards, consumed=((old, 2),)) for r in range(new)]
+    seen = [int(i) for part in first + rest for bp in part for i in bp.index]
+    assert sorted(seen) == list(range(n))
+
+
+def test_the_by_shard_order_keeps_windows_of_whole_shards_together():
+    counts = (4, 4, 4, 4, 4, 4)
+    order = DEALS["by_shard"].order(24, seed=3, epoch=0, shards=Shards(counts, 8))
+    windows = [set(order[i:i + 8] // 4) for i in range(0, 24, 8)]
+    assert all(len(w) == 2 for w in windows) and set().union(*windows) == set(range(6))  # two shards per window
+    assert sorted(order.tolist()) == list(range(24))
+    assert order.tolist() != DEALS["by_shard"].order(24, seed=3, epoch=1, shards=Shards(counts, 8)).tolist()
+    assert DEALS["by_shard"].order(24, seed=3, epoch=0, shuffle=False, shards=Shards(counts, 8)).tolist() == list(range(24))

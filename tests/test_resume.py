@@ -13,7 +13,7 @@ from conftest import raw_and_shards
 N = 50
 KINDS = ["ram", "ram-workers", "wds", pytest.param("dali-external", marks=pytest.mark.dali),
          pytest.param("dali-file", marks=pytest.mark.dali)]
-ELASTIC = ["ram", pytest.param("dali-external", marks=pytest.mark.dali), pytest.param("dali-file", marks=pytest.mark.dali)]
+ELASTIC = ["ram", "wds", pytest.param("dali-external", marks=pytest.mark.dali), pytest.param("dali-file", marks=pytest.mark.dali)]
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +119,20 @@ def test_a_state_from_another_plan_is_refused_naming_the_difference(data):
         a.load_state_dict({"epoch": 1})
 
 
-def test_wds_refuses_another_world_size(data):
-    a = loader(data, "wds", world_size=2)
-    next(iter(a))
-    with pytest.raises(ConfigError, match=r"wds deals whole shards to ranks, so it resumes only with the same world"):
-        loader(data, "wds", world_size=1).load_state_dict(a.state_dict())
+def test_wds_resumes_with_another_number_of_workers(data):
+    # the parent plans every batch; workers only execute, so their number is not part of the plan
+    a = loader(data, "wds")
+    whole = batches(a)
+    first = batches(loader(data, "wds"), 4)
+    b = loader(data, "wds")
+    it = iter(b)
+    for _ in range(4):
+        next(it)
+    state = b.state_dict()
+    c = make_loader("wds", data / "shards", batch_size=3, crop=16, seed=3, num_workers=3)
+    c.load_state_dict(state)
+    rest = batches(c)
+    assert [k for k, _, _ in first + rest] == [k for k, _, _ in whole]
+    assert all(np.array_equal(x[1], y[1]) for x, y in zip(first + rest, whole))
+    for ld in (a, b, c):
+        ld.close()

@@ -1,5 +1,6 @@
-"""The wds loader's exactness: no sample lost to a worker's remainder, pad and partial, equal batch counts across
-ranks with the skipped samples reported and changing with the epoch. Pixels encode the pair index."""
+"""The wds loader (the by-shard deal): exactness for any number of workers, pad and partial, equal batch counts
+across ranks with the skipped samples reported and changing with the epoch, and reads confined to a rank's own
+block of shards, one shuffle window at a time. Pixels encode the pair index."""
 
 import numpy as np
 import pytest
@@ -99,17 +100,46 @@ def test_every_sample_is_delivered_when_the_shards_are_evicted_between_epochs(sh
     loader.close()
 
 
-def test_shuffle_buffers_are_bounded_by_memory_not_only_by_count(shards):
-    from pairload import ConfigError
-    from pairload.loaders.wds import SHUFFLE_BYTES, SHUFFLE_MOST, auto_shuffle_buffer
+def _shard_of(shards):
+    from pairload.read.shards import ShardDataset
 
-    assert auto_shuffle_buffer(40 * 56 * 6, 2) == SHUFFLE_MOST  # small pairs: the usual 256 per worker
+    ds = ShardDataset(shards, "train")
+    return dict(zip(ds.keys, ds.index.shard.tolist())), len(ds.files)
+
+
+def test_a_rank_reads_its_own_block_of_shards_one_window_at_a_time(shards):
+    shard_of, n_shards = _shard_of(shards)
+    assert n_shards >= 3
+    per_rank = []
+    for r in range(2):
+        loader = make_loader("wds", shards, batch_size=2, crop=16, seed=4, rank=r, world_size=2,
+                             last_batch="partial", shuffle_buffer=1, num_workers=2)
+        seq = [shard_of[k] for b in loader for k in b.keys]
+        loader.close()
+        # window of one shard: the rank finishes each shard before it starts the next
+        changes = sum(a != b for a, b in zip(seq, seq[1:]))
+        assert changes == len(set(seq)) - 1, seq
+        per_rank.append(set(seq))
+    assert len(per_rank[0] & per_rank[1]) <= 1  # at most the shard the block boundary cuts
+    assert per_rank[0] | per_rank[1] == set(range(n_shards))
+
+
+def test_shuffle_windows_are_bounded_by_memory_and_part_of_the_plan(shards):
+    from pairload import ConfigError
+    from pairload.loaders.wds import SHUFFLE_BYTES, auto_shuffle_buffer
+
     big = 3840 * 2160 * 6  # 4K pairs: 50 MB each
-    assert auto_shuffle_buffer(big, 15) == max(2, SHUFFLE_BYTES // (15 * big)) == 2
-    assert auto_shuffle_buffer(600 * 400 * 6, 15) * 15 * 600 * 400 * 6 <= SHUFFLE_BYTES
+    assert auto_shuffle_buffer(big) == SHUFFLE_BYTES // big == 21
+    assert auto_shuffle_buffer(600 * 400 * 6) * 600 * 400 * 6 <= SHUFFLE_BYTES
+    assert auto_shuffle_buffer(2 * SHUFFLE_BYTES) == 1
     loader = make_loader("wds", shards, batch_size=2, crop=16, num_workers=2)
-    assert loader.shuffle_buffer == SHUFFLE_MOST
-    assert make_loader("wds", shards, batch_size=2, crop=16, shuffle_buffer=8).shuffle_buffer == 8
+    assert loader.shuffle_buffer == SHUFFLE_BYTES // (32 * 24 * 6)  # the whole tiny split is one window
+    whole = sorted(k for b in loader for k in b.keys)
+    assert len(whole) == N - N % 2
     other = make_loader("wds", shards, batch_size=2, crop=16, num_workers=2, shuffle_buffer=8)
-    with pytest.raises(ConfigError, match=r"deal was 'by shard, 2 workers, shuffle buffer 256'"):
-        other.load_state_dict(loader.state_dict())  # another buffer gives another order: refused, named
+    next(iter(loader))
+    with pytest.raises(ConfigError, match=rf"deal was 'by_shard, shuffle buffer {loader.shuffle_buffer}'"):
+        other.load_state_dict(loader.state_dict())  # another window gives another order: refused, named
+    with pytest.raises(ConfigError, match=r"shuffle_buffer=0: expected at least 1 sample"):
+        make_loader("wds", shards, batch_size=2, crop=16, shuffle_buffer=0)
+    loader.close()

@@ -1,7 +1,9 @@
 """`make_loader`: one entry point for every backend; all of them yield `PairBatch`.
 
 kinds: "ram" (memory-mapped shards, batch-level crops, pinned async copies, optional device-resident split),
-"wds" (the webdataset package over the same shards), "dali-external" and "dali-file" (`pairload.dali`).
+"wds" (the same shards read by shard, a window at a time: for splits larger than memory), "dali-external" and
+"dali-file" (`loaders.dali`, public as `pairload.dali`). Every kind executes the one planner's batches
+(`pairload.plan`); ram, wds and dali-external share one worker engine (`ring`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..kinds import LOADER_KINDS as KINDS
 from ..plan import REQUIRED
-from .base import Loader, LoaderOptions
+from .base import Loader, LoaderOptions, check_options
 
 
 def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "train", batch_size: int | None = None,
@@ -36,8 +38,6 @@ def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "tr
     split in device memory, `prefetch`; wds: `shuffle_buffer`, `prefetch`; DALI: `prefetch`, and for dali-file
     `low_dir`, `high_dir`, `pairs_file`. An unknown option is a ConfigError that lists the accepted ones.
     """
-    import inspect
-
     if kind not in KINDS:
         raise ConfigError(f"loader kind {kind!r}: expected one of {', '.join(KINDS)}")
     opts = LoaderOptions.build(split=split, batch_size=batch_size, crop=crop, seed=seed, rank=rank,
@@ -49,16 +49,10 @@ def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "tr
     elif kind == "wds":
         from .wds import WdsLoader as cls
     else:
-        from .. import dali
+        from . import dali
 
         cls = dali.DaliExternalLoader if kind == "dali-external" else dali.DaliFileLoader
-    accepted = sorted(name for name, p in inspect.signature(cls.__init__).parameters.items()
-                      if p.kind is inspect.Parameter.KEYWORD_ONLY)
-    unknown = sorted(set(backend) - set(accepted))
-    if unknown:
-        raise ConfigError(f"make_loader({kind!r}): unknown option(s) {', '.join(unknown)}; this kind accepts "
-                          f"{', '.join(accepted) or 'no options'} besides the common ones (CPU parallelism is "
-                          "num_workers for every kind)")
+    check_options(cls, backend, f"make_loader({kind!r})")
     return cls(source, opts, **backend)
 
 

@@ -10,7 +10,7 @@ import torch
 
 from ..devices import resolve_device
 from ..errors import ConfigError
-from ..plan import BatchPlan, PlanConfig, check_groups, check_split, key_hashes, num_batches, plan_epoch
+from ..plan import BatchPlan, PlanConfig, Shards, check_groups, check_split, key_hashes, num_batches, plan_epoch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,6 +62,19 @@ _PLAN_FIELDS = ("seed", "batch_size", "crop", "split", "last_batch", "shuffle", 
 _NEWER_FIELDS = {"repeats": 1, "mix": None, "schedule": None}
 
 
+def check_options(cls, backend: dict, where: str) -> None:
+    """Refuse options `cls` does not take (its keyword-only parameters), naming the ones it accepts."""
+    import inspect
+
+    accepted = sorted(name for name, p in inspect.signature(cls.__init__).parameters.items()
+                      if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    unknown = sorted(set(backend) - set(accepted))
+    if unknown:
+        raise ConfigError(f"{where}: unknown option(s) {', '.join(unknown)}; this kind accepts "
+                          f"{', '.join(accepted) or 'no options'} besides the common ones (CPU parallelism is "
+                          "num_workers for every kind)")
+
+
 def with_sources(opts: LoaderOptions, groups, n: int, split: str) -> tuple[LoaderOptions, tuple]:
     """(options, groups) of a loader over `groups` ((name, samples) of each source; one unnamed source: no
     groups): several sources without weights or an epoch size are mixed in proportion to their sizes (each sample
@@ -78,7 +91,7 @@ def plan_fields(opts: LoaderOptions, samples: int, deal: str, groups=()) -> dict
     """What a loader state must agree on to describe the same epochs (everything but the world size)."""
     p = opts.plan
     fields = {"seed": p.seed, "batch_size": p.batch_size, "crop": p.crop, "split": opts.split,
-              "last_batch": p.last_batch, "shuffle": p.shuffle, "augment": p.augment, "samples": samples, "deal": deal,
+              "last_batch": str(p.last_batch), "shuffle": p.shuffle, "augment": p.augment, "samples": samples, "deal": deal,
               "repeats": p.repeats, "mix": None, "schedule": None}
     if p.mixed:
         fields["mix"] = {"sources": [[name, n] for name, n in groups], "weights": [[k, w] for k, w in p.weights],
@@ -114,7 +127,7 @@ class StatefulEpochs:
     """Epoch bookkeeping and `state_dict`/`load_state_dict` shared by every loader kind. Subclasses set `opts`,
     `cfg`, `samples` and `DEAL` and run `_begin(epoch)` / `_delivered += 1` around their iteration."""
 
-    DEAL = "strided"  # how an epoch is dealt to ranks (see `pairload.plan.rank_share`)
+    DEAL = "strided"  # how an epoch is dealt to ranks (see `pairload.plan.deals`)
     epoch: int = 0
     samples: int
 
@@ -176,15 +189,18 @@ class StatefulEpochs:
 
 
 class PlannedLoader(StatefulEpochs):
-    """Base for loaders with random access: the planner decides each epoch's batches, subclasses execute them
-    (`_batches`). Stateful: `state_dict()` after k batches of epoch e, loaded into a new loader (even one with
-    another world size), makes its next iteration deliver the rest of epoch e, each sample once."""
+    """Base for every loader: the planner decides each epoch's batches, subclasses execute them (`_batches`).
+    Stateful: `state_dict()` after k batches of epoch e, loaded into a new loader (even one with another world
+    size), makes its next iteration deliver the rest of epoch e, each sample once. `shards`: the split's shard
+    structure, for the by-shard deal."""
 
-    def __init__(self, keys, hw: np.ndarray, split: str, opts: LoaderOptions, groups=()):
+    PLANS_KEPT = 3  # runs whose plans are kept: the current one, the next (workers run ahead), one more for len()
+
+    def __init__(self, keys, hw: np.ndarray, split: str, opts: LoaderOptions, groups=(), shards: Shards | None = None):
         """`groups`: (name, samples) of each source when several share the index space (see `with_sources`)."""
         self.opts, self.groups = with_sources(opts, groups, len(keys), split)
         self.cfg = self.opts.plan
-        if (self.cfg.mixed or self.cfg.schedule or self.cfg.repeats > 1) and self.DEAL != "strided":
+        if (self.cfg.mixed or self.cfg.schedule or self.cfg.repeats > 1) and self.DEAL == "contiguous":
             raise ConfigError("mixing, epoch_size, repeats and crop/batch schedules are planned for the loaders "
                               "over packed shards (ram, wds, dali-external): pack the folder with "
                               "`pairload pack` and use one of them")
@@ -193,20 +209,32 @@ class PlannedLoader(StatefulEpochs):
         self.samples = len(self.keys)
         self.hw = np.asarray(hw, dtype=np.int64)
         self.key_hash = key_hashes(self.keys)
+        self.shards = shards
         self.device = opts.torch_device
         self._source_names = [name for name, n in self.groups for _ in range(n)] if self.groups else None
+        self._plans: dict[tuple, list[BatchPlan]] = {}
         self._init_state()
 
     def __len__(self) -> int:
         consumed = self._consumed(self.epoch)
-        if not consumed and self.DEAL == "strided" and not self.cfg.schedule:
-            return num_batches(self.cfg, len(self.keys))
-        return len(self.plan_for(self.epoch, consumed))
+        if consumed:
+            return len(self.plan_for(self.epoch, consumed))
+        return num_batches(self.cfg, self.samples, self.epoch, self.DEAL)
+
+    def batches_in(self, epoch: int) -> int:
+        """Batches this rank delivers in `epoch` from its start (what `len()` says once `set_epoch(epoch)`)."""
+        return num_batches(self.cfg, self.samples, epoch, self.DEAL)
 
     def plan_for(self, epoch: int, consumed: tuple[tuple[int, int], ...] = ()) -> list[BatchPlan]:
-        """This rank's batches for `epoch` (for the rest of it, when `consumed` says how it was started before)."""
-        return plan_epoch(self.cfg, self.key_hash, self.hw, epoch, deal=self.DEAL, consumed=consumed,
-                          groups=self.groups)
+        """This rank's batches for `epoch` (for the rest of it, when `consumed` says how it was started before);
+        the last few runs' plans are kept."""
+        run = (epoch, tuple(consumed))
+        if run not in self._plans:
+            if len(self._plans) >= self.PLANS_KEPT:
+                self._plans.pop(next(iter(self._plans)))
+            self._plans[run] = plan_epoch(self.cfg, self.key_hash, self.hw, epoch, deal=self.DEAL, consumed=consumed,
+                                          groups=self.groups, shards=self.shards)
+        return self._plans[run]
 
     def _keys(self, bp: BatchPlan) -> list[str]:
         """The shard keys of a planned batch's rows."""

@@ -1,4 +1,4 @@
-"""The read side without torch: memory-mapped shards, verify and info (`shards`), and the host-side execution
-of a batch plan that loader workers run (`assemble`). Numpy only."""
+"""The read side without torch: memory-mapped shards, verify and info (`shards`). Numpy only; the loader
+workers (`pairload.workers`) read through it."""
 
 from .shards import ShardDataset, info, open_shards, verify  # noqa: F401

@@ -71,6 +71,11 @@ class ShardDataset:
         return [self.root / f for f in self.index.files]
 
     @property
+    def shard_samples(self) -> tuple[int, ...]:
+        """Samples in each shard, in index order (shard k's samples follow shard k-1's)."""
+        return tuple(int(c) for c in self.index.shard_samples)
+
+    @property
     def nbytes(self) -> int:
         """Bytes of pixels (low and high) in this split."""
         return int((self.index.hw[:, 0] * self.index.hw[:, 1]).sum()) * schema.CHANNELS * 2
@@ -191,6 +196,18 @@ class ShardMix(ShardDataset):
     @property
     def shard_bytes(self) -> list[int]:
         return [b for ds in self.parts.values() for b in ds.shard_bytes]
+
+    @property
+    def shard_samples(self) -> tuple[int, ...]:
+        return tuple(c for ds in self.parts.values() for c in ds.shard_samples)
+
+    def shard_map(self, number: int) -> np.ndarray:
+        """Shard `number` of the mix (its sources' shards numbered one source after the other)."""
+        for ds in self.parts.values():
+            if number < len(ds.files):
+                return ds.shard_map(number)
+            number -= len(ds.files)
+        raise IndexError(f"shard number past the last shard of the mix {self.where}")
 
     @property
     def nbytes(self) -> int:

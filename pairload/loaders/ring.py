@@ -1,0 +1,367 @@
+"""The one execution engine between the planner and the device stage: worker processes, one shared ring, and
+the loop that feeds planned batches through them (`HostWindows`, used by `ram`, `wds` and `dali-external`).
+
+Workers are started as `python -m pairload.workers` (`pairload.workers`), each on a private socket: they import
+neither torch nor the user's script, so they stay small, start in well under a second, and a script needs no
+`if __name__ == "__main__":` guard. The parent plans every batch and sends each worker self-contained tasks
+(`WindowTask`: slot, rows, windows, codes); results come back as slot numbers. A worker exits when its socket
+closes, so a killed loader leaves none behind. Every wait has a timeout and checks that all workers are alive: a
+dead worker becomes a `LoaderError` naming it, never a hang. The ring is page-locked on a GPU so host-to-device
+copies are asynchronous.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import weakref
+from collections import deque
+from multiprocessing import shared_memory
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from .. import errors
+from ..errors import LoaderError, WorkerError
+from ..plan import BatchPlan, PlanConfig
+from ..workers.serve import DONE, FAILED, READY
+from ..workers.windows import WindowTask, fill, slot_view
+
+Run = tuple  # (epoch, consumed): one pass over an epoch, or over the rest of a started one
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding `pairload`, for the workers' path
+
+
+def slot_bytes(cfg: PlanConfig, hw: np.ndarray) -> int:
+    """Bytes of one ring slot: a batch of low and high, crops or the split's largest whole image (the largest
+    batch of any schedule stage)."""
+    whole = int((hw[:, 0] * hw[:, 1]).max())
+    return max(2 * st.batch_size * (st.crop * st.crop if st.crop is not None else whole) * 3 for st in cfg.stages)
+
+
+def ring_depth(workers: int, prefetch: int, hold: int = 0) -> int:
+    """Ring slots: every worker busy, `prefetch` batches ready, 2 in the device copy, `hold` held by the caller
+    (DALI reads its `no_copy` inputs until they leave its queues)."""
+    return workers + prefetch + 2 + hold
+
+
+class RemoteTraceback(Exception):
+    """The traceback text of an exception raised in a worker process (set as the `__cause__` of the error the
+    loader raises, so the worker's frames are printed with it)."""
+
+    def __str__(self) -> str:
+        return "\n" + self.args[0].rstrip()
+
+
+def worker_error(err, who: str = "a loader worker") -> Exception:
+    """The exception for a worker's (type name, message, traceback): the PairloadError subclass of that name, or a
+    `WorkerError` naming the original type; its cause carries the worker's traceback."""
+    kind, message, tb = err
+    cls = getattr(errors, kind, None)
+    if isinstance(cls, type) and issubclass(cls, errors.PairloadError) and cls is not WorkerError:
+        exc = cls(message)
+    else:
+        exc = WorkerError(f"{who} raised {kind}: {message}", type_name=kind, remote_traceback=tb)
+    exc.__cause__ = RemoteTraceback(tb)
+    return exc
+
+
+def _death(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def _size(path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1
+
+
+class WorkerPool:
+    """`num_workers` worker processes over one ring of `depth` slots of `slot_bytes`, each given the `dataset` it
+    reads from. `submit(task)` hands a task to the least busy worker, `get()` returns the next (slot, error).
+    Torn down by `close()` or when garbage collected."""
+
+    POLL_S = 0.5
+
+    def __init__(self, dataset, *, num_workers: int, depth: int, slot_bytes: int, pin: bool, name: str):
+        self.depth, self.slot_bytes, self.name = depth, slot_bytes, name
+        self.files, self.file_bytes = list(dataset.files), list(dataset.shard_bytes)
+        self.shm = shared_memory.SharedMemory(create=True, size=depth * slot_bytes)
+        self.ring = np.ndarray((depth, slot_bytes), dtype=np.uint8, buffer=self.shm.buf)
+        self.tensor = torch.from_numpy(self.ring)
+        self.pinned = False
+        if pin:
+            err = torch.cuda.cudart().cudaHostRegister(self.tensor.data_ptr(), depth * slot_bytes, 0)
+            self.pinned = int(err) == 0  # otherwise copies still work, synchronously
+        self.procs: list[subprocess.Popen] = []
+        self.conns: list[Connection] = []
+        self.busy: list[int] = []
+        self.ready: set[int] = set()
+        self._checked = time.monotonic()
+        self._finalizer = weakref.finalize(self, WorkerPool._teardown, self.procs, self.conns, self.shm, self.tensor,
+                                           self.pinned)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
+        setup = ("setup", {"ring": (self.shm.name, depth, slot_bytes), "dataset": dataset})
+        for _ in range(num_workers):
+            mine, theirs = socket.socketpair()
+            try:
+                proc = subprocess.Popen([sys.executable, "-m", "pairload.workers", str(theirs.fileno())],
+                                        pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
+            finally:
+                theirs.close()
+            conn = Connection(mine.detach())
+            self.procs.append(proc)
+            self.conns.append(conn)
+            self.busy.append(0)
+            conn.send(setup)
+
+    @staticmethod
+    def _teardown(procs, conns, shm, tensor, pinned) -> None:
+        for conn in conns:
+            try:
+                conn.send(None)
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + 5
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=1)
+        for conn in conns:
+            conn.close()
+        if pinned:
+            torch.cuda.cudart().cudaHostUnregister(tensor.data_ptr())
+        del tensor
+        try:
+            shm.close()
+        except BufferError:  # a delivered CPU batch may still view the ring; the name is removed all the same
+            pass
+        try:
+            shm.unlink()
+        except FileNotFoundError:
+            pass
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def who(self, k: int) -> str:
+        return f"loader worker {self.name}-{k} (pid {self.procs[k].pid})"
+
+    def submit(self, task: WindowTask) -> None:
+        k = min(range(len(self.conns)), key=self.busy.__getitem__)
+        try:
+            self.conns[k].send(task)
+        except OSError:  # its end is closed: it died; say how
+            self.check_alive()
+            raise LoaderError(f"{self.who(k)} stopped taking tasks; restart the job") from None
+        self.busy[k] += 1
+
+    def _poll(self):
+        """At most POLL_S of waiting for worker messages: READY and FAILED are handled here, the first result is
+        returned (else None). Every worker's liveness is checked at least every POLL_S seconds: a batch lost with a
+        dead worker would otherwise be waited for forever."""
+        now = time.monotonic()
+        if now - self._checked > self.POLL_S:
+            self._checked = now
+            self.check_alive()
+        for conn in wait(self.conns, timeout=self.POLL_S):
+            k = self.conns.index(conn)
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                self.procs[k].wait(timeout=5)
+                self.check_alive()
+                raise LoaderError(f"{self.who(k)} closed its connection; restart the job") from None
+            if msg[0] == READY:
+                self.ready.add(k)
+            elif msg[0] == FAILED:
+                raise worker_error(msg[1], f"{self.who(k)} (starting)")
+            elif msg[0] == DONE:
+                self.busy[k] -= 1
+                return msg[1], (None if msg[2] is None else (msg[2], self.who(k)))
+        return None
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Block until every worker has started (opened what it needs and attached the ring)."""
+        deadline = time.monotonic() + timeout
+        while len(self.ready) < len(self.procs):
+            if time.monotonic() > deadline:
+                raise LoaderError(f"loader workers did not start within {timeout:.0f} s")
+            self._poll()  # no task has been given yet: only READY or FAILED can come
+
+    def get(self) -> tuple[int, object]:
+        """The next (slot, error or None) from any worker; raises LoaderError naming a worker that died."""
+        while (msg := self._poll()) is None:
+            pass
+        return msg
+
+    def check_alive(self) -> None:
+        dead = [k for k, p in enumerate(self.procs) if p.poll() is not None]
+        if not dead:
+            return
+        k = dead[0]
+        code = self.procs[k].returncode
+        what = f"{self.who(k)} {_death(code)}"
+        if code == -signal.SIGBUS:
+            changed = [str(f) for f, size in zip(self.files, self.file_bytes) if _size(f) != size]
+            hint = (f"; {', '.join(changed)} changed size while the loader read it" if changed else
+                    "; a shard was truncated or replaced while the loader read it") + ": repack, then restart"
+        elif code == -signal.SIGKILL:
+            hint = " (often the out-of-memory killer: see `dmesg`); restart the job, with fewer num_workers if so"
+        elif k not in self.ready:
+            hint = " before it started (its error is printed above); restart the job"
+        else:
+            hint = "; restart the job"
+        raise LoaderError(what + hint)
+
+
+class HostWindows:
+    """Planned batches cut on the host. `batches(run, plans)` yields (array, release) for each plan of `run`, the
+    array a (2, N, H, W, 3) uint8 batch (low, then high); `release()` (None without workers) gives the ring slot
+    back once the caller no longer needs the array. With `num_workers` > 0 the workers fill the ring and run
+    ahead into the next epoch's first batches while the current one ends; with none the calling process cuts each
+    batch itself. `plan_for(epoch, consumed)` gives a run's plans (the loader's planner). `hold` more slots are
+    added to the ring for callers that keep released-later arrays in use (DALI's `no_copy` inputs)."""
+
+    def __init__(self, ds, cfg: PlanConfig, plan_for: Callable[[int, tuple], list[BatchPlan]], *,
+                 num_workers: int, prefetch: int, pin: bool, apply_codes: bool, name: str, hold: int = 0):
+        self.ds, self.cfg, self.plan_for = ds, cfg, plan_for
+        self.num_workers, self.pin, self.apply_codes, self.name = num_workers, pin, apply_codes, name
+        self.prefetch, self.hold = prefetch, hold
+        self.pool: WorkerPool | None = None
+        self._pending: deque = deque()  # (run, batch, slot) submitted to workers, in delivery order
+        self._free: deque = deque()
+        self._done: dict[int, object] = {}
+
+    @property
+    def depth(self) -> int:
+        return ring_depth(self.num_workers, self.prefetch, self.hold)
+
+    # ------------------------------------------------------------------ life cycle
+
+    def set_hold(self, hold: int) -> None:
+        """Hold this many slots besides the working ones (a ring of another size: running workers stop first)."""
+        if hold != self.hold:
+            self.close()
+            self.hold = hold
+
+    def start(self) -> WorkerPool | None:
+        """Start the workers (if any) and wait until they are ready; no shard data is read."""
+        if self.num_workers:
+            self._ensure().wait_ready()
+        return self.pool
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+        self._pending.clear()
+
+    def _ensure(self) -> WorkerPool:
+        if self.pool is None:
+            self.pool = WorkerPool(self.ds, num_workers=self.num_workers, depth=self.depth,
+                                   slot_bytes=slot_bytes(self.cfg, self.ds.sizes), pin=self.pin, name=self.name)
+            self._free = deque(range(self.depth))
+            self._pending.clear()
+            self._done.clear()
+        return self.pool
+
+    # ------------------------------------------------------------------ batches
+
+    def batches(self, run: Run, plans: list[BatchPlan], reclaim: Callable[[], None] = lambda: None):
+        """(array, release) per plan; `reclaim()` is called before slots are counted (the caller frees the slots
+        whose copies have finished)."""
+        self.ds.check_files()  # a shard truncated or replaced between epochs is an error here, not a SIGBUS later
+        try:
+            if self.num_workers:
+                yield from self._worker_batches(run, plans, reclaim)
+            else:
+                for bp in plans:
+                    h, w = bp.out_hw(self.ds.sizes)
+                    host = torch.empty((2, len(bp), h, w, 3), dtype=torch.uint8, pin_memory=self.pin).numpy()
+                    fill(self.ds, host, bp.index, bp.y, bp.x, bp.code if self.apply_codes else None)
+                    yield host, None
+        except LoaderError:
+            self.close()  # the other workers stop too; the next iteration starts fresh ones
+            raise
+
+    def _task(self, slot: int, plans: list[BatchPlan], b: int) -> WindowTask:
+        bp = plans[b]
+        h, w = bp.out_hw(self.ds.sizes)
+        # the other workers cut the next batches; ask the kernel for the ones after them
+        ahead = 2 * self.num_workers
+        later = tuple(plans[b + ahead].index.tolist()) if ahead and b + ahead < len(plans) else ()
+        return WindowTask(slot, bp.index, bp.y, bp.x, bp.code if self.apply_codes else None, h, w, later)
+
+    def _submit(self, run: Run, b: int, reclaim) -> tuple[Run, int]:
+        """Queue tasks until the ring is full, continuing into the following epoch; returns the next (run, b)."""
+        reclaim()
+        skipped = 0
+        while self._free:
+            plans = self.plan_for(*run)
+            if b >= len(plans):
+                run, b = (run[0] + 1, ()), 0
+                skipped += 1
+                if skipped > 2:  # empty epochs (the rest of a finished epoch): nothing to run ahead into
+                    break
+                continue
+            slot = self._free.popleft()
+            self.pool.submit(self._task(slot, plans, b))
+            self._pending.append((run, b, slot))
+            b += 1
+        return run, b
+
+    def _wait(self, slot: int) -> None:
+        while slot not in self._done:
+            got, err = self.pool.get()
+            self._done[got] = err
+        err = self._done.pop(slot)
+        if err is not None:
+            raise worker_error(*err)
+
+    def _drain(self) -> None:
+        """Wait out tasks queued for a batch sequence that is not going to be used (out-of-order set_epoch)."""
+        while self._pending:
+            _, _, slot = self._pending.popleft()
+            try:
+                self._wait(slot)
+            except LoaderError:
+                raise
+            except Exception:  # noqa: BLE001 - the data is discarded anyway
+                pass
+            self._free.append(slot)
+
+    def _release(self, slot: int, pool: WorkerPool) -> None:
+        if pool is self.pool:  # a slot of a pool closed since (after a worker error) is not this ring's
+            self._free.append(slot)
+
+    def _worker_batches(self, run: Run, plans: list[BatchPlan], reclaim):
+        pool = self._ensure()
+        if self._pending and self._pending[0][:2] != (run, 0):
+            self._drain()
+        nxt = (self._pending[-1][0], self._pending[-1][1] + 1) if self._pending else (run, 0)
+        nxt = self._submit(*nxt, reclaim)
+        for b, bp in enumerate(plans):
+            got, bb, slot = self._pending.popleft()
+            if (got, bb) != (run, b):
+                raise LoaderError(f"internal: the ring delivered epoch {got[0]} batch {bb} where epoch {run[0]} "
+                                  f"batch {b} was expected")
+            self._wait(slot)
+            h, w = bp.out_hw(self.ds.sizes)
+            yield slot_view(pool.ring[slot], len(bp), h, w), (lambda slot=slot, pool=pool: self._release(slot, pool))
+            nxt = self._submit(*nxt, reclaim)

@@ -1,0 +1,233 @@
+"""What the planner decides from and what it hands out: `PlanConfig` (validated on construction), the
+`LastBatch` rule, crop/batch schedule `Stage`s, and `BatchPlan`, one planned batch. Numpy only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from ..errors import ConfigError
+
+
+class LastBatch(str, Enum):
+    """What happens to the samples of an epoch that do not fill a whole batch on every rank.
+
+    Worked example: 23 samples, 2 ranks, batch_size 4.
+    - DROP: each rank takes floor(23 / 2) = 11 samples, rounded down to whole batches: 2 batches of 4 per rank;
+      7 samples wait for a later epoch (the order changes every epoch, so no sample is dropped for good).
+    - PAD: the epoch's order wraps around until every rank has whole batches: 3 batches of 4 per rank, the one
+      repeated sample flagged in `PairBatch.padded` (count only `valid` rows in metrics).
+    - PARTIAL: every sample exactly once: 12 and 11 samples, last batches of 4 and 3 (ranks differ by at most one
+      sample).
+    """
+
+    DROP = "drop"
+    PAD = "pad"
+    PARTIAL = "partial"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+LAST_BATCH = tuple(m.value for m in LastBatch)
+Groups = tuple[tuple[str, int], ...]  # (name, samples) of each source, in index order: source s owns one index range
+
+
+@dataclass(frozen=True)
+class Stage:
+    """From global step `step` on (batches delivered per rank since epoch 0), batches of `batch_size` crops of
+    `crop` (per rank)."""
+
+    step: int
+    crop: int | None
+    batch_size: int
+
+
+def parse_schedule(spec) -> tuple[Stage, ...]:
+    """A crop/batch schedule from "step:crop:batch,…" (e.g. "0:128:8,92000:160:5") or (step, crop, batch) items."""
+    if isinstance(spec, str):
+        items = []
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            fields = part.split(":")
+            try:
+                if len(fields) != 3:
+                    raise ValueError
+                items.append((int(fields[0]), None if fields[1].lower() == "none" else int(fields[1]), int(fields[2])))
+            except ValueError:
+                raise ConfigError(f"schedule stage {part!r}: expected step:crop:batch with whole numbers, e.g. "
+                                  "0:128:8,92000:160:5") from None
+        spec = items
+    stages = tuple(s if isinstance(s, Stage) else Stage(*s) for s in spec)
+    if not stages or stages[0].step != 0:
+        raise ConfigError(f"schedule {spec!r}: expected stages starting at step 0, e.g. 0:128:8,92000:160:5")
+    for a, b in zip(stages, stages[1:]):
+        if b.step <= a.step:
+            raise ConfigError(f"schedule: stage at step {b.step} comes after step {a.step}; list stages by "
+                              "increasing step")
+    for st in stages:
+        if st.batch_size < 1 or (st.crop is not None and st.crop < 1):
+            raise ConfigError(f"schedule stage at step {st.step}: crop {st.crop}, batch {st.batch_size}: expected "
+                              "positive sizes")
+    return stages
+
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """One batch: sample indices, crop corners, augmentation codes and padding flags (numpy arrays), and the crop
+    side of its windows (None: whole images)."""
+
+    index: np.ndarray
+    y: np.ndarray
+    x: np.ndarray
+    code: np.ndarray
+    padded: np.ndarray
+    crop: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def out_hw(self, hw: np.ndarray) -> tuple[int, int]:
+        """Height and width of this batch's windows (`hw`: the split's (n, 2) image sizes)."""
+        if self.crop is not None:
+            return self.crop, self.crop
+        h, w = hw[self.index[0]]
+        return int(h), int(w)
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+REQUIRED = _Required()  # batch_size and crop: given, or taken from the schedule's first stage
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanConfig:
+    """What the planner decides from. `repeats`: passes over the split per epoch (fresh crops each time).
+    `weights` ((source, weight), …) and `epoch_size`: a mixed epoch of `epoch_size` draws from several sources
+    (see `_mixed_rows`). `schedule`: stages of crop and batch size by global step; `batch_size` and `crop` are then
+    its first stage's."""
+
+    batch_size: int | None = None
+    crop: int | None | _Required = REQUIRED
+    seed: int = 0
+    rank: int = 0
+    world_size: int = 1
+    last_batch: LastBatch | str = LastBatch.DROP
+    augment: bool = True
+    shuffle: bool = True
+    repeats: int = 1
+    weights: tuple[tuple[str, float], ...] = ()
+    epoch_size: int | None = None
+    schedule: tuple[Stage, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.schedule:
+            stages = parse_schedule(self.schedule)
+            object.__setattr__(self, "schedule", stages)
+            first = stages[0]
+            for name, given, want in (("batch_size", self.batch_size, first.batch_size), ("crop", self.crop, first.crop)):
+                if given is None and name == "batch_size" or given is REQUIRED:
+                    object.__setattr__(self, name, want)
+                elif given != want:
+                    raise ConfigError(f"{name}={given!r} but the schedule's first stage has {want!r}: with a schedule, "
+                                      f"leave {name} out (or give the first stage's)")
+        if self.batch_size is None:
+            raise ConfigError("batch_size is required (or a schedule, whose first stage gives it)")
+        if self.crop is REQUIRED:
+            raise ConfigError("crop is required: a size in pixels, or None for whole images")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size={self.batch_size}: expected at least 1")
+        if self.crop is not None and self.crop < 1:
+            raise ConfigError(f"crop={self.crop}: expected a positive size in pixels, or None for whole images")
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise ConfigError(f"rank={self.rank}, world_size={self.world_size}: expected 0 <= rank < world_size")
+        if self.last_batch not in LAST_BATCH:
+            raise ConfigError(f"last_batch={self.last_batch!r}: expected one of {', '.join(LAST_BATCH)}")
+        object.__setattr__(self, "last_batch", LastBatch(self.last_batch))
+        if not isinstance(self.repeats, int) or self.repeats < 1:
+            raise ConfigError(f"repeats={self.repeats!r}: expected a whole number of passes, at least 1")
+        if self.epoch_size is not None and self.epoch_size < 1:
+            raise ConfigError(f"epoch_size={self.epoch_size}: expected at least 1 sample")
+        weights = tuple(self.weights.items()) if isinstance(self.weights, dict) else tuple(self.weights or ())
+        weights = tuple((str(k), float(v)) for k, v in weights)
+        bad = [f"{k}={v}" for k, v in weights if not v > 0 or v == float("inf")]
+        if bad:
+            raise ConfigError(f"weights {', '.join(bad)}: expected positive finite weights")
+        object.__setattr__(self, "weights", weights)
+        if self.repeats > 1 and self.mixed:
+            raise ConfigError(f"repeats={self.repeats} with a mixed epoch (weights/epoch_size): a mixed epoch is "
+                              "epoch_size draws, and a source is drawn again once it is used up; raise epoch_size "
+                              "instead of repeating")
+
+    @property
+    def mixed(self) -> bool:
+        return bool(self.weights) or self.epoch_size is not None
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return self.schedule or (Stage(0, self.crop, self.batch_size),)
+
+    def epoch_length(self, n: int) -> int:
+        """Samples an epoch over `n` draws: epoch_size (default n) when mixed, else n per repeat."""
+        return (self.epoch_size or n) if self.mixed else n * self.repeats
+
+    @property
+    def max_batch(self) -> int:
+        return max(st.batch_size for st in self.stages)
+
+
+def stage_at(cfg: PlanConfig, step: int) -> Stage:
+    """The schedule stage in force at global `step`."""
+    stage = cfg.stages[0]
+    for st in cfg.stages:
+        if st.step > step:
+            break
+        stage = st
+    return stage
+
+
+def check_groups(cfg: PlanConfig, groups: Groups, where: str) -> None:
+    """Refuse weights that do not name the sources exactly, and empty sources."""
+    names = [name for name, _ in groups]
+    if cfg.weights and names == [""]:
+        raise ConfigError(f"{where}: weights need named sources: make_loader(kind, {{'real': folder, 'synth': "
+                          "folder}, weights={'real': 1, 'synth': 3}); one folder takes epoch_size alone")
+    if cfg.weights:
+        given = [k for k, _ in cfg.weights]
+        if sorted(given) != sorted(names):
+            missing, extra = sorted(set(names) - set(given)), sorted(set(given) - set(names))
+            raise ConfigError(f"{where}: weights name {', '.join(given)} but the sources are {', '.join(names)}"
+                              + (f"; no weight for {', '.join(missing)}" if missing else "")
+                              + (f"; no source {', '.join(extra)}" if extra else ""))
+    for name, n in groups:
+        if n == 0:
+            raise ConfigError(f"{where}: source {name!r} has no samples")
+
+
+def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
+    """Refuse a crop larger than the smallest image, mixed sizes without a crop, and a batch larger than a rank's share."""
+    n = len(keys)
+    if n == 0:
+        raise ConfigError(f"split {split!r} is empty")
+    crops = sorted({st.crop for st in cfg.stages if st.crop is not None})
+    if crops:
+        crop = crops[-1]
+        small = np.flatnonzero((hw[:, 0] < crop) | (hw[:, 1] < crop))
+        if len(small):
+            i = int(small[np.argmin(hw[small].min(axis=1))])
+            raise ConfigError(f"crop {crop} is larger than sample {keys[i]!r} of split {split!r}, which is "
+                              f"{hw[i, 1]}x{hw[i, 0]} (crop {crop}x{crop}); use crop <= {int(hw.min())} or repack "
+                              "without that image")
+    if any(st.crop is None and st.batch_size > 1 for st in cfg.stages) and len(np.unique(hw, axis=0)) > 1:
+        raise ConfigError(f"split {split!r} has images of {len(np.unique(hw, axis=0))} different sizes, so whole images "
+                          "(crop=None) cannot be batched; use batch_size=1 or a crop")
+    rows = cfg.epoch_length(n)
+    share = rows // cfg.world_size if cfg.last_batch == "drop" else -(-rows // cfg.world_size)
+    if cfg.last_batch == "drop" and share < cfg.max_batch:
+        raise ConfigError(f"batch_size {cfg.max_batch} is larger than a rank's share of split {split!r} ({rows} samples "
+                          f"/ {cfg.world_size} ranks = {share}); lower batch_size, or use last_batch='pad' or 'partial'")

@@ -1,0 +1,134 @@
+"""The deals: how an epoch's rows are ordered and shared out between ranks, one registry of pure functions
+(as MosaicML keeps its shuffles and partitions), so every loader kind and `len()` agree.
+
+- "strided" (ram, dali-external, paired_source "external"): the epoch's permutation of the whole split; rank r
+  takes every world_size-th row, so the ranks of a node read the split at random (it must fit in memory).
+- "contiguous" (dali-file): the same permutation; rank r takes one block, as DALI's sharded readers read.
+- "by_shard" (wds): the shards in the epoch's order, each rank taking one contiguous block of them; samples are
+  shuffled only within windows of consecutive shards holding `Shards.window` samples, so a rank reads its own
+  fraction of the split, a window at a time (a split larger than memory streams through the page cache).
+
+Every function here is a function of the epoch's rows alone, never of the world size the epoch is dealt to, so an
+epoch started on one world size can be finished on another (`consumed`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..errors import ConfigError
+from .draws import epoch_order
+
+
+@dataclass(frozen=True)
+class Shards:
+    """A split's shard structure for the by-shard deal: `counts`, the samples of each shard in index order (the
+    samples of shard k follow those of shard k-1; a mix lists its sources' shards one source after the other),
+    and `window`, how many samples (whole shards, in the epoch's shard order) are shuffled together."""
+
+    counts: tuple[int, ...]
+    window: int
+
+    def __post_init__(self) -> None:
+        if self.window < 1:
+            raise ConfigError(f"shuffle window {self.window}: expected at least 1 sample")
+        if any(c < 0 for c in self.counts):
+            raise ConfigError(f"shard sample counts {self.counts[:8]}: expected counts >= 0")
+
+    def part(self, lo: int, hi: int) -> "Shards":
+        """The shards of samples [lo, hi) (one source of a mix: its range starts and ends at shard boundaries)."""
+        ends = np.cumsum((0,) + self.counts)
+        a, b = int(np.searchsorted(ends, lo)), int(np.searchsorted(ends, hi))
+        if ends[a] != lo or ends[b] != hi:
+            raise ConfigError(f"samples [{lo}, {hi}) do not start and end at shard boundaries")
+        return Shards(self.counts[a:b], self.window)
+
+
+def shard_order(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tuple[int, ...] = (),
+                shards: Shards | None = None) -> np.ndarray:
+    """The by-shard order of `n` samples: the shards in the epoch's permutation, and each window of consecutive
+    shards (those starting within the same `window` samples of the order) shuffled inside itself."""
+    if shards is None:
+        raise ConfigError("the by-shard deal needs the split's shard sizes")
+    counts = np.asarray(shards.counts, dtype=np.int64)
+    if int(counts.sum()) != n:
+        raise ConfigError(f"shard sizes add up to {int(counts.sum())} samples, the split has {n}")
+    if not shuffle:
+        return np.arange(n, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    perm = epoch_order(len(counts), seed=seed, epoch=epoch, salt=(0x5A4D, *salt))
+    c = counts[perm]
+    at = np.cumsum(c) - c  # where each shard starts in the epoch's order
+    index = np.repeat(starts[perm] - at, c) + np.arange(n, dtype=np.int64)
+    window = np.repeat(at // shards.window, c)
+    noise = np.random.default_rng([seed & 0xFFFFFFFF, epoch, 0xB10C, *salt]).random(n)
+    return index[np.lexsort((noise, window))]
+
+
+def _permutation(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tuple[int, ...] = (),
+                 shards: Shards | None = None) -> np.ndarray:
+    return epoch_order(n, seed=seed, epoch=epoch, shuffle=shuffle, salt=salt)
+
+
+def _bounds(length: int, rank: int, world_size: int) -> tuple[int, int]:
+    return rank * length // world_size, (rank + 1) * length // world_size
+
+
+def _take_strided(rows: np.ndarray, rank: int, world_size: int) -> np.ndarray:
+    return rows[:, rank::world_size]
+
+
+def _take_block(rows: np.ndarray, rank: int, world_size: int) -> np.ndarray:
+    lo, hi = _bounds(rows.shape[1], rank, world_size)
+    return rows[:, lo:hi]
+
+
+def _after_strided(rows: np.ndarray, world_size: int, taken: int) -> np.ndarray:
+    return rows[:, taken * world_size:]  # rank r's j-th sample sits at j * world_size + r
+
+
+def _after_block(rows: np.ndarray, world_size: int, taken: int) -> np.ndarray:
+    keep = np.concatenate([np.arange(lo + min(taken, hi - lo), hi) for lo, hi in
+                           (_bounds(rows.shape[1], r, world_size) for r in range(world_size))]).astype(np.int64)
+    return rows[:, keep]
+
+
+@dataclass(frozen=True)
+class Deal:
+    """One deal: `order(n, seed=, epoch=, shuffle=, salt=, shards=)` gives the epoch's sample order,
+    `take(rows, rank, world_size)` a rank's share of an evenly cut stream, and `after(rows, world_size, taken)`
+    what is left once every rank has taken `taken` rows of its share. `unit`: rows of one source kept together
+    in a mixed epoch (the world size for strided deals, so that every rank gets every source)."""
+
+    name: str
+    order: Callable[..., np.ndarray]
+    take: Callable[[np.ndarray, int, int], np.ndarray]
+    after: Callable[[np.ndarray, int, int], np.ndarray]
+    strided: bool
+
+    def unit(self, world_size: int) -> int:
+        return world_size if self.strided else 1
+
+    def share_length(self, length: int, rank: int, world_size: int) -> int:
+        """Rows rank `rank` takes of an evenly cut stream of `length` rows."""
+        if self.strided:
+            return len(range(rank, length, world_size))
+        lo, hi = _bounds(length, rank, world_size)
+        return hi - lo
+
+
+DEALS: dict[str, Deal] = {
+    "strided": Deal("strided", _permutation, _take_strided, _after_strided, strided=True),
+    "contiguous": Deal("contiguous", _permutation, _take_block, _after_block, strided=False),
+    "by_shard": Deal("by_shard", shard_order, _take_block, _after_block, strided=False),
+}
+
+
+def get_deal(name: str) -> Deal:
+    try:
+        return DEALS[name]
+    except KeyError:
+        raise ConfigError(f"deal={name!r}: expected one of {', '.join(DEALS)}") from None

@@ -1,0 +1,65 @@
+"""Per-sample randomness: stable key hashes, the epoch's permutation, and each sample's crop corner and
+augmentation code, all pure functions of (seed, epoch, key, draw). Numpy only.
+
+Augmentation code (one per sample, applied to both images after cropping, in this order):
+bit 2 (4): transpose H and W (square crops only), bit 1 (2): flip vertically, bit 0 (1): flip horizontally.
+The eight codes are the eight symmetries of the square (flips and 90° rotations).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+HFLIP, VFLIP, TRANSPOSE = 1, 2, 4
+
+
+def key_hashes(keys) -> np.ndarray:
+    """A stable 64-bit hash of each sample key (uint64 array); the planner's handle on a sample."""
+    return np.array([int.from_bytes(hashlib.blake2b(k.encode(), digest_size=8).digest(), "little") for k in keys],
+                    dtype=np.uint64)
+
+
+def _splitmix(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        z = x + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _stream(key_hash: np.ndarray, seed: int, epoch: int, stream: int, draw: np.ndarray | None = None) -> np.ndarray:
+    base = np.array([(seed & 0xFFFFFFFF) << 32 | (epoch & 0xFFFFFF) << 8 | stream], dtype=np.uint64)
+    if draw is not None:  # the k-th draw of a sample in an epoch (repeats, mixing): draw 0 is the plain epoch's
+        with np.errstate(over="ignore"):
+            base = base + np.asarray(draw, dtype=np.uint64) * np.uint64(0xD1B54A32D192ED03)
+    return _splitmix(np.asarray(key_hash, dtype=np.uint64) ^ _splitmix(base))
+
+
+def sample_params(key_hash: np.ndarray, hw: np.ndarray, *, seed: int, epoch: int, crop: int | None,
+                  augment: bool, draw: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Crop corner (y, x) and augmentation code for each sample, from its key (and, for a sample drawn more than
+    once in an epoch, which draw it is) alone: (y, x, code) int64 arrays."""
+    key_hash = np.atleast_1d(np.asarray(key_hash, dtype=np.uint64))
+    hw = np.asarray(hw, dtype=np.int64).reshape(-1, 2)
+    n = len(key_hash)
+    if crop is None:
+        y = x = np.zeros(n, dtype=np.int64)
+    else:
+        y = (_stream(key_hash, seed, epoch, 1, draw) % (hw[:, 0] - crop + 1).astype(np.uint64)).astype(np.int64)
+        x = (_stream(key_hash, seed, epoch, 2, draw) % (hw[:, 1] - crop + 1).astype(np.uint64)).astype(np.int64)
+    if not augment:
+        return y, x, np.zeros(n, dtype=np.int64)
+    code = (_stream(key_hash, seed, epoch, 3, draw) & np.uint64(7)).astype(np.int64)
+    if crop is None:
+        code[hw[:, 0] != hw[:, 1]] &= HFLIP | VFLIP  # a non-square image cannot be transposed in place
+    return y, x, code
+
+
+def epoch_order(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tuple[int, ...] = ()) -> np.ndarray:
+    """The epoch's permutation of a split's sample indices, the same on every rank (`salt`: another, independent
+    permutation of the same epoch, e.g. for a repeat)."""
+    if not shuffle:
+        return np.arange(n, dtype=np.int64)
+    return np.random.default_rng([seed & 0xFFFFFFFF, epoch, 0x5EED, *salt]).permutation(n).astype(np.int64)
