@@ -1,89 +1,83 @@
-"""Where the wds loader's time goes: one worker's stages in one process, then N processes reading in parallel.
+"""Where a streaming reader's time goes, per sample, on one core (warm page cache): the webdataset package's own
+tar reading (`tarfile_to_samples`: every member copied into a bytes object, keys grouped) against reading the
+planned crop windows at the offsets the manifest records (what pairload's workers do for every kind, `wds`
+included).
 
-    python benchmarks/profile_wds.py SHARDS [--procs 15] [--out F.json]
-
-Stages, each over the same shards (warm page cache): raw sequential read of the files; webdataset's tar reading
-and sample grouping as `tarfile_to_samples` does it, then with pairload's large read buffer; + the shuffle buffer; + the per-key crop; + writing batches into a ring slot (what a worker
-does). Then the tar-reading stage in N processes at once (does it scale with cores, or is memory the limit?).
+    python benchmarks/profile_wds.py SHARDS [--crop 256] [--samples 600] [--out F.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import time
 
 import numpy as np
 
 
-def _stage(shards: str, upto: str, limit: int = 600) -> float:
+def _webdataset_tar(files: list[str], limit: int) -> float:
     import webdataset as wds
 
-    from pairload.loaders.base import LoaderOptions
-    from pairload.loaders.wds import _Decode, _fill, _shard_error, _shared_targets, _tar_samples
-    from pairload.read.shards import ShardDataset
-
-    ds = ShardDataset(shards, "train")
-    urls = [str(p) for p in ds.files] * max(1, -(-limit // len(ds)))  # enough shards for `limit` samples
-    if upto == "read":
-        t, n = time.perf_counter(), 0
-        buf = bytearray(8 << 20)
-        for u in urls[:len(ds.files)]:
-            with open(u, "rb", buffering=0) as fh:
-                while got := fh.readinto(buf):
-                    n += got
-        return n / (ds.nbytes / len(ds)) / (time.perf_counter() - t)
-    opts = LoaderOptions.build(batch_size=32, crop=256)
-    tar = _tar_samples if upto != "tar-default" else wds.tarfile_to_samples(handler=_shard_error)
-    stages = [lambda: iter([{"url": u} for u in urls]), tar, _shared_targets]
-    if upto in ("shuffle", "crop", "fill"):
-        stages.append(wds.shuffle(256, initial=32, seed=0))
-    if upto in ("crop", "fill"):
-        stages.append(wds.map(_Decode()))
-    it = iter(wds.DataPipeline(*stages))
     t, n = time.perf_counter(), 0
-    if upto == "fill":
-        slot = np.empty(2 * 32 * 256 * 256 * 3, np.uint8)
-        while n < limit:
-            got = _fill(it, slot, 0, 32, 32, 256, opts.plan, 0, False)[0]
-            n += got
-            if got < 32:
-                break
-    else:
-        for _ in it:
-            n += 1
-            if n >= limit:
-                break
+    for sample in wds.tarfile_to_samples()(iter([{"url": f} for f in files])):
+        n += 1
+        if n == limit:
+            break
     return n / (time.perf_counter() - t)
 
 
-def _parallel(args) -> float:
-    from pairload.loaders.wds import _keep_large_buffers
+def _webdataset_tar_and_crop(files: list[str], limit: int, crop: int) -> float:
+    import webdataset as wds
 
-    _keep_large_buffers()  # as a wds worker does
-    return _stage(*args)
+    out = np.empty((2, crop, crop, 3), np.uint8)
+    t, n = time.perf_counter(), 0
+    for sample in wds.tarfile_to_samples()(iter([{"url": f} for f in files])):
+        if "low.npy" not in sample:
+            continue
+        for j, m in enumerate(("low.npy", "high.npy")):
+            a = np.load(__import__("io").BytesIO(sample[m]))
+            out[j] = a[:crop, :crop]
+        n += 1
+        if n == limit:
+            break
+    return n / (time.perf_counter() - t)
+
+
+def _offsets(shards: str, limit: int, crop: int) -> float:
+    from pairload.read.shards import ShardDataset
+    from pairload.workers.windows import fill
+
+    ds = ShardDataset(shards, "train")
+    n = min(limit, len(ds))
+    dst = np.empty((2, 32, crop, crop, 3), np.uint8)
+    idx = np.arange(n)
+    t = time.perf_counter()
+    for s in range(0, n - 31, 32):
+        fill(ds, dst, idx[s:s + 32], np.zeros(32, np.int64), np.zeros(32, np.int64))
+    return (n - n % 32) / (time.perf_counter() - t)
 
 
 def main() -> None:
+    from pairload.read.shards import ShardDataset
+
     ap = argparse.ArgumentParser()
     ap.add_argument("shards")
-    ap.add_argument("--procs", type=int, default=15)
+    ap.add_argument("--crop", type=int, default=256)
+    ap.add_argument("--samples", type=int, default=600)
     ap.add_argument("--out")
     a = ap.parse_args()
-    report = {"one_process_pairs_per_s": {}}
-    for upto in ("read", "tar-default", "tar", "shuffle", "crop", "fill"):
-        report["one_process_pairs_per_s"][upto] = round(_stage(a.shards, upto), 1)
-        print(upto, report["one_process_pairs_per_s"][upto], flush=True)
-    with mp.get_context("spawn").Pool(a.procs) as pool:
-        rates = pool.map(_parallel, [(a.shards, "fill", 200)] * a.procs)
-    report["parallel"] = {"procs": a.procs, "fill_pairs_per_s_each": [round(r, 1) for r in rates],
-                          "fill_pairs_per_s_total": round(sum(rates), 1)}
-    print(json.dumps(report["parallel"]))
+    files = [str(p) for p in ShardDataset(a.shards, "train").files]
+    for f in files:  # warm the page cache
+        with open(f, "rb") as fh:
+            while fh.read(1 << 24):
+                pass
+    rows = {"webdataset_tar_samples_per_s": round(_webdataset_tar(files, a.samples)),
+            "webdataset_tar_decode_crop_per_s": round(_webdataset_tar_and_crop(files, a.samples, a.crop)),
+            "manifest_offsets_crop_per_s": round(_offsets(a.shards, a.samples, a.crop))}
+    print(json.dumps(rows, indent=1))
     if a.out:
-        from pairload.format.atomic import write_json_atomic
-
-        write_json_atomic(a.out, report)
+        with open(a.out, "w") as fh:
+            json.dump({"what": "per-sample cost on one core, warm page cache", "crop": a.crop, **rows}, fh, indent=1)
 
 
 if __name__ == "__main__":

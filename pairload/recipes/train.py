@@ -445,16 +445,13 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     norm = Normalize(channels_last=channels_last).to(dev)
     train_loader = build_train_loader(cfg, info)
     val_loader = build_val_loader(cfg, info)
-    steps_per_epoch = len(train_loader) if cfg.max_steps is None else min(len(train_loader), cfg.max_steps)
+    # the schedule is sized from the plan of every epoch (a crop/batch schedule changes the step count per epoch)
+    per_epoch = [train_loader.batches_in(e) if cfg.max_steps is None else min(train_loader.batches_in(e), cfg.max_steps)
+                 for e in range(cfg.epochs)]
+    steps_per_epoch = per_epoch[0] if per_epoch else 0
     fused = {"fused": True} if dev.type == "cuda" else {}
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, **fused)
-    total_steps = cfg.epochs * steps_per_epoch
-    if cfg.crop_schedule:  # epochs of another batch size have another number of steps
-        total_steps = 0
-        for e in range(cfg.epochs):
-            train_loader.set_epoch(e)
-            total_steps += len(train_loader) if cfg.max_steps is None else min(len(train_loader), cfg.max_steps)
-        train_loader.set_epoch(0)
+    total_steps = sum(per_epoch)
     warmup = min(cfg.warmup_steps, max(1, total_steps // 10))  # a short run must still reach its learning rate
     if warmup < cfg.warmup_steps and info.is_main:
         log(f"warm-up shortened from {cfg.warmup_steps} to {warmup} steps (a tenth of this run's {total_steps} steps)")
