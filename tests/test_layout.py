@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-TORCH_FREE = ["pairload.format.schema", "pairload.format.atomic", "pairload.pack", "pairload.pack.synth",
-              "pairload.read", "pairload.read.assemble", "pairload.plan", "pairload.kinds", "pairload.errors"]
+TORCH_FREE = ["pairload.format.schema", "pairload.format.atomic", "pairload.raw", "pairload.raw.discover",
+              "pairload.raw.decode", "pairload.pack", "pairload.pack.synth", "pairload.read", "pairload.read.assemble",
+              "pairload.plan", "pairload.kinds", "pairload.errors"]
 LIBRARY = ["pairload.loaders", "pairload.loaders.ram", "pairload.loaders.wds", "pairload.batch", "pairload.devices"]
 
 
@@ -33,4 +34,5 @@ def test_the_documented_entry_points_still_work():
     out = subprocess.run([sys.executable, "-m", "pairload.train", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--shards" in out.stdout
     from pairload import Normalize, PairBatch, make_loader, open_shards  # noqa: F401
-    from pairload.pack import PackOptions, find_pairs, pack  # noqa: F401
+    from pairload.pack import PackOptions, pack  # noqa: F401
+    from pairload.raw import decode_rgb, find_pairs, probe_size  # noqa: F401
