@@ -1,5 +1,6 @@
 """The layout's import rules: the write side and the torch-free read side never import torch or DALI, the
-library never imports the recipes, and the documented entry points still work."""
+library never imports the recipes, the recipes never import the benchmark, and the documented entry points still
+work."""
 
 import subprocess
 import sys
@@ -10,6 +11,7 @@ TORCH_FREE = ["pairload.format.schema", "pairload.format.atomic", "pairload.raw"
               "pairload.raw.decode", "pairload.pack", "pairload.pack.synth", "pairload.read", "pairload.read.assemble",
               "pairload.plan", "pairload.kinds", "pairload.errors"]
 LIBRARY = ["pairload.loaders", "pairload.loaders.ram", "pairload.loaders.wds", "pairload.batch", "pairload.devices"]
+RECIPES = ["pairload.recipes.train", "pairload.recipes.model", "pairload.recipes.timing", "pairload.recipes.metrics"]
 
 
 def _loaded_after(module: str) -> set[str]:
@@ -28,6 +30,12 @@ def test_the_write_side_and_the_host_read_side_never_import_torch_or_dali(module
 def test_the_library_does_not_import_the_recipes_or_the_benchmark(module):
     loaded = _loaded_after(module)
     assert not [m for m in loaded if m.startswith(("pairload.recipes", "pairload.bench"))], module
+
+
+@pytest.mark.parametrize("module", RECIPES)
+def test_the_recipes_do_not_import_the_benchmark(module):
+    # one way only: bench uses the recipes' model and timing, the demo (pairload.demo) uses both
+    assert not [m for m in _loaded_after(module) if m.startswith("pairload.bench")], module
 
 
 def test_the_documented_entry_points_still_work():
