@@ -20,7 +20,7 @@ from pathlib import Path
 
 import cv2
 
-from pairload.pack.discover import find_pairs
+from pairload.raw.discover import find_pairs
 from pairload.pack.writer import PackOptions, pack
 
 

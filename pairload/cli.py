@@ -206,7 +206,7 @@ def demo(
     device: str = typer.Option("auto", help="auto (GPU when there is one), cpu or cuda."),
 ) -> None:
     """The main job on the embedded default data: synth, pack, verify, bench the loaders, train briefly."""
-    from .recipes.demo import run_demo
+    from .demo import run_demo
 
     run_demo(workdir, device=device, log=lambda m: out.print(m, highlight=False, markup=False))
 

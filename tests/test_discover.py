@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pairload.pack.discover import find_pairs
+from pairload.raw.discover import find_pairs
 
 from conftest import make_raw
 
@@ -62,7 +62,7 @@ def test_an_unreadable_folder_is_refused_by_name_not_skipped(tmp_path, where):
     (raw / "low" / "sub").mkdir()
     (raw / where).chmod(0o000)
     try:
-        res = _with_permissions(f"from pairload.pack.discover import find_pairs; find_pairs({str(raw)!r}, skip_unmatched=True)")
+        res = _with_permissions(f"from pairload.raw.discover import find_pairs; find_pairs({str(raw)!r}, skip_unmatched=True)")
     finally:
         (raw / where).chmod(0o755)
     assert res.returncode != 0

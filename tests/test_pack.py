@@ -278,7 +278,7 @@ def test_repack_over_an_older_pack_removes_its_stale_shards(raw, tmp_path):
 
 
 def test_packing_imports_neither_torch_nor_dali():
-    code = ("import sys, pairload, pairload.pack.writer, pairload.pack.synth, pairload.read.shards, pairload.pack.discover\n"
+    code = ("import sys, pairload, pairload.pack.writer, pairload.pack.synth, pairload.read.shards, pairload.raw.discover\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or 'dali' in m))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
@@ -383,7 +383,7 @@ def test_file_names_that_are_not_utf8_pack_with_their_bytes_in_the_key(tmp_path)
 def test_a_photo_beyond_pillows_decompression_bomb_limit_is_probed(tmp_path):
     from PIL import Image
 
-    from pairload.pack.decode import probe_size
+    from pairload.raw.decode import probe_size
 
     h, w = 9000, (Image.MAX_IMAGE_PIXELS * 2) // 9000 + 8  # just over the size at which Pillow refuses to open
     path = tmp_path / "big.png"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import cv2
 
-from pairload.pack.discover import IMAGE_EXTS
+from pairload.raw.discover import IMAGE_EXTS
 
 
 def _convert(job: tuple[Path, Path, str, int]) -> None:

@@ -356,7 +356,7 @@ def measure_cold(name: str, cfg: BenchConfig, device: torch.device, workers: int
 
 
 def build_loader(name: str, cfg: BenchConfig, device: torch.device, workers: int, rank: int = 0, world_size: int = 1):
-    from ..pack.discover import find_pairs
+    from ..raw.discover import find_pairs
     from ..loaders import make_loader
 
     common = dict(split=cfg.split, batch_size=cfg.batch_size, crop=cfg.crop, device=str(device), rank=rank,
@@ -472,7 +472,7 @@ def decode_rate(raw: str | None, split: str, seconds: float = 2.0) -> dict | Non
         return None
     import cv2
 
-    from ..pack.discover import find_pairs
+    from ..raw.discover import find_pairs
 
     pairs = find_pairs(raw).splits().get(split, [])[:64]
     if not pairs:

@@ -17,8 +17,8 @@ from typing import Callable
 
 import numpy as np
 
-from .decode import decode_rgb
-from .discover import IMAGE_EXTS
+from ..raw.decode import decode_rgb
+from ..raw.discover import IMAGE_EXTS
 from ..errors import ConfigError, MissingDependencyError, PairloadError
 from ..format.atomic import write_bytes_atomic, write_json_atomic
 

@@ -24,8 +24,8 @@ from typing import Callable
 
 from ..format import schema
 from ..format.atomic import is_temp_of, write_json_atomic
-from .decode import _silence_cv2, decode_rgb, probe_size, target_size
-from .discover import Pair, find_pairs
+from ..raw.decode import _silence_cv2, decode_rgb, probe_size, target_size
+from ..raw.discover import Pair, find_pairs
 from ..errors import ConfigError, ImageError, PairloadError
 
 DEFAULT_SHARD_SIZE = 256 * 1024**2

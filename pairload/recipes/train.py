@@ -370,7 +370,7 @@ def dataset_fingerprint(cfg: TrainConfig) -> str:
             for sh in read_manifest(folder)["splits"].get(cfg.train_split, {}).get("shards", []):
                 h.update(sh["sha256"].encode())
     else:
-        from ..pack.discover import find_pairs
+        from ..raw.discover import find_pairs
 
         for p in find_pairs(cfg.raw).pairs:
             h.update(f"{p.split}\t{p.low_rel}\t{p.high_rel}\n".encode("utf-8", "surrogateescape"))

@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from ...batch import batch_from_hwc
-from ...pack.decode import probe_size
-from ...pack.discover import find_pairs
+from ...raw.decode import probe_size
+from ...raw.discover import find_pairs
 from ...errors import ConfigError, ImageError, LoaderError, MissingDependencyError, PairingError, PairloadError
 from ..base import LoaderOptions, PlannedLoader, check_options
 from ..ring import HostWindows
@@ -538,7 +538,7 @@ class FileSource(PairedSource):
         return PairedNodes(outs[0], outs[1], self, (labs[0], labs[1], expect))
 
     def _diagnose(self, plans: list[BatchPlan], b: int) -> PairloadError | None:
-        from ...pack.decode import decode_rgb
+        from ...raw.decode import decode_rgb
 
         for bp in plans[b:b + self.prefetch + 2]:  # DALI may have failed on a batch it was prefetching
             for i in bp.index.tolist():

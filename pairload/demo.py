@@ -30,13 +30,13 @@ GPU = DemoSizes(pairs=256, test=16, size=(600, 400), crop=256, batch=32, width=3
 
 def run_demo(workdir: str | Path = "pairload-demo", *, device: str = "auto",
              log: Callable[[str], None] = print) -> dict:
-    from ..bench.loaders import BenchConfig, plot, run_bench
-    from ..pack.writer import PackOptions, pack
-    from ..format.schema import write_json_atomic
-    from ..read.shards import verify
-    from ..pack.synth import SynthOptions, synth
-    from .train import TrainConfig, run
-    from ..distributed import dist_info
+    from .bench.loaders import BenchConfig, plot, run_bench
+    from .pack.writer import PackOptions, pack
+    from .format.schema import write_json_atomic
+    from .read.shards import verify
+    from .pack.synth import SynthOptions, synth
+    from .recipes.train import TrainConfig, run
+    from .distributed import dist_info
 
     info = dist_info(device, env={})  # an unusable --device is refused before any work is done
     dev = str(info.device) if info.device.type == "cpu" else "cuda"
