@@ -141,6 +141,23 @@ for stage in "$@"; do
         $PY benchmarks/bench_memory.py "$W4/shards" --loader ram --ranks 4 --workers $K --seconds 10 \
           --out "$R/memory-ram-4ranks-${K}workers.json" | grep -E "pss|within"
       done ;;
+    ab|ab-unet)
+      # A/B against the previous commit, interleaved in one session (machines differ by +-20%): its package is
+      # unpacked under .ab/old (`git archive <commit> pairload | tar -x -C .ab/old`) and carried along
+      data || exit 1
+      if [ "$stage" = ab ]; then what="--loaders ram,ram-resident,wds,dali-external"; else what="--loaders ram,wds,dali-external --consumer unet"; fi
+      for round in 1 2; do
+        for side in old new; do
+          P=$PWD; [ $side = old ] && P=$PWD/.ab/old
+          stamp "$stage $side round $round"
+          PYTHONPATH=/tmp/site:$P $PY -m pairload.cli bench-loaders "$W/shards" $what --workers $((CORES - 1)) \
+            --seconds 5 --repeats 3 --out "$R/$stage-$side-$round.json" 2>&1 | tail -9
+        done
+      done ;;
+    profile-wds)
+      data || exit 1
+      stamp profile-wds
+      $PY benchmarks/profile_wds.py "$W/shards" --out "$R/profile-wds.json" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
