@@ -146,12 +146,14 @@ for stage in "$@"; do
       # unpacked under .ab/old (`git archive <commit> pairload | tar -x -C .ab/old`) and carried along
       data || exit 1
       if [ "$stage" = ab ]; then what="--loaders ram,ram-resident,wds,dali-external"; else what="--loaders ram,wds,dali-external --consumer unet"; fi
-      for round in 1 2; do
+      what=${AB_WHAT:-$what}  # e.g. AB_WHAT="--loaders ram" AB_ROUNDS="1 2 3 4" for one kind, more rounds
+      for round in ${AB_ROUNDS:-1 2}; do
         for side in old new; do
+          # run from the side's own folder: `python -m` puts the working folder first on sys.path
           P=$PWD; [ $side = old ] && P=$PWD/.ab/old
-          stamp "$stage $side round $round"
-          PYTHONPATH=/tmp/site:$P $PY -m pairload.cli bench-loaders "$W/shards" $what --workers $((CORES - 1)) \
-            --seconds 5 --repeats 3 --out "$R/$stage-$side-$round.json" 2>&1 | tail -9
+          stamp "$stage $side round $round: $(cd "$P" && $PY -c 'import pairload; print(pairload.__file__)')"
+          (cd "$P" && PYTHONPATH=/tmp/site:$P $PY -m pairload.cli bench-loaders "$W/shards" $what --workers $((CORES - 1)) \
+            --seconds 5 --repeats 3 --out "$R/$stage-$side-$round.json" 2>&1 | tail -9)
         done
       done ;;
     profile-wds)

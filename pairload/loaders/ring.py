@@ -109,6 +109,7 @@ class WorkerPool:
         self.conns: list[Connection] = []
         self.busy: list[int] = []
         self.ready: set[int] = set()
+        self._results: deque = deque()  # (slot, error) read from the workers, not yet taken by get()
         self._checked = time.monotonic()
         self._finalizer = weakref.finalize(self, WorkerPool._teardown, self.procs, self.conns, self.shm, self.tensor,
                                            self.pinned)
@@ -163,6 +164,9 @@ class WorkerPool:
         return f"loader worker {self.name}-{k} (pid {self.procs[k].pid})"
 
     def submit(self, task: WindowTask) -> None:
+        """Hand `task` to the worker with the fewest tasks in hand (results already sent are read first, so the
+        counts are current)."""
+        self._collect(0)
         k = min(range(len(self.conns)), key=self.busy.__getitem__)
         try:
             self.conns[k].send(task)
@@ -171,30 +175,32 @@ class WorkerPool:
             raise LoaderError(f"{self.who(k)} stopped taking tasks; restart the job") from None
         self.busy[k] += 1
 
-    def _poll(self):
-        """At most POLL_S of waiting for worker messages: READY and FAILED are handled here, the first result is
-        returned (else None). Every worker's liveness is checked at least every POLL_S seconds: a batch lost with a
-        dead worker would otherwise be waited for forever."""
+    def _collect(self, timeout: float) -> None:
+        """Read every message the workers have sent, waiting at most `timeout` s for the first: READY and FAILED
+        are handled here, results queued for `get()`. Every worker's liveness is checked at least every POLL_S
+        seconds: a batch lost with a dead worker would otherwise be waited for forever."""
         now = time.monotonic()
         if now - self._checked > self.POLL_S:
             self._checked = now
             self.check_alive()
-        for conn in wait(self.conns, timeout=self.POLL_S):
+        for conn in wait(self.conns, timeout=timeout):
             k = self.conns.index(conn)
             try:
-                msg = conn.recv()
+                while True:
+                    msg = conn.recv()
+                    if msg[0] == READY:
+                        self.ready.add(k)
+                    elif msg[0] == FAILED:
+                        raise worker_error(msg[1], f"{self.who(k)} (starting)")
+                    elif msg[0] == DONE:
+                        self.busy[k] -= 1
+                        self._results.append((msg[1], None if msg[2] is None else (msg[2], self.who(k))))
+                    if not conn.poll():
+                        break
             except (EOFError, OSError):
                 self.procs[k].wait(timeout=5)
                 self.check_alive()
                 raise LoaderError(f"{self.who(k)} closed its connection; restart the job") from None
-            if msg[0] == READY:
-                self.ready.add(k)
-            elif msg[0] == FAILED:
-                raise worker_error(msg[1], f"{self.who(k)} (starting)")
-            elif msg[0] == DONE:
-                self.busy[k] -= 1
-                return msg[1], (None if msg[2] is None else (msg[2], self.who(k)))
-        return None
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         """Block until every worker has started (opened what it needs and attached the ring)."""
@@ -202,13 +208,13 @@ class WorkerPool:
         while len(self.ready) < len(self.procs):
             if time.monotonic() > deadline:
                 raise LoaderError(f"loader workers did not start within {timeout:.0f} s")
-            self._poll()  # no task has been given yet: only READY or FAILED can come
+            self._collect(self.POLL_S)  # no task has been given yet: only READY or FAILED can come
 
     def get(self) -> tuple[int, object]:
         """The next (slot, error or None) from any worker; raises LoaderError naming a worker that died."""
-        while (msg := self._poll()) is None:
-            pass
-        return msg
+        while not self._results:
+            self._collect(self.POLL_S)
+        return self._results.popleft()
 
     def check_alive(self) -> None:
         dead = [k for k, p in enumerate(self.procs) if p.poll() is not None]
