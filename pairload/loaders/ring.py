@@ -3,8 +3,9 @@ the loop that feeds planned batches through them (`HostWindows`, used by `ram`, 
 
 Workers are started as `python -m pairload.workers` (`pairload.workers`), each on a private socket: they import
 neither torch nor the user's script, so they stay small, start in well under a second, and a script needs no
-`if __name__ == "__main__":` guard. The parent plans every batch and sends each worker self-contained tasks
-(`WindowTask`: slot, rows, windows, codes); results come back as slot numbers. A worker exits when its socket
+`if __name__ == "__main__":` guard. The parent plans every batch and puts self-contained tasks (`WindowTask`:
+slot, rows, windows, codes) on one task socket that every worker reads from, so the first idle worker takes the
+next task; results come back as slot numbers on each worker's own connection. A worker exits when its socket
 closes, so a killed loader leaves none behind. Every wait has a timeout and checks that all workers are alive: a
 dead worker becomes a `LoaderError` naming it, never a hang. The ring is page-locked on a GPU so host-to-device
 copies are asynchronous.
@@ -13,6 +14,7 @@ copies are asynchronous.
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import socket
 import subprocess
@@ -29,9 +31,9 @@ import numpy as np
 import torch
 
 from .. import errors
-from ..errors import LoaderError, WorkerError
+from ..errors import ConfigError, LoaderError, WorkerError
 from ..plan import BatchPlan, PlanConfig
-from ..workers.serve import DONE, FAILED, READY
+from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY
 from ..workers.windows import WindowTask, fill, slot_view
 
 Run = tuple  # (epoch, consumed): one pass over an epoch, or over the rest of a started one
@@ -90,8 +92,8 @@ def _size(path) -> int:
 
 class WorkerPool:
     """`num_workers` worker processes over one ring of `depth` slots of `slot_bytes`, each given the `dataset` it
-    reads from. `submit(task)` hands a task to the least busy worker, `get()` returns the next (slot, error).
-    Torn down by `close()` or when garbage collected."""
+    reads from. `submit(task)` puts a task on the shared task socket (the next idle worker takes it), `get()`
+    returns the next (slot, error). Torn down by `close()` or when garbage collected."""
 
     POLL_S = 0.5
 
@@ -107,35 +109,34 @@ class WorkerPool:
             self.pinned = int(err) == 0  # otherwise copies still work, synchronously
         self.procs: list[subprocess.Popen] = []
         self.conns: list[Connection] = []
-        self.busy: list[int] = []
+        self.tasks, theirs_tasks = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.ready: set[int] = set()
         self._results: deque = deque()  # (slot, error) read from the workers, not yet taken by get()
         self._checked = time.monotonic()
-        self._finalizer = weakref.finalize(self, WorkerPool._teardown, self.procs, self.conns, self.shm, self.tensor,
-                                           self.pinned)
+        self._finalizer = weakref.finalize(self, WorkerPool._teardown, self.procs, self.conns, self.tasks, self.shm,
+                                           self.tensor, self.pinned)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
         setup = ("setup", {"ring": (self.shm.name, depth, slot_bytes), "dataset": dataset})
-        for _ in range(num_workers):
-            mine, theirs = socket.socketpair()
-            try:
-                proc = subprocess.Popen([sys.executable, "-m", "pairload.workers", str(theirs.fileno())],
-                                        pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
-            finally:
-                theirs.close()
-            conn = Connection(mine.detach())
-            self.procs.append(proc)
-            self.conns.append(conn)
-            self.busy.append(0)
-            conn.send(setup)
+        try:
+            for _ in range(num_workers):
+                mine, theirs = socket.socketpair()
+                try:
+                    fds = (theirs.fileno(), theirs_tasks.fileno())
+                    proc = subprocess.Popen([sys.executable, "-m", "pairload.workers", *map(str, fds)], pass_fds=fds,
+                                            stdin=subprocess.DEVNULL, env=env)
+                finally:
+                    theirs.close()
+                conn = Connection(mine.detach())
+                self.procs.append(proc)
+                self.conns.append(conn)
+                conn.send(setup)
+        finally:
+            theirs_tasks.close()  # the workers hold it now; the loader's end closing is what tells them it is gone
 
     @staticmethod
-    def _teardown(procs, conns, shm, tensor, pinned) -> None:
-        for conn in conns:
-            try:
-                conn.send(None)
-            except (OSError, ValueError):
-                pass
+    def _teardown(procs, conns, tasks, shm, tensor, pinned) -> None:
+        tasks.close()  # every worker sees the end of its task socket and exits after the task in hand
         deadline = time.monotonic() + 5
         for p in procs:
             try:
@@ -164,16 +165,16 @@ class WorkerPool:
         return f"loader worker {self.name}-{k} (pid {self.procs[k].pid})"
 
     def submit(self, task: WindowTask) -> None:
-        """Hand `task` to the worker with the fewest tasks in hand (results already sent are read first, so the
-        counts are current)."""
-        self._collect(0)
-        k = min(range(len(self.conns)), key=self.busy.__getitem__)
+        """Queue `task` for whichever worker is free first."""
+        data = pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(data) > MAX_TASK_BYTES:
+            raise ConfigError(f"a batch of {len(task.index)} rows makes a task of {len(data)} bytes, more than the "
+                              f"workers take ({MAX_TASK_BYTES}); use a batch_size below 2048")
         try:
-            self.conns[k].send(task)
-        except OSError:  # its end is closed: it died; say how
+            self.tasks.sendall(data)
+        except OSError:
             self.check_alive()
-            raise LoaderError(f"{self.who(k)} stopped taking tasks; restart the job") from None
-        self.busy[k] += 1
+            raise LoaderError("the loader workers stopped taking tasks; restart the job") from None
 
     def _collect(self, timeout: float) -> None:
         """Read every message the workers have sent, waiting at most `timeout` s for the first: READY and FAILED
@@ -193,7 +194,6 @@ class WorkerPool:
                     elif msg[0] == FAILED:
                         raise worker_error(msg[1], f"{self.who(k)} (starting)")
                     elif msg[0] == DONE:
-                        self.busy[k] -= 1
                         self._results.append((msg[1], None if msg[2] is None else (msg[2], self.who(k))))
                     if not conn.poll():
                         break

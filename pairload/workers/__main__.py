@@ -1,4 +1,5 @@
-"""`python -m pairload.workers FD`: serve tasks on the socket inherited as file descriptor FD."""
+"""`python -m pairload.workers CONN_FD TASKS_FD`: serve the loader on its own connection and the shared task socket,
+both inherited as file descriptors."""
 
 from .serve import main
 

@@ -2,16 +2,20 @@
 until the loader is gone (its end of the socket closes). Every failure goes back to the loader with its type
 name, message and traceback text; nothing is printed here.
 
-Messages, loader → worker: ("setup", {"ring": (shm name, depth, slot bytes), "dataset": ShardDataset}),
-then tasks (`WindowTask`), then None. Worker → loader: ("ready", pid) or ("failed", error) once, then
-("done", slot, None | error) per task; an error is (type name, message, traceback text).
+Two channels. Each worker's own connection: loader → worker ("setup", {"ring": (shm name, depth, slot bytes),
+"dataset": ShardDataset}) once; worker → loader ("ready", pid) or ("failed", error) once, then ("done", slot,
+None | error) per task; an error is (type name, message, traceback text). And one task socket shared by every
+worker (SOCK_SEQPACKET: each message, a pickled `WindowTask` or None, goes whole to exactly one worker), so an
+idle worker takes the next task whoever would have been "due" (no batch waits behind a busy worker).
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import pickle
 import signal
+import socket
 import sys
 import traceback
 from multiprocessing.connection import Connection
@@ -21,6 +25,7 @@ import numpy as np
 from .windows import WindowTask, run_window
 
 READY, FAILED, DONE = "ready", "failed", "done"
+MAX_TASK_BYTES = 128 << 10  # a task is a batch's rows (a few KB); within the kernel's default socket buffer
 SHM_DIR = "/dev/shm"
 
 
@@ -53,7 +58,7 @@ def _keep_large_buffers() -> None:
         pass
 
 
-def serve(conn: Connection) -> int:
+def serve(conn: Connection, tasks: socket.socket) -> int:
     try:
         kind, setup = conn.recv()
         if kind != "setup":
@@ -68,9 +73,12 @@ def serve(conn: Connection) -> int:
     conn.send((READY, os.getpid()))
     while True:
         try:
-            task = conn.recv()
-        except (EOFError, OSError):  # the loader is gone: nothing is left to serve
+            data = tasks.recv(MAX_TASK_BYTES)
+        except OSError:
             return 0
+        if not data:  # the loader is gone (its end of the task socket closed): nothing is left to serve
+            return 0
+        task = pickle.loads(data)
         if task is None:
             return 0
         try:
@@ -92,4 +100,4 @@ def main(argv: list[str] | None = None) -> int:
     # loader's own handling (closing the pool) is what should answer it, not a traceback from every worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _keep_large_buffers()
-    return serve(Connection(int(argv[0])))
+    return serve(Connection(int(argv[0])), socket.socket(fileno=int(argv[1])))
