@@ -123,3 +123,15 @@ def test_unknown_options_name_the_accepted_ones(data, name):
     with pytest.raises(ConfigError, match=rf"make_loader\('{kind}'\): unknown option\(s\) bogus; this kind accepts .*"
                                           r"CPU parallelism is num_workers for every kind"):
         build(data, name, bogus=1)
+
+
+@pytest.mark.dali
+@pytest.mark.parametrize("kind", ["external", "file"])
+def test_paired_source_names_an_unknown_option_as_make_loader_does(data, kind):
+    pytest.importorskip("nvidia.dali")
+    from pairload.dali import paired_source
+
+    source = data / ("shards" if kind == "external" else "raw")
+    with pytest.raises(ConfigError, match=rf"paired_source\(kind='{kind}'\): unknown option\(s\) unknown; this kind "
+                                          r"accepts .*prefetch"):
+        paired_source(source, kind=kind, batch_size=2, crop=16, unknown=1)

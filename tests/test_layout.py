@@ -44,3 +44,11 @@ def test_the_documented_entry_points_still_work():
     from pairload import Normalize, PairBatch, make_loader, open_shards  # noqa: F401
     from pairload.pack import PackOptions, pack  # noqa: F401
     from pairload.raw import decode_rgb, find_pairs, probe_size  # noqa: F401
+
+
+@pytest.mark.parametrize("module", ["pairload.plan", "pairload.workers.serve"])
+def test_the_planner_and_the_workers_never_import_the_loaders(module):
+    loaded = _loaded_after(module)
+    assert not [m for m in loaded if m.startswith("pairload.loaders")], module
+    if module.startswith("pairload.workers"):
+        assert not [m for m in loaded if m.startswith("pairload.plan")], "workers execute, they never plan"

@@ -110,3 +110,17 @@ def test_verify_warns_about_leftovers_of_an_interrupted_pack(packed):
     res = subprocess.run([sys.executable, "-m", "pairload.cli", "verify", str(packed)], capture_output=True, text=True)
     assert res.returncode == 0 and "ok:" in res.stdout
     assert "warning: 1 temporary file(s) of an interrupted pack (4.0 KB: train-000009.tar.partial)" in res.stderr
+
+
+def test_a_mix_maps_every_shard_of_its_sources(packed):
+    from pairload.read.shards import ShardDataset, open_shards
+
+    mix = open_shards({"a": packed, "b": (packed, "test")})
+    a, b = ShardDataset(packed, "train"), ShardDataset(packed, "test")
+    assert mix.shard_samples == a.shard_samples + b.shard_samples
+    assert sum(mix.shard_samples) == len(mix)
+    last = len(a.files) + len(b.files) - 1
+    assert mix.shard_map(len(a.files)).tobytes() == b.shard_map(0).tobytes()
+    assert len(mix.shard_map(last)) == b.files[-1].stat().st_size
+    with pytest.raises(IndexError, match="past the last shard"):
+        mix.shard_map(last + 1)
