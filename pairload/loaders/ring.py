@@ -98,6 +98,9 @@ class WorkerPool:
     POLL_S = 0.5
 
     def __init__(self, dataset, *, num_workers: int, depth: int, slot_bytes: int, pin: bool, name: str):
+        if not hasattr(socket, "SOCK_SEQPACKET") or not os.path.isdir("/dev/shm"):
+            raise ConfigError(f"num_workers={num_workers}: loader worker processes need Linux (a shared task socket "
+                              "and /dev/shm); use num_workers=0 on this system")
         self.depth, self.slot_bytes, self.name = depth, slot_bytes, name
         self.files, self.file_bytes = list(dataset.files), list(dataset.shard_bytes)
         self.shm = shared_memory.SharedMemory(create=True, size=depth * slot_bytes)
