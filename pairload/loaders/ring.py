@@ -120,7 +120,6 @@ class WorkerPool:
                                            self.tensor, self.pinned)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
-        setup = ("setup", {"ring": (self.shm.name, depth, slot_bytes), "dataset": dataset})
         try:
             for _ in range(num_workers):
                 mine, theirs = socket.socketpair()
@@ -130,12 +129,20 @@ class WorkerPool:
                                             stdin=subprocess.DEVNULL, env=env)
                 finally:
                     theirs.close()
-                conn = Connection(mine.detach())
                 self.procs.append(proc)
-                self.conns.append(conn)
-                conn.send(setup)
+                self.conns.append(Connection(mine.detach()))
         finally:
             theirs_tasks.close()  # the workers hold it now; the loader's end closing is what tells them it is gone
+        # all started before any setup is sent: a large split's index would otherwise wait for each start in turn
+        setup = pickle.dumps(("setup", {"ring": (self.shm.name, depth, slot_bytes), "dataset": dataset}),
+                             protocol=pickle.HIGHEST_PROTOCOL)
+        for k, conn in enumerate(self.conns):
+            try:
+                conn.send_bytes(setup)
+            except OSError:  # it died before it read its setup: say how
+                self.procs[k].wait(timeout=5)
+                self.check_alive()
+                raise LoaderError(f"{self.who(k)} closed its connection before it started; restart the job") from None
 
     @staticmethod
     def _teardown(procs, conns, tasks, shm, tensor, pinned) -> None:

@@ -27,10 +27,10 @@ class ShardDataset:
 
     def __init__(self, shards_dir: str | os.PathLike, split: str = "train"):
         self.root = Path(shards_dir)
-        self.manifest = schema.read_manifest(self.root)
-        self.index = schema.split_index(self.manifest, split, str(self.root / schema.MANIFEST))
+        manifest = schema.read_manifest(self.root)
+        self.index = schema.split_index(manifest, split, str(self.root / schema.MANIFEST))
         self.split = split
-        entries = self.manifest["splits"][split]["shards"]
+        entries = manifest["splits"][split]["shards"]  # (kept out of the object: workers receive it pickled)
         self.shard_bytes = [int(entry["bytes"]) for entry in entries]
         self.check_files()
         self._maps: list[np.ndarray | None] = [None] * len(entries)

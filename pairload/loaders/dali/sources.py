@@ -636,6 +636,9 @@ class PairedIterator:
     def __len__(self) -> int:
         return len(self.source)
 
+    def batches_in(self, epoch: int) -> int:
+        return self.source.batches_in(epoch)
+
     def __enter__(self):
         return self
 
