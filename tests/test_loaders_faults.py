@@ -99,10 +99,14 @@ print(n, started, max(uss), flush=True)
 """
 
 
-def test_a_script_without_a_main_guard_works_and_its_workers_stay_small(packed):
+@pytest.mark.parametrize("how", ["script", "-c"])
+def test_a_script_without_a_main_guard_works_and_its_workers_stay_small(packed, tmp_path, how):
     # the workers start as `python -m pairload.workers`: they never import the script (nor torch, which it does)
-    res = subprocess.run([sys.executable, "-c", NO_GUARD.replace("SHARDS", repr(str(packed)))], capture_output=True,
-                         text=True, timeout=120)
+    code = NO_GUARD.replace("SHARDS", repr(str(packed)))
+    script = tmp_path / "noguard.py"
+    script.write_text(code)
+    res = subprocess.run([sys.executable, *((str(script),) if how == "script" else ("-c", code))],
+                         capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     n, started, uss = res.stdout.split()
     assert int(n) == len(make_loader("ram", packed, batch_size=2, crop=16)) * 2
