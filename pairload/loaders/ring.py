@@ -140,8 +140,7 @@ class WorkerPool:
             try:
                 conn.send_bytes(setup)
             except OSError:  # it died before it read its setup: say how
-                self.procs[k].wait(timeout=5)
-                self.check_alive()
+                self._reap(k)
                 raise LoaderError(f"{self.who(k)} closed its connection before it started; restart the job") from None
 
     @staticmethod
@@ -208,8 +207,7 @@ class WorkerPool:
                     if not conn.poll():
                         break
             except (EOFError, OSError):
-                self.procs[k].wait(timeout=5)
-                self.check_alive()
+                self._reap(k)
                 raise LoaderError(f"{self.who(k)} closed its connection; restart the job") from None
 
     def wait_ready(self, timeout: float = 120.0) -> None:
@@ -225,6 +223,14 @@ class WorkerPool:
         while not self._results:
             self._collect(self.POLL_S)
         return self._results.popleft()
+
+    def _reap(self, k: int) -> None:
+        """Worker k's connection broke: wait briefly for it to end, and raise how it did (if it did)."""
+        try:
+            self.procs[k].wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self.check_alive()
 
     def check_alive(self) -> None:
         dead = [k for k, p in enumerate(self.procs) if p.poll() is not None]
