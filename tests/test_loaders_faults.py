@@ -159,3 +159,104 @@ def test_a_shard_truncated_under_running_workers_is_named(tmp_path):
             loader.set_epoch(epoch + 1)
             it = iter(loader)
     loader.close()
+
+
+def _repack_in_place(shards: Path) -> None:
+    """What a re-pack into the same folder does to a running loader's files: each shard replaced by rename with a
+    file of the same name and size whose pixel bytes differ."""
+    for path in sorted(shards.glob("*.tar")):
+        data = bytearray(path.read_bytes())
+        data[-2048:-1024] = bytes(255 - b for b in data[-2048:-1024])  # inside the last sample's pixels or padding
+        tmp = path.with_name(path.name + ".new")
+        tmp.write_bytes(bytes(data))
+        os.replace(tmp, path)
+
+
+@pytest.mark.parametrize("kind, workers", [("ram", 0), ("ram", 2), ("wds", 2),
+                                           pytest.param("dali-external", 0, marks=pytest.mark.dali)])
+def test_shards_replaced_under_a_loader_are_an_error_not_a_mix_of_two_packs(packed, tmp_path, kind, workers):
+    if kind.startswith("dali"):
+        pytest.importorskip("nvidia.dali")
+    import shutil
+
+    shards = tmp_path / "copy"
+    shutil.copytree(packed, shards)
+    loader = make_loader(kind, shards, batch_size=2, crop=16, num_workers=workers)
+    assert len(list(loader)) == len(loader)
+    _repack_in_place(shards)
+    loader.set_epoch(1)
+    with pytest.raises(LoaderError, match=r"\.tar: replaced or rewritten since the loader opened .*would mix two packs"):
+        for _ in loader:
+            pass
+    loader.close()
+    fresh = make_loader(kind, shards, batch_size=2, crop=16)  # a new loader over the new pack is fine
+    assert len(list(fresh)) == len(fresh)
+
+
+TRUNCATE_INLINE = """
+import os, sys
+import pairload
+loader = pairload.make_loader("ram", sys.argv[1], batch_size=2, crop=16, num_workers=0, shuffle=False)
+it = iter(loader)
+next(it)
+victim = loader.ds.files[-1]
+os.truncate(victim, 4096)
+for _ in it:
+    pass
+"""
+
+
+def test_a_shard_truncated_under_a_loader_without_workers_is_named_not_a_sigbus(packed, tmp_path):
+    import shutil
+
+    shards = tmp_path / "copy"
+    shutil.copytree(packed, shards)
+    res = subprocess.run([sys.executable, "-c", TRUNCATE_INLINE, str(shards)], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 1, (res.returncode, res.stderr[-500:])  # an exception, not death by SIGBUS (-7)
+    assert "ShardError" in res.stderr and "the shard is truncated or was replaced" in res.stderr
+    assert sorted(shards.glob("*.tar"))[-1].name in res.stderr
+
+
+def test_a_stopped_worker_is_named_after_the_timeout_instead_of_hanging(packed):
+    others = {p.pid for p in _workers()}
+    loader = make_loader("ram", packed, batch_size=2, crop=16, num_workers=1, timeout=2)
+    next(iter(loader))
+    (victim,) = [p for p in _workers() if p.pid not in others]
+    os.kill(victim.pid, signal.SIGSTOP)
+    start = time.monotonic()
+    try:
+        with pytest.raises(LoaderError, match=rf"no batch from the loader workers in 2 s: loader worker pairload-ram-0 "
+                                              rf"\(pid {victim.pid}\) is stopped \(SIGSTOP or a debugger"):
+            for epoch in range(1000):
+                loader.set_epoch(epoch)
+                for _ in loader:
+                    pass
+        assert time.monotonic() - start < 30
+    finally:
+        try:
+            os.kill(victim.pid, signal.SIGCONT)
+        except ProcessLookupError:  # the loader already ended it when it gave up
+            pass
+        loader.close()
+
+
+def test_a_shm_too_small_for_the_ring_says_how_to_fix_it(packed, monkeypatch):
+    import pairload.loaders.ring as ring
+
+    real = os.statvfs
+
+    class Small:
+        f_bavail, f_frsize = 64 * 2**20 // 4096, 4096  # Docker's default /dev/shm: 64 MB
+
+    monkeypatch.setattr(ring.os, "statvfs", lambda p: Small() if p == "/dev/shm" else real(p))
+    loader = make_loader("ram", packed, batch_size=1024, crop=40, num_workers=8, last_batch="pad")  # a 137 MB ring
+    with pytest.raises(pairload_errors().ConfigError, match=r"the loader's ring needs \d+ MB of shared memory .* but "
+                                                            r"/dev/shm has 64 MB free; .*--shm-size"):
+        next(iter(loader))
+
+
+def pairload_errors():
+    import pairload.errors
+
+    return pairload.errors

@@ -18,12 +18,13 @@ from .ring import HostWindows
 
 class HostLoader(PlannedLoader):
     """Planned batches of packed shards, cut on the host by `num_workers` worker processes (or by this process
-    with none) and copied to the device on a side stream."""
+    with none) and copied to the device on a side stream. `timeout`: seconds to wait for a batch from the workers
+    before a `LoaderError` names the stopped or stuck ones."""
 
     NAME = "pairload"
 
     def __init__(self, source: str | os.PathLike | ShardDataset, opts: LoaderOptions, *, prefetch: int = 4,
-                 shards: Shards | None = None):
+                 timeout: float = 300.0, shards: Shards | None = None):
         if prefetch < 1:
             raise ConfigError(f"prefetch={prefetch}: expected at least 1 batch")
         self.ds = open_shards(source, opts.split)
@@ -33,7 +34,8 @@ class HostLoader(PlannedLoader):
         self._stage = DeviceStage(self.device)
         # on a CPU device the host side applies the flips while copying (nearly free there, a full pass later)
         self._host = HostWindows(self.ds, self.cfg, self.plan_for, num_workers=opts.num_workers, prefetch=prefetch,
-                                 pin=self._cuda, apply_codes=not self._cuda, name=self.NAME)
+                                 pin=self._cuda, apply_codes=not self._cuda, name=self.NAME,
+                                 timeout=timeout)
 
     def start_workers(self) -> None:
         """Start the worker processes now and wait until they are ready (no shard data is read), so that the first

@@ -43,8 +43,8 @@ class RamLoader(HostLoader):
     NAME = "pairload-ram"
 
     def __init__(self, source: str | os.PathLike | ShardDataset, opts: LoaderOptions, *, resident: bool = False,
-                 prefetch: int = 4):
-        super().__init__(source, opts, prefetch=prefetch)
+                 prefetch: int = 4, timeout: float = 300.0):
+        super().__init__(source, opts, prefetch=prefetch, timeout=timeout)
         self.resident = resident
         _warn_if_larger_than_memory(self.ds)
         self._store = DeviceStore(self.ds, self.hw, self.device) if resident else None

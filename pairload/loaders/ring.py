@@ -33,7 +33,7 @@ import torch
 from .. import errors
 from ..errors import ConfigError, LoaderError, WorkerError
 from ..plan import BatchPlan, PlanConfig
-from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY
+from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY, SHM_DIR
 from ..workers.windows import WindowTask, fill, slot_view
 
 Run = tuple  # (epoch, consumed): one pass over an epoch, or over the rest of a started one
@@ -45,6 +45,21 @@ def slot_bytes(cfg: PlanConfig, hw: np.ndarray) -> int:
     batch of any schedule stage)."""
     whole = int((hw[:, 0] * hw[:, 1]).max())
     return max(2 * st.batch_size * (st.crop * st.crop if st.crop is not None else whole) * 3 for st in cfg.stages)
+
+
+def check_shm(depth: int, slot_bytes: int) -> None:
+    """Refuse a ring larger than the free space of /dev/shm: the block would be created anyway (sparse) and the
+    workers killed by SIGBUS when they first write past the space, which looks like damaged shards."""
+    try:
+        st = os.statvfs(SHM_DIR)
+    except OSError:
+        return
+    need, free = depth * slot_bytes, st.f_bavail * st.f_frsize
+    if need > free:
+        raise ConfigError(f"the loader's ring needs {need / 2**20:.0f} MB of shared memory ({depth} batches of "
+                          f"{slot_bytes / 2**20:.1f} MB: one per worker, prefetch, 2 in copy) but {SHM_DIR} has "
+                          f"{free / 2**20:.0f} MB free; give it more (Docker: `docker run --shm-size=2g`), or lower "
+                          "num_workers, prefetch or batch_size")
 
 
 def ring_depth(workers: int, prefetch: int, hold: int = 0) -> int:
@@ -97,11 +112,13 @@ class WorkerPool:
 
     POLL_S = 0.5
 
-    def __init__(self, dataset, *, num_workers: int, depth: int, slot_bytes: int, pin: bool, name: str):
-        if not hasattr(socket, "SOCK_SEQPACKET") or not os.path.isdir("/dev/shm"):
+    def __init__(self, dataset, *, num_workers: int, depth: int, slot_bytes: int, pin: bool, name: str,
+                 timeout: float = 300.0):
+        if not hasattr(socket, "SOCK_SEQPACKET") or not os.path.isdir(SHM_DIR):
             raise ConfigError(f"num_workers={num_workers}: loader worker processes need Linux (a shared task socket "
                               "and /dev/shm); use num_workers=0 on this system")
-        self.depth, self.slot_bytes, self.name = depth, slot_bytes, name
+        check_shm(depth, slot_bytes)
+        self.depth, self.slot_bytes, self.name, self.timeout = depth, slot_bytes, name, timeout
         self.files, self.file_bytes = list(dataset.files), list(dataset.shard_bytes)
         self.shm = shared_memory.SharedMemory(create=True, size=depth * slot_bytes)
         self.ring = np.ndarray((depth, slot_bytes), dtype=np.uint8, buffer=self.shm.buf)
@@ -219,10 +236,31 @@ class WorkerPool:
             self._collect(self.POLL_S)  # no task has been given yet: only READY or FAILED can come
 
     def get(self) -> tuple[int, object]:
-        """The next (slot, error or None) from any worker; raises LoaderError naming a worker that died."""
+        """The next (slot, error or None) from any worker; raises LoaderError naming a worker that died, or when no
+        result came for `timeout` seconds (a worker stopped or stuck)."""
+        start = time.monotonic()
         while not self._results:
             self._collect(self.POLL_S)
+            if not self._results and time.monotonic() - start > self.timeout:
+                raise LoaderError(self._stalled())
         return self._results.popleft()
+
+    def _stalled(self) -> str:
+        import psutil
+
+        why = []
+        for k, p in enumerate(self.procs):
+            try:
+                status = psutil.Process(p.pid).status()
+            except psutil.Error:
+                continue
+            if status in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+                why.append(f"{self.who(k)} is stopped (SIGSTOP or a debugger; `kill -CONT {p.pid}` resumes it)")
+            elif status == psutil.STATUS_DISK_SLEEP:
+                why.append(f"{self.who(k)} is waiting on storage (a hung network mount?)")
+        return (f"no batch from the loader workers in {self.timeout:g} s: "
+                + ("; ".join(why) if why else "every worker is running, so a shard read seems to hang")
+                + "; restart the job, or give the loader a larger timeout= if its storage is this slow")
 
     def _reap(self, k: int) -> None:
         """Worker k's connection broke: wait briefly for it to end, and raise how it did (if it did)."""
@@ -241,8 +279,9 @@ class WorkerPool:
         what = f"{self.who(k)} {_death(code)}"
         if code == -signal.SIGBUS:
             changed = [str(f) for f, size in zip(self.files, self.file_bytes) if _size(f) != size]
-            hint = (f"; {', '.join(changed)} changed size while the loader read it" if changed else
-                    "; a shard was truncated or replaced while the loader read it") + ": repack, then restart"
+            hint = (f"; {', '.join(changed)} changed size while the loader read it: repack, then restart" if changed
+                    else "; a shard was truncated or replaced while the loader read it (repack, then restart), or "
+                         f"{SHM_DIR} ran out of space (see `df -h {SHM_DIR}`)")
         elif code == -signal.SIGKILL:
             hint = " (often the out-of-memory killer: see `dmesg`); restart the job, with fewer num_workers if so"
         elif k not in self.ready:
@@ -261,8 +300,11 @@ class HostWindows:
     added to the ring for callers that keep released-later arrays in use (DALI's `no_copy` inputs)."""
 
     def __init__(self, ds, cfg: PlanConfig, plan_for: Callable[[int, tuple], list[BatchPlan]], *,
-                 num_workers: int, prefetch: int, pin: bool, apply_codes: bool, name: str, hold: int = 0):
-        self.ds, self.cfg, self.plan_for = ds, cfg, plan_for
+                 num_workers: int, prefetch: int, pin: bool, apply_codes: bool, name: str, hold: int = 0,
+                 timeout: float = 300.0):
+        if not timeout > 0:
+            raise ConfigError(f"timeout={timeout}: expected a positive number of seconds to wait for a batch")
+        self.ds, self.cfg, self.plan_for, self.timeout = ds, cfg, plan_for, timeout
         self.num_workers, self.pin, self.apply_codes, self.name = num_workers, pin, apply_codes, name
         self.prefetch, self.hold = prefetch, hold
         self.pool: WorkerPool | None = None
@@ -297,7 +339,8 @@ class HostWindows:
     def _ensure(self) -> WorkerPool:
         if self.pool is None:
             self.pool = WorkerPool(self.ds, num_workers=self.num_workers, depth=self.depth,
-                                   slot_bytes=slot_bytes(self.cfg, self.ds.sizes), pin=self.pin, name=self.name)
+                                   slot_bytes=slot_bytes(self.cfg, self.ds.sizes), pin=self.pin, name=self.name,
+                                   timeout=self.timeout)
             self._free = deque(range(self.depth))
             self._pending.clear()
             self._done.clear()
@@ -316,6 +359,8 @@ class HostWindows:
                 for bp in plans:
                     h, w = bp.out_hw(self.ds.sizes)
                     host = torch.empty((2, len(bp), h, w, 3), dtype=torch.uint8, pin_memory=self.pin).numpy()
+                    # copied in this process: a shard truncated under its map would be a SIGBUS, not an error
+                    self.ds.check_shards(bp.index)
                     fill(self.ds, host, bp.index, bp.y, bp.x, bp.code if self.apply_codes else None)
                     yield host, None
         except LoaderError:

@@ -35,7 +35,7 @@ class WdsLoader(HostLoader):
     NAME = "pairload-wds"
 
     def __init__(self, source: str | os.PathLike | ShardDataset | dict, opts: LoaderOptions, *,
-                 shuffle_buffer: int | None = None, prefetch: int = 4):
+                 shuffle_buffer: int | None = None, prefetch: int = 4, timeout: float = 300.0):
         ds = open_shards(source, opts.split)  # checks each manifest and that every shard is present
         if shuffle_buffer is not None and shuffle_buffer < 1:
             raise ConfigError(f"shuffle_buffer={shuffle_buffer}: expected at least 1 sample (1: shards in order, "
@@ -46,7 +46,8 @@ class WdsLoader(HostLoader):
                               "ram or dali-external loader for the others")
         pair_bytes = int((ds.sizes[:, 0] * ds.sizes[:, 1]).max()) * 6 if len(ds) else 1
         self.shuffle_buffer = shuffle_buffer or auto_shuffle_buffer(pair_bytes)
-        super().__init__(ds, opts, prefetch=prefetch, shards=Shards(ds.shard_samples, self.shuffle_buffer))
+        super().__init__(ds, opts, prefetch=prefetch, timeout=timeout,
+                         shards=Shards(ds.shard_samples, self.shuffle_buffer))
         if len(self) == 0:
             raise ConfigError(f"split {opts.split!r}: with {self.cfg.world_size} ranks no rank fills one batch of "
                               f"{self.cfg.batch_size}; lower batch_size or use last_batch='pad' or 'partial'")

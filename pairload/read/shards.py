@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..format import schema
-from ..errors import ConfigError, ShardError
+from ..errors import ConfigError, LoaderError, ShardError
 
 
 class ShardDataset:
@@ -32,19 +32,44 @@ class ShardDataset:
         self.split = split
         entries = manifest["splits"][split]["shards"]  # (kept out of the object: workers receive it pickled)
         self.shard_bytes = [int(entry["bytes"]) for entry in entries]
+        self._stamps: list[tuple[int, int, int] | None] = [None] * len(entries)  # (device, inode, mtime) when opened
         self.check_files()
         self._maps: list[np.ndarray | None] = [None] * len(entries)
         self._mmaps: list = [None] * len(entries)
         self._checked = np.zeros(len(self.index), dtype=bool)
 
     def check_files(self) -> None:
-        """Raise ShardError if a shard is missing or its size differs from the manifest (truncated, replaced)."""
-        for path, size in zip(self.files, self.shard_bytes):
-            if not path.is_file():
-                raise ShardError(f"{path}: shard listed in {schema.MANIFEST} is missing; copy it back or repack")
-            if path.stat().st_size != size:
-                raise ShardError(f"{path}: {path.stat().st_size} bytes, the manifest says {size}; the shard "
-                                 "is truncated or was replaced: repack, or run `pairload verify`")
+        """Raise if a shard is missing, its size differs from the manifest (truncated), or it is another file than
+        the one this dataset opened (replaced, e.g. by a re-pack into the same folder: batches would mix two packs)."""
+        for number, (path, size) in enumerate(zip(self.files, self.shard_bytes)):
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                raise ShardError(f"{path}: shard listed in {schema.MANIFEST} is missing; copy it back or repack") from None
+            self._check_stamp(number, st)
+
+    def check_shards(self, indices) -> None:
+        """`check_files` for the shards holding these samples only (before a batch is copied in this process, where
+        a shard truncated under its memory map would end the process with SIGBUS instead of an error)."""
+        for number in np.unique(self.index.shard[np.asarray(indices, dtype=np.int64)]).tolist():
+            path = self.root / self.index.files[number]
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                raise LoaderError(f"{path}: the shard was removed while the loader used it; restart the loader") from None
+            self._check_stamp(number, st)
+
+    def _check_stamp(self, number: int, st: os.stat_result) -> None:
+        path, size = self.root / self.index.files[number], self.shard_bytes[number]
+        if st.st_size != size:
+            raise ShardError(f"{path}: {st.st_size} bytes, the manifest says {size}; the shard is truncated or was "
+                             "replaced: repack, or run `pairload verify`")
+        stamp = (st.st_dev, st.st_ino, st.st_mtime_ns)
+        if self._stamps[number] is None:
+            self._stamps[number] = stamp
+        elif self._stamps[number] != stamp:
+            raise LoaderError(f"{path}: replaced or rewritten since the loader opened {self.root} (a re-pack into the "
+                              "same folder?); its batches would mix two packs: make the loader again")
 
     # -- pickling: worker processes reopen the memory maps themselves
     def __getstate__(self):
@@ -85,9 +110,11 @@ class ShardDataset:
         several times cheaper than slicing an np.memmap, which matters at tens of thousands of crops a second)."""
         mm = self._maps[number]
         if mm is None:
-            mapped = np.memmap(self.root / self.index.files[number], dtype=np.uint8, mode="r")
-            self._mmaps[number] = mapped._mmap
-            mm = self._maps[number] = mapped.view(np.ndarray)
+            with open(self.root / self.index.files[number], "rb") as fh:
+                self._check_stamp(number, os.fstat(fh.fileno()))  # the file mapped is the one the loader opened
+                mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            self._mmaps[number] = mapped
+            mm = self._maps[number] = np.frombuffer(mapped, dtype=np.uint8)
         return mm
 
     def willneed(self, indices) -> None:
@@ -229,6 +256,11 @@ class ShardMix(ShardDataset):
         for i in indices:
             ds, j = self._part(int(i))
             ds.willneed([j])
+
+    def check_shards(self, indices) -> None:
+        for i in indices:
+            ds, j = self._part(int(i))
+            ds.check_shards([j])
 
 
 def open_shards(path, split: str = "train") -> ShardDataset:

@@ -375,7 +375,7 @@ class ExternalSource(PairedSource):
 
     KIND = "external"
 
-    def __init__(self, source, opts: LoaderOptions, *, prefetch: int = 4):
+    def __init__(self, source, opts: LoaderOptions, *, prefetch: int = 4, timeout: float = 300.0):
         self.ds = open_shards(source, opts.split)
         self.where = self.ds.where
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch, self.ds.groups)
@@ -383,7 +383,8 @@ class ExternalSource(PairedSource):
         self._flip_on_device = False
         self._host = HostWindows(self.ds, self.cfg, self.plan_for, num_workers=opts.num_workers,
                                  prefetch=prefetch, pin=self.device.type == "cuda",
-                                 apply_codes=self.device.type != "cuda", name="pairload-dali", hold=self._hold)
+                                 apply_codes=self.device.type != "cuda", name="pairload-dali", hold=self._hold,
+                                 timeout=timeout)
 
     @property
     def _hold(self) -> int:
