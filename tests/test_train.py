@@ -346,3 +346,15 @@ def test_progressive_crops_on_a_weighted_mix_under_torchrun(shards, tmp_path):
     assert rows[-1]["lr"] == pytest.approx(0.0, abs=1e-9)  # the cosine schedule ends on the run's last step
     with pytest.raises(ConfigError, match="--mix 'a=x': expected NAME=FOLDER:WEIGHT"):
         TrainConfig(shards=str(shards), mix="a=x")
+
+
+def test_amp_auto_is_fast_on_each_device_and_slow_rates_are_printed_as_they_are():
+    import torch
+
+    from pairload.recipes.train import TrainConfig, rate, resolve_amp
+
+    assert TrainConfig(shards="s").amp == "auto"
+    assert resolve_amp("auto", torch.device("cpu")) == "none"  # bf16 autocast on a CPU is ~10x slower
+    assert resolve_amp("auto", torch.device("cuda", 0)) == "bf16"
+    assert resolve_amp("fp16", torch.device("cpu")) == "fp16"  # what the user asks for is kept
+    assert rate(0.39) == "0.39" and rate(4.5) == "4.5" and rate(1574.6) == "1,575"
