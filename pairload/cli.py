@@ -104,11 +104,19 @@ def pack(
     out.print(f"packed {report.pairs} pairs in {report.seconds:.1f} s ({report.pairs / max(report.seconds, 1e-9):,.0f} "
               f"pairs/s, {report.workers} workers) into {shards_dir}; "
               + ", ".join(f"{k} {v:.1f} s" for k, v in report.phases.items()))
+    if report.split_folders:
+        out.print("split folders: " + ", ".join(f"{folder} -> {m['split']} ({m['how']})"
+                                                for folder, m in report.split_folders.items()),
+                  highlight=False, markup=False)
     for label, items in (("grayscale replicated to RGB", report.gray), ("alpha dropped", report.alpha),
-                         ("16-bit converted to 8-bit", report.converted_16bit), ("skipped, unmatched", report.skipped)):
+                         ("16-bit converted to 8-bit", report.converted_16bit)):
         if items:
             shown = ", ".join(items[:10]) + (f" … and {len(items) - 10} more" if len(items) > 10 else "")
-            out.print(f"{label}: {len(items)} file(s): {shown}")
+            out.print(f"{label}: {len(items)} file(s): {shown}", highlight=False, markup=False)
+    for u in report.unused:  # every image-like file under RAW is in a pair or listed here
+        shown = ", ".join(u["names"]) + (f" … and {u['count'] - len(u['names'])} more" if u["count"] > len(u["names"]) else "")
+        out.print(f"not packed ({u['reason']}): {u['count']} file(s) in {u['folder']}: {shown}; {u['hint']}",
+                  highlight=False, markup=False)
 
 
 @app.command()

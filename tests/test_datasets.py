@@ -315,3 +315,30 @@ def test_train_runs_on_packed_lol_v1_with_no_split_option(tmp_path):
     out, _ = packed(tmp_path, r.root)
     assert main(["--shards", str(out), "--device", "cpu", "--crop", "16", "--batch-size", "4", "--width", "8",
                  "--depth", "2", "--workers", "0", "--epochs", "1", "--out", str(tmp_path / "run")]) == 0
+
+
+def test_lcdp_train_valid_test_and_a_gif_beside_them_are_reported(tmp_path):
+    r = Replica(tmp_path / "LCDP")
+    for split, n in (("train", 3), ("valid", 1), ("test", 2)):
+        for i in range(n):
+            r.pair(f"{split}/input/{split}{i}", f"{split}/gt/{split}{i}")
+    (r.root / "test" / "input" / "preview.gif").write_bytes(b"GIF89a")
+    out, report = packed(tmp_path, r.root)
+    assert splits_of(out) == {"train": 3, "val": 1, "test": 2}
+    check_every_pair(out, "val", 1)
+    assert report.split_folders["valid"] == {"split": "val", "how": "alias of val"}
+    assert [(u["folder"], u["reason"], u["names"]) for u in report.unused] == [
+        ("test/input", "unsupported extension", ["preview.gif"])]
+
+
+def test_an_interrupted_copy_of_targets_is_refused_not_packed_by_elimination(tmp_path):
+    r = Replica(tmp_path / "LOL")
+    for i in range(10):
+        r.pair(f"our485/low/{i}", f"our485/high/{i}")
+    for i in range(1, 10):
+        (r.root / "our485" / "high" / f"{i}.png").unlink()
+    with pytest.raises(PairingError, match=r"split 'train': 9 in our485/low without a partner in our485/high: "
+                                           r"our485/low/1.png, .* pairload never pairs by elimination: restore the "
+                                           r"missing files"):
+        pack(r.root, tmp_path / "out", PackOptions(workers=1))
+    assert not (tmp_path / "out" / "manifest.json").exists()

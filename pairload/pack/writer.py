@@ -102,6 +102,8 @@ class PackReport:
     skipped: list[str] = field(default_factory=list)
     skipped_per_split: dict[str, int] = field(default_factory=dict)
     layout: dict[str, dict] = field(default_factory=dict)  # split -> folders it came from and the pairing rule(s)
+    unused: list[dict] = field(default_factory=list)  # image-like files in no pair: folder, reason, count, names, hint
+    split_folders: dict[str, dict] = field(default_factory=dict)  # folder name -> {"split", "how"}
     seconds: float = 0.0
     workers: int = 1
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent probing, decoding, hashing+fsync
@@ -313,6 +315,8 @@ def _pack_locked(discovery, out: Path, options: PackOptions, pool, workers: int,
     report.skipped = discovery.skipped_low + discovery.skipped_high
     report.skipped_per_split = dict(discovery.skipped_per_split)
     report.layout = discovery.layout()
+    report.unused = [u.as_dict() for u in discovery.unused]
+    report.split_folders = {k: {"split": v[0], "how": v[1]} for k, v in sorted(discovery.split_folders.items())}
     partial_files: list[str] = []
     try:
         paths = [p for pair in pairs for p in (pair.low, pair.high)]
@@ -447,6 +451,7 @@ def _manifest(plans, jobs, results, digests, discovery, options: PackOptions, re
                     "to_8bit": options.to_8bit, "shard_size": options.shard_size},
         "report": {"gray_replicated": report.gray, "alpha_dropped": report.alpha,
                    "converted_16bit": report.converted_16bit, "skipped_unmatched": report.skipped,
-                   "skipped_per_split": discovery.skipped_per_split},
+                   "skipped_per_split": discovery.skipped_per_split, "unused": report.unused,
+                   "split_folders": report.split_folders},
         "splits": splits,
     }

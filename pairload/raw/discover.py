@@ -3,11 +3,12 @@
 Layouts: side folders (`low|input|…` and `high|normal|…`, any case) at any depth below a split folder
 (`our485/low`, `Training data/Huawei/low`), side folders that carry the split in their name
 (`VE-LOL-L-Cap-Low_train`), SICE's `<seq>/*` ↔ `Label/<seq>.*`, or a pairs file. Split folder names are mapped to
-`train`/`test` through the usual aliases. Inside a pair of side folders, files pair by the first rule that pairs
-every file on both sides: the same relative path without extension, the side word swapped (`low00001` ↔
-`normal00001`, `x_input` ↔ `x`), a `--name-template`, or every file of `low/<scene>/` ↔ the one file of
-`high/<scene>/`. Never by sorted order. `pack`, the DALI file reader and the baselines all pair through
-`find_pairs`, so they never disagree.
+`train`/`val`/`test` through the usual aliases. Inside a pair of side folders, files pair by the first rule that
+pairs every file on both sides: the same relative path without extension, the side word swapped (`low00001` ↔
+`normal00001`, `x_input` ↔ `x`), a `--name-template`, the target's name as the prefix of the lows' names, or every
+file of `low/<scene>/` ↔ the one file of `high/<scene>/`. Never by sorted order, never by elimination. Each real
+folder is walked once; every image-like file that ends up in no pair is listed in `Discovery.unused` with the
+reason. `pack`, the DALI file reader and the baselines all pair through `find_pairs`, so they never disagree.
 """
 
 from __future__ import annotations
@@ -24,10 +25,21 @@ from ..format.schema import check_split_name, key_from_relpath
 LOW_NAMES = ("low", "input", "dark", "lq", "img", "short")
 HIGH_NAMES = ("high", "normal", "gt", "target", "hq", "long", "label", "expertc")
 TRAIN_ALIASES = ("train", "training", "our485", "training data", "training_data", "train_data", "trainset",
-                 "dataset_part1")
-TEST_ALIASES = ("test", "testing", "eval15", "eval", "val", "validation", "testset", "test_data", "dataset_part2")
+                 "train_set", "training_set", "dataset_part1")
+TEST_ALIASES = ("test", "testing", "eval15", "eval", "testset", "test_set", "testing_set", "test_data",
+                "dataset_part2")
+VAL_ALIASES = ("val", "valid", "validation", "val_data", "valset", "val_set", "validation_set", "mini_val",
+               "minival")
+# a folder name holding one of these words as a token (`Train_Low_Light_2025`) names that split
+SPLIT_WORDS = {"train": "train", "training": "train", "test": "test", "testing": "test", "eval": "test",
+               "val": "val", "valid": "val", "validation": "val"}
 IMAGE_EXTS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm"})
 SENSOR_EXTS = frozenset({".arw", ".raf", ".cr2", ".cr3", ".nef", ".dng", ".rw2", ".orf", ".npy", ".mat", ".raw"})
+# image files pack does not read: never dropped in silence, reported with the reason
+OTHER_IMAGE_EXTS = frozenset({".gif", ".heic", ".heif", ".avif", ".jxl", ".jp2", ".j2k", ".jpx", ".jpe", ".jfif",
+                              ".exr", ".hdr", ".pfm", ".pbm", ".tga", ".psd", ".ico", ".svg", ".qoi", ".dds",
+                              ".sr", ".ras", ".pxm", ".xcf"})
+IMAGE_LIKE_EXTS = IMAGE_EXTS | SENSOR_EXTS | OTHER_IMAGE_EXTS
 DEFAULT_SPLIT = "train"
 MAX_LISTED = 10
 MAX_DEPTH = 6
@@ -44,6 +56,36 @@ class Pair:
     high_rel: str
 
 
+# Why an image-like file under RAW is in no pair (Unused.reason).
+UNSUPPORTED = "unsupported extension"
+UNMATCHED = "unmatched"
+TOO_DEEP = "too deep"
+UNKNOWN_SPLIT = "not under a recognised split folder"
+NO_SIDE_FOLDER = "not in a pair of side folders"
+NOT_LISTED = "not in the pairs file"
+SAME_FILE = "same file as a packed image"
+
+
+@dataclass(frozen=True)
+class Unused:
+    """Image-like files of one folder that are in no pair, and why: every image-like file under RAW is either in
+    a pair or in one of these."""
+
+    folder: str  # relative to RAW, '/'-separated; '.' for RAW itself
+    reason: str  # one of the constants above
+    count: int
+    names: tuple[str, ...]  # the first MAX_LISTED file names in the folder
+    hint: str  # how to pack them, or why they stay out
+
+    def describe(self) -> str:
+        return (f"{self.count} file(s) in {self.folder} ({self.reason}): {_listing(list(self.names), self.count)}; "
+                f"{self.hint}")
+
+    def as_dict(self) -> dict:
+        return {"folder": self.folder, "reason": self.reason, "count": self.count, "names": list(self.names),
+                "hint": self.hint}
+
+
 @dataclass
 class Discovery:
     pairs: list[Pair]
@@ -52,6 +94,8 @@ class Discovery:
     sources: dict[str, list[str]] = field(default_factory=dict)  # split -> folders (relative to RAW) it came from
     rules: dict[str, list[str]] = field(default_factory=dict)  # split -> pairing rules used
     skipped_per_split: dict[str, int] = field(default_factory=dict)
+    unused: list[Unused] = field(default_factory=list)  # per folder and reason: image-like files in no pair
+    split_folders: dict[str, tuple[str, str]] = field(default_factory=dict)  # folder name -> (split, how it mapped)
 
     def splits(self) -> dict[str, list[Pair]]:
         out: dict[str, list[Pair]] = {}
@@ -65,9 +109,10 @@ class Discovery:
                 for split in sorted(self.splits())}
 
 
-def _listing(items: list[str]) -> str:
+def _listing(items: list[str], total: int | None = None) -> str:
+    total = len(items) if total is None else total
     shown = ", ".join(items[:MAX_LISTED])
-    return shown + (f" … and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else "")
+    return shown + (f" … and {total - MAX_LISTED} more" if total > MAX_LISTED else "")
 
 
 def _unreadable(exc: OSError) -> PairingError:
@@ -87,14 +132,25 @@ def _norm(name: str) -> str:
     return _SEP.sub(" ", name.lower()).strip()
 
 
-def split_alias(name: str) -> str | None:
-    """'train' or 'test' when a folder name is one of the usual aliases of a split, else None."""
+_ALIASES = {_norm(a): canon for canon, names in (("train", TRAIN_ALIASES), ("test", TEST_ALIASES),
+                                                  ("val", VAL_ALIASES)) for a in names}
+
+
+def _alias(name: str) -> tuple[str, bool] | None:
+    """(split, whether the whole name is an alias) for `our485` (train, True) or `Train_Low_Light_2025` (train,
+    False: a split word is one of its tokens, and no other split word is), else None."""
     n = _norm(name)
-    if n in {_norm(a) for a in TRAIN_ALIASES}:
-        return "train"
-    if n in {_norm(a) for a in TEST_ALIASES}:
-        return "test"
-    return None
+    if n in _ALIASES:
+        return _ALIASES[n], True
+    words = {SPLIT_WORDS[t] for t in _tokens(name) if t in SPLIT_WORDS}
+    return (words.pop(), False) if len(words) == 1 else None
+
+
+def split_alias(name: str) -> str | None:
+    """'train', 'test' or 'val' when a folder name is a usual alias of a split or holds one split word as a token,
+    else None."""
+    found = _alias(name)
+    return found[0] if found else None
 
 
 def _tokens(name: str) -> list[str]:
@@ -123,11 +179,12 @@ def _side_of(name: str, low_dir: str | None, high_dir: str | None) -> str | None
     return None
 
 
-def _suffix_side(name: str) -> tuple[str, str, str] | None:
-    """(side, split token, family) for a folder named like `VE-LOL-L-Cap-Low_train`, else None."""
+def _suffix_side(name: str, overrides: dict[str, str]) -> tuple[str, str, str] | None:
+    """(side, split token, family) for a folder named like `VE-LOL-L-Cap-Low_train`, else None. A token named in
+    --split-name counts as a split word."""
     toks = _tokens(name)
     sides = [t for t in toks if t in LOW_NAMES or t in HIGH_NAMES]
-    splits = [t for t in toks if split_alias(t)]
+    splits = [t for t in toks if split_alias(t) or t in overrides]
     if len(sides) != 1 or len(splits) != 1 or len(toks) < 2:
         return None
     side = "low" if sides[0] in LOW_NAMES else "high"
@@ -135,7 +192,23 @@ def _suffix_side(name: str) -> tuple[str, str, str] | None:
     return side, splits[0], family
 
 
-def _units_in(folder: Path, children: list[Path], low_dir: str | None, high_dir: str | None) -> list[_Unit]:
+def _unknown_suffix_pairs(children: list[Path], overrides: dict[str, str]) -> dict[Path, str]:
+    """Side folders named like `Cap-Low_part3` / `Cap-Normal_part3` (a side word followed by one word that is no
+    known split name) -> that word: they look like a split that --split-name would pack."""
+    families: dict[tuple[str, str], dict[str, Path]] = {}
+    for c in children:
+        toks = _tokens(c.name)
+        sides = [i for i, t in enumerate(toks) if t in LOW_NAMES or t in HIGH_NAMES]
+        if len(sides) != 1 or sides[0] != len(toks) - 2 or _suffix_side(c.name, overrides):
+            continue
+        word = toks[-1]
+        side = "low" if toks[sides[0]] in LOW_NAMES else "high"
+        families.setdefault((" ".join(toks[:-2]), word), {})[side] = c
+    return {p: word for (_, word), sides in families.items() if len(sides) == 2 for p in sides.values()}
+
+
+def _units_in(folder: Path, children: list[Path], low_dir: str | None, high_dir: str | None,
+              overrides: dict[str, str]) -> list[_Unit]:
     by_side: dict[str, list[Path]] = {"low": [], "high": []}
     for c in children:
         side = _side_of(c.name, low_dir, high_dir)
@@ -157,7 +230,7 @@ def _units_in(folder: Path, children: list[Path], low_dir: str | None, high_dir:
         return []
     families: dict[tuple[str, str], dict[str, Path]] = {}
     for c in children:
-        parsed = _suffix_side(c.name)
+        parsed = _suffix_side(c.name, overrides)
         if parsed:
             side, token, family = parsed
             families.setdefault((token, family), {})[side] = c
@@ -175,47 +248,103 @@ def _names(folder: Path) -> list[str]:
         raise _unreadable(exc) from None
 
 
-def _scan(folder: Path, low_dir: str | None, high_dir: str | None, depth: int, out: list[_Unit]) -> None:
-    children = _subfolders(folder)
-    units = _units_in(folder, children, low_dir, high_dir)
-    out.extend(units)
-    used = set()
-    for u in units:
-        used.update(u.low if isinstance(u.low, tuple) else (u.low,))
-        used.add(u.high)
-    if depth < MAX_DEPTH:
+def _real_id(path: Path) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise _unreadable(exc) from None
+    return st.st_dev, st.st_ino
+
+
+@dataclass
+class _Scan:
+    """What the walk for side folders found: units, and the folders whose files cannot be in any unit."""
+
+    units: list[_Unit] = field(default_factory=list)
+    too_deep: list[Path] = field(default_factory=list)  # folders below MAX_DEPTH, not walked
+    unknown_split: dict[Path, str] = field(default_factory=dict)  # side folder -> its unknown split word
+
+
+def _scan(raw: Path, low_dir: str | None, high_dir: str | None, overrides: dict[str, str]) -> _Scan:
+    """Side folders at any depth below `raw`. Each real folder is walked once: real subfolders first, symlinked
+    ones after (so a link never takes the place of the folder it points to), and a link to a folder already
+    walked (a loop such as `train/again -> .`, or a second path to one folder) is not followed."""
+    found = _Scan()
+    visited = {_real_id(raw)}
+    links: list[tuple[Path, int]] = []
+
+    def scan(folder: Path, depth: int) -> None:
+        children = _subfolders(folder)
+        units = _units_in(folder, children, low_dir, high_dir, overrides)
+        found.units.extend(units)
+        used = set()
+        for u in units:
+            used.update(u.low if isinstance(u.low, tuple) else (u.low,))
+            used.add(u.high)
+        if low_dir is None and high_dir is None:
+            found.unknown_split.update(_unknown_suffix_pairs([c for c in children if c not in used], overrides))
         for c in children:
-            if c not in used:
-                _scan(c, low_dir, high_dir, depth + 1, out)
+            if c in used:
+                continue
+            if c.is_symlink():
+                links.append((c, depth + 1))
+            else:
+                visit(c, depth + 1)
+
+    def visit(folder: Path, depth: int) -> None:
+        rid = _real_id(folder)
+        if rid in visited:
+            return
+        if depth > MAX_DEPTH:
+            found.too_deep.append(folder)
+            return
+        visited.add(rid)
+        scan(folder, depth)
+
+    scan(raw, 0)
+    while links:
+        visit(*links.pop(0))
+    return found
 
 
 # ------------------------------------------------------------------ files and pairing rules
+
+def _walk(top: Path, seen: set[tuple[int, int]] | None = None):
+    """(folder, visible file names) for every real folder under `top` once: real subfolders first, then the
+    symlinked ones not walked yet (a loop is walked once, and a link never hides the folder it points to)."""
+    seen = set() if seen is None else seen
+
+    def fail(exc: OSError) -> None:
+        raise _unreadable(exc)
+
+    queue = [top]
+    while queue:
+        start = queue.pop(0)
+        for dirpath, dirnames, filenames in os.walk(start, onerror=fail, followlinks=False):
+            rid = _real_id(Path(dirpath))
+            if rid in seen:
+                dirnames[:] = []
+                continue
+            seen.add(rid)
+            visible = sorted(d for d in dirnames if not d.startswith("."))
+            linked = [d for d in visible if os.path.islink(os.path.join(dirpath, d))]
+            queue.extend(Path(dirpath) / d for d in linked)
+            dirnames[:] = [d for d in visible if d not in linked]
+            yield Path(dirpath), sorted(n for n in filenames if not n.startswith("."))
+
 
 def _images(folder: Path) -> tuple[dict[str, tuple[Path, str]], Counter]:
     """Images under `folder` by relative path without extension, and a count of the other extensions seen.
     Two files with one stem are refused."""
     found: dict[str, tuple[Path, str]] = {}
     others: Counter = Counter()
-    seen: set[tuple[int, int]] = set()  # (device, inode) of every folder walked: a symlink loop is walked once
-
-    def fail(exc: OSError) -> None:
-        raise _unreadable(exc)
-
-    for dirpath, dirnames, filenames in os.walk(folder, onerror=fail, followlinks=True):
-        st = os.stat(dirpath)
-        if (st.st_dev, st.st_ino) in seen:
-            dirnames[:] = []
-            continue
-        seen.add((st.st_dev, st.st_ino))
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
+    for dirpath, filenames in _walk(folder):
+        for name in filenames:
             ext = os.path.splitext(name)[1].lower()
-            if name.startswith("."):
-                continue
             if ext not in IMAGE_EXTS:
                 others[ext or "(no extension)"] += 1
                 continue
-            path = Path(dirpath) / name
+            path = dirpath / name
             rel = path.relative_to(folder).as_posix()
             stem = rel.rsplit(".", 1)[0]
             if stem in found:
@@ -282,17 +411,38 @@ def _match(lows: dict, highs: dict, rule: str, low_words: set[str], high_words: 
             head, _, base = h.rpartition("/")
             by_low[f"{head}/{template.format(base)}" if head else template.format(base)] = h
         return {s: by_low[s] for s in lows if s in by_low}
+    if rule == "target name as prefix":  # `scene7_ev-1`, `scene7_ev+1` ↔ `scene7`: the names say it
+        by_dir: dict[str, list[tuple[str, str]]] = {}
+        for h in highs:
+            head, _, base = h.rpartition("/")
+            by_dir.setdefault(head, []).append((base.lower(), h))
+        out = {}
+        for s in lows:
+            head, _, base = s.rpartition("/")
+            base = base.lower()
+            cands = [h for hb, h in by_dir.get(head, ()) if base == hb or (base.startswith(hb) and base[len(hb)] in "-_ .")]
+            if len(cands) > 1:
+                return None
+            if cands:
+                out[s] = cands[0]
+        return out
     if rule == "one target per folder":
+        # SID/SICE-style `low/<scene>/*` ↔ `high/<scene>/<one file>`: the scene FOLDER says which lows share a
+        # target. A file at the top of a side folder never pairs this way: with one target left (an interrupted
+        # copy) or `low/a.png` beside `high/b.png`, that would be pairing by elimination.
         groups: dict[str, list[str]] = {}
         for h in highs:
-            groups.setdefault(h.rpartition("/")[0], []).append(h)
+            head = h.rpartition("/")[0]
+            if head:
+                groups.setdefault(head, []).append(h)
         if not groups or any(len(v) != 1 for v in groups.values()):
             return None
         return {s: groups[s.rpartition("/")[0]][0] for s in lows if s.rpartition("/")[0] in groups}
     return None
 
 
-RULES = ("same name", "side word swapped", "name template", "one target per folder")
+RULES = ("same name", "side word swapped", "name template", "target name as prefix", "one target per folder")
+MANY_TO_ONE = ("target name as prefix", "one target per folder")  # several lows may share one target
 
 
 def _pair_unit(raw: Path, unit: _Unit, template: str | None) -> tuple[dict, dict, dict[str, str], str]:
@@ -315,7 +465,7 @@ def _pair_unit(raw: Path, unit: _Unit, template: str | None) -> tuple[dict, dict
         m = _match(lows, highs, rule, low_words, high_words, template)
         if m is None:
             continue
-        every_high = set(m.values()) == set(highs) and (rule == "one target per folder" or len(m) == len(highs))
+        every_high = set(m.values()) == set(highs) and (rule in MANY_TO_ONE or len(m) == len(highs))
         if len(m) == len(lows) and every_high:
             return lows, highs, m, rule
         if len(m) > len(best[0]):
@@ -325,26 +475,37 @@ def _pair_unit(raw: Path, unit: _Unit, template: str | None) -> tuple[dict, dict
 
 # ------------------------------------------------------------------ splits
 
-def _canonical_splits(names: list[str], overrides: dict[str, str]) -> dict[str, str]:
-    """Folder name → split name: overrides first, then aliases (`our485` → train) where unambiguous, else the
-    name lowercased, with characters other than letters, digits, '_' and '-' replaced by '_'."""
-    out: dict[str, str] = {}
+def _canonical_splits(names: list[str], overrides: dict[str, str], reserved: tuple[str, ...] = ()
+                      ) -> dict[str, tuple[str, str]]:
+    """Folder name → (split name, how it was mapped): overrides first, then aliases (`our485` → train, `valid` →
+    val, a validation folder → test where nothing else is the test split) where unambiguous, else the name
+    lowercased, with characters other than letters, digits, '_' and '-' replaced by '_'."""
+    out: dict[str, tuple[str, str]] = {}
     lowered = {k.lower(): v for k, v in overrides.items()}
     for n in names:
         if n.lower() in lowered:
-            out[n] = check_split_name(lowered[n.lower()])
-    free = [n for n in names if n not in out]
-    taken = set(out.values())
-    for canon in ("train", "test"):
-        cands = [n for n in free if split_alias(n) == canon]
+            out[n] = (check_split_name(lowered[n.lower()]), "--split-name")
+    taken = {split for split, _ in out.values()} | set(reserved)
+
+    def assign(canon: str, cands: list[str], how: str) -> None:
         exact = [n for n in cands if _norm(n) == canon]
         pick = exact if exact else cands
         if len(pick) == 1 and canon not in taken:
-            out[pick[0]] = canon
+            found = _alias(pick[0])
+            word = "" if found is None or found[1] else f", a word of its name"
+            out[pick[0]] = (canon, how + word)
             taken.add(canon)
+
+    for canon in ("train", "test", "val"):
+        assign(canon, [n for n in names if n not in out and split_alias(n) == canon], f"alias of {canon}")
+    if "test" not in taken and not any(split_alias(n) == "test" for n in names):  # train + val only: val is the test
+        vals = [n for n, (split, how) in out.items() if split == "val" and how != "--split-name"]
+        if len(vals) == 1:
+            out[vals[0]] = ("test", "alias of val, used as test: no test folder")
     for n in names:
         if n not in out:
-            out[n] = re.sub(r"[^a-z0-9_-]", "_", n.lower()) or "split"
+            out[n] = (re.sub(r"[^a-z0-9_-]", "_", n.lower()) or "split",
+                      "name kept: not a known split name (--split-name FOLDER=SPLIT renames it)")
     return out
 
 
@@ -353,11 +514,13 @@ def _locate(raw: Path, unit: _Unit) -> tuple[tuple[str, ...], str, tuple[str, ..
     comps = unit.parent.relative_to(raw).parts
     if unit.split_token is not None:
         return comps, unit.split_token, ((unit.family,) if unit.family else ())
-    for i, c in enumerate(comps):
-        if split_alias(c):
-            return comps[:i], c, comps[i + 1:]
+    for whole in (True, False):  # a folder that is an alias wins over one holding a split word (`Train_2025`)
+        for i, c in enumerate(comps):
+            found = _alias(c)
+            if found and found[1] == whole:
+                return comps[:i], c, comps[i + 1:]
     if not comps:
-        return (), DEFAULT_SPLIT, ()
+        return (), "", ()
     return (), comps[0], comps[1:]
 
 
@@ -454,12 +617,15 @@ def find_pairs(
                            "name goes, e.g. '{}x4'")
     out = Discovery(pairs=[])
     files = _parse_pairs_files(pairs_file)
+    scan, dropped = None, {}
     if files:
         where: dict[tuple[str, str], tuple[str, str]] = {}
         for split, path in files:
             _read_pairs_file(raw, path, check_split_name(split) if split else None, out, where)
     else:
-        _find_in_folders(raw, low_dir, high_dir, skip_unmatched, split_names or {}, name_template, out)
+        scan = _scan(raw, low_dir, high_dir, {k.lower(): v for k, v in (split_names or {}).items()})
+        _find_in_folders(raw, scan.units, skip_unmatched, split_names or {}, name_template, out)
+        dropped = _drop_repeated_files(raw, out)
     if not out.pairs:
         low_names = low_dir or "|".join(LOW_NAMES)
         high_names = high_dir or "|".join(HIGH_NAMES)
@@ -475,13 +641,85 @@ def find_pairs(
                                f"{p.split!r}; rename one of them")
         seen[(p.split, p.key)] = p
     out.pairs.sort(key=lambda p: (p.split, p.key))
+    _inventory(raw, out, scan, dropped, bool(files))
     return out
 
 
-def _find_in_folders(raw: Path, low_dir, high_dir, skip_unmatched: bool, overrides: dict[str, str],
+def _drop_repeated_files(raw: Path, out: Discovery) -> dict[str, str]:
+    """One pair per low image file, however many paths (symlinks) reach it: the pair whose low is reached without
+    a link is kept, else the first. Returns {dropped low path: kept low path}, both relative to RAW."""
+    by_file: dict[str, list[Pair]] = {}
+    for p in out.pairs:
+        by_file.setdefault(os.path.realpath(p.low), []).append(p)
+    dropped: dict[str, str] = {}
+    for real, group in by_file.items():
+        if len(group) > 1:
+            keep = min(group, key=lambda p: (str(p.low) != real, p.split, p.key))
+            dropped.update({p.low_rel: keep.low_rel for p in group if p is not keep})
+    if dropped:
+        out.pairs = [p for p in out.pairs if p.low_rel not in dropped]
+    return dropped
+
+
+_HINTS = {
+    UNMATCHED: "restore their partners, or list the pairs in a --pairs-file",
+    TOO_DEEP: f"side folders are looked for at most {MAX_DEPTH} folders below RAW; pack a folder nearer to them",
+    NOT_LISTED: "add lines for them to the pairs file if they belong to the dataset",
+    SAME_FILE: "a symlink reaches a file that is already packed; it is packed once",
+}
+
+
+def _inventory(raw: Path, out: Discovery, scan: _Scan | None, dropped: dict[str, str], pairs_file: bool) -> None:
+    """Every image-like file under RAW that is in no pair goes into `out.unused`, per folder and reason."""
+    used = {os.path.realpath(p) for pair in out.pairs for p in (pair.low, pair.high)}
+    unmatched = set(out.skipped_low) | set(out.skipped_high)
+    deep = [d.relative_to(raw).as_posix() + "/" for d in (scan.too_deep if scan else ())]
+    unknown = {d.relative_to(raw).as_posix() + "/": w for d, w in (scan.unknown_split if scan else {}).items()}
+    groups: dict[tuple[str, str], list[str]] = {}
+    hints: dict[tuple[str, str], str] = {}
+    for rel, kept in sorted(dropped.items()):  # the walk below reaches each real folder once, so not these
+        where, _, name = rel.rpartition("/")
+        groups.setdefault((where or ".", SAME_FILE), []).append(name)
+        hints.setdefault((where or ".", SAME_FILE), f"{_HINTS[SAME_FILE]} (as {kept})")
+    for folder, names in _walk(raw):
+        where = folder.relative_to(raw).as_posix()
+        for name in names:
+            ext = os.path.splitext(name)[1].lower()
+            if ext not in IMAGE_LIKE_EXTS:
+                continue
+            rel = f"{where}/{name}" if where != "." else name
+            if os.path.realpath(folder / name) in used or rel in dropped:
+                continue
+            if ext not in IMAGE_EXTS:
+                reason = UNSUPPORTED
+                hint = ("raw sensor or array files: convert them to sRGB images (PNG/JPEG)" if ext in SENSOR_EXTS
+                        else f"pack reads {', '.join(sorted(IMAGE_EXTS))}: convert them (e.g. to PNG) to pack them")
+            elif rel in unmatched:
+                reason, hint = UNMATCHED, _HINTS[UNMATCHED]
+            elif any(rel.startswith(d) for d in deep):
+                root = next(d for d in deep if rel.startswith(d)).rstrip("/")
+                reason, hint = TOO_DEEP, _HINTS[TOO_DEEP] + f", e.g. `pairload pack {raw / root} SHARDS`"
+            elif any(rel.startswith(d) for d in unknown):
+                word = next(w for d, w in unknown.items() if rel.startswith(d))
+                reason = UNKNOWN_SPLIT
+                hint = (f"its folder looks like the side folder of a split {word!r}, which is not a known split name; "
+                        f"pass --split-name {word}=SPLIT (e.g. {word}=val) to pack it")
+            elif pairs_file:
+                reason, hint = NOT_LISTED, _HINTS[NOT_LISTED]
+            else:
+                reason = NO_SIDE_FOLDER
+                split = next((c for c in Path(where).parts if split_alias(c)), None)
+                hint = ((f"{split!r} looks like a split folder, but " if split else "") +
+                        "no low|input|… folder beside a high|normal|… folder holds these files; name the folders "
+                        "with --low-dir/--high-dir, or list the pairs in a --pairs-file")
+            groups.setdefault((where, reason), []).append(name)
+            hints[(where, reason)] = hint
+    out.unused = [Unused(folder, reason, len(names), tuple(names[:MAX_LISTED]), hints[(folder, reason)])
+                  for (folder, reason), names in sorted(groups.items())]
+
+
+def _find_in_folders(raw: Path, units: list[_Unit], skip_unmatched: bool, overrides: dict[str, str],
                      template: str | None, out: Discovery) -> None:
-    units: list[_Unit] = []
-    _scan(raw, low_dir, high_dir, 0, units)
     if not units:
         return
     located = [(_locate(raw, u), u) for u in units]
@@ -490,10 +728,13 @@ def _find_in_folders(raw: Path, low_dir, high_dir, skip_unmatched: bool, overrid
         shown = ", ".join(d or "(top level)" for d in datasets)
         raise PairingError(f"{raw}: holds several datasets, each with its own splits ({shown}); pack one at a time, "
                            f"e.g. `pairload pack {raw / datasets[-1]} SHARDS`")
-    names = _canonical_splits(sorted({s for (_, s, _), _ in located}), overrides)
+    folders = {s for (_, s, _), _ in located}
+    names = _canonical_splits(sorted(folders - {""}), overrides, (DEFAULT_SPLIT,) if "" in folders else ())
+    names[""] = (DEFAULT_SPLIT, "no split folder: the default split")
     problems: list[str] = []
     for (_, split_folder, group), unit in located:
-        split = names[split_folder]
+        split = names[split_folder][0]
+        out.split_folders[split_folder or "."] = names[split_folder]
         lows, highs, mapping, rule = _pair_unit(raw, unit, template)
         only_low = sorted(set(lows) - set(mapping))
         only_high = sorted(set(highs) - set(mapping.values()))
@@ -526,5 +767,6 @@ def _find_in_folders(raw: Path, low_dir, high_dir, skip_unmatched: bool, overrid
             out.rules[split].append(rule)
     if problems and not skip_unmatched:
         raise PairingError(f"{raw}: unmatched images, " + " | ".join(problems) +
-                           " (no naming rule pairs them one to one; pass --skip-unmatched to pack the rest, "
-                           "--name-template for another naming rule, or --pairs-file)")
+                           " (no naming rule pairs them one to one, and pairload never pairs by elimination: restore "
+                           "the missing files, list the pairs in a --pairs-file, give --name-template for another "
+                           "naming rule, or pass --skip-unmatched to pack the rest)")
