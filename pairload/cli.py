@@ -20,8 +20,24 @@ from rich.table import Table
 from .errors import PairloadError
 from .kinds import BENCH_ENTRIES
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+# plain click help (rich_markup_mode=None): rich's panels cut option descriptions with "…" at 80 columns
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  context_settings={"max_content_width": 100},
                   help="Fast, correct loading of paired low/normal-light images.")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        out.print(f"pairload {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Fast, correct loading of paired low/normal-light images."""
 out = Console(soft_wrap=True)  # long paths stay on one line, whatever the terminal or pipe
 
 
@@ -225,7 +241,7 @@ def train(ctx: typer.Context) -> None:
     from .recipes.train import main as train_main
 
     try:
-        code = train_main(list(ctx.args))
+        code = train_main(list(ctx.args), prog="pairload train")
     except SystemExit as exc:  # argparse's --help and usage errors
         code = exc.code or 0
     if code:

@@ -47,3 +47,24 @@ def test_train_help_and_usage_errors_pass_through():
     assert res.returncode == 0 and "--loader" in res.stdout and "--resume" in res.stdout
     res = run("train", "--epochs")
     assert res.returncode == 2 and "argument --epochs: expected one argument" in res.stderr
+
+
+def test_version_and_help_that_is_not_cut_at_80_columns():
+    import pairload
+
+    res = run("--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"pairload {pairload.__version__}"
+    res = run("pack", "--help")
+    assert res.returncode == 0 and "…" not in res.stdout.replace("our485/Train/…", "").replace("eval15/Test/…", "")
+    assert "low|input|dark|lq|img" in res.stdout and "high|normal|gt|target|hq" in res.stdout
+
+
+def test_train_usage_errors_are_one_line_naming_the_command_and_refusals_name_its_flags(packed):
+    res = run("train", "--bogus")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == ["error: pairload train: unrecognized arguments: --bogus "
+                                               "(see `pairload train --help`)"]
+    res = run("train", "--shards", packed, "--crop", "16", "--batch-size", "500", "--epochs", "1", "--device", "cpu",
+              "--val-split", "none")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "lower --batch-size" in res.stderr and "last_batch" not in res.stderr

@@ -602,9 +602,25 @@ HELP = {
 }
 
 
-def parse_args(argv: list[str] | None = None) -> TrainConfig:
-    ap = argparse.ArgumentParser(prog="python -m pairload.train", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        """A usage error in one line that names the command the user typed (argparse prints the whole usage)."""
+        self.exit(2, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
+# an API option a refusal may name -> the reference loop's flag for it (its loaders are made with last_batch='drop')
+CLI_TERMS = (("lower batch_size, or use last_batch='pad' or 'partial'", "lower --batch-size"),
+             ("use crop <=", "use --crop <="), ("num_workers", "--workers"), ("batch_size", "--batch-size"))
+
+
+def cli_terms(message: str) -> str:
+    for api, flag in CLI_TERMS:
+        message = message.replace(api, flag)
+    return message
+
+
+def parse_args(argv: list[str] | None = None, prog: str = "python -m pairload.train") -> TrainConfig:
+    ap = _Parser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     defaults = TrainConfig(shards="x")
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -621,9 +637,9 @@ def parse_args(argv: list[str] | None = None) -> TrainConfig:
     return TrainConfig(**vars(ns))
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m pairload.train") -> int:
     try:
-        cfg = parse_args(argv)
+        cfg = parse_args(argv, prog)
         info = dist_info(cfg.device)
         init_distributed(info, timeout_s=cfg.dist_timeout)
         try:
@@ -636,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         cleanup()
     except PairloadError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {cli_terms(str(exc)) if isinstance(exc, ConfigError) else exc}\n")
         return 1
     return 0
 
