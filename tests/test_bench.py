@@ -126,3 +126,26 @@ def test_ranks_run_concurrent_loaders_and_report_the_node_total(tmp_path):
     assert pil["status"] == "skipped" and "baseline" in pil["reason"]
     with pytest.raises(ConfigError, match="--ranks measures warm loaders alone"):
         BenchConfig(shards="x", ranks=2, cold=True)
+
+
+def test_chart_values_sit_past_their_error_bars_and_toy_sizes_are_named(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from pairload.demo import CPU, GPU, sizes_note
+
+    report = {"device": "cpu", "cpu_count": 2, "date": "2026-11-23",
+              "config": {"crop": 64, "batch_size": 8, "workers": 2},
+              "limits": {"h2d": {"kind": "host copy", "pairs_per_s": 1e5}, "copy": {"pairs_per_s_per_core": 5e3}},
+              "results": [{"loader": "ram", "status": "ok", "pairs_per_s": 1000.0, "pairs_per_s_min": 800.0,
+                           "pairs_per_s_max": 1500.0}]}
+    texts, titles = [], []
+    real_text, real_title = matplotlib.axes.Axes.text, matplotlib.axes.Axes.set_title
+    monkeypatch.setattr(matplotlib.axes.Axes, "text", lambda ax, x, y, s, **kw: (texts.append((x, s)),
+                                                                                real_text(ax, x, y, s, **kw))[1])
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_title", lambda ax, t, **kw: (titles.append(t),
+                                                                               real_title(ax, t, **kw))[1])
+    plot(report, tmp_path / "chart.png", note=sizes_note(CPU))
+    (x, label), = texts
+    assert label == "1,000" and x > 1500.0  # past the end of the error bar, not on it
+    assert "toy sizes (crop 64, batch 8" in titles[0] and "rank differently than at crop 256" in titles[0]
+    assert "toy" not in sizes_note(GPU)

@@ -601,9 +601,9 @@ def _consumer_rate(consumer: Callable, device: torch.device, cfg: BenchConfig) -
     return n * cfg.batch_size / (time.perf_counter() - t0)
 
 
-def plot(report: dict, path: str | os.PathLike, targets: dict[str, float] | None = None) -> None:
+def plot(report: dict, path: str | os.PathLike, targets: dict[str, float] | None = None, note: str = "") -> None:
     """A log-scale bar chart of pairs/s per loader with the hardware bounds drawn as lines (and, if given, a
-    target per loader drawn as a black diamond)."""
+    target per loader drawn as a black diamond, and a `note` under the title saying what the sizes mean)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -616,8 +616,9 @@ def plot(report: dict, path: str | os.PathLike, targets: dict[str, float] | None
     errs = [[r["pairs_per_s"] - r["pairs_per_s_min"] for r in ok], [r["pairs_per_s_max"] - r["pairs_per_s"] for r in ok]]
     colors = ["#888888" if n in BASELINES else "#2a7ab9" for n in names]
     ax.barh(names, vals, xerr=errs, color=colors)
-    for y, v in enumerate(vals):
-        ax.text(v, y, f" {v:,.0f}", va="center", fontsize=8)
+    for y, r in enumerate(ok):  # past the end of the error bar, not on it
+        ax.text(max(r["pairs_per_s"], r["pairs_per_s_max"]) * 1.04, y, f"{r['pairs_per_s']:,.0f}", va="center",
+                fontsize=8)
     lim = report["limits"]
     lines = [(lim["h2d"]["pairs_per_s"], lim["h2d"]["kind"] + " bound", "#d62728"),
              (lim["copy"]["pairs_per_s_per_core"], "one core copying crops", "#9467bd")]
@@ -638,7 +639,7 @@ def plot(report: dict, path: str | os.PathLike, targets: dict[str, float] | None
     ax.set_xlabel("pairs/s delivered into device memory (log scale)")
     c = report["config"]
     ax.set_title(f"{report['device']}, {report['cpu_count']} cores; crop {c['crop']}, batch {c['batch_size']}, "
-                 f"{c['workers']} workers; {report['date']}", fontsize=9)
+                 f"{c['workers']} workers; {report['date']}" + (f"\n{note}" if note else ""), fontsize=9)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
     fig.tight_layout()
     from ..format.atomic import atomic_open
