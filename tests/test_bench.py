@@ -21,6 +21,7 @@ def tiny(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_every_loader_and_baseline_runs_side_by_side(tiny, tmp_path):
     cfg = BenchConfig(shards=str(tiny / "shards"), raw=str(tiny / "raw"), crop=32, batch_size=4, workers=1,
                       seconds=0.4, repeats=2, device="cpu")
@@ -42,6 +43,7 @@ def test_every_loader_and_baseline_runs_side_by_side(tiny, tmp_path):
     assert (tmp_path / "chart.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_loaders_without_their_inputs_are_skipped_with_the_reason(tiny):
     cfg = BenchConfig(shards=str(tiny / "shards"), loaders=("ram", "dali-file", "naive-pil"), crop=32, batch_size=4,
                       workers=1, seconds=0.2, repeats=1, device="cpu", consumer="unet")
@@ -54,6 +56,7 @@ def test_loaders_without_their_inputs_are_skipped_with_the_reason(tiny):
         BenchConfig(shards="x", loaders=("fast",))
 
 
+@pytest.mark.slow
 def test_cli_writes_json_and_chart(tiny, tmp_path):
     res = subprocess.run([sys.executable, "-m", "pairload.cli", "bench-loaders", str(tiny / "shards"), "--raw",
                           str(tiny / "raw"), "--loaders", "ram,wds,cv2-disk", "--crop", "32", "--batch-size", "4",
@@ -78,6 +81,7 @@ def test_bench_cli_mistakes_are_one_line_errors(tiny, args, match):
     assert __import__("re").match(match, res.stderr)
 
 
+@pytest.mark.slow
 def test_cold_runs_evict_the_shards_and_report_the_disk_bound(tiny, tmp_path):
     cfg = BenchConfig(shards=str(tiny / "shards"), raw=None, loaders=("ram", "wds"), crop=32, batch_size=4, workers=1,
                       seconds=0.4, repeats=2, device="cpu", cold=True)
@@ -113,6 +117,7 @@ def test_evict_really_empties_the_page_cache_of_a_shard(tiny):
     assert resident < pages / 2, f"{resident} of {pages} pages still cached"
 
 
+@pytest.mark.slow
 def test_ranks_run_concurrent_loaders_and_report_the_node_total(tmp_path):
     from pairload.bench.loaders import BenchConfig, run_bench
 

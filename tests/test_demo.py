@@ -8,6 +8,7 @@ import pytest
 pytest.importorskip("skimage")
 
 
+@pytest.mark.slow
 def test_demo_runs_the_main_job_end_to_end(tmp_path):
     # a long path, no COLUMNS, output piped: nothing may depend on how a terminal would wrap it
     demo = tmp_path / ("a-rather-long-folder-name-" * 4) / "demo"

@@ -210,6 +210,7 @@ def test_corrupt_shard_met_while_loading_names_shard_and_key(shards24, tmp_path,
         list(loader)
 
 
+@pytest.mark.slow
 def test_one_copy_of_the_split_is_shared_between_processes(tmp_path):
     """Two processes that each read a whole epoch map the shards: their private memory barely grows."""
     make_raw(tmp_path / "raw", 100, size=(400, 600))

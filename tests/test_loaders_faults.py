@@ -218,6 +218,7 @@ def test_a_shard_truncated_under_a_loader_without_workers_is_named_not_a_sigbus(
     assert sorted(shards.glob("*.tar"))[-1].name in res.stderr
 
 
+@pytest.mark.slow
 def test_a_stopped_worker_is_named_after_the_timeout_instead_of_hanging(packed):
     others = {p.pid for p in _workers()}
     loader = make_loader("ram", packed, batch_size=2, crop=16, num_workers=1, timeout=2)

@@ -56,6 +56,7 @@ def test_two_rank_gloo_run_learns_and_counts_every_test_pair_once(shards, tmp_pa
     assert state["epoch"] == 5 and set(state) >= {"model", "optimizer", "scheduler", "scaler", "rng"}
 
 
+@pytest.mark.slow
 def test_resume_continues_and_matches_an_uninterrupted_run(shards, tmp_path):
     full = torchrun(shards, tmp_path / "full", "--epochs", 4)
     first = torchrun(shards, tmp_path / "cut", "--epochs", 4, "--stop-after-epoch", 2)
@@ -201,6 +202,7 @@ def test_test_images_of_different_sizes_validate_one_by_one(tmp_path):
     assert (tmp_path / "run" / "val-epoch001.png").is_file()
 
 
+@pytest.mark.slow
 def test_a_stopped_rank_ends_the_job_with_a_clear_error_not_a_hang(shards, tmp_path):
     import signal
     import socket
@@ -297,6 +299,7 @@ def test_mixed_size_test_set_validates_under_torchrun_with_two_ranks(tmp_path):
     assert (tmp_path / "run" / "val-epoch002.png").is_file()
 
 
+@pytest.mark.slow
 def test_killed_mid_epoch_and_resumed_sees_the_same_data_as_an_uninterrupted_run(shards, tmp_path):
     import shutil
     import signal
