@@ -152,5 +152,7 @@ def test_chart_values_sit_past_their_error_bars_and_toy_sizes_are_named(tmp_path
     plot(report, tmp_path / "chart.png", note=sizes_note(CPU))
     (x, label), = texts
     assert label == "1,000" and x > 1500.0  # past the end of the error bar, not on it
-    assert "toy sizes (crop 64, batch 8" in titles[0] and "rank differently than at crop 256" in titles[0]
+    title = " ".join(titles[0].split())  # the note is wrapped to the chart's width
+    assert "toy sizes (crop 64, batch 8" in title and "rank differently than at crop 256" in title
+    assert max(len(line) for line in titles[0].splitlines()) <= 110
     assert "toy" not in sizes_note(GPU)

@@ -13,6 +13,7 @@ import os
 import platform
 import random
 import statistics
+import textwrap
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -639,7 +640,8 @@ def plot(report: dict, path: str | os.PathLike, targets: dict[str, float] | None
     ax.set_xlabel("pairs/s delivered into device memory (log scale)")
     c = report["config"]
     ax.set_title(f"{report['device']}, {report['cpu_count']} cores; crop {c['crop']}, batch {c['batch_size']}, "
-                 f"{c['workers']} workers; {report['date']}" + (f"\n{note}" if note else ""), fontsize=9)
+                 f"{c['workers']} workers; {report['date']}" + ("\n" + "\n".join(textwrap.wrap(note, 110)) if note else ""),
+                 fontsize=9)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
     fig.tight_layout()
     from ..format.atomic import atomic_open
