@@ -1,6 +1,7 @@
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -406,3 +407,13 @@ def test_usage_errors_exit_2_with_typers_message_and_no_traceback():
         res = subprocess.run([sys.executable, "-m", "pairload.cli", *args], capture_output=True, text=True)
         assert res.returncode == 2, (args, res.stderr)
         assert text in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("inside", ["shards", "train/shards", "link/shards"])
+def test_an_output_folder_inside_the_raw_folder_is_refused_naming_both(raw, tmp_path, inside):
+    (raw / "link").symlink_to(raw / "train")  # a way in that only resolving the paths reveals
+    out = raw / inside
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(out))}: the output folder is inside the raw folder "
+                                          rf"{re.escape(str(raw))} \(a later pack .*write the shards outside it"):
+        pack(raw, out, PackOptions(workers=1))
+    assert not out.exists()

@@ -282,6 +282,17 @@ def _folder_lock(folder: Path):
         os.close(fd)
 
 
+def _check_output_outside_raw(raw: Path, out: Path) -> None:
+    """The shards may not live in RAW: a later pack of RAW would walk into them (and its own partial files)."""
+    raw_real, out_real = raw.resolve(), out.resolve()
+    hint = f"e.g. `pairload pack {raw} {raw_real.name}-shards`"
+    if out_real == raw_real:
+        raise ConfigError(f"{out}: the output folder is the raw folder; write the shards elsewhere, {hint}")
+    if out_real.is_relative_to(raw_real):
+        raise ConfigError(f"{out}: the output folder is inside the raw folder {raw} (a later pack of {raw} would walk "
+                          f"into its own shards); write the shards outside it, {hint}")
+
+
 def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: PackOptions = PackOptions(),
          on_progress: Callable[[int, int], None] | None = None) -> PackReport:
     """Pack the pairs under `raw_dir` into `shards_dir`. Raises a PairloadError (and writes no manifest) on bad input."""
@@ -289,13 +300,11 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
     workers = options.workers or os.cpu_count() or 1
     pool = _pool(workers) if workers > 1 else None  # workers start while the folders are being listed
     try:
+        out = Path(shards_dir)
+        _check_output_outside_raw(Path(raw_dir), out)
         discovery = find_pairs(raw_dir, low_dir=options.low_dir, high_dir=options.high_dir,
                                pairs_file=options.pairs_file, skip_unmatched=options.skip_unmatched,
                                split_names=dict(options.split_names), name_template=options.name_template)
-        out = Path(shards_dir)
-        if out.resolve() == Path(raw_dir).resolve():
-            raise ConfigError(f"{shards_dir}: the output folder is the raw folder; write the shards elsewhere, e.g. "
-                              f"`pairload pack {raw_dir} {Path(raw_dir).resolve().name}-shards`")
         out.mkdir(parents=True, exist_ok=True)
         with _folder_lock(out):
             return _pack_locked(discovery, out, options, pool, workers, start, on_progress)
