@@ -417,3 +417,42 @@ def test_an_output_folder_inside_the_raw_folder_is_refused_naming_both(raw, tmp_
                                           rf"{re.escape(str(raw))} \(a later pack .*write the shards outside it"):
         pack(raw, out, PackOptions(workers=1))
     assert not out.exists()
+
+
+def png_header_claiming(width: int, height: int) -> bytes:
+    """A small PNG whose header says width x height (RGB, 8 bits); its compressed data holds only a few rows."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\0" * 1024)) + chunk(b"IEND", b""))
+
+
+def test_a_png_beyond_opencvs_pixel_limit_is_refused_by_name_before_decoding(tmp_path):
+    raw = make_raw(tmp_path / "raw", 2)
+    huge = raw / "high" / "00001.png"
+    huge.write_bytes(png_header_claiming(40000, 40000))  # 1.6e9 pixels, over OpenCV's 2**30
+    match = (rf"^{re.escape(str(huge))}: image is too large: its header says 40000x40000 \(1,600,000,000 pixels\) and "
+             r"OpenCV decodes at most 1,073,741,824 pixels; shrink or remove the file, or raise the limit by setting "
+             r"the environment variable OPENCV_IO_MAX_IMAGE_PIXELS")
+    with pytest.raises(ImageError, match=match):
+        pack(raw, tmp_path / "out", PackOptions(workers=1))
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_decode_names_an_image_over_the_pixel_limit(tmp_path, monkeypatch):
+    from pairload.raw import decode
+
+    raw = make_raw(tmp_path / "raw", 1)
+    path = raw / "low" / "00000.png"
+    monkeypatch.setattr(decode, "MAX_PIXELS", 40 * 56 - 1)  # one pixel less than the 56x40 image
+    match = rf"^{re.escape(str(path))}: image is too large: its header says 56x40 \(2,240 pixels\) and OpenCV decodes at most 2,239"
+    with pytest.raises(ImageError, match=match):
+        decode.decode_rgb(path, to_8bit=False)
+    with pytest.raises(ImageError, match=match):
+        decode.probe_size(path)
+    with pytest.raises(ImageError, match=match):
+        pack(raw, tmp_path / "out", PackOptions(workers=1))
