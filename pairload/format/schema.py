@@ -25,6 +25,7 @@ FORMAT = "pairload-shards"
 VERSION = 2  # written when a sample shares another's target; shards without shared targets are written as 1
 VERSIONS = (1, 2)  # readable
 MANIFEST = "manifest.json"
+RAW_DIR = "raw_dir"  # manifest field: the resolved RAW folder packed; pack will not replace another folder's shards
 
 # Member suffixes inside a sample; WebDataset groups members by the key before the first dot.
 LOW = "low.npy"
