@@ -8,8 +8,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import (ConfigError, ImageError, MissingDependencyError, PairingError, PairloadError,  # noqa: F401
-                     ShardError)
+from .errors import (ConfigError, ImageError, MissingDependencyError, OutputError, PairingError,  # noqa: F401
+                     PairloadError, ShardError)
 from .read.shards import ShardDataset, open_shards  # noqa: F401
 
 _LAZY = {

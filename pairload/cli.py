@@ -100,6 +100,7 @@ def pack(
     max_side: Optional[int] = typer.Option(None, help="Shrink both images so the longer side is at most N."),
     shard_size: str = typer.Option("256MB", help="Close a shard at this size (KB, MB, GB)."),
     workers: int = typer.Option(0, help="Decoding processes (0: all cores)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a manifest.json in SHARDS_DIR that is not a pack of RAW_DIR (another folder's pack, with its shards, or a file of yours); refused otherwise."),
 ) -> None:
     """Decode every pair once into uint8 WebDataset tar shards with a manifest."""
     from .pack.writer import PackOptions, pack as run, parse_size, parse_split_names, parse_wxh
@@ -107,7 +108,7 @@ def pack(
     opts = PackOptions(low_dir=low_dir, high_dir=high_dir, pairs_file=tuple(pairs_file) if pairs_file else None,
                        skip_unmatched=skip_unmatched, split_names=parse_split_names(split_name or []),
                        name_template=name_template, to_8bit=to_8bit, resize=parse_wxh(resize), max_side=max_side,
-                       shard_size=parse_size(shard_size), workers=workers)
+                       shard_size=parse_size(shard_size), workers=workers, overwrite=overwrite)
     with _progress("pack") as update:
         report = run(raw_dir, shards_dir, opts, on_progress=update)
     for split, s in report.splits.items():

@@ -20,6 +20,11 @@ class ShardError(PairloadError):
     """A shard folder, manifest or shard file is missing, corrupt or of an unknown format."""
 
 
+class OutputError(PairloadError):
+    """An output file cannot be written (the disk is full, the folder is read-only), or writing it would replace a
+    file pairload did not write."""
+
+
 class ConfigError(PairloadError):
     """An option has a value that cannot work (crop larger than images, batch larger than a rank's share)."""
 

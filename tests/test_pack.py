@@ -1,7 +1,9 @@
+import errno
 import hashlib
 import json
 import mmap
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,7 +14,7 @@ import cv2
 import numpy as np
 import pytest
 
-from pairload import ImageError, PairingError, open_shards
+from pairload import ImageError, OutputError, PairingError, open_shards
 from pairload.pack.writer import PackOptions, pack, parse_size
 from pairload.errors import ConfigError
 
@@ -255,14 +257,17 @@ def test_killed_pack_then_rerun_is_byte_identical(tmp_path):
     for delay in (0.0, 0.15):
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 30
-        while time.time() < deadline and not list(out.glob("*.partial")):
+        while time.time() < deadline and not list(out.glob("*.tar.partial")):  # a shard's, not the journal's
             time.sleep(0.002)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         if proc.returncode == -signal.SIGKILL:
             assert not (out / "manifest.json").exists()  # a killed pack never looks complete
-            left_partial.append(bool(list(out.glob("*.partial"))))
+            left_partial.append(bool(list(out.glob("*.tar.partial"))))
+            if left_partial[-1]:  # written before any partial shard: the next run knows they are its own
+                assert set(json.loads((out / ".pairload-pack.json").read_text())["partials"]) >= \
+                    {p.name for p in out.glob("*.tar.partial")}
     assert left_partial and left_partial[0]  # the first kill really left a half-written shard behind
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     assert digests(out) == digests(reference)
@@ -407,3 +412,177 @@ def test_usage_errors_exit_2_with_typers_message_and_no_traceback():
         res = subprocess.run([sys.executable, "-m", "pairload.cli", *args], capture_output=True, text=True)
         assert res.returncode == 2, (args, res.stderr)
         assert text in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("inside", ["shards", "train/shards", "link/shards"])
+def test_an_output_folder_inside_the_raw_folder_is_refused_naming_both(raw, tmp_path, inside):
+    (raw / "link").symlink_to(raw / "train")  # a way in that only resolving the paths reveals
+    out = raw / inside
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(out))}: the output folder is inside the raw folder "
+                                          rf"{re.escape(str(raw))} \(a later pack .*write the shards outside it"):
+        pack(raw, out, PackOptions(workers=1))
+    assert not out.exists()
+
+
+def png_header_claiming(width: int, height: int) -> bytes:
+    """A small PNG whose header says width x height (RGB, 8 bits); its compressed data holds only a few rows."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\0" * 1024)) + chunk(b"IEND", b""))
+
+
+def test_a_png_beyond_opencvs_pixel_limit_is_refused_by_name_before_decoding(tmp_path):
+    raw = make_raw(tmp_path / "raw", 2)
+    huge = raw / "high" / "00001.png"
+    huge.write_bytes(png_header_claiming(40000, 40000))  # 1.6e9 pixels, over OpenCV's 2**30
+    match = (rf"^{re.escape(str(huge))}: image is too large: its header says 40000x40000 \(1,600,000,000 pixels\) and "
+             r"OpenCV decodes at most 1,073,741,824 pixels; shrink or remove the file, or raise the limit by setting "
+             r"the environment variable OPENCV_IO_MAX_IMAGE_PIXELS")
+    with pytest.raises(ImageError, match=match):
+        pack(raw, tmp_path / "out", PackOptions(workers=1))
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_decode_names_an_image_over_the_pixel_limit(tmp_path, monkeypatch):
+    from pairload.raw import decode
+
+    raw = make_raw(tmp_path / "raw", 1)
+    path = raw / "low" / "00000.png"
+    monkeypatch.setattr(decode, "MAX_PIXELS", 40 * 56 - 1)  # one pixel less than the 56x40 image
+    match = rf"^{re.escape(str(path))}: image is too large: its header says 56x40 \(2,240 pixels\) and OpenCV decodes at most 2,239"
+    with pytest.raises(ImageError, match=match):
+        decode.decode_rgb(path, to_8bit=False)
+    with pytest.raises(ImageError, match=match):
+        decode.probe_size(path)
+    with pytest.raises(ImageError, match=match):
+        pack(raw, tmp_path / "out", PackOptions(workers=1))
+
+
+# ------------------------------------------------------------------ files pack did not write, absurd sizes, full disks
+
+def test_a_foreign_partial_file_is_never_deleted_and_one_in_the_way_is_refused(raw, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    aside = out / "train-000099.tar.partial"  # a user's file named like pack's temporary shards
+    aside.write_bytes(b"user data 1")
+    pack(raw, out, PackOptions(workers=1))
+    assert aside.read_bytes() == b"user data 1"  # not pack's: it stays
+    in_the_way = out / "test-000000.tar.partial"  # the name this pack writes its test shard under
+    in_the_way.write_bytes(b"user data 2")
+    with pytest.raises(OutputError, match=rf"^{re.escape(str(in_the_way))}: this pack would write its temporary shard "
+                                          r"under this name, and the file there was not written by `pairload pack` "
+                                          r".*; move or delete it, or pack into another folder"):
+        pack(raw, out, PackOptions(workers=1))
+    assert in_the_way.read_bytes() == b"user data 2" and aside.read_bytes() == b"user data 1"
+    assert not (out / ".pairload-pack.json").exists()
+    assert len(open_shards(out, "test")) == 4  # the earlier pack is untouched
+    in_the_way.unlink()
+    pack(raw, out, PackOptions(workers=1))
+    assert aside.read_bytes() == b"user data 1"
+
+
+def test_partial_files_listed_in_a_killed_packs_journal_are_removed_and_no_others(raw, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("train-000007.tar.partial", "train-000008.tar.partial"):
+        (out / name).write_bytes(b"\0" * 1024)
+    # what a pack killed while writing leaves: its journal, written before it created its partial shards
+    (out / ".pairload-pack.json").write_text(json.dumps({"owned": [], "partials": ["train-000007.tar.partial"]}))
+    pack(raw, out, PackOptions(workers=1))
+    assert sorted(p.name for p in out.glob("*.partial")) == ["train-000008.tar.partial"]
+    assert not (out / ".pairload-pack.json").exists()
+
+
+def test_a_manifest_json_that_is_not_a_pairload_manifest_is_refused_unless_overwrite(raw, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    mine = out / "manifest.json"
+    mine.write_text('{"experiment": "my notes"}')
+    with pytest.raises(OutputError, match=rf"^{re.escape(str(mine))}: not a pairload manifest \(expected JSON with "
+                                          r"\"format\": \"pairload-shards\"\), so `pairload pack` will not replace it; "
+                                          r"move it away or pack into another folder, or pass --overwrite"):
+        pack(raw, out, PackOptions(workers=1))
+    assert mine.read_text() == '{"experiment": "my notes"}' and not list(out.glob("*.tar*"))
+    pack(raw, out, PackOptions(workers=1, overwrite=True))
+    assert len(open_shards(out)) == 8
+
+
+def test_the_manifest_of_another_raw_folders_pack_is_refused_unless_overwrite(raw, tmp_path):
+    other = make_raw(tmp_path / "other", 3)
+    out = tmp_path / "out"
+    pack(raw, out, PackOptions(workers=1))
+    before = digests(out)
+    res = run_cli("pack", other, out)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.strip() == (f"error: {out / 'manifest.json'}: the manifest of a pack of {raw}, not of {other}; "
+                                  "pack into another folder, or pass --overwrite to replace those shards")
+    assert digests(out) == before
+    pack(raw.parent / "raw" / "train" / "..", out, PackOptions(workers=1))  # the same folder, however it is spelled
+    res = run_cli("pack", other, out, "--overwrite")
+    assert res.returncode == 0, res.stderr
+    assert len(open_shards(out)) == 3 and not (out / "test-000000.tar").exists()  # the other pack's shards went
+
+
+def test_a_resize_beyond_the_pixel_limit_is_refused_before_anything_is_written(raw, tmp_path):
+    with pytest.raises(ConfigError, match=r"^--resize 10x10000000: 100,000,000 pixels per image \(572.2 MB per pair\) "
+                                          r"is more than pack stores \(at most 67,108,864 pixels, e.g. 8192x8192\)"):
+        PackOptions(resize=(10, 10_000_000))
+    res = run_cli("pack", raw, tmp_path / "out", "--resize", "10x10000000")
+    assert res.returncode == 1 and res.stderr.startswith("error: --resize 10x10000000: 100,000,000 pixels per image")
+    assert not (tmp_path / "out").exists()
+    PackOptions(resize=(8192, 8192))  # the limit itself is fine
+
+
+def test_a_pack_larger_than_the_free_disk_space_is_refused_with_both_numbers(raw, tmp_path, monkeypatch):
+    import shutil
+
+    out = tmp_path / "out"
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=300 * 1024))
+    with pytest.raises(OutputError, match=rf"^{re.escape(str(out))}: the shards would take about 8.3 MB \(12 pairs, "
+                                          r"images up to 600x200\) but the disk holding this folder has 300.0 KB "
+                                          r"free; free some space, pack into a folder on a larger disk, or store "
+                                          r"smaller images \(--max-side N, --resize WxH\)"):
+        pack(raw, out, PackOptions(workers=1, resize=(600, 200)))
+    assert not [p for p in out.iterdir() if p.name != ".pairload-pack.lock"]
+    pack(raw, out, PackOptions(workers=1))  # 12 pairs of 56x40 fit in 300 KB
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "pairload.cli", *map(str, args)], capture_output=True, text=True)
+
+
+def _disk_full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_at_the_manifest_names_the_manifest(raw, tmp_path, monkeypatch):
+    from pairload.pack import writer
+
+    out = tmp_path / "out"
+    real = writer.write_json_atomic
+    monkeypatch.setattr(writer, "write_json_atomic",
+                        lambda path, doc: _disk_full() if Path(path).name == "manifest.json" else real(path, doc))
+    with pytest.raises(OutputError, match=rf"^{re.escape(str(out / 'manifest.json'))}: the disk is full \(No space "
+                                          r"left on device\) while writing this file; free some space or pack into a "
+                                          r"folder on a larger disk, then run the same `pairload pack` again"):
+        pack(raw, out, PackOptions(workers=1))
+    monkeypatch.undo()
+    assert not (out / "manifest.json").exists()  # never a manifest that looks complete
+    pack(raw, out, PackOptions(workers=1))  # with space again, the same command finishes the job
+    assert len(open_shards(out)) == 8 and not (out / ".pairload-pack.json").exists()
+
+
+def test_a_full_disk_while_writing_pixels_names_the_shard_not_the_pair(raw, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    monkeypatch.setattr(os, "pwrite", _disk_full)
+    with pytest.raises(OutputError, match=rf"^{re.escape(str(out))}/test-000000.tar.partial: the disk is full \(No "
+                                          r"space left on device\) while writing this file"):
+        pack(raw, out, PackOptions(workers=1))
+    monkeypatch.undo()
+    assert not [p for p in out.iterdir() if p.name != ".pairload-pack.lock"]  # partials and journal removed

@@ -6,7 +6,7 @@ import pytest
 from pairload import ShardError, open_shards
 from pairload.read.shards import info, verify
 
-from conftest import pair_pixels
+from conftest import make_raw, pair_pixels
 
 
 def test_open_shards_random_access(packed):
@@ -81,6 +81,36 @@ def _edit_manifest(packed, edit):
     doc = json.loads(path.read_text())
     edit(doc)
     path.write_text(json.dumps(doc))
+
+
+def _floats(field):
+    def edit(doc):
+        idx = doc["splits"]["train"]["shards"][1]["index"]
+        idx[field] = [[float(v) for v in x] if isinstance(x, list) else float(x) for x in idx[field]]
+    return edit
+
+
+@pytest.mark.parametrize("field", ["low", "high", "hw", "crc32"])
+def test_float_numbers_in_the_index_are_refused_naming_the_field(packed, field):
+    _edit_manifest(packed, _floats(field))
+    match = (rf"manifest.json: split 'train': train-000001.tar: index \"{field}\" holds \[?[0-9]+\.0.* for sample 0 "
+             r"\((a list of integers|an integer) expected\); the manifest is damaged or was edited")
+    with pytest.raises(ShardError, match=match):
+        verify(packed)
+    with pytest.raises(ShardError, match=match):
+        open_shards(packed, "train")
+
+
+def test_a_float_in_shares_high_is_refused_naming_the_field(tmp_path):
+    from pairload.pack import PackOptions, pack
+
+    make_raw(tmp_path / "raw", 2)
+    (tmp_path / "pairs.txt").write_text("low/00000.png high/00000.png\nlow/00001.png high/00000.png\n")
+    pack(tmp_path / "raw", tmp_path / "s", PackOptions(workers=1, pairs_file=str(tmp_path / "pairs.txt")))
+    _edit_manifest(tmp_path / "s", lambda d: d["splits"]["train"]["shards"][0]["index"].update(shares_high=[-1, 0.0]))
+    with pytest.raises(ShardError, match=r"manifest.json: train-000000.tar: index \"shares_high\" holds 0.0 for sample 1 "
+                                         r"\(an integer expected\); the manifest is damaged or was edited"):
+        verify(tmp_path / "s")
 
 
 @pytest.mark.parametrize("edit, match", [

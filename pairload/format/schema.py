@@ -25,6 +25,7 @@ FORMAT = "pairload-shards"
 VERSION = 2  # written when a sample shares another's target; shards without shared targets are written as 1
 VERSIONS = (1, 2)  # readable
 MANIFEST = "manifest.json"
+RAW_DIR = "raw_dir"  # manifest field: the resolved RAW folder packed; pack will not replace another folder's shards
 
 # Member suffixes inside a sample; WebDataset groups members by the key before the first dot.
 LOW = "low.npy"
@@ -304,20 +305,42 @@ def split_index(doc: dict, split: str, where: str = MANIFEST) -> SplitIndex:
         raise ShardError(f"{where}: split {split!r} has a malformed shard entry ({exc!r}); repack") from None
     n = len(keys)
     try:
-        return _split_index(split, files, keys, shard, hw, low, high, crc, counts, n)
+        columns = {name: _integers(values, name, where, split, files, counts)
+                   for name, values in (("hw", hw), ("low", low), ("high", high), ("crc32", crc))}
+        return _split_index(split, files, keys, shard, columns, counts, n)
     except (ValueError, TypeError, OverflowError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed index ({exc}); repack") from None
 
 
-def _split_index(split, files, keys, shard, hw, low, high, crc, counts, n) -> SplitIndex:
+def _integers(values: list, field: str, where: str, split: str, files: list, counts: list) -> np.ndarray:
+    """`values` as an integer array; a float (1536.0) or a string among them is refused naming the shard, the field
+    and the sample, instead of being truncated here or failing later as a slice index."""
+    arr = np.asarray(values)
+    if arr.size == 0 or arr.dtype.kind in "iu":
+        return arr
+
+    def is_int(v) -> bool:
+        return all(type(x) is int for x in v) if isinstance(v, list) else type(v) is int
+
+    k = next((k for k, v in enumerate(values) if not is_int(v)), None)
+    if k is None:
+        raise ValueError(f"index {field!r} holds {arr.dtype} values")
+    number = int(np.searchsorted(np.cumsum(counts), k, side="right"))
+    sample = k - int(sum(counts[:number]))
+    raise ShardError(f"{where}: split {split!r}: {files[number]}: index \"{field}\" holds {values[k]!r} for sample "
+                     f"{sample} ({'a list of integers' if isinstance(values[k], list) else 'an integer'} expected); "
+                     "the manifest is damaged or was edited: re-run the same `pairload pack` command to rewrite it")
+
+
+def _split_index(split, files, keys, shard, columns, counts, n) -> SplitIndex:
     return SplitIndex(
         split=split,
         files=tuple(files),
         keys=tuple(keys),
         shard=np.asarray(shard, dtype=np.int32).reshape(n),
-        hw=np.asarray(hw, dtype=np.int64).reshape(n, 2),
-        low=np.asarray(low, dtype=np.int64).reshape(n),
-        high=np.asarray(high, dtype=np.int64).reshape(n),
-        crc=np.asarray(crc, dtype=np.uint32).reshape(n, 2),
+        hw=np.asarray(columns["hw"], dtype=np.int64).reshape(n, 2),
+        low=np.asarray(columns["low"], dtype=np.int64).reshape(n),
+        high=np.asarray(columns["high"], dtype=np.int64).reshape(n),
+        crc=np.asarray(columns["crc32"], dtype=np.uint32).reshape(n, 2),
         shard_samples=np.asarray(counts, dtype=np.int64),
     )

@@ -10,11 +10,13 @@ the manifest comes last. This module imports neither torch nor DALI.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import multiprocessing as mp
 import os
 import re
+import shutil
 import threading
 import time
 import zlib
@@ -26,10 +28,19 @@ from ..format import schema
 from ..format.atomic import is_temp_of, write_json_atomic
 from ..raw.decode import _silence_cv2, decode_rgb, probe_size, target_size
 from ..raw.discover import Pair, find_pairs
-from ..errors import ConfigError, ImageError, PairloadError
+from ..errors import ConfigError, ImageError, OutputError, PairloadError
 
 DEFAULT_SHARD_SIZE = 256 * 1024**2
+MAX_RESIZE_PIXELS = 8192 * 8192  # a --resize target beyond this (192 MB per image) is a typo, not a training size
 _UNITS = {"": 1, "B": 1, "KB": 1024, "K": 1024, "MB": 1024**2, "M": 1024**2, "GB": 1024**3, "G": 1024**3}
+
+
+def _bytes_text(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1024 or unit == "TB":
+            return f"{n:,.1f} {unit}" if unit != "B" else f"{n:.0f} B"
+        n /= 1024
+    return str(n)
 
 
 def parse_size(text: str | int) -> int:
@@ -80,10 +91,16 @@ class PackOptions:
     max_side: int | None = None
     shard_size: int = DEFAULT_SHARD_SIZE
     workers: int = 0  # 0: all cores
+    overwrite: bool = False  # replace a manifest.json that is not this RAW's pack (another pack's, or a user's file)
 
     def __post_init__(self) -> None:
         if self.resize is not None and self.max_side is not None:
             raise ConfigError("--resize and --max-side cannot be used together; pick one")
+        if self.resize is not None and self.resize[0] * self.resize[1] > MAX_RESIZE_PIXELS:
+            w, h = self.resize
+            raise ConfigError(f"--resize {w}x{h}: {w * h:,} pixels per image ({_bytes_text(6 * w * h)} per pair) is "
+                              f"more than pack stores (at most {MAX_RESIZE_PIXELS:,} pixels, e.g. 8192x8192); check "
+                              "the size, given as WIDTHxHEIGHT (e.g. 600x400)")
         if self.max_side is not None and self.max_side < 1:
             raise ConfigError(f"--max-side {self.max_side}: expected a positive number of pixels")
         if self.workers < 0:
@@ -136,8 +153,9 @@ def _worker_init() -> None:
     _silence_cv2()
 
 
-def _run_job(job: _Job) -> tuple[int, list[str], int, int] | tuple[int, str]:
-    """Decode and write one pair. Errors come back as text so the parent can clean up and report them."""
+def _run_job(job: _Job) -> tuple[int, list[str], int, int] | tuple[int, str, bool]:
+    """Decode and write one pair. Errors come back as text (and whether writing the output failed, not reading the
+    input) so the parent can clean up and report them."""
     try:
         low, low_notes = decode_rgb(job.low, to_8bit=job.to_8bit, expect_hw=job.low_hw, out_hw=job.out_hw)
         images = [(low, job.low_off)]
@@ -145,6 +163,11 @@ def _run_job(job: _Job) -> tuple[int, list[str], int, int] | tuple[int, str]:
         if job.high is not None:
             high, high_notes = decode_rgb(job.high, to_8bit=job.to_8bit, expect_hw=job.high_hw, out_hw=job.out_hw)
             images.append((high, job.high_off))
+    except PairloadError as exc:
+        return job.index, str(exc), False
+    except Exception as exc:  # noqa: BLE001 - an unexpected failure still names the files
+        return job.index, f"{job.low} / {job.high}: {type(exc).__name__}: {exc}", False
+    try:
         fd = _fds.get(job.file)
         if fd is None:
             fd = _fds[job.file] = os.open(job.file, os.O_WRONLY)
@@ -153,12 +176,27 @@ def _run_job(job: _Job) -> tuple[int, list[str], int, int] | tuple[int, str]:
             written = 0
             while written < len(view):
                 written += os.pwrite(fd, view[written:], off + written)
-        notes = [f"low:{n}" for n in low_notes] + [f"high:{n}" for n in high_notes]
-        return job.index, notes, zlib.crc32(low), zlib.crc32(images[1][0]) if job.high is not None else None
-    except PairloadError as exc:
-        return job.index, str(exc)
-    except Exception as exc:  # noqa: BLE001 - an unexpected failure still names the files
-        return job.index, f"{job.low} / {job.high}: {type(exc).__name__}: {exc}"
+    except OSError as exc:  # the disk filled up under us: the shard is to blame, not the pair being written
+        return job.index, str(_output_error(Path(job.file), exc)), True
+    notes = [f"low:{n}" for n in low_notes] + [f"high:{n}" for n in high_notes]
+    return job.index, notes, zlib.crc32(low), zlib.crc32(images[1][0]) if job.high is not None else None
+
+
+def _output_error(path: Path, exc: OSError) -> OutputError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return OutputError(f"{path}: the disk is full ({exc.strerror or exc}) while writing this file; free some "
+                           "space or pack into a folder on a larger disk, then run the same `pairload pack` again")
+    return OutputError(f"{path}: cannot write this file ({exc.strerror or exc}); check the folder's permissions and "
+                       "free space, then run the same `pairload pack` again")
+
+
+@contextlib.contextmanager
+def _writing(path: Path):
+    """An OSError while writing `path` becomes an OutputError naming it (a full disk says so)."""
+    try:
+        yield
+    except OSError as exc:
+        raise _output_error(path, exc) from None
 
 
 def _close_fds() -> None:
@@ -169,7 +207,7 @@ def _close_fds() -> None:
 
 def _hash_file(path: str) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with _writing(Path(path)), open(path, "rb") as fh:  # fsync is where a delayed write finds the disk full
         while chunk := fh.read(1 << 22):
             h.update(chunk)
         os.fsync(fh.fileno())
@@ -244,15 +282,32 @@ JOURNAL = ".pairload-pack.json"  # the shard files a pack is replacing, written 
 LOCK = ".pairload-pack.lock"
 
 
-def _remove_partials(folder: Path) -> None:
-    """Delete what a killed pack left under pack's own temporary names (never any other file)."""
+def _read_journal(folder: Path) -> dict:
+    """The journal a killed pack left ({"owned": [...], "partials": [...]}), or {} when there is none."""
+    try:
+        doc = json.loads((folder / JOURNAL).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _journal_names(journal: dict, field: str) -> set[str]:
+    names = journal.get(field)
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+
+
+def _remove_partials(folder: Path, journal: dict) -> None:
+    """Delete what a killed pack left under pack's own temporary names: the partial shards its journal lists (it is
+    written before they are created) and the atomic writer's temporary manifest and journal. A `*.tar.partial` the
+    journal does not list is not pack's, and stays."""
+    listed = _journal_names(journal, "partials")
     for p in folder.glob(f"*{schema.PARTIAL_SUFFIX}"):
-        if schema.is_shard_name(p.name[: -len(schema.PARTIAL_SUFFIX)]) or is_temp_of(p.name, schema.MANIFEST) \
-                or is_temp_of(p.name, JOURNAL):
+        if (p.name in listed and schema.is_shard_name(p.name[: -len(schema.PARTIAL_SUFFIX)])) \
+                or is_temp_of(p.name, schema.MANIFEST) or is_temp_of(p.name, JOURNAL):
             p.unlink(missing_ok=True)
 
 
-def _owned(folder: Path) -> set[str]:
+def _owned(folder: Path, journal: dict) -> set[str]:
     """Shard files pack may replace or delete: those the current manifest lists and those a killed pack's journal
     lists. Any other file, even one named like a shard (`imagenet-000000.tar`), is the user's and stays."""
     owned: set[str] = set()
@@ -260,11 +315,54 @@ def _owned(folder: Path) -> set[str]:
         owned.update(sh["file"] for entry in schema.read_manifest(folder)["splits"].values() for sh in entry["shards"])
     except (PairloadError, KeyError, TypeError):
         pass
+    owned.update(_journal_names(journal, "owned"))
+    return {name for name in owned if schema.is_shard_name(name)}
+
+
+def _check_manifest_replaceable(out: Path, raw: Path) -> None:
+    """Refuse to replace a manifest.json that is not a pairload manifest, or that records another RAW folder."""
+    path = out / schema.MANIFEST
+    if not (path.exists() or path.is_symlink()):
+        return
     try:
-        owned.update(json.loads((folder / JOURNAL).read_text(encoding="utf-8"))["owned"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return {name for name in owned if isinstance(name, str) and schema.is_shard_name(name)}
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        doc = None
+    if not isinstance(doc, dict) or doc.get("format") != schema.FORMAT:
+        raise OutputError(f"{path}: not a pairload manifest (expected JSON with \"format\": \"{schema.FORMAT}\"), so "
+                          "`pairload pack` will not replace it; move it away or pack into another folder, or pass "
+                          "--overwrite to replace it")
+    theirs = doc.get(schema.RAW_DIR)
+    if isinstance(theirs, str) and theirs != str(raw.resolve()):
+        raise OutputError(f"{path}: the manifest of a pack of {theirs}, not of {raw}; pack into another folder, or "
+                          "pass --overwrite to replace those shards")
+
+
+def _check_partials_free(out: Path, names: list[str]) -> None:
+    """A file under one of the temporary names this pack is about to create was not written by pack (its own were
+    removed above): refuse, naming it, instead of truncating it."""
+    taken = [n for n in names if (out / n).exists() or (out / n).is_symlink()]
+    if taken:
+        raise OutputError(_in_the_way(out / taken[0], len(taken) - 1))
+
+
+def _in_the_way(path: Path, more: int = 0) -> str:
+    return (f"{path}: this pack would write its temporary shard under this name, and the file there was not written "
+            f"by `pairload pack` (no pack's journal {JOURNAL} lists it){f' (and {more} more such files)' if more else ''}"
+            "; move or delete it, or pack into another folder")
+
+
+def _check_free_space(out: Path, plans: list, out_sizes: list[tuple[int, int]]) -> None:
+    """Refuse a pack whose shards cannot fit on the output disk (a mistyped --resize can ask for terabytes): the
+    partial shards are sparse, so nothing else would notice before the disk fills."""
+    need = sum(schema.archive_end(plan.end) for plan in plans)
+    free = shutil.disk_usage(out).free
+    if need > free:
+        h, w = max(out_sizes, key=lambda hw: hw[0] * hw[1])
+        raise OutputError(f"{out}: the shards would take about {_bytes_text(need)} ({len(out_sizes)} pairs, images "
+                          f"up to {w}x{h}) but the disk holding this folder has {_bytes_text(free)} free; free some "
+                          "space, pack into a folder on a larger disk, or store smaller images (--max-side N, "
+                          "--resize WxH)")
 
 
 @contextlib.contextmanager
@@ -284,6 +382,17 @@ def _folder_lock(folder: Path):
         os.close(fd)
 
 
+def _check_output_outside_raw(raw: Path, out: Path) -> None:
+    """The shards may not live in RAW: a later pack of RAW would walk into them (and its own partial files)."""
+    raw_real, out_real = raw.resolve(), out.resolve()
+    hint = f"e.g. `pairload pack {raw} {raw_real.name}-shards`"
+    if out_real == raw_real:
+        raise ConfigError(f"{out}: the output folder is the raw folder; write the shards elsewhere, {hint}")
+    if out_real.is_relative_to(raw_real):
+        raise ConfigError(f"{out}: the output folder is inside the raw folder {raw} (a later pack of {raw} would walk "
+                          f"into its own shards); write the shards outside it, {hint}")
+
+
 def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: PackOptions = PackOptions(),
          on_progress: Callable[[int, int], None] | None = None) -> PackReport:
     """Pack the pairs under `raw_dir` into `shards_dir`. Raises a PairloadError (and writes no manifest) on bad input."""
@@ -291,26 +400,27 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
     workers = options.workers or os.cpu_count() or 1
     pool = _pool(workers) if workers > 1 else None  # workers start while the folders are being listed
     try:
+        out = Path(shards_dir)
+        _check_output_outside_raw(Path(raw_dir), out)
         discovery = find_pairs(raw_dir, low_dir=options.low_dir, high_dir=options.high_dir,
                                pairs_file=options.pairs_file, skip_unmatched=options.skip_unmatched,
                                split_names=dict(options.split_names), name_template=options.name_template)
-        out = Path(shards_dir)
-        if out.resolve() == Path(raw_dir).resolve():
-            raise ConfigError(f"{shards_dir}: the output folder is the raw folder; write the shards elsewhere, e.g. "
-                              f"`pairload pack {raw_dir} {Path(raw_dir).resolve().name}-shards`")
         out.mkdir(parents=True, exist_ok=True)
         with _folder_lock(out):
-            return _pack_locked(discovery, out, options, pool, workers, start, on_progress)
+            return _pack_locked(discovery, Path(raw_dir), out, options, pool, workers, start, on_progress)
     except BaseException:
         if pool:
             pool.terminate()
         raise
 
 
-def _pack_locked(discovery, out: Path, options: PackOptions, pool, workers: int, start: float,
+def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, workers: int, start: float,
                  on_progress) -> PackReport:
+    if not options.overwrite:
+        _check_manifest_replaceable(out, raw)
     pairs = _target_groups(discovery.pairs)
-    _remove_partials(out)  # left by a killed run
+    journal = _read_journal(out)
+    _remove_partials(out, journal)  # left by a killed run
     report = PackReport(shards_dir=out, workers=workers)
     report.skipped = discovery.skipped_low + discovery.skipped_high
     report.skipped_per_split = dict(discovery.skipped_per_split)
@@ -335,13 +445,24 @@ def _pack_locked(discovery, out: Path, options: PackOptions, pool, workers: int,
         sizes = [probes[2 * i] for i in range(len(pairs))]
         out_sizes = [target_size(h, w, options.resize, options.max_side) for h, w in sizes]
         plans = _plan_shards(pairs, sizes, out_sizes, options.shard_size)
+        _check_free_space(out, plans, out_sizes)
+        partial_names = [plan.name + schema.PARTIAL_SUFFIX for plan in plans]
+        _check_partials_free(out, partial_names)
+        with _writing(out / JOURNAL):  # before any partial exists: a killed run's successor knows they are ours
+            write_json_atomic(out / JOURNAL, {"owned": sorted(_owned(out, journal)), "partials": partial_names})
 
         jobs: list[_Job] = []
         shard_of: list[int] = []
         for number, plan in enumerate(plans):
-            part = str(out / (plan.name + schema.PARTIAL_SUFFIX))
+            part = str(out / partial_names[number])
+            try:
+                fh = open(part, "xb")
+            except FileExistsError:  # appeared since the check
+                raise OutputError(_in_the_way(Path(part))) from None
+            except OSError as exc:
+                raise _output_error(Path(part), exc) from None
             partial_files.append(part)
-            with open(part, "wb") as fh:
+            with _writing(Path(part)), fh:
                 fh.truncate(schema.archive_end(plan.end))
                 for off, data in plan.pieces:
                     fh.seek(off)
@@ -362,7 +483,7 @@ def _pack_locked(discovery, out: Path, options: PackOptions, pool, workers: int,
         stream = pool.imap_unordered(_run_job, jobs, chunksize=2) if pool else map(_run_job, jobs)
         for res in stream:
             if isinstance(res[1], str):
-                raise ImageError(res[1])
+                raise (OutputError if res[2] else ImageError)(res[1])
             results[res[0]] = res[1:]
             number = shard_of[res[0]]
             remaining[number] -= 1
@@ -383,28 +504,43 @@ def _pack_locked(discovery, out: Path, options: PackOptions, pool, workers: int,
         _close_fds()
         for part in partial_files:
             Path(part).unlink(missing_ok=True)
+        _forget_partials(out, journal)
         raise
     if pool:
         pool.close()
         pool.join()
 
-    manifest = _manifest(plans, jobs, results, digests, discovery, options, report)
+    manifest = _manifest(plans, jobs, results, digests, discovery, raw, options, report)
     keep = {plan.name for plan in plans}
-    owned = _owned(out) | keep
-    write_json_atomic(out / JOURNAL, {"owned": sorted(owned)})  # a kill from here on still knows what is ours
+    owned = _owned(out, journal) | keep
+    with _writing(out / JOURNAL):  # a kill from here on still knows what is ours
+        write_json_atomic(out / JOURNAL, {"owned": sorted(owned), "partials": partial_names})
     (out / schema.MANIFEST).unlink(missing_ok=True)  # its shards are about to be replaced
     for plan, part in zip(plans, partial_files):
-        os.replace(part, out / plan.name)
+        with _writing(out / plan.name):
+            os.replace(part, out / plan.name)
     for stale in sorted(owned - keep):
         (out / stale).unlink(missing_ok=True)
     schema.fsync_dir(out)
-    write_json_atomic(out / schema.MANIFEST, manifest)
+    with _writing(out / schema.MANIFEST):
+        write_json_atomic(out / schema.MANIFEST, manifest)
     (out / JOURNAL).unlink(missing_ok=True)
     report.seconds = time.perf_counter() - start
     return report
 
 
-def _manifest(plans, jobs, results, digests, discovery, options: PackOptions, report: PackReport) -> dict:
+def _forget_partials(out: Path, journal: dict) -> None:
+    """After a failed run removed its partial shards: the journal as it was before the run (or none)."""
+    try:
+        if journal:
+            write_json_atomic(out / JOURNAL, {"owned": sorted(_journal_names(journal, "owned"))})
+        else:
+            (out / JOURNAL).unlink(missing_ok=True)
+    except OSError:  # a full disk: the partials it lists are gone, and a later run ignores missing ones
+        pass
+
+
+def _manifest(plans, jobs, results, digests, discovery, raw: Path, options: PackOptions, report: PackReport) -> dict:
     splits: dict[str, dict] = {}
     j = 0
     shared = any(lead >= 0 for plan in plans for _, _, lead in plan.samples)
@@ -445,6 +581,7 @@ def _manifest(plans, jobs, results, digests, discovery, options: PackOptions, re
         "format": schema.FORMAT,
         "version": schema.VERSION if shared else 1,  # without shared targets, readable by every pairload
         "created_by": f"pairload {__version__}",
+        schema.RAW_DIR: str(raw.resolve()),
         "layout": {"members": [schema.META, schema.LOW, schema.HIGH], "dtype": "uint8", "channels": "RGB",
                    "shape": "HxWx3", "index_offsets": "byte offset of each array's pixels in its tar"},
         "options": {"resize": list(options.resize) if options.resize else None, "max_side": options.max_side,

@@ -8,12 +8,44 @@ orientation tags still lines up pixel for pixel.
 
 from __future__ import annotations
 
+import os
+import threading
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ImageError
+
+
+def _cv2_limit(name: str, default: int) -> int:
+    # OpenCV reads these variables once, when it is loaded, and aborts on a value that is not a plain number
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+# OpenCV's decoders refuse images beyond these (CV_IO_MAX_IMAGE_PIXELS, _WIDTH, _HEIGHT); pack checks the header
+# against them first, so that such a file is refused by name instead of failing inside cv2.imdecode.
+MAX_PIXELS = _cv2_limit("OPENCV_IO_MAX_IMAGE_PIXELS", 1 << 30)
+MAX_WIDTH = _cv2_limit("OPENCV_IO_MAX_IMAGE_WIDTH", 1 << 20)
+MAX_HEIGHT = _cv2_limit("OPENCV_IO_MAX_IMAGE_HEIGHT", 1 << 20)
+
+
+def check_decodable_size(path: Path, height: int, width: int) -> None:
+    """Raise ImageError naming `path` if OpenCV would refuse to decode an image of this size."""
+    if height * width > MAX_PIXELS:
+        why, var = f"OpenCV decodes at most {MAX_PIXELS:,} pixels", "OPENCV_IO_MAX_IMAGE_PIXELS"
+    elif width > MAX_WIDTH:
+        why, var = f"OpenCV decodes images at most {MAX_WIDTH:,} pixels wide", "OPENCV_IO_MAX_IMAGE_WIDTH"
+    elif height > MAX_HEIGHT:
+        why, var = f"OpenCV decodes images at most {MAX_HEIGHT:,} pixels high", "OPENCV_IO_MAX_IMAGE_HEIGHT"
+    else:
+        return
+    raise ImageError(f"{path}: image is too large: its header says {width}x{height} ({height * width:,} pixels) and "
+                     f"{why}; shrink or remove the file, or raise the limit by setting the environment variable {var} "
+                     "to a larger number of pixels")
 
 
 def probe_size(path: Path) -> tuple[int, int]:
@@ -27,23 +59,40 @@ def probe_size(path: Path) -> tuple[int, int]:
             warnings.simplefilter("ignore")
             with Image.open(path) as im:
                 width, height = im.size
-    except Image.DecompressionBombError:  # a large photo, not an attack: we only want its size, cv2 decodes it
-        return _decoded_size(path)
+    except Image.DecompressionBombError:  # a large photo, not an attack: we only want its size
+        height, width = _unchecked_header_size(path)
     except UnidentifiedImageError:
         raise ImageError(f"{path}: not a readable image (expected PNG, JPEG, BMP, TIFF or WebP); replace or remove it") from None
     except OSError as exc:
         raise ImageError(f"{path}: cannot read the image header ({exc}); replace or remove it") from None
+    check_decodable_size(path, height, width)
     return height, width
 
 
-def _decoded_size(path: Path) -> tuple[int, int]:
-    import cv2
+_PIL_LIMIT = threading.Lock()
 
-    img = cv2.imdecode(np.fromfile(path, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
-    if img is None:
-        raise ImageError(f"{path}: does not decode (truncated, not an image, or larger than OpenCV accepts); replace "
-                         "or remove it")
-    return int(img.shape[0]), int(img.shape[1])
+
+def _unchecked_header_size(path: Path) -> tuple[int, int]:
+    """(height, width) from the header of an image beyond Pillow's decompression-bomb limit. Pillow has no per-call
+    switch for that check, so its module limit is lifted for the header read only (opening reads no pixels)."""
+    from PIL import Image
+
+    with _PIL_LIMIT:
+        saved, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with Image.open(path) as im:
+                    width, height = im.size
+        except OSError as exc:
+            raise ImageError(f"{path}: cannot read the image header ({exc}); replace or remove it") from None
+        finally:
+            Image.MAX_IMAGE_PIXELS = saved
+    return height, width
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:200]
 
 
 def target_size(height: int, width: int, resize: tuple[int, int] | None, max_side: int | None) -> tuple[int, int]:
@@ -78,7 +127,12 @@ def decode_rgb(path: Path, *, to_8bit: bool, expect_hw: tuple[int, int] | None =
         raise ImageError(f"{path}: cannot read ({exc})") from None
     if data.size == 0:
         raise ImageError(f"{path}: file is empty (0 bytes); replace or remove it")
-    img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+    # the header size first (a cheap read when no probe gave it): an image too large to decode is refused by name
+    check_decodable_size(path, *(expect_hw if expect_hw is not None else probe_size(path)))
+    try:
+        img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+    except cv2.error as exc:  # OpenCV 5 raises where 4 returned None (a limit, a damaged stream)
+        raise ImageError(f"{path}: does not decode ({_one_line(exc)}); replace or remove it") from None
     if img is None:
         raise ImageError(f"{path}: does not decode (truncated or not an image); replace or remove it")
     if img.dtype == np.uint16:

@@ -296,6 +296,11 @@ def _check_shard(path: Path, entry: dict) -> int:
                          "was replaced: repack")
     idx = entry["index"]
     shares = idx.get(schema.SHARES_HIGH) or [-1] * len(idx["key"])
+    bad = next((k for k, lead in enumerate(shares) if type(lead) is not int), None)
+    if bad is not None:  # split_index does not read this field; a float here would fail below as a list index
+        raise ShardError(f"{path.parent / schema.MANIFEST}: {path.name}: index \"{schema.SHARES_HIGH}\" holds "
+                         f"{shares[bad]!r} for sample {bad} (an integer expected); the manifest is damaged or was "
+                         "edited: re-run the same `pairload pack` command to rewrite it")
     expected = {}
     for k, key in enumerate(idx["key"]):
         lead = shares[k]
