@@ -118,6 +118,31 @@ def test_missing_or_corrupt_image_is_named(data, tmp_path, damage):
         list(loader)
 
 
+def test_an_image_changed_after_the_loader_was_made_is_named(tmp_path):
+    from conftest import pair_pixels, write_rgb
+
+    raw = make_raw(tmp_path / "raw", 8)
+    loader = make_loader("dali-file", raw, batch_size=4, crop=16, shuffle=False)
+    assert len(list(loader)) == 2
+    low, _ = pair_pixels(99, 48, 64)  # another image, another size: the planned windows no longer hold
+    write_rgb(raw / "low" / "00006.png", low)
+    loader.set_epoch(1)
+    with pytest.raises(ImageError, match=r"low/00006.png: changed since the loader was made \(modified or replaced\); "
+                                         r"make the loader again"):
+        list(loader)
+
+
+def test_a_file_name_that_is_not_utf8_is_named_with_what_works(tmp_path):
+    import os
+
+    raw = make_raw(tmp_path / "raw", 4)
+    for side in ("low", "high"):
+        os.rename(raw / side / "00001.png", os.path.join(os.fsencode(raw / side), b"\xff01.png"))
+    with pytest.raises(ImageError, match=r"xff01.png'?: the file name is not valid UTF-8, which DALI's file reader "
+                                         r"cannot open; rename it, or pack the folder"):
+        make_loader("dali-file", raw, batch_size=2, crop=16)
+
+
 def test_pairload_imports_without_dali_and_dali_module_says_how_to_install():
     code = (
         "import sys; sys.modules['nvidia.dali'] = None; sys.modules['nvidia.dali.fn'] = None\n"

@@ -21,6 +21,7 @@ yielding `PairBatch`. GPU (`device="cuda:k"`) or DALI's CPU-only mode (`device_i
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -48,6 +49,15 @@ except ImportError:  # pragma: no cover - exercised where DALI is absent
         "pairload.dali needs NVIDIA DALI: pip install 'pairload[dali]' (CUDA 12 build) or 'pairload[dali-cu13]' "
         "(CUDA 13 build); DALI also runs without a GPU"
     ) from None
+
+
+def _stamp(path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime) of a file, None if it is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _device_id(device: torch.device) -> int | None:
@@ -455,6 +465,15 @@ class FileSource(PairedSource):
             raise ConfigError(f"{raw_dir}: no split {opts.split!r}; found {sorted(found)}")
         self.pairs = found[opts.split]
         self.where = str(raw_dir)
+        for p in self.pairs:  # DALI's readers take UTF-8 names only (they fail on others without naming the file)
+            for path in (p.low, p.high):
+                try:
+                    str(path).encode("utf-8")
+                except UnicodeEncodeError:
+                    raise ImageError(f"{os.fsencode(path)!r}: the file name is not valid UTF-8, which DALI's file "
+                                     "reader cannot open; rename it, or pack the folder (`pairload pack`) and use "
+                                     "the ram or dali-external loader") from None
+        self._stamps = {path: _stamp(path) for p in self.pairs for path in (p.low, p.high)}
         with ThreadPoolExecutor(probe_threads) as pool:
             lows = list(pool.map(probe_size, [p.low for p in self.pairs]))
             highs = list(pool.map(probe_size, [p.high for p in self.pairs]))
@@ -500,6 +519,9 @@ class FileSource(PairedSource):
     def _inputs(self, run: tuple, plans: list[BatchPlan]):
         bs = self.cfg.batch_size
         for bp in plans:
+            changed = self._changed(bp.index)  # before DALI reads the batch's files
+            if changed is not None:
+                raise changed
             fill = bs - len(bp)  # readers pad a short last batch by repeating the shard's last sample
             rep = lambda a: np.concatenate([a, np.repeat(a[-1:], fill)]) if fill else a  # noqa: E731
             index = rep(bp.index)
@@ -538,15 +560,29 @@ class FileSource(PairedSource):
             labs.append(label)
         return PairedNodes(outs[0], outs[1], self, (labs[0], labs[1], expect))
 
+    def _changed(self, index) -> PairloadError | None:
+        """The first file of these pairs that is missing or changed since the loader was made (its probed size and
+        the plan's windows may no longer hold)."""
+        for i in np.asarray(index).tolist():
+            for path in (self.pairs[i].low, self.pairs[i].high):
+                now = _stamp(path)
+                if now is None:
+                    return ImageError(f"{path}: missing (it was there when the loader was made); restore it or "
+                                      "make the loader again")
+                if now != self._stamps[path]:
+                    return ImageError(f"{path}: changed since the loader was made (modified or replaced); make the "
+                                      "loader again so that its size is probed and its pair planned anew")
+        return None
+
     def _diagnose(self, plans: list[BatchPlan], b: int) -> PairloadError | None:
         from ...raw.decode import decode_rgb
 
         for bp in plans[b:b + self.prefetch + 2]:  # DALI may have failed on a batch it was prefetching
+            changed = self._changed(bp.index)
+            if changed is not None:
+                return changed
             for i in bp.index.tolist():
                 for path in (self.pairs[i].low, self.pairs[i].high):
-                    if not path.is_file():
-                        return ImageError(f"{path}: missing (it was there when the loader was made); restore it or "
-                                          "make the loader again")
                     try:
                         decode_rgb(path, to_8bit=True)
                     except PairloadError as exc:
