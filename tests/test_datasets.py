@@ -342,3 +342,42 @@ def test_an_interrupted_copy_of_targets_is_refused_not_packed_by_elimination(tmp
                                            r"missing files"):
         pack(r.root, tmp_path / "out", PackOptions(workers=1))
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_basicsr_meta_info_lists_with_names_relative_to_the_side_folders(tmp_path):
+    # FiveK as BasicSR-style repositories ship it: names with spaces, lines `low name  high name` per split
+    r = Replica(tmp_path / "FiveK")
+    for split, names in (("train", ("a0001-jmac_DSC1459", "a3102-JI2E4053")), ("test", ("a4501-Duggan_090428",))):
+        for name in names:
+            r.pair(f"{split}/input/{name} 2", f"{split}/expertC/{name}")
+    meta = {split: tmp_path / f"meta_info_{split}.txt" for split in ("train", "test")}
+    meta["train"].write_text("a0001-jmac_DSC1459 2.png a0001-jmac_DSC1459.png\na3102-JI2E4053 2.png a3102-JI2E4053.png\n")
+    meta["test"].write_text("a4501-Duggan_090428 2.png a4501-Duggan_090428.png\n")
+    out, report = packed(tmp_path, r.root, pairs_file=tuple(f"{s}={f}" for s, f in meta.items()))
+    assert splits_of(out) == {"train": 2, "test": 1}
+    check_every_pair(out, "train", 2)
+    assert report.layout["test"]["rules"] == ["pairs file (names relative to test/input/ and test/expertC/)"]
+    assert list(open_shards(out, "test").keys) == ["test+input+a4501-Duggan_090428~202"]  # key: path below RAW
+    (tmp_path / "rel.txt").write_text("test/input/a4501-Duggan_090428 2.png test/expertC/a4501-Duggan_090428.png\n")
+    report = pack(r.root, tmp_path / "s2", PackOptions(workers=1, pairs_file=f"test={tmp_path / 'rel.txt'}"))
+    assert report.layout["test"]["rules"] == ["pairs file (paths relative to RAW)"]
+    (tmp_path / "bad.txt").write_text("a4501-Duggan_090428 2.png missing.png\n")
+    with pytest.raises(PairingError, match=r"bad.txt:1: a4501-Duggan_090428 does not exist under .*FiveK, and the line "
+                                           r"is not a pair of names in the side folders either \(test/input/"):
+        pack(r.root, tmp_path / "s3", PackOptions(workers=1, pairs_file=f"test={tmp_path / 'bad.txt'}"))
+
+
+def test_a_pairs_list_lying_in_raw_is_named_with_the_option_that_uses_it(tmp_path):
+    r = Replica(tmp_path / "LOL")
+    for i in range(3):
+        r.pair(f"low/{i}", f"high/{i}")
+    (r.root / "meta_info_test.txt").write_text("2.png 2.png\n")
+    (r.root / "notes.txt").write_text("captured with a Nikon D750.\nsee paper.png for details\n")
+    out, report = packed(tmp_path, r.root)
+    assert splits_of(out) == {"train": 3}
+    assert [(u["folder"], u["reason"], u["names"]) for u in report.unused] == [
+        (".", "a pairs list not given with --pairs-file", ["meta_info_test.txt"])]
+    assert f"pack by it with --pairs-file test={r.root / 'meta_info_test.txt'}" in report.unused[0]["hint"]
+    out2, report2 = packed(tmp_path / "b", r.root, pairs_file=str(r.root / "meta_info_test.txt"))
+    assert report2.layout["train"]["rules"] == ["pairs file (names relative to low/ and high/)"]
+    assert [u["reason"] for u in report2.unused] == ["not in the pairs file", "not in the pairs file"]
