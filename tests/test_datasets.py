@@ -381,3 +381,65 @@ def test_a_pairs_list_lying_in_raw_is_named_with_the_option_that_uses_it(tmp_pat
     out2, report2 = packed(tmp_path / "b", r.root, pairs_file=str(r.root / "meta_info_test.txt"))
     assert report2.layout["train"]["rules"] == ["pairs file (names relative to low/ and high/)"]
     assert [u["reason"] for u in report2.unused] == ["not in the pairs file", "not in the pairs file"]
+
+
+# ------------------------------------------------------------------ what cannot be paired: what was found, what would work
+
+def test_eld_raw_sensor_files_only_are_refused_naming_the_conversion(tmp_path):
+    root = tmp_path / "ELD"
+    for scene, names in (("scene-1", ("IMG_0001.ARW", "IMG_0002.ARW")), ("scene-2", ("IMG_0001.NEF",))):
+        (root / "SonyA7S2" / scene).mkdir(parents=True)
+        for name in names:
+            (root / "SonyA7S2" / scene / name).write_bytes(b"raw")
+    with pytest.raises(PairingError, match=r"ELD: holds 2 \.arw files, 1 \.nef files and no RGB images: they are raw "
+                                           r"sensor files .* convert them to images first \(\.arw, \.nef: raw sensor "
+                                           r"files must be converted to RGB images first, e\.g\. with rawpy .* or "
+                                           r"dcraw .*, and then paired\)"):
+        pack(root, tmp_path / "out", PackOptions(workers=1))
+
+
+def test_smid_numpy_arrays_only_are_refused_naming_the_conversion(tmp_path):
+    root = tmp_path / "SMID"
+    for side in ("SMID_LQ_np", "SMID_Long_np"):
+        (root / side / "0001").mkdir(parents=True)
+        np.save(root / side / "0001" / "0000.npy", np.zeros((2, 2, 3), np.uint8))
+    with pytest.raises(PairingError, match=r"SMID: holds 2 \.npy files and no RGB images: they are NumPy arrays "
+                                           r"\(SMID/SDSD/SID \.npy releases ship these\).* `a = np\.load\(f\)` and "
+                                           r"`cv2\.imwrite\(name \+ '\.png', a\[\.\.\., ::-1\]\)` \(uint8 gives an 8-bit "
+                                           r"PNG; uint16 a 16-bit PNG"):
+        pack(root, tmp_path / "out", PackOptions(workers=1))
+
+
+@pytest.mark.parametrize("name, files, n", [
+    ("DICM", ["01.jpg", "02.jpg", "03.jpg"], 3),  # one flat folder (also LIME, MEF, NPE, VV)
+    ("LIME", ["low/1.bmp", "low/2.bmp"], 2),  # a low folder with no high side
+    ("DarkFace", ["image/1.png", "image/2.png", "label/1.txt"], 2),  # `label` holds no images: not targets
+    ("ExDark", ["Bicycle/2015_00001.png", "Boat/2015_00002.png"], 2),  # class folders, no name in two of them
+])
+def test_unpaired_sets_are_refused_as_images_with_no_targets(tmp_path, name, files, n):
+    root = tmp_path / name
+    for i, f in enumerate(files):
+        if f.endswith(".txt"):
+            (root / f).parent.mkdir(parents=True, exist_ok=True)
+            (root / f).write_text("1\n10 10 20 20\n")
+        else:
+            write_rgb(root / f, pair_pixels(i, 8, 8)[0])
+    with pytest.raises(PairingError, match=rf"{name}: {n} images and no targets: this looks like an unpaired "
+                                           r"\(test-only\) set; pairload packs pairs\. .*If the targets exist, put them "
+                                           r"in a high/ folder beside a low/ folder"):
+        pack(root, tmp_path / "out", PackOptions(workers=1))
+
+
+def test_msec_five_exposures_share_one_target(tmp_path):
+    # MSEC (Afifi et al.): INPUT_IMAGES/<name>_{N1.5,N1,0,P1,P1.5}.JPG, GT_IMAGES/<name>.jpg, per split folder
+    r = Replica(tmp_path / "MSEC")
+    exposures = ("N1.5", "N1", "0", "P1", "P1.5")
+    for split, scenes in (("training", ("a0001-jmac_DSC1459", "a0002-dgw_005")), ("validation", ("a0003-NKIM_MG_8178",))):
+        for scene in scenes:
+            r.group([f"{split}/INPUT_IMAGES/{scene}_{e}" for e in exposures], f"{split}/GT_IMAGES/{scene}", ext=".JPG")
+            (r.root / split / "GT_IMAGES" / f"{scene}.JPG").rename(r.root / split / "GT_IMAGES" / f"{scene}.jpg")
+    out, report = packed(tmp_path, r.root)
+    assert splits_of(out) == {"train": 10, "test": 5}
+    assert len(check_every_pair(out, "train", 10, lossy=True)) == 2
+    assert report.layout["train"] == {"folders": ["training/INPUT_IMAGES", "training/GT_IMAGES"],
+                                      "rules": ["target name as prefix"]}

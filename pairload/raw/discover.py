@@ -173,11 +173,19 @@ class _Unit:
     family: str = ""  # the rest of a suffix-style name, to tell two families apart
 
 
+def _side_word(name: str) -> str:
+    """The side word of a folder name: the name lowercased, or its one other word beside `images`/`imgs`
+    (MSEC's `INPUT_IMAGES`, `GT_IMAGES`)."""
+    toks = _tokens(name)
+    rest = [t for t in toks if t not in ("images", "image", "imgs")]
+    return rest[0] if len(rest) == 1 and len(toks) > 1 else name.lower()
+
+
 def _side_of(name: str, low_dir: str | None, high_dir: str | None) -> str | None:
     n = name.lower()
-    if n == low_dir.lower() if low_dir is not None else n in LOW_NAMES:
+    if n == low_dir.lower() if low_dir is not None else _side_word(n) in LOW_NAMES:
         return "low"
-    if n == high_dir.lower() if high_dir is not None else n in HIGH_NAMES:
+    if n == high_dir.lower() if high_dir is not None else _side_word(n) in HIGH_NAMES:
         return "high"
     return None
 
@@ -366,9 +374,29 @@ def _no_images(folder: Path, raw: Path, others: Counter) -> PairingError:
     found = ", ".join(f"{n} {ext}" for ext, n in others.most_common(5))
     sensor = [ext for ext in others if ext in SENSOR_EXTS]
     hint = (f"raw sensor or array files ({', '.join(sorted(sensor))}): convert them to sRGB images (PNG/JPEG) first, "
-            "or pack a folder that holds the sRGB version" if sensor else
+            f"or pack a folder that holds the sRGB version ({_conversion(sensor)})" if sensor else
             f"expected one of {', '.join(sorted(IMAGE_EXTS))}")
     return PairingError(f"{raw}: {where} holds no usable images (found {found}); {hint}")
+
+
+ARRAY_EXTS = frozenset({".npy", ".mat"})
+
+
+def _conversion(exts) -> str:
+    """How to turn raw sensor files or arrays with these extensions into images pack reads."""
+    arrays = sorted(e for e in exts if e in ARRAY_EXTS)
+    sensor = sorted(e for e in exts if e not in ARRAY_EXTS)
+    how = []
+    if sensor:
+        how.append(f"{', '.join(sensor)}: raw sensor files must be converted to RGB images first, e.g. with rawpy "
+                   "(`rawpy.imread(f).postprocess(output_bps=16)`, written as 16-bit PNG) or dcraw (`dcraw -T -6`), "
+                   "and then paired")
+    if arrays:
+        how.append(f"{', '.join(arrays)}: arrays, one image each: `a = np.load(f)` and "
+                   "`cv2.imwrite(name + '.png', a[..., ::-1])` (uint8 gives an 8-bit PNG; uint16 a 16-bit PNG, packed "
+                   "with --to-8bit; floats in 0..1: `(a * 255).round().astype(np.uint8)` first), keeping the low/high "
+                   "folders")
+    return "; ".join(how)
 
 
 def _side_images(raw: Path, folder: Path) -> dict[str, tuple[Path, str]]:
@@ -788,12 +816,7 @@ def find_pairs(
         out.pairs.sort(key=lambda p: (p.split, p.key))
         _refuse_self_pairs_and_leaks(out.pairs, [(str(raw), "")] * len(out.pairs), listed=False)
     if not out.pairs:
-        low_names = low_dir or "|".join(LOW_NAMES)
-        high_names = high_dir or "|".join(HIGH_NAMES)
-        raise PairingError(
-            f"{raw}: no pairs found; expected {raw.name}/{{{low_names}}}/ and {{{high_names}}}/ folders, or "
-            f"{raw.name}/<split>/{{low,high}}/ (use --low-dir/--high-dir for other folder names, or --pairs-file)"
-        )
+        raise _no_pairs(raw, low_dir, high_dir, bool(files))
     seen: dict[tuple[str, str], Pair] = {}
     for p in out.pairs:
         other = seen.get((p.split, p.key))
@@ -804,6 +827,54 @@ def find_pairs(
     out.pairs.sort(key=lambda p: (p.split, p.key))
     _inventory(raw, out, scan, dropped, {os.path.realpath(path) for _, path in files})
     return out
+
+
+def _no_pairs(raw: Path, low_dir: str | None, high_dir: str | None, listed: bool) -> PairingError:
+    """The refusal for a RAW that gives no pair, naming what it holds: raw sensor files, arrays, images with no
+    targets (an unpaired set), or folders pack could not read as sides."""
+    low_names = low_dir or "|".join(LOW_NAMES)
+    high_names = high_dir or "|".join(HIGH_NAMES)
+    generic = (f"{raw}: no pairs found; expected {raw.name}/{{{low_names}}}/ and {{{high_names}}}/ folders, or "
+               f"{raw.name}/<split>/{{low,high}}/ (use --low-dir/--high-dir for other folder names, or --pairs-file)")
+    if listed:
+        return PairingError(generic)
+    images: dict[Path, list[str]] = {}
+    others: Counter = Counter()
+    lists: list[Path] = []
+    for folder, names in _walk(raw):
+        for name in names:
+            ext = os.path.splitext(name)[1].lower()
+            if ext in IMAGE_EXTS:
+                images.setdefault(folder, []).append(name)
+            elif ext in SENSOR_EXTS:
+                others[ext] += 1
+            elif ext in LIST_EXTS and _is_pairs_list(folder / name):
+                lists.append(folder / name)
+    also = (f"; {_listing([p.relative_to(raw).as_posix() for p in lists])} look(s) like a pairs list: pack by it "
+            f"with --pairs-file {lists[0]}" if lists else "")
+    if not images:
+        if not others:
+            return PairingError(generic + also)
+        found = ", ".join(f"{n} {ext} files" for ext, n in others.most_common())
+        kind = ("raw sensor files (SID/ELD releases ship these)" if set(others) - ARRAY_EXTS else
+                "NumPy arrays (SMID/SDSD/SID .npy releases ship these)")
+        return PairingError(f"{raw}: holds {found} and no RGB images: they are {kind}, and pairload packs pairs of "
+                            f"images; convert them to images first ({_conversion(others)}), then pack the folder of "
+                            f"converted low/high images{also}")
+    n = sum(len(v) for v in images.values())
+    where = [f.relative_to(raw).as_posix() if f != raw else raw.name for f in images]
+    high = [f for f in images if _side_of(f.name, low_dir, high_dir) == "high"]
+    low = [f for f in images if _side_of(f.name, low_dir, high_dir) == "low"]
+    stems = Counter(os.path.splitext(name)[0].lower() for names in images.values() for name in set(names))
+    shared = any(c > 1 for c in stems.values())  # names found in two folders: maybe inputs and targets
+    if not high and (len(images) == 1 or low or not shared):
+        return PairingError(
+            f"{raw}: {n} images and no targets: this looks like an unpaired (test-only) set; pairload packs pairs. "
+            f"Found {n} images in {_listing(where)} and no {high_names} folder of targets for them. If the targets "
+            f"exist, put them in a high/ folder beside a low/ folder of the inputs (or name the two folders with "
+            f"--low-dir/--high-dir), or list the pairs in a --pairs-file; an unpaired set (DARK FACE, ExDark, DICM, "
+            f"LIME, MEF, NPE, VV) is for no-reference evaluation: read its images directly{also}")
+    return PairingError(f"{generic}; found {n} images in {len(images)} folder(s) ({_listing(where)}){also}")
 
 
 def _drop_repeated_files(raw: Path, out: Discovery) -> dict[str, str]:
