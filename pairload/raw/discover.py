@@ -8,7 +8,10 @@ pairs every file on both sides: the same relative path without extension, the si
 `normal00001`, `x_input` ↔ `x`), a `--name-template`, the target's name as the prefix of the lows' names, or every
 file of `low/<scene>/` ↔ the one file of `high/<scene>/`. Never by sorted order, never by elimination. Each real
 folder is walked once; every image-like file that ends up in no pair is listed in `Discovery.unused` with the
-reason. `pack`, the DALI file reader and the baselines all pair through `find_pairs`, so they never disagree.
+reason, and so is a pairs list lying in RAW that was not given. A pair whose two sides are one image, and an image
+in two splits (one file, or identical bytes), are refused whether folders or a pairs file gave them; a RAW that gives
+no pair is refused naming what it holds (raw sensor files, arrays, images with no targets). `pack`, the DALI file
+reader and the baselines all pair through `find_pairs`, so they never disagree.
 """
 
 from __future__ import annotations
