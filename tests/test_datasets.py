@@ -342,3 +342,104 @@ def test_an_interrupted_copy_of_targets_is_refused_not_packed_by_elimination(tmp
                                            r"missing files"):
         pack(r.root, tmp_path / "out", PackOptions(workers=1))
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_basicsr_meta_info_lists_with_names_relative_to_the_side_folders(tmp_path):
+    # FiveK as BasicSR-style repositories ship it: names with spaces, lines `low name  high name` per split
+    r = Replica(tmp_path / "FiveK")
+    for split, names in (("train", ("a0001-jmac_DSC1459", "a3102-JI2E4053")), ("test", ("a4501-Duggan_090428",))):
+        for name in names:
+            r.pair(f"{split}/input/{name} 2", f"{split}/expertC/{name}")
+    meta = {split: tmp_path / f"meta_info_{split}.txt" for split in ("train", "test")}
+    meta["train"].write_text("a0001-jmac_DSC1459 2.png a0001-jmac_DSC1459.png\na3102-JI2E4053 2.png a3102-JI2E4053.png\n")
+    meta["test"].write_text("a4501-Duggan_090428 2.png a4501-Duggan_090428.png\n")
+    out, report = packed(tmp_path, r.root, pairs_file=tuple(f"{s}={f}" for s, f in meta.items()))
+    assert splits_of(out) == {"train": 2, "test": 1}
+    check_every_pair(out, "train", 2)
+    assert report.layout["test"]["rules"] == ["pairs file (names relative to test/input/ and test/expertC/)"]
+    assert list(open_shards(out, "test").keys) == ["test+input+a4501-Duggan_090428~202"]  # key: path below RAW
+    (tmp_path / "rel.txt").write_text("test/input/a4501-Duggan_090428 2.png test/expertC/a4501-Duggan_090428.png\n")
+    report = pack(r.root, tmp_path / "s2", PackOptions(workers=1, pairs_file=f"test={tmp_path / 'rel.txt'}"))
+    assert report.layout["test"]["rules"] == ["pairs file (paths relative to RAW)"]
+    (tmp_path / "bad.txt").write_text("a4501-Duggan_090428 2.png missing.png\n")
+    with pytest.raises(PairingError, match=r"bad.txt:1: a4501-Duggan_090428 does not exist under .*FiveK, and the line "
+                                           r"is not a pair of names in the side folders either \(test/input/"):
+        pack(r.root, tmp_path / "s3", PackOptions(workers=1, pairs_file=f"test={tmp_path / 'bad.txt'}"))
+
+
+def test_a_pairs_list_lying_in_raw_is_named_with_the_option_that_uses_it(tmp_path):
+    r = Replica(tmp_path / "LOL")
+    for i in range(3):
+        r.pair(f"low/{i}", f"high/{i}")
+    (r.root / "meta_info_test.txt").write_text("2.png 2.png\n")
+    (r.root / "notes.txt").write_text("captured with a Nikon D750.\nsee paper.png for details\n")
+    out, report = packed(tmp_path, r.root)
+    assert splits_of(out) == {"train": 3}
+    assert [(u["folder"], u["reason"], u["names"]) for u in report.unused] == [
+        (".", "a pairs list not given with --pairs-file", ["meta_info_test.txt"])]
+    assert f"pack by it with --pairs-file test={r.root / 'meta_info_test.txt'}" in report.unused[0]["hint"]
+    out2, report2 = packed(tmp_path / "b", r.root, pairs_file=str(r.root / "meta_info_test.txt"))
+    assert report2.layout["train"]["rules"] == ["pairs file (names relative to low/ and high/)"]
+    assert [u["reason"] for u in report2.unused] == ["not in the pairs file", "not in the pairs file"]
+
+
+# ------------------------------------------------------------------ what cannot be paired: what was found, what would work
+
+def test_eld_raw_sensor_files_only_are_refused_naming_the_conversion(tmp_path):
+    root = tmp_path / "ELD"
+    for scene, names in (("scene-1", ("IMG_0001.ARW", "IMG_0002.ARW")), ("scene-2", ("IMG_0001.NEF",))):
+        (root / "SonyA7S2" / scene).mkdir(parents=True)
+        for name in names:
+            (root / "SonyA7S2" / scene / name).write_bytes(b"raw")
+    with pytest.raises(PairingError, match=r"ELD: holds 2 \.arw files, 1 \.nef files and no RGB images: they are raw "
+                                           r"sensor files .* convert them to images first \(\.arw, \.nef: raw sensor "
+                                           r"files must be converted to RGB images first, e\.g\. with rawpy .* or "
+                                           r"dcraw .*, and then paired\)"):
+        pack(root, tmp_path / "out", PackOptions(workers=1))
+
+
+def test_smid_numpy_arrays_only_are_refused_naming_the_conversion(tmp_path):
+    root = tmp_path / "SMID"
+    for side in ("SMID_LQ_np", "SMID_Long_np"):
+        (root / side / "0001").mkdir(parents=True)
+        np.save(root / side / "0001" / "0000.npy", np.zeros((2, 2, 3), np.uint8))
+    with pytest.raises(PairingError, match=r"SMID: holds 2 \.npy files and no RGB images: they are NumPy arrays "
+                                           r"\(SMID/SDSD/SID \.npy releases ship these\).* `a = np\.load\(f\)` and "
+                                           r"`cv2\.imwrite\(name \+ '\.png', a\[\.\.\., ::-1\]\)` \(uint8 gives an 8-bit "
+                                           r"PNG; uint16 a 16-bit PNG"):
+        pack(root, tmp_path / "out", PackOptions(workers=1))
+
+
+@pytest.mark.parametrize("name, files, n", [
+    ("DICM", ["01.jpg", "02.jpg", "03.jpg"], 3),  # one flat folder (also LIME, MEF, NPE, VV)
+    ("LIME", ["low/1.bmp", "low/2.bmp"], 2),  # a low folder with no high side
+    ("DarkFace", ["image/1.png", "image/2.png", "label/1.txt"], 2),  # `label` holds no images: not targets
+    ("ExDark", ["Bicycle/2015_00001.png", "Boat/2015_00002.png"], 2),  # class folders, no name in two of them
+])
+def test_unpaired_sets_are_refused_as_images_with_no_targets(tmp_path, name, files, n):
+    root = tmp_path / name
+    for i, f in enumerate(files):
+        if f.endswith(".txt"):
+            (root / f).parent.mkdir(parents=True, exist_ok=True)
+            (root / f).write_text("1\n10 10 20 20\n")
+        else:
+            write_rgb(root / f, pair_pixels(i, 8, 8)[0])
+    with pytest.raises(PairingError, match=rf"{name}: {n} images and no targets: this looks like an unpaired "
+                                           r"\(test-only\) set; pairload packs pairs\. .*If the targets exist, put them "
+                                           r"in a high/ folder beside a low/ folder"):
+        pack(root, tmp_path / "out", PackOptions(workers=1))
+
+
+def test_msec_five_exposures_share_one_target(tmp_path):
+    # MSEC (Afifi et al.): INPUT_IMAGES/<name>_{N1.5,N1,0,P1,P1.5}.JPG, GT_IMAGES/<name>.jpg, per split folder
+    r = Replica(tmp_path / "MSEC")
+    exposures = ("N1.5", "N1", "0", "P1", "P1.5")
+    for split, scenes in (("training", ("a0001-jmac_DSC1459", "a0002-dgw_005")), ("validation", ("a0003-NKIM_MG_8178",))):
+        for scene in scenes:
+            r.group([f"{split}/INPUT_IMAGES/{scene}_{e}" for e in exposures], f"{split}/GT_IMAGES/{scene}", ext=".JPG")
+            (r.root / split / "GT_IMAGES" / f"{scene}.JPG").rename(r.root / split / "GT_IMAGES" / f"{scene}.jpg")
+    out, report = packed(tmp_path, r.root)
+    assert splits_of(out) == {"train": 10, "test": 5}
+    assert len(check_every_pair(out, "train", 10, lossy=True)) == 2
+    assert report.layout["train"] == {"folders": ["training/INPUT_IMAGES", "training/GT_IMAGES"],
+                                      "rules": ["target name as prefix"]}

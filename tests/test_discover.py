@@ -24,7 +24,7 @@ def test_symlinked_subfolders_are_followed(tmp_path):
 
 
 def test_a_symlinked_split_folder_is_a_split(tmp_path):
-    elsewhere = make_raw(tmp_path / "elsewhere", 3)
+    elsewhere = make_raw(tmp_path / "elsewhere", 3, start=10)  # other images: one in both splits is a leak
     raw = tmp_path / "raw"
     make_raw(raw, 2, split="train")
     (raw / "test").symlink_to(elsewhere, target_is_directory=True)
@@ -249,3 +249,60 @@ def test_pack_prints_how_folders_mapped_and_what_was_not_packed(tmp_path):
     assert report["unused"] == [{"folder": "train/input", "reason": "unsupported extension", "count": 1,
                                  "names": ["x.avif"], "hint": report["unused"][0]["hint"]}]
     assert report["split_folders"]["valid"] == {"split": "test", "how": "alias of val, used as test: no test folder"}
+
+
+# ------------------------------------------------------------------ one image in two roles: refused, whatever the source
+
+def test_a_test_image_copied_into_train_is_refused_from_folders(tmp_path):
+    raw = tmp_path / "raw"
+    make_raw(raw, 3, split="train")
+    make_raw(raw, 2, split="test", start=10)
+    (raw / "test" / "high" / "00011.png").write_bytes((raw / "train" / "high" / "00001.png").read_bytes())
+    with pytest.raises(PairingError, match=r"raw: train/high/00001.png \(split 'train'\) holds the same bytes as "
+                                           r"test/high/00011.png \(split 'test'\); an image in two splits leaks test "
+                                           r"data into training: remove the copy from one split"):
+        find_pairs(raw)
+
+
+def test_same_sized_images_in_two_splits_that_differ_are_packed(tmp_path):
+    raw = tmp_path / "raw"
+    make_raw(raw, 3, split="train", ext=".bmp")  # uncompressed: every file has the same size
+    make_raw(raw, 2, split="test", start=10, ext=".bmp")
+    assert {s: len(p) for s, p in find_pairs(raw).splits().items()} == {"train": 3, "test": 2}
+
+
+@pytest.mark.parametrize("make_low, match", ids=["symlink", "copy"], argvalues=[
+    (lambda low, high: low.symlink_to(high), r"raw: the low low/00001.png and the high high/00001.png are the same "
+                                             r"file \(one links to the other\); a pair needs two images"),
+    (lambda low, high: low.write_bytes(high.read_bytes()),
+     r"raw: the low low/00001.png and the high high/00001.png hold identical bytes; a pair needs two different images"),
+])
+def test_a_folder_pair_whose_two_sides_are_one_image_is_refused(tmp_path, make_low, match):
+    raw = make_raw(tmp_path / "raw", 2)
+    (raw / "low" / "00001.png").unlink()
+    make_low(raw / "low" / "00001.png", raw / "high" / "00001.png")
+    with pytest.raises(PairingError, match=match):
+        find_pairs(raw)
+
+
+def test_a_pairs_file_with_one_image_under_two_names_in_two_splits_is_refused(tmp_path):
+    raw = make_raw(tmp_path / "raw", 3)
+    (raw / "high" / "copy.png").write_bytes((raw / "high" / "00000.png").read_bytes())
+    pf = tmp_path / "pairs.tsv"
+    pf.write_text("low/00000.png\thigh/00000.png\ttrain\nlow/00001.png\thigh/copy.png\ttest\n")
+    with pytest.raises(PairingError, match=r"pairs.tsv:2: high/copy.png \(split 'test'\) holds the same bytes as "
+                                           r"high/00000.png \(split 'train', pairs.tsv:1\); an image in two splits "
+                                           r"leaks test data into training: keep one line"):
+        find_pairs(raw, pairs_file=pf)
+    pf.write_text("low/00000.png\thigh/00000.png\nlow/00001.png\thigh/00001.png\n")
+    assert len(find_pairs(raw, pairs_file=pf).pairs) == 2
+
+
+def test_a_split_column_that_disagrees_with_split_equals_file_is_refused(tmp_path):
+    raw = make_raw(tmp_path / "raw", 2)
+    pf = tmp_path / "pairs.tsv"
+    pf.write_text("low/00000.png\thigh/00000.png\ttest\nlow/00001.png\thigh/00001.png\ttrain\n")
+    with pytest.raises(PairingError, match=r"pairs.tsv:2: the line's split column says 'train', but the file was given "
+                                           r"as --pairs-file test=.*pairs.tsv; an option never overrides the file"):
+        find_pairs(raw, pairs_file=f"test={pf}")
+    assert {s: len(p) for s, p in find_pairs(raw, pairs_file=pf).splits().items()} == {"test": 1, "train": 1}

@@ -176,7 +176,7 @@ def test_sixteen_bit_refused_unless_to_8bit(tmp_path):
     (raw / "high").mkdir()
     img16 = (np.arange(40 * 56 * 3, dtype=np.uint32).reshape(40, 56, 3) * 97 % 65536).astype(np.uint16)
     cv2.imwrite(str(raw / "low" / "a.png"), img16)
-    cv2.imwrite(str(raw / "high" / "a.png"), img16)
+    cv2.imwrite(str(raw / "high" / "a.png"), 65535 - img16)  # not the low's bytes: that pair would be refused
     with pytest.raises(ImageError, match=r"low/a.png: 16-bit image.*--to-8bit"):
         pack(raw, tmp_path / "out", PackOptions(workers=1))
     assert not (tmp_path / "out" / "manifest.json").exists()

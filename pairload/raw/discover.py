@@ -8,11 +8,16 @@ pairs every file on both sides: the same relative path without extension, the si
 `normal00001`, `x_input` ↔ `x`), a `--name-template`, the target's name as the prefix of the lows' names, or every
 file of `low/<scene>/` ↔ the one file of `high/<scene>/`. Never by sorted order, never by elimination. Each real
 folder is walked once; every image-like file that ends up in no pair is listed in `Discovery.unused` with the
-reason. `pack`, the DALI file reader and the baselines all pair through `find_pairs`, so they never disagree.
+reason, and so is a pairs list lying in RAW that was not given. A pair whose two sides are one image, and an image
+in two splits (one file, or identical bytes), are refused whether folders or a pairs file gave them; a RAW that gives
+no pair is refused naming what it holds (raw sensor files, arrays, images with no targets). `pack`, the DALI file
+reader and the baselines all pair through `find_pairs`, so they never disagree.
 """
 
 from __future__ import annotations
 
+import filecmp
+import hashlib
 import os
 import re
 from collections import Counter
@@ -64,6 +69,7 @@ UNKNOWN_SPLIT = "not under a recognised split folder"
 NO_SIDE_FOLDER = "not in a pair of side folders"
 NOT_LISTED = "not in the pairs file"
 SAME_FILE = "same file as a packed image"
+PAIRS_LIST = "a pairs list not given with --pairs-file"
 
 
 @dataclass(frozen=True)
@@ -170,11 +176,19 @@ class _Unit:
     family: str = ""  # the rest of a suffix-style name, to tell two families apart
 
 
+def _side_word(name: str) -> str:
+    """The side word of a folder name: the name lowercased, or its one other word beside `images`/`imgs`
+    (MSEC's `INPUT_IMAGES`, `GT_IMAGES`)."""
+    toks = _tokens(name)
+    rest = [t for t in toks if t not in ("images", "image", "imgs")]
+    return rest[0] if len(rest) == 1 and len(toks) > 1 else name.lower()
+
+
 def _side_of(name: str, low_dir: str | None, high_dir: str | None) -> str | None:
     n = name.lower()
-    if n == low_dir.lower() if low_dir is not None else n in LOW_NAMES:
+    if n == low_dir.lower() if low_dir is not None else _side_word(n) in LOW_NAMES:
         return "low"
-    if n == high_dir.lower() if high_dir is not None else n in HIGH_NAMES:
+    if n == high_dir.lower() if high_dir is not None else _side_word(n) in HIGH_NAMES:
         return "high"
     return None
 
@@ -363,9 +377,29 @@ def _no_images(folder: Path, raw: Path, others: Counter) -> PairingError:
     found = ", ".join(f"{n} {ext}" for ext, n in others.most_common(5))
     sensor = [ext for ext in others if ext in SENSOR_EXTS]
     hint = (f"raw sensor or array files ({', '.join(sorted(sensor))}): convert them to sRGB images (PNG/JPEG) first, "
-            "or pack a folder that holds the sRGB version" if sensor else
+            f"or pack a folder that holds the sRGB version ({_conversion(sensor)})" if sensor else
             f"expected one of {', '.join(sorted(IMAGE_EXTS))}")
     return PairingError(f"{raw}: {where} holds no usable images (found {found}); {hint}")
+
+
+ARRAY_EXTS = frozenset({".npy", ".mat"})
+
+
+def _conversion(exts) -> str:
+    """How to turn raw sensor files or arrays with these extensions into images pack reads."""
+    arrays = sorted(e for e in exts if e in ARRAY_EXTS)
+    sensor = sorted(e for e in exts if e not in ARRAY_EXTS)
+    how = []
+    if sensor:
+        how.append(f"{', '.join(sensor)}: raw sensor files must be converted to RGB images first, e.g. with rawpy "
+                   "(`rawpy.imread(f).postprocess(output_bps=16)`, written as 16-bit PNG) or dcraw (`dcraw -T -6`), "
+                   "and then paired")
+    if arrays:
+        how.append(f"{', '.join(arrays)}: arrays, one image each: `a = np.load(f)` and "
+                   "`cv2.imwrite(name + '.png', a[..., ::-1])` (uint8 gives an 8-bit PNG; uint16 a 16-bit PNG, packed "
+                   "with --to-8bit; floats in 0..1: `(a * 255).round().astype(np.uint8)` first), keeping the low/high "
+                   "folders")
+    return "; ".join(how)
 
 
 def _side_images(raw: Path, folder: Path) -> dict[str, tuple[Path, str]]:
@@ -543,8 +577,70 @@ def _parse_pairs_files(specs) -> list[tuple[str | None, Path]]:
     return out
 
 
+RAW_RELATIVE = "paths relative to RAW"
+
+
+class _SideFolders:
+    """The (low, high) side folders of each split, for pairs-file lines written relative to them (BasicSR's
+    meta-info files: `x 2.png x.png` for `low/x 2.png`, `high/x.png`). Found on first use only."""
+
+    def __init__(self, raw: Path, low_dir: str | None, high_dir: str | None, overrides: dict[str, str]):
+        self.raw, self.low_dir, self.high_dir, self.overrides = raw, low_dir, high_dir, overrides
+        self._by_split: dict[str, list[tuple[Path, Path]]] | None = None
+
+    def of(self, split: str) -> list[tuple[Path, Path]]:
+        """The side folders of `split`; all of them where no folder maps to it (a flat `low/`, `high/`)."""
+        if self._by_split is None:
+            scan = _scan(self.raw, self.low_dir, self.high_dir, {k.lower(): v for k, v in self.overrides.items()})
+            units = [u for u in scan.units if isinstance(u.low, Path)]
+            located = [(_locate(self.raw, u), u) for u in units]
+            names = _split_names_of(located, self.overrides)
+            self._by_split = {}
+            for (_, folder, _), u in located:
+                self._by_split.setdefault(names[folder][0], []).append((u.low, u.high))
+        return self._by_split.get(split) or [f for fs in self._by_split.values() for f in fs]
+
+
+def _inside(raw: Path, path: Path) -> Path | None:
+    path = Path(os.path.normpath(path))  # './' goes; symlinks inside RAW are fine; '..' out of it is not
+    return path if path == raw or raw in path.parents else None
+
+
+def _line_readings(line: str, cols: list[str], tabbed: bool) -> list[tuple[str, str]]:
+    """(low, high) readings of a line: the first two columns, then, for a whitespace-separated line, every split of
+    its words into two names that end like image files (`a3102-JI2E4053 2.png a3102-JI2E4053.png`: names with
+    spaces, as BasicSR's meta-info files write them)."""
+    first = (cols[0], cols[1])
+    if tabbed:
+        return [first]
+    parts = re.split(r"(\s+)", line.strip())  # words at even positions, the spaces between them at odd ones
+    n = (len(parts) + 1) // 2
+
+    def words(i: int, j: int) -> str:
+        return "".join(parts[2 * i: 2 * j - 1])
+
+    image = lambda name: os.path.splitext(name)[1].lower() in IMAGE_EXTS
+    more = [(words(0, i), words(i, j)) for i in range(1, n) for j in range(i + 1, n + 1)]
+    return [first] + [r for r in more if r != first and image(r[0]) and image(r[1])]
+
+
+def _resolve(raw: Path, low: str, high: str, sides) -> list[tuple[Path, Path, str]]:
+    """(low path, high path, convention) for each place that holds both files of one reading of a line: RAW, else
+    each pair of side folders of the split (`sides()`, called only when RAW does not hold them)."""
+    at_raw = [_inside(raw, raw / low), _inside(raw, raw / high)]
+    if all(p is not None and p.is_file() for p in at_raw):
+        return [(at_raw[0], at_raw[1], RAW_RELATIVE)]
+    hits = []
+    for lf, hf in sides():
+        lp, hp = _inside(raw, lf / low), _inside(raw, hf / high)
+        if lp is not None and hp is not None and lp.is_file() and hp.is_file():
+            hits.append((lp, hp, f"names relative to {lf.relative_to(raw).as_posix()}/ and "
+                                 f"{hf.relative_to(raw).as_posix()}/"))
+    return hits
+
+
 def _read_pairs_file(raw: Path, pairs_file: Path, forced_split: str | None, out: Discovery,
-                     where: dict[tuple[str, str], tuple[str, str]]) -> None:
+                     origins: list[tuple[str, str]], sides: _SideFolders) -> None:
     try:
         lines = Path(pairs_file).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -552,44 +648,136 @@ def _read_pairs_file(raw: Path, pairs_file: Path, forced_split: str | None, out:
     for lineno, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
+        here = f"{pairs_file}:{lineno}"
         tabbed = "\t" in line
         cols = [c.strip() for c in line.split("\t")] if tabbed else line.split()
         if len(cols) < 2 or (tabbed and len(cols) > 3):
             raise PairingError(
-                f"{pairs_file}:{lineno}: expected 'low high' (whitespace-separated, extra columns ignored) or 2-3 "
+                f"{here}: expected 'low high' (whitespace-separated, extra columns ignored) or 2-3 "
                 f"tab-separated columns (low path, high path, optional split), found {len(cols)} column(s)"
             )
-        low_rel, high_rel = cols[0], cols[1]
-        split = forced_split or (check_split_name(cols[2]) if tabbed and len(cols) == 3 and cols[2] else DEFAULT_SPLIT)
-        paths = []
+        column = cols[2] if tabbed and len(cols) == 3 and cols[2] else None
+        if column is not None and forced_split is not None and check_split_name(column) != forced_split:
+            raise PairingError(f"{here}: the line's split column says {column!r}, but the file was given as "
+                               f"--pairs-file {forced_split}={pairs_file}; an option never overrides the file: remove "
+                               f"the split column, or give the file without '{forced_split}=' so that its column decides")
+        split = forced_split or (check_split_name(column) if column else DEFAULT_SPLIT)
+        readings = _line_readings(line, cols, tabbed)
+        low_rel, high_rel = readings[0]
         for rel in (low_rel, high_rel):
-            path = Path(os.path.normpath(raw / rel))  # './' goes; symlinks inside RAW are fine; '..' out of it is not
-            if path != raw and raw not in path.parents:
-                raise PairingError(f"{pairs_file}:{lineno}: {rel} lies outside {raw}; paths are relative to RAW and "
+            path = raw / rel
+            if _inside(raw, path) is None:
+                raise PairingError(f"{here}: {rel} lies outside {raw}; paths are relative to RAW and "
                                    "must stay inside it (move the file in, or pack from a folder that holds both)")
             if path.suffix.lower() in SENSOR_EXTS:
-                raise PairingError(f"{pairs_file}:{lineno}: {rel} is a raw sensor or array file ({path.suffix}); "
+                raise PairingError(f"{here}: {rel} is a raw sensor or array file ({path.suffix}); "
                                    "convert the dataset to sRGB images (PNG/JPEG) first and list those")
-            if not path.is_file():
-                raise PairingError(f"{pairs_file}:{lineno}: {rel} does not exist under {raw}; fix the path or remove the line")
-            paths.append(path)
-        if paths[0] == paths[1]:
-            raise PairingError(f"{pairs_file}:{lineno}: the low and the high image are the same file {low_rel}; "
-                               "a pair needs two images")
-        low_key_rel = paths[0].relative_to(raw).as_posix()
-        high_key_rel = paths[1].relative_to(raw).as_posix()
-        here = f"{pairs_file.name}:{lineno}"
-        for side, rel in (("low", low_key_rel), ("high", high_key_rel)):
-            first = where.setdefault((side, rel), (split, here))
-            if first[0] != split:
-                raise PairingError(f"{pairs_file}:{lineno}: {rel} is in split {split!r} but already in split {first[0]!r} "
-                                   f"({first[1]}); an image in two splits leaks test data into training: keep "
-                                   "one line")
-        out.pairs.append(Pair(split, key_from_relpath(low_key_rel), paths[0], paths[1], low_key_rel, high_key_rel))
+        found: list[tuple[Path, Path, str]] = []
+        for reading in readings:  # the first two columns, when they name two files; else every other reading
+            found += [(reading, *hit) for hit in _resolve(raw, *reading, lambda: sides.of(split))]
+            if found and reading is readings[0]:
+                break
+        if len(found) > 1:
+            shown = "; ".join(f"{lp.relative_to(raw).as_posix()} + {hp.relative_to(raw).as_posix()}"
+                              for _, lp, hp, _ in found[:3])
+            raise PairingError(f"{here}: the line can be read as more than one pair ({shown}); write it with "
+                               "paths relative to RAW, separated by a tab")
+        if not found:
+            missing = next(rel for rel in (low_rel, high_rel) if not (raw / rel).is_file())
+            folders = sides.of(split)
+            tried = ", ".join(f"{lf.relative_to(raw).as_posix()}/{low_rel} + {hf.relative_to(raw).as_posix()}/"
+                              f"{high_rel}" for lf, hf in folders[:3])
+            raise PairingError(f"{here}: {missing} does not exist under {raw}"
+                               + (f", and the line is not a pair of names in the side folders either ({tried})"
+                                  if folders else "") + "; fix the path or remove the line")
+        _, low_path, high_path, convention = found[0]
+        low_key_rel = low_path.relative_to(raw).as_posix()
+        high_key_rel = high_path.relative_to(raw).as_posix()
+        origins.append((here, f"{pairs_file.name}:{lineno}"))
+        out.pairs.append(Pair(split, key_from_relpath(low_key_rel), low_path, high_path, low_key_rel, high_key_rel))
         out.sources.setdefault(split, [])
         if pairs_file.name not in out.sources[split]:
             out.sources[split].append(pairs_file.name)
-        out.rules[split] = ["pairs file"]
+        rule = f"pairs file ({convention})"
+        if rule not in out.rules.setdefault(split, []):
+            out.rules[split].append(rule)
+
+
+# ------------------------------------------------------------------ one image, two roles
+
+def _digest(path: Path, full: bool) -> bytes:
+    """blake2b of the first MiB of a file, or of all of it."""
+    h = hashlib.blake2b(digest_size=16)
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+                if not full:
+                    break
+    except OSError as exc:
+        raise PairingError(f"{path}: cannot be read ({exc.strerror})") from None
+    return h.digest()
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError as exc:
+        raise PairingError(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def _refuse_self_pairs_and_leaks(pairs: list[Pair], origins: list[tuple[str, str]], listed: bool) -> None:
+    """Refuse a pair whose low and high are one file (one path, a link to the other, or identical bytes) and an
+    image in two splits (one file, or two files with identical bytes: test data leaking into training). The pairs
+    file and the folder walk both go through here; `origins[i]` is (where pair i came from, for the start of the
+    message; a short reference to it), `listed` says the fix is editing a line rather than a folder.
+
+    Only files that could be one image are compared: same size, then the first MiB, then all bytes."""
+    fix_leak = ("keep one line" if listed else
+                "remove the copy from one split (or pack with a --pairs-file that lists it once)")
+    for p, (where, _) in zip(pairs, origins):
+        if p.low == p.high:
+            raise PairingError(f"{where}: the low and the high image are the same file {p.low_rel}; "
+                               "a pair needs two images")
+        if os.path.realpath(p.low) == os.path.realpath(p.high):
+            raise PairingError(f"{where}: the low {p.low_rel} and the high {p.high_rel} are the same file (one links "
+                               "to the other); a pair needs two images: put the real input or target in its place")
+        if _size(p.low) == _size(p.high) and filecmp.cmp(p.low, p.high, shallow=False):
+            raise PairingError(f"{where}: the low {p.low_rel} and the high {p.high_rel} hold identical bytes; a pair "
+                               "needs two different images (one side is probably a copy of the other): put the "
+                               "real input or target in its place, or remove the pair")
+    first: dict[str, tuple[int, str, str, str, str]] = {}  # real path -> (order, split, path, where, short)
+    for p, (where, short) in zip(pairs, origins):
+        for rel, path in ((p.low_rel, p.low), (p.high_rel, p.high)):
+            real = os.path.realpath(path)
+            seen = first.setdefault(real, (len(first), p.split, rel, where, short))
+            if seen[1] != p.split:
+                also = "" if seen[2] == rel else f" (the same file as {seen[2]})"
+                ref = f" ({seen[4]})" if seen[4] else ""
+                raise PairingError(f"{where}: {rel}{also} is in split {p.split!r} but already in split {seen[1]!r}"
+                                   f"{ref}; an image in two splits leaks test data into training: {fix_leak}")
+    by_size: dict[int, list[str]] = {}
+    for real in first:
+        by_size.setdefault(_size(Path(real)), []).append(real)
+    spans = lambda group: len({first[r][1] for r in group}) > 1
+    groups = [g for g in by_size.values() if spans(g)]
+    for full in (False, True):  # the first MiB, then all bytes, of the files that could still be one image
+        narrowed = []
+        for group in groups:
+            by_digest: dict[bytes, list[str]] = {}
+            for real in group:
+                by_digest.setdefault(_digest(Path(real), full), []).append(real)
+            narrowed += [g for g in by_digest.values() if spans(g)]
+        groups = narrowed
+    clashes = []  # (the later file, the first one in another split) of every image found in two splits
+    for group in groups:
+        a = min((first[r] for r in group))
+        clashes.append((min(first[r] for r in group if first[r][1] != a[1]), a))
+    if clashes:
+        (_, b_split, b_rel, b_where, _), (_, a_split, a_rel, _, a_short) = min(clashes)
+        ref = f", {a_short}" if a_short else ""
+        raise PairingError(f"{b_where}: {b_rel} (split {b_split!r}) holds the same bytes as {a_rel} (split "
+                           f"{a_split!r}{ref}); an image in two splits leaks test data into training: {fix_leak}")
 
 
 # ------------------------------------------------------------------ entry point
@@ -619,20 +807,19 @@ def find_pairs(
     files = _parse_pairs_files(pairs_file)
     scan, dropped = None, {}
     if files:
-        where: dict[tuple[str, str], tuple[str, str]] = {}
+        origins: list[tuple[str, str]] = []
+        sides = _SideFolders(raw, low_dir, high_dir, split_names or {})
         for split, path in files:
-            _read_pairs_file(raw, path, check_split_name(split) if split else None, out, where)
+            _read_pairs_file(raw, path, check_split_name(split) if split else None, out, origins, sides)
+        _refuse_self_pairs_and_leaks(out.pairs, origins, listed=True)
     else:
         scan = _scan(raw, low_dir, high_dir, {k.lower(): v for k, v in (split_names or {}).items()})
         _find_in_folders(raw, scan.units, skip_unmatched, split_names or {}, name_template, out)
         dropped = _drop_repeated_files(raw, out)
+        out.pairs.sort(key=lambda p: (p.split, p.key))
+        _refuse_self_pairs_and_leaks(out.pairs, [(str(raw), "")] * len(out.pairs), listed=False)
     if not out.pairs:
-        low_names = low_dir or "|".join(LOW_NAMES)
-        high_names = high_dir or "|".join(HIGH_NAMES)
-        raise PairingError(
-            f"{raw}: no pairs found; expected {raw.name}/{{{low_names}}}/ and {{{high_names}}}/ folders, or "
-            f"{raw.name}/<split>/{{low,high}}/ (use --low-dir/--high-dir for other folder names, or --pairs-file)"
-        )
+        raise _no_pairs(raw, low_dir, high_dir, bool(files))
     seen: dict[tuple[str, str], Pair] = {}
     for p in out.pairs:
         other = seen.get((p.split, p.key))
@@ -641,8 +828,56 @@ def find_pairs(
                                f"{p.split!r}; rename one of them")
         seen[(p.split, p.key)] = p
     out.pairs.sort(key=lambda p: (p.split, p.key))
-    _inventory(raw, out, scan, dropped, bool(files))
+    _inventory(raw, out, scan, dropped, {os.path.realpath(path) for _, path in files})
     return out
+
+
+def _no_pairs(raw: Path, low_dir: str | None, high_dir: str | None, listed: bool) -> PairingError:
+    """The refusal for a RAW that gives no pair, naming what it holds: raw sensor files, arrays, images with no
+    targets (an unpaired set), or folders pack could not read as sides."""
+    low_names = low_dir or "|".join(LOW_NAMES)
+    high_names = high_dir or "|".join(HIGH_NAMES)
+    generic = (f"{raw}: no pairs found; expected {raw.name}/{{{low_names}}}/ and {{{high_names}}}/ folders, or "
+               f"{raw.name}/<split>/{{low,high}}/ (use --low-dir/--high-dir for other folder names, or --pairs-file)")
+    if listed:
+        return PairingError(generic)
+    images: dict[Path, list[str]] = {}
+    others: Counter = Counter()
+    lists: list[Path] = []
+    for folder, names in _walk(raw):
+        for name in names:
+            ext = os.path.splitext(name)[1].lower()
+            if ext in IMAGE_EXTS:
+                images.setdefault(folder, []).append(name)
+            elif ext in SENSOR_EXTS:
+                others[ext] += 1
+            elif ext in LIST_EXTS and _is_pairs_list(folder / name):
+                lists.append(folder / name)
+    also = (f"; {_listing([p.relative_to(raw).as_posix() for p in lists])} look(s) like a pairs list: pack by it "
+            f"with --pairs-file {lists[0]}" if lists else "")
+    if not images:
+        if not others:
+            return PairingError(generic + also)
+        found = ", ".join(f"{n} {ext} files" for ext, n in others.most_common())
+        kind = ("raw sensor files (SID/ELD releases ship these)" if set(others) - ARRAY_EXTS else
+                "NumPy arrays (SMID/SDSD/SID .npy releases ship these)")
+        return PairingError(f"{raw}: holds {found} and no RGB images: they are {kind}, and pairload packs pairs of "
+                            f"images; convert them to images first ({_conversion(others)}), then pack the folder of "
+                            f"converted low/high images{also}")
+    n = sum(len(v) for v in images.values())
+    where = [f.relative_to(raw).as_posix() if f != raw else raw.name for f in images]
+    high = [f for f in images if _side_of(f.name, low_dir, high_dir) == "high"]
+    low = [f for f in images if _side_of(f.name, low_dir, high_dir) == "low"]
+    stems = Counter(os.path.splitext(name)[0].lower() for names in images.values() for name in set(names))
+    shared = any(c > 1 for c in stems.values())  # names found in two folders: maybe inputs and targets
+    if not high and (len(images) == 1 or low or not shared):
+        return PairingError(
+            f"{raw}: {n} images and no targets: this looks like an unpaired (test-only) set; pairload packs pairs. "
+            f"Found {n} images in {_listing(where)} and no {high_names} folder of targets for them. If the targets "
+            f"exist, put them in a high/ folder beside a low/ folder of the inputs (or name the two folders with "
+            f"--low-dir/--high-dir), or list the pairs in a --pairs-file; an unpaired set (DARK FACE, ExDark, DICM, "
+            f"LIME, MEF, NPE, VV) is for no-reference evaluation: read its images directly{also}")
+    return PairingError(f"{generic}; found {n} images in {len(images)} folder(s) ({_listing(where)}){also}")
 
 
 def _drop_repeated_files(raw: Path, out: Discovery) -> dict[str, str]:
@@ -669,8 +904,36 @@ _HINTS = {
 }
 
 
-def _inventory(raw: Path, out: Discovery, scan: _Scan | None, dropped: dict[str, str], pairs_file: bool) -> None:
-    """Every image-like file under RAW that is in no pair goes into `out.unused`, per folder and reason."""
+LIST_EXTS = frozenset({".txt", ".tsv", ".csv", ".lst", ".list"})
+_IMAGE_NAME = re.compile(r"\.(?:" + "|".join(sorted(e[1:] for e in IMAGE_LIKE_EXTS)) + r")(?=$|[\s,;\"'])", re.I)
+
+
+def _is_pairs_list(path: Path) -> bool:
+    """Whether a text file lists pairs: most of its first lines (comments and blank lines aside) name two or more
+    image files (`low/1.png high/1.png`, `a 2.png,a.png`, SID's `./Sony/short/x.ARW ./Sony/long/y.ARW ISO200`)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64 * 1024).decode("utf-8", errors="replace")
+    except OSError:
+        return False  # not ours to read: a list nobody can open is no list pack could use
+    lines = [ln for ln in head.splitlines()[:40] if ln.strip() and not ln.lstrip().startswith("#")][:20]
+    paired = sum(len(_IMAGE_NAME.findall(ln)) >= 2 for ln in lines)
+    return paired > 0 and 2 * paired >= len(lines)
+
+
+def _pairs_list_hint(folder: Path, names: list[str]) -> str:
+    named = next((n for n in names if split_alias(os.path.splitext(n)[0])), None)
+    example = (f"--pairs-file {split_alias(os.path.splitext(named)[0])}={folder / named}" if named
+               else f"--pairs-file {folder / names[0]}")
+    return (f"it lists pairs, and folder discovery does not read it: the splits it gives are lost (pairs it lists "
+            f"as test may be packed as train); pack by it with {example} (SPLIT=FILE once per list; lines relative "
+            "to RAW or to the split's low and high folders)")
+
+
+def _inventory(raw: Path, out: Discovery, scan: _Scan | None, dropped: dict[str, str], given: set[str]) -> None:
+    """Every image-like file under RAW that is in no pair goes into `out.unused`, per folder and reason, and so does
+    every pairs list under RAW that is not one of the `given` pairs files (real paths)."""
+    pairs_file = bool(given)
     used = {os.path.realpath(p) for pair in out.pairs for p in (pair.low, pair.high)}
     unmatched = set(out.skipped_low) | set(out.skipped_high)
     deep = [d.relative_to(raw).as_posix() + "/" for d in (scan.too_deep if scan else ())]
@@ -685,9 +948,13 @@ def _inventory(raw: Path, out: Discovery, scan: _Scan | None, dropped: dict[str,
         where = folder.relative_to(raw).as_posix()
         for name in names:
             ext = os.path.splitext(name)[1].lower()
+            rel = f"{where}/{name}" if where != "." else name
+            if ext in LIST_EXTS and os.path.realpath(folder / name) not in given and _is_pairs_list(folder / name):
+                groups.setdefault((where, PAIRS_LIST), []).append(name)
+                hints[(where, PAIRS_LIST)] = _pairs_list_hint(folder, groups[(where, PAIRS_LIST)])
+                continue
             if ext not in IMAGE_LIKE_EXTS:
                 continue
-            rel = f"{where}/{name}" if where != "." else name
             if os.path.realpath(folder / name) in used or rel in dropped:
                 continue
             if ext not in IMAGE_EXTS:
@@ -718,6 +985,14 @@ def _inventory(raw: Path, out: Discovery, scan: _Scan | None, dropped: dict[str,
                   for (folder, reason), names in sorted(groups.items())]
 
 
+def _split_names_of(located: list, overrides: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Split folder name ('' for none) -> (split, how it mapped), for units located by `_locate`."""
+    folders = {s for (_, s, _), _ in located}
+    names = _canonical_splits(sorted(folders - {""}), overrides, (DEFAULT_SPLIT,) if "" in folders else ())
+    names[""] = (DEFAULT_SPLIT, "no split folder: the default split")
+    return names
+
+
 def _find_in_folders(raw: Path, units: list[_Unit], skip_unmatched: bool, overrides: dict[str, str],
                      template: str | None, out: Discovery) -> None:
     if not units:
@@ -728,9 +1003,7 @@ def _find_in_folders(raw: Path, units: list[_Unit], skip_unmatched: bool, overri
         shown = ", ".join(d or "(top level)" for d in datasets)
         raise PairingError(f"{raw}: holds several datasets, each with its own splits ({shown}); pack one at a time, "
                            f"e.g. `pairload pack {raw / datasets[-1]} SHARDS`")
-    folders = {s for (_, s, _), _ in located}
-    names = _canonical_splits(sorted(folders - {""}), overrides, (DEFAULT_SPLIT,) if "" in folders else ())
-    names[""] = (DEFAULT_SPLIT, "no split folder: the default split")
+    names = _split_names_of(located, overrides)
     problems: list[str] = []
     for (_, split_folder, group), unit in located:
         split = names[split_folder][0]
