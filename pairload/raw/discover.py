@@ -206,6 +206,19 @@ def _suffix_side(name: str, overrides: dict[str, str]) -> tuple[str, str, str] |
     return side, splits[0], family
 
 
+def _family_side(name: str, overrides: dict[str, str]) -> tuple[str, str, str] | None:
+    """(side, split token or "", family) for a side folder named with more words than its side: with a split word
+    as `_suffix_side` reads it, or without one (`Our_low`, `Our_normal`)."""
+    parsed = _suffix_side(name, overrides)
+    if parsed:
+        return parsed
+    toks = _tokens(name)
+    sides = [t for t in toks if t in LOW_NAMES or t in HIGH_NAMES]
+    if len(sides) != 1 or len(toks) < 2 or any(split_alias(t) or t in overrides for t in toks):
+        return None
+    return ("low" if sides[0] in LOW_NAMES else "high"), "", " ".join(t for t in toks if t != sides[0])
+
+
 def _unknown_suffix_pairs(children: list[Path], overrides: dict[str, str]) -> dict[Path, str]:
     """Side folders named like `Cap-Low_part3` / `Cap-Normal_part3` (a side word followed by one word that is no
     known split name) -> that word: they look like a split that --split-name would pack."""
@@ -232,24 +245,32 @@ def _units_in(folder: Path, children: list[Path], low_dir: str | None, high_dir:
         if len(found) > 1:
             raise PairingError(f"{folder}: folders {', '.join(p.name for p in found)} are all names for the {side} side; "
                                "say which to use with --low-dir/--high-dir")
+    units: list[_Unit] = []
     if by_side["low"] and by_side["high"]:
-        return [_Unit(folder, by_side["low"][0], by_side["high"][0])]
-    if by_side["high"] and not by_side["low"] and low_dir is None:  # SICE: <seq>/* next to Label/<seq>.*
+        units.append(_Unit(folder, by_side["low"][0], by_side["high"][0]))
+    elif by_side["high"] and low_dir is None:  # SICE: <seq>/* next to Label/<seq>.*
         label = by_side["high"][0]
         stems = {os.path.splitext(n)[0] for n in _names(label)}
         seqs = tuple(c for c in children if c != label and c.name in stems)
         if seqs:
             return [_Unit(folder, seqs, label)]
     if low_dir is not None or high_dir is not None:
-        return []
+        return units
+    # side folders named with more words: `VE-LOL-L-Cap-Low_train` (a split word), LCDP's `test-input` beside its
+    # `input`, and the DRBN release's `Our_low`/`Our_normal` beside `Our_low_test`/`Our_normal_test` (no split word:
+    # the split comes from where they are, as for plain `low`/`high`)
+    taken = {u.low for u in units} | {u.high for u in units} | set(_unknown_suffix_pairs(children, overrides))
     families: dict[tuple[str, str], dict[str, Path]] = {}
     for c in children:
-        parsed = _suffix_side(c.name, overrides)
+        parsed = None if c in taken else _family_side(c.name, overrides)
         if parsed:
             side, token, family = parsed
             families.setdefault((token, family), {})[side] = c
-    units = [_Unit(folder, sides["low"], sides["high"], token, family)
-             for (token, family), sides in sorted(families.items()) if len(sides) == 2]
+    units += [_Unit(folder, sides["low"], sides["high"], token or None, family)
+              for (token, family), sides in sorted(families.items()) if len(sides) == 2]
+    named = {split_alias(u.split_token) or u.split_token for u in units if u.split_token}
+    if named and "train" not in named:  # `input` beside `test-input`: the unnamed pair of side folders is the training set
+        units = [u if u.split_token else _Unit(u.parent, u.low, u.high, "train", u.family) for u in units]
     if len({u.family for u in units}) == 1:
         units = [_Unit(u.parent, u.low, u.high, u.split_token, "") for u in units]
     return units
