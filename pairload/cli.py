@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .errors import PairloadError
+from .errors import ConfigError, PairloadError, in_cli_terms
 from .kinds import BENCH_ENTRIES
 
 # plain click help (rich_markup_mode=None): rich's panels cut option descriptions with "…" at 80 columns
@@ -276,7 +276,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SystemExit as exc:  # typer ends every run this way; usage errors have already been printed
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except PairloadError as exc:
-        sys.stderr.write(f"error: {_one_line(exc)}\n")
+        message = _one_line(exc)
+        sys.stderr.write(f"error: {in_cli_terms(message) if isinstance(exc, ConfigError) else message}\n")
         return 1
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

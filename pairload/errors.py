@@ -48,3 +48,16 @@ class WorkerError(LoaderError):
     def __init__(self, message: str, *, type_name: str = "", remote_traceback: str = ""):
         super().__init__(message)
         self.type_name, self.remote_traceback = type_name, remote_traceback
+
+
+# an API option a refusal may name -> the command-line flag for it (the CLI's loaders use last_batch='drop')
+_CLI_TERMS = (("lower batch_size, or use last_batch='pad' or 'partial'", "lower --batch-size"),
+              ("use crop <=", "use --crop <="), ("batch_size=", "--batch-size "), ("batch_size", "--batch-size"),
+              ("num_workers=", "--workers "), ("num_workers", "--workers"))
+
+
+def in_cli_terms(message: str) -> str:
+    """A refusal's advice in the command line's words: `--batch-size` where the library says `batch_size`."""
+    for api, flag in _CLI_TERMS:
+        message = message.replace(api, flag)
+    return message

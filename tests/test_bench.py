@@ -71,7 +71,7 @@ def test_cli_writes_json_and_chart(tiny, tmp_path):
 
 @pytest.mark.parametrize("args, match", [
     (["--crop", "512"], r"error: crop 512 is larger than sample '\d+' of split 'train', which is 64x48"),
-    (["--batch-size", "0"], r"error: batch_size=0: expected at least 1"),
+    (["--batch-size", "0"], r"error: --batch-size 0: expected at least 1"),  # the flag, not the API's name
 ])
 def test_bench_cli_mistakes_are_one_line_errors(tiny, args, match):
     res = subprocess.run([sys.executable, "-m", "pairload.cli", "bench-loaders", str(tiny / "shards"), *args],

@@ -27,7 +27,7 @@ from ..format.atomic import atomic_open, is_temp_of, write_bytes_atomic
 from ..batch import Normalize
 from ..distributed import (DistInfo, all_reduce_max, all_reduce_sum, cleanup, dist_info, init_distributed,
                           lost_ranks_error)
-from ..errors import ConfigError, PairloadError
+from ..errors import ConfigError, PairloadError, in_cli_terms
 from ..loaders import KINDS, make_loader
 from .metrics import psnr, ssim
 from ..read.shards import open_shards
@@ -608,17 +608,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
-# an API option a refusal may name -> the reference loop's flag for it (its loaders are made with last_batch='drop')
-CLI_TERMS = (("lower batch_size, or use last_batch='pad' or 'partial'", "lower --batch-size"),
-             ("use crop <=", "use --crop <="), ("num_workers", "--workers"), ("batch_size", "--batch-size"))
-
-
-def cli_terms(message: str) -> str:
-    for api, flag in CLI_TERMS:
-        message = message.replace(api, flag)
-    return message
-
-
 def parse_args(argv: list[str] | None = None, prog: str = "python -m pairload.train") -> TrainConfig:
     ap = _Parser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     defaults = TrainConfig(shards="x")
@@ -652,7 +641,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m pairload.train") 
             raise
         cleanup()
     except PairloadError as exc:
-        sys.stderr.write(f"error: {cli_terms(str(exc)) if isinstance(exc, ConfigError) else exc}\n")
+        sys.stderr.write(f"error: {in_cli_terms(str(exc)) if isinstance(exc, ConfigError) else exc}\n")
         return 1
     return 0
 
