@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .errors import ConfigError, PairloadError, in_cli_terms
+from .errors import ConfigError, PairloadError, human_bytes, in_cli_terms
 from .kinds import BENCH_ENTRIES
 
 # plain click help (rich_markup_mode=None): rich's panels cut option descriptions with "…" at 80 columns
@@ -54,14 +54,6 @@ def _progress(label: str, unit: str = "pairs") -> Iterator:
             bar.update(task, completed=done, total=total, rate=rate, refresh=True)  # no refresh thread: see pack._pool
 
         yield update
-
-
-def _human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1024 or unit == "TB":
-            return f"{n:,.1f} {unit}" if unit != "B" else f"{n:.0f} B"
-        n /= 1024
-    return str(n)
 
 
 @app.command()
@@ -113,7 +105,7 @@ def pack(
         report = run(raw_dir, shards_dir, opts, on_progress=update)
     for split, s in report.splits.items():
         found = report.layout.get(split, {})
-        out.print(f"{split}: {s['samples']} pairs in {s['shards']} shards, {_human(s['bytes'])}"
+        out.print(f"{split}: {s['samples']} pairs in {s['shards']} shards, {human_bytes(s['bytes'])}"
                   + (f" (from {', '.join(found['folders'][:4])}{' …' if len(found['folders']) > 4 else ''}; paired by "
                      f"{', '.join(found['rules'])})" if found.get("folders") else "")
                   + (f"; {report.skipped_per_split[split]} unmatched file(s) skipped"
@@ -142,10 +134,10 @@ def verify(shards_dir: Path = typer.Argument(..., help="Folder written by `pairl
     from .read.shards import verify as run
 
     report = run(shards_dir)
-    out.print(f"ok: {report.shards} shards, {report.samples} samples, {_human(report.bytes)} verified")
+    out.print(f"ok: {report.shards} shards, {report.samples} samples, {human_bytes(report.bytes)} verified")
     if report.leftovers:
         sys.stderr.write(f"warning: {len(report.leftovers)} temporary file(s) of an interrupted pack "
-                         f"({_human(report.leftover_bytes)}: {', '.join(report.leftovers[:3])}"
+                         f"({human_bytes(report.leftover_bytes)}: {', '.join(report.leftovers[:3])}"
                          f"{' …' if len(report.leftovers) > 3 else ''}) are not part of the shards; run the same "
                          "`pairload pack` again to finish it, or delete them\n")
 
@@ -164,7 +156,7 @@ def info(
         return
     table = Table("split", "pairs", "shards", "bytes", "sizes (WxH: pairs)")
     for name, s in splits.items():
-        table.add_row(name, str(s["samples"]), str(s["shards"]), _human(s["bytes"]),
+        table.add_row(name, str(s["samples"]), str(s["shards"]), human_bytes(s["bytes"]),
                       ", ".join(f"{k}: {v}" for k, v in s["sizes"].items()))
     out.print(table)
 

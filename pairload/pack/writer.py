@@ -28,19 +28,11 @@ from ..format import schema
 from ..format.atomic import is_temp_of, write_json_atomic
 from ..raw.decode import _silence_cv2, decode_rgb, probe_size, target_size
 from ..raw.discover import Pair, find_pairs
-from ..errors import ConfigError, ImageError, OutputError, PairloadError
+from ..errors import ConfigError, ImageError, OutputError, PairloadError, human_bytes
 
 DEFAULT_SHARD_SIZE = 256 * 1024**2
 MAX_RESIZE_PIXELS = 8192 * 8192  # a --resize target beyond this (192 MB per image) is a typo, not a training size
 _UNITS = {"": 1, "B": 1, "KB": 1024, "K": 1024, "MB": 1024**2, "M": 1024**2, "GB": 1024**3, "G": 1024**3}
-
-
-def _bytes_text(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1024 or unit == "TB":
-            return f"{n:,.1f} {unit}" if unit != "B" else f"{n:.0f} B"
-        n /= 1024
-    return str(n)
 
 
 def parse_size(text: str | int) -> int:
@@ -98,7 +90,7 @@ class PackOptions:
             raise ConfigError("--resize and --max-side cannot be used together; pick one")
         if self.resize is not None and self.resize[0] * self.resize[1] > MAX_RESIZE_PIXELS:
             w, h = self.resize
-            raise ConfigError(f"--resize {w}x{h}: {w * h:,} pixels per image ({_bytes_text(6 * w * h)} per pair) is "
+            raise ConfigError(f"--resize {w}x{h}: {w * h:,} pixels per image ({human_bytes(6 * w * h)} per pair) is "
                               f"more than pack stores (at most {MAX_RESIZE_PIXELS:,} pixels, e.g. 8192x8192); check "
                               "the size, given as WIDTHxHEIGHT (e.g. 600x400)")
         if self.max_side is not None and self.max_side < 1:
@@ -359,8 +351,8 @@ def _check_free_space(out: Path, plans: list, out_sizes: list[tuple[int, int]]) 
     free = shutil.disk_usage(out).free
     if need > free:
         h, w = max(out_sizes, key=lambda hw: hw[0] * hw[1])
-        raise OutputError(f"{out}: the shards would take about {_bytes_text(need)} ({len(out_sizes)} pairs, images "
-                          f"up to {w}x{h}) but the disk holding this folder has {_bytes_text(free)} free; free some "
+        raise OutputError(f"{out}: the shards would take about {human_bytes(need)} ({len(out_sizes)} pairs, images "
+                          f"up to {w}x{h}) but the disk holding this folder has {human_bytes(free)} free; free some "
                           "space, pack into a folder on a larger disk, or store smaller images (--max-side N, "
                           "--resize WxH)")
 
