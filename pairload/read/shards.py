@@ -41,22 +41,20 @@ class ShardDataset:
     def check_files(self) -> None:
         """Raise if a shard is missing, its size differs from the manifest (truncated), or it is another file than
         the one this dataset opened (replaced, e.g. by a re-pack into the same folder: batches would mix two packs)."""
-        for number, (path, size) in enumerate(zip(self.files, self.shard_bytes)):
-            try:
-                st = path.stat()
-            except FileNotFoundError:
-                raise ShardError(f"{path}: shard listed in {schema.MANIFEST} is missing; copy it back or repack") from None
-            self._check_stamp(number, st)
+        self._check_numbers(range(len(self.shard_bytes)))
 
     def check_shards(self, indices) -> None:
         """`check_files` for the shards holding these samples only (before a batch is copied in this process, where
         a shard truncated under its memory map would end the process with SIGBUS instead of an error)."""
-        for number in np.unique(self.index.shard[np.asarray(indices, dtype=np.int64)]).tolist():
+        self._check_numbers(np.unique(self.index.shard[np.asarray(indices, dtype=np.int64)]).tolist())
+
+    def _check_numbers(self, numbers) -> None:
+        for number in numbers:
             path = self.root / self.index.files[number]
             try:
                 st = path.stat()
             except FileNotFoundError:
-                raise LoaderError(f"{path}: the shard was removed while the loader used it; restart the loader") from None
+                raise ShardError(f"{path}: shard listed in {schema.MANIFEST} is missing; copy it back or repack") from None
             self._check_stamp(number, st)
 
     def _check_stamp(self, number: int, st: os.stat_result) -> None:
@@ -258,9 +256,10 @@ class ShardMix(ShardDataset):
             ds.willneed([j])
 
     def check_shards(self, indices) -> None:
-        for i in indices:
-            ds, j = self._part(int(i))
-            ds.check_shards([j])
+        idx = np.asarray(indices, dtype=np.int64)
+        source = self._source[idx]
+        for s in np.unique(source).tolist():
+            self.parts[self._names[s]].check_shards(idx[source == s] - self._offsets[s])
 
 
 def open_shards(path, split: str = "train") -> ShardDataset:
