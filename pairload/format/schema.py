@@ -207,8 +207,17 @@ def read_manifest(shards_dir: str | os.PathLike) -> dict:
             "leaves none: run the same `pairload pack` command again)"
         )
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise ShardError(f"{path}: cannot be read ({exc.strerror})") from None
+    return parse_manifest(text, path)
+
+
+def parse_manifest(text: bytes, path: str | os.PathLike) -> dict:
+    """A manifest's bytes (read from a folder or fetched from a URL, `path`) checked and parsed."""
+    try:
+        doc = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ShardError(f"{path}: not valid JSON ({exc}); re-run `pairload pack` to rewrite it") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ShardError(f"{path}: expected \"format\": \"{FORMAT}\", found {doc.get('format') if isinstance(doc, dict) else type(doc).__name__!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import Iterator, Protocol, runtime_checkable
 
@@ -9,7 +10,7 @@ import numpy as np
 import torch
 
 from ..devices import resolve_device
-from ..errors import ConfigError
+from ..errors import ConfigError, human_bytes
 from ..plan import BatchPlan, PlanConfig, Shards, check_groups, check_split, key_hashes, num_batches, plan_epoch
 
 
@@ -37,6 +38,40 @@ class LoaderOptions:
     @property
     def torch_device(self) -> torch.device:
         return resolve_device(self.device)
+
+
+@dataclass(frozen=True)
+class RemoteOptions:
+    """Where a loader over shards at a URL caches them: `cache_dir` (node-local, shared by every rank and worker
+    of the node), `cache_limit` (bytes kept; None: the disk's free space less a margin), `storage_options` (for
+    the fsspec backend: credentials, endpoint_url, ...). `kind` names the loader in messages."""
+
+    cache_dir: str | os.PathLike | None = None
+    cache_limit: int | None = None
+    storage_options: dict | None = None
+    kind: str = "this loader"
+
+    def open(self, source, split: str, *, whole: bool):
+        """The shards of `source`; remote ones are made local now when `whole` (the split cached whole, refused if
+        larger than the limit), or fetched ahead of use and evictable once used (streaming)."""
+        from ..read.shards import open_shards
+
+        if self.cache_limit is not None and (not isinstance(self.cache_limit, int) or self.cache_limit <= 0):
+            raise ConfigError(f"cache_limit={self.cache_limit!r}: expected a positive number of bytes")
+        ds = open_shards(source, split, cache_dir=self.cache_dir, cache_limit=self.cache_limit,
+                         storage_options=self.storage_options)
+        if not ds.remote:
+            return ds
+        if not whole:
+            ds.transient = True
+            return ds
+        total = sum(ds.shard_bytes)
+        if self.cache_limit is not None and total > self.cache_limit:
+            raise ConfigError(f"{ds.where}: split {split!r} is {human_bytes(total)} of shards and cache_limit is "
+                              f"{human_bytes(self.cache_limit)}; the {self.kind} loader needs the split cached whole: "
+                              "raise cache_limit, or use the wds loader (it streams a window of shards at a time)")
+        ds.fetch_all()
+        return ds
 
 
 @runtime_checkable

@@ -10,8 +10,8 @@ import torch
 
 from ..errors import ConfigError
 from ..plan import BatchPlan, Shards
-from ..read.shards import ShardDataset, open_shards
-from .base import LoaderOptions, PlannedLoader
+from ..read.shards import ShardDataset
+from .base import LoaderOptions, PlannedLoader, RemoteOptions
 from .device import DeviceStage
 from .ring import HostWindows
 
@@ -24,10 +24,13 @@ class HostLoader(PlannedLoader):
     NAME = "pairload"
 
     def __init__(self, source: str | os.PathLike | ShardDataset, opts: LoaderOptions, *, prefetch: int = 4,
-                 timeout: float = 300.0, shards: Shards | None = None):
+                 timeout: float = 300.0, shards: Shards | None = None, remote: RemoteOptions = RemoteOptions(),
+                 whole: bool = True):
+        """`remote`: where shards from URLs are cached; `whole`: such a split is made local whole before the first
+        batch (False: shards are fetched ahead of use and may be evicted once used, as wds does)."""
         if prefetch < 1:
             raise ConfigError(f"prefetch={prefetch}: expected at least 1 batch")
-        self.ds = open_shards(source, opts.split)
+        self.ds = remote.open(source, opts.split, whole=whole)
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, self.ds.groups, shards)
         self.prefetch = prefetch
         self._cuda = self.device.type == "cuda"
@@ -46,6 +49,7 @@ class HostLoader(PlannedLoader):
         """Stop the worker processes and free the shared ring (also done when the loader is garbage collected)."""
         self._host.close()
         self._stage.clear()
+        self.ds.close_remote()
 
     def _code(self, bp: BatchPlan) -> torch.Tensor | None:
         return torch.from_numpy(bp.code) if self.cfg.augment else None

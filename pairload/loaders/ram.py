@@ -21,7 +21,7 @@ import os
 
 from ..plan import BatchPlan
 from ..read.shards import ShardDataset
-from .base import LoaderOptions
+from .base import LoaderOptions, RemoteOptions
 from .host import HostLoader
 from .resident import DeviceStore
 
@@ -43,8 +43,10 @@ class RamLoader(HostLoader):
     NAME = "pairload-ram"
 
     def __init__(self, source: str | os.PathLike | ShardDataset, opts: LoaderOptions, *, resident: bool = False,
-                 prefetch: int = 4, timeout: float = 300.0):
-        super().__init__(source, opts, prefetch=prefetch, timeout=timeout)
+                 prefetch: int = 4, timeout: float = 300.0, cache_dir: str | os.PathLike | None = None,
+                 cache_limit: int | None = None, storage_options: dict | None = None):
+        super().__init__(source, opts, prefetch=prefetch, timeout=timeout,
+                         remote=RemoteOptions(cache_dir, cache_limit, storage_options, kind="ram"))
         self.resident = resident
         _warn_if_larger_than_memory(self.ds)
         self._store = DeviceStore(self.ds, self.hw, self.device) if resident else None

@@ -311,6 +311,8 @@ class HostWindows:
         self._pending: deque = deque()  # (run, batch, slot) submitted to workers, in delivery order
         self._free: deque = deque()
         self._done: dict[int, object] = {}
+        self._tokens: dict[int, object] = {}  # slot -> remote shards held for its task
+        self._wanted: Run | None = None  # the run whose shards were last queued for download
 
     @property
     def depth(self) -> int:
@@ -335,6 +337,10 @@ class HostWindows:
             self.pool.close()
             self.pool = None
         self._pending.clear()
+        for token in self._tokens.values():
+            self.ds.release(token)
+        self._tokens.clear()
+        self._wanted = None
 
     def _ensure(self) -> WorkerPool:
         if self.pool is None:
@@ -356,19 +362,32 @@ class HostWindows:
             if self.num_workers:
                 yield from self._worker_batches(run, plans, reclaim)
             else:
+                self._want(plans, 0)
                 for bp in plans:
                     h, w = bp.out_hw(self.ds.sizes)
                     host = torch.empty((2, len(bp), h, w, 3), dtype=torch.uint8, pin_memory=self.pin).numpy()
-                    # copied in this process: a shard truncated under its map would be a SIGBUS, not an error
-                    self.ds.check_shards(bp.index)
-                    fill(self.ds, host, bp.index, bp.y, bp.x, bp.code if self.apply_codes else None)
+                    token = self.ds.acquire(bp.index)  # remote shards: local and held while they are cut
+                    try:
+                        # copied in this process: a shard truncated under its map would be a SIGBUS, not an error
+                        self.ds.check_shards(bp.index)
+                        fill(self.ds, host, bp.index, bp.y, bp.x, bp.code if self.apply_codes else None)
+                        if self.ds.transient:
+                            self.ds.unmap_except(bp.index)
+                    finally:
+                        self.ds.release(token)
                     yield host, None
         except LoaderError:
             self.close()  # the other workers stop too; the next iteration starts fresh ones
             raise
 
+    def _want(self, plans: list[BatchPlan], b: int) -> None:
+        """Remote shards: start downloading what batches b, b+1, ... of this run read, in that order."""
+        if self.ds.remote and b < len(plans):
+            self.ds.want(np.concatenate([bp.index for bp in plans[b:]]))
+
     def _task(self, slot: int, plans: list[BatchPlan], b: int) -> WindowTask:
         bp = plans[b]
+        self._tokens[slot] = self.ds.acquire(bp.index)  # remote shards: local and held until the slot is done
         h, w = bp.out_hw(self.ds.sizes)
         # the other workers cut the next batches; ask the kernel for the ones after them
         ahead = 2 * self.num_workers
@@ -387,6 +406,9 @@ class HostWindows:
                 if skipped > 2:  # empty epochs (the rest of a finished epoch): nothing to run ahead into
                     break
                 continue
+            if run != self._wanted:
+                self._wanted = run
+                self._want(plans, b)
             slot = self._free.popleft()
             self.pool.submit(self._task(slot, plans, b))
             self._pending.append((run, b, slot))
@@ -398,6 +420,7 @@ class HostWindows:
             got, err = self.pool.get()
             self._done[got] = err
         err = self._done.pop(slot)
+        self.ds.release(self._tokens.pop(slot, None))
         if err is not None:
             raise worker_error(*err)
 

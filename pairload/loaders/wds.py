@@ -16,8 +16,8 @@ import os
 
 from ..errors import ConfigError
 from ..plan import Shards
-from ..read.shards import ShardDataset, open_shards
-from .base import LoaderOptions
+from ..read.shards import ShardDataset
+from .base import LoaderOptions, RemoteOptions
 from .host import HostLoader
 
 SHUFFLE_BYTES = 2**30  # by default, the pixels of one shuffle window
@@ -35,8 +35,11 @@ class WdsLoader(HostLoader):
     NAME = "pairload-wds"
 
     def __init__(self, source: str | os.PathLike | ShardDataset | dict, opts: LoaderOptions, *,
-                 shuffle_buffer: int | None = None, prefetch: int = 4, timeout: float = 300.0):
-        ds = open_shards(source, opts.split)  # checks each manifest and that every shard is present
+                 shuffle_buffer: int | None = None, prefetch: int = 4, timeout: float = 300.0,
+                 cache_dir: str | os.PathLike | None = None, cache_limit: int | None = None,
+                 storage_options: dict | None = None):
+        remote = RemoteOptions(cache_dir, cache_limit, storage_options, kind="wds")
+        ds = remote.open(source, opts.split, whole=False)  # checks each manifest and that every shard is present
         if shuffle_buffer is not None and shuffle_buffer < 1:
             raise ConfigError(f"shuffle_buffer={shuffle_buffer}: expected at least 1 sample (1: shards in order, "
                               "samples in shard order)")
@@ -47,7 +50,7 @@ class WdsLoader(HostLoader):
         pair_bytes = int((ds.sizes[:, 0] * ds.sizes[:, 1]).max()) * 6 if len(ds) else 1
         self.shuffle_buffer = shuffle_buffer or auto_shuffle_buffer(pair_bytes)
         super().__init__(ds, opts, prefetch=prefetch, timeout=timeout,
-                         shards=Shards(ds.shard_samples, self.shuffle_buffer))
+                         shards=Shards(ds.shard_samples, self.shuffle_buffer), remote=remote, whole=False)
         if len(self) == 0:
             raise ConfigError(f"split {opts.split!r}: with {self.cfg.world_size} ranks no rank fills one batch of "
                               f"{self.cfg.batch_size}; lower batch_size or use last_batch='pad' or 'partial'")

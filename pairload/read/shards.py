@@ -20,27 +20,59 @@ import numpy as np
 
 from ..format import schema
 from ..errors import ConfigError, LoaderError, ShardError
+from ..remote import urls
 
 
 class ShardDataset:
-    """One split of a shard folder: `len(ds)`, `ds[i] -> (key, low, high)` with uint8 H×W×3 RGB views."""
+    """One split of a shard folder: `len(ds)`, `ds[i] -> (key, low, high)` with uint8 H×W×3 RGB views.
 
-    def __init__(self, shards_dir: str | os.PathLike, split: str = "train"):
-        self.root = Path(shards_dir)
-        manifest = schema.read_manifest(self.root)
-        self.index = schema.split_index(manifest, split, str(self.root / schema.MANIFEST))
+    The folder may be a URL (s3://, gs://, az://, http(s)://, any fsspec URL) with a `cache` (`ShardCache`): the
+    manifest is read from the URL and the shards are made local in the node's cache as the loader needs them
+    (`want` ahead, `acquire`/`release` around each batch; `fetch_all` for loaders that need the whole split)."""
+
+    def __init__(self, shards_dir: str | os.PathLike, split: str = "train", *, cache=None):
+        self.url = str(shards_dir).rstrip("/") if urls.is_url(shards_dir) else None
+        if self.url is not None:
+            if cache is None:
+                raise ConfigError(f"{self.url}: a remote source needs a node-local cache: pass cache_dir= (the CLI's "
+                                  "--cache-dir), a folder with room for the shards this node reads")
+            where = urls.join(self.url, schema.MANIFEST)
+            manifest = schema.parse_manifest(cache.read_small(where), where)
+            self.root = cache.root  # the shards' local copies are in the cache; messages name the URL
+        else:
+            self.root = Path(urls.local_path(shards_dir))
+            manifest = schema.read_manifest(self.root)
+            where = str(self.root / schema.MANIFEST)
+        self.index = schema.split_index(manifest, split, where)
         self.split = split
         entries = manifest["splits"][split]["shards"]  # (kept out of the object: workers receive it pickled)
         self.shard_bytes = [int(entry["bytes"]) for entry in entries]
+        if self.url is None:
+            self._paths = [self.root / f for f in self.index.files]
+            self._feed = None
+        else:
+            from ..remote.feed import ShardFeed
+
+            shas = [entry["sha256"] for entry in entries]
+            self._paths = [cache.path(sha) for sha in shas]
+            self._feed = ShardFeed(cache, [urls.join(self.url, f) for f in self.index.files], shas, self.shard_bytes)
+        self.transient = False  # remote shards may be evicted once released: workers unmap them after each batch
         self._stamps: list[tuple[int, int, int] | None] = [None] * len(entries)  # (device, inode, mtime) when opened
         self.check_files()
         self._maps: list[np.ndarray | None] = [None] * len(entries)
         self._mmaps: list = [None] * len(entries)
         self._checked = np.zeros(len(self.index), dtype=bool)
 
+    def name(self, number: int) -> str:
+        """Shard `number` as messages name it: its path, or its URL (with the cached copy) for a remote source."""
+        if self.url is None:
+            return str(self._paths[number])
+        return f"{urls.join(self.url, self.index.files[number])} (cached as {self._paths[number]})"
+
     def check_files(self) -> None:
         """Raise if a shard is missing, its size differs from the manifest (truncated), or it is another file than
-        the one this dataset opened (replaced, e.g. by a re-pack into the same folder: batches would mix two packs)."""
+        the one this dataset opened (replaced, e.g. by a re-pack into the same folder: batches would mix two packs).
+        Remote sources: only the shards already in the cache (the others are checked as they download)."""
         self._check_numbers(range(len(self.shard_bytes)))
 
     def check_shards(self, indices) -> None:
@@ -50,28 +82,83 @@ class ShardDataset:
 
     def _check_numbers(self, numbers) -> None:
         for number in numbers:
-            path = self.root / self.index.files[number]
             try:
-                st = path.stat()
+                st = self._paths[number].stat()
             except FileNotFoundError:
-                raise ShardError(f"{path}: shard listed in {schema.MANIFEST} is missing; copy it back or repack") from None
+                if self.url is not None:
+                    continue  # not downloaded yet (or evicted): fetched and verified when a batch needs it
+                raise ShardError(f"{self.name(number)}: shard listed in {schema.MANIFEST} is missing; copy it back or "
+                                 "repack") from None
             self._check_stamp(number, st)
 
     def _check_stamp(self, number: int, st: os.stat_result) -> None:
-        path, size = self.root / self.index.files[number], self.shard_bytes[number]
+        size = self.shard_bytes[number]
         if st.st_size != size:
-            raise ShardError(f"{path}: {st.st_size} bytes, the manifest says {size}; the shard is truncated or was "
-                             "replaced: repack, or run `pairload verify`")
+            fix = ("delete the cached file (it is fetched again)" if self.url is not None else
+                   "repack, or run `pairload verify`")
+            raise ShardError(f"{self.name(number)}: {st.st_size} bytes, the manifest says {size}; the shard is "
+                             f"truncated or was replaced: {fix}")
+        if self.url is not None:
+            return  # a cached shard is named by its sha256 and never rewritten: a new copy holds the same bytes
         stamp = (st.st_dev, st.st_ino, st.st_mtime_ns)
         if self._stamps[number] is None:
             self._stamps[number] = stamp
         elif self._stamps[number] != stamp:
-            raise LoaderError(f"{path}: replaced or rewritten since the loader opened {self.root} (a re-pack into the "
-                              "same folder?); its batches would mix two packs: make the loader again")
+            raise LoaderError(f"{self.name(number)}: replaced or rewritten since the loader opened {self.root} (a "
+                              "re-pack into the same folder?); its batches would mix two packs: make the loader again")
+
+    # -- remote shards: made local ahead of use, held while a batch is cut from them
+    @property
+    def remote(self) -> bool:
+        return self._feed is not None
+
+    def _numbers(self, indices) -> list[int]:
+        """The shards of these samples, in order of first use."""
+        shard = self.index.shard[np.asarray(indices, dtype=np.int64)]
+        _, first = np.unique(shard, return_index=True)
+        return shard[np.sort(first)].tolist()
+
+    def want(self, indices) -> None:
+        """Start downloading the shards of these samples (in this order) ahead of use."""
+        if self._feed is not None and len(indices):
+            self._feed.want(self._numbers(indices))
+
+    def acquire(self, indices):
+        """Make the shards of these samples local and hold them until `release(token)` (local sources: nothing)."""
+        if self._feed is None:
+            return None
+        numbers = self._numbers(indices)
+        self._feed.ensure(numbers)
+        return numbers
+
+    def release(self, token) -> None:
+        if token is not None and self._feed is not None:
+            self._feed.release(token)
+
+    def fetch_all(self) -> None:
+        """Make the whole split local and hold it for as long as this dataset lives (ram, dali-external)."""
+        if self._feed is not None:
+            everything = np.arange(len(self))
+            self.want(everything)
+            self.acquire(everything)
+
+    def close_remote(self) -> None:
+        if self._feed is not None:
+            self._feed.close()
+
+    def unmap_except(self, indices) -> None:
+        """Drop the memory maps of shards these samples do not use (a worker over evictable cached shards, so
+        that an evicted file's space is given back to the disk)."""
+        keep = set(self.index.shard[np.asarray(indices, dtype=np.int64)].tolist())
+        for number, mm in enumerate(self._mmaps):
+            if mm is not None and number not in keep:
+                self._maps[number] = None
+                self._mmaps[number] = None  # closed when its last array view is gone
 
     # -- pickling: worker processes reopen the memory maps themselves
     def __getstate__(self):
         state = self.__dict__.copy()
+        state["_feed"] = None  # downloads stay in the loading process; workers read the cached files
         state["_maps"] = [None] * len(self._maps)
         state["_mmaps"] = [None] * len(self._maps)
         state["_checked"] = np.zeros(len(self.index), dtype=bool)
@@ -91,7 +178,8 @@ class ShardDataset:
 
     @property
     def files(self) -> list[Path]:
-        return [self.root / f for f in self.index.files]
+        """Each shard's local path (for a remote source: its place in the cache, present once fetched)."""
+        return list(self._paths)
 
     @property
     def shard_samples(self) -> tuple[int, ...]:
@@ -108,7 +196,7 @@ class ShardDataset:
         several times cheaper than slicing an np.memmap, which matters at tens of thousands of crops a second)."""
         mm = self._maps[number]
         if mm is None:
-            with open(self.root / self.index.files[number], "rb") as fh:
+            with open(self._paths[number], "rb") as fh:
                 self._check_stamp(number, os.fstat(fh.fileno()))  # the file mapped is the one the loader opened
                 mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
             self._mmaps[number] = mapped
@@ -147,14 +235,14 @@ class ShardDataset:
         header = schema.npy_header(h, w)
         for member, off in ((schema.LOW, int(idx.low[i])), (schema.HIGH, int(idx.high[i]))):
             if mm[off - len(header):off].tobytes() != header:
-                raise ShardError(f"{self.root / idx.files[idx.shard[i]]}: key {idx.keys[i]}: the .npy header of "
+                raise ShardError(f"{self.name(int(idx.shard[i]))}: key {idx.keys[i]}: the .npy header of "
                                  f"{idx.keys[i]}.{member} is not where the manifest says or is damaged; the shard is "
                                  "corrupt: run `pairload verify` and repack")
         self._checked[i] = True
 
     @property
     def where(self) -> str:
-        return str(self.root)
+        return self.url or str(self.root)
 
     @property
     def groups(self) -> tuple[tuple[str, int], ...]:
@@ -255,26 +343,81 @@ class ShardMix(ShardDataset):
             ds, j = self._part(int(i))
             ds.willneed([j])
 
-    def check_shards(self, indices) -> None:
+    def _by_part(self, indices):
+        """(part, its sample indices) for the parts these samples of the mix come from, in order of first use."""
         idx = np.asarray(indices, dtype=np.int64)
         source = self._source[idx]
-        for s in np.unique(source).tolist():
-            self.parts[self._names[s]].check_shards(idx[source == s] - self._offsets[s])
+        _, first = np.unique(source, return_index=True)
+        for s in source[np.sort(first)].tolist():
+            yield self.parts[self._names[s]], idx[source == s] - self._offsets[s]
+
+    def check_shards(self, indices) -> None:
+        for ds, idx in self._by_part(indices):
+            ds.check_shards(idx)
+
+    @property
+    def remote(self) -> bool:
+        return any(ds.remote for ds in self.parts.values())
+
+    @property
+    def transient(self) -> bool:
+        return any(ds.transient for ds in self.parts.values())
+
+    @transient.setter
+    def transient(self, value: bool) -> None:
+        for ds in self.parts.values():
+            ds.transient = value and ds.remote
+
+    def want(self, indices) -> None:
+        for ds, idx in self._by_part(indices):
+            ds.want(idx)
+
+    def acquire(self, indices):
+        return [(ds, ds.acquire(idx)) for ds, idx in self._by_part(indices) if ds.remote]
+
+    def release(self, token) -> None:
+        for ds, part_token in token or ():
+            ds.release(part_token)
+
+    def fetch_all(self) -> None:
+        for ds in self.parts.values():
+            ds.want(np.arange(len(ds)))
+        for ds in self.parts.values():
+            ds.fetch_all()
+
+    def close_remote(self) -> None:
+        for ds in self.parts.values():
+            ds.close_remote()
+
+    def unmap_except(self, indices) -> None:
+        keep = dict((id(ds), idx) for ds, idx in self._by_part(indices))
+        for ds in self.parts.values():
+            ds.unmap_except(keep.get(id(ds), ()))
 
 
-def open_shards(path, split: str = "train") -> ShardDataset:
+def open_shards(path, split: str = "train", *, cache_dir: str | os.PathLike | None = None,
+                cache_limit: int | None = None, storage_options: dict | None = None) -> ShardDataset:
     """Random access over one split of a folder written by `pairload pack`; or, for mixing, several named ones as
     one index space: `{name: folder or (folder, split)}` (`ShardMix`; keys become "name/key"). A `ShardDataset`
-    is returned as it is."""
+    is returned as it is. A folder may be a URL (s3://bucket/shards, https://host/shards, any fsspec URL): its
+    shards are cached in `cache_dir`, at most `cache_limit` bytes of them, shared by every process of the node
+    that uses the same folder; `storage_options` go to the fsspec backend (credentials, endpoint_url, ...)."""
     if isinstance(path, ShardDataset):
         return path
+    cache = None
+    places = [where[0] if isinstance(where, tuple) else where for where in path.values()] \
+        if isinstance(path, dict) else [path]
+    if any(urls.is_url(p) for p in places) and cache_dir is not None:
+        from ..remote.cache import ShardCache
+
+        cache = ShardCache(cache_dir, cache_limit, storage_options=storage_options)
     if isinstance(path, dict):
         parts = {}
         for name, where in path.items():
             folder, part_split = where if isinstance(where, tuple) else (where, split)
-            parts[str(name)] = ShardDataset(folder, part_split)
+            parts[str(name)] = ShardDataset(folder, part_split, cache=cache)
         return ShardMix(parts)
-    return ShardDataset(path, split)
+    return ShardDataset(path, split, cache=cache)
 
 
 @dataclass(frozen=True)

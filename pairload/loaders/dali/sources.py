@@ -33,10 +33,9 @@ from ...batch import batch_from_hwc
 from ...raw.decode import probe_size
 from ...raw.discover import find_pairs
 from ...errors import ConfigError, ImageError, LoaderError, MissingDependencyError, PairingError, PairloadError
-from ..base import LoaderOptions, PlannedLoader, check_options
+from ..base import LoaderOptions, PlannedLoader, RemoteOptions, check_options
 from ..ring import HostWindows
 from ...plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan, PlanConfig, rank_share
-from ...read.shards import open_shards
 
 try:
     import nvidia.dali.fn as fn
@@ -385,8 +384,11 @@ class ExternalSource(PairedSource):
 
     KIND = "external"
 
-    def __init__(self, source, opts: LoaderOptions, *, prefetch: int = 4, timeout: float = 300.0):
-        self.ds = open_shards(source, opts.split)
+    def __init__(self, source, opts: LoaderOptions, *, prefetch: int = 4, timeout: float = 300.0,
+                 cache_dir: str | os.PathLike | None = None, cache_limit: int | None = None,
+                 storage_options: dict | None = None):
+        remote = RemoteOptions(cache_dir, cache_limit, storage_options, kind="dali-external")
+        self.ds = remote.open(source, opts.split, whole=True)
         self.where = self.ds.where
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch, self.ds.groups)
         self._held: deque = deque()
@@ -413,6 +415,7 @@ class ExternalSource(PairedSource):
         """Drop the pipeline and stop the workers (they start again with the next iteration)."""
         super().close()
         self._host.close()
+        self.ds.close_remote()
 
     def _release_held(self) -> None:
         while self._held:
