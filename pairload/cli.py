@@ -19,6 +19,7 @@ from rich.table import Table
 
 from .errors import ConfigError, PairloadError, human_bytes, in_cli_terms
 from .kinds import BENCH_ENTRIES
+from .remote.urls import default_cache_dir, storage_options
 
 # plain click help (rich_markup_mode=None): rich's panels cut option descriptions with "…" at 80 columns
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -128,12 +129,24 @@ def pack(
                   highlight=False, markup=False)
 
 
+SHARDS_HELP = "Folder written by `pairload pack`, or its URL (s3://, gs://, az://, https://, any fsspec URL)."
+
+
+
+
 @app.command()
-def verify(shards_dir: Path = typer.Argument(..., help="Folder written by `pairload pack`.")) -> None:
+def verify(
+    shards_dir: str = typer.Argument(..., help=SHARDS_HELP),
+    cache_dir: Optional[Path] = typer.Option(None, help="A URL's shards are downloaded here to be verified (default: "
+                                             "~/.cache/pairload)."),
+    storage_option: list[str] = typer.Option([], help="KEY=VALUE for the storage backend (repeatable), e.g. "
+                                             "endpoint_url=http://127.0.0.1:9000 or anon=true."),
+) -> None:
     """Re-hash every shard and parse every sample; exit 1 naming the shard and key of any problem."""
     from .read.shards import verify as run
 
-    report = run(shards_dir)
+    report = run(shards_dir, cache_dir=cache_dir or default_cache_dir(),
+                 storage_options=storage_options(storage_option))
     out.print(f"ok: {report.shards} shards, {report.samples} samples, {human_bytes(report.bytes)} verified")
     if report.leftovers:
         sys.stderr.write(f"warning: {len(report.leftovers)} temporary file(s) of an interrupted pack "
@@ -144,13 +157,14 @@ def verify(shards_dir: Path = typer.Argument(..., help="Folder written by `pairl
 
 @app.command()
 def info(
-    shards_dir: Path = typer.Argument(..., help="Folder written by `pairload pack`."),
+    shards_dir: str = typer.Argument(..., help=SHARDS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    storage_option: list[str] = typer.Option([], help="KEY=VALUE for the storage backend (repeatable)."),
 ) -> None:
-    """Per-split counts, bytes and image sizes."""
+    """Per-split counts, bytes and image sizes (a URL: from its manifest alone)."""
     from .read.shards import info as run
 
-    splits = run(shards_dir)
+    splits = run(shards_dir, storage_options=storage_options(storage_option))
     if as_json:
         print(json.dumps(splits, indent=2))
         return

@@ -510,28 +510,67 @@ def _check_shard(path: Path, entry: dict) -> int:
     return len(idx["key"])
 
 
-def verify(shards_dir: str | os.PathLike) -> VerifyReport:
-    """Re-hash every shard, parse every sample, check shapes and checksums against the manifest."""
-    root = Path(shards_dir)
+def read_manifest_at(source: str | os.PathLike, storage_options: dict | None = None) -> dict:
+    """The checked manifest of a shard folder or URL."""
+    if urls.is_url(source):
+        from ..remote.cache import Retry, retrying
+
+        where = urls.join(str(source).rstrip("/"), schema.MANIFEST)
+        fs, path = urls.filesystem(where, storage_options)
+        return schema.parse_manifest(retrying("reading", where, Retry(), lambda: fs.cat_file(path)), where)
+    return schema.read_manifest(urls.local_path(source))
+
+
+def verify(shards_dir: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
+           storage_options: dict | None = None) -> VerifyReport:
+    """Re-hash every shard, parse every sample, check shapes and checksums against the manifest. A URL's shards
+    are verified in `cache_dir` (downloaded there first, as a loader would; the sha256 is checked as they
+    stream in)."""
+    if urls.is_url(shards_dir):
+        return _verify_remote(str(shards_dir).rstrip("/"), cache_dir, storage_options)
+    root = Path(urls.local_path(shards_dir))
     doc = schema.read_manifest(root)
+    report = _verify_splits(doc, str(root / schema.MANIFEST), lambda split, k, sh: root / sh["file"])
+    left = sorted(p for p in root.iterdir() if p.name.endswith(schema.PARTIAL_SUFFIX))
+    return VerifyReport(shards=report.shards, samples=report.samples, bytes=report.bytes,
+                        leftovers=tuple(p.name for p in left), leftover_bytes=sum(p.stat().st_size for p in left))
+
+
+def _verify_splits(doc: dict, where: str, local) -> VerifyReport:
     shards = samples = nbytes = 0
     for split, entry in doc["splits"].items():
-        schema.split_index(doc, split, str(root / schema.MANIFEST))  # every index entry has its shape and type
-        for sh in entry["shards"]:
-            samples += _check_shard(root / sh["file"], sh)
+        schema.split_index(doc, split, where)  # every index entry has its shape and type
+        for k, sh in enumerate(entry["shards"]):
+            samples += _check_shard(local(split, k, sh), sh)
             shards += 1
             nbytes += sh["bytes"]
         if sum(sh["samples"] for sh in entry["shards"]) != entry["samples"]:
-            raise ShardError(f"{root / schema.MANIFEST}: split {split!r} sample count disagrees with its shards; repack")
-    left = sorted(p for p in root.iterdir() if p.name.endswith(schema.PARTIAL_SUFFIX))
-    return VerifyReport(shards=shards, samples=samples, bytes=nbytes, leftovers=tuple(p.name for p in left),
-                        leftover_bytes=sum(p.stat().st_size for p in left))
+            raise ShardError(f"{where}: split {split!r} sample count disagrees with its shards; repack")
+    return VerifyReport(shards=shards, samples=samples, bytes=nbytes)
 
 
-def info(shards_dir: str | os.PathLike) -> dict[str, dict]:
-    """Per split: samples, shards, bytes, smallest and largest image size, and the distinct sizes."""
-    root = Path(shards_dir)
-    doc = schema.read_manifest(root)
+def _verify_remote(url: str, cache_dir, storage_options) -> VerifyReport:
+    from ..remote.cache import ShardCache
+
+    if cache_dir is None:
+        raise ConfigError(f"{url}: verifying a remote folder downloads its shards: pass cache_dir= (the CLI's "
+                          "--cache-dir), a local folder with room for them")
+    cache = ShardCache(cache_dir, storage_options=storage_options)
+    where = urls.join(url, schema.MANIFEST)
+    doc = schema.parse_manifest(cache.read_small(where), where)
+
+    def local(split, k, sh):
+        path = cache.fetch(urls.join(url, sh["file"]), sh["sha256"], int(sh["bytes"]))
+        cache.unhold(sh["sha256"])
+        return path
+
+    return _verify_splits(doc, where, local)
+
+
+def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) -> dict[str, dict]:
+    """Per split: samples, shards, bytes, smallest and largest image size, and the distinct sizes (a URL: read
+    from its manifest alone)."""
+    doc = read_manifest_at(shards_dir, storage_options)
     out = {}
     for split in doc["splits"]:
         idx = schema.split_index(doc, split)

@@ -30,7 +30,8 @@ from ..distributed import (DistInfo, all_reduce_max, all_reduce_sum, cleanup, di
 from ..errors import ConfigError, PairloadError, in_cli_terms
 from ..loaders import KINDS, make_loader
 from .metrics import psnr, ssim
-from ..read.shards import open_shards
+from ..format.schema import split_index
+from ..read.shards import read_manifest_at
 from .model import EnhanceUNet, ModelConfig
 from .timing import DataWait
 
@@ -73,6 +74,8 @@ class TrainConfig:
     repeats: int = 1
     mix: str | None = None  # "name=FOLDER:weight,…": train on a weighted mix of shard folders
     epoch_size: int | None = None
+    cache_dir: str | None = None  # where shards from URLs are cached on this node (default: ~/.cache/pairload)
+    cache_limit: str | None = None  # bytes of shards the cache keeps ("500GB"; default: the disk's free space)
 
     def __post_init__(self) -> None:
         if self.loader not in KINDS:
@@ -98,6 +101,15 @@ class TrainConfig:
             if self.loader == "dali-file":
                 raise ConfigError("--mix reads shard folders: use --loader ram, wds or dali-external, not dali-file")
             mix_sources(self.mix)  # a malformed --mix is refused before anything starts
+
+    def remote_options(self) -> dict:
+        """Where the loaders cache shards read from URLs (nothing for dali-file)."""
+        from ..remote.cache import parse_bytes
+        from ..remote.urls import default_cache_dir
+
+        if self.loader == "dali-file":
+            return {}
+        return {"cache_dir": self.cache_dir or default_cache_dir(), "cache_limit": parse_bytes(self.cache_limit)}
 
     def plan_options(self) -> dict:
         """The training loader's planning: crop and batch (or their schedule), repeats, the mix."""
@@ -163,7 +175,7 @@ def build_train_loader(cfg: TrainConfig, info: DistInfo):
         source = {name: folder for name, (folder, _) in mix_sources(cfg.mix).items()}
     return make_loader(cfg.loader, source, split=cfg.train_split, seed=cfg.seed, rank=info.rank,
                        world_size=info.world_size, device=str(info.device), last_batch="drop",
-                       num_workers=cfg.workers, **cfg.plan_options())
+                       num_workers=cfg.workers, **cfg.plan_options(), **cfg.remote_options())
 
 
 def build_val_loader(cfg: TrainConfig, info: DistInfo):
@@ -175,8 +187,10 @@ def build_val_loader(cfg: TrainConfig, info: DistInfo):
     common = dict(split=cfg.val_split, crop=None, rank=info.rank, world_size=info.world_size, device=str(info.device),
                   last_batch="partial", augment=False, shuffle=False)
     batch = cfg.val_batch_size
-    if cfg.shards and len(np.unique(open_shards(cfg.shards, cfg.val_split).sizes, axis=0)) > 1:
-        batch = 1  # whole test images of several sizes (real FiveK, SICE, LSRW test sets) go one at a time
+    if cfg.shards:
+        common.update(cfg.remote_options())
+        if len(np.unique(split_index(read_manifest_at(cfg.shards), cfg.val_split, cfg.shards).hw, axis=0)) > 1:
+            batch = 1  # whole test images of several sizes (real FiveK, SICE, LSRW test sets) go one at a time
     return make_loader(kind, source, batch_size=batch, **common)
 
 
@@ -363,11 +377,9 @@ def dataset_fingerprint(cfg: TrainConfig) -> str:
 
     h = hashlib.sha256()
     if cfg.loader != "dali-file":
-        from ..format.schema import read_manifest
-
         folders = [folder for folder, _ in mix_sources(cfg.mix).values()] if cfg.mix else [cfg.shards]
         for folder in folders:
-            for sh in read_manifest(folder)["splits"].get(cfg.train_split, {}).get("shards", []):
+            for sh in read_manifest_at(folder)["splits"].get(cfg.train_split, {}).get("shards", []):
                 h.update(sh["sha256"].encode())
     else:
         from ..raw.discover import find_pairs
@@ -599,6 +611,10 @@ HELP = {
     "repeats": "passes over the training split per epoch, each with fresh crops (tiny sets such as LOL)",
     "mix": "train on a weighted mix of shard folders, NAME=FOLDER:WEIGHT,… (validation stays on --shards)",
     "epoch_size": "samples per epoch drawn from the --mix (default: all of its samples)",
+    "cache_dir": "node-local folder for shards read from a URL (--shards s3://…, https://…), shared by the node's "
+                 "ranks (default: ~/.cache/pairload)",
+    "cache_limit": "bytes of shards the cache keeps, e.g. 500GB (default: the disk's free space); ram needs the "
+                   "split whole, wds streams within it",
 }
 
 

@@ -51,3 +51,26 @@ def filesystem(url: str, storage_options: dict | None = None):
         extra = EXTRAS.get(scheme(url))
         fix = f"pip install 'pairload[{extra}]'" if extra else "install the fsspec backend for this scheme"
         raise ConfigError(f"{url}: no filesystem for {scheme(url)}:// URLs ({exc}); {fix}") from None
+
+
+def storage_options(items) -> dict:
+    """Command-line KEY=VALUE items -> fsspec storage options. `true`/`false` become booleans; `endpoint_url` and
+    `region_name` go into `client_kwargs` (where s3fs expects them)."""
+    out: dict = {}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--storage-option {item!r}: expected KEY=VALUE, e.g. endpoint_url=http://127.0.0.1:9000")
+        parsed = {"true": True, "false": False}.get(value.lower(), value)
+        if key in ("endpoint_url", "region_name"):
+            out.setdefault("client_kwargs", {})[key] = parsed
+        else:
+            out[key] = parsed
+    return out
+
+
+def default_cache_dir() -> str:
+    """The command lines' default cache folder: $XDG_CACHE_HOME/pairload or ~/.cache/pairload (the library's
+    loaders read no environment: they take cache_dir explicitly)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "pairload")
