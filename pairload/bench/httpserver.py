@@ -52,6 +52,7 @@ class StaticServer:
         self.faults = Faults()
         self.log: list[tuple[str, str, int]] = []
         self._log_lock = threading.Lock()
+        self._conns: set = set()  # open client connections (kept alive between requests)
         server = self
 
         class Handler(SimpleHTTPRequestHandler):
@@ -62,6 +63,16 @@ class StaticServer:
 
             def log_message(self, *args):  # the server's own log is `log`
                 pass
+
+            def setup(self):
+                super().setup()
+                with server._log_lock:
+                    server._conns.add(self.connection)
+
+            def finish(self):
+                with server._log_lock:
+                    server._conns.discard(self.connection)
+                super().finish()
 
             def _record(self, status: int) -> None:
                 with server._log_lock:
@@ -132,6 +143,13 @@ class StaticServer:
             self._stopped = True
             self._httpd.shutdown()
             self._httpd.server_close()
+            with self._log_lock:
+                conns = list(self._conns)
+            for conn in conns:  # kept-alive connections and transfers under way end too
+                try:
+                    conn.shutdown(2)
+                except OSError:
+                    pass
             self._thread.join(timeout=5)
 
     def __enter__(self):

@@ -70,7 +70,11 @@ class RemoteOptions:
             raise ConfigError(f"{ds.where}: split {split!r} is {human_bytes(total)} of shards and cache_limit is "
                               f"{human_bytes(self.cache_limit)}; the {self.kind} loader needs the split cached whole: "
                               "raise cache_limit, or use the wds loader (it streams a window of shards at a time)")
-        ds.fetch_all()
+        try:
+            ds.fetch_all()
+        except BaseException:
+            ds.close_remote()  # the downloads ahead stop too
+            raise
         return ds
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import ConfigError
+from ..errors import ConfigError, human_bytes
 from ..plan import Shards
 from ..read.shards import ShardDataset
 from .base import LoaderOptions, RemoteOptions
@@ -26,6 +26,16 @@ SHUFFLE_BYTES = 2**30  # by default, the pixels of one shuffle window
 def auto_shuffle_buffer(pair_bytes: int) -> int:
     """Samples shuffled together when no `shuffle_buffer` is given: as many pairs as fit in SHUFFLE_BYTES."""
     return max(1, SHUFFLE_BYTES // max(1, pair_bytes))
+
+
+def _check_window(ds: ShardDataset, shuffle_buffer: int, cache_limit: int) -> None:
+    """A cache_limit must hold the shards of one shuffle window and the next shard, or streaming cannot go on."""
+    per_sample = max(b / max(1, n) for b, n in zip(ds.shard_bytes, ds.shard_samples))
+    need = int(min(len(ds), shuffle_buffer) * per_sample) + 2 * max(ds.shard_bytes)
+    if cache_limit < need:
+        raise ConfigError(f"{ds.where}: cache_limit={human_bytes(cache_limit)} cannot hold one shuffle window of "
+                          f"shards ({shuffle_buffer} samples) and the next ones ({human_bytes(need)}); raise "
+                          "cache_limit or lower shuffle_buffer")
 
 
 class WdsLoader(HostLoader):
@@ -49,6 +59,8 @@ class WdsLoader(HostLoader):
                               "ram or dali-external loader for the others")
         pair_bytes = int((ds.sizes[:, 0] * ds.sizes[:, 1]).max()) * 6 if len(ds) else 1
         self.shuffle_buffer = shuffle_buffer or auto_shuffle_buffer(pair_bytes)
+        if ds.remote and cache_limit is not None:
+            _check_window(ds, self.shuffle_buffer, cache_limit)
         super().__init__(ds, opts, prefetch=prefetch, timeout=timeout,
                          shards=Shards(ds.shard_samples, self.shuffle_buffer), remote=remote, whole=False)
         if len(self) == 0:

@@ -209,7 +209,12 @@ class ShardDataset:
         idx, page = self.index, mmap.PAGESIZE
         for i in indices:
             number = int(idx.shard[i])
-            self.shard_map(number)
+            try:
+                self.shard_map(number)
+            except FileNotFoundError:
+                if self.url is None:
+                    raise
+                continue  # a remote shard not downloaded yet (or evicted): its batch fetches and holds it
             n = int(idx.hw[i, 0]) * int(idx.hw[i, 1]) * schema.CHANNELS
             for off in (int(idx.low[i]), int(idx.high[i])):
                 start = off - off % page

@@ -330,6 +330,9 @@ class ShardCache:
     def _download(self, url: str, sha: str, size: int) -> None:
         for stale in (self.root / "shards").glob(f"{sha}.tar.partial-*"):  # left by a killed download
             stale.unlink(missing_ok=True)
+        deadline = time.monotonic() + self.retry.timeout
+        while not self.room_for(size, keep={sha}) and time.monotonic() < deadline:
+            time.sleep(0.05)  # shards in use elsewhere are released as their batches finish
         if not self.room_for(size, keep={sha}):
             raise LoaderError(f"{url}: no room in the cache {self.root} for its {human_bytes(size)} "
                               f"(limit {human_bytes(self.limit) if self.limit else 'none'}, "
@@ -359,7 +362,7 @@ class ShardCache:
         digest, got = hashlib.sha256(), 0
         partial = self._partial(sha)
         try:
-            with _open_stream(fs, path) as src, open(partial, "wb") as dst:
+            with _open_stream(fs, path, size) as src, open(partial, "wb") as dst:
                 while chunk := src.read(CHUNK):
                     digest.update(chunk)
                     dst.write(chunk)
@@ -368,7 +371,7 @@ class ShardCache:
                         break
         except OSError as exc:
             partial.unlink(missing_ok=True)
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
                 raise LoaderError(f"{self.root}: the cache's disk is full while downloading {url}; free space or "
                                   "set a cache_limit below the free space (the partial file was removed)") from None
             raise
@@ -380,9 +383,10 @@ class ShardCache:
         return digest.hexdigest()
 
 
-def _open_stream(fs, path: str):
-    """A sequential reader: HTTP streams the body (no range requests); object stores read large blocks."""
+def _open_stream(fs, path: str, size: int):
+    """A sequential reader: HTTP streams the body with one GET (the size is known: no HEAD first, so a 403 is
+    reported as such); object stores read large blocks."""
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
     if protocol in ("http", "https"):
-        return fs.open(path, "rb", block_size=0)
+        return fs.open(path, "rb", block_size=0, size=size)
     return fs.open(path, "rb", block_size=CHUNK, cache_type="none")

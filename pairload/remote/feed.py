@@ -55,6 +55,13 @@ class ShardFeed:
         """Shards this feed will use: queued or held (kept when room is made)."""
         return {self.shas[n] for n in self._queue} | {self.shas[n] for n, h in enumerate(self._holds) if h}
 
+    def _ahead_bytes(self, n: int) -> int:
+        """Room a download ahead needs: its own bytes, those of the downloads under way and, under a limit, two
+        of the largest shards kept free for the shards a batch needs now (else shards fetched ahead could fill the
+        limit while the next batch's shard waits)."""
+        need = self.sizes[n] + sum(self.sizes[m] for m in self._busy)
+        return need + (2 * max(self.sizes) if self.cache.limit is not None else 0)
+
     def _run(self) -> None:
         while True:
             with self._cond:
@@ -65,7 +72,7 @@ class ShardFeed:
                     if self._holds[n] or n in self._busy:
                         self._queue.popleft()
                         continue
-                    if self.cache.room_for(self.sizes[n], keep=self._future()):
+                    if self.cache.room_for(self._ahead_bytes(n), keep=self._future()):
                         self._queue.popleft()
                         self._busy.add(n)
                         break
