@@ -175,6 +175,12 @@ def info(
     out.print(table)
 
 
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 @app.command("bench-loaders")
 def bench_loaders(
     shards_dir: Path = typer.Argument(..., help="Folder written by `pairload pack`."),
@@ -192,10 +198,29 @@ def bench_loaders(
     ranks: int = typer.Option(1, help="Run that many ranks at once, each with its own loader on its own GPU and its share of the cores (--workers per rank, default cores/ranks - 1); reports the node's total and the per-rank spread."),
     out_json: Optional[Path] = typer.Option(None, "--out", help="Write the JSON report here."),
     plot_png: Optional[Path] = typer.Option(None, "--plot", help="Write a bar chart (PNG) here."),
+    remote_rate: Optional[str] = typer.Option(None, help="Serve the shards over HTTP on loopback throttled to this "
+                                              "bandwidth (e.g. 500MB = bytes/s) and measure one loader (the first of "
+                                              "--loaders, default wds) reading them through a fresh cache: the network "
+                                              "bound, the first batch, the cold epoch and the cached one."),
 ) -> None:
     """Every loader and today's baselines side by side, with the hardware limits."""
     from .bench.loaders import BenchConfig, plot, run_bench
     from .format.schema import write_json_atomic
+
+    if remote_rate is not None:
+        from .bench.remote import RemoteBenchConfig, run_remote
+        from .remote.cache import parse_bytes
+
+        chosen = [n.strip() for n in loaders.split(",") if n.strip()]
+        kind = "wds" if loaders == ",".join(BENCH_ENTRIES) else chosen[0]
+        dev = device if device != "auto" else ("cuda" if _cuda() else "cpu")
+        report = run_remote(RemoteBenchConfig(shards=str(shards_dir), rate=parse_bytes(remote_rate, "--remote-rate"),
+                                              loader=kind, split=split, crop=crop, batch_size=batch_size,
+                                              workers=workers or max(1, (os.cpu_count() or 2) - 1), device=dev))
+        if out_json:
+            write_json_atomic(out_json, report)
+        print(json.dumps(report, indent=2))
+        return
 
     cfg = BenchConfig(shards=str(shards_dir), raw=str(raw) if raw else None, split=split,
                       loaders=tuple(n.strip() for n in loaders.split(",") if n.strip()), crop=crop,

@@ -372,7 +372,7 @@ class HostWindows:
                         self.ds.check_shards(bp.index)
                         fill(self.ds, host, bp.index, bp.y, bp.x, bp.code if self.apply_codes else None)
                         if self.ds.transient:
-                            self.ds.unmap_except(bp.index)
+                            self.ds.drop_evicted()
                     finally:
                         self.ds.release(token)
                     yield host, None

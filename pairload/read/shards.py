@@ -61,6 +61,7 @@ class ShardDataset:
         self.check_files()
         self._maps: list[np.ndarray | None] = [None] * len(entries)
         self._mmaps: list = [None] * len(entries)
+        self._inodes: list[int | None] = [None] * len(entries)  # of each mapped file
         self._checked = np.zeros(len(self.index), dtype=bool)
 
     def name(self, number: int) -> str:
@@ -146,12 +147,17 @@ class ShardDataset:
         if self._feed is not None:
             self._feed.close()
 
-    def unmap_except(self, indices) -> None:
-        """Drop the memory maps of shards these samples do not use (a worker over evictable cached shards, so
-        that an evicted file's space is given back to the disk)."""
-        keep = set(self.index.shard[np.asarray(indices, dtype=np.int64)].tolist())
+    def drop_evicted(self) -> None:
+        """Drop the memory maps of cached shards evicted (or fetched again) since they were mapped, so that an
+        evicted file's space goes back to the disk; maps of shards still in the cache are kept."""
         for number, mm in enumerate(self._mmaps):
-            if mm is not None and number not in keep:
+            if mm is None:
+                continue
+            try:
+                current = self._paths[number].stat().st_ino
+            except FileNotFoundError:
+                current = None
+            if current != self._inodes[number]:
                 self._maps[number] = None
                 self._mmaps[number] = None  # closed when its last array view is gone
 
@@ -197,8 +203,10 @@ class ShardDataset:
         mm = self._maps[number]
         if mm is None:
             with open(self._paths[number], "rb") as fh:
-                self._check_stamp(number, os.fstat(fh.fileno()))  # the file mapped is the one the loader opened
+                st = os.fstat(fh.fileno())
+                self._check_stamp(number, st)  # the file mapped is the one the loader opened
                 mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            self._inodes[number] = st.st_ino
             self._mmaps[number] = mapped
             mm = self._maps[number] = np.frombuffer(mapped, dtype=np.uint8)
         return mm
@@ -394,10 +402,9 @@ class ShardMix(ShardDataset):
         for ds in self.parts.values():
             ds.close_remote()
 
-    def unmap_except(self, indices) -> None:
-        keep = dict((id(ds), idx) for ds, idx in self._by_part(indices))
+    def drop_evicted(self) -> None:
         for ds in self.parts.values():
-            ds.unmap_except(keep.get(id(ds), ()))
+            ds.drop_evicted()
 
 
 def open_shards(path, split: str = "train", *, cache_dir: str | os.PathLike | None = None,

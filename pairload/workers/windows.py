@@ -59,4 +59,4 @@ def run_window(ds, ring: np.ndarray, task: WindowTask) -> None:
         ds.willneed(task.ahead)
     fill(ds, slot_view(ring[task.slot], len(task.index), task.h, task.w), task.index, task.y, task.x, task.code)
     if ds.transient:  # cached remote shards may be evicted once released: keep no map of them
-        ds.unmap_except(task.index)
+        ds.drop_evicted()
