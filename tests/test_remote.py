@@ -299,3 +299,15 @@ def test_s3_source_through_s3fs(data, s3, tmp_path):
     with pytest.raises(FetchError, match=r"s3://shards/nothing-here/manifest\.json: not found \(404\)"):
         make_loader("wds", "s3://shards/nothing-here", cache_dir=tmp_path / "c", storage_options=s3, batch_size=2,
                     crop=16)
+
+
+def test_bench_remote_reports_the_bound_the_cold_and_the_cached_epoch(data):
+    from pairload.bench.remote import RemoteBenchConfig, run_remote
+
+    report = run_remote(RemoteBenchConfig(shards=str(data), rate=2_000_000, crop=16, batch_size=4, workers=0,
+                                          local_epochs=2))
+    assert report["shard_downloads"] == len(list(data.glob("train-*.tar")))  # the loader's own, each once
+    assert 0 < report["network_bound"]["bytes_per_s"] <= 2_000_000 * 1.1
+    assert report["cold_epoch"]["pairs"] == report["cached_epoch"]["pairs"] == 24
+    assert 0.3 < report["cold_epoch"]["of_bound"] < 1.2  # the throttle, not the loader, sets the pace
+    assert report["cached_epoch"]["pairs_per_s"] > 3 * report["cold_epoch"]["pairs_per_s"]
