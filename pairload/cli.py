@@ -161,14 +161,14 @@ def info(
     table = Table("split", "pairs", "shards", "bytes", "compression", "sizes (WxH: pairs)")
     for name, s in splits.items():
         table.add_row(name, str(s["samples"]), str(s["shards"]), human_bytes(s["bytes"]),
-                      "none" if s["compression"] == "none" else f"{s['compression']} ({_ratio(s)})",
+                      "none" if s["compression"] == "none" else f"{s['compression']}, {_ratio(s, short=True)}",
                       ", ".join(f"{k}: {v}" for k, v in s["sizes"].items()))
     out.print(table)
 
 
-def _ratio(split: dict) -> str:
-    """How much smaller than its decoded pixels a split is stored: '1.33x smaller than raw'."""
-    return f"{split['pixel_bytes'] / max(split['bytes'], 1):.2f}x smaller than raw pixels"
+def _ratio(split: dict, short: bool = False) -> str:
+    """How much smaller than its decoded pixels a split is stored: '1.33x smaller than its pixels'."""
+    return f"{split['pixel_bytes'] / max(split['bytes'], 1):.2f}x" + ("" if short else " smaller than its pixels")
 
 
 @app.command("bench-loaders")

@@ -599,12 +599,18 @@ def _write_raw(run: _Run, pairs: list[Pair], probes: list, sizes: list, out_size
 
 def _write_compressed(run: _Run, pairs: list[Pair], probes: list, sizes: list, out_sizes: list):
     """Compressed members (`--compress zstd`): the workers decode and compress each pair; the frames come back in key
-    order and are appended to one shard after another (a frame's size is known only once it is compressed). The
-    bytes do not depend on the number of workers. Returns what `_write_raw` returns."""
-    options, pool = run.options, run.pool
-    first: dict[tuple[str, Path], int] = {}  # (split, high file) -> the job that stores that target
-    leads = [first.setdefault((pair.split, pair.high), k) for k, pair in enumerate(pairs)]
-    jobs = [_ZJob(k, pair.low, pair.high if leads[k] == k else None, probes[2 * k], probes[2 * k + 1],
+    order and are appended to the shards one after the other (a frame's size is known only once it is compressed).
+    Each shard holds the samples the raw pack's would (`--shard-size` is counted in raw bytes), so every loader,
+    wds's shard-by-shard order included, yields the same batches from both packs. The bytes do not depend on the
+    number of workers. Returns what `_write_raw` returns."""
+    out, options, pool = run.out, run.options, run.pool
+    plans = _plan_shards(pairs, sizes, out_sizes, options.shard_size)  # which samples each shard holds
+    slots = [(plan, lead) for plan in plans for _, _, lead in plan.samples]  # per job, in the order of `pairs`
+    partial_names = [plan.name + schema.PARTIAL_SUFFIX for plan in plans]
+    _check_partials_free(out, partial_names)
+    with _writing(out / JOURNAL):  # before any partial exists: a killed run's successor knows they are ours
+        write_json_atomic(out / JOURNAL, {"owned": sorted(_owned(out, run.journal)), "partials": partial_names})
+    jobs = [_ZJob(k, pair.low, pair.high if slots[k][1] < 0 else None, probes[2 * k], probes[2 * k + 1],
                   out_sizes[k], options.to_8bit, options.compress_level) for k, pair in enumerate(pairs)]
     t_decode = time.perf_counter()
     shards = _ZShards(run)
@@ -615,9 +621,10 @@ def _write_compressed(run: _Run, pairs: list[Pair], probes: list, sizes: list, o
             raise ImageError(res[1])
         k, notes, crc_low, crc_high, low, high = res
         results[k] = (notes, crc_low, crc_high)
-        meta = schema.sample_meta(pairs[k].low_rel, pairs[k].high_rel, sizes[k], out_sizes[k],
-                                  high_ref=None if leads[k] == k else pairs[leads[k]].key)
-        shards.add(k, pairs[k], out_sizes[k], meta, low, high, leads[k])
+        plan, lead = slots[k]
+        ref = plan.samples[lead][0].key if lead >= 0 else None
+        meta = schema.sample_meta(pairs[k].low_rel, pairs[k].high_rel, sizes[k], out_sizes[k], high_ref=ref)
+        shards.add(plan, pairs[k], out_sizes[k], meta, low, high, lead)
         if run.on_progress:
             run.on_progress(done, len(jobs))
     shards.close()
@@ -626,44 +633,36 @@ def _write_compressed(run: _Run, pairs: list[Pair], probes: list, sizes: list, o
 
 
 class _ZShards:
-    """Compressed samples appended in key order to `*.tar.partial` shards, one after the other; a shard is cut
-    between target groups before it would pass `shard_size`, hashed as it is written, then fsynced."""
+    """Compressed samples appended in key order to `*.tar.partial` shards, one shard after the other (each holding
+    the samples of one raw plan), hashed as they are written, then fsynced."""
 
     def __init__(self, run: _Run):
         self.run = run
-        self.owned = sorted(_owned(run.out, run.journal))
         self.plans: list[_ShardPlan] = []
         self.digests: list[str] = []
-        self.first = 0  # job index of the current shard's first sample
         self.fh = self.hash = None
         self.pos = 0
 
-    def add(self, k: int, pair: Pair, hw: tuple[int, int], meta: bytes, low: bytes, high: bytes | None,
-            lead: int) -> None:
-        if not self.plans or self.plans[-1].split != pair.split:
-            self._open(pair.split, 0, k)
+    def add(self, raw_plan: _ShardPlan, pair: Pair, hw: tuple[int, int], meta: bytes, low: bytes,
+            high: bytes | None, lead: int) -> None:
+        """Append one sample to the shard of `raw_plan` (opened when its first sample comes); `lead` >= 0: the
+        sample of that shard whose target frame it shares."""
+        if not self.plans or self.plans[-1].name != raw_plan.name:
+            self._open(raw_plan.split, raw_plan.number)
         plan = self.plans[-1]
         shared = None
-        if lead != k:  # its target is the frame of an earlier sample of this shard (groups are never cut)
-            lay = plan.samples[lead - self.first][1]
+        if lead >= 0:
+            lay = plan.samples[lead][1]
             shared = (lay.high_data, lay.high_bytes)
         layout, pieces = schema.layout_compressed_sample(pair.key, hw[0], hw[1], meta, low, high, plan.end, shared)
-        if shared is None and plan.samples and schema.archive_end(layout.end) > self.run.options.shard_size:
-            plan = self._open(pair.split, plan.number + 1, k)
-            layout, pieces = schema.layout_compressed_sample(pair.key, hw[0], hw[1], meta, low, high, 0)
         self._write(pieces)
-        plan.samples.append((pair, layout, -1 if shared is None else lead - self.first))
+        plan.samples.append((pair, layout, lead))
         plan.end = layout.end
 
-    def _open(self, split: str, number: int, k: int) -> _ShardPlan:
+    def _open(self, split: str, number: int) -> None:
         self.close()
         plan = _ShardPlan(split, number)
         part = self.run.out / (plan.name + schema.PARTIAL_SUFFIX)
-        if part.exists() or part.is_symlink():
-            raise OutputError(_in_the_way(part))
-        names = [Path(p).name for p in self.run.partial_files] + [part.name]
-        with _writing(self.run.out / JOURNAL):  # before the partial exists: a killed run's successor removes it
-            write_json_atomic(self.run.out / JOURNAL, {"owned": self.owned, "partials": names})
         try:
             self.fh = open(part, "xb")
         except FileExistsError:  # appeared since the check
@@ -673,8 +672,7 @@ class _ZShards:
         self.run.open_files.append(self.fh)
         self.run.partial_files.append(str(part))
         self.plans.append(plan)
-        self.hash, self.pos, self.first = hashlib.sha256(), 0, k
-        return plan
+        self.hash, self.pos = hashlib.sha256(), 0
 
     def _write(self, pieces: list[tuple[int, bytes]]) -> None:
         with _writing(Path(self.fh.name)):
