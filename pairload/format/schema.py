@@ -1,4 +1,4 @@
-"""The on-disk shard format, version 1: member names, sample keys, tar headers and the manifest.
+"""The on-disk shard format, versions 1 to 3: member names, sample keys, tar headers and the manifest.
 
 This is the only module that knows these names and layouts; the packer, `open_shards`, `verify` and every
 loader import them from here. It imports neither torch nor DALI.
@@ -23,7 +23,8 @@ from ..errors import ShardError
 
 FORMAT = "pairload-shards"
 VERSION = 2  # written when a sample shares another's target; shards without shared targets are written as 1
-VERSIONS = (1, 2)  # readable
+VERSION_COMPRESSED = 3  # written by `pack --compress`: index.low/high are then where a member's zstd frame starts
+VERSIONS = (1, 2, 3)  # readable
 MANIFEST = "manifest.json"
 RAW_DIR = "raw_dir"  # manifest field: the resolved RAW folder packed; pack will not replace another folder's shards
 
@@ -32,6 +33,11 @@ LOW = "low.npy"
 HIGH = "high.npy"
 META = "json"
 MEMBER_ORDER = (META, LOW, HIGH)
+ZSTD = "zstd"  # the one compression (`pack --compress zstd`): each .npy file (header + pixels) as one zstd frame
+COMPRESSIONS = (ZSTD,)
+COMPRESSION = "compression"  # split field: the compression of its image members; absent for raw members
+ZST_SUFFIX = "zst"
+LOW_BYTES, HIGH_BYTES = "low_bytes", "high_bytes"  # index fields of a compressed split: each frame's length
 HIGH_REF = "high_ref"  # .json field of a sample whose target is another sample's `.high.npy` (version 2)
 SHARES_HIGH = "shares_high"  # index field (version 2): per sample, the index in its shard whose target it uses, or -1
 
@@ -91,6 +97,16 @@ def member_name(key: str, suffix: str) -> str:
     return f"{key}.{suffix}"
 
 
+def image_suffix(suffix: str, compression: str | None) -> str:
+    """The member suffix of an image (`low.npy`) as stored: `low.npy.zst` in a compressed split."""
+    return f"{suffix}.{ZST_SUFFIX}" if compression else suffix
+
+
+def member_order(compression: str | None) -> tuple[str, str, str]:
+    """The suffixes of one sample's members in shard order (`json`, then the low and the high image)."""
+    return META, image_suffix(LOW, compression), image_suffix(HIGH, compression)
+
+
 @functools.lru_cache(maxsize=256)
 def npy_header(height: int, width: int) -> bytes:
     """The .npy (format 1.0) header of a uint8 H×W×3 C-order array, as numpy.save writes it (cached: readers
@@ -134,9 +150,11 @@ class SampleLayout:
     start: int  # offset of the first member's header
     meta_data: int  # offset of the JSON payload
     meta_size: int
-    low_data: int  # offset of the low image's pixels (after the npy header)
+    low_data: int  # offset of the low image's pixels (after the npy header); compressed: of its zstd frame
     high_data: int
     end: int  # offset just past the last member
+    low_bytes: int = 0  # compressed: the length of the frame at low_data (0: raw pixels)
+    high_bytes: int = 0
 
     @property
     def image_bytes(self) -> int:
@@ -171,6 +189,36 @@ def layout_sample(key: str, height: int, width: int, meta: bytes, start: int,
     layout = SampleLayout(
         key=key, height=height, width=width, start=start, meta_data=offsets[META], meta_size=len(meta),
         low_data=offsets[LOW], high_data=offsets[HIGH], end=pos,
+    )
+    return layout, pieces
+
+
+def layout_compressed_sample(key: str, height: int, width: int, meta: bytes, low: bytes, high: bytes | None,
+                             start: int, shared_high: tuple[int, int] | None = None
+                             ) -> tuple[SampleLayout, list[tuple[int, bytes]]]:
+    """Lay out one compressed sample at `start` (format version 3): `<key>.json`, `<key>.low.npy.zst` and
+    `<key>.high.npy.zst`, whose payloads are `low` and `high`, each a .npy file as one zstd frame. Returns the layout
+    (low_data/high_data: where each frame starts) and the (offset, bytes) pieces to write, in file order.
+
+    `shared_high`: (offset, length) of another sample's target frame in the same shard; this sample then has no
+    high member of its own (high must be None)."""
+    pieces: list[tuple[int, bytes]] = []
+    pos = start
+    where: dict[str, tuple[int, int]] = {}
+    if shared_high is not None:
+        where[HIGH] = shared_high
+    members = ((META, meta), (LOW, low)) + (((HIGH, high),) if shared_high is None else ())
+    for suffix, payload in members:
+        hdr = tar_header(member_name(key, suffix if suffix == META else image_suffix(suffix, ZSTD)), len(payload))
+        pieces.append((pos, hdr))
+        pos += len(hdr)
+        pieces.append((pos, payload))
+        where[suffix] = (pos, len(payload))
+        pos += padded(len(payload))
+    layout = SampleLayout(
+        key=key, height=height, width=width, start=start, meta_data=where[META][0], meta_size=len(meta),
+        low_data=where[LOW][0], high_data=where[HIGH][0], end=pos, low_bytes=where[LOW][1],
+        high_bytes=where[HIGH][1],
     )
     return layout, pieces
 
@@ -248,6 +296,9 @@ def _check_split_entry(path: Path, split: str, entry: Any) -> None:
         raise bad("expected an object with a non-empty \"shards\" list")
     if not _SPLIT_SAFE.match(split):
         raise bad("the split name may only hold letters, digits, '_' and '-'")
+    if entry.get(COMPRESSION) is not None and entry[COMPRESSION] not in COMPRESSIONS:
+        raise ShardError(f"{path}: split {split!r}: \"{COMPRESSION}\" is {entry[COMPRESSION]!r}, this pairload reads "
+                         f"{', '.join(map(repr, COMPRESSIONS))} or none; repack with this version of `pairload pack`")
     total = 0
     for k, sh in enumerate(entry["shards"]):
         where = f"shard {k}"
@@ -264,7 +315,8 @@ def _check_split_entry(path: Path, split: str, entry: Any) -> None:
         if not _SHA256.match(sh["sha256"]):
             raise bad(f"{name}: \"sha256\" is not 64 hexadecimal digits")
         idx = sh["index"]
-        for field in _INDEX_FIELDS + ((SHARES_HIGH,) if SHARES_HIGH in idx else ()):
+        sized = (LOW_BYTES, HIGH_BYTES) if entry.get(COMPRESSION) else ()
+        for field in _INDEX_FIELDS + sized + ((SHARES_HIGH,) if SHARES_HIGH in idx else ()):
             if not isinstance(idx.get(field), list) or len(idx[field]) != sh["samples"]:
                 raise bad(f"{name}: index \"{field}\" should list {sh['samples']} entries (one per sample)")
         total += sh["samples"]
@@ -281,10 +333,19 @@ class SplitIndex:
     keys: tuple[str, ...]
     shard: np.ndarray  # int32 (n,) shard number of each sample
     hw: np.ndarray  # int64 (n, 2) height, width
-    low: np.ndarray  # int64 (n,) offset of low pixels in its shard
+    low: np.ndarray  # int64 (n,) offset of low pixels in its shard (compressed: of its zstd frame)
     high: np.ndarray  # int64 (n,)
     crc: np.ndarray  # uint32 (n, 2) CRC-32 of low and high pixels
     shard_samples: np.ndarray  # int64 (n_shards,)
+    low_bytes: np.ndarray | None = None  # int64 (n,) bytes stored at `low`: the pixels, or the zstd frame
+    high_bytes: np.ndarray | None = None
+    compression: str | None = None  # "zstd", or None: raw pixels at `low`/`high`
+
+    def __post_init__(self) -> None:
+        if self.low_bytes is None:  # raw: the pixels themselves
+            pixels = self.hw[:, 0] * self.hw[:, 1] * CHANNELS
+            object.__setattr__(self, "low_bytes", pixels)
+            object.__setattr__(self, "high_bytes", pixels)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -295,28 +356,28 @@ def split_index(doc: dict, split: str, where: str = MANIFEST) -> SplitIndex:
     if split not in splits:
         raise ShardError(f"{where}: no split {split!r}; this folder has {sorted(splits)}")
     entry = splits[split]
-    files, keys, shard, hw, low, high, crc, counts = [], [], [], [], [], [], [], []
+    compression = entry.get(COMPRESSION)
+    fields = ("hw", "low", "high", "crc32") + ((LOW_BYTES, HIGH_BYTES) if compression else ())
+    files, keys, shard, counts = [], [], [], []
+    values: dict[str, list] = {name: [] for name in fields}
     try:
         for number, sh in enumerate(entry["shards"]):
             idx = sh["index"]
             n = int(sh["samples"])
-            if not (len(idx["key"]) == len(idx["hw"]) == len(idx["low"]) == len(idx["high"]) == len(idx["crc32"]) == n):
+            if not all(len(idx[name]) == n for name in ("key",) + fields):
                 raise ShardError(f"{where}: shard {sh['file']} index lengths disagree with its sample count {n}")
             files.append(sh["file"])
             counts.append(n)
             keys.extend(idx["key"])
             shard.extend([number] * n)
-            hw.extend(idx["hw"])
-            low.extend(idx["low"])
-            high.extend(idx["high"])
-            crc.extend(idx["crc32"])
+            for name in fields:
+                values[name].extend(idx[name])
     except (KeyError, TypeError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed shard entry ({exc!r}); repack") from None
     n = len(keys)
     try:
-        columns = {name: _integers(values, name, where, split, files, counts)
-                   for name, values in (("hw", hw), ("low", low), ("high", high), ("crc32", crc))}
-        return _split_index(split, files, keys, shard, columns, counts, n)
+        columns = {name: _integers(values[name], name, where, split, files, counts) for name in fields}
+        return _split_index(split, files, keys, shard, columns, counts, n, compression)
     except (ValueError, TypeError, OverflowError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed index ({exc}); repack") from None
 
@@ -341,7 +402,9 @@ def _integers(values: list, field: str, where: str, split: str, files: list, cou
                      "the manifest is damaged or was edited: re-run the same `pairload pack` command to rewrite it")
 
 
-def _split_index(split, files, keys, shard, columns, counts, n) -> SplitIndex:
+def _split_index(split, files, keys, shard, columns, counts, n, compression=None) -> SplitIndex:
+    sized = {name: np.asarray(columns[name], dtype=np.int64).reshape(n)
+             for name in (LOW_BYTES, HIGH_BYTES) if name in columns}
     return SplitIndex(
         split=split,
         files=tuple(files),
@@ -352,4 +415,6 @@ def _split_index(split, files, keys, shard, columns, counts, n) -> SplitIndex:
         high=np.asarray(columns["high"], dtype=np.int64).reshape(n),
         crc=np.asarray(columns["crc32"], dtype=np.uint32).reshape(n, 2),
         shard_samples=np.asarray(counts, dtype=np.int64),
+        compression=compression,
+        **sized,
     )

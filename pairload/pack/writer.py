@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..format import schema
+import numpy as np
+
+from ..format import codec, schema
 from ..format.atomic import is_temp_of, write_json_atomic
 from ..raw.decode import _silence_cv2, decode_rgb, probe_size, target_size
 from ..raw.discover import Pair, find_pairs
@@ -84,8 +86,17 @@ class PackOptions:
     shard_size: int = DEFAULT_SHARD_SIZE
     workers: int = 0  # 0: all cores
     overwrite: bool = False  # replace a manifest.json that is not this RAW's pack (another pack's, or a user's file)
+    compress: str | None = None  # "zstd": each image member as one zstd frame (format version 3); None: raw
+    compress_level: int = codec.DEFAULT_LEVEL
 
     def __post_init__(self) -> None:
+        if self.compress is not None and self.compress not in schema.COMPRESSIONS:
+            raise ConfigError(f"--compress {self.compress}: expected {' or '.join(schema.COMPRESSIONS)} (leave it out "
+                              "for raw members)")
+        if self.compress_level not in codec.LEVELS:
+            raise ConfigError(f"--compress-level {self.compress_level}: expected {codec.LEVELS.start} to "
+                              f"{codec.LEVELS.stop - 1} (default {codec.DEFAULT_LEVEL}; higher is smaller and slower)")
+        codec.require(self.compress, "--compress zstd")
         if self.resize is not None and self.max_side is not None:
             raise ConfigError("--resize and --max-side cannot be used together; pick one")
         if self.resize is not None and self.resize[0] * self.resize[1] > MAX_RESIZE_PIXELS:
@@ -116,6 +127,7 @@ class PackReport:
     seconds: float = 0.0
     workers: int = 1
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent probing, decoding, hashing+fsync
+    compression: str | None = None
 
     @property
     def pairs(self) -> int:
@@ -145,20 +157,29 @@ def _worker_init() -> None:
     _silence_cv2()
 
 
+def _decode_pair(job) -> tuple[np.ndarray, np.ndarray | None, list[str]]:
+    """The job's low image and, unless it shares another job's target, its high image, with their notes."""
+    low, low_notes = decode_rgb(job.low, to_8bit=job.to_8bit, expect_hw=job.low_hw, out_hw=job.out_hw)
+    high, high_notes = None, []
+    if job.high is not None:
+        high, high_notes = decode_rgb(job.high, to_8bit=job.to_8bit, expect_hw=job.high_hw, out_hw=job.out_hw)
+    return low, high, [f"low:{n}" for n in low_notes] + [f"high:{n}" for n in high_notes]
+
+
+def _input_error(job, exc: Exception) -> tuple[int, str, bool]:
+    if isinstance(exc, PairloadError):
+        return job.index, str(exc), False
+    return job.index, f"{job.low} / {job.high}: {type(exc).__name__}: {exc}", False  # still names the files
+
+
 def _run_job(job: _Job) -> tuple[int, list[str], int, int] | tuple[int, str, bool]:
     """Decode and write one pair. Errors come back as text (and whether writing the output failed, not reading the
     input) so the parent can clean up and report them."""
     try:
-        low, low_notes = decode_rgb(job.low, to_8bit=job.to_8bit, expect_hw=job.low_hw, out_hw=job.out_hw)
-        images = [(low, job.low_off)]
-        high_notes: list[str] = []
-        if job.high is not None:
-            high, high_notes = decode_rgb(job.high, to_8bit=job.to_8bit, expect_hw=job.high_hw, out_hw=job.out_hw)
-            images.append((high, job.high_off))
-    except PairloadError as exc:
-        return job.index, str(exc), False
-    except Exception as exc:  # noqa: BLE001 - an unexpected failure still names the files
-        return job.index, f"{job.low} / {job.high}: {type(exc).__name__}: {exc}", False
+        low, high, notes = _decode_pair(job)
+    except Exception as exc:  # noqa: BLE001 - reported by the parent, naming the files
+        return _input_error(job, exc)
+    images = [(low, job.low_off)] + ([(high, job.high_off)] if high is not None else [])
     try:
         fd = _fds.get(job.file)
         if fd is None:
@@ -170,8 +191,33 @@ def _run_job(job: _Job) -> tuple[int, list[str], int, int] | tuple[int, str, boo
                 written += os.pwrite(fd, view[written:], off + written)
     except OSError as exc:  # the disk filled up under us: the shard is to blame, not the pair being written
         return job.index, str(_output_error(Path(job.file), exc)), True
-    notes = [f"low:{n}" for n in low_notes] + [f"high:{n}" for n in high_notes]
-    return job.index, notes, zlib.crc32(low), zlib.crc32(images[1][0]) if job.high is not None else None
+    return job.index, notes, zlib.crc32(low), zlib.crc32(high) if high is not None else None
+
+
+@dataclass(frozen=True)
+class _ZJob:
+    """Everything a worker needs to decode one pair and compress its images (`--compress`)."""
+
+    index: int
+    low: Path
+    high: Path | None  # None: the pair shares a target that another job compresses
+    low_hw: tuple[int, int]
+    high_hw: tuple[int, int]
+    out_hw: tuple[int, int]
+    to_8bit: bool
+    level: int
+
+
+def _run_zjob(job: _ZJob) -> tuple[int, list[str], int, int | None, bytes, bytes | None] | tuple[int, str, bool]:
+    """Decode one pair and return each image's .npy file as a zstd frame, with the pixels' CRC-32."""
+    try:
+        low, high, notes = _decode_pair(job)
+        low_frame = codec.compress_npy(low, job.level)
+        high_frame = codec.compress_npy(high, job.level) if high is not None else None
+    except Exception as exc:  # noqa: BLE001 - reported by the parent, naming the files
+        return _input_error(job, exc)
+    return (job.index, notes, zlib.crc32(low), zlib.crc32(high) if high is not None else None, low_frame,
+            high_frame)
 
 
 def _output_error(path: Path, exc: OSError) -> OutputError:
@@ -413,13 +459,13 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     pairs = _target_groups(discovery.pairs)
     journal = _read_journal(out)
     _remove_partials(out, journal)  # left by a killed run
-    report = PackReport(shards_dir=out, workers=workers)
+    report = PackReport(shards_dir=out, workers=workers, compression=options.compress)
     report.skipped = discovery.skipped_low + discovery.skipped_high
     report.skipped_per_split = dict(discovery.skipped_per_split)
     report.layout = discovery.layout()
     report.unused = [u.as_dict() for u in discovery.unused]
     report.split_folders = {k: {"split": v[0], "how": v[1]} for k, v in sorted(discovery.split_folders.items())}
-    partial_files: list[str] = []
+    run = _Run(out=out, options=options, pool=pool, journal=journal, report=report, on_progress=on_progress)
     try:
         paths = [p for pair in pairs for p in (pair.low, pair.high)]
         probes = pool.map(_probe, paths, chunksize=64) if pool else [_probe(p) for p in paths]
@@ -436,65 +482,15 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
         report.phases["probe"] = time.perf_counter() - start
         sizes = [probes[2 * i] for i in range(len(pairs))]
         out_sizes = [target_size(h, w, options.resize, options.max_side) for h, w in sizes]
-        plans = _plan_shards(pairs, sizes, out_sizes, options.shard_size)
-        _check_free_space(out, plans, out_sizes)
-        partial_names = [plan.name + schema.PARTIAL_SUFFIX for plan in plans]
-        _check_partials_free(out, partial_names)
-        with _writing(out / JOURNAL):  # before any partial exists: a killed run's successor knows they are ours
-            write_json_atomic(out / JOURNAL, {"owned": sorted(_owned(out, journal)), "partials": partial_names})
-
-        jobs: list[_Job] = []
-        shard_of: list[int] = []
-        for number, plan in enumerate(plans):
-            part = str(out / partial_names[number])
-            try:
-                fh = open(part, "xb")
-            except FileExistsError:  # appeared since the check
-                raise OutputError(_in_the_way(Path(part))) from None
-            except OSError as exc:
-                raise _output_error(Path(part), exc) from None
-            partial_files.append(part)
-            with _writing(Path(part)), fh:
-                fh.truncate(schema.archive_end(plan.end))
-                for off, data in plan.pieces:
-                    fh.seek(off)
-                    fh.write(data)
-            for pair, lay, lead in plan.samples:
-                idx = len(jobs)  # plans follow the order of `pairs`
-                own = lead < 0
-                jobs.append(_Job(idx, pair.low, pair.high if own else None, probes[2 * idx], probes[2 * idx + 1],
-                                 (lay.height, lay.width), options.to_8bit, part, lay.low_data,
-                                 lay.high_data if own else None))
-                shard_of.append(number)
-
-        t_decode = time.perf_counter()
-        results: list[tuple[list[str], int, int] | None] = [None] * len(jobs)
-        remaining = [len(plan.samples) for plan in plans]
-        hashing: list = [None] * len(plans)
-        done = 0
-        stream = pool.imap_unordered(_run_job, jobs, chunksize=2) if pool else map(_run_job, jobs)
-        for res in stream:
-            if isinstance(res[1], str):
-                raise (OutputError if res[2] else ImageError)(res[1])
-            results[res[0]] = res[1:]
-            number = shard_of[res[0]]
-            remaining[number] -= 1
-            if remaining[number] == 0 and pool:  # hash and fsync a finished shard while later ones decode
-                hashing[number] = pool.apply_async(_hash_file, (partial_files[number],))
-            done += 1
-            if on_progress:
-                on_progress(done, len(jobs))
-        _close_fds()  # pwrite has put every pixel in the page cache; fsync flushes them whoever wrote them
-        t_finish = time.perf_counter()
-        report.phases["decode"] = t_finish - t_decode
-        digests = [h.get() for h in hashing] if pool else [_hash_file(p) for p in partial_files]
-        report.phases["hash_fsync_tail"] = time.perf_counter() - t_finish
+        write = _write_compressed if options.compress else _write_raw
+        plans, results, digests = write(run, pairs, probes, sizes, out_sizes)
     except BaseException:
         if pool:
             pool.terminate()
             pool.join()
         _close_fds()
-        for part in partial_files:
+        run.close_files()
+        for part in run.partial_files:
             Path(part).unlink(missing_ok=True)
         _forget_partials(out, journal)
         raise
@@ -502,13 +498,14 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
         pool.close()
         pool.join()
 
-    manifest = _manifest(plans, jobs, results, digests, discovery, raw, options, report)
+    partial_names = [plan.name + schema.PARTIAL_SUFFIX for plan in plans]
+    manifest = _manifest(plans, results, digests, discovery, raw, options, report)
     keep = {plan.name for plan in plans}
     owned = _owned(out, journal) | keep
     with _writing(out / JOURNAL):  # a kill from here on still knows what is ours
         write_json_atomic(out / JOURNAL, {"owned": sorted(owned), "partials": partial_names})
     (out / schema.MANIFEST).unlink(missing_ok=True)  # its shards are about to be replaced
-    for plan, part in zip(plans, partial_files):
+    for plan, part in zip(plans, run.partial_files):
         with _writing(out / plan.name):
             os.replace(part, out / plan.name)
     for stale in sorted(owned - keep):
@@ -519,6 +516,188 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     (out / JOURNAL).unlink(missing_ok=True)
     report.seconds = time.perf_counter() - start
     return report
+
+
+@dataclass
+class _Run:
+    """One pack's output side: what the writers need, and the partial shards created so far (removed on failure)."""
+
+    out: Path
+    options: PackOptions
+    pool: object
+    journal: dict
+    report: PackReport
+    on_progress: Callable[[int, int], None] | None
+    partial_files: list[str] = field(default_factory=list)
+    open_files: list = field(default_factory=list)
+
+    def close_files(self) -> None:
+        for fh in self.open_files:
+            fh.close()
+        self.open_files.clear()
+
+
+def _write_raw(run: _Run, pairs: list[Pair], probes: list, sizes: list, out_sizes: list):
+    """Raw members: every offset planned first, each shard created at its final size, pixels written in place by the
+    workers. Returns (plans, per-job (notes, crc low, crc high), shard digests)."""
+    out, options, pool = run.out, run.options, run.pool
+    plans = _plan_shards(pairs, sizes, out_sizes, options.shard_size)
+    _check_free_space(out, plans, out_sizes)
+    partial_names = [plan.name + schema.PARTIAL_SUFFIX for plan in plans]
+    _check_partials_free(out, partial_names)
+    with _writing(out / JOURNAL):  # before any partial exists: a killed run's successor knows they are ours
+        write_json_atomic(out / JOURNAL, {"owned": sorted(_owned(out, run.journal)), "partials": partial_names})
+
+    jobs: list[_Job] = []
+    shard_of: list[int] = []
+    for number, plan in enumerate(plans):
+        part = str(out / partial_names[number])
+        try:
+            fh = open(part, "xb")
+        except FileExistsError:  # appeared since the check
+            raise OutputError(_in_the_way(Path(part))) from None
+        except OSError as exc:
+            raise _output_error(Path(part), exc) from None
+        run.partial_files.append(part)
+        with _writing(Path(part)), fh:
+            fh.truncate(schema.archive_end(plan.end))
+            for off, data in plan.pieces:
+                fh.seek(off)
+                fh.write(data)
+        for pair, lay, lead in plan.samples:
+            idx = len(jobs)  # plans follow the order of `pairs`
+            own = lead < 0
+            jobs.append(_Job(idx, pair.low, pair.high if own else None, probes[2 * idx], probes[2 * idx + 1],
+                             (lay.height, lay.width), options.to_8bit, part, lay.low_data,
+                             lay.high_data if own else None))
+            shard_of.append(number)
+
+    t_decode = time.perf_counter()
+    results: list[tuple[list[str], int, int] | None] = [None] * len(jobs)
+    remaining = [len(plan.samples) for plan in plans]
+    hashing: list = [None] * len(plans)
+    done = 0
+    stream = pool.imap_unordered(_run_job, jobs, chunksize=2) if pool else map(_run_job, jobs)
+    for res in stream:
+        if isinstance(res[1], str):
+            raise (OutputError if res[2] else ImageError)(res[1])
+        results[res[0]] = res[1:]
+        number = shard_of[res[0]]
+        remaining[number] -= 1
+        if remaining[number] == 0 and pool:  # hash and fsync a finished shard while later ones decode
+            hashing[number] = pool.apply_async(_hash_file, (run.partial_files[number],))
+        done += 1
+        if run.on_progress:
+            run.on_progress(done, len(jobs))
+    _close_fds()  # pwrite has put every pixel in the page cache; fsync flushes them whoever wrote them
+    t_finish = time.perf_counter()
+    run.report.phases["decode"] = t_finish - t_decode
+    digests = [h.get() for h in hashing] if pool else [_hash_file(p) for p in run.partial_files]
+    run.report.phases["hash_fsync_tail"] = time.perf_counter() - t_finish
+    return plans, results, digests
+
+
+def _write_compressed(run: _Run, pairs: list[Pair], probes: list, sizes: list, out_sizes: list):
+    """Compressed members (`--compress zstd`): the workers decode and compress each pair; the frames come back in key
+    order and are appended to the shards one after the other (a frame's size is known only once it is compressed).
+    Each shard holds the samples the raw pack's would (`--shard-size` is counted in raw bytes), so every loader,
+    wds's shard-by-shard order included, yields the same batches from both packs. The bytes do not depend on the
+    number of workers. Returns what `_write_raw` returns."""
+    out, options, pool = run.out, run.options, run.pool
+    plans = _plan_shards(pairs, sizes, out_sizes, options.shard_size)  # which samples each shard holds
+    slots = [(plan, lead) for plan in plans for _, _, lead in plan.samples]  # per job, in the order of `pairs`
+    partial_names = [plan.name + schema.PARTIAL_SUFFIX for plan in plans]
+    _check_partials_free(out, partial_names)
+    with _writing(out / JOURNAL):  # before any partial exists: a killed run's successor knows they are ours
+        write_json_atomic(out / JOURNAL, {"owned": sorted(_owned(out, run.journal)), "partials": partial_names})
+    jobs = [_ZJob(k, pair.low, pair.high if slots[k][1] < 0 else None, probes[2 * k], probes[2 * k + 1],
+                  out_sizes[k], options.to_8bit, options.compress_level) for k, pair in enumerate(pairs)]
+    t_decode = time.perf_counter()
+    shards = _ZShards(run)
+    results: list[tuple[list[str], int, int | None] | None] = [None] * len(jobs)
+    stream = pool.imap(_run_zjob, jobs, chunksize=2) if pool else map(_run_zjob, jobs)
+    for done, res in enumerate(stream, 1):  # in job order
+        if isinstance(res[1], str):
+            raise ImageError(res[1])
+        k, notes, crc_low, crc_high, low, high = res
+        results[k] = (notes, crc_low, crc_high)
+        plan, lead = slots[k]
+        ref = plan.samples[lead][0].key if lead >= 0 else None
+        meta = schema.sample_meta(pairs[k].low_rel, pairs[k].high_rel, sizes[k], out_sizes[k], high_ref=ref)
+        shards.add(plan, pairs[k], out_sizes[k], meta, low, high, lead)
+        if run.on_progress:
+            run.on_progress(done, len(jobs))
+    shards.close()
+    run.report.phases["decode_compress_write"] = time.perf_counter() - t_decode
+    return shards.plans, results, shards.digests
+
+
+class _ZShards:
+    """Compressed samples appended in key order to `*.tar.partial` shards, one shard after the other (each holding
+    the samples of one raw plan), hashed as they are written, then fsynced."""
+
+    def __init__(self, run: _Run):
+        self.run = run
+        self.plans: list[_ShardPlan] = []
+        self.digests: list[str] = []
+        self.fh = self.hash = None
+        self.pos = 0
+
+    def add(self, raw_plan: _ShardPlan, pair: Pair, hw: tuple[int, int], meta: bytes, low: bytes,
+            high: bytes | None, lead: int) -> None:
+        """Append one sample to the shard of `raw_plan` (opened when its first sample comes); `lead` >= 0: the
+        sample of that shard whose target frame it shares."""
+        if not self.plans or self.plans[-1].name != raw_plan.name:
+            self._open(raw_plan.split, raw_plan.number)
+        plan = self.plans[-1]
+        shared = None
+        if lead >= 0:
+            lay = plan.samples[lead][1]
+            shared = (lay.high_data, lay.high_bytes)
+        layout, pieces = schema.layout_compressed_sample(pair.key, hw[0], hw[1], meta, low, high, plan.end, shared)
+        self._write(pieces)
+        plan.samples.append((pair, layout, lead))
+        plan.end = layout.end
+
+    def _open(self, split: str, number: int) -> None:
+        self.close()
+        plan = _ShardPlan(split, number)
+        part = self.run.out / (plan.name + schema.PARTIAL_SUFFIX)
+        try:
+            self.fh = open(part, "xb")
+        except FileExistsError:  # appeared since the check
+            raise OutputError(_in_the_way(part)) from None
+        except OSError as exc:
+            raise _output_error(part, exc) from None
+        self.run.open_files.append(self.fh)
+        self.run.partial_files.append(str(part))
+        self.plans.append(plan)
+        self.hash, self.pos = hashlib.sha256(), 0
+
+    def _write(self, pieces: list[tuple[int, bytes]]) -> None:
+        with _writing(Path(self.fh.name)):
+            for off, data in pieces:
+                if off > self.pos:  # tar's zero padding up to the next 512-byte block
+                    self._put(bytes(off - self.pos))
+                self._put(data)
+
+    def _put(self, data: bytes) -> None:
+        self.fh.write(data)
+        self.hash.update(data)
+        self.pos += len(data)
+
+    def close(self) -> None:
+        """Finish the current shard, if one is open: the archive's end blocks, then fsync."""
+        if self.fh is None:
+            return
+        with _writing(Path(self.fh.name)):
+            self._put(bytes(schema.archive_end(self.plans[-1].end) - self.pos))
+            self.fh.flush()
+            os.fsync(self.fh.fileno())
+            self.fh.close()
+        self.run.open_files.remove(self.fh)
+        self.digests.append(self.hash.hexdigest())
+        self.fh = None
 
 
 def _forget_partials(out: Path, journal: dict) -> None:
@@ -532,15 +711,20 @@ def _forget_partials(out: Path, journal: dict) -> None:
         pass
 
 
-def _manifest(plans, jobs, results, digests, discovery, raw: Path, options: PackOptions, report: PackReport) -> dict:
+def _manifest(plans, results, digests, discovery, raw: Path, options: PackOptions, report: PackReport) -> dict:
     splits: dict[str, dict] = {}
     j = 0
     shared = any(lead >= 0 for plan in plans for _, _, lead in plan.samples)
+    compressed = options.compress is not None
     for plan, digest in zip(plans, digests):
         entry = splits.setdefault(plan.split, {"samples": 0, "bytes": 0, "min_size": None, "max_size": None,
                                                "folders": discovery.sources.get(plan.split, []),
                                                "pairing": discovery.rules.get(plan.split, []), "shards": []})
+        if compressed:
+            entry[schema.COMPRESSION] = options.compress
         index = {"key": [], "hw": [], "low": [], "high": [], "crc32": []}
+        if compressed:
+            index[schema.LOW_BYTES], index[schema.HIGH_BYTES] = [], []
         if shared:
             index[schema.SHARES_HIGH] = []
         for pair, lay, lead in plan.samples:
@@ -551,6 +735,9 @@ def _manifest(plans, jobs, results, digests, discovery, raw: Path, options: Pack
             index["low"].append(lay.low_data)
             index["high"].append(lay.high_data)
             index["crc32"].append([crc_low, crc_high if lead < 0 else index["crc32"][lead][1]])
+            if compressed:
+                index[schema.LOW_BYTES].append(lay.low_bytes)
+                index[schema.HIGH_BYTES].append(lay.high_bytes)
             if shared:
                 index[schema.SHARES_HIGH].append(lead)
             for note in notes:
@@ -566,21 +753,37 @@ def _manifest(plans, jobs, results, digests, discovery, raw: Path, options: Pack
         entry["shards"].append({"file": plan.name, "samples": len(plan.samples), "bytes": size, "sha256": digest,
                                 "index": index})
     for name, entry in splits.items():
-        report.splits[name] = {"samples": entry["samples"], "shards": len(entry["shards"]), "bytes": entry["bytes"]}
+        pixels = sum(h * w for sh in entry["shards"] for h, w in sh["index"]["hw"]) * schema.CHANNELS * 2
+        report.splits[name] = {"samples": entry["samples"], "shards": len(entry["shards"]), "bytes": entry["bytes"],
+                               "pixel_bytes": pixels}
     from .. import __version__
 
+    # versions: 1 without shared targets (readable by every pairload), 2 with them, 3 compressed (older readers
+    # refuse it by its version instead of taking the offsets of its frames for offsets of pixels)
+    version = schema.VERSION_COMPRESSED if compressed else schema.VERSION if shared else 1
+    options_doc = {"resize": list(options.resize) if options.resize else None, "max_side": options.max_side,
+                   "to_8bit": options.to_8bit, "shard_size": options.shard_size}
+    if compressed:
+        options_doc.update(compress=options.compress, compress_level=options.compress_level)
     return {
         "format": schema.FORMAT,
-        "version": schema.VERSION if shared else 1,  # without shared targets, readable by every pairload
+        "version": version,
         "created_by": f"pairload {__version__}",
         schema.RAW_DIR: str(raw.resolve()),
-        "layout": {"members": [schema.META, schema.LOW, schema.HIGH], "dtype": "uint8", "channels": "RGB",
-                   "shape": "HxWx3", "index_offsets": "byte offset of each array's pixels in its tar"},
-        "options": {"resize": list(options.resize) if options.resize else None, "max_side": options.max_side,
-                    "to_8bit": options.to_8bit, "shard_size": options.shard_size},
+        "layout": _layout_doc(options.compress),
+        "options": options_doc,
         "report": {"gray_replicated": report.gray, "alpha_dropped": report.alpha,
                    "converted_16bit": report.converted_16bit, "skipped_unmatched": report.skipped,
                    "skipped_per_split": discovery.skipped_per_split, "unused": report.unused,
                    "split_folders": report.split_folders},
         "splits": splits,
     }
+
+
+def _layout_doc(compression: str | None) -> dict:
+    doc = {"members": list(schema.member_order(compression)), "dtype": "uint8", "channels": "RGB", "shape": "HxWx3",
+           "index_offsets": "byte offset of each array's pixels in its tar"}
+    if compression:
+        doc["index_offsets"] = ("byte offset of each image member's data (one zstd frame holding the .npy file) in "
+                                f"its tar; index.{schema.LOW_BYTES}/{schema.HIGH_BYTES}: the frame's length")
+    return doc

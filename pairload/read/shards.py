@@ -1,7 +1,9 @@
 """Reading packed shards: random access through memory maps (`open_shards`), `verify` and `info`.
 
 Pixels are never copied here: `ds[i]` returns views into `np.memmap`s of the tar files, so every process on a
-node that opens the same shards shares one copy of them in the page cache.
+node that opens the same shards shares one copy of them in the page cache. A compressed split (`pack --compress
+zstd`) is the exception: `ds[i]` decodes both images of the sample, in the process that asks (a loader's worker),
+from the mapped frames into fresh arrays.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..format import schema
+from ..format import codec, schema
 from ..errors import ConfigError, LoaderError, ShardError
 from ..remote import urls
 
@@ -223,8 +225,7 @@ class ShardDataset:
                 if self.url is None:
                     raise
                 continue  # a remote shard not downloaded yet (or evicted): its batch fetches and holds it
-            n = int(idx.hw[i, 0]) * int(idx.hw[i, 1]) * schema.CHANNELS
-            for off in (int(idx.low[i]), int(idx.high[i])):
+            for off, n in ((int(idx.low[i]), int(idx.low_bytes[i])), (int(idx.high[i]), int(idx.high_bytes[i]))):
                 start = off - off % page
                 try:
                     self._mmaps[number].madvise(mmap.MADV_WILLNEED, start, off + n - start)
@@ -233,10 +234,14 @@ class ShardDataset:
 
     def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(low, high) views of sample i. The first time a sample is read, the .npy header in front of each image
-        is compared with the expected one: a cheap guard against a shard that was damaged or replaced."""
+        is compared with the expected one: a cheap guard against a shard that was damaged or replaced.
+        A compressed split: both images decoded into fresh read-only arrays; the first time a sample is decoded in
+        this process, its headers and the CRC-32 of its pixels are checked too."""
         idx = self.index
         h, w = int(idx.hw[i, 0]), int(idx.hw[i, 1])
         mm = self.shard_map(int(idx.shard[i]))
+        if idx.compression:
+            return self._decoded(i, mm, h, w)
         n = h * w * schema.CHANNELS
         lo, hi = int(idx.low[i]), int(idx.high[i])
         if not self._checked[i]:
@@ -251,6 +256,40 @@ class ShardDataset:
                 raise ShardError(f"{self.name(int(idx.shard[i]))}: key {idx.keys[i]}: the .npy header of "
                                  f"{idx.keys[i]}.{member} is not where the manifest says or is damaged; the shard is "
                                  "corrupt: run `pairload verify` and repack")
+        self._checked[i] = True
+
+    def _decoded(self, i: int, mm: np.ndarray, h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
+        """Sample i of a compressed split: each image's frame decoded into a fresh .npy file, pixels viewed in it."""
+        idx = self.index
+        header = schema.npy_header(h, w)
+        size = len(header) + h * w * schema.CHANNELS
+        files = []
+        for member, off, n in ((schema.LOW, int(idx.low[i]), int(idx.low_bytes[i])),
+                               (schema.HIGH, int(idx.high[i]), int(idx.high_bytes[i]))):
+            try:
+                files.append(codec.decompress(mm[off:off + n], size))
+            except codec.FrameError as exc:
+                raise ShardError(f"{self.root / idx.files[idx.shard[i]]}: key {idx.keys[i]}: {idx.keys[i]}."
+                                 f"{schema.image_suffix(member, idx.compression)} does not decode: {exc}; the shard "
+                                 "is corrupt: run `pairload verify` and repack") from None
+        if not self._checked[i]:
+            self._check_decoded(i, files, header)
+        return tuple(np.frombuffer(f, dtype=np.uint8, offset=len(header)).reshape(h, w, schema.CHANNELS)
+                     for f in files)
+
+    def _check_decoded(self, i: int, files: list[bytes], header: bytes) -> None:
+        """The first decode of a compressed sample in this process: .npy headers, and the pixels' CRC-32 (about a
+        third of the decode's time, paid once per sample and process)."""
+        idx = self.index
+        for k, (member, data) in enumerate(zip((schema.LOW, schema.HIGH), files)):
+            name = f"{idx.keys[i]}.{schema.image_suffix(member, idx.compression)}"
+            where = f"{self.root / idx.files[idx.shard[i]]}: key {idx.keys[i]}: {name}"
+            if data[:len(header)] != header:
+                raise ShardError(f"{where} does not hold the uint8 {tuple(idx.hw[i].tolist()) + (3,)} .npy the "
+                                 "manifest says; the shard is corrupt: run `pairload verify` and repack")
+            if zlib.crc32(memoryview(data)[len(header):]) != int(idx.crc[i, k]):
+                raise ShardError(f"{where}: pixels do not match their checksum; the shard is corrupt: run "
+                                 "`pairload verify` and repack")
         self._checked[i] = True
 
     @property
@@ -427,9 +466,15 @@ def open_shards(path, split: str = "train", *, cache_dir: str | os.PathLike | No
         parts = {}
         for name, where in path.items():
             folder, part_split = where if isinstance(where, tuple) else (where, split)
-            parts[str(name)] = ShardDataset(folder, part_split, cache=cache)
+            parts[str(name)] = _readable(ShardDataset(folder, part_split, cache=cache))
         return ShardMix(parts)
-    return ShardDataset(path, split, cache=cache)
+    return _readable(ShardDataset(path, split, cache=cache))
+
+
+def _readable(ds: ShardDataset) -> ShardDataset:
+    """`ds`, once the package its compression needs is known to be installed (before any loader worker starts)."""
+    codec.require(ds.index.compression, f"{ds.where}: split {ds.split!r} is compressed with zstd; reading it")
+    return ds
 
 
 @dataclass(frozen=True)
@@ -441,29 +486,17 @@ class VerifyReport:
     leftover_bytes: int = 0
 
 
-def _check_shard(path: Path, entry: dict) -> int:
-    """Check one shard against its manifest entry; returns the number of samples, raises ShardError on the first problem."""
+def _check_shard(path: Path, entry: dict, compression: str | None = None) -> int:
+    """Check one shard against its manifest entry; returns the number of samples, raises ShardError on the first
+    problem. `compression`: its split's (every compressed member is decoded and checked)."""
     if not path.is_file():
         raise ShardError(f"{path}: missing (listed in {schema.MANIFEST}); copy it back or repack")
     if path.stat().st_size != entry["bytes"]:
         raise ShardError(f"{path}: {path.stat().st_size} bytes, expected {entry['bytes']}; the shard is truncated or "
                          "was replaced: repack")
     idx = entry["index"]
-    shares = idx.get(schema.SHARES_HIGH) or [-1] * len(idx["key"])
-    bad = next((k for k, lead in enumerate(shares) if type(lead) is not int), None)
-    if bad is not None:  # split_index does not read this field; a float here would fail below as a list index
-        raise ShardError(f"{path.parent / schema.MANIFEST}: {path.name}: index \"{schema.SHARES_HIGH}\" holds "
-                         f"{shares[bad]!r} for sample {bad} (an integer expected); the manifest is damaged or was "
-                         "edited: re-run the same `pairload pack` command to rewrite it")
-    expected = {}
-    for k, key in enumerate(idx["key"]):
-        lead = shares[k]
-        if lead >= 0 and not (0 <= lead < len(idx["key"]) and shares[lead] < 0 and idx["high"][k] == idx["high"][lead]
-                              and idx["hw"][k] == idx["hw"][lead]):
-            raise ShardError(f"{path.name}: key {key}: its shared target (sample {lead}) is not a stored target of "
-                             "the same size at the same offset; the manifest is damaged: repack")
-        for suffix in schema.MEMBER_ORDER if lead < 0 else (schema.META, schema.LOW):
-            expected[schema.member_name(key, suffix)] = (k, suffix)
+    shares = _shares(path, idx)
+    expected = _expected_members(path, idx, shares, compression)
     mm = np.memmap(path, dtype=np.uint8, mode="r")
     where = f"{path.name}"
     seen: set[str] = set()
@@ -476,37 +509,12 @@ def _check_shard(path: Path, entry: dict) -> int:
         if member.name not in expected:
             raise ShardError(f"{where}: unexpected member {member.name!r} (the manifest lists no such sample); repack")
         k, suffix = expected[member.name]
-        key = idx["key"][k]
         data = mm[member.offset_data:member.offset_data + member.size]
-        h, w = idx["hw"][k]
         if suffix == schema.META:
-            try:
-                doc = json.loads(bytes(data))
-                ok = "low" in doc and "high" in doc and list(doc["size"]) == [h, w] and \
-                    doc.get(schema.HIGH_REF) == (idx["key"][shares[k]] if shares[k] >= 0 else None)
-            except (ValueError, KeyError, TypeError):
-                ok = False
-            if not ok:
-                raise ShardError(f"{where}: key {key}: {member.name} is not the expected JSON with low, high, "
-                                 f"size [{h}, {w}] and the shared target's key, if any")
+            _check_meta(where, member.name, data, idx, k, shares)
         else:
-            try:
-                hdr = io.BytesIO(bytes(data[:256]))
-                np.lib.format.read_magic(hdr)
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(hdr)
-            except Exception as exc:  # noqa: BLE001 - numpy raises ValueError, SyntaxError or TokenError here
-                raise ShardError(f"{where}: key {key}: {member.name} is not a valid .npy ({exc})") from None
-            if shape != (h, w, schema.CHANNELS) or fortran or dtype != schema.DTYPE:
-                raise ShardError(f"{where}: key {key}: {member.name} holds {dtype} {shape}, the manifest says "
-                                 f"uint8 ({h}, {w}, 3)")
-            off = idx["low" if suffix == schema.LOW else "high"][k]
-            if member.offset_data + hdr.tell() != off:
-                raise ShardError(f"{where}: key {key}: {member.name} pixels start at byte "
-                                 f"{member.offset_data + hdr.tell()}, the manifest index says {off}; repack")
-            crc = zlib.crc32(mm[off:off + h * w * schema.CHANNELS])
-            if crc != idx["crc32"][k][0 if suffix == schema.LOW else 1]:
-                raise ShardError(f"{where}: key {key}: {member.name} pixels do not match their checksum (the "
-                                 "shard is corrupt: restore it from a copy or repack)")
+            side = 0 if suffix == schema.image_suffix(schema.LOW, compression) else 1
+            (_check_frame if compression else _check_npy)(where, member, data, idx, k, side)
         seen.add(member.name)
     missing = sorted(set(expected) - seen)
     if missing:
@@ -522,6 +530,94 @@ def _check_shard(path: Path, entry: dict) -> int:
     return len(idx["key"])
 
 
+def _shares(path: Path, idx: dict) -> list:
+    shares = idx.get(schema.SHARES_HIGH) or [-1] * len(idx["key"])
+    bad = next((k for k, lead in enumerate(shares) if type(lead) is not int), None)
+    if bad is not None:  # split_index does not read this field; a float here would fail below as a list index
+        raise ShardError(f"{path.parent / schema.MANIFEST}: {path.name}: index \"{schema.SHARES_HIGH}\" holds "
+                         f"{shares[bad]!r} for sample {bad} (an integer expected); the manifest is damaged or was "
+                         "edited: re-run the same `pairload pack` command to rewrite it")
+    return shares
+
+
+def _expected_members(path: Path, idx: dict, shares: list, compression: str | None) -> dict[str, tuple[int, str]]:
+    """member name -> (sample, suffix) of every member the index promises; a shared target is checked for being a
+    stored target of the same size at the same place."""
+    sized = (schema.HIGH_BYTES,) if compression else ()
+    expected = {}
+    order = schema.member_order(compression)
+    for k, key in enumerate(idx["key"]):
+        lead = shares[k]
+        if lead >= 0 and not (0 <= lead < len(idx["key"]) and shares[lead] < 0 and idx["high"][k] == idx["high"][lead]
+                              and idx["hw"][k] == idx["hw"][lead]
+                              and all(idx[f][k] == idx[f][lead] for f in sized)):
+            raise ShardError(f"{path.name}: key {key}: its shared target (sample {lead}) is not a stored target of "
+                             "the same size at the same offset; the manifest is damaged: repack")
+        for suffix in order if lead < 0 else order[:2]:
+            expected[schema.member_name(key, suffix)] = (k, suffix)
+    return expected
+
+
+def _check_meta(where: str, name: str, data: np.ndarray, idx: dict, k: int, shares: list) -> None:
+    h, w = idx["hw"][k]
+    try:
+        doc = json.loads(bytes(data))
+        ok = "low" in doc and "high" in doc and list(doc["size"]) == [h, w] and \
+            doc.get(schema.HIGH_REF) == (idx["key"][shares[k]] if shares[k] >= 0 else None)
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        raise ShardError(f"{where}: key {idx['key'][k]}: {name} is not the expected JSON with low, high, "
+                         f"size [{h}, {w}] and the shared target's key, if any")
+
+
+def _npy_header_size(where: str, name: str, data, idx: dict, k: int) -> int:
+    """The length of the .npy header at the start of `data`, once it says uint8 (h, w, 3) in C order."""
+    key, (h, w) = idx["key"][k], idx["hw"][k]
+    try:
+        hdr = io.BytesIO(bytes(data[:256]))
+        np.lib.format.read_magic(hdr)
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(hdr)
+    except Exception as exc:  # noqa: BLE001 - numpy raises ValueError, SyntaxError or TokenError here
+        raise ShardError(f"{where}: key {key}: {name} is not a valid .npy ({exc})") from None
+    if shape != (h, w, schema.CHANNELS) or fortran or dtype != schema.DTYPE:
+        raise ShardError(f"{where}: key {key}: {name} holds {dtype} {shape}, the manifest says uint8 ({h}, {w}, 3)")
+    return hdr.tell()
+
+
+def _check_pixels(where: str, name: str, pixels, idx: dict, k: int, side: int) -> None:
+    if zlib.crc32(pixels) != idx["crc32"][k][side]:
+        raise ShardError(f"{where}: key {idx['key'][k]}: {name} pixels do not match their checksum (the "
+                         "shard is corrupt: restore it from a copy or repack)")
+
+
+def _check_npy(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: dict, k: int, side: int) -> None:
+    """A raw image member: its header, where its pixels start, and their CRC-32."""
+    h, w = idx["hw"][k]
+    start = member.offset_data + _npy_header_size(where, member.name, data, idx, k)
+    off = idx["low" if side == 0 else "high"][k]
+    if start != off:
+        raise ShardError(f"{where}: key {idx['key'][k]}: {member.name} pixels start at byte {start}, the manifest "
+                         f"index says {off}; repack")
+    _check_pixels(where, member.name, data[start - member.offset_data:][:h * w * schema.CHANNELS], idx, k, side)
+
+
+def _check_frame(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: dict, k: int, side: int) -> None:
+    """A compressed image member: where it lies, then decoded: its header and its pixels' CRC-32."""
+    key, (h, w) = idx["key"][k], idx["hw"][k]
+    off, size = idx["low" if side == 0 else "high"][k], idx[schema.LOW_BYTES if side == 0 else schema.HIGH_BYTES][k]
+    if (member.offset_data, member.size) != (off, size):
+        raise ShardError(f"{where}: key {key}: {member.name} is {member.size} bytes at byte {member.offset_data}, the "
+                         f"manifest index says {size} bytes at byte {off}; repack")
+    try:
+        npy = codec.decompress(data, len(schema.npy_header(h, w)) + h * w * schema.CHANNELS)
+    except codec.FrameError as exc:
+        raise ShardError(f"{where}: key {key}: {member.name} does not decode: {exc} (the shard is corrupt: restore "
+                         "it from a copy or repack)") from None
+    start = _npy_header_size(where, member.name, npy, idx, k)
+    _check_pixels(where, member.name, memoryview(npy)[start:], idx, k, side)
+
+
 def read_manifest_at(source: str | os.PathLike, storage_options: dict | None = None) -> dict:
     """The checked manifest of a shard folder or URL."""
     if urls.is_url(source):
@@ -535,7 +631,8 @@ def read_manifest_at(source: str | os.PathLike, storage_options: dict | None = N
 
 def verify(shards_dir: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
            storage_options: dict | None = None) -> VerifyReport:
-    """Re-hash every shard, parse every sample, check shapes and checksums against the manifest. A URL's shards
+    """Re-hash every shard, parse every sample (decoding compressed ones), check shapes and checksums against the
+    manifest. A URL's shards
     are verified in `cache_dir` (downloaded there first, as a loader would; the sha256 is checked as they
     stream in)."""
     if urls.is_url(shards_dir):
@@ -552,8 +649,10 @@ def _verify_splits(doc: dict, where: str, local) -> VerifyReport:
     shards = samples = nbytes = 0
     for split, entry in doc["splits"].items():
         schema.split_index(doc, split, where)  # every index entry has its shape and type
+        compression = entry.get(schema.COMPRESSION)
+        codec.require(compression, f"{where}: split {split!r} is compressed with zstd; verifying it")
         for k, sh in enumerate(entry["shards"]):
-            samples += _check_shard(local(split, k, sh), sh)
+            samples += _check_shard(local(split, k, sh), sh, compression)
             shards += 1
             nbytes += sh["bytes"]
         if sum(sh["samples"] for sh in entry["shards"]) != entry["samples"]:
@@ -580,8 +679,8 @@ def _verify_remote(url: str, cache_dir, storage_options) -> VerifyReport:
 
 
 def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) -> dict[str, dict]:
-    """Per split: samples, shards, bytes, smallest and largest image size, and the distinct sizes (a URL: read
-    from its manifest alone)."""
+    """Per split: samples, shards, bytes, compression ("zstd" or "none") and the bytes of its pixels decoded, and
+    the distinct image sizes (a URL: read from its manifest alone)."""
     doc = read_manifest_at(shards_dir, storage_options)
     out = {}
     for split in doc["splits"]:
@@ -591,6 +690,8 @@ def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) 
             "samples": len(idx),
             "shards": len(idx.files),
             "bytes": int(sum(sh["bytes"] for sh in doc["splits"][split]["shards"])),
+            "compression": idx.compression or "none",
+            "pixel_bytes": int((idx.hw[:, 0] * idx.hw[:, 1]).sum()) * schema.CHANNELS * 2,
             "sizes": {f"{w}x{h}": int(c) for (h, w), c in zip(sizes.tolist(), counts.tolist())},
         }
     return out
