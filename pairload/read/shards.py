@@ -621,11 +621,10 @@ def _check_frame(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: dic
 def read_manifest_at(source: str | os.PathLike, storage_options: dict | None = None) -> dict:
     """The checked manifest of a shard folder or URL."""
     if urls.is_url(source):
-        from ..remote.cache import Retry, retrying
+        from ..remote.cache import read_object
 
         where = urls.join(str(source).rstrip("/"), schema.MANIFEST)
-        fs, path = urls.filesystem(where, storage_options)
-        return schema.parse_manifest(retrying("reading", where, Retry(), lambda: fs.cat_file(path)), where)
+        return schema.parse_manifest(read_object(where, storage_options), where)
     return schema.read_manifest(urls.local_path(source))
 
 

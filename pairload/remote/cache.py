@@ -22,7 +22,7 @@ import os
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -115,6 +115,14 @@ def retrying(what: str, url: str, retry: Retry, fn: Callable[[], object], on_ret
                      f"{str(last)[:200]}; is the server reachable? (retries with backoff are exhausted)") from None
 
 
+def read_object(url: str, storage_options: dict | None = None, retry: Retry = Retry()) -> bytes:
+    """A small object (a manifest) read whole through fsspec, with bounded retries."""
+    from .urls import filesystem
+
+    fs, path = filesystem(url, storage_options)
+    return retrying("reading", url, retry, lambda: fs.cat_file(path))
+
+
 @dataclass
 class Counters:
     downloads: int = 0
@@ -161,8 +169,9 @@ class ShardCache:
     def path(self, sha: str) -> Path:
         return self.root / "shards" / f"{sha}.tar"
 
-    def _lock_path(self, sha: str) -> Path:
-        return self.root / "locks" / f"{sha}.lock"
+    def _open_lock(self, sha: str) -> int:
+        """A new descriptor of the shard's lock file (flock locks belong to it: one per holder)."""
+        return os.open(self.root / "locks" / f"{sha}.lock", os.O_RDWR | os.O_CREAT, 0o644)
 
     def has(self, sha: str, size: int) -> bool:
         try:
@@ -192,12 +201,6 @@ class ShardCache:
             if held.count <= 0:
                 os.close(held.fd)  # closing the last descriptor releases the shared lock
                 del self._held[sha]
-
-    def release_all(self) -> None:
-        with self._mutex:
-            for held in self._held.values():
-                os.close(held.fd)
-            self._held.clear()
 
     # ------------------------------------------------------------------ room
 
@@ -231,7 +234,7 @@ class ShardCache:
         return short() <= 0
 
     def _evict(self, sha: str) -> bool:
-        fd = os.open(self._lock_path(sha), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._open_lock(sha)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -246,20 +249,9 @@ class ShardCache:
 
     # ------------------------------------------------------------------ fetching
 
-    def _filesystem(self, url: str):
-        from .urls import filesystem, scheme
-
-        fs = self._fs.get(scheme(url))
-        if fs is None:
-            fs = self._fs[scheme(url)] = filesystem(url, self.storage_options)[0]
-        return fs
-
     def read_small(self, url: str) -> bytes:
-        """A small object (a manifest) read whole, with retries."""
-        from .urls import filesystem
-
-        fs, path = filesystem(url, self.storage_options)
-        return retrying("reading", url, self.retry, lambda: fs.cat_file(path))
+        """A small object (a manifest) read whole, with this cache's retries."""
+        return read_object(url, self.storage_options, self.retry)
 
     def fetch(self, url: str, sha: str, size: int, *, wait: float = 600.0) -> Path:
         """The local path of shard `sha` (`size` bytes at `url`), downloading it if no process of this node has:
@@ -309,7 +301,7 @@ class ShardCache:
     def _lock(self, sha: str, mode: int, deadline: float, url: str) -> int:
         """A new descriptor of the shard's lock file, locked in `mode`; polled so a stopped process holding the lock
         exclusively becomes an error instead of a hang."""
-        fd = os.open(self._lock_path(sha), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._open_lock(sha)
         while True:
             try:
                 fcntl.flock(fd, mode | fcntl.LOCK_NB)
@@ -331,9 +323,9 @@ class ShardCache:
         for stale in (self.root / "shards").glob(f"{sha}.tar.partial-*"):  # left by a killed download
             stale.unlink(missing_ok=True)
         deadline = time.monotonic() + self.retry.timeout
-        while not self.room_for(size, keep={sha}) and time.monotonic() < deadline:
+        while not (room := self.room_for(size, keep={sha})) and time.monotonic() < deadline:
             time.sleep(0.05)  # shards in use elsewhere are released as their batches finish
-        if not self.room_for(size, keep={sha}):
+        if not room:
             raise LoaderError(f"{url}: no room in the cache {self.root} for its {human_bytes(size)} "
                               f"(limit {human_bytes(self.limit) if self.limit else 'none'}, "
                               f"{human_bytes(shutil.disk_usage(self.root).free)} free on its disk, every cached "
