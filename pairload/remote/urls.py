@@ -31,6 +31,31 @@ def local_path(source: str | os.PathLike) -> str:
     return text[len("file://"):] if text.lower().startswith("file://") else text
 
 
+def redact(url: str) -> str:
+    """`url` fit for a message: a password in it becomes '***' and a query string (a signed URL's signature) '?…'."""
+    text = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/@:]*):[^/@]*@", r"\1:***@", url)
+    return text.split("?", 1)[0] + ("?…" if "?" in text else "")
+
+
+def parse_storage_options(items, url: str) -> dict:
+    """`KEY=VALUE` items from the command line as fsspec storage_options: 'true'/'false' become booleans, and for
+    s3:// `endpoint_url` goes into `client_kwargs` (an S3-compatible service: MinIO, Ceph, R2…); every other key is
+    passed to the backend as it is. A malformed item is refused without echoing it (it may hold a secret)."""
+    out: dict = {}
+    for number, item in enumerate(items or (), 1):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--storage-option number {number}: expected KEY=VALUE, e.g. "
+                              "endpoint_url=http://localhost:9000 (the value is not shown: it may be a secret)")
+        typed = {"true": True, "false": False}.get(value.strip().lower(), value)
+        if key == "endpoint_url" and scheme(url) in ("s3", "s3a"):
+            out.setdefault("client_kwargs", {})["endpoint_url"] = typed
+        else:
+            out[key] = typed
+    return out
+
+
 def join(url: str, name: str) -> str:
     return url.rstrip("/") + "/" + name
 
