@@ -93,8 +93,8 @@ def pack(
     shard_size: str = typer.Option("256MB", help="Close a shard at this size (KB, MB, GB)."),
     workers: int = typer.Option(0, help="Decoding processes (0: all cores)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a manifest.json in SHARDS_DIR that is not a pack of RAW_DIR (another folder's pack, with its shards, or a file of yours); refused otherwise."),
-    staging: Optional[Path] = typer.Option(None, help="URL destinations: the local folder the shards are packed into before upload (default: a folder under the system temp folder named after a hash of the URL, found again by a re-run)."),
-    storage_option: Optional[List[str]] = typer.Option(None, help="URL destinations: KEY=VALUE passed to the fsspec backend (repeat it); true/false become booleans; for s3:// endpoint_url=URL goes into client_kwargs (MinIO, Ceph, R2). Credentials otherwise come from the backend's usual places."),
+    staging: Optional[Path] = typer.Option(None, metavar="DIR", help="URL destinations: the local folder the shards are packed into before upload (default: a folder under the system temp folder named after a hash of the URL, found again by a re-run)."),
+    storage_option: Optional[List[str]] = typer.Option(None, metavar="KEY=VALUE", help="URL destinations: KEY=VALUE passed to the fsspec backend (repeat it); true/false become booleans; for s3:// endpoint_url=URL goes into client_kwargs (MinIO, Ceph, R2). Credentials otherwise come from the backend's usual places."),
     keep_staging: bool = typer.Option(True, "--keep-staging/--no-keep-staging", help="URL destinations: keep the staging folder after the upload (a valid local pack; a re-run skips decoding)."),
 ) -> None:
     """Decode every pair once into uint8 WebDataset tar shards with a manifest."""
