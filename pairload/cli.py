@@ -81,7 +81,7 @@ def synth(
 @app.command()
 def pack(
     raw_dir: Path = typer.Argument(..., help="Folder with {low,high}/ or <split>/{low,high}/ (synonyms accepted)."),
-    shards_dir: Path = typer.Argument(..., help="Output folder for the shards and manifest.json."),
+    shards_dir: str = typer.Argument(..., help="Output folder for the shards and manifest.json, or a URL (s3://, gs://, az://, any writable fsspec URL): the shards are packed into a local staging folder, each uploaded once finished, manifest.json last; re-running resumes."),
     low_dir: Optional[str] = typer.Option(None, help="Name of the low-light folder (default: low|input|dark|lq|img)."),
     high_dir: Optional[str] = typer.Option(None, help="Name of the normal-light folder (default: high|normal|gt|target|hq)."),
     pairs_file: Optional[List[str]] = typer.Option(None, help="Pairs list relative to RAW_DIR: 'low high [extra columns]' per line, or 'low<TAB>high<TAB>split'; repeat as SPLIT=FILE for one file per split."),
@@ -96,17 +96,23 @@ def pack(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a manifest.json in SHARDS_DIR that is not a pack of RAW_DIR (another folder's pack, with its shards, or a file of yours); refused otherwise."),
     compress: Optional[str] = typer.Option(None, help="zstd: store each image as one zstd frame (KEY.low.npy.zst), smaller for buckets and HTTP; loaders decode it in their workers (pip install 'pairload[zstd]'). Default: raw, fastest to read."),
     compress_level: int = typer.Option(3, help="zstd level with --compress, 1-22 (higher: smaller, slower to pack; decoding speed barely changes)."),
+    staging: Optional[Path] = typer.Option(None, metavar="DIR", help="URL destinations: the local folder the shards are packed into before upload (default: a folder under the system temp folder named after a hash of the URL, found again by a re-run)."),
+    storage_option: Optional[List[str]] = typer.Option(None, metavar="KEY=VALUE", help="URL destinations: KEY=VALUE passed to the fsspec backend (repeat it); true/false become booleans; for s3:// endpoint_url=URL goes into client_kwargs (MinIO, Ceph, R2). Credentials otherwise come from the backend's usual places."),
+    keep_staging: bool = typer.Option(True, "--keep-staging/--no-keep-staging", help="URL destinations: keep the staging folder after the upload (a valid local pack; a re-run skips decoding)."),
 ) -> None:
     """Decode every pair once into uint8 WebDataset tar shards with a manifest."""
     from .pack.writer import PackOptions, pack as run, parse_size, parse_split_names, parse_wxh
+    from .remote.urls import is_url
 
     opts = PackOptions(low_dir=low_dir, high_dir=high_dir, pairs_file=tuple(pairs_file) if pairs_file else None,
                        skip_unmatched=skip_unmatched, split_names=parse_split_names(split_name or []),
                        name_template=name_template, to_8bit=to_8bit, resize=parse_wxh(resize), max_side=max_side,
                        shard_size=parse_size(shard_size), workers=workers, overwrite=overwrite, compress=compress,
                        compress_level=compress_level)
+    options = storage_options(storage_option, shards_dir) if is_url(shards_dir) else storage_option  # local: refused
     with _progress("pack") as update:
-        report = run(raw_dir, shards_dir, opts, on_progress=update)
+        report = run(raw_dir, shards_dir, opts, on_progress=update, staging=staging, storage_options=options,
+                     keep_staging=keep_staging)
     for split, s in report.splits.items():
         found = report.layout.get(split, {})
         out.print(f"{split}: {s['samples']} pairs in {s['shards']} shards, {human_bytes(s['bytes'])}"
@@ -115,9 +121,15 @@ def pack(
                      f"{', '.join(found['rules'])})" if found.get("folders") else "")
                   + (f"; {report.skipped_per_split[split]} unmatched file(s) skipped"
                      if report.skipped_per_split.get(split) else ""), highlight=False, markup=False)
-    out.print(f"packed {report.pairs} pairs in {report.seconds:.1f} s ({report.pairs / max(report.seconds, 1e-9):,.0f} "
-              f"pairs/s, {report.workers} workers) into {shards_dir}; "
-              + ", ".join(f"{k} {v:.1f} s" for k, v in report.phases.items()))
+    if report.upload is not None and report.upload.reused:
+        out.print(f"{report.pairs} pairs already packed in the staging folder {report.shards_dir} (nothing decoded)",
+                  highlight=False, markup=False)
+    else:
+        out.print(f"packed {report.pairs} pairs in {report.seconds:.1f} s ({report.pairs / max(report.seconds, 1e-9):,.0f} "
+                  f"pairs/s, {report.workers} workers) into {report.shards_dir}; "
+                  + ", ".join(f"{k} {v:.1f} s" for k, v in report.phases.items()), highlight=False, markup=False)
+    if report.upload is not None:
+        out.print(_upload_summary(report.upload), highlight=False, markup=False)
     if report.split_folders:
         out.print("split folders: " + ", ".join(f"{folder} -> {m['split']} ({m['how']})"
                                                 for folder, m in report.split_folders.items()),
@@ -136,6 +148,19 @@ def pack(
 SHARDS_HELP = "Folder written by `pairload pack`, or its URL (s3://, gs://, az://, https://, any fsspec URL)."
 
 
+def _upload_summary(up) -> str:
+    """One line: what went to the bucket, what was already there, where the staging folder is."""
+    manifest = "manifest.json"
+    shards = [n for n in up.uploaded if n != manifest]
+    there = [n for n in up.skipped if n != manifest]
+    stale = [n for n in up.deleted if n != manifest]
+    return (f"uploaded {len(shards)} shards ({human_bytes(up.bytes_uploaded)})"
+            + (f" and {manifest} (last)" if manifest in up.uploaded else "") + f" to {up.url}"
+            + (f"; {manifest} there is already this pack's" if manifest in up.skipped else "")
+            + f"; skipped {len(there)} shards already there"
+            + (f"; deleted {len(stale)} shards the new manifest does not list" if stale else "")
+            + (f"; staging folder kept at {up.staging} (a valid local pack; --no-keep-staging removes it)" if up.kept
+               else f"; staging folder {up.staging} removed"))
 
 
 @app.command()
@@ -150,7 +175,7 @@ def verify(
     from .read.shards import verify as run
 
     report = run(shards_dir, cache_dir=cache_dir or default_cache_dir(),
-                 storage_options=storage_options(storage_option))
+                 storage_options=storage_options(storage_option, shards_dir))
     out.print(f"ok: {report.shards} shards, {report.samples} samples, {human_bytes(report.bytes)} verified")
     if report.leftovers:
         sys.stderr.write(f"warning: {len(report.leftovers)} temporary file(s) of an interrupted pack "
@@ -168,7 +193,7 @@ def info(
     """Per-split counts, bytes, compression and image sizes (a URL: from its manifest alone)."""
     from .read.shards import info as run
 
-    splits = run(shards_dir, storage_options=storage_options(storage_option))
+    splits = run(shards_dir, storage_options=storage_options(storage_option, shards_dir))
     if as_json:
         print(json.dumps(splits, indent=2))
         return

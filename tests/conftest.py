@@ -14,6 +14,8 @@ import cv2
 import numpy as np
 import pytest
 
+from s3server import s3  # noqa: F401 - the session's S3-compatible server (moto), for tests of URL destinations
+
 
 def pair_pixels(index: int, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     """RGB uint8 (low, high) of pair `index`: channel 0 holds the index, 1 and 2 the row and column."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -270,35 +271,24 @@ def test_parse_bytes():
 
 
 @pytest.fixture(scope="module")
-def s3(data):
-    """moto's S3 server on 127.0.0.1 with the shards uploaded to s3://shards/lol through boto3."""
-    boto3 = pytest.importorskip("boto3")
-    from moto.server import ThreadedMotoServer
-
-    srv = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    srv.start()
-    try:
-        host, port = srv.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
-                              aws_secret_access_key="testing")
-        client.create_bucket(Bucket="shards")
-        for f in sorted(data.iterdir()):
-            client.upload_file(str(f), "shards", f"lol/{f.name}")
-        yield {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": endpoint,
-                                                                        "region_name": "us-east-1"}}
-    finally:
-        srv.stop()
+def s3_shards(data, s3):
+    """The shards uploaded through boto3 to a new bucket of the session's S3 server: (URL, storage_options)."""
+    bucket = s3.bucket("shards")
+    client = s3.client()
+    for f in sorted(data.iterdir()):
+        client.upload_file(str(f), bucket, f"lol/{f.name}")
+    return f"s3://{bucket}/lol", s3.storage_options
 
 
-def test_s3_source_through_s3fs(data, s3, tmp_path):
+def test_s3_source_through_s3fs(data, s3_shards, tmp_path):
+    url, s3 = s3_shards
     opts = dict(batch_size=4, crop=24, seed=4, num_workers=2)
     with make_loader("wds", data, **opts) as local, \
-            make_loader("wds", "s3://shards/lol", cache_dir=tmp_path / "c", storage_options=s3, **opts) as remote:
+            make_loader("wds", url, cache_dir=tmp_path / "c", storage_options=s3, **opts) as remote:
         assert same(epochs(local), epochs(remote))
-    with pytest.raises(FetchError, match=r"s3://shards/nothing-here/manifest\.json: not found \(404\)"):
-        make_loader("wds", "s3://shards/nothing-here", cache_dir=tmp_path / "c", storage_options=s3, batch_size=2,
-                    crop=16)
+    missing = url.rsplit("/", 1)[0] + "/nothing-here"
+    with pytest.raises(FetchError, match=re.escape(missing) + r"/manifest\.json: not found \(404\)"):
+        make_loader("wds", missing, cache_dir=tmp_path / "c", storage_options=s3, batch_size=2, crop=16)
 
 
 def test_bench_remote_reports_the_bound_the_cold_and_the_cached_epoch(data):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import multiprocessing as mp
@@ -22,7 +23,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from ..format.atomic import is_temp_of, write_json_atomic
 from ..raw.decode import _silence_cv2, decode_rgb, probe_size, target_size
 from ..raw.discover import Pair, find_pairs
 from ..errors import ConfigError, ImageError, OutputError, PairloadError, human_bytes
+
+if TYPE_CHECKING:
+    from .upload import UploadReport
 
 DEFAULT_SHARD_SIZE = 256 * 1024**2
 MAX_RESIZE_PIXELS = 8192 * 8192  # a --resize target beyond this (192 MB per image) is a typo, not a training size
@@ -128,6 +132,8 @@ class PackReport:
     workers: int = 1
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent probing, decoding, hashing+fsync
     compression: str | None = None
+    url: str | None = None  # a pack into a URL: where (shards_dir is then its local staging folder)
+    upload: "UploadReport | None" = None  # a pack into a URL: what was uploaded, skipped and deleted
 
     @property
     def pairs(self) -> int:
@@ -357,23 +363,41 @@ def _owned(folder: Path, journal: dict) -> set[str]:
     return {name for name in owned if schema.is_shard_name(name)}
 
 
+def manifest_refusal(doc, where: str, raw: Path, elsewhere: str = "another folder") -> str | None:
+    """Why pack will not replace the manifest `doc` found at `where` (None: it may): it is not a pairload manifest
+    (anything but a JSON object with pairload's "format"), or it records another RAW folder. The local and the
+    remote packer share these rules; `elsewhere` is where else to pack ("another folder", "another URL")."""
+    if not isinstance(doc, dict) or doc.get("format") != schema.FORMAT:
+        return (f"{where}: not a pairload manifest (expected JSON with \"format\": \"{schema.FORMAT}\"), so "
+                f"`pairload pack` will not replace it; move it away or pack into {elsewhere}, or pass --overwrite to "
+                "replace it")
+    theirs = doc.get(schema.RAW_DIR)
+    if isinstance(theirs, str) and theirs != str(raw.resolve()):
+        return (f"{where}: the manifest of a pack of {theirs}, not of {raw}; pack into {elsewhere}, or pass "
+                "--overwrite to replace those shards")
+    return None
+
+
+def parse_manifest_bytes(data: bytes):
+    """The JSON document in `data`, or None when it is not JSON (which `manifest_refusal` refuses)."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
 def _check_manifest_replaceable(out: Path, raw: Path) -> None:
     """Refuse to replace a manifest.json that is not a pairload manifest, or that records another RAW folder."""
     path = out / schema.MANIFEST
     if not (path.exists() or path.is_symlink()):
         return
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        doc = parse_manifest_bytes(path.read_bytes())
+    except OSError:
         doc = None
-    if not isinstance(doc, dict) or doc.get("format") != schema.FORMAT:
-        raise OutputError(f"{path}: not a pairload manifest (expected JSON with \"format\": \"{schema.FORMAT}\"), so "
-                          "`pairload pack` will not replace it; move it away or pack into another folder, or pass "
-                          "--overwrite to replace it")
-    theirs = doc.get(schema.RAW_DIR)
-    if isinstance(theirs, str) and theirs != str(raw.resolve()):
-        raise OutputError(f"{path}: the manifest of a pack of {theirs}, not of {raw}; pack into another folder, or "
-                          "pass --overwrite to replace those shards")
+    refusal = manifest_refusal(doc, str(path), raw)
+    if refusal:
+        raise OutputError(refusal)
 
 
 def _check_partials_free(out: Path, names: list[str]) -> None:
@@ -432,8 +456,38 @@ def _check_output_outside_raw(raw: Path, out: Path) -> None:
 
 
 def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: PackOptions = PackOptions(),
-         on_progress: Callable[[int, int], None] | None = None) -> PackReport:
-    """Pack the pairs under `raw_dir` into `shards_dir`. Raises a PairloadError (and writes no manifest) on bad input."""
+         on_progress: Callable[[int, int], None] | None = None, *, staging: str | os.PathLike | None = None,
+         storage_options: dict | None = None, keep_staging: bool = True,
+         on_upload: Callable[[str, str], None] | None = None) -> PackReport:
+    """Pack the pairs under `raw_dir` into `shards_dir`. Raises a PairloadError (and writes no manifest) on bad input.
+
+    `shards_dir` may be a URL (s3://, gs://, az://, any writable fsspec URL): the shards are packed into the local
+    `staging` folder, each uploaded once it is finished, and the manifest uploaded last (see `pack.upload`);
+    `storage_options` go to the fsspec backend, `on_upload(event, name)` reports each "uploaded", "skipped" or
+    "deleted" object in order."""
+    from ..remote.urls import is_url, local_path
+
+    if is_url(shards_dir):
+        from .upload import pack_to_url
+
+        return pack_to_url(raw_dir, os.fspath(shards_dir), options, on_progress, staging=staging,
+                           storage_options=storage_options, keep_staging=keep_staging, on_upload=on_upload)
+    if staging is not None or storage_options:
+        raise ConfigError(f"{shards_dir}: a local folder; staging and storage_options (--staging, --storage-option) "
+                          "apply to URL destinations only (s3://, gs://, az://…): drop them")
+    return pack_folder(raw_dir, local_path(shards_dir), options, on_progress)
+
+
+ShardDone = Callable[[str, str, str, int], None]  # (shard name, partial file, sha256, bytes)
+
+
+def pack_folder(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: PackOptions = PackOptions(),
+                on_progress: Callable[[int, int], None] | None = None, *, on_start: Callable[[], None] | None = None,
+                on_shard: ShardDone | None = None) -> PackReport:
+    """`pack` into a local folder. `on_start()` runs once the folder is locked and the pairs are found, before
+    anything is written; `on_shard(name, partial, sha256, bytes)` as soon as a shard is written, hashed and fsynced
+    (under its temporary name `partial`, renamed to `name` beside it once every shard is done). `on_shard` may run
+    on another thread, and must not raise."""
     start = time.perf_counter()
     workers = options.workers or os.cpu_count() or 1
     pool = _pool(workers) if workers > 1 else None  # workers start while the folders are being listed
@@ -445,7 +499,9 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
                                split_names=dict(options.split_names), name_template=options.name_template)
         out.mkdir(parents=True, exist_ok=True)
         with _folder_lock(out):
-            return _pack_locked(discovery, Path(raw_dir), out, options, pool, workers, start, on_progress)
+            if on_start:
+                on_start()
+            return _pack_locked(discovery, Path(raw_dir), out, options, pool, workers, start, on_progress, on_shard)
     except BaseException:
         if pool:
             pool.terminate()
@@ -453,7 +509,7 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
 
 
 def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, workers: int, start: float,
-                 on_progress) -> PackReport:
+                 on_progress, on_shard: ShardDone | None = None) -> PackReport:
     if not options.overwrite:
         _check_manifest_replaceable(out, raw)
     pairs = _target_groups(discovery.pairs)
@@ -465,7 +521,8 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     report.layout = discovery.layout()
     report.unused = [u.as_dict() for u in discovery.unused]
     report.split_folders = {k: {"split": v[0], "how": v[1]} for k, v in sorted(discovery.split_folders.items())}
-    run = _Run(out=out, options=options, pool=pool, journal=journal, report=report, on_progress=on_progress)
+    run = _Run(out=out, options=options, pool=pool, journal=journal, report=report, on_progress=on_progress,
+               on_shard=on_shard)
     try:
         paths = [p for pair in pairs for p in (pair.low, pair.high)]
         probes = pool.map(_probe, paths, chunksize=64) if pool else [_probe(p) for p in paths]
@@ -528,6 +585,7 @@ class _Run:
     journal: dict
     report: PackReport
     on_progress: Callable[[int, int], None] | None
+    on_shard: "ShardDone | None" = None
     partial_files: list[str] = field(default_factory=list)
     open_files: list = field(default_factory=list)
 
@@ -576,6 +634,7 @@ def _write_raw(run: _Run, pairs: list[Pair], probes: list, sizes: list, out_size
     results: list[tuple[list[str], int, int] | None] = [None] * len(jobs)
     remaining = [len(plan.samples) for plan in plans]
     hashing: list = [None] * len(plans)
+    finished = _on_hashed(plans, run.partial_files, run.on_shard)
     done = 0
     stream = pool.imap_unordered(_run_job, jobs, chunksize=2) if pool else map(_run_job, jobs)
     for res in stream:
@@ -585,14 +644,18 @@ def _write_raw(run: _Run, pairs: list[Pair], probes: list, sizes: list, out_size
         number = shard_of[res[0]]
         remaining[number] -= 1
         if remaining[number] == 0 and pool:  # hash and fsync a finished shard while later ones decode
-            hashing[number] = pool.apply_async(_hash_file, (run.partial_files[number],))
+            hashing[number] = pool.apply_async(_hash_file, (run.partial_files[number],),
+                                               callback=functools.partial(finished, number))
+        elif remaining[number] == 0:  # one process: hash it now, so that on_shard hears of it at once
+            hashing[number] = _hash_file(run.partial_files[number])
+            finished(number, hashing[number])
         done += 1
         if run.on_progress:
             run.on_progress(done, len(jobs))
     _close_fds()  # pwrite has put every pixel in the page cache; fsync flushes them whoever wrote them
     t_finish = time.perf_counter()
     run.report.phases["decode"] = t_finish - t_decode
-    digests = [h.get() for h in hashing] if pool else [_hash_file(p) for p in run.partial_files]
+    digests = [h.get() for h in hashing] if pool else hashing
     run.report.phases["hash_fsync_tail"] = time.perf_counter() - t_finish
     return plans, results, digests
 
@@ -698,6 +761,22 @@ class _ZShards:
         self.run.open_files.remove(self.fh)
         self.digests.append(self.hash.hexdigest())
         self.fh = None
+        number = len(self.plans) - 1
+        _on_hashed(self.plans, self.run.partial_files, self.run.on_shard)(number, self.digests[-1])
+
+
+def _on_hashed(plans: list[_ShardPlan], partial_files: list[str], on_shard: ShardDone | None):
+    """finished(number, sha256): tell `on_shard` that shard `number` is complete. It runs on the pool's result thread,
+    which must never raise (the pool would hang), so a failing hook is swallowed here; the hook owns its errors."""
+    def finished(number: int, digest: str) -> None:
+        if on_shard is None:
+            return
+        try:
+            on_shard(plans[number].name, partial_files[number], digest, schema.archive_end(plans[number].end))
+        except Exception:  # noqa: BLE001 - see above
+            pass
+
+    return finished
 
 
 def _forget_partials(out: Path, journal: dict) -> None:

@@ -1,5 +1,5 @@
 """Shards in object storage or over HTTP: fsspec filesystems (`urls`) and one node-local cache (`cache`)."""
 
-from .urls import filesystem, is_url, join, local_path
+from .urls import filesystem, is_url, join, local_path, storage_options, redact
 
-__all__ = ["filesystem", "is_url", "join", "local_path"]
+__all__ = ["filesystem", "is_url", "join", "local_path", "storage_options", "redact"]

@@ -31,6 +31,12 @@ def local_path(source: str | os.PathLike) -> str:
     return text[len("file://"):] if text.lower().startswith("file://") else text
 
 
+def redact(url: str) -> str:
+    """`url` fit for a message: a password in it becomes '***' and a query string (a signed URL's signature) '?…'."""
+    text = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/@:]*):[^/@]*@", r"\1:***@", url)
+    return text.split("?", 1)[0] + ("?…" if "?" in text else "")
+
+
 def join(url: str, name: str) -> str:
     return url.rstrip("/") + "/" + name
 
@@ -53,16 +59,20 @@ def filesystem(url: str, storage_options: dict | None = None):
         raise ConfigError(f"{url}: no filesystem for {scheme(url)}:// URLs ({exc}); {fix}") from None
 
 
-def storage_options(items) -> dict:
-    """Command-line KEY=VALUE items -> fsspec storage options. `true`/`false` become booleans; `endpoint_url` and
-    `region_name` go into `client_kwargs` (where s3fs expects them)."""
+def storage_options(items, url: str | None = None) -> dict:
+    """Command-line KEY=VALUE items -> fsspec storage options. `true`/`false` become booleans; for s3:// (or no URL)
+    `endpoint_url` and `region_name` go into `client_kwargs`, where s3fs expects them (MinIO, Ceph, R2…); every
+    other key goes to the backend as it is. A malformed item is refused without echoing it (it may hold a secret)."""
     out: dict = {}
-    for item in items or ():
+    nested = url is None or scheme(url) in ("s3", "s3a")
+    for number, item in enumerate(items or (), 1):
         key, sep, value = str(item).partition("=")
+        key = key.strip()
         if not sep or not key:
-            raise ConfigError(f"--storage-option {item!r}: expected KEY=VALUE, e.g. endpoint_url=http://127.0.0.1:9000")
-        parsed = {"true": True, "false": False}.get(value.lower(), value)
-        if key in ("endpoint_url", "region_name"):
+            raise ConfigError(f"--storage-option number {number}: expected KEY=VALUE, e.g. "
+                              "endpoint_url=http://127.0.0.1:9000 (the value is not shown: it may be a secret)")
+        parsed = {"true": True, "false": False}.get(value.strip().lower(), value)
+        if nested and key in ("endpoint_url", "region_name"):
             out.setdefault("client_kwargs", {})[key] = parsed
         else:
             out[key] = parsed
