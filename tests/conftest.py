@@ -92,3 +92,32 @@ def packed(raw: Path, tmp_path: Path) -> Path:
     out = tmp_path / "shards"
     pack(raw, out, PackOptions(workers=1, shard_size=64 * 1024))
     return out
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL process `pid` and every process under it at once, as a machine losing power would. Killing torchrun's
+    process group is not enough: torchrun starts each rank in a session of its own (`start_new_session`), so its
+    ranks would keep training without it. Each process is stopped before its children are listed, so none can fork
+    one unseen; then all are killed."""
+    import psutil
+
+    try:
+        todo = [psutil.Process(pid)]
+    except psutil.NoSuchProcess:
+        return
+    stopped: dict[int, psutil.Process] = {}
+    while todo:
+        p = todo.pop()
+        if p.pid in stopped:
+            continue
+        try:
+            p.suspend()
+            todo.extend(p.children())
+        except psutil.NoSuchProcess:
+            continue
+        stopped[p.pid] = p
+    for p in stopped.values():
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass

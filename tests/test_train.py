@@ -302,8 +302,9 @@ def test_mixed_size_test_set_validates_under_torchrun_with_two_ranks(tmp_path):
 @pytest.mark.slow
 def test_killed_mid_epoch_and_resumed_sees_the_same_data_as_an_uninterrupted_run(shards, tmp_path):
     import shutil
-    import signal
     import time
+
+    from conftest import kill_tree
 
     args = ("--epochs", 3, "--batch-size", 2, "--save-every-steps", 2)
     full = torchrun(shards, tmp_path / "full", *args)
@@ -323,8 +324,10 @@ def test_killed_mid_epoch_and_resumed_sees_the_same_data_as_an_uninterrupted_run
             except (FileNotFoundError, EOFError, RuntimeError):
                 pass
             time.sleep(0.005)
-        os.killpg(proc.pid, signal.SIGKILL)  # every rank and torchrun itself, in the middle of an epoch
     finally:
+        # every rank and torchrun itself, in the middle of an epoch (torchrun starts each rank in a session of its
+        # own: killing torchrun's process group would leave the ranks to finish the run on their own)
+        kill_tree(proc.pid)
         proc.wait()
     state = torch.load(cut / "last.pt", weights_only=False)
     assert state["mid_epoch"] is not None, "the kill came after the run ended; no mid-epoch checkpoint to resume"
