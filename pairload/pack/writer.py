@@ -4,7 +4,9 @@ How: pairs are found and every header is probed first (sizes mismatches and unre
 before anything is written); then every member's byte offset is planned, each shard is created at its final
 size under a temporary name, and worker processes decode pairs and write their pixels in place with
 `pwrite`. Output therefore does not depend on the number of workers. Shards are hashed, fsynced and renamed;
-the manifest comes last. This module imports neither torch nor DALI.
+the manifest comes last. With `compress="zstd"` (format version 3) the workers return each image's .npy as a
+zstd frame instead, and the parent appends the frames in key order to the shards the raw plan would have made
+(`_write_compressed`). This module imports neither torch nor DALI (nor zstandard, until a compressed pack).
 """
 
 from __future__ import annotations
