@@ -5,4 +5,4 @@ Torch-free on purpose: the CLI lists them in its options without importing torch
 
 LOADER_KINDS = ("ram", "wds", "dali-external", "dali-file")
 BASELINES = ("cv2-disk", "naive-pil")
-BENCH_ENTRIES = ("ram", "ram-resident", "wds", "dali-external", "dali-file") + BASELINES
+BENCH_ENTRIES = ("ram", "ram-workers", "ram-resident", "wds", "dali-external", "dali-file") + BASELINES

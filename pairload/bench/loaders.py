@@ -161,6 +161,7 @@ class Result:
     cold: bool = False
     ranks: int = 1
     per_rank: list[float] = field(default_factory=list)  # with ranks > 1: each rank's median; pairs_per_s is their sum
+    path: str = ""  # ram: "zero-copy" (the GPU cuts the crops), "workers" (why, when zero-copy was given up)
 
     def summarise(self, crop: int, peak_rss: int, node_total: bool = False) -> None:
         """Median (or, for concurrent ranks, the node's sum) and spread of the repeats, MB/s of delivered crops,
@@ -258,9 +259,18 @@ def make_consumer(device: torch.device, crop: int) -> Callable:
     return step
 
 
+def _path(loader) -> str:
+    """How a ram loader cuts its crops: "zero-copy", or "workers" with the reason the GPU path was given up."""
+    if not hasattr(loader, "zero_copy"):
+        return ""
+    if loader.zero_copy:
+        return "zero-copy"
+    return "workers" + (f" ({loader.path_note})" if loader.path_note else "")
+
+
 def measure(name: str, loader, cfg: BenchConfig, device: torch.device, consumer: Callable | None,
             base_free: int | None) -> Result:
-    res = Result(loader=name)
+    res = Result(loader=name, path=_path(loader))
     it = _endless(loader)
     per_window = cfg.seconds / cfg.repeats
     with _TreeSampler() as mem:
@@ -340,6 +350,7 @@ def measure_cold(name: str, cfg: BenchConfig, device: torch.device, workers: int
         for r in range(cfg.repeats):
             evict(files)
             loader = build_loader(name, cfg, device, workers)
+            res.path = _path(loader)
             try:
                 loader.start_workers()
                 loader.set_epoch(r)
@@ -362,8 +373,10 @@ def build_loader(name: str, cfg: BenchConfig, device: torch.device, workers: int
 
     common = dict(split=cfg.split, batch_size=cfg.batch_size, crop=cfg.crop, device=str(device), rank=rank,
                   world_size=world_size)
-    if name in ("ram", "ram-resident"):  # 8 workers already reach the host's copy bandwidth
-        return make_loader("ram", cfg.shards, num_workers=min(workers, 8), resident=name == "ram-resident", **common)
+    if name in ("ram", "ram-workers", "ram-resident"):  # 8 workers already reach the host's copy bandwidth
+        # "ram": as users get it (on a GPU the zero-copy path when it can run); "ram-workers": the worker path always
+        return make_loader("ram", cfg.shards, num_workers=min(workers, 8), resident=name == "ram-resident",
+                           zero_copy=False if name == "ram-workers" else None, **common)
     if name in ("wds", "dali-external"):
         return make_loader(name, cfg.shards, num_workers=workers, **common)
     if world_size > 1 and name in BASELINES:

@@ -11,19 +11,28 @@ which is page-locked so the host→device copy is asynchronous; the copy and the
 CUDA stream and are handed to the caller's stream one batch ahead. Workers keep running across epochs and start
 on the next epoch's first batches while the current one ends.
 
-`resident=True` uploads the split to device memory once and cuts each batch with one gather that applies the
-crop and the flips/transposes together (`resident.DeviceStore`).
+Zero-copy (`zerocopy`, the default on a CUDA device): no workers at all. The shard maps are registered with the
+device (their page-cache pages pinned, read-only) and one GPU kernel cuts every planned window of a batch, flips
+and transposes applied, straight out of the page cache. It falls back to the workers, with a one-line warning
+saying why, when it cannot run (a compressed split, no Triton, more shard bytes than `pin_budget`, a refused
+registration); `zero_copy=False` asks for the workers, `zero_copy=True` refuses to fall back.
+
+`resident=True` uploads the split to device memory once; on CUDA the same kernel cuts the batches there,
+elsewhere one gather applies the crop and the flips/transposes together (`resident.DeviceStore`).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 
 from ..plan import BatchPlan
 from ..read.shards import ShardDataset
+from ..errors import ConfigError, LoaderError
 from .base import LoaderOptions, RemoteOptions
 from .host import HostLoader
 from .resident import DeviceStore
+from . import zerocopy
 
 
 def _warn_if_larger_than_memory(ds: ShardDataset) -> None:
@@ -43,20 +52,63 @@ class RamLoader(HostLoader):
     NAME = "pairload-ram"
 
     def __init__(self, source: str | os.PathLike | ShardDataset, opts: LoaderOptions, *, resident: bool = False,
-                 prefetch: int = 4, timeout: float = 300.0, cache_dir: str | os.PathLike | None = None,
-                 cache_limit: int | None = None, storage_options: dict | None = None):
+                 zero_copy: bool | None = None, pin_budget: int | None = None, prefetch: int = 4,
+                 timeout: float = 300.0, cache_dir: str | os.PathLike | None = None, cache_limit: int | None = None,
+                 storage_options: dict | None = None):
+        """`zero_copy`: None (the GPU cuts the crops from the page cache when it can, else the workers, with a
+        warning saying why), True (refuse to fall back), False (the workers). `pin_budget`: bytes of shard files
+        the zero-copy path may pin (default: half of the memory available)."""
         super().__init__(source, opts, prefetch=prefetch, timeout=timeout,
                          remote=RemoteOptions(cache_dir, cache_limit, storage_options, kind="ram"))
+        if pin_budget is not None and (not isinstance(pin_budget, int) or pin_budget <= 0):
+            raise ConfigError(f"pin_budget={pin_budget!r}: expected a positive number of bytes")
         self.resident = resident
         _warn_if_larger_than_memory(self.ds)
-        self._store = DeviceStore(self.ds, self.hw, self.device) if resident else None
+        self._zero: zerocopy.DeviceWindows | None = None
+        self.path_note = ""  # why the zero-copy path is not used ('' when it is, or was never a candidate)
+        decision = zerocopy.decide(self.ds, self.device, requested=zero_copy, budget=pin_budget, resident=resident)
+        if decision.use:
+            source, why = self._device_source()
+            if source is None and zero_copy:
+                raise ConfigError(f"zero_copy=True: {why}; leave zero_copy unset to fall back to the worker path")
+            if source is not None:
+                self._zero = zerocopy.DeviceWindows(source, self.device, self._stage)
+            decision = zerocopy.Decision(source is not None, why)
+        if decision.why and not resident:
+            self.path_note = decision.why
+            warnings.warn(f"ram loader: the workers cut the crops (not the GPU from the page cache): {decision.why}",
+                          stacklevel=3)
+        self._store = DeviceStore(self.ds, self.hw, self.device) if resident and self._zero is None else None
+
+    def _device_source(self):
+        """(what the kernel reads: the registered shard maps, or the resident copy; '') or (None, why)."""
+        if self.resident:
+            return zerocopy.DeviceCopy(self.ds, self.device), ""
+        return zerocopy.register(self.ds, self.device)
+
+    @property
+    def zero_copy(self) -> bool:
+        """True when the device cuts the crops itself (from the page cache, or from its resident copy)."""
+        return self._zero is not None
 
     def start_workers(self) -> None:
-        if self._store is None:
+        if self._store is None and self._zero is None:
             super().start_workers()
 
+    def close(self) -> None:
+        super().close()
+        if self._zero is not None:  # pinned pages and device memory go back; iterating again registers again
+            self._zero.source.close()
+
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
-        if self._store is not None:
+        if self._zero is not None:
+            if self._zero.source.closed:
+                source, why = self._device_source()
+                if source is None:
+                    raise LoaderError(f"ram loader: registering the shards again after close() failed: {why}")
+                self._zero.source = source
+            yield from self._zero.batches(plans, self.hw, self.cfg.augment, self._keys, self._padded, self._source)
+        elif self._store is not None:
             yield from self._store.batches(plans, self.cfg.augment, self._keys, self._source)
         else:
             yield from super()._batches(epoch, plans, consumed)

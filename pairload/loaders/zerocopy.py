@@ -1,0 +1,379 @@
+"""Zero-copy crops on a CUDA device: the GPU cuts each planned window straight out of the page cache.
+
+The shard files of the split are memory-mapped read-only (the maps every worker of `ram` would use, so the node
+still holds one copy of the split) and each map is registered with the device (`cudaHostRegister`, read-only and
+mapped): its page-cache pages are pinned and the GPU reads them over PCIe through unified addressing. One Triton
+kernel then writes every planned window of a batch, both images and the planned transpose/flips applied in the
+same pass, into the batch tensor on the loader's side stream. No worker process and no host copy is involved; the
+planner still decides every window and orientation, so the batches equal the worker path's bit for bit.
+
+`resident=True` uses the same kernel: the shard files are copied once into device memory and the kernel reads
+them there.
+
+When it is not used (`decide` says why, in one line): a CPU device; a compressed split (its frames are decoded in
+workers); no Triton in this torch install; a split larger than the pinning budget (default half of the memory
+available); a registration the driver refuses (its error is named). The worker path then runs as before.
+
+Pinned pages cannot be evicted or moved while the loader lives, and a shard truncated or replaced on disk does not
+change what the GPU reads (the pinned pages are the pack as it was when the loader opened it): the loader checks
+the files every `CHECK_S` seconds and stops with a named error, so batches never mix two packs and no SIGBUS can
+happen (the CPU never touches the maps on this path).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..batch import make_batch
+from ..errors import ConfigError, LoaderError, human_bytes
+from ..format import schema
+from ..plan import BatchPlan
+
+CHECK_S = 0.5  # seconds between checks that the registered shard files are still the ones on disk
+BUDGET_FRACTION = 0.5  # default pinning budget: this fraction of the memory available when the loader starts
+
+# cudaHostRegister flags (cuda_runtime_api.h)
+_PORTABLE, _MAPPED, _READ_ONLY = 1, 2, 8
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether a loader cuts its crops on the device (`use`), and if not, why (`why`: one line; '' when the
+    path was never a candidate, e.g. a CPU device)."""
+
+    use: bool
+    why: str = ""
+
+
+def default_budget() -> int:
+    """Bytes of shard files the zero-copy path may pin by default: half of the memory available now."""
+    import psutil
+
+    return int(BUDGET_FRACTION * psutil.virtual_memory().available)
+
+
+def triton_missing() -> str | None:
+    """Why Triton cannot run here (None: it can)."""
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - any import failure means: not available
+        return f"Triton is not importable ({type(exc).__name__}: {exc}); it ships with CUDA builds of torch"
+    return None
+
+
+def decide(ds, device: torch.device, *, requested: bool | None, budget: int | None, resident: bool = False) -> Decision:
+    """Use the zero-copy path for `ds` on `device`? `requested`: True (must: refuse with a ConfigError if it
+    cannot), False (never), None (when it can, else the worker path with the reason). `budget`: bytes of shard
+    files that may be pinned (None: `default_budget()`); not used for `resident` (the device holds the copy)."""
+    if requested is False:
+        return Decision(False)
+    why = _why_not(ds, device, budget, resident)
+    if why is None:
+        return Decision(True)
+    if requested:
+        raise ConfigError(f"zero_copy=True: {why}; leave zero_copy unset to fall back to the worker path")
+    return Decision(False, "" if device.type != "cuda" else why)
+
+
+def _why_not(ds, device: torch.device, budget: int | None, resident: bool) -> str | None:
+    if device.type != "cuda":
+        return f"device {device} is not a CUDA device (the GPU kernel reads the page cache over PCIe)"
+    if any(part.index.compression for part in _parts(ds)):
+        return ("the split is compressed (pack --compress zstd): its images are decoded by CPU workers; repack "
+                "without --compress for the zero-copy path")
+    if not resident:
+        need = sum(ds.shard_bytes)
+        budget = default_budget() if budget is None else budget
+        if need > budget:
+            return (f"the split's shards are {human_bytes(need)}, more than the pinning budget of "
+                    f"{human_bytes(budget)} (pin_budget=; default half of the memory available)")
+    return triton_missing()
+
+
+def _parts(ds) -> list:
+    """The plain `ShardDataset`s behind `ds` (a `ShardMix`'s sources, in order)."""
+    return list(ds.parts.values()) if hasattr(ds, "parts") else [ds]
+
+
+# ---------------------------------------------------------------------------------------------- registration
+
+
+class _Driver:
+    """The few CUDA driver calls torch does not expose, from libcuda (present wherever a CUDA device is)."""
+
+    _lib = None
+
+    @classmethod
+    def lib(cls):
+        if cls._lib is None:
+            cls._lib = ctypes.CDLL("libcuda.so.1")
+        return cls._lib
+
+    @classmethod
+    def device_pointer(cls, host_ptr: int) -> int:
+        """The device address of registered host memory (cuMemHostGetDevicePointer)."""
+        out = ctypes.c_uint64(0)
+        err = cls.lib().cuMemHostGetDevicePointer_v2(ctypes.byref(out), ctypes.c_void_p(host_ptr), ctypes.c_uint(0))
+        if err:
+            raise LoaderError(f"cuMemHostGetDevicePointer failed with CUDA driver error {err}")
+        return int(out.value)
+
+
+_registered: dict[int, int] = {}  # host address -> registrations in this process (one map may serve two loaders)
+_lock = threading.Lock()
+
+
+def _cuda_error(code: int) -> str:
+    try:
+        return torch.cuda.cudart().cudaGetErrorString(code)
+    except Exception:  # noqa: BLE001
+        return f"error {int(code)}"
+
+
+def _register(ptr: int, nbytes: int) -> int:
+    with _lock:
+        if _registered.get(ptr):
+            _registered[ptr] += 1
+            return 0
+        code = int(torch.cuda.cudart().cudaHostRegister(ptr, nbytes, _PORTABLE | _MAPPED | _READ_ONLY))
+        if code == 0:
+            _registered[ptr] = 1
+        return code
+
+
+def _unregister(ptr: int) -> None:
+    with _lock:
+        left = _registered.get(ptr, 0) - 1
+        if left > 0:
+            _registered[ptr] = left
+            return
+        _registered.pop(ptr, None)
+        torch.cuda.cudart().cudaHostUnregister(ptr)
+
+
+class Registration:
+    """Every shard file of `ds` mapped and registered with the device; `low`/`high`: int64 device addresses of each
+    sample's pixels (on the device), `width`: each sample's width. `close()` (or garbage collection) unregisters."""
+
+    def __init__(self, ds, device: torch.device):
+        self.ds, self.device = ds, device
+        self.maps: list[np.ndarray] = []  # kept alive while registered
+        self.ptrs: list[int] = []
+        self._finalizer = weakref.finalize(self, Registration._release, self.ptrs)
+        t0 = time.perf_counter()
+        low, high = [], []
+        with torch.cuda.device(device):
+            for part in _parts(ds):
+                base = np.zeros(len(part.shard_bytes), dtype=np.int64)
+                for number, size in enumerate(part.shard_bytes):
+                    mm = part.shard_map(number)
+                    ptr = mm.ctypes.data
+                    code = _register(ptr, size)
+                    if code:
+                        raise _RegistrationRefused(f"cudaHostRegister of {part.name(number)} ({human_bytes(size)}) "
+                                                   f"failed: {_cuda_error(code)}")
+                    self.maps.append(mm)
+                    self.ptrs.append(ptr)
+                    base[number] = _Driver.device_pointer(ptr)
+                idx = part.index
+                low.append(base[idx.shard] + idx.low)
+                high.append(base[idx.shard] + idx.high)
+        self.seconds = time.perf_counter() - t0
+        self.bytes = sum(ds.shard_bytes)
+        self.low = torch.from_numpy(np.concatenate(low)).to(device)
+        self.high = torch.from_numpy(np.concatenate(high)).to(device)
+        self.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
+        self._checked = time.monotonic()
+
+    def check(self) -> None:
+        """At most every CHECK_S seconds: raise if a shard file was truncated or replaced since it was registered."""
+        now = time.monotonic()
+        if now - self._checked >= CHECK_S:
+            self._checked = now
+            self.ds.check_files()
+
+    @staticmethod
+    def _release(ptrs: list[int]) -> None:
+        for ptr in ptrs:
+            try:
+                _unregister(ptr)
+            except Exception:  # noqa: BLE001 - interpreter shutdown
+                pass
+        ptrs.clear()
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def close(self) -> None:
+        self._finalizer()
+        self.maps.clear()
+
+
+class _RegistrationRefused(Exception):
+    pass
+
+
+def register(ds, device: torch.device) -> tuple[Registration | None, str]:
+    """(registration, '') or (None, why): a refusal by the driver (memory-lock limits, an IOMMU, a file system the
+    driver cannot pin) is a reason to fall back, not an error."""
+    try:
+        return Registration(ds, device), ""
+    except _RegistrationRefused as exc:
+        return None, str(exc)
+
+
+class DeviceCopy:
+    """`resident=True`: every shard file copied once into device memory, the same addresses as `Registration`."""
+
+    def __init__(self, ds, device: torch.device):
+        need = sum(ds.shard_bytes)
+        free, total = torch.cuda.mem_get_info(device)
+        if need > 0.8 * free:
+            raise ConfigError(f"split {ds.split!r} needs {need / 1e9:.2f} GB of device memory to be resident but "
+                              f"only {free / 1e9:.2f} GB of {total / 1e9:.2f} GB are free; use resident=False")
+        self.ds, self.device, self.bytes = ds, device, need
+        t0 = time.perf_counter()
+        self.store = torch.empty(need, dtype=torch.uint8, device=device)
+        start, low, high = 0, [], []
+        for part in _parts(ds):
+            base = np.zeros(len(part.shard_bytes), dtype=np.int64)
+            for number, size in enumerate(part.shard_bytes):
+                self.store[start:start + size].copy_(torch.from_numpy(part.shard_map(number)))
+                base[number] = self.store.data_ptr() + start
+                start += size
+            idx = part.index
+            low.append(base[idx.shard] + idx.low)
+            high.append(base[idx.shard] + idx.high)
+        self.seconds = time.perf_counter() - t0
+        self.low = torch.from_numpy(np.concatenate(low)).to(device)
+        self.high = torch.from_numpy(np.concatenate(high)).to(device)
+        self.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
+
+    def check(self) -> None:
+        """The device holds its own copy: changes on disk cannot reach it."""
+
+    @property
+    def closed(self) -> bool:
+        return self.store is None
+
+    def close(self) -> None:
+        self.store = None
+
+
+# ---------------------------------------------------------------------------------------------- the kernel
+
+_kernel = None
+
+
+def _build_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def cut(out_ptr, low_addr, high_addr, width, index, ys, xs, codes, n, h, w, WORDS: tl.constexpr):
+        """One program per (window row r of sample j, image side): read the row's w*3 bytes (contiguous in the
+        shard) and write them where the planned orientation puts them in out[side, j] (uint8, (2, n, h, w, 3)).
+        The row is read as aligned 4-byte words (a warp asks PCIe for 128 contiguous bytes, not 32 single bytes:
+        1.2x faster on the H100), CHUNK bytes at a time, and its bytes picked out of them (`tl.gather`)."""
+        CHUNK: tl.constexpr = 4 * WORDS - 4
+        row = tl.program_id(0)
+        side = tl.program_id(1)
+        j = row // h
+        r = row % h
+        i = tl.load(index + j)
+        base = tl.where(side == 0, tl.load(low_addr + i), tl.load(high_addr + i))
+        src_w = tl.load(width + i)
+        y = tl.load(ys + j)
+        x = tl.load(xs + j)
+        code = tl.load(codes + j)
+        start = base + ((y + r) * src_w + x) * 3
+        aligned = start - (start % 4)  # the words may reach 3 bytes before and after the row: still in the shard
+        shift = (start - aligned).to(tl.int32)
+        m = tl.arange(0, WORDS)
+        k0 = tl.arange(0, 4 * WORDS)
+        hflip = (code & 1) != 0
+        vflip = (code & 2) != 0
+        transpose = (code & 4) != 0
+        row_out = tl.where(vflip, h - 1 - r, r)
+        col_out = tl.where(hflip, w - 1 - r, r)
+        plane = (side * n + j).to(tl.int64) * h
+        for c0 in range(0, w * 3, CHUNK):
+            words = tl.load((aligned + c0 + 4 * m).to(tl.pointer_type(tl.int32)), mask=c0 + 4 * m < w * 3 + shift)
+            stream = tl.reshape((words[:, None] >> (tl.arange(0, 4) * 8)[None, :]) & 0xFF, [4 * WORDS])
+            px = tl.gather(stream, tl.minimum(k0 + shift, 4 * WORDS - 1), axis=0).to(tl.uint8)
+            k = c0 + k0
+            mask = (k0 < CHUNK) & (k < w * 3)
+            c = k // 3
+            # not transposed: out[i, jj] = window[r, c], i = r (vflip: h-1-r), jj = c (hflip: w-1-c)
+            # transposed (square): out[i, jj] = window[jj', i'] with jj' = r, i' = c, then the same flips
+            oi = tl.where(transpose, tl.where(vflip, h - 1 - c, c), row_out)
+            oj = tl.where(transpose, col_out, tl.where(hflip, w - 1 - c, c))
+            tl.store(out_ptr + ((plane + oi) * w + oj) * 3 + k % 3, px, mask=mask)
+
+    return cut
+
+
+def cut(source, bp_index: torch.Tensor, y: torch.Tensor, x: torch.Tensor, code: torch.Tensor, h: int, w: int,
+        out: torch.Tensor | None = None) -> torch.Tensor:
+    """The (2, n, h, w, 3) uint8 batch of windows (int64 device tensors `bp_index`, `y`, `x`, `code`) cut from
+    `source` (a `Registration` or `DeviceCopy`) on the current stream."""
+    import triton
+
+    global _kernel
+    if _kernel is None:
+        _kernel = _build_kernel()
+    n = int(bp_index.shape[0])
+    if out is None:
+        out = torch.empty((2, n, h, w, 3), dtype=torch.uint8, device=bp_index.device)
+    if n:
+        # up to 1020 bytes of a row per step (crop 256 rows are 768): 256 words, 2 warps (fastest on the H100,
+        # benchmarks/zerocopy_micro.py)
+        words = min(256, triton.next_power_of_2((w * schema.CHANNELS + 3) // 4 + 1))
+        _kernel[(n * h, 2)](out, source.low, source.high, source.width, bp_index, y, x, code, n, h, w, WORDS=words,
+                            num_warps=2)
+    return out
+
+
+class DeviceWindows:
+    """The zero-copy loader's batches: each planned batch cut by `cut` on a side stream, one batch ahead of the
+    caller (the same hand-over as the worker path's `DeviceStage`)."""
+
+    def __init__(self, source, device: torch.device, stage):
+        self.source, self.device, self.stage = source, device, stage
+
+    def batches(self, plans: list[BatchPlan], hw: np.ndarray, augment: bool, keys, padded, names):
+        if not plans:
+            return
+        stream = self.stage._stream
+        with torch.cuda.stream(stream):  # the whole run's plan goes to the device in one copy per field
+            field = lambda f: torch.from_numpy(np.concatenate([getattr(bp, f) for bp in plans]).astype(np.int64)).to(
+                self.device, non_blocking=False)  # noqa: E731
+            index, ys, xs = field("index"), field("y"), field("x")
+            codes = field("code") if augment else torch.zeros_like(index)
+        produced = self._produced(plans, hw, keys, padded, names, index, ys, xs, codes, stream)
+        yield from self.stage.one_ahead(produced)
+
+    def _produced(self, plans, hw, keys, padded, names, index, ys, xs, codes, stream):
+        start = 0
+        for bp in plans:
+            self.source.check()
+            n = len(bp)
+            sl = slice(start, start + n)
+            start += n
+            h, w = bp.out_hw(hw)
+            with torch.cuda.stream(stream):
+                pixels = cut(self.source, index[sl], ys[sl], xs[sl], codes[sl], h, w)
+                batch = make_batch(pixels, None, keys(bp), padded(bp).to(self.device, non_blocking=True), names(bp))
+                ready = torch.cuda.Event()
+                ready.record(stream)
+            yield batch, ready

@@ -1,0 +1,212 @@
+"""The zero-copy `ram` path (pairload/loaders/zerocopy.py): the GPU cuts the planned windows straight out of the
+page cache. Without a GPU: when it is used and why not. With one (marked gpu): batches equal the worker path's bit
+for bit, on data whose pixels name the pair, row and column."""
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from pairload import make_loader
+from pairload.errors import ConfigError, LoaderError, PairloadError, ShardError
+from pairload.loaders import zerocopy
+from pairload.read.shards import open_shards
+
+from conftest import make_raw
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """40 pairs of mixed sizes (some square, some not) in several 64 KB shards."""
+    from pairload.pack import PackOptions, pack
+
+    root = tmp_path_factory.mktemp("zc")
+    sizes = [(40, 56), (48, 48), (37, 61), (64, 40)] * 10
+    make_raw(root / "raw", 40, split="train", sizes=sizes)
+    pack(root / "raw", root / "shards", PackOptions(workers=1, shard_size=64 * 1024))
+    return root / "shards"
+
+
+# ------------------------------------------------------------------------------------- without a GPU
+
+
+def test_a_cpu_device_keeps_the_worker_path_without_a_note(shards):
+    ds = open_shards(shards)
+    assert zerocopy.decide(ds, torch.device("cpu"), requested=None, budget=None) == zerocopy.Decision(False, "")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no note on a CPU: nothing was given up
+        loader = make_loader("ram", shards, batch_size=4, crop=16)
+    assert not loader.zero_copy and loader.path_note == ""
+    assert len(list(loader)) == len(loader)
+
+
+def test_zero_copy_true_refuses_what_cannot_run_it(shards):
+    with pytest.raises(ConfigError, match=r"zero_copy=True: device cpu is not a CUDA device .*leave zero_copy unset"):
+        make_loader("ram", shards, batch_size=4, crop=16, zero_copy=True)
+
+
+def test_a_split_beyond_the_pinning_budget_falls_back_and_says_how_much(shards):
+    ds = open_shards(shards)
+    total = sum(ds.shard_bytes)
+    got = zerocopy.decide(ds, torch.device("cuda", 0), requested=None, budget=total - 1)
+    assert not got.use
+    assert "more than the pinning budget" in got.why and "pin_budget=" in got.why
+    with pytest.raises(ConfigError, match=r"zero_copy=True: the split's shards are .* more than the pinning budget"):
+        zerocopy.decide(ds, torch.device("cuda", 0), requested=True, budget=total - 1)
+    # the budget does not apply to a resident split (the device holds that copy, nothing is pinned)
+    resident = zerocopy.decide(ds, torch.device("cuda", 0), requested=None, budget=1, resident=True)
+    assert resident.use or "Triton" in resident.why
+
+
+def test_the_default_budget_is_half_the_available_memory():
+    import psutil
+
+    assert 0 < zerocopy.default_budget() <= psutil.virtual_memory().available
+
+
+def test_a_compressed_split_keeps_its_decoding_workers(tmp_path):
+    pytest.importorskip("zstandard")
+    from pairload.pack import PackOptions, pack
+
+    make_raw(tmp_path / "raw", 4)
+    pack(tmp_path / "raw", tmp_path / "z", PackOptions(workers=1, compress="zstd"))
+    got = zerocopy.decide(open_shards(tmp_path / "z"), torch.device("cuda", 0), requested=None, budget=None)
+    assert not got.use and "compressed" in got.why and "repack without --compress" in got.why
+
+
+@pytest.mark.parametrize("bad", [0, -5, 1.5, "1GB"])
+def test_pin_budget_must_be_a_positive_byte_count(shards, bad):
+    with pytest.raises(ConfigError, match=r"pin_budget="):
+        make_loader("ram", shards, batch_size=4, crop=16, pin_budget=bad)
+
+
+def test_without_triton_the_reason_names_it(monkeypatch, shards):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_triton(name, *a, **k):
+        if name == "triton" or name.startswith("triton."):
+            raise ImportError("No module named 'triton'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_triton)
+    got = zerocopy.decide(open_shards(shards), torch.device("cuda", 0), requested=None, budget=None)
+    assert not got.use and "Triton is not importable" in got.why
+
+
+# ------------------------------------------------------------------------------------- on a GPU
+
+gpu = pytest.mark.gpu
+
+
+def run(loader, epochs=(0, 1)):
+    """Every batch of the epochs, on the host: (keys, low, high, padded)."""
+    out = []
+    for e in epochs:
+        loader.set_epoch(e)
+        for b in loader:
+            out.append((b.keys, b.low.cpu(), b.high.cpu(), b.padded.cpu()))
+    return out
+
+
+def same(a, b) -> None:
+    assert len(a) == len(b) and len(a) > 0
+    for (ka, la, ha, pa), (kb, lb, hb, pb) in zip(a, b):
+        assert ka == kb
+        assert torch.equal(la, lb) and torch.equal(ha, hb) and torch.equal(pa, pb)
+
+
+@gpu
+@pytest.mark.parametrize("crop", [16, 37])
+def test_zero_copy_equals_the_workers_bit_for_bit_in_every_orientation(shards, crop):
+    opts = dict(batch_size=6, crop=crop, seed=11, device="cuda", last_batch="pad")
+    with make_loader("ram", shards, zero_copy=True, **opts) as zc, \
+            make_loader("ram", shards, zero_copy=False, num_workers=2, **opts) as workers:
+        assert zc.zero_copy and not workers.zero_copy
+        codes = np.concatenate([bp.code for e in (0, 1, 2) for bp in zc.plan_for(e)])
+        assert set(codes.tolist()) == set(range(8))  # every flip/transpose combination is exercised
+        same(run(zc, (0, 1, 2)), run(workers, (0, 1, 2)))
+        for keys, low, high, _ in run(zc, (3,)):  # the pixels name their pair: the target is 255 - input
+            assert torch.equal(high.int(), 255 - low.int())
+
+
+@gpu
+def test_zero_copy_whole_images_and_a_resident_split_equal_the_workers(tmp_path):
+    from pairload.pack import PackOptions, pack
+
+    make_raw(tmp_path / "raw", 12, size=(30, 44))
+    pack(tmp_path / "raw", tmp_path / "s", PackOptions(workers=1, shard_size=64 * 1024))
+    opts = dict(batch_size=4, crop=None, seed=3, device="cuda")
+    ref = run(make_loader("ram", tmp_path / "s", zero_copy=False, **opts))
+    same(run(make_loader("ram", tmp_path / "s", zero_copy=True, **opts)), ref)
+    resident = make_loader("ram", tmp_path / "s", resident=True, **opts)
+    assert resident.zero_copy  # the same kernel, reading the device's copy
+    same(run(resident), ref)
+
+
+@gpu
+def test_zero_copy_with_shared_targets(tmp_path):
+    from test_datasets import Replica, packed
+
+    r = Replica(tmp_path / "SID")
+    for scene in range(6):
+        r.group([f"train/short/{scene:05d}/{k}" for k in range(3)], f"train/long/{scene:05d}/gt")
+    out, _ = packed(tmp_path, r.root, shard_size=64 * 1024)
+    opts = dict(batch_size=3, crop=16, seed=5, device="cuda")
+    same(run(make_loader("ram", out, zero_copy=True, **opts)), run(make_loader("ram", out, zero_copy=False, **opts)))
+
+
+@gpu
+def test_zero_copy_resumes_on_another_world_size_and_mixes(shards, tmp_path):
+    opts = dict(batch_size=4, crop=16, seed=8, device="cuda")
+    whole = run(make_loader("ram", shards, zero_copy=False, **opts), (0,))
+    first = make_loader("ram", shards, zero_copy=True, **opts)
+    it = iter(first)
+    seen = [next(it).keys for _ in range(3)]
+    state = first.state_dict()
+    rest = []
+    for rank in (0, 1):
+        other = make_loader("ram", shards, zero_copy=True, rank=rank, world_size=2, **opts)
+        other.load_state_dict(state)
+        rest += [keys for keys, *_ in run(other, (0,))]
+    flat = sorted(k for keys in seen + rest for k in keys)
+    assert flat == sorted(k for keys, *_ in whole for k in keys)  # the rest of the epoch, each sample once
+
+    mix = {"a": shards, "b": shards}
+    mopts = dict(batch_size=5, crop=16, seed=2, device="cuda", weights={"a": 1, "b": 3}, epoch_size=40)
+    same(run(make_loader("ram", mix, zero_copy=True, **mopts)), run(make_loader("ram", mix, zero_copy=False, **mopts)))
+
+
+@gpu
+def test_a_replaced_or_truncated_shard_is_a_named_error_not_wrong_pixels(tmp_path):
+    from pairload.pack import PackOptions, pack
+
+    make_raw(tmp_path / "raw", 24, size=(40, 56))
+    pack(tmp_path / "raw", tmp_path / "s", PackOptions(workers=1, shard_size=64 * 1024))
+    loader = make_loader("ram", tmp_path / "s", batch_size=2, crop=16, seed=1, device="cuda", zero_copy=True)
+    ref = run(make_loader("ram", tmp_path / "s", batch_size=2, crop=16, seed=1, device="cuda", zero_copy=False), (0,))
+    shard = sorted((tmp_path / "s").glob("train-*.tar"))[0]
+    it = iter(loader)
+    first = next(it)
+    assert torch.equal(first.low.cpu(), ref[0][1])
+    os.truncate(shard, shard.stat().st_size // 2)  # the GPU still reads the pinned pages: the pack as it was
+    import time
+
+    time.sleep(zerocopy.CHECK_S + 0.1)
+    with pytest.raises(ShardError, match=rf"{shard.name}: \d+ bytes, the manifest says \d+; the shard is truncated"):
+        for _ in it:
+            pass
+    loader.close()
+
+
+@gpu
+def test_a_refused_registration_falls_back_with_the_drivers_reason(shards, monkeypatch):
+    monkeypatch.setattr(zerocopy, "_register", lambda ptr, nbytes: 1)  # the driver says no (cudaErrorInvalidValue)
+    with pytest.warns(UserWarning, match=r"ram loader: the workers cut the crops .*cudaHostRegister of .*failed"):
+        loader = make_loader("ram", shards, batch_size=4, crop=16, device="cuda")
+    assert not loader.zero_copy and "cudaHostRegister" in loader.path_note
+    with pytest.raises(ConfigError, match=r"zero_copy=True: cudaHostRegister of"):
+        make_loader("ram", shards, batch_size=4, crop=16, device="cuda", zero_copy=True)
