@@ -97,7 +97,8 @@ def main():
     n, h = a.batch, a.crop
     nb = len(plans)
     out = torch.empty((2, n, h, h, 3), dtype=torch.uint8, device=dev)
-    ref = zerocopy.cut(reg, index[:n], ys[:n], xs[:n], codes[:n], h, h)
+    plan = zerocopy.plan_tensor(plans, dev, True)
+    ref = zerocopy.cut(reg, plan, 0, n, h, h)
     results = {}
 
     def timeit(name, launch):
@@ -115,8 +116,7 @@ def main():
 
     block = triton.next_power_of_2(h * 3)
     timeit("pairload.loaders.zerocopy.cut (4-byte words, 2 warps)",
-           lambda b: zerocopy.cut(reg, index[b*n:(b+1)*n], ys[b*n:(b+1)*n], xs[b*n:(b+1)*n], codes[b*n:(b+1)*n], h, h,
-                                  out=out))
+           lambda b: zerocopy.cut(reg, plan, b * n, n, h, h, out=out))
     wb = triton.next_power_of_2((h * 3 + 7) // 8 + 1)
     for warps in (1, 2, 4):
         def gw(b, warps=warps):

@@ -210,3 +210,31 @@ def test_a_refused_registration_falls_back_with_the_drivers_reason(shards, monke
     assert not loader.zero_copy and "cudaHostRegister" in loader.path_note
     with pytest.raises(ConfigError, match=r"zero_copy=True: cudaHostRegister of"):
         make_loader("ram", shards, batch_size=4, crop=16, device="cuda", zero_copy=True)
+
+
+@gpu
+@pytest.mark.dali
+def test_dali_external_takes_the_device_batches_and_equals_its_workers(shards):
+    pytest.importorskip("nvidia.dali")
+    opts = dict(batch_size=6, crop=24, seed=4, device="cuda")
+    zc = make_loader("dali-external", shards, **opts)
+    workers = make_loader("dali-external", shards, zero_copy=False, num_workers=2, **opts)
+    assert zc.zero_copy and not workers.zero_copy
+    try:
+        got = run(zc, (0, 1))
+        same(got, run(workers, (0, 1)))
+        same(got, run(make_loader("ram", shards, zero_copy=False, **opts), (0, 1)))
+    finally:
+        zc.close()
+        workers.close()
+
+
+@gpu
+def test_a_kernel_that_cannot_run_falls_back_with_its_error(shards, monkeypatch):
+    def broken(*a, **k):
+        raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")
+
+    monkeypatch.setattr(zerocopy, "cut", broken)
+    with pytest.warns(UserWarning, match=r"the GPU kernel could not be built or run \(RuntimeError: Failed to find C"):
+        loader = make_loader("ram", shards, batch_size=4, crop=16, device="cuda")
+    assert not loader.zero_copy and len(list(loader)) == len(loader)

@@ -456,6 +456,7 @@ def measure_ranks(name: str, cfg: BenchConfig, workers: int) -> Result:
     res.summarise(cfg.crop, mem.peak, node_total=True)  # the node's rate; min/max are the per-rank spread
     res.cpu_cores_used = sum(got[r]["cpu_cores_used"] for r in range(cfg.ranks))
     res.device_mem_mb = max(got[r]["device_mem_mb"] for r in range(cfg.ranks))
+    res.path = "; ".join(sorted({got[r]["path"] for r in range(cfg.ranks)}))
     res.reason = f"{cfg.ranks} ranks x {workers} workers; per rank {min(per):,.0f}-{max(per):,.0f}"
     return res
 

@@ -35,7 +35,8 @@ def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "tr
     Every kind has `len()` (batches per epoch on this rank; `batches_in(e)` for any epoch), `set_epoch(e)`, `state_dict()`/`load_state_dict()`,
     `close()`, and yields `PairBatch`es of uint8 N×3×crop×crop tensors on `device`. `num_workers` is each kind's CPU
     parallelism: worker processes (ram, wds) or DALI CPU threads. Backend options: ram: `resident=True` keeps the
-    split in device memory, `prefetch`, `timeout` (seconds to wait for a worker's batch; also wds, dali-external); wds: `shuffle_buffer` (samples shuffled together: whole shards, default 1 GiB of pairs), `prefetch`; DALI: `prefetch`, and for dali-file
+    split in device memory, `zero_copy` (on a CUDA device the GPU cuts the crops from the page cache, no workers:
+    None = when it can, with a warning saying why not; also dali-external), `pin_budget` (bytes it may pin), `prefetch`, `timeout` (seconds to wait for a worker's batch; also wds, dali-external); wds: `shuffle_buffer` (samples shuffled together: whole shards, default 1 GiB of pairs), `prefetch`; DALI: `prefetch`, and for dali-file
     `low_dir`, `high_dir`, `pairs_file`. An unknown option is a ConfigError that lists the accepted ones.
     """
     if kind not in KINDS:

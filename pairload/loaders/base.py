@@ -291,6 +291,13 @@ class PlannedLoader(StatefulEpochs):
         """A planned batch's padding flags as a (CPU) bool tensor of its own."""
         return torch.from_numpy(bp.padded.copy())
 
+    def _padded_on(self, bp: BatchPlan) -> torch.Tensor:
+        """The padding flags on the loader's device. A batch without padding (all but an epoch's last) gets zeros
+        made there: a copy from pageable host memory would wait for every kernel queued before it."""
+        if self.device.type == "cuda" and not bp.padded.any():
+            return torch.zeros(len(bp), dtype=torch.bool, device=self.device)
+        return self._padded(bp).to(self.device)
+
     def plan(self) -> list[BatchPlan]:
         return self.plan_for(self.epoch, self._consumed(self.epoch))
 

@@ -24,11 +24,10 @@ elsewhere one gather applies the crop and the flips/transposes together (`reside
 from __future__ import annotations
 
 import os
-import warnings
 
 from ..plan import BatchPlan
 from ..read.shards import ShardDataset
-from ..errors import ConfigError, LoaderError
+from ..errors import ConfigError
 from .base import LoaderOptions, RemoteOptions
 from .host import HostLoader
 from .resident import DeviceStore
@@ -65,26 +64,11 @@ class RamLoader(HostLoader):
         self.resident = resident
         _warn_if_larger_than_memory(self.ds)
         self._zero: zerocopy.DeviceWindows | None = None
-        self.path_note = ""  # why the zero-copy path is not used ('' when it is, or was never a candidate)
-        decision = zerocopy.decide(self.ds, self.device, requested=zero_copy, budget=pin_budget, resident=resident)
-        if decision.use:
-            source, why = self._device_source()
-            if source is None and zero_copy:
-                raise ConfigError(f"zero_copy=True: {why}; leave zero_copy unset to fall back to the worker path")
-            if source is not None:
-                self._zero = zerocopy.DeviceWindows(source, self.device, self._stage)
-            decision = zerocopy.Decision(source is not None, why)
-        if decision.why and not resident:
-            self.path_note = decision.why
-            warnings.warn(f"ram loader: the workers cut the crops (not the GPU from the page cache): {decision.why}",
-                          stacklevel=3)
+        source, self.path_note = zerocopy.setup(self.ds, self.device, requested=zero_copy, budget=pin_budget,
+                                                resident=resident)  # path_note: why the GPU does not cut ('' if it does)
+        if source is not None:
+            self._zero = zerocopy.DeviceWindows(source, self.device, self._stage)
         self._store = DeviceStore(self.ds, self.hw, self.device) if resident and self._zero is None else None
-
-    def _device_source(self):
-        """(what the kernel reads: the registered shard maps, or the resident copy; '') or (None, why)."""
-        if self.resident:
-            return zerocopy.DeviceCopy(self.ds, self.device), ""
-        return zerocopy.register(self.ds, self.device)
 
     @property
     def zero_copy(self) -> bool:
@@ -98,16 +82,11 @@ class RamLoader(HostLoader):
     def close(self) -> None:
         super().close()
         if self._zero is not None:  # pinned pages and device memory go back; iterating again registers again
-            self._zero.source.close()
+            self._zero.close()
 
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
         if self._zero is not None:
-            if self._zero.source.closed:
-                source, why = self._device_source()
-                if source is None:
-                    raise LoaderError(f"ram loader: registering the shards again after close() failed: {why}")
-                self._zero.source = source
-            yield from self._zero.batches(plans, self.hw, self.cfg.augment, self._keys, self._padded, self._source)
+            yield from self._zero.batches(plans, self.hw, self.cfg.augment, self._keys, self._padded_on, self._source)
         elif self._store is not None:
             yield from self._store.batches(plans, self.cfg.augment, self._keys, self._source)
         else:

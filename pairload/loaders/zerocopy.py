@@ -194,10 +194,11 @@ class Registration:
         self.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
         self._checked = time.monotonic()
 
-    def check(self) -> None:
-        """At most every CHECK_S seconds: raise if a shard file was truncated or replaced since it was registered."""
+    def check(self, force: bool = False) -> None:
+        """At most every CHECK_S seconds (`force`: now): raise if a shard file was truncated or replaced since it was
+        registered."""
         now = time.monotonic()
-        if now - self._checked >= CHECK_S:
+        if force or now - self._checked >= CHECK_S:
             self._checked = now
             self.ds.check_files()
 
@@ -259,7 +260,7 @@ class DeviceCopy:
         self.high = torch.from_numpy(np.concatenate(high)).to(device)
         self.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
 
-    def check(self) -> None:
+    def check(self, force: bool = False) -> None:
         """The device holds its own copy: changes on disk cannot reach it."""
 
     @property
@@ -280,22 +281,24 @@ def _build_kernel():
     import triton.language as tl
 
     @triton.jit
-    def cut(out_ptr, low_addr, high_addr, width, index, ys, xs, codes, n, h, w, WORDS: tl.constexpr):
+    def cut(out_ptr, low_addr, high_addr, width, plan, start, total, n, h, w, WORDS: tl.constexpr):
         """One program per (window row r of sample j, image side): read the row's w*3 bytes (contiguous in the
         shard) and write them where the planned orientation puts them in out[side, j] (uint8, (2, n, h, w, 3)).
         The row is read as aligned 4-byte words (a warp asks PCIe for 128 contiguous bytes, not 32 single bytes:
-        1.2x faster on the H100), CHUNK bytes at a time, and its bytes picked out of them (`tl.gather`)."""
+        1.2x faster on the H100), CHUNK bytes at a time, and its bytes picked out of them (`tl.gather`).
+        `plan`: int64 (4, total) rows index, y, x, code of a run's samples; this batch is columns start..start+n."""
         CHUNK: tl.constexpr = 4 * WORDS - 4
         row = tl.program_id(0)
         side = tl.program_id(1)
         j = row // h
         r = row % h
-        i = tl.load(index + j)
+        col = plan + start + j
+        i = tl.load(col)
         base = tl.where(side == 0, tl.load(low_addr + i), tl.load(high_addr + i))
         src_w = tl.load(width + i)
-        y = tl.load(ys + j)
-        x = tl.load(xs + j)
-        code = tl.load(codes + j)
+        y = tl.load(col + total)
+        x = tl.load(col + 2 * total)
+        code = tl.load(col + 3 * total)
         start = base + ((y + r) * src_w + x) * 3
         aligned = start - (start % 4)  # the words may reach 3 bytes before and after the row: still in the shard
         shift = (start - aligned).to(tl.int32)
@@ -323,57 +326,123 @@ def _build_kernel():
     return cut
 
 
-def cut(source, bp_index: torch.Tensor, y: torch.Tensor, x: torch.Tensor, code: torch.Tensor, h: int, w: int,
-        out: torch.Tensor | None = None) -> torch.Tensor:
-    """The (2, n, h, w, 3) uint8 batch of windows (int64 device tensors `bp_index`, `y`, `x`, `code`) cut from
-    `source` (a `Registration` or `DeviceCopy`) on the current stream."""
-    import triton
+def plan_tensor(plans: list[BatchPlan], device: torch.device, augment: bool) -> torch.Tensor:
+    """A run's windows as one int64 (4, samples) device tensor: index, y, x, code (0 without `augment`)."""
+    field = lambda name: np.concatenate([getattr(bp, name) for bp in plans])  # noqa: E731
+    code = field("code") if augment else np.zeros(sum(len(bp) for bp in plans), dtype=np.int64)
+    return torch.from_numpy(np.stack([field("index"), field("y"), field("x"), code]).astype(np.int64)).to(device)
 
+
+def cut(source, plan: torch.Tensor, start: int, n: int, h: int, w: int, out: torch.Tensor | None = None) -> torch.Tensor:
+    """The (2, n, h, w, 3) uint8 batch of the windows in columns start..start+n of `plan` (`plan_tensor`), cut from
+    `source` (a `Registration` or `DeviceCopy`) on the current stream."""
     global _kernel
     if _kernel is None:
         _kernel = _build_kernel()
-    n = int(bp_index.shape[0])
     if out is None:
-        out = torch.empty((2, n, h, w, 3), dtype=torch.uint8, device=bp_index.device)
+        out = torch.empty((2, n, h, w, 3), dtype=torch.uint8, device=plan.device)
     if n:
         # up to 1020 bytes of a row per step (crop 256 rows are 768): 256 words, 2 warps (fastest on the H100,
         # benchmarks/zerocopy_micro.py)
-        words = min(256, triton.next_power_of_2((w * schema.CHANNELS + 3) // 4 + 1))
-        _kernel[(n * h, 2)](out, source.low, source.high, source.width, bp_index, y, x, code, n, h, w, WORDS=words,
-                            num_warps=2)
+        words = min(256, 1 << ((w * schema.CHANNELS + 3) // 4).bit_length())
+        _kernel[(n * h, 2)](out, source.low, source.high, source.width, plan, start, plan.shape[1], n, h, w,
+                            WORDS=words, num_warps=2)
     return out
 
 
 class DeviceWindows:
-    """The zero-copy loader's batches: each planned batch cut by `cut` on a side stream, one batch ahead of the
-    caller (the same hand-over as the worker path's `DeviceStage`)."""
+    """Planned batches cut by `cut` on a side stream of their own: `pixels(plans, ...)` yields each (2, n, h, w, 3)
+    batch with the event that marks it ready (for DALI's external_source, which takes the stream); `batches`
+    hands `PairBatch`es to the caller's stream one batch ahead, as the worker path's `DeviceStage` does."""
 
     def __init__(self, source, device: torch.device, stage):
         self.source, self.device, self.stage = source, device, stage
+        self.stream = torch.cuda.Stream(device)
 
-    def batches(self, plans: list[BatchPlan], hw: np.ndarray, augment: bool, keys, padded, names):
+    def pixels(self, plans: list[BatchPlan], hw: np.ndarray, augment: bool, events: bool = True):
+        """(plan, pixels, ready event or None) per plan; the kernels run on `self.stream`."""
         if not plans:
             return
-        stream = self.stage._stream
-        with torch.cuda.stream(stream):  # the whole run's plan goes to the device in one copy per field
-            field = lambda f: torch.from_numpy(np.concatenate([getattr(bp, f) for bp in plans]).astype(np.int64)).to(
-                self.device, non_blocking=False)  # noqa: E731
-            index, ys, xs = field("index"), field("y"), field("x")
-            codes = field("code") if augment else torch.zeros_like(index)
-        produced = self._produced(plans, hw, keys, padded, names, index, ys, xs, codes, stream)
-        yield from self.stage.one_ahead(produced)
-
-    def _produced(self, plans, hw, keys, padded, names, index, ys, xs, codes, stream):
+        self._reopen()
+        self.source.check(force=True)
+        with torch.cuda.stream(self.stream):  # the whole run's plan goes to the device in one copy
+            plan = plan_tensor(plans, self.device, augment)
         start = 0
         for bp in plans:
             self.source.check()
-            n = len(bp)
-            sl = slice(start, start + n)
-            start += n
             h, w = bp.out_hw(hw)
-            with torch.cuda.stream(stream):
-                pixels = cut(self.source, index[sl], ys[sl], xs[sl], codes[sl], h, w)
-                batch = make_batch(pixels, None, keys(bp), padded(bp).to(self.device, non_blocking=True), names(bp))
-                ready = torch.cuda.Event()
-                ready.record(stream)
-            yield batch, ready
+            with torch.cuda.stream(self.stream):
+                pixels = cut(self.source, plan, start, len(bp), h, w)
+                ready = None
+                if events:
+                    ready = torch.cuda.Event()
+                    ready.record(self.stream)
+            start += len(bp)
+            yield bp, pixels, ready
+
+    def _reopen(self) -> None:
+        """After `close()`: register the shards (or copy them to the device) again."""
+        if not self.source.closed:
+            return
+        if isinstance(self.source, DeviceCopy):
+            self.source = DeviceCopy(self.source.ds, self.device)
+            return
+        try:
+            self.source = Registration(self.source.ds, self.device)
+        except _RegistrationRefused as exc:
+            raise LoaderError(f"registering the shards again after close() failed: {exc}") from None
+
+    def close(self) -> None:
+        """Unpin the pages (or free the device copy); the next run registers them again."""
+        self.source.close()
+
+    def batches(self, plans: list[BatchPlan], hw: np.ndarray, augment: bool, keys, padded, names):
+        def produced():
+            for bp, pixels, ready in self.pixels(plans, hw, augment):
+                with torch.cuda.stream(self.stream):
+                    batch = make_batch(pixels, None, keys(bp), padded(bp), names(bp))
+                    ready.record(self.stream)
+                yield batch, ready
+
+        yield from self.stage.one_ahead(produced())
+
+
+def self_test(source, ds, device: torch.device) -> str:
+    """Cut the first sample's window once on the device and compare it with the CPU's slice: '' when they are equal,
+    else why the path cannot be used (Triton could not build or launch the kernel, e.g. without a C compiler, or
+    the device read other bytes than the CPU)."""
+    h, w = (int(v) for v in ds.sizes[0])
+    ch, cw = min(h, 8), min(w, 8)
+    plan = torch.tensor([[0], [h - ch], [w - cw], [0]], dtype=torch.int64, device=device)
+    try:
+        got = cut(source, plan, 0, 1, ch, cw).cpu().numpy()
+    except Exception as exc:  # noqa: BLE001 - any failure to build or run the kernel means: not here
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        return f"the GPU kernel could not be built or run ({type(exc).__name__}: {first})"
+    low, high = ds.arrays(0)
+    if not (np.array_equal(got[0, 0], low[h - ch:, w - cw:]) and np.array_equal(got[1, 0], high[h - ch:, w - cw:])):
+        return f"the GPU read other bytes than the CPU for {ds.keys[0]} (a driver that maps registered memory elsewhere)"
+    return ""
+
+
+def setup(ds, device: torch.device, *, requested: bool | None, budget: int | None, resident: bool = False,
+          who: str = "ram") -> tuple[Registration | DeviceCopy | None, str]:
+    """What a loader's GPU kernel reads (the registered shard maps, or with `resident` a device copy), or None and
+    why not: refused with a ConfigError when `requested` is True, else a one-line warning naming the reason (none on
+    a CPU device, where the path was never a candidate)."""
+    decision = decide(ds, device, requested=requested, budget=budget, resident=resident)
+    source, why = None, decision.why
+    if decision.use:
+        source, why = (DeviceCopy(ds, device), "") if resident else register(ds, device)
+        if source is not None:
+            why = self_test(source, ds, device)
+            if why:
+                source.close()
+                source = None
+        if source is None and requested:
+            raise ConfigError(f"zero_copy=True: {why}; leave zero_copy unset to fall back to the worker path")
+    if why and not resident:
+        import warnings
+
+        warnings.warn(f"{who} loader: the workers cut the crops (not the GPU from the page cache): {why}", stacklevel=4)
+    return source, why

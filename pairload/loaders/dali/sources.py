@@ -385,14 +385,25 @@ class ExternalSource(PairedSource):
     KIND = "external"
 
     def __init__(self, source, opts: LoaderOptions, *, prefetch: int = 4, timeout: float = 300.0,
+                 zero_copy: bool | None = None, pin_budget: int | None = None,
                  cache_dir: str | os.PathLike | None = None, cache_limit: int | None = None,
                  storage_options: dict | None = None):
+        """`zero_copy`, `pin_budget`: as for the ram loader; on a GPU pipeline the device cuts the windows straight
+        out of the page cache and external_source takes them on the device (no workers, no warp)."""
         remote = RemoteOptions(cache_dir, cache_limit, storage_options, kind="dali-external")
         self.ds = remote.open(source, opts.split, whole=True)
         self.where = self.ds.where
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch, self.ds.groups)
+        if pin_budget is not None and (not isinstance(pin_budget, int) or pin_budget <= 0):
+            raise ConfigError(f"pin_budget={pin_budget!r}: expected a positive number of bytes")
+        from .. import zerocopy
+
         self._held: deque = deque()
         self._flip_on_device = False
+        kernel_source, self.path_note = zerocopy.setup(self.ds, self.device, requested=zero_copy, budget=pin_budget,
+                                                       who="dali-external")
+        self._zero = None if kernel_source is None else zerocopy.DeviceWindows(kernel_source, self.device, None)
+        self._zero_active = False  # the graph being run takes device batches from `_zero`
         self._host = HostWindows(self.ds, self.cfg, self.plan_for, num_workers=opts.num_workers,
                                  prefetch=prefetch, pin=self.device.type == "cuda",
                                  apply_codes=self.device.type != "cuda", name="pairload-dali", hold=self._hold,
@@ -408,20 +419,42 @@ class ExternalSource(PairedSource):
         # 2.4x faster than 1 (benchmarks/dali_micro.py on the H100: 18k -> 44k pairs/s with the warp)
         return 4 if self.device.type == "cuda" else 1
 
+    @property
+    def zero_copy(self) -> bool:
+        """True when the device cuts the windows (on a GPU pipeline; a CPU pipeline still uses the workers)."""
+        return self._zero is not None
+
     def start_workers(self) -> None:
-        self._host.start()
+        if self._zero is None:
+            self._host.start()
 
     def close(self) -> None:
         """Drop the pipeline and stop the workers (they start again with the next iteration)."""
         super().close()
         self._host.close()
+        if self._zero is not None:
+            self._zero.close()
         self.ds.close_remote()
 
     def _release_held(self) -> None:
         while self._held:
             self._held.popleft()()
 
+    def _hold_until_consumed(self, release) -> None:
+        """Keep a fed batch's memory until DALI is past it: `release()` runs once `_hold` newer batches were fed."""
+        self._held.append(release)
+        while len(self._held) > self._hold:
+            self._held.popleft()()
+
     def _graph(self, on_gpu: bool) -> PairedNodes:
+        self._zero_active = on_gpu and self._zero is not None
+        if self._zero_active:  # the device cuts, flips included; DALI takes the batches on the device
+            # no_copy: DALI reads the kernel's output (ordered after it by the stream) while `_held` keeps it
+            # alive; a copy into DALI's buffers costs 40% of the rate (34k vs 56-60k pairs/s on the H100)
+            low, high = fn.external_source(source=_Feed(self), num_outputs=2, batch=True, device="gpu",
+                                           cuda_stream=self._zero.stream, no_copy=True, cycle="raise",
+                                           parallel=False)
+            return PairedNodes(low, high, self)
         # with a GPU the flips/transposes run there, in one exact warp per batch: a flipped or transposed copy is
         # ~20x slower than a straight one on the host (numpy strides); without one the workers flip while copying
         self._flip_on_device = on_gpu and self.cfg.augment
@@ -440,12 +473,16 @@ class ExternalSource(PairedSource):
         return PairedNodes(low, high, self)
 
     def _inputs(self, run: tuple, plans: list[BatchPlan]):
+        if self._zero_active:
+            for bp, pixels, _ in self._zero.pixels(plans, self.hw, self.cfg.augment, events=False):
+                self._fed.append((run, bp))
+                self._hold_until_consumed(lambda pixels=pixels: None)  # the batch's memory lives while it is held
+                yield [pixels[0], pixels[1]]
+            return
         for bp, (host, release) in zip(plans, self._host.batches(run, plans)):
             self._fed.append((run, bp))
             if release is not None:
-                self._held.append(release)
-                while len(self._held) > self._hold:
-                    self._held.popleft()()
+                self._hold_until_consumed(release)
             batch = [host[0], host[1]]
             if self._flip_on_device:
                 batch.append(dihedral_matrices(bp.code, self._out_hw_index(bp.index, bp.crop)))
@@ -612,7 +649,7 @@ class _AsPairBatch:
         n = len(bp)
         low = _to_torch(outputs[0], self.device)[:n]
         high = _to_torch(outputs[1], self.device)[:n]
-        return batch_from_hwc(low, high, self._keys(bp), self._padded(bp).to(self.device), self._source(bp))
+        return batch_from_hwc(low, high, self._keys(bp), self._padded_on(bp), self._source(bp))
 
 
 class DaliExternalLoader(_AsPairBatch, ExternalSource):
