@@ -128,9 +128,13 @@ def test_zero_copy_equals_the_workers_bit_for_bit_in_every_orientation(shards, c
         assert zc.zero_copy and not workers.zero_copy
         codes = np.concatenate([bp.code for e in (0, 1, 2) for bp in zc.plan_for(e)])
         assert set(codes.tolist()) == set(range(8))  # every flip/transpose combination is exercised
-        same(run(zc, (0, 1, 2)), run(workers, (0, 1, 2)))
+        first = run(zc, (0, 1, 2))
+        same(first, run(workers, (0, 1, 2)))
         for keys, low, high, _ in run(zc, (3,)):  # the pixels name their pair: the target is 255 - input
             assert torch.equal(high.int(), 255 - low.int())
+        zc.close()  # unpins; iterating again registers the shards again
+        assert zc.zero_copy
+        same(run(zc, (0, 1, 2)), first)
 
 
 @gpu

@@ -23,7 +23,6 @@ happen (the CPU never touches the maps on this path).
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 import time
 import weakref

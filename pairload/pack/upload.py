@@ -481,21 +481,11 @@ class _Session:
             self._drain()
 
 
-@contextlib.contextmanager
 def _staging_lock(folder: Path):
     """One upload at a time per staging folder (the pack inside it takes the packer's own lock too)."""
-    import fcntl
-
-    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise OutputError(f"{folder}: another `pairload pack` is uploading from this staging folder (it holds "
-                              f"{LOCK}); wait for it to finish, or pass another --staging folder") from None
-        yield
-    finally:
-        os.close(fd)
+    return writer.exclusive(folder / LOCK, OutputError(
+        f"{folder}: another `pairload pack` is uploading from this staging folder (it holds {LOCK}); wait for it to "
+        "finish, or pass another --staging folder"))
 
 
 def _report_from_manifest(doc: dict, folder: Path) -> PackReport:

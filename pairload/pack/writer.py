@@ -430,20 +430,26 @@ def _check_free_space(out: Path, plans: list, out_sizes: list[tuple[int, int]]) 
 
 
 @contextlib.contextmanager
-def _folder_lock(folder: Path):
-    """One pack at a time per output folder (an advisory lock the kernel drops when the process dies)."""
+def exclusive(lock: Path, busy: PairloadError):
+    """Hold the advisory lock file `lock` (the kernel drops it when the process dies); raise `busy` if another
+    process holds it."""
     import fcntl
 
-    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ConfigError(f"{folder}: another `pairload pack` is writing into this folder (it holds {LOCK}); wait "
-                              "for it to finish, or pack into another folder") from None
+            raise busy from None
         yield
     finally:
         os.close(fd)
+
+
+def _folder_lock(folder: Path):
+    """One pack at a time per output folder."""
+    return exclusive(folder / LOCK, ConfigError(f"{folder}: another `pairload pack` is writing into this folder (it "
+                                                f"holds {LOCK}); wait for it to finish, or pack into another folder"))
 
 
 def _check_output_outside_raw(raw: Path, out: Path) -> None:
