@@ -12,7 +12,8 @@ them there.
 
 When it is not used (`decide` says why, in one line): a CPU device; a compressed split (its frames are decoded in
 workers); no Triton in this torch install; a split larger than the pinning budget (default half of the memory
-available); a registration the driver refuses (its error is named). The worker path then runs as before.
+available); a registration the driver refuses, or a kernel Triton cannot build or that reads other bytes than the
+CPU (`self_test`; the error is named). The worker path then runs as before.
 
 Pinned pages cannot be evicted or moved while the loader lives, and a shard truncated or replaced on disk does not
 change what the GPU reads (the pinned pages are the pack as it was when the loader opened it): the loader checks
