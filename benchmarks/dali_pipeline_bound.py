@@ -28,8 +28,9 @@ stream = torch.cuda.Stream(dev)
 for mode in ("copy", "nocopy"):
     @pipeline_def(batch_size=32, num_threads=4, device_id=0, prefetch_queue_depth=4)
     def pipe():
-        return fn.external_source(source=lambda: [x[0], x[1]], num_outputs=2, batch=True, device="gpu",
+        lo, hi = fn.external_source(source=lambda: [x[0], x[1]], num_outputs=2, batch=True, device="gpu",
                                   cuda_stream=stream, no_copy=mode == "nocopy")
+        return lo, hi
 
     p = pipe()
     p.build()
