@@ -27,7 +27,6 @@ import os
 
 from ..plan import BatchPlan
 from ..read.shards import ShardDataset
-from ..errors import ConfigError
 from .base import LoaderOptions, RemoteOptions
 from .host import HostLoader
 from .resident import DeviceStore
@@ -59,8 +58,6 @@ class RamLoader(HostLoader):
         the zero-copy path may pin (default: half of the memory available)."""
         super().__init__(source, opts, prefetch=prefetch, timeout=timeout,
                          remote=RemoteOptions(cache_dir, cache_limit, storage_options, kind="ram"))
-        if pin_budget is not None and (not isinstance(pin_budget, int) or pin_budget <= 0):
-            raise ConfigError(f"pin_budget={pin_budget!r}: expected a positive number of bytes")
         self.resident = resident
         _warn_if_larger_than_memory(self.ds)
         self._zero: zerocopy.DeviceWindows | None = None

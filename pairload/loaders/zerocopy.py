@@ -430,6 +430,8 @@ def setup(ds, device: torch.device, *, requested: bool | None, budget: int | Non
     """What a loader's GPU kernel reads (the registered shard maps, or with `resident` a device copy), or None and
     why not: refused with a ConfigError when `requested` is True, else a one-line warning naming the reason (none on
     a CPU device, where the path was never a candidate)."""
+    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0):
+        raise ConfigError(f"pin_budget={budget!r}: expected a positive number of bytes")
     decision = decide(ds, device, requested=requested, budget=budget, resident=resident)
     source, why = None, decision.why
     if decision.use:

@@ -394,8 +394,6 @@ class ExternalSource(PairedSource):
         self.ds = remote.open(source, opts.split, whole=True)
         self.where = self.ds.where
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch, self.ds.groups)
-        if pin_budget is not None and (not isinstance(pin_budget, int) or pin_budget <= 0):
-            raise ConfigError(f"pin_budget={pin_budget!r}: expected a positive number of bytes")
         from .. import zerocopy
 
         self._held: deque = deque()
@@ -450,7 +448,8 @@ class ExternalSource(PairedSource):
         self._zero_active = on_gpu and self._zero is not None
         if self._zero_active:  # the device cuts, flips included; DALI takes the batches on the device
             # no_copy: DALI reads the kernel's output (ordered after it by the stream) while `_held` keeps it
-            # alive; a copy into DALI's buffers costs 40% of the rate (34k vs 56-60k pairs/s on the H100)
+            # alive; a copy into DALI's buffers costs 16% (47.9k vs 40.1k pairs/s on the H100,
+            # benchmarks/results/dali-zerocopy-probe-h100-2026-11-23.json)
             low, high = fn.external_source(source=_Feed(self), num_outputs=2, batch=True, device="gpu",
                                            cuda_stream=self._zero.stream, no_copy=True, cycle="raise",
                                            parallel=False)
