@@ -80,8 +80,12 @@ def decide(ds, device: torch.device, *, requested: bool | None, budget: int | No
     if why is None:
         return Decision(True)
     if requested:
-        raise ConfigError(f"zero_copy=True: {why}; leave zero_copy unset to fall back to the worker path")
+        raise _refused(why)
     return Decision(False, "" if device.type != "cuda" else why)
+
+
+def _refused(why: str) -> ConfigError:
+    return ConfigError(f"zero_copy=True: {why}; leave zero_copy unset to fall back to the worker path")
 
 
 def _why_not(ds, device: torch.device, budget: int | None, resident: bool) -> str | None:
@@ -160,6 +164,21 @@ def _unregister(ptr: int) -> None:
         torch.cuda.cudart().cudaHostUnregister(ptr)
 
 
+def _address_tables(source, ds, device: torch.device, place) -> None:
+    """Set `source.low`, `source.high` (int64 device address of each sample's pixels) and `source.width` (each
+    sample's width), on the device; `place(part, number, size)` puts shard `number` of `part` where the kernel
+    reads it and returns its device address."""
+    low, high = [], []
+    for part in _parts(ds):
+        base = np.array([place(part, number, size) for number, size in enumerate(part.shard_bytes)], dtype=np.int64)
+        idx = part.index
+        low.append(base[idx.shard] + idx.low)
+        high.append(base[idx.shard] + idx.high)
+    source.low = torch.from_numpy(np.concatenate(low)).to(device)
+    source.high = torch.from_numpy(np.concatenate(high)).to(device)
+    source.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
+
+
 class Registration:
     """Every shard file of `ds` mapped and registered with the device; `low`/`high`: int64 device addresses of each
     sample's pixels (on the device), `width`: each sample's width. `close()` (or garbage collection) unregisters."""
@@ -169,30 +188,20 @@ class Registration:
         self.maps: list[np.ndarray] = []  # kept alive while registered
         self.ptrs: list[int] = []
         self._finalizer = weakref.finalize(self, Registration._release, self.ptrs)
-        t0 = time.perf_counter()
-        low, high = [], []
         with torch.cuda.device(device):
-            for part in _parts(ds):
-                base = np.zeros(len(part.shard_bytes), dtype=np.int64)
-                for number, size in enumerate(part.shard_bytes):
-                    mm = part.shard_map(number)
-                    ptr = mm.ctypes.data
-                    code = _register(ptr, size)
-                    if code:
-                        raise _RegistrationRefused(f"cudaHostRegister of {part.name(number)} ({human_bytes(size)}) "
-                                                   f"failed: {_cuda_error(code)}")
-                    self.maps.append(mm)
-                    self.ptrs.append(ptr)
-                    base[number] = _Driver.device_pointer(ptr)
-                idx = part.index
-                low.append(base[idx.shard] + idx.low)
-                high.append(base[idx.shard] + idx.high)
-        self.seconds = time.perf_counter() - t0
-        self.bytes = sum(ds.shard_bytes)
-        self.low = torch.from_numpy(np.concatenate(low)).to(device)
-        self.high = torch.from_numpy(np.concatenate(high)).to(device)
-        self.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
+            _address_tables(self, ds, device, self._register)
         self._checked = time.monotonic()
+
+    def _register(self, part, number: int, size: int) -> int:
+        mm = part.shard_map(number)
+        ptr = mm.ctypes.data
+        code = _register(ptr, size)
+        if code:
+            raise _RegistrationRefused(f"cudaHostRegister of {part.name(number)} ({human_bytes(size)}) failed: "
+                                       f"{_cuda_error(code)}")
+        self.maps.append(mm)
+        self.ptrs.append(ptr)
+        return _Driver.device_pointer(ptr)
 
     def check(self, force: bool = False) -> None:
         """At most every CHECK_S seconds (`force`: now): raise if a shard file was truncated or replaced since it was
@@ -242,23 +251,15 @@ class DeviceCopy:
         if need > 0.8 * free:
             raise ConfigError(f"split {ds.split!r} needs {need / 1e9:.2f} GB of device memory to be resident but "
                               f"only {free / 1e9:.2f} GB of {total / 1e9:.2f} GB are free; use resident=False")
-        self.ds, self.device, self.bytes = ds, device, need
-        t0 = time.perf_counter()
+        self.ds, self.device = ds, device
         self.store = torch.empty(need, dtype=torch.uint8, device=device)
-        start, low, high = 0, [], []
-        for part in _parts(ds):
-            base = np.zeros(len(part.shard_bytes), dtype=np.int64)
-            for number, size in enumerate(part.shard_bytes):
-                self.store[start:start + size].copy_(torch.from_numpy(part.shard_map(number)))
-                base[number] = self.store.data_ptr() + start
-                start += size
-            idx = part.index
-            low.append(base[idx.shard] + idx.low)
-            high.append(base[idx.shard] + idx.high)
-        self.seconds = time.perf_counter() - t0
-        self.low = torch.from_numpy(np.concatenate(low)).to(device)
-        self.high = torch.from_numpy(np.concatenate(high)).to(device)
-        self.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
+        self._filled = 0
+        _address_tables(self, ds, device, self._copy)
+
+    def _copy(self, part, number: int, size: int) -> int:
+        start, self._filled = self._filled, self._filled + size
+        self.store[start:start + size].copy_(torch.from_numpy(part.shard_map(number)))
+        return self.store.data_ptr() + start
 
     def check(self, force: bool = False) -> None:
         """The device holds its own copy: changes on disk cannot reach it."""
@@ -442,7 +443,7 @@ def setup(ds, device: torch.device, *, requested: bool | None, budget: int | Non
                 source.close()
                 source = None
         if source is None and requested:
-            raise ConfigError(f"zero_copy=True: {why}; leave zero_copy unset to fall back to the worker path")
+            raise _refused(why)
     if why and not resident:
         import warnings
 

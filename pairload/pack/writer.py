@@ -713,6 +713,7 @@ class _ZShards:
         self.digests: list[str] = []
         self.fh = self.hash = None
         self.pos = 0
+        self.finished = _on_hashed(self.plans, run.partial_files, run.on_shard)  # sees the plans as they are added
 
     def add(self, raw_plan: _ShardPlan, pair: Pair, hw: tuple[int, int], meta: bytes, low: bytes,
             high: bytes | None, lead: int) -> None:
@@ -769,8 +770,7 @@ class _ZShards:
         self.run.open_files.remove(self.fh)
         self.digests.append(self.hash.hexdigest())
         self.fh = None
-        number = len(self.plans) - 1
-        _on_hashed(self.plans, self.run.partial_files, self.run.on_shard)(number, self.digests[-1])
+        self.finished(len(self.plans) - 1, self.digests[-1])
 
 
 def _on_hashed(plans: list[_ShardPlan], partial_files: list[str], on_shard: ShardDone | None):
