@@ -64,6 +64,42 @@ def test_epochs_are_reproducible_and_differ(data, kind, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_dali_external_runs_on_into_the_next_epoch_and_still_jumps_exactly(data, device, monkeypatch):
+    """Consecutive epochs go on in one pipeline (no drain and reset at each epoch's end); any other order (an epoch
+    again, a resume mid-epoch) starts over and still delivers exactly the planned batches."""
+    from nvidia.dali.pipeline import Pipeline
+
+    resets = []
+    real_reset = Pipeline.reset
+    monkeypatch.setattr(Pipeline, "reset", lambda self: (resets.append(1), real_reset(self))[1])
+    kw = dict(batch_size=4, crop=16, seed=13, last_batch="pad", split="test")
+    ram = make_loader("ram", data / "shards", **kw)
+    want = {e: collect(ram, e) for e in (0, 1, 2)}
+    loader = make_loader("dali-external", data / "shards", device=device, **kw)
+
+    def same(got, epoch):
+        assert [b[0] for b in got] == [b[0] for b in want[epoch]]
+        assert all(torch.equal(x[i], y[i]) for x, y in zip(got, want[epoch]) for i in (1, 2, 3))
+
+    for epoch in (0, 1, 2):
+        same(collect(loader, epoch), epoch)
+    assert resets == []
+    same(collect(loader, 1), 1)  # not the next epoch: the pipeline starts over
+    assert len(resets) == 1
+    loader.set_epoch(2)
+    it = iter(loader)
+    first = next(it)
+    state = loader.state_dict()
+    del it
+    resumed = make_loader("dali-external", data / "shards", device=device, **kw)
+    resumed.load_state_dict(state)
+    rest = [(b.keys, b.low.cpu(), b.high.cpu(), b.padded.cpu()) for b in resumed]
+    same([(first.keys, first.low.cpu(), first.high.cpu(), first.padded.cpu())] + rest, 2)
+    loader.close()
+    resumed.close()
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("last_batch,ws", [("drop", 1), ("drop", 2), ("pad", 2), ("partial", 1)])
 def test_dali_external_batches_equal_ram_batches(data, device, last_batch, ws):
     for rank in range(ws):

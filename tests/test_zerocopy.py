@@ -234,6 +234,29 @@ def test_dali_external_takes_the_device_batches_and_equals_its_workers(shards):
 
 
 @gpu
+@pytest.mark.dali
+def test_dali_reads_a_batch_only_after_the_kernel_has_cut_it(shards, monkeypatch):
+    """external_source takes the cut batches without a copy: DALI must order its reads after the stream that cuts
+    them. A GPU sleep queued before every cut makes a read that does not wait see unwritten memory."""
+    pytest.importorskip("nvidia.dali")
+    real = zerocopy.cut
+
+    def slow(*a, **k):
+        torch.cuda._sleep(50_000_000)  # tens of ms of GPU time on the cut's stream, before the cut
+        return real(*a, **k)
+
+    opts = dict(batch_size=6, crop=24, seed=4, device="cuda")
+    expected = run(make_loader("ram", shards, zero_copy=False, **opts), (0, 1))
+    zc = make_loader("dali-external", shards, **opts)  # its start-up self-test uses the real kernel
+    monkeypatch.setattr(zerocopy, "cut", slow)
+    try:
+        assert zc.zero_copy
+        same(run(zc, (0, 1)), expected)
+    finally:
+        zc.close()
+
+
+@gpu
 def test_a_kernel_that_cannot_run_falls_back_with_its_error(shards, monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")

@@ -360,26 +360,34 @@ class DeviceWindows:
         self.source, self.device, self.stage = source, device, stage
         self.stream = torch.cuda.Stream(device)
 
-    def pixels(self, plans: list[BatchPlan], hw: np.ndarray, augment: bool, events: bool = True):
-        """(plan, pixels, ready event or None) per plan; the kernels run on `self.stream`."""
+    def pixels(self, plans: list[BatchPlan], hw: np.ndarray, augment: bool, events: bool = True, group: int = 1):
+        """(plan, pixels, ready event or None) per plan; the kernels run on `self.stream`. `group` > 1: up to that
+        many consecutive batches of one shape are cut by one launch (a launch costs ~50 us of Python), and each
+        batch's pixels are a slice of it (every side contiguous) sharing the group's event."""
         if not plans:
             return
         self._reopen()
         self.source.check(force=True)
         with torch.cuda.stream(self.stream):  # the whole run's plan goes to the device in one copy
             plan = plan_tensor(plans, self.device, augment)
-        start = 0
-        for bp in plans:
+        start, b = 0, 0
+        while b < len(plans):
             self.source.check()
-            h, w = bp.out_hw(hw)
+            h, w = plans[b].out_hw(hw)
+            n = len(plans[b])
+            k = 1
+            while k < group and b + k < len(plans) and len(plans[b + k]) == n and plans[b + k].out_hw(hw) == (h, w):
+                k += 1
             with torch.cuda.stream(self.stream):
-                pixels = cut(self.source, plan, start, len(bp), h, w)
+                pixels = cut(self.source, plan, start, k * n, h, w)
                 ready = None
                 if events:
                     ready = torch.cuda.Event()
                     ready.record(self.stream)
-            start += len(bp)
-            yield bp, pixels, ready
+            for j in range(k):
+                yield plans[b + j], (pixels if k == 1 else pixels[:, j * n:(j + 1) * n]), ready
+            start += k * n
+            b += k
 
     def _reopen(self) -> None:
         """After `close()`: register the shards (or copy them to the device) again."""

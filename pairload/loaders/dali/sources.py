@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
+from torch.utils.dlpack import from_dlpack, to_dlpack
 
 from ...batch import batch_from_hwc
 from ...raw.decode import probe_size
@@ -92,14 +93,22 @@ def dihedral_matrices(code: np.ndarray, hw: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.stack([src_x, src_y], axis=1))
 
 
-def _to_torch(tensor_list, device: torch.device) -> torch.Tensor:
-    """A dense DALI TensorList (CPU or GPU) → a torch tensor on `device` (one copy on the current stream)."""
+def _to_torch(tensor_list, device: torch.device, share: bool = False, stream=None) -> torch.Tensor:
+    """A dense DALI TensorList (CPU or GPU) → a torch tensor on `device`. `share` (pipelines on DALI's default,
+    dynamic executor): a view of DALI's output, which stays valid while the tensor lives, as DALI's own PyTorch
+    iterator does; else one copy. `stream`: the torch stream that will use it (default: the current one)."""
+    dense = tensor_list.as_tensor()
+    if device.type == "cuda" and stream is None:
+        stream = torch.cuda.current_stream(device)
+    if share and device.type == "cuda":  # `stream` waits for DALI's work on the output
+        return from_dlpack(dense.__dlpack__(stream=stream.cuda_stream or 1))  # DLPack calls the legacy stream 1
+    if share and dense.__dlpack_device__()[0] == 1:  # host memory; a GPU pipeline's page-locked CPU outputs
+        return from_dlpack(dense.__dlpack__())       # (kDLCUDAHost) are not torch's to view: copied
     from nvidia.dali.plugin.pytorch import feed_ndarray, to_torch_type
 
-    dense = tensor_list.as_tensor()
     out = torch.empty(tuple(dense.shape()), dtype=to_torch_type[dense.dtype], device=device)
     if device.type == "cuda":
-        feed_ndarray(dense, out, cuda_stream=torch.cuda.current_stream(device))
+        feed_ndarray(dense, out, cuda_stream=stream)
     else:
         feed_ndarray(dense, out)
     return out
@@ -134,6 +143,10 @@ class PairedNodes(tuple):
         self = super().__new__(cls, (low, high))
         self.source, self.checks = source, checks
         return self
+
+
+_CUT_GROUP = 4  # batches cut by one launch
+_CUT_AHEAD = _CUT_GROUP + 2  # batches cut before the one fed: a group's kernel is done before DALI needs it
 
 
 class _Feed:
@@ -174,6 +187,8 @@ class PairedSource(PlannedLoader):
         self._last_run: tuple | None = None
         self._cancel = False
         self._queue_depth = prefetch
+        self._follow = False  # the feed goes on into the next epoch (set while our iterator drives; kind external)
+        self._share = False  # the outputs are viewed, not copied (set when a pipeline is built)
 
     # ------------------------------------------------------------------ graph and feed
 
@@ -218,15 +233,24 @@ class PairedSource(PlannedLoader):
 
     def _run_feed(self):
         run = self._queued.popleft() if self._queued else self._auto_next()
-        if run is None or self._cancel:
-            self._cancel = False
-            return
-        self._last_run = run
-        for batch in self._inputs(run, self.plan_for(*run)):
-            if self._cancel:  # the consumer left this run: end it here
-                self._cancel = False
-                return
-            yield batch
+        while run is not None and not self._cancel:
+            self._last_run = run
+            fed = 0
+            for batch in self._inputs(run, self.plan_for(*run)):
+                if self._cancel:  # the consumer left this run: end it here
+                    break
+                fed += 1
+                yield batch
+            # DALI's own iterators end an epoch at StopIteration; ours know its length, and the pipeline goes on
+            # into the next epoch, which is what the consumer asks for next unless it jumps (`_ready_for`)
+            if not (self._follow and fed) or self._cancel:
+                break
+            run = (run[0] + 1, ())
+        self._cancel = False
+
+    def _follows(self, run: tuple) -> bool:
+        """Whether the pipeline, at the end of a run, is already delivering `run` (the next epoch, from its start)."""
+        return self._follow and self._at is not None and self._at[0] == "end" and run == (self._at[1][0] + 1, ())
 
     # ------------------------------------------------------------------ pipelines
 
@@ -275,6 +299,8 @@ class PairedSource(PlannedLoader):
                                   "source once with paired_source(...) and pass it to paired_inputs in the function)")
         pipe.build()
         self._pipe, self._at = pipe, ("fresh",)
+        # DALI's default (dynamic) executor keeps an output alive while a view of it lives: no copy needed
+        self._share = bool(getattr(pipe, "exec_dynamic", False))
         self._reset_feed()
         return pipe
 
@@ -286,16 +312,20 @@ class PairedSource(PlannedLoader):
             except StopIteration:
                 break
         self._pipe.reset()
+        self._cancel = False  # the feed has ended (or never ran again): the next one starts with the queued run
         self._fed.clear()
         self._release_held()
 
     def _ready_for(self, run: tuple):
         """A pipeline whose next outputs are the batches of `run`."""
+        if self._pipe is not None and self._follows(run):
+            return self._pipe
         if self._pipe is not None and self._at != ("fresh",):
             if self._at is None and self.KIND == "file":  # the readers stopped mid-list: they cannot skip ahead
                 self._discard()
             else:
-                self._cancel = self._at is None  # left mid-run: the feed ends that run at its next call
+                # left mid-run, or the feed went on into an epoch not asked for: it ends at its next call
+                self._cancel = self._at is None or self._follow
                 self._drain()
                 if not self._fits(run):
                     self._discard()
@@ -323,6 +353,7 @@ class PairedSource(PlannedLoader):
 
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
         run = (epoch, consumed)
+        self._follow = self.KIND == "external"
         pipe = self._ready_for(run)
         self._at = None
         for b, bp in enumerate(plans):
@@ -362,7 +393,7 @@ class PairedSource(PlannedLoader):
         out = {}
         for name, tl in zip(self.output_map, outputs):
             dev = torch.device("cuda", self._pipe.device_id) if isinstance(tl, TensorListGPU) else torch.device("cpu")
-            out[name] = _to_torch(tl, dev)[:n]
+            out[name] = _to_torch(tl, dev, self._share)[:n]
         out["keys"] = self._keys(bp)
         out["padded"] = self._padded(bp)
         if self.groups:
@@ -447,12 +478,10 @@ class ExternalSource(PairedSource):
     def _graph(self, on_gpu: bool) -> PairedNodes:
         self._zero_active = on_gpu and self._zero is not None
         if self._zero_active:  # the device cuts, flips included; DALI takes the batches on the device
-            # no_copy: DALI reads the kernel's output (ordered after it by the stream) while `_held` keeps it
-            # alive; a copy into DALI's buffers costs 16% (47.9k vs 40.1k pairs/s on the H100,
-            # benchmarks/results/dali-zerocopy-probe-h100-2026-11-23.json)
+            # no_copy: DALI reads the kernel's output, complete when it is fed (`_device_inputs`); a copy into
+            # DALI's buffers would cost ~50 us of host time per batch
             low, high = fn.external_source(source=_Feed(self), num_outputs=2, batch=True, device="gpu",
-                                           cuda_stream=self._zero.stream, no_copy=True, cycle="raise",
-                                           parallel=False)
+                                           no_copy=True, cycle="raise", parallel=False)
             return PairedNodes(low, high, self)
         # with a GPU the flips/transposes run there, in one exact warp per batch: a flipped or transposed copy is
         # ~20x slower than a straight one on the host (numpy strides); without one the workers flip while copying
@@ -471,12 +500,31 @@ class ExternalSource(PairedSource):
             low, high = _augment(low, outs[2]), _augment(high, outs[2])
         return PairedNodes(low, high, self)
 
+    def _device_inputs(self, run: tuple, plans: list[BatchPlan]):
+        """The zero-copy batches, fed without a copy once their kernel has finished. DALI orders its reads of a
+        no_copy input after the stream the array itself names, and torch names none: external_source's
+        `cuda_stream` does not order them. So the kernels run ahead (`_CUT_AHEAD` batches, `_CUT_GROUP` per launch)
+        and a batch is fed after its event completed, which it has by then: the GPU cuts faster than DALI takes."""
+        ahead: deque = deque()
+        for item in self._zero.pixels(plans, self.hw, self.cfg.augment, group=_CUT_GROUP):
+            ahead.append(item)
+            if len(ahead) > _CUT_AHEAD:
+                yield self._ready_batch(run, *ahead.popleft())
+        while ahead:
+            yield self._ready_batch(run, *ahead.popleft())
+
+    def _ready_batch(self, run: tuple, bp: BatchPlan, pixels: torch.Tensor, ready) -> list:
+        if not ready.query():  # done long ago, but for an epoch's first batches
+            ready.synchronize()
+        self._fed.append((run, bp))
+        sides = pixels.unbind(0)
+        # DALI reads the memory until it is past the batch; kept here, so that DALI's release never frees it
+        self._hold_until_consumed(lambda kept=(pixels, sides): None)
+        return [TensorListGPU(to_dlpack(side)) for side in sides]  # DLPack: no per-call probing of the tensor
+
     def _inputs(self, run: tuple, plans: list[BatchPlan]):
         if self._zero_active:
-            for bp, pixels, _ in self._zero.pixels(plans, self.hw, self.cfg.augment, events=False):
-                self._fed.append((run, bp))
-                self._hold_until_consumed(lambda pixels=pixels: None)  # the batch's memory lives while it is held
-                yield [pixels[0], pixels[1]]
+            yield from self._device_inputs(run, plans)
             return
         for bp, (host, release) in zip(plans, self._host.batches(run, plans)):
             self._fed.append((run, bp))
@@ -646,8 +694,10 @@ class _AsPairBatch:
 
     def _convert(self, outputs, bp: BatchPlan):
         n = len(bp)
-        low = _to_torch(outputs[0], self.device)[:n]
-        high = _to_torch(outputs[1], self.device)[:n]
+        stream = torch.cuda.current_stream(self.device) if self.device.type == "cuda" else None
+        low, high = (_to_torch(tl, self.device, self._share, stream) for tl in outputs)
+        if low.shape[0] != n:  # the pipeline's batch is larger than this (last) batch
+            low, high = low[:n], high[:n]
         return batch_from_hwc(low, high, self._keys(bp), self._padded_on(bp), self._source(bp))
 
 
