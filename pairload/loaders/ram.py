@@ -83,7 +83,8 @@ class RamLoader(HostLoader):
 
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
         if self._zero is not None:
-            yield from self._zero.batches(plans, self.hw, self.cfg.augment, self._keys, self._padded_on, self._source)
+            yield from self._zero.batches(plans, self.hw, self.cfg.augment, self._keys, self._padded_on(plans),
+                                          self._source)
         elif self._store is not None:
             yield from self._store.batches(plans, self.cfg.augment, self._keys, self._source)
         else:
