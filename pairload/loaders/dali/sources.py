@@ -469,6 +469,8 @@ class ExternalSource(PairedSource):
         self.ds.close_remote()
 
     def _release_held(self) -> None:
+        if self._held and self._zero_active:  # outputs drained or dropped unseen: DALI may still read the batches
+            torch.cuda.synchronize(self.device)
         while self._held:
             self._held.popleft()()
 
@@ -521,8 +523,14 @@ class ExternalSource(PairedSource):
             ready.synchronize()
         self._fed.append((run, bp))
         sides = pixels.unbind(0)
-        # DALI reads the memory until it is past the batch; kept here, so that DALI's release never frees it
-        self._hold_until_consumed(lambda kept=(pixels, sides): None)
+        # DALI reads the memory until it is past the batch: kept here (so DALI's release never frees it) for `_hold`
+        # batches. DALI copies it to its output on its own stream, and the current stream has waited for the
+        # outputs taken so far: the cutting stream waits for it before the memory of the oldest goes back to torch
+        self._held.append(lambda kept=(pixels, sides): None)
+        if len(self._held) > self._hold:
+            self._zero.stream.wait_stream(torch.cuda.current_stream(self.device))
+            while len(self._held) > self._hold:
+                self._held.popleft()()
         return [TensorListGPU(to_dlpack(side)) for side in sides]  # DLPack: no per-call probing of the tensor
 
     def _inputs(self, run: tuple, plans: list[BatchPlan]):
