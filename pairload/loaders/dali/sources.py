@@ -20,8 +20,10 @@ yielding `PairBatch`. GPU (`device="cuda:k"`) or DALI's CPU-only mode (`device_i
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
+import weakref
 import re
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -95,15 +97,15 @@ def dihedral_matrices(code: np.ndarray, hw: np.ndarray) -> np.ndarray:
 
 def _to_torch(tensor_list, device: torch.device, share: bool = False, stream=None) -> torch.Tensor:
     """A dense DALI TensorList (CPU or GPU) → a torch tensor on `device`. `share` (pipelines on DALI's default,
-    dynamic executor): a view of DALI's output, which stays valid while the tensor lives, as DALI's own PyTorch
-    iterator does; else one copy. `stream`: the torch stream that will use it (default: the current one)."""
+    dynamic executor): a GPU output is viewed, and stays valid while the view lives, as DALI's own PyTorch iterator
+    does; else one copy. `stream`: the torch stream that will use it (default: the current one)."""
     dense = tensor_list.as_tensor()
     if device.type == "cuda" and stream is None:
         stream = torch.cuda.current_stream(device)
     if share and device.type == "cuda":  # `stream` waits for DALI's work on the output
         return from_dlpack(dense.__dlpack__(stream=stream.cuda_stream or 1))  # DLPack calls the legacy stream 1
-    if share and dense.__dlpack_device__()[0] == 1:  # host memory; a GPU pipeline's page-locked CPU outputs
-        return from_dlpack(dense.__dlpack__())       # (kDLCUDAHost) are not torch's to view: copied
+    # CPU outputs are copied: torch cannot view page-locked ones (kDLCUDAHost), and a view of a CPU-only pipeline's
+    # output still held at interpreter exit crashed the process (SIGSEGV in the README's DALI example)
     from nvidia.dali.plugin.pytorch import feed_ndarray, to_torch_type
 
     out = torch.empty(tuple(dense.shape()), dtype=to_torch_type[dense.dtype], device=device)
@@ -188,6 +190,9 @@ class PairedSource(PlannedLoader):
         self._cancel = False
         self._queue_depth = prefetch
         self._follow = False  # the feed goes on into the next epoch (set while our iterator drives; kind external)
+        # a pipeline left running into the next epoch must stop before the interpreter tears down what it reads
+        ref = weakref.ref(self)
+        atexit.register(lambda: (src := ref()) is not None and src.close())
         self._share = False  # the outputs are viewed, not copied (set when a pipeline is built)
 
     # ------------------------------------------------------------------ graph and feed
