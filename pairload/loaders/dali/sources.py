@@ -479,9 +479,12 @@ class ExternalSource(PairedSource):
         while self._held:
             self._held.popleft()()
 
-    def _hold_until_consumed(self, release) -> None:
-        """Keep a fed batch's memory until DALI is past it: `release()` runs once `_hold` newer batches were fed."""
+    def _hold_until_consumed(self, release, before=None) -> None:
+        """Keep a fed batch's memory until DALI is past it: `release()` runs once `_hold` newer batches were fed
+        (`before()` first, when any is released)."""
         self._held.append(release)
+        if before is not None and len(self._held) > self._hold:
+            before()
         while len(self._held) > self._hold:
             self._held.popleft()()
 
@@ -531,11 +534,8 @@ class ExternalSource(PairedSource):
         # DALI reads the memory until it is past the batch: kept here (so DALI's release never frees it) for `_hold`
         # batches. DALI copies it to its output on its own stream, and the current stream has waited for the
         # outputs taken so far: the cutting stream waits for it before the memory of the oldest goes back to torch
-        self._held.append(lambda kept=(pixels, sides): None)
-        if len(self._held) > self._hold:
-            self._zero.stream.wait_stream(torch.cuda.current_stream(self.device))
-            while len(self._held) > self._hold:
-                self._held.popleft()()
+        self._hold_until_consumed(lambda kept=(pixels, sides): None,
+                                  before=lambda: self._zero.stream.wait_stream(torch.cuda.current_stream(self.device)))
         return [TensorListGPU(to_dlpack(side)) for side in sides]  # DLPack: no per-call probing of the tensor
 
     def _inputs(self, run: tuple, plans: list[BatchPlan]):
