@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .errors import ConfigError, PairloadError, human_bytes, in_cli_terms
+from .errors import ConfigError, PairloadError, in_cli_terms
+from .units import human_bytes
 from .kinds import BENCH_ENTRIES
 from .remote.urls import default_cache_dir, storage_options
 

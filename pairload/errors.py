@@ -61,12 +61,3 @@ def in_cli_terms(message: str) -> str:
     for api, flag in _CLI_TERMS:
         message = message.replace(api, flag)
     return message
-
-
-def human_bytes(n: float) -> str:
-    """A byte count for messages and summaries: '1.4 GB' (KB, MB, GB are powers of 1024)."""
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1024 or unit == "TB":
-            return f"{n:,.1f} {unit}" if unit != "B" else f"{n:.0f} B"
-        n /= 1024
-    return str(n)

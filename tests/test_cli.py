@@ -31,7 +31,7 @@ def test_errors_exit_1_with_one_line_and_no_traceback(tmp_path):
     res = run("verify", tmp_path / "nothing")
     assert res.returncode == 1 and "no such folder" in res.stderr and "Traceback" not in res.stderr
     res = run("pack", raw, tmp_path / "s", "--shard-size", "huge")
-    assert res.returncode == 1 and "expected a number with an optional KB, MB or GB unit" in res.stderr
+    assert res.returncode == 1 and "expected a size such as 500GB" in res.stderr
 
 
 def test_synth_then_pack_is_the_main_job(tmp_path):

@@ -93,7 +93,7 @@ loader = pairload.make_loader("ram", SHARDS, batch_size=2, crop=16, num_workers=
 loader.start_workers()
 started = time.monotonic() - t0
 import psutil
-uss = [psutil.Process(p.pid).memory_full_info().uss for p in loader._host.pool.procs]
+uss = [psutil.Process(p).memory_full_info().uss for p in loader.worker_pids()]
 n = sum(len(b) for b in loader)
 print(n, started, max(uss), flush=True)
 """

@@ -241,7 +241,7 @@ def test_no_pairs_refused(tmp_path):
 
 def test_parse_size():
     assert parse_size("256MB") == 256 * 1024**2 and parse_size("1GB") == 1024**3 and parse_size("512KB") == 512 * 1024
-    with pytest.raises(ConfigError, match="expected a number with an optional KB, MB or GB unit"):
+    with pytest.raises(ConfigError, match="shard size .lots.: expected a size such as 500GB"):
         parse_size("lots")
 
 

@@ -10,7 +10,9 @@ import numpy as np
 import torch
 
 from ..devices import resolve_device
-from ..errors import ConfigError, human_bytes
+from ..hooks import Hooks
+from ..errors import ConfigError
+from ..units import human_bytes
 from ..plan import BatchPlan, PlanConfig, Shards, check_groups, check_split, key_hashes, num_batches, plan_epoch
 
 
@@ -176,6 +178,7 @@ class StatefulEpochs:
         self._resume: dict[int, tuple[tuple[int, int], ...]] = {}  # epoch -> how it was started before
         self._active: tuple[int | None, tuple] = (None, ())  # (epoch, consumed) of the iteration under way
         self._delivered = 0
+        self.hooks = Hooks()  # timing hooks: `loader.hooks.add(listener)` (see `pairload.hooks`)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -199,6 +202,10 @@ class StatefulEpochs:
 
     def start_workers(self) -> None:
         """Start CPU workers now (kinds without any: nothing to do)."""
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of this loader's worker processes now running (none for kinds without workers)."""
+        return []
 
     def close(self) -> None:
         """Stop workers and free buffers; the next iteration starts them again."""

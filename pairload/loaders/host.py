@@ -45,6 +45,9 @@ class HostLoader(PlannedLoader):
         batch does not also pay for process start-up. Iterating starts them anyway."""
         self._host.start()
 
+    def worker_pids(self) -> list[int]:
+        return self._host.worker_pids()
+
     def close(self) -> None:
         """Stop the worker processes and free the shared ring (also done when the loader is garbage collected)."""
         self._host.close()

@@ -332,6 +332,10 @@ class HostWindows:
             self._ensure().wait_ready()
         return self.pool
 
+    def worker_pids(self) -> list[int]:
+        """Process ids of the running workers (none before `start` or without workers)."""
+        return [] if self.pool is None else [p.pid for p in self.pool.procs if p.poll() is None]
+
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close()

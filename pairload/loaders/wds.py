@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 
-from ..errors import ConfigError, human_bytes
+from ..errors import ConfigError
+from ..units import human_bytes
 from ..plan import Shards
 from ..read.shards import ShardDataset
 from .base import LoaderOptions, RemoteOptions

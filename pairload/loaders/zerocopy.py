@@ -33,7 +33,8 @@ import numpy as np
 import torch
 
 from ..batch import make_batch
-from ..errors import ConfigError, LoaderError, human_bytes
+from ..errors import ConfigError, LoaderError
+from ..units import human_bytes
 from ..format import schema
 from ..plan import BatchPlan
 

@@ -31,27 +31,22 @@ import numpy as np
 
 from ..format import codec, schema
 from ..format.atomic import is_temp_of, write_json_atomic
-from ..raw.decode import _silence_cv2, decode_rgb, probe_size, target_size
+from ..units import parse_bytes
+from ..raw.decode import silence_cv2, decode_rgb, probe_size, target_size
 from ..raw.discover import Pair, find_pairs
-from ..errors import ConfigError, ImageError, OutputError, PairloadError, human_bytes
+from ..errors import ConfigError, ImageError, OutputError, PairloadError
+from ..units import human_bytes
 
 if TYPE_CHECKING:
     from .upload import UploadReport
 
 DEFAULT_SHARD_SIZE = 256 * 1024**2
 MAX_RESIZE_PIXELS = 8192 * 8192  # a --resize target beyond this (192 MB per image) is a typo, not a training size
-_UNITS = {"": 1, "B": 1, "KB": 1024, "K": 1024, "MB": 1024**2, "M": 1024**2, "GB": 1024**3, "G": 1024**3}
 
 
 def parse_size(text: str | int) -> int:
-    """'256MB' → bytes (KB/MB/GB are powers of 1024)."""
-    if isinstance(text, int):
-        value = text
-    else:
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?B?)\s*", text.upper())
-        if not m:
-            raise ConfigError(f"shard size {text!r}: expected a number with an optional KB, MB or GB unit, e.g. 256MB")
-        value = int(float(m.group(1)) * _UNITS[m.group(2)])
+    """A shard size ('256MB'; `pairload.units.parse_bytes`) of at least 64 KB."""
+    value = parse_bytes(text, "shard size")
     if value < 64 * 1024:
         raise ConfigError(f"shard size {text!r} is too small: use at least 64KB")
     return value
@@ -162,7 +157,7 @@ _fds: dict[str, int] = {}
 
 
 def _worker_init() -> None:
-    _silence_cv2()
+    silence_cv2()
 
 
 def _decode_pair(job) -> tuple[np.ndarray, np.ndarray | None, list[str]]:

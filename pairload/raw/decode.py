@@ -105,7 +105,7 @@ def target_size(height: int, width: int, resize: tuple[int, int] | None, max_sid
     return height, width
 
 
-def _silence_cv2() -> None:
+def silence_cv2() -> None:
     import cv2
 
     cv2.setNumThreads(1)

@@ -26,27 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..errors import ConfigError, LoaderError, ShardError, human_bytes
+from ..errors import ConfigError, LoaderError, ShardError
+from .. import units
+from ..units import human_bytes
 
 CHUNK = 8 << 20
 FREE_MARGIN = 1 << 30  # with no limit, never fill the cache's disk beyond this much free space
 
 
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "G": 1 << 30, "GB": 1 << 30,
-          "T": 1 << 40, "TB": 1 << 40}
-
-
 def parse_bytes(text: str | int | None, what: str = "--cache-limit") -> int | None:
-    """'500GB', '2T', '1048576' -> bytes (powers of 1024, as `human_bytes` prints them); None stays None."""
-    if text is None or isinstance(text, int):
-        return text
-    import re
-
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
-    unit = m.group(2).upper() if m else ""
-    if m is None or unit not in _UNITS or float(m.group(1)) <= 0:
-        raise ConfigError(f"{what} {text!r}: expected a size such as 500GB, 2TB or a number of bytes")
-    return int(float(m.group(1)) * _UNITS[unit])
+    """`pairload.units.parse_bytes`, naming --cache-limit by default."""
+    return units.parse_bytes(text, what)
 
 
 class FetchError(LoaderError):
