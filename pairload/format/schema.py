@@ -6,7 +6,6 @@ loader import them from here. It imports neither torch nor DALI.
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 import os
@@ -20,11 +19,13 @@ import numpy as np
 
 from .atomic import PARTIAL_SUFFIX, fsync_dir, write_json_atomic  # noqa: F401 - part of the schema's API
 from ..errors import ShardError
+from .members import DEFAULT, FIELD as MEMBERS, Members, members_of
 
 FORMAT = "pairload-shards"
 VERSION = 2  # written when a sample shares another's target; shards without shared targets are written as 1
 VERSION_COMPRESSED = 3  # written by `pack --compress`: index.low/high are then where a member's zstd frame starts
-VERSIONS = (1, 2, 3)  # readable
+VERSION_TYPED = 4  # written when a split's members are not uint8 RGB of one size (`members.Members`)
+VERSIONS = (1, 2, 3, 4)  # readable
 MANIFEST = "manifest.json"
 RAW_DIR = "raw_dir"  # manifest field: the resolved RAW folder packed; pack will not replace another folder's shards
 
@@ -41,8 +42,8 @@ LOW_BYTES, HIGH_BYTES = "low_bytes", "high_bytes"  # index fields of a compresse
 HIGH_REF = "high_ref"  # .json field of a sample whose target is another sample's `.high.npy` (version 2)
 SHARES_HIGH = "shares_high"  # index field (version 2): per sample, the index in its shard whose target it uses, or -1
 
-CHANNELS = 3
-DTYPE = np.dtype(np.uint8)
+CHANNELS = DEFAULT.low.channels  # of the default members (versions 1-3); see `members` for a split's own
+DTYPE = DEFAULT.low.np_dtype
 
 BLOCK = 512
 RECORD = 20 * BLOCK  # tar pads the archive to a multiple of this, as GNU tar and Python's tarfile do
@@ -107,15 +108,9 @@ def member_order(compression: str | None) -> tuple[str, str, str]:
     return META, image_suffix(LOW, compression), image_suffix(HIGH, compression)
 
 
-@functools.lru_cache(maxsize=256)
 def npy_header(height: int, width: int) -> bytes:
-    """The .npy (format 1.0) header of a uint8 H×W×3 C-order array, as numpy.save writes it (cached: readers
-    compare it with the bytes in front of every image they read)."""
-    buf = io.BytesIO()
-    np.lib.format.write_array_header_1_0(
-        buf, {"descr": np.lib.format.dtype_to_descr(DTYPE), "fortran_order": False, "shape": (height, width, CHANNELS)}
-    )
-    return buf.getvalue()
+    """The .npy header of a default (uint8 H×W×3) image; `Member.npy_header` for any member."""
+    return DEFAULT.low.npy_header(height, width)
 
 
 def tar_header(name: str, size: int) -> bytes:
@@ -156,26 +151,26 @@ class SampleLayout:
     low_bytes: int = 0  # compressed: the length of the frame at low_data (0: raw pixels)
     high_bytes: int = 0
 
-    @property
-    def image_bytes(self) -> int:
-        return self.height * self.width * CHANNELS
-
 
 def layout_sample(key: str, height: int, width: int, meta: bytes, start: int,
-                  shared_high: int | None = None) -> tuple[SampleLayout, list[tuple[int, bytes]]]:
+                  shared_high: int | None = None, members: Members = DEFAULT
+                  ) -> tuple[SampleLayout, list[tuple[int, bytes]]]:
     """Lay out one sample at `start`; returns the layout and the (offset, bytes) header pieces to write.
 
     `shared_high`: the pixel offset of another sample's target in the same shard (format version 2): this sample
-    then has no `.high.npy` member of its own, and its `.json` names the sample whose target it uses."""
+    then has no `.high.npy` member of its own, and its `.json` names the sample whose target it uses. `members`:
+    the split's element types and size relation (height, width: the input's)."""
     pieces: list[tuple[int, bytes]] = []
     pos = start
-    npy = npy_header(height, width)
-    image_bytes = height * width * CHANNELS
+    s = members.scale
+    npys = {LOW: members.low.npy_header(height, width), HIGH: members.high.npy_header(height * s, width * s)}
+    sizes = {LOW: members.low.nbytes(height, width), HIGH: members.high.nbytes(height * s, width * s)}
     offsets: dict[str, int] = {}
     if shared_high is not None:
         offsets[HIGH] = shared_high
     for suffix in MEMBER_ORDER if shared_high is None else (META, LOW):
-        size = len(meta) if suffix == META else len(npy) + image_bytes
+        npy = npys.get(suffix, b"")
+        size = len(meta) if suffix == META else len(npy) + sizes[suffix]
         hdr = tar_header(member_name(key, suffix), size)
         pieces.append((pos, hdr))
         pos += len(hdr)
@@ -269,7 +264,12 @@ def parse_manifest(text: bytes, path: str | os.PathLike) -> dict:
         raise ShardError(f"{path}: not valid JSON ({exc}); re-run `pairload pack` to rewrite it") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ShardError(f"{path}: expected \"format\": \"{FORMAT}\", found {doc.get('format') if isinstance(doc, dict) else type(doc).__name__!r}")
-    if doc.get("version") not in VERSIONS:
+    version = doc.get("version")
+    if isinstance(version, str) and version.strip().isdigit():
+        raise ShardError(f"{path}: \"version\" is the string {version!r}; it must be the number {int(version)} "
+                         f"(\"version\": {int(version)}): the manifest was edited by hand or by another tool: "
+                         "re-run the same `pairload pack` command to rewrite it")
+    if type(version) is not int or version not in VERSIONS:
         raise ShardError(
             f"{path}: shard format version {doc.get('version')!r}, this pairload reads versions "
             f"{', '.join(map(str, VERSIONS))}; repack with this version of `pairload pack`"
@@ -299,6 +299,7 @@ def _check_split_entry(path: Path, split: str, entry: Any) -> None:
     if entry.get(COMPRESSION) is not None and entry[COMPRESSION] not in COMPRESSIONS:
         raise ShardError(f"{path}: split {split!r}: \"{COMPRESSION}\" is {entry[COMPRESSION]!r}, this pairload reads "
                          f"{', '.join(map(repr, COMPRESSIONS))} or none; repack with this version of `pairload pack`")
+    members_of(entry, path, split)  # a "members" value is checked here, with the split named
     total = 0
     for k, sh in enumerate(entry["shards"]):
         where = f"shard {k}"
@@ -340,12 +341,22 @@ class SplitIndex:
     low_bytes: np.ndarray | None = None  # int64 (n,) bytes stored at `low`: the pixels, or the zstd frame
     high_bytes: np.ndarray | None = None
     compression: str | None = None  # "zstd", or None: raw pixels at `low`/`high`
+    members: Members = DEFAULT  # element types and size relation (`hw` is the input's size)
 
     def __post_init__(self) -> None:
+        if self.members.encoding != self.compression:
+            object.__setattr__(self, "members", Members(self.members.low, self.members.high, self.members.scale,
+                                                        self.compression))
         if self.low_bytes is None:  # raw: the pixels themselves
-            pixels = self.hw[:, 0] * self.hw[:, 1] * CHANNELS
-            object.__setattr__(self, "low_bytes", pixels)
-            object.__setattr__(self, "high_bytes", pixels)
+            area = self.hw[:, 0] * self.hw[:, 1]
+            s = self.members.scale
+            object.__setattr__(self, "low_bytes", area * self.members.low.pixel_bytes)
+            object.__setattr__(self, "high_bytes", area * (s * s * self.members.high.pixel_bytes))
+
+    @property
+    def high_hw(self) -> np.ndarray:
+        """(n, 2) target sizes (the input's, times the split's scale)."""
+        return self.members.high_hw(self.hw)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -375,9 +386,10 @@ def split_index(doc: dict, split: str, where: str = MANIFEST) -> SplitIndex:
     except (KeyError, TypeError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed shard entry ({exc!r}); repack") from None
     n = len(keys)
+    members = members_of(entry, where, split, compression)
     try:
         columns = {name: _integers(values[name], name, where, split, files, counts) for name in fields}
-        return _split_index(split, files, keys, shard, columns, counts, n, compression)
+        return _split_index(split, files, keys, shard, columns, counts, n, compression, members)
     except (ValueError, TypeError, OverflowError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed index ({exc}); repack") from None
 
@@ -402,7 +414,7 @@ def _integers(values: list, field: str, where: str, split: str, files: list, cou
                      "the manifest is damaged or was edited: re-run the same `pairload pack` command to rewrite it")
 
 
-def _split_index(split, files, keys, shard, columns, counts, n, compression=None) -> SplitIndex:
+def _split_index(split, files, keys, shard, columns, counts, n, compression=None, members=DEFAULT) -> SplitIndex:
     sized = {name: np.asarray(columns[name], dtype=np.int64).reshape(n)
              for name in (LOW_BYTES, HIGH_BYTES) if name in columns}
     return SplitIndex(
@@ -416,5 +428,6 @@ def _split_index(split, files, keys, shard, columns, counts, n, compression=None
         crc=np.asarray(columns["crc32"], dtype=np.uint32).reshape(n, 2),
         shard_samples=np.asarray(counts, dtype=np.int64),
         compression=compression,
+        members=members,
         **sized,
     )

@@ -9,6 +9,7 @@ from enum import Enum
 import numpy as np
 
 from ..errors import ConfigError
+from .crops import Crop, check_crop, crop_size
 
 
 class LastBatch(str, Enum):
@@ -41,7 +42,7 @@ class Stage:
     `crop` (per rank)."""
 
     step: int
-    crop: int | None
+    crop: Crop
     batch_size: int
 
 
@@ -66,11 +67,19 @@ def parse_schedule(spec) -> tuple[Stage, ...]:
         if b.step <= a.step:
             raise ConfigError(f"schedule: stage at step {b.step} comes after step {a.step}; list stages by "
                               "increasing step")
+    checked = []
     for st in stages:
-        if st.batch_size < 1 or (st.crop is not None and st.crop < 1):
-            raise ConfigError(f"schedule stage at step {st.step}: crop {st.crop}, batch {st.batch_size}: expected "
-                              "positive sizes")
-    return stages
+        where = f"schedule stage at step {st.step}: crop"
+        crop = check_crop(tuple(st.crop) if isinstance(st.crop, list) else st.crop, where)
+        if not _whole(st.batch_size) or st.batch_size < 1 or not _whole(st.step):
+            raise ConfigError(f"schedule stage at step {st.step!r}: crop {st.crop}, batch {st.batch_size!r}: expected "
+                              "positive sizes and whole numbers")
+        checked.append(Stage(int(st.step), crop, int(st.batch_size)))
+    return tuple(checked)
+
+
+def _whole(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 
@@ -84,15 +93,16 @@ class BatchPlan:
     x: np.ndarray
     code: np.ndarray
     padded: np.ndarray
-    crop: int | None = None
+    crop: Crop = None
 
     def __len__(self) -> int:
         return len(self.index)
 
     def out_hw(self, hw: np.ndarray) -> tuple[int, int]:
         """Height and width of this batch's windows (`hw`: the split's (n, 2) image sizes)."""
-        if self.crop is not None:
-            return self.crop, self.crop
+        size = crop_size(self.crop)
+        if size is not None:
+            return size
         h, w = hw[self.index[0]]
         return int(h), int(w)
 
@@ -113,7 +123,7 @@ class PlanConfig:
     its first stage's."""
 
     batch_size: int | None = None
-    crop: int | None | _Required = REQUIRED
+    crop: Crop | _Required = REQUIRED  # see `pairload.plan.crops`: 256, (192, 256) or None
     seed: int = 0
     rank: int = 0
     world_size: int = 1
@@ -140,10 +150,13 @@ class PlanConfig:
             raise ConfigError("batch_size is required (or a schedule, whose first stage gives it)")
         if self.crop is REQUIRED:
             raise ConfigError("crop is required: a size in pixels, or None for whole images")
-        if self.batch_size < 1:
-            raise ConfigError(f"batch_size={self.batch_size}: expected at least 1")
-        if self.crop is not None and self.crop < 1:
-            raise ConfigError(f"crop={self.crop}: expected a positive size in pixels, or None for whole images")
+        if not _whole(self.batch_size) or self.batch_size < 1:
+            raise ConfigError(f"batch_size={self.batch_size!r}: expected a whole number, at least 1")
+        object.__setattr__(self, "batch_size", int(self.batch_size))
+        object.__setattr__(self, "crop", check_crop(tuple(self.crop) if isinstance(self.crop, list) else self.crop))
+        for name in ("seed", "rank", "world_size"):
+            if not _whole(getattr(self, name)):
+                raise ConfigError(f"{name}={getattr(self, name)!r}: expected a whole number")
         if self.world_size < 1 or not 0 <= self.rank < self.world_size:
             raise ConfigError(f"rank={self.rank}, world_size={self.world_size}: expected 0 <= rank < world_size")
         if self.last_batch not in LAST_BATCH:
@@ -214,14 +227,14 @@ def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
     n = len(keys)
     if n == 0:
         raise ConfigError(f"split {split!r} is empty")
-    crops = sorted({st.crop for st in cfg.stages if st.crop is not None})
-    if crops:
-        crop = crops[-1]
-        small = np.flatnonzero((hw[:, 0] < crop) | (hw[:, 1] < crop))
+    for crop in sorted({st.crop for st in cfg.stages if st.crop is not None}, key=crop_size, reverse=True):
+        ch, cw = crop_size(crop)
+        small = np.flatnonzero((hw[:, 0] < ch) | (hw[:, 1] < cw))
         if len(small):
             i = int(small[np.argmin(hw[small].min(axis=1))])
+            fits = f"crop <= {int(hw.min())}" if ch == cw else f"crop <= ({int(hw[:, 0].min())}, {int(hw[:, 1].min())})"
             raise ConfigError(f"crop {crop} is larger than sample {keys[i]!r} of split {split!r}, which is "
-                              f"{hw[i, 1]}x{hw[i, 0]} (crop {crop}x{crop}); use crop <= {int(hw.min())} or repack "
+                              f"{hw[i, 1]}x{hw[i, 0]} (crop {cw}x{ch}); use {fits} or repack "
                               "without that image")
     if any(st.crop is None and st.batch_size > 1 for st in cfg.stages) and len(np.unique(hw, axis=0)) > 1:
         raise ConfigError(f"split {split!r} has images of {len(np.unique(hw, axis=0))} different sizes, so whole images "

@@ -1,9 +1,7 @@
 """Per-sample randomness: stable key hashes, the epoch's permutation, and each sample's crop corner and
 augmentation code, all pure functions of (seed, epoch, key, draw). Numpy only.
 
-Augmentation code (one per sample, applied to both images after cropping, in this order):
-bit 2 (4): transpose H and W (square crops only), bit 1 (2): flip vertically, bit 0 (1): flip horizontally.
-The eight codes are the eight symmetries of the square (flips and 90° rotations).
+Augmentation codes: `pairload.dihedral` (one per sample, applied to both images after cropping).
 """
 
 from __future__ import annotations
@@ -12,7 +10,8 @@ import hashlib
 
 import numpy as np
 
-HFLIP, VFLIP, TRANSPOSE = 1, 2, 4
+from ..dihedral import HFLIP, TRANSPOSE, VFLIP, allowed  # noqa: F401 - the planner's codes, re-exported
+from .crops import Crop, windows
 
 
 def key_hashes(keys) -> np.ndarray:
@@ -37,24 +36,25 @@ def _stream(key_hash: np.ndarray, seed: int, epoch: int, stream: int, draw: np.n
     return _splitmix(np.asarray(key_hash, dtype=np.uint64) ^ _splitmix(base))
 
 
-def sample_params(key_hash: np.ndarray, hw: np.ndarray, *, seed: int, epoch: int, crop: int | None,
+def sample_params(key_hash: np.ndarray, hw: np.ndarray, *, seed: int, epoch: int, crop: Crop,
                   augment: bool, draw: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Crop corner (y, x) and augmentation code for each sample, from its key (and, for a sample drawn more than
-    once in an epoch, which draw it is) alone: (y, x, code) int64 arrays."""
+    """Crop corner (y, x) and orientation code for each sample, from its key (and, for a sample drawn more than
+    once in an epoch, which draw it is) alone: (y, x, code) int64 arrays. `crop`: a crop policy's setting
+    (`pairload.plan.crops`); the corner is uniform over the places the window fits, and a window that is not
+    square is only flipped, never transposed."""
     key_hash = np.atleast_1d(np.asarray(key_hash, dtype=np.uint64))
     hw = np.asarray(hw, dtype=np.int64).reshape(-1, 2)
     n = len(key_hash)
+    win = windows(crop, hw)
     if crop is None:
         y = x = np.zeros(n, dtype=np.int64)
     else:
-        y = (_stream(key_hash, seed, epoch, 1, draw) % (hw[:, 0] - crop + 1).astype(np.uint64)).astype(np.int64)
-        x = (_stream(key_hash, seed, epoch, 2, draw) % (hw[:, 1] - crop + 1).astype(np.uint64)).astype(np.int64)
+        y = (_stream(key_hash, seed, epoch, 1, draw) % (hw[:, 0] - win[:, 0] + 1).astype(np.uint64)).astype(np.int64)
+        x = (_stream(key_hash, seed, epoch, 2, draw) % (hw[:, 1] - win[:, 1] + 1).astype(np.uint64)).astype(np.int64)
     if not augment:
         return y, x, np.zeros(n, dtype=np.int64)
     code = (_stream(key_hash, seed, epoch, 3, draw) & np.uint64(7)).astype(np.int64)
-    if crop is None:
-        code[hw[:, 0] != hw[:, 1]] &= HFLIP | VFLIP  # a non-square image cannot be transposed in place
-    return y, x, code
+    return y, x, allowed(code, win[:, 0], win[:, 1])
 
 
 def epoch_order(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tuple[int, ...] = ()) -> np.ndarray:

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-HFLIP, VFLIP, TRANSPOSE = 1, 2, 4  # the planner's codes (pairload.plan.draws), repeated here to keep workers light
+from ..dihedral import orient
 
 
 class WindowTask(NamedTuple):
@@ -25,17 +25,6 @@ class WindowTask(NamedTuple):
     ahead: tuple = ()
 
 
-def oriented(window: np.ndarray, code: int) -> np.ndarray:
-    """A view of `window` under the planner's code: transpose, then vertical flip, then horizontal flip."""
-    if code & TRANSPOSE:
-        window = window.transpose(1, 0, 2)
-    if code & VFLIP:
-        window = window[::-1]
-    if code & HFLIP:
-        window = window[:, ::-1]
-    return window
-
-
 def slot_view(flat: np.ndarray, n: int, h: int, w: int) -> np.ndarray:
     """The (2, n, h, w, 3) array at the start of one ring slot (a flat uint8 row)."""
     return flat[: 2 * n * h * w * 3].reshape(2, n, h, w, 3)
@@ -50,8 +39,8 @@ def fill(ds, dst: np.ndarray, index, y, x, code=None) -> None:
     for j, (i, yy, xx, c) in enumerate(zip(np.asarray(index).tolist(), np.asarray(y).tolist(),
                                            np.asarray(x).tolist(), codes)):
         low, high = arrays(i)
-        dst[0, j] = oriented(low[yy:yy + h, xx:xx + w], c)
-        dst[1, j] = oriented(high[yy:yy + h, xx:xx + w], c)
+        dst[0, j] = orient(low[yy:yy + h, xx:xx + w], c)
+        dst[1, j] = orient(high[yy:yy + h, xx:xx + w], c)
 
 
 def run_window(ds, ring: np.ndarray, task: WindowTask) -> None:

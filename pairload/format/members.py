@@ -1,0 +1,139 @@
+"""What a split's image members are: each side's element type and channels (H×W×C, C order), the size relation
+between input and target, and how the members are encoded. The one description every writer, reader, worker,
+kernel and batch takes element sizes and shapes from (as MosaicML's encodings table and FFCV's fields are).
+Numpy only; imports neither torch nor DALI.
+
+uint8 RGB on both sides at the same size, stored raw, is the default: a manifest that says nothing of members (every
+pack of format versions 1-3) means exactly that. A split whose members differ records them in its manifest entry
+(`"members"`), and such a pack is written as format version 4 so that an older pairload refuses it by name.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ShardError
+
+DTYPES = {"uint8": np.dtype(np.uint8), "uint16": np.dtype(np.uint16)}  # what a member may hold (little-endian)
+ENCODINGS = (None, "zstd")  # raw pixels, or each .npy file as one zstd frame (`pack --compress zstd`)
+FIELD = "members"  # manifest field of a split whose members are not the default
+
+
+@dataclass(frozen=True)
+class Member:
+    """One side's images: `dtype` (a name from DTYPES) and `channels`, stored H×W×C in C order."""
+
+    dtype: str = "uint8"
+    channels: int = 3
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ShardError(f"member dtype {self.dtype!r}: expected one of {', '.join(DTYPES)}")
+        if not isinstance(self.channels, int) or isinstance(self.channels, bool) or not 1 <= self.channels <= 64:
+            raise ShardError(f"member channels {self.channels!r}: expected a whole number from 1 to 64")
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return DTYPES[self.dtype]
+
+    @property
+    def pixel_bytes(self) -> int:
+        """Bytes of one pixel (all its channels)."""
+        return self.np_dtype.itemsize * self.channels
+
+    def nbytes(self, h: int, w: int) -> int:
+        return int(h) * int(w) * self.pixel_bytes
+
+    def npy_header(self, h: int, w: int) -> bytes:
+        return _npy_header(self.dtype, self.channels, int(h), int(w))
+
+    def view(self, flat: np.ndarray, h: int, w: int) -> np.ndarray:
+        """The H×W×C array of this member over `flat`, a uint8 buffer of exactly `nbytes(h, w)` bytes."""
+        return flat.view(self.np_dtype).reshape(h, w, self.channels)
+
+    def describe(self) -> str:
+        return f"{self.dtype} ×{self.channels}"
+
+
+@functools.lru_cache(maxsize=512)
+def _npy_header(dtype: str, channels: int, h: int, w: int) -> bytes:
+    """The .npy (format 1.0) header numpy.save writes for a C-order H×W×C array (cached: readers compare it with the
+    bytes in front of every image they read)."""
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": np.lib.format.dtype_to_descr(DTYPES[dtype]), "fortran_order": False, "shape": (h, w, channels)})
+    return buf.getvalue()
+
+
+@dataclass(frozen=True)
+class Members:
+    """A split's members: `low` (input) and `high` (target), `scale` (the target is `scale` times the input's
+    height and width: 2 for a packed Bayer input beside its developed image, 1 for everything else) and
+    `encoding` (None: raw pixels; "zstd")."""
+
+    low: Member = Member()
+    high: Member = Member()
+    scale: int = 1
+    encoding: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.scale, int) or isinstance(self.scale, bool) or not 1 <= self.scale <= 8:
+            raise ShardError(f"members scale {self.scale!r}: expected a whole number from 1 to 8")
+        if self.encoding not in ENCODINGS:
+            raise ShardError(f"members encoding {self.encoding!r}: expected raw or zstd")
+
+    @property
+    def default(self) -> bool:
+        """uint8 RGB on both sides, same size: what versions 1-3 of the format hold."""
+        return self.low == Member() and self.high == Member() and self.scale == 1
+
+    def side(self, k: int) -> Member:
+        return self.high if k else self.low
+
+    def high_hw(self, hw):
+        """Target sizes from input sizes (an (n, 2) array or one (h, w))."""
+        return np.asarray(hw, dtype=np.int64) * self.scale if self.scale != 1 else np.asarray(hw, dtype=np.int64)
+
+    def pair_bytes(self, h: int, w: int) -> int:
+        """Pixel bytes of one pair whose input is h×w."""
+        s = self.scale
+        return self.low.nbytes(h, w) + self.high.nbytes(h * s, w * s)
+
+    def window_bytes(self, n: int, h: int, w: int) -> tuple[int, int]:
+        """Bytes of n input windows of h×w and of their n target windows."""
+        s = self.scale
+        return n * self.low.nbytes(h, w), n * self.high.nbytes(h * s, w * s)
+
+    def to_doc(self) -> dict | None:
+        """The manifest's "members" value (None for the default, which manifests leave out)."""
+        if self.default:
+            return None
+        return {"low": {"dtype": self.low.dtype, "channels": self.low.channels},
+                "high": {"dtype": self.high.dtype, "channels": self.high.channels}, "scale": self.scale}
+
+    def describe(self) -> str:
+        s = f"input {self.low.describe()}, target {self.high.describe()}"
+        return s + (f" at {self.scale}× the input's size" if self.scale != 1 else "")
+
+
+DEFAULT = Members()
+
+
+def members_of(entry: dict, where: str, split: str, encoding: str | None = None) -> Members:
+    """The members of one split from its manifest entry (absent: the default), checked; a malformed value is a
+    ShardError naming the manifest and the split."""
+    doc = entry.get(FIELD)
+    if doc is None:
+        return Members(encoding=encoding)
+    try:
+        if not isinstance(doc, dict) or set(doc) - {"low", "high", "scale"}:
+            raise TypeError("expected an object with low, high and scale")
+        sides = [Member(dtype=doc[k]["dtype"], channels=doc[k]["channels"]) for k in ("low", "high")]
+        return Members(low=sides[0], high=sides[1], scale=doc.get("scale", 1), encoding=encoding)
+    except (KeyError, TypeError, ShardError) as exc:
+        raise ShardError(f"{where}: split {split!r}: \"{FIELD}\" is {doc!r} ({exc}); the manifest is damaged or was "
+                         "edited: re-run the same `pairload pack` command to rewrite it") from None
