@@ -1,6 +1,7 @@
-"""The batch every loader yields (`PairBatch`), the device-side augmentation step, and `Normalize`.
+"""The batch every loader yields (`PairBatch`), the device-side orientation step, and `Normalize`.
 
-Batches stay uint8 until they are on the device; `Normalize` is the one place where images become float.
+Batches keep their stored integer types until they are on the device; `Normalize` is the one place where images
+become float.
 """
 
 from __future__ import annotations
@@ -11,14 +12,17 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .plan import HFLIP, TRANSPOSE, VFLIP
+from .dihedral import HFLIP, TRANSPOSE, VFLIP
+from .format.members import DTYPE_TABLE
 
 
 @dataclass
 class PairBatch:
-    """low and high: uint8 N×3×H×W tensors on the loader's device (channels_last memory layout); keys: the
-    shard key of each row ("source/key" when sources are mixed); padded: bool N, True for samples repeated to fill
-    the last batch (last_batch='pad'); source: the source name of each row when sources are mixed, else None."""
+    """low and high: N×C×H×W tensors on the loader's device (channels_last memory layout), of the split's member
+    types (`pairload.format.members`: uint8 RGB at one size by default; a packed raw input may have 4 channels and
+    half the target's size); keys: the shard key of each row ("source/key" when sources are mixed); padded: bool N,
+    True for samples repeated to fill the last batch (last_batch='pad'); source: the source name of each row when
+    sources are mixed, else None."""
 
     low: torch.Tensor
     high: torch.Tensor
@@ -35,31 +39,58 @@ class PairBatch:
         return ~self.padded
 
 
-def apply_codes(pixels: torch.Tensor, code: torch.Tensor | None) -> torch.Tensor:
-    """Apply each sample's augmentation code to a (2, N, H, W, C) uint8 tensor: both images, one transform.
+TORCH_DTYPES = {name: getattr(torch, row[1]) for name, row in DTYPE_TABLE.items()}
+_WORK_DTYPES = {name: getattr(torch, row[2]) for name, row in DTYPE_TABLE.items()}  # what torch can flip
 
-    Transpose, then vertical flip, then horizontal flip, as `pairload.plan` defines the codes. Branch-free
-    (`torch.where`), so no device synchronisation happens here.
-    """
+
+def apply_codes(pixels: torch.Tensor, code: torch.Tensor | None) -> torch.Tensor:
+    """Apply each sample's orientation code (`pairload.dihedral`) to a (..., N, H, W, C) tensor (both sides stacked
+    in front, or one side): transpose, then vertical flip, then horizontal flip. Branch-free (`torch.where`), so no
+    device synchronisation happens here."""
     if code is None:
         return pixels
-    mask = code.view(1, -1, 1, 1, 1)
-    if pixels.shape[2] == pixels.shape[3]:
-        pixels = torch.where((mask & TRANSPOSE) != 0, pixels.transpose(2, 3), pixels)
-    pixels = torch.where((mask & VFLIP) != 0, pixels.flip(2), pixels)
-    return torch.where((mask & HFLIP) != 0, pixels.flip(3), pixels)
+    lead = pixels.dim() - 4
+    mask = code.view(*([1] * lead), -1, 1, 1, 1)
+    h, w = lead + 1, lead + 2
+    if pixels.shape[h] == pixels.shape[w]:
+        pixels = torch.where((mask & TRANSPOSE) != 0, pixels.transpose(h, w), pixels)
+    pixels = torch.where((mask & VFLIP) != 0, pixels.flip(h), pixels)
+    return torch.where((mask & HFLIP) != 0, pixels.flip(w), pixels)
 
 
-def make_batch(pixels: torch.Tensor, code: torch.Tensor | None, keys: Sequence[str], padded: torch.Tensor,
+def sides_of(layout, flat: torch.Tensor, work: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(low, high) N×H×W×C tensors over `flat`, a uint8 tensor laid out by `layout` (`members.BatchLayout`);
+    `work`: in the dtypes torch can flip (uint16 as int16)."""
+    table = _WORK_DTYPES if work else TORCH_DTYPES
+    n, h, w, _ = layout.low_shape
+    low = flat[:n * layout.low.nbytes(h, w)].view(table[layout.low.dtype]).view(layout.low_shape)
+    n, h, w, _ = layout.high_shape
+    high = flat[layout.high_offset:layout.high_offset + n * layout.high.nbytes(h, w)]
+    return low, high.view(table[layout.high.dtype]).view(layout.high_shape)
+
+
+def make_batch(layout, flat: torch.Tensor, code: torch.Tensor | None, keys: Sequence[str], padded: torch.Tensor,
                source: list[str] | None = None) -> PairBatch:
-    """(2, N, H, W, 3) uint8 on the device → augmented PairBatch with N×3×H×W views (no copy for the layout change)."""
-    out = apply_codes(pixels, code).permute(0, 1, 4, 2, 3)
-    return PairBatch(low=out[0], high=out[1], keys=list(keys), padded=padded, source=source)
+    """A batch laid out by `layout` in the uint8 tensor `flat` (on the device) → PairBatch of N×C×H×W views,
+    oriented by `code` (None: already oriented). Sides of one shape and type are transformed together."""
+    if layout.stacked:
+        n, h, w, c = layout.low_shape
+        both = flat[:layout.total].view(_WORK_DTYPES[layout.low.dtype]).view(2, n, h, w, c)
+        out = apply_codes(both, code).permute(0, 1, 4, 2, 3)
+        low, high = out[0], out[1]
+    else:
+        low, high = (apply_codes(side, code).permute(0, 3, 1, 2) for side in sides_of(layout, flat, work=True))
+    return PairBatch(low=_final(low, layout.low.dtype), high=_final(high, layout.high.dtype), keys=list(keys),
+                     padded=padded, source=source)
+
+
+def _final(t: torch.Tensor, dtype: str) -> torch.Tensor:
+    return t if t.dtype == TORCH_DTYPES[dtype] else t.view(TORCH_DTYPES[dtype])
 
 
 def batch_from_hwc(low: torch.Tensor, high: torch.Tensor, keys: Sequence[str], padded: torch.Tensor,
                    source: list[str] | None = None) -> PairBatch:
-    """Already augmented N×H×W×3 tensors (as DALI delivers them) → PairBatch with N×3×H×W views."""
+    """Already oriented N×H×W×C tensors (as DALI delivers them) → PairBatch with N×C×H×W views."""
     return PairBatch(low=low.permute(0, 3, 1, 2), high=high.permute(0, 3, 1, 2), keys=list(keys), padded=padded,
                      source=source)
 
@@ -75,7 +106,8 @@ class Normalize(nn.Module):
         super().__init__()
         if len(mean) != len(std) or any(s <= 0 for s in std):
             raise ValueError(f"Normalize: mean {tuple(mean)} and std {tuple(std)} need one positive std per channel")
-        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1) * 255.0, persistent=False)
+        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1) * 255.0,
+                             persistent=False)
         self.register_buffer("inv_std", 1.0 / (torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1) * 255.0),
                              persistent=False)
         self.channels_last = channels_last

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pairload import make_loader
-from pairload.errors import ConfigError, LoaderError, PairloadError, ShardError
+from pairload.errors import ConfigError, ShardError
 from pairload.loaders import zerocopy
 from pairload.read.shards import open_shards
 

@@ -18,7 +18,11 @@ import numpy as np
 
 from ..errors import ShardError
 
-DTYPES = {"uint8": np.dtype(np.uint8), "uint16": np.dtype(np.uint16)}  # what a member may hold (little-endian)
+# What a member may hold (little-endian): name -> (numpy dtype, torch dtype name, the torch dtype name it is moved
+# and flipped as: torch has few kernels for uint16, so its pixels travel as int16, the same bits). A new element
+# type is one entry here.
+DTYPE_TABLE = {"uint8": (np.dtype(np.uint8), "uint8", "uint8"), "uint16": (np.dtype(np.uint16), "uint16", "int16")}
+DTYPES = {name: row[0] for name, row in DTYPE_TABLE.items()}
 ENCODINGS = (None, "zstd")  # raw pixels, or each .npy file as one zstd frame (`pack --compress zstd`)
 FIELD = "members"  # manifest field of a split whose members are not the default
 
@@ -39,6 +43,11 @@ class Member:
     @property
     def np_dtype(self) -> np.dtype:
         return DTYPES[self.dtype]
+
+    @property
+    def torch_dtype_names(self) -> tuple[str, str]:
+        """(torch dtype name of the values, torch dtype name it is moved and oriented as)."""
+        return DTYPE_TABLE[self.dtype][1:]
 
     @property
     def pixel_bytes(self) -> int:
@@ -108,6 +117,10 @@ class Members:
         s = self.scale
         return n * self.low.nbytes(h, w), n * self.high.nbytes(h * s, w * s)
 
+    def batch(self, n: int, h: int, w: int) -> "BatchLayout":
+        """Where a batch of n input windows of h×w and their targets lie in one flat buffer."""
+        return _batch_layout(self.low, self.high, self.scale, int(n), int(h), int(w))
+
     def to_doc(self) -> dict | None:
         """The manifest's "members" value (None for the default, which manifests leave out)."""
         if self.default:
@@ -118,6 +131,45 @@ class Members:
     def describe(self) -> str:
         s = f"input {self.low.describe()}, target {self.high.describe()}"
         return s + (f" at {self.scale}× the input's size" if self.scale != 1 else "")
+
+
+ALIGN = 64  # the target block of a batch buffer starts at a multiple of this (any dtype's view is aligned)
+
+
+@dataclass(frozen=True)
+class BatchLayout:
+    """One batch in one flat uint8 buffer: the n input windows (n, h, w, C) from byte 0, the n target windows from
+    `high_offset`. `stacked`: both sides have one shape and dtype and lie back to back, so the buffer is also one
+    (2, n, h, w, C) array (the default members: one view, one transform for both)."""
+
+    low: Member
+    high: Member
+    low_shape: tuple[int, int, int, int]
+    high_shape: tuple[int, int, int, int]
+    high_offset: int
+    total: int
+
+    @property
+    def stacked(self) -> bool:
+        return (self.low == self.high and self.low_shape == self.high_shape
+                and self.high_offset == self.low.nbytes(*self.low_shape[1:3]) * self.low_shape[0])
+
+    def views(self, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) arrays over `flat` (a uint8 buffer of at least `total` bytes)."""
+        n, h, w, c = self.low_shape
+        nb = self.low.nbytes(h, w) * n
+        low = flat[:nb].view(self.low.np_dtype).reshape(self.low_shape)
+        n, h, w, c = self.high_shape
+        high = flat[self.high_offset:self.high_offset + self.high.nbytes(h, w) * n].view(self.high.np_dtype)
+        return low, high.reshape(self.high_shape)
+
+
+@functools.lru_cache(maxsize=256)
+def _batch_layout(low: Member, high: Member, scale: int, n: int, h: int, w: int) -> BatchLayout:
+    low_bytes = n * low.nbytes(h, w)
+    offset = -(-low_bytes // ALIGN) * ALIGN
+    return BatchLayout(low, high, (n, h, w, low.channels), (n, h * scale, w * scale, high.channels), offset,
+                       offset + n * high.nbytes(h * scale, w * scale))
 
 
 DEFAULT = Members()

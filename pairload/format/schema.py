@@ -6,7 +6,6 @@ loader import them from here. It imports neither torch nor DALI.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
@@ -19,7 +18,7 @@ import numpy as np
 
 from .atomic import PARTIAL_SUFFIX, fsync_dir, write_json_atomic  # noqa: F401 - part of the schema's API
 from ..errors import ShardError
-from .members import DEFAULT, FIELD as MEMBERS, Members, members_of
+from .members import DEFAULT, Members, members_of
 
 FORMAT = "pairload-shards"
 VERSION = 2  # written when a sample shares another's target; shards without shared targets are written as 1
@@ -263,7 +262,8 @@ def parse_manifest(text: bytes, path: str | os.PathLike) -> dict:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ShardError(f"{path}: not valid JSON ({exc}); re-run `pairload pack` to rewrite it") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ShardError(f"{path}: expected \"format\": \"{FORMAT}\", found {doc.get('format') if isinstance(doc, dict) else type(doc).__name__!r}")
+        found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise ShardError(f"{path}: expected \"format\": \"{FORMAT}\", found {found!r}")
     version = doc.get("version")
     if isinstance(version, str) and version.strip().isdigit():
         raise ShardError(f"{path}: \"version\" is the string {version!r}; it must be the number {int(version)} "

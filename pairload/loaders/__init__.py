@@ -1,9 +1,8 @@
 """`make_loader`: one entry point for every backend; all of them yield `PairBatch`.
 
-kinds: "ram" (memory-mapped shards, batch-level crops, pinned async copies, optional device-resident split),
-"wds" (the same shards read by shard, a window at a time: for splits larger than memory), "dali-external" and
-"dali-file" (`loaders.dali`, public as `pairload.dali`). Every kind executes the one planner's batches
-(`pairload.plan`); ram, wds and dali-external share one worker engine (`ring`).
+The kinds are the registry in `pairload.kinds` (one entry per kind: the class that executes it and its preset
+options). Every kind executes the one planner's batches (`pairload.plan`); ram, wds and dali-external cut them with
+one of the cutters (`cutters`).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import os
 from typing import Any
 
 from ..errors import ConfigError
-from ..kinds import LOADER_KINDS as KINDS
+from ..kinds import KINDS
 from ..plan import REQUIRED
 from .base import Loader, LoaderOptions, check_options
 
@@ -32,29 +31,27 @@ def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "tr
     (batches per rank since epoch 0) batches of that crop and per-rank size; `batch_size`/`crop` are then the
     first stage's and may be left out.
 
-    Every kind has `len()` (batches per epoch on this rank; `batches_in(e)` for any epoch), `set_epoch(e)`, `state_dict()`/`load_state_dict()`,
-    `close()`, and yields `PairBatch`es of uint8 N×3×crop×crop tensors on `device`. `num_workers` is each kind's CPU
-    parallelism: worker processes (ram, wds) or DALI CPU threads. Backend options: ram: `resident=True` keeps the
-    split in device memory, `zero_copy` (on a CUDA device the GPU cuts the crops from the page cache, no workers:
-    None = when it can, with a warning saying why not; also dali-external), `pin_budget` (bytes it may pin), `prefetch`, `timeout` (seconds to wait for a worker's batch; also wds, dali-external); wds: `shuffle_buffer` (samples shuffled together: whole shards, default 1 GiB of pairs), `prefetch`; DALI: `prefetch`, and for dali-file
-    `low_dir`, `high_dir`, `pairs_file`. An unknown option is a ConfigError that lists the accepted ones.
+    Every kind has `len()` (batches per epoch on this rank; `batches_in(e)` for any epoch), `set_epoch(e)`,
+    `state_dict()`/`load_state_dict()`, `close()`, and yields `PairBatch`es on `device` of the split's member types
+    (uint8 N×3×crop×crop by default; `pairload.format.members`). `crop`: a size (square windows), (height, width)
+    or None (whole images; `pairload.plan.crops`). `num_workers` is each kind's CPU parallelism: worker processes
+    (ram, wds) or DALI CPU threads. Backend options: ram: `resident=True` keeps the split in device memory,
+    `zero_copy` (on a CUDA device the GPU cuts the crops from the page cache, no workers: None = when it can, with a
+    warning saying why not; also dali-external), `pin_budget` (bytes it may pin), `prefetch`, `timeout` (seconds to
+    wait for a worker's batch; also wds, dali-external); wds: `shuffle_buffer` (samples shuffled together: whole
+    shards, default 1 GiB of pairs), `prefetch`; DALI: `prefetch`, and for dali-file `low_dir`, `high_dir`,
+    `pairs_file`. An unknown option is a ConfigError that lists the accepted ones.
     """
     if kind not in KINDS:
         raise ConfigError(f"loader kind {kind!r}: expected one of {', '.join(KINDS)}")
+    entry = KINDS[kind]
     opts = LoaderOptions.build(split=split, batch_size=batch_size, crop=crop, seed=seed, rank=rank,
                                world_size=world_size, num_workers=num_workers, device=str(device),
                                last_batch=last_batch, augment=augment, shuffle=shuffle, repeats=repeats,
                                weights=weights or (), epoch_size=epoch_size, schedule=schedule or ())
-    if kind == "ram":
-        from .ram import RamLoader as cls
-    elif kind == "wds":
-        from .wds import WdsLoader as cls
-    else:
-        from . import dali
-
-        cls = dali.DaliExternalLoader if kind == "dali-external" else dali.DaliFileLoader
-    check_options(cls, backend, f"make_loader({kind!r})")
-    return cls(source, opts, **backend)
+    cls = entry.load()
+    check_options(cls, backend, f"make_loader({kind!r})", entry.options)
+    return cls(source, opts, **entry.preset, **backend)
 
 
 __all__ = ["KINDS", "Loader", "LoaderOptions", "make_loader"]

@@ -84,7 +84,8 @@ class RemoteOptions:
 class Loader(Protocol):
     """What every kind of `make_loader` is. `len()` is this rank's batches in the current epoch: the same for every
     epoch, except the epoch resumed from a `state_dict` (its rest) and under a crop/batch schedule (the stages the
-    epoch spans); `batches_in(e)` is epoch e's, without planning it. `close()` stops the workers; iterating again starts them."""
+    epoch spans); `batches_in(e)` is epoch e's, without planning it. `close()` stops the workers; iterating again
+    starts them."""
 
     def __iter__(self) -> Iterator: ...
     def __len__(self) -> int: ...
@@ -104,12 +105,14 @@ _PLAN_FIELDS = ("seed", "batch_size", "crop", "split", "last_batch", "shuffle", 
 _NEWER_FIELDS = {"repeats": 1, "mix": None, "schedule": None}
 
 
-def check_options(cls, backend: dict, where: str) -> None:
-    """Refuse options `cls` does not take (its keyword-only parameters), naming the ones it accepts."""
+def check_options(cls, backend: dict, where: str, accepted=None) -> None:
+    """Refuse options `cls` does not take (`accepted`, or its keyword-only parameters), naming the ones it accepts."""
     import inspect
 
-    accepted = sorted(name for name, p in inspect.signature(cls.__init__).parameters.items()
-                      if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    if accepted is None:
+        accepted = [name for name, p in inspect.signature(cls.__init__).parameters.items()
+                    if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    accepted = sorted(accepted)
     unknown = sorted(set(backend) - set(accepted))
     if unknown:
         raise ConfigError(f"{where}: unknown option(s) {', '.join(unknown)}; this kind accepts "
@@ -133,7 +136,8 @@ def plan_fields(opts: LoaderOptions, samples: int, deal: str, groups=()) -> dict
     """What a loader state must agree on to describe the same epochs (everything but the world size)."""
     p = opts.plan
     fields = {"seed": p.seed, "batch_size": p.batch_size, "crop": p.crop, "split": opts.split,
-              "last_batch": str(p.last_batch), "shuffle": p.shuffle, "augment": p.augment, "samples": samples, "deal": deal,
+              "last_batch": str(p.last_batch), "shuffle": p.shuffle, "augment": p.augment, "samples": samples,
+              "deal": deal,
               "repeats": p.repeats, "mix": None, "schedule": None}
     if p.mixed:
         fields["mix"] = {"sources": [[name, n] for name, n in groups], "weights": [[k, w] for k, w in p.weights],

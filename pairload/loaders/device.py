@@ -1,19 +1,19 @@
 """The one device stage every host-side loader passes through (as timm's PrefetchLoader is for its loaders).
 
-Host batches (uint8 (2, N, H, W, 3), in pinned memory when the device is a GPU) are copied on a side CUDA stream
-together with their augmentation codes, flipped there, and handed to the caller's stream one batch ahead, so the
-copy of batch k+1 overlaps the caller's work on batch k. On a CPU device the batch is used as it is (the host side
-has already applied the flips).
+Host cuts (one flat buffer per batch holding both sides, in pinned memory when the device is a GPU) are copied on a
+side CUDA stream together with their orientation codes, oriented there, and handed to the caller's stream one batch
+ahead, so the copy of batch k+1 overlaps the caller's work on batch k. On a CPU device the batch is used as it is
+(the host side has already applied the flips). Device cuts (the GPU kernel, a resident split) are only handed over.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable
 
 import torch
 
-from ..batch import PairBatch, make_batch
+from ..batch import PairBatch, batch_from_hwc, make_batch
+from .cutters import Cut
 
 
 class DeviceStage:
@@ -23,25 +23,30 @@ class DeviceStage:
         self._stream = torch.cuda.Stream(device) if self.cuda else None
         self._copying: deque = deque()  # (release callback, event) of host buffers whose copy may still run
 
-    def put(self, host: torch.Tensor, code: torch.Tensor | None, keys: list[str], padded: torch.Tensor,
-            release: Callable[[], None] | None = None, source: list[str] | None = None):
-        """A batch on the device from a host batch; `release()` is called once the host buffer may be reused.
+    def put(self, cut: Cut, code: torch.Tensor | None, keys: list[str], padded: torch.Tensor,
+            source: list[str] | None = None):
+        """A batch on the device from a `Cut`: a host block is copied over (one copy for both sides) and oriented
+        there, its `release()` called once the host memory may be reused; a device block is viewed as it is.
         Returns (batch, ready event or None); pass both to `handover` before the caller uses the batch."""
+        code = None if cut.oriented else code
+        if cut.on_device:  # the kernel and the resident gather cut oriented windows
+            return batch_from_hwc(*cut.device_sides(), keys, padded, source), cut.ready
+        host = torch.from_numpy(cut.block[:cut.layout.total])
         if not self.cuda:
-            batch = make_batch(host if release is None else host.clone(), None, keys, padded, source)
-            if release is not None:
-                release()
+            batch = make_batch(cut.layout, host if cut.release is None else host.clone(), code, keys, padded, source)
+            if cut.release is not None:
+                cut.release()
             return batch, None
         with torch.cuda.stream(self._stream):
-            pixels = host.to(self.device, non_blocking=True)
+            flat = host.to(self.device, non_blocking=True)
             copied = torch.cuda.Event()
             copied.record(self._stream)
-            batch = make_batch(pixels, None if code is None else code.to(self.device, non_blocking=True), keys,
-                               padded.to(self.device, non_blocking=True), source)
+            batch = make_batch(cut.layout, flat, None if code is None else code.to(self.device, non_blocking=True),
+                               keys, padded.to(self.device, non_blocking=True), source)
             ready = torch.cuda.Event()
             ready.record(self._stream)
-        if release is not None:
-            self._copying.append((release, copied))
+        if cut.release is not None:
+            self._copying.append((cut.release, copied))
         return batch, ready
 
     def reclaim(self, block: bool = False) -> None:

@@ -1,6 +1,6 @@
-"""The host path every shard loader shares: planned batches cut by the workers into the ring (`ring.HostWindows`),
-then the one device stage (`device.DeviceStage`), one batch ahead of the caller. The kinds differ only in their
-deal (`ram`: strided over the whole split; `wds`: by shard) and their options."""
+"""The one loader over packed shards: planned batches cut by one cutter (`cutters`), then the one device stage
+(`device.DeviceStage`), one batch ahead of the caller. The kinds `ram` and `wds` are this loader with another deal
+(`pairload.kinds`): strided over the whole split (`ram.py` says what that implies), or by shard (`wds.py`)."""
 
 from __future__ import annotations
 
@@ -13,44 +13,97 @@ from ..plan import BatchPlan, Shards
 from ..read.shards import ShardDataset
 from .base import LoaderOptions, PlannedLoader, RemoteOptions
 from .device import DeviceStage
-from .ring import HostWindows
+from .cutters import Cutter, choose
+from .ram import warn_if_larger_than_memory
+from .wds import by_shard_window
 
 
 class HostLoader(PlannedLoader):
-    """Planned batches of packed shards, cut on the host by `num_workers` worker processes (or by this process
-    with none) and copied to the device on a side stream. `timeout`: seconds to wait for a batch from the workers
-    before a `LoaderError` names the stopped or stuck ones."""
+    """Planned batches of packed shards, dealt by `deal` ("strided": the `ram` kind; "by_shard": `wds`), cut by one
+    cutter (`cutters.choose`: the GPU kernel from the page cache or a resident copy, or `num_workers` worker
+    processes, or this process with none) and handed to the caller's stream one batch ahead. `timeout`: seconds to
+    wait for a batch from the workers before a `LoaderError` names the stopped or stuck ones.
+
+    strided: the whole split is cached (a remote one made local whole); `zero_copy`, `resident`, `pin_budget` choose
+    the cutter (`cutters.choose`). by_shard: `shuffle_buffer` samples (whole shards) are shuffled together and
+    remote shards are fetched ahead of use; the workers cut (the kernel registers a whole split)."""
 
     NAME = "pairload"
 
-    def __init__(self, source: str | os.PathLike | ShardDataset, opts: LoaderOptions, *, prefetch: int = 4,
-                 timeout: float = 300.0, shards: Shards | None = None, remote: RemoteOptions = RemoteOptions(),
-                 whole: bool = True):
-        """`remote`: where shards from URLs are cached; `whole`: such a split is made local whole before the first
-        batch (False: shards are fetched ahead of use and may be evicted once used, as wds does)."""
+    def __init__(self, source: str | os.PathLike | ShardDataset | dict, opts: LoaderOptions, *,
+                 deal: str = "strided", prefetch: int = 4, timeout: float = 300.0, zero_copy: bool | None = None,
+                 resident: bool = False, pin_budget: int | None = None, shuffle_buffer: int | None = None,
+                 cache_dir: str | os.PathLike | None = None, cache_limit: int | None = None,
+                 storage_options: dict | None = None):
+        if deal not in HOST_DEALS:
+            raise ConfigError(f"deal={deal!r}: the loaders over shards deal 'strided' (ram) or 'by_shard' (wds)")
         if prefetch < 1:
             raise ConfigError(f"prefetch={prefetch}: expected at least 1 batch")
-        self.ds = remote.open(source, opts.split, whole=whole)
+        self.DEAL = deal
+        kind = "ram" if deal == "strided" else "wds"
+        remote = RemoteOptions(cache_dir, cache_limit, storage_options, kind=kind)
+        self.ds = remote.open(source, opts.split, whole=deal == "strided")
+        shards = None
+        if deal == "by_shard":
+            if resident or zero_copy:
+                raise ConfigError(f"{'resident' if resident else 'zero_copy'}=True: the by-shard deal (wds) streams "
+                                  "the split a window at a time; the ram loader keeps it whole")
+            zero_copy = False
+            self.shuffle_buffer = by_shard_window(self.ds, opts, shuffle_buffer, cache_limit)
+            shards = Shards(self.ds.shard_samples, self.shuffle_buffer)
+        elif shuffle_buffer is not None:
+            raise ConfigError("shuffle_buffer: the strided deal (ram) shuffles the whole split; it is an option of "
+                              "the by-shard deal (wds)")
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, self.ds.groups, shards)
         self.prefetch = prefetch
-        self._cuda = self.device.type == "cuda"
+        self.resident = resident
         self._stage = DeviceStage(self.device)
         # on a CPU device the host side applies the flips while copying (nearly free there, a full pass later)
-        self._host = HostWindows(self.ds, self.cfg, self.plan_for, num_workers=opts.num_workers, prefetch=prefetch,
-                                 pin=self._cuda, apply_codes=not self._cuda, name=self.NAME,
-                                 timeout=timeout)
+        choice = choose(self.ds, self.cfg, self.plan_for, self.device, zero_copy=zero_copy, resident=resident,
+                        pin_budget=pin_budget, num_workers=opts.num_workers, prefetch=prefetch, timeout=timeout,
+                        name=f"pairload-{kind}", who=kind, apply_codes=self.device.type != "cuda")
+        self.cutter: Cutter = choice.cutter
+        self.path_note = choice.why  # why the GPU does not cut the crops ('' if it does, or on a CPU device)
+        if deal == "strided":
+            warn_if_larger_than_memory(self.ds)
+        elif len(self) == 0:
+            raise ConfigError(f"split {opts.split!r}: with {self.cfg.world_size} ranks no rank fills one batch of "
+                              f"{self.cfg.batch_size}; lower batch_size or use last_batch='pad' or 'partial'")
+
+    def _deal_name(self) -> str:
+        return f"by_shard, shuffle buffer {self.shuffle_buffer}" if self.DEAL == "by_shard" else self.DEAL
+
+    @property
+    def skipped(self) -> int:
+        """Samples of the current epoch that this rank leaves out ('drop': every rank gets as many whole batches;
+        the samples left out change with the epoch)."""
+        total = self.cfg.epoch_length(self.samples)
+        delivered = sum(len(bp) - int(bp.padded.sum()) for bp in self.plan())
+        left, ws, r = max(0, total - delivered * self.cfg.world_size), self.cfg.world_size, self.cfg.rank
+        return (r + 1) * left // ws - r * left // ws
+
+    @property
+    def zero_copy(self) -> bool:
+        """True when the device cuts the crops itself (from the page cache, or from its resident copy)."""
+        return self.cutter.path in ("zero-copy", "resident")
+
+    @property
+    def path(self) -> str:
+        """How batches are cut: "workers", "zero-copy", "resident" or "gather" (a resident split without the kernel)."""
+        return self.cutter.path
 
     def start_workers(self) -> None:
         """Start the worker processes now and wait until they are ready (no shard data is read), so that the first
         batch does not also pay for process start-up. Iterating starts them anyway."""
-        self._host.start()
+        self.cutter.start()
 
     def worker_pids(self) -> list[int]:
-        return self._host.worker_pids()
+        return self.cutter.worker_pids()
 
     def close(self) -> None:
-        """Stop the worker processes and free the shared ring (also done when the loader is garbage collected)."""
-        self._host.close()
+        """Stop the worker processes and free the shared ring (also done when the loader is garbage collected);
+        pinned pages and device memory go back (iterating again registers them again)."""
+        self.cutter.close()
         self._stage.clear()
         self.ds.close_remote()
 
@@ -58,8 +111,11 @@ class HostLoader(PlannedLoader):
         return torch.from_numpy(bp.code) if self.cfg.augment else None
 
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
-        produced = (self._stage.put(torch.from_numpy(host), self._code(bp), self._keys(bp), self._padded(bp), release,
-                                    self._source(bp))
-                    for bp, (host, release) in zip(plans, self._host.batches((epoch, consumed), plans,
-                                                                              self._stage.reclaim)))
+        padded = self._padded_on(plans) if self.cutter.on_device else self._padded
+        produced = (self._stage.put(cut, self._code(cut.plan), self._keys(cut.plan), padded(cut.plan),
+                                    self._source(cut.plan))
+                    for cut in self.cutter.cuts((epoch, consumed), plans, self._stage.reclaim))
         yield from self._stage.one_ahead(produced)  # batch k+1 is copied while the caller works on batch k
+
+
+HOST_DEALS = ("strided", "by_shard")

@@ -1,71 +1,101 @@
-"""The device-resident split (`make_loader("ram", ..., resident=True)`): the split uploaded to device memory once,
-each batch cut by one gather whose source indices already hold the crop and the flips/transposes."""
+"""The `gather` cutter (`make_loader("ram", ..., resident=True)` where the GPU kernel cannot run, e.g. on a CPU
+device): the split copied once into device memory, each side as one (pixels, pixel bytes) table, and each batch cut
+by one gather per side whose source indices already hold the crop and the orientation (`pairload.dihedral`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from ..batch import make_batch
+from ..dihedral import HFLIP, TRANSPOSE, VFLIP
 from ..errors import ConfigError
-from ..plan import HFLIP, TRANSPOSE, VFLIP, BatchPlan
+from ..plan import BatchPlan
+from .cutters import Cut
 
 
 class DeviceStore:
-    """A split as one (pixels, 6) uint8 tensor on the device: low RGB then high RGB of each pixel."""
+    path = "gather"
+    on_device = True
 
-    def __init__(self, ds, hw: np.ndarray, device: torch.device):
-        self.device, self.hw = device, hw
-        self.pixels, self.base, self.width = self._upload(ds, hw, device)
+    def __init__(self, ds, device: torch.device):
+        self.ds, self.device, self.members = ds, device, ds.members
+        self.hw = np.asarray(ds.sizes, dtype=np.int64)
+        self.sides = self._upload(ds, self.hw, device)
 
-    @staticmethod
-    def _upload(ds, hw: np.ndarray, device: torch.device):
-        cuda = device.type == "cuda"
-        sizes = hw[:, 0] * hw[:, 1]
-        need = int(sizes.sum()) * 6
-        if cuda:
+    def _upload(self, ds, hw: np.ndarray, device: torch.device):
+        """Per side: (table, first pixel of each sample, each sample's width), on the device."""
+        m = self.members
+        area = hw[:, 0] * hw[:, 1]
+        need = int(area.sum()) * (m.low.pixel_bytes + m.scale * m.scale * m.high.pixel_bytes)
+        if device.type == "cuda":
             free, total = torch.cuda.mem_get_info(device)
             if need > 0.8 * free:
                 raise ConfigError(f"split {ds.split!r} needs {need / 1e9:.2f} GB of device memory to be resident but "
                                   f"only {free / 1e9:.2f} GB of {total / 1e9:.2f} GB are free; use resident=False")
-        base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        store = torch.empty((int(sizes.sum()), 6), dtype=torch.uint8, device=device)
-        chunk = torch.empty((int(sizes.max()), 6), dtype=torch.uint8, pin_memory=cuda)
-        for i in range(len(hw)):
-            low, high = ds.arrays(i)
-            n = int(sizes[i])
-            c = chunk[:n].numpy()
-            c[:, :3] = low.reshape(n, 3)
-            c[:, 3:] = high.reshape(n, 3)
-            store[base[i]:base[i] + n].copy_(chunk[:n])  # synchronous: the staging buffer is reused next
-        return store, torch.from_numpy(base).to(device), torch.from_numpy(hw[:, 1].copy()).to(device)
+        sides = []
+        for k, member in enumerate((m.low, m.high)):
+            s = m.scale if k else 1
+            sizes = area * s * s
+            base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+            table = torch.empty((int(sizes.sum()), member.pixel_bytes), dtype=torch.uint8, device=device)
+            for i in range(len(hw)):
+                pixels = np.array(ds.arrays(i)[k], order="C").view(np.uint8)  # writable: torch warns otherwise
+                pixels = pixels.reshape(-1, member.pixel_bytes)
+                table[base[i]:base[i] + len(pixels)].copy_(torch.from_numpy(pixels))
+            sides.append((table, torch.from_numpy(base).to(device), torch.from_numpy(hw[:, 1] * s).to(device)))
+        return sides
 
-    def batches(self, plans: list[BatchPlan], augment: bool, keys, source):
-        """One gather per batch: each output pixel's source index already includes crop, transpose and flips.
-        `keys(bp)`, `source(bp)`: the rows' keys and source names."""
+    def start(self) -> None:
+        """Nothing to start: no worker processes."""
+
+    def worker_pids(self) -> list[int]:
+        return []
+
+    def close(self) -> None:
+        """The copy stays for the loader's life (iterating again uses it)."""
+
+    def cuts(self, run: tuple, plans: list[BatchPlan], reclaim=None, *, augment: bool = True):
+        """One gather per side and batch: each output pixel's source index already includes crop and orientation."""
         dev = self.device
         if not plans:
             return
-        # the whole epoch's plan goes to the device in one copy per field
+        # the whole run's plan goes to the device in one copy per field
         cat = lambda f: torch.from_numpy(np.concatenate([getattr(bp, f) for bp in plans])).to(dev)  # noqa: E731
         idx_all, y_all, x_all = cat("index"), cat("y"), cat("x")
         code_all = cat("code") if augment else torch.zeros_like(idx_all)
-        pad_all = cat("padded")
         start = 0
         for bp in plans:
             n = len(bp)
             sl = slice(start, start + n)
             start += n
             h, w = bp.out_hw(self.hw)
-            idx, code = idx_all[sl], code_all[sl]
-            ar_h, ar_w = torch.arange(h, device=dev), torch.arange(w, device=dev)
-            # output (i, j) <- hflip: j' = w-1-j; vflip: i' = h-1-i; transpose: source (j', i') else (i', j')
-            ii = torch.where((code & VFLIP)[:, None] != 0, h - 1 - ar_h, ar_h)  # (n, h)
-            jj = torch.where((code & HFLIP)[:, None] != 0, w - 1 - ar_w, ar_w)  # (n, w)
-            t = ((code & TRANSPOSE) != 0)[:, None, None]
-            rows = torch.where(t, jj[:, None, :], ii[:, :, None])  # (n, h, w)
-            cols = torch.where(t, ii[:, :, None], jj[:, None, :])
-            width = self.width[idx][:, None, None]
-            flat = self.base[idx][:, None, None] + (y_all[sl][:, None, None] + rows) * width + x_all[sl][:, None, None] + cols
-            pixels = self.pixels[flat].view(n, h, w, 2, 3).permute(3, 0, 1, 2, 4)
-            yield make_batch(pixels, None, keys(bp), pad_all[sl], source(bp))
+            layout = self.members.batch(n, h, w)
+            out = []
+            for k, (table, base, width) in enumerate(self.sides):
+                s = self.members.scale if k else 1
+                member = layout.high if k else layout.low
+                pixels = self._gather(table, base, width, idx_all[sl], y_all[sl] * s, x_all[sl] * s, code_all[sl],
+                                      h * s, w * s)
+                out.append(pixels.view(n, h * s, w * s, -1).view(_dtype(member.dtype)).view(n, h * s, w * s,
+                                                                                             member.channels))
+            yield Cut(bp, layout, None, True, sides=tuple(out))
+
+    @staticmethod
+    def _gather(table, base, width, idx, y, x, code, h: int, w: int) -> torch.Tensor:
+        dev = table.device
+        ar_h, ar_w = torch.arange(h, device=dev), torch.arange(w, device=dev)
+        # output (i, j) <- hflip: j' = w-1-j; vflip: i' = h-1-i; transpose: source (j', i') else (i', j')
+        ii = torch.where((code & VFLIP)[:, None] != 0, h - 1 - ar_h, ar_h)  # (n, h)
+        jj = torch.where((code & HFLIP)[:, None] != 0, w - 1 - ar_w, ar_w)  # (n, w)
+        t = ((code & TRANSPOSE) != 0)[:, None, None]
+        rows = torch.where(t, jj[:, None, :], ii[:, :, None])  # (n, h, w)
+        cols = torch.where(t, ii[:, :, None], jj[:, None, :])
+        wd = width[idx][:, None, None]
+        flat = base[idx][:, None, None] + (y[:, None, None] + rows) * wd + x[:, None, None] + cols
+        return table[flat]
+
+
+def _dtype(name: str) -> torch.dtype:
+    from ..batch import TORCH_DTYPES
+
+    return TORCH_DTYPES[name]

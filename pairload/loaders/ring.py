@@ -32,19 +32,23 @@ import torch
 
 from .. import errors
 from ..errors import ConfigError, LoaderError, WorkerError
+from ..format.members import DEFAULT, Members
 from ..plan import BatchPlan, PlanConfig
+from ..plan.crops import crop_size
 from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY, SHM_DIR
-from ..workers.windows import WindowTask, fill, slot_view
+from ..workers.windows import WindowTask, fill
+from .cutters import Cut
 
 Run = tuple  # (epoch, consumed): one pass over an epoch, or over the rest of a started one
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding `pairload`, for the workers' path
 
 
-def slot_bytes(cfg: PlanConfig, hw: np.ndarray) -> int:
-    """Bytes of one ring slot: a batch of low and high, crops or the split's largest whole image (the largest
-    batch of any schedule stage)."""
-    whole = int((hw[:, 0] * hw[:, 1]).max())
-    return max(2 * st.batch_size * (st.crop * st.crop if st.crop is not None else whole) * 3 for st in cfg.stages)
+def slot_bytes(cfg: PlanConfig, hw: np.ndarray, members: Members = DEFAULT) -> int:
+    """Bytes of one ring slot: the largest batch of any schedule stage, inputs and targets laid out by the split's
+    members, of crops or of the split's largest whole image."""
+    largest = hw[int(np.argmax(hw[:, 0] * hw[:, 1]))]
+    sizes = [crop_size(st.crop) or (int(largest[0]), int(largest[1])) for st in cfg.stages]
+    return max(members.batch(st.batch_size, h, w).total for st, (h, w) in zip(cfg.stages, sizes))
 
 
 def check_shm(depth: int, slot_bytes: int) -> None:
@@ -292,9 +296,9 @@ class WorkerPool:
 
 
 class HostWindows:
-    """Planned batches cut on the host. `batches(run, plans)` yields (array, release) for each plan of `run`, the
-    array a (2, N, H, W, 3) uint8 batch (low, then high); `release()` (None without workers) gives the ring slot
-    back once the caller no longer needs the array. With `num_workers` > 0 the workers fill the ring and run
+    """The `workers` cutter: planned batches cut on the host. `cuts(run, plans)` yields a `Cut` for each plan of
+    `run`, its block a host buffer laid out by the split's members; `release()` (None without workers) gives the
+    ring slot back once the caller no longer needs the block. With `num_workers` > 0 the workers fill the ring and run
     ahead into the next epoch's first batches while the current one ends; with none the calling process cuts each
     batch itself. `plan_for(epoch, consumed)` gives a run's plans (the loader's planner). `hold` more slots are
     added to the ring for callers that keep released-later arrays in use (DALI's `no_copy` inputs)."""
@@ -305,6 +309,7 @@ class HostWindows:
         if not timeout > 0:
             raise ConfigError(f"timeout={timeout}: expected a positive number of seconds to wait for a batch")
         self.ds, self.cfg, self.plan_for, self.timeout = ds, cfg, plan_for, timeout
+        self.members: Members = ds.members
         self.num_workers, self.pin, self.apply_codes, self.name = num_workers, pin, apply_codes, name
         self.prefetch, self.hold = prefetch, hold
         self.pool: WorkerPool | None = None
@@ -313,6 +318,9 @@ class HostWindows:
         self._done: dict[int, object] = {}
         self._tokens: dict[int, object] = {}  # slot -> remote shards held for its task
         self._wanted: Run | None = None  # the run whose shards were last queued for download
+
+    path = "workers"
+    on_device = False
 
     @property
     def depth(self) -> int:
@@ -349,7 +357,8 @@ class HostWindows:
     def _ensure(self) -> WorkerPool:
         if self.pool is None:
             self.pool = WorkerPool(self.ds, num_workers=self.num_workers, depth=self.depth,
-                                   slot_bytes=slot_bytes(self.cfg, self.ds.sizes), pin=self.pin, name=self.name,
+                                   slot_bytes=slot_bytes(self.cfg, self.ds.sizes, self.members), pin=self.pin,
+                                   name=self.name,
                                    timeout=self.timeout)
             self._free = deque(range(self.depth))
             self._pending.clear()
@@ -358,9 +367,9 @@ class HostWindows:
 
     # ------------------------------------------------------------------ batches
 
-    def batches(self, run: Run, plans: list[BatchPlan], reclaim: Callable[[], None] = lambda: None):
-        """(array, release) per plan; `reclaim()` is called before slots are counted (the caller frees the slots
-        whose copies have finished)."""
+    def cuts(self, run: Run, plans: list[BatchPlan], reclaim: Callable[[], None] = lambda: None):
+        """A `Cut` per plan; `reclaim()` is called before slots are counted (the caller frees the slots whose copies
+        have finished)."""
         self.ds.check_files()  # a shard truncated or replaced between epochs is an error here, not a SIGBUS later
         try:
             if self.num_workers:
@@ -368,18 +377,19 @@ class HostWindows:
             else:
                 self._want(plans, 0)
                 for bp in plans:
-                    h, w = bp.out_hw(self.ds.sizes)
-                    host = torch.empty((2, len(bp), h, w, 3), dtype=torch.uint8, pin_memory=self.pin).numpy()
+                    layout = self.members.batch(len(bp), *bp.out_hw(self.ds.sizes))
+                    host = torch.empty(layout.total, dtype=torch.uint8, pin_memory=self.pin).numpy()
                     token = self.ds.acquire(bp.index)  # remote shards: local and held while they are cut
                     try:
                         # copied in this process: a shard truncated under its map would be a SIGBUS, not an error
                         self.ds.check_shards(bp.index)
-                        fill(self.ds, host, bp.index, bp.y, bp.x, bp.code if self.apply_codes else None)
+                        fill(self.ds, *layout.views(host), bp.index, bp.y, bp.x,
+                             bp.code if self.apply_codes else None, self.members.scale)
                         if self.ds.transient:
                             self.ds.drop_evicted()
                     finally:
                         self.ds.release(token)
-                    yield host, None
+                    yield Cut(bp, layout, host, self.apply_codes)
         except LoaderError:
             self.close()  # the other workers stop too; the next iteration starts fresh ones
             raise
@@ -396,7 +406,8 @@ class HostWindows:
         # the other workers cut the next batches; ask the kernel for the ones after them
         ahead = 2 * self.num_workers
         later = tuple(plans[b + ahead].index.tolist()) if ahead and b + ahead < len(plans) else ()
-        return WindowTask(slot, bp.index, bp.y, bp.x, bp.code if self.apply_codes else None, h, w, later)
+        return WindowTask(slot, bp.index, bp.y, bp.x, bp.code if self.apply_codes else None, h, w, self.members,
+                          later)
 
     def _submit(self, run: Run, b: int, reclaim) -> tuple[Run, int]:
         """Queue tasks until the ring is full, continuing into the following epoch; returns the next (run, b)."""
@@ -456,6 +467,7 @@ class HostWindows:
                 raise LoaderError(f"internal: the ring delivered epoch {got[0]} batch {bb} where epoch {run[0]} "
                                   f"batch {b} was expected")
             self._wait(slot)
-            h, w = bp.out_hw(self.ds.sizes)
-            yield slot_view(pool.ring[slot], len(bp), h, w), (lambda slot=slot, pool=pool: self._release(slot, pool))
+            layout = self.members.batch(len(bp), *bp.out_hw(self.ds.sizes))
+            yield Cut(bp, layout, pool.ring[slot], self.apply_codes,
+                      release=lambda slot=slot, pool=pool: self._release(slot, pool))
             nxt = self._submit(*nxt, reclaim)

@@ -1,5 +1,5 @@
-"""The streaming loader for splits larger than memory or on shared storage: each rank reads its own block of the
-epoch's shard order, a window of shards at a time (the "by_shard" deal of `pairload.plan.deals`).
+"""The by-shard deal of the shard loader (`host.HostLoader`; the `wds` kind), for splits larger than memory or on
+shared storage: each rank reads its own block of the epoch's shard order, a window of shards at a time (the "by_shard" deal of `pairload.plan.deals`).
 
 Per epoch the shards are permuted; samples are shuffled within windows of consecutive shards holding
 `shuffle_buffer` samples (default: as many pairs as fit in 1 GiB), and rank r takes the r-th contiguous block of
@@ -12,14 +12,10 @@ offsets the manifest records instead of being parsed member by member.
 
 from __future__ import annotations
 
-import os
-
 from ..errors import ConfigError
-from ..units import human_bytes
-from ..plan import Shards
 from ..read.shards import ShardDataset
-from .base import LoaderOptions, RemoteOptions
-from .host import HostLoader
+from ..units import human_bytes
+from .base import LoaderOptions
 
 SHUFFLE_BYTES = 2**30  # by default, the pixels of one shuffle window
 
@@ -39,43 +35,19 @@ def _check_window(ds: ShardDataset, shuffle_buffer: int, cache_limit: int) -> No
                           "cache_limit or lower shuffle_buffer")
 
 
-class WdsLoader(HostLoader):
-    """Packed shards streamed by shard (see the module's docstring)."""
-
-    DEAL = "by_shard"
-    NAME = "pairload-wds"
-
-    def __init__(self, source: str | os.PathLike | ShardDataset | dict, opts: LoaderOptions, *,
-                 shuffle_buffer: int | None = None, prefetch: int = 4, timeout: float = 300.0,
-                 cache_dir: str | os.PathLike | None = None, cache_limit: int | None = None,
-                 storage_options: dict | None = None):
-        remote = RemoteOptions(cache_dir, cache_limit, storage_options, kind="wds")
-        ds = remote.open(source, opts.split, whole=False)  # checks each manifest and that every shard is present
-        if shuffle_buffer is not None and shuffle_buffer < 1:
-            raise ConfigError(f"shuffle_buffer={shuffle_buffer}: expected at least 1 sample (1: shards in order, "
-                              "samples in shard order)")
-        if opts.plan.schedule and opts.plan.last_batch != "drop":
-            raise ConfigError(f"a crop/batch schedule with last_batch={str(opts.plan.last_batch)!r}: wds plans "
-                              "scheduled epochs with 'drop' only (every rank the same shapes at every step); use the "
-                              "ram or dali-external loader for the others")
-        pair_bytes = int((ds.sizes[:, 0] * ds.sizes[:, 1]).max()) * 6 if len(ds) else 1
-        self.shuffle_buffer = shuffle_buffer or auto_shuffle_buffer(pair_bytes)
-        if ds.remote and cache_limit is not None:
-            _check_window(ds, self.shuffle_buffer, cache_limit)
-        super().__init__(ds, opts, prefetch=prefetch, timeout=timeout,
-                         shards=Shards(ds.shard_samples, self.shuffle_buffer), remote=remote, whole=False)
-        if len(self) == 0:
-            raise ConfigError(f"split {opts.split!r}: with {self.cfg.world_size} ranks no rank fills one batch of "
-                              f"{self.cfg.batch_size}; lower batch_size or use last_batch='pad' or 'partial'")
-
-    def _deal_name(self) -> str:
-        return f"by_shard, shuffle buffer {self.shuffle_buffer}"
-
-    @property
-    def skipped(self) -> int:
-        """Samples of the current epoch that this rank's block leaves out ('drop': every rank gets as many whole
-        batches; the samples left out change with the epoch)."""
-        total = self.cfg.epoch_length(self.samples)
-        delivered = sum(len(bp) - int(bp.padded.sum()) for bp in self.plan())
-        left, ws, r = max(0, total - delivered * self.cfg.world_size), self.cfg.world_size, self.cfg.rank
-        return (r + 1) * left // ws - r * left // ws
+def by_shard_window(ds: ShardDataset, opts: LoaderOptions, shuffle_buffer: int | None, cache_limit: int | None) -> int:
+    """The samples shuffled together by the by-shard deal over `ds` (`shuffle_buffer`, or as many pairs as fit in
+    SHUFFLE_BYTES), once the options are known to allow streaming."""
+    if shuffle_buffer is not None and shuffle_buffer < 1:
+        raise ConfigError(f"shuffle_buffer={shuffle_buffer}: expected at least 1 sample (1: shards in order, "
+                          "samples in shard order)")
+    if opts.plan.schedule and opts.plan.last_batch != "drop":
+        raise ConfigError(f"a crop/batch schedule with last_batch={str(opts.plan.last_batch)!r}: wds plans "
+                          "scheduled epochs with 'drop' only (every rank the same shapes at every step); use the "
+                          "ram or dali-external loader for the others")
+    hw = ds.sizes
+    largest = hw[int((hw[:, 0] * hw[:, 1]).argmax())] if len(ds) else (1, 1)
+    window = shuffle_buffer or auto_shuffle_buffer(ds.members.pair_bytes(int(largest[0]), int(largest[1])))
+    if ds.remote and cache_limit is not None:
+        _check_window(ds, window, cache_limit)
+    return window

@@ -32,11 +32,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..batch import make_batch
+from ..batch import sides_of
+from ..dihedral import HFLIP, TRANSPOSE, VFLIP
+from ..format.members import BatchLayout
 from ..errors import ConfigError, LoaderError
 from ..units import human_bytes
-from ..format import schema
 from ..plan import BatchPlan
+from .cutters import Cut
 
 CHECK_S = 0.5  # seconds between checks that the registered shard files are still the ones on disk
 BUDGET_FRACTION = 0.5  # default pinning budget: this fraction of the memory available when the loader starts
@@ -283,47 +285,66 @@ def _build_kernel():
     import triton.language as tl
 
     @triton.jit
-    def cut(out_ptr, low_addr, high_addr, width, plan, start, total, n, h, w, WORDS: tl.constexpr):
-        """One program per (window row r of sample j, image side): read the row's w*3 bytes (contiguous in the
-        shard) and write them where the planned orientation puts them in out[side, j] (uint8, (2, n, h, w, 3)).
+    def cut(out_ptr, low_addr, high_addr, width, plan, start, total, n, h, w, high_offset, WORDS: tl.constexpr,
+            PIX_LOW: tl.constexpr, PIX_HIGH: tl.constexpr, SCALE: tl.constexpr, HF: tl.constexpr,
+            VF: tl.constexpr, TR: tl.constexpr):
+        """One program per (window row r of sample j, side): read the row's bytes (contiguous in the shard) and
+        write them where the planned orientation puts them in the side's (n, rows, cols, C) block of `out_ptr`
+        (the input block at byte 0, the target block at `high_offset`). A side's pixel is PIX_LOW or PIX_HIGH bytes;
+        the target is SCALE times the input's height and width (its window at SCALE times the input's corner).
         The row is read as aligned 4-byte words (a warp asks PCIe for 128 contiguous bytes, not 32 single bytes:
         1.2x faster on the H100), CHUNK bytes at a time, and its bytes picked out of them (`tl.gather`).
         `plan`: int64 (4, total) rows index, y, x, code of a run's samples; this batch is columns start..start+n."""
         CHUNK: tl.constexpr = 4 * WORDS - 4
         row = tl.program_id(0)
         side = tl.program_id(1)
-        j = row // h
-        r = row % h
-        col = plan + start + j
+        if SCALE == 1:
+            hs = h
+            ws = w
+        else:
+            hs = tl.where(side == 0, h, h * SCALE)
+            ws = tl.where(side == 0, w, w * SCALE)
+        if PIX_LOW == PIX_HIGH:
+            pix = PIX_LOW
+        else:
+            pix = tl.where(side == 0, PIX_LOW, PIX_HIGH)
+        scale = tl.where(side == 0, 1, SCALE)
+        # the input's programs past its rows (SCALE > 1) read and write nothing
+        row_bytes = tl.where(row < n * hs, ws * pix, 0)
+        j = row // hs
+        r = row % hs
+        col = plan + start + tl.minimum(j, n - 1)
         i = tl.load(col)
         base = tl.where(side == 0, tl.load(low_addr + i), tl.load(high_addr + i))
-        src_w = tl.load(width + i)
-        y = tl.load(col + total)
-        x = tl.load(col + 2 * total)
+        src_w = tl.load(width + i) * scale
+        y = tl.load(col + total) * scale
+        x = tl.load(col + 2 * total) * scale
         code = tl.load(col + 3 * total)
-        start = base + ((y + r) * src_w + x) * 3
-        aligned = start - (start % 4)  # the words may reach 3 bytes before and after the row: still in the shard
-        shift = (start - aligned).to(tl.int32)
+        begin = base + ((y + r) * src_w + x) * pix
+        aligned = begin - (begin % 4)  # the words may reach 3 bytes before and after the row: still in the shard
+        shift = (begin - aligned).to(tl.int32)
         m = tl.arange(0, WORDS)
         k0 = tl.arange(0, 4 * WORDS)
-        hflip = (code & 1) != 0
-        vflip = (code & 2) != 0
-        transpose = (code & 4) != 0
-        row_out = tl.where(vflip, h - 1 - r, r)
-        col_out = tl.where(hflip, w - 1 - r, r)
-        plane = (side * n + j).to(tl.int64) * h
-        for c0 in range(0, w * 3, CHUNK):
-            words = tl.load((aligned + c0 + 4 * m).to(tl.pointer_type(tl.int32)), mask=c0 + 4 * m < w * 3 + shift)
+        hflip = (code & HF) != 0
+        vflip = (code & VF) != 0
+        transpose = (code & TR) != 0
+        row_out = tl.where(vflip, hs - 1 - r, r)
+        col_out = tl.where(hflip, ws - 1 - r, r)
+        plane = j.to(tl.int64) * hs
+        dst = out_ptr + tl.where(side == 0, 0, high_offset)
+        for c0 in range(0, ws * pix, CHUNK):
+            words = tl.load((aligned + c0 + 4 * m).to(tl.pointer_type(tl.int32)),
+                            mask=c0 + 4 * m < row_bytes + shift)
             stream = tl.reshape((words[:, None] >> (tl.arange(0, 4) * 8)[None, :]) & 0xFF, [4 * WORDS])
             px = tl.gather(stream, tl.minimum(k0 + shift, 4 * WORDS - 1), axis=0).to(tl.uint8)
             k = c0 + k0
-            mask = (k0 < CHUNK) & (k < w * 3)
-            c = k // 3
-            # not transposed: out[i, jj] = window[r, c], i = r (vflip: h-1-r), jj = c (hflip: w-1-c)
+            mask = (k0 < CHUNK) & (k < row_bytes)
+            c = k // pix
+            # not transposed: out[i, jj] = window[r, c], i = r (vflip: rows-1-r), jj = c (hflip: cols-1-c)
             # transposed (square): out[i, jj] = window[jj', i'] with jj' = r, i' = c, then the same flips
-            oi = tl.where(transpose, tl.where(vflip, h - 1 - c, c), row_out)
-            oj = tl.where(transpose, col_out, tl.where(hflip, w - 1 - c, c))
-            tl.store(out_ptr + ((plane + oi) * w + oj) * 3 + k % 3, px, mask=mask)
+            oi = tl.where(transpose, tl.where(vflip, hs - 1 - c, c), row_out)
+            oj = tl.where(transpose, col_out, tl.where(hflip, ws - 1 - c, c))
+            tl.store(dst + ((plane + oi) * ws + oj) * pix + k % pix, px, mask=mask)
 
     return cut
 
@@ -335,38 +356,52 @@ def plan_tensor(plans: list[BatchPlan], device: torch.device, augment: bool) -> 
     return torch.from_numpy(np.stack([field("index"), field("y"), field("x"), code]).astype(np.int64)).to(device)
 
 
-def cut(source, plan: torch.Tensor, start: int, n: int, h: int, w: int, out: torch.Tensor | None = None) -> torch.Tensor:
-    """The (2, n, h, w, 3) uint8 batch of the windows in columns start..start+n of `plan` (`plan_tensor`), cut from
-    `source` (a `Registration` or `DeviceCopy`) on the current stream."""
+def cut(source, plan: torch.Tensor, start: int, layout: BatchLayout, scale: int = 1,
+        out: torch.Tensor | None = None) -> torch.Tensor:
+    """The flat uint8 block (laid out by `layout`, `members.BatchLayout`) of the windows in columns start..start+n
+    of `plan` (`plan_tensor`), cut from `source` (a `Registration` or `DeviceCopy`) on the current stream."""
     global _kernel
     if _kernel is None:
         _kernel = _build_kernel()
     if out is None:
-        out = torch.empty((2, n, h, w, 3), dtype=torch.uint8, device=plan.device)
+        out = torch.empty(layout.total, dtype=torch.uint8, device=plan.device)
+    n, h, w, _ = layout.low_shape
     if n:
-        # up to 1020 bytes of a row per step (crop 256 rows are 768): 256 words, 2 warps (fastest on the H100,
-        # benchmarks/zerocopy_micro.py)
-        words = min(256, 1 << ((w * schema.CHANNELS + 3) // 4).bit_length())
-        _kernel[(n * h, 2)](out, source.low, source.high, source.width, plan, start, plan.shape[1], n, h, w,
-                            WORDS=words, num_warps=2)
+        pix_low, pix_high = layout.low.pixel_bytes, layout.high.pixel_bytes
+        widest = max(w * pix_low, w * scale * pix_high)
+        # up to 1020 bytes of a row per step (crop 256 rows of RGB are 768): 256 words, 2 warps (fastest on the
+        # H100, benchmarks/zerocopy_micro.py)
+        words = min(256, 1 << ((widest + 3) // 4).bit_length())
+        _kernel[(n * h * scale, 2)](out, source.low, source.high, source.width, plan, start, plan.shape[1], n, h, w,
+                                    layout.high_offset, WORDS=words, PIX_LOW=pix_low, PIX_HIGH=pix_high, SCALE=scale,
+                                    HF=HFLIP, VF=VFLIP, TR=TRANSPOSE, num_warps=2)
     return out
 
 
-class DeviceWindows:
-    """Planned batches cut by `cut` on a side stream of their own: `pixels(plans, ...)` yields each (2, n, h, w, 3)
-    batch with the event that marks it ready (for DALI's external_source, which takes the stream); `batches`
-    hands `PairBatch`es to the caller's stream one batch ahead, as the worker path's `DeviceStage` does."""
+class KernelCuts:
+    """The `zero-copy` and `resident` cutters: planned batches cut by `cut` on a side stream of their own, each
+    `Cut` a device block with the event that marks it ready. `group` > 1: up to that many consecutive batches of one
+    shape are cut by one launch (a launch costs ~50 us of Python), each batch's block a slice of it sharing the
+    group's event (DALI's feed uses this)."""
 
-    def __init__(self, source, device: torch.device, stage):
-        self.source, self.device, self.stage = source, device, stage
+    on_device = True
+
+    def __init__(self, source, device: torch.device, path: str = "zero-copy"):
+        self.source, self.device, self.path = source, device, path
+        self.members = source.ds.members
         self.stream = torch.cuda.Stream(device)
 
-    def pixels(self, plans: list[BatchPlan], hw: np.ndarray, augment: bool, events: bool = True, group: int = 1):
-        """(plan, pixels, ready event or None) per plan; the kernels run on `self.stream`. `group` > 1: up to that
-        many consecutive batches of one shape are cut by one launch (a launch costs ~50 us of Python), and each
-        batch's pixels are a slice of it (every side contiguous) sharing the group's event."""
+    def start(self) -> None:
+        """Nothing to start: no worker processes."""
+
+    def worker_pids(self) -> list[int]:
+        return []
+
+    def cuts(self, run: tuple, plans: list[BatchPlan], reclaim=None, *, augment: bool = True, hw=None,
+             events: bool = True, group: int = 1):
         if not plans:
             return
+        hw = self.source.ds.sizes if hw is None else hw
         self._reopen()
         self.source.check(force=True)
         with torch.cuda.stream(self.stream):  # the whole run's plan goes to the device in one copy
@@ -379,14 +414,23 @@ class DeviceWindows:
             k = 1
             while k < group and b + k < len(plans) and len(plans[b + k]) == n and plans[b + k].out_hw(hw) == (h, w):
                 k += 1
+            layout = self.members.batch(n, h, w)
+            group_layout = layout if k == 1 else self.members.batch(k * n, h, w)
             with torch.cuda.stream(self.stream):
-                pixels = cut(self.source, plan, start, k * n, h, w)
+                block = cut(self.source, plan, start, group_layout, self.members.scale)
                 ready = None
                 if events:
                     ready = torch.cuda.Event()
                     ready.record(self.stream)
+            if k == 1:
+                yield Cut(plans[b], layout, block, True, ready)
+                b += 1
+                start += n
+                continue
+            low, high = sides_of(group_layout, block)
             for j in range(k):
-                yield plans[b + j], (pixels if k == 1 else pixels[:, j * n:(j + 1) * n]), ready
+                yield Cut(plans[b + j], layout, None, True, ready,
+                          sides=(low[j * n:(j + 1) * n], high[j * n:(j + 1) * n]))
             start += k * n
             b += k
 
@@ -406,16 +450,6 @@ class DeviceWindows:
         """Unpin the pages (or free the device copy); the next run registers them again."""
         self.source.close()
 
-    def batches(self, plans: list[BatchPlan], hw: np.ndarray, augment: bool, keys, padded, names):
-        def produced():
-            for bp, pixels, ready in self.pixels(plans, hw, augment):
-                with torch.cuda.stream(self.stream):
-                    batch = make_batch(pixels, None, keys(bp), padded(bp), names(bp))
-                    ready.record(self.stream)
-                yield batch, ready
-
-        yield from self.stage.one_ahead(produced())
-
 
 def self_test(source, ds, device: torch.device) -> str:
     """Cut the first sample's window once on the device and compare it with the CPU's slice: '' when they are equal,
@@ -424,14 +458,19 @@ def self_test(source, ds, device: torch.device) -> str:
     h, w = (int(v) for v in ds.sizes[0])
     ch, cw = min(h, 8), min(w, 8)
     plan = torch.tensor([[0], [h - ch], [w - cw], [0]], dtype=torch.int64, device=device)
+    members = ds.members
+    layout = members.batch(1, ch, cw)
     try:
-        got = cut(source, plan, 0, 1, ch, cw).cpu().numpy()
+        got = layout.views(cut(source, plan, 0, layout, members.scale).cpu().numpy())
     except Exception as exc:  # noqa: BLE001 - any failure to build or run the kernel means: not here
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         return f"the GPU kernel could not be built or run ({type(exc).__name__}: {first})"
     low, high = ds.arrays(0)
-    if not (np.array_equal(got[0, 0], low[h - ch:, w - cw:]) and np.array_equal(got[1, 0], high[h - ch:, w - cw:])):
-        return f"the GPU read other bytes than the CPU for {ds.keys[0]} (a driver that maps registered memory elsewhere)"
+    s = members.scale
+    if not (np.array_equal(got[0][0], low[h - ch:, w - cw:])
+            and np.array_equal(got[1][0], high[(h - ch) * s:, (w - cw) * s:])):
+        return (f"the GPU read other bytes than the CPU for {ds.keys[0]} (a driver that maps registered memory "
+                "elsewhere)")
     return ""
 
 

@@ -140,7 +140,8 @@ class PlanConfig:
             stages = parse_schedule(self.schedule)
             object.__setattr__(self, "schedule", stages)
             first = stages[0]
-            for name, given, want in (("batch_size", self.batch_size, first.batch_size), ("crop", self.crop, first.crop)):
+            for name, given, want in (("batch_size", self.batch_size, first.batch_size),
+                                      ("crop", self.crop, first.crop)):
                 if given is None and name == "batch_size" or given is REQUIRED:
                     object.__setattr__(self, name, want)
                 elif given != want:
@@ -150,8 +151,11 @@ class PlanConfig:
             raise ConfigError("batch_size is required (or a schedule, whose first stage gives it)")
         if self.crop is REQUIRED:
             raise ConfigError("crop is required: a size in pixels, or None for whole images")
-        if not _whole(self.batch_size) or self.batch_size < 1:
-            raise ConfigError(f"batch_size={self.batch_size!r}: expected a whole number, at least 1")
+        if not _whole(self.batch_size):
+            raise ConfigError(f"batch_size={self.batch_size!r} ({type(self.batch_size).__name__}): expected a whole "
+                              "number of samples")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size={self.batch_size}: expected at least 1")
         object.__setattr__(self, "batch_size", int(self.batch_size))
         object.__setattr__(self, "crop", check_crop(tuple(self.crop) if isinstance(self.crop, list) else self.crop))
         for name in ("seed", "rank", "world_size"):
@@ -223,7 +227,8 @@ def check_groups(cfg: PlanConfig, groups: Groups, where: str) -> None:
 
 
 def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
-    """Refuse a crop larger than the smallest image, mixed sizes without a crop, and a batch larger than a rank's share."""
+    """Refuse a crop larger than the smallest image, mixed sizes without a crop, and a batch larger than a rank's
+    share."""
     n = len(keys)
     if n == 0:
         raise ConfigError(f"split {split!r} is empty")
@@ -237,10 +242,11 @@ def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
                               f"{hw[i, 1]}x{hw[i, 0]} (crop {cw}x{ch}); use {fits} or repack "
                               "without that image")
     if any(st.crop is None and st.batch_size > 1 for st in cfg.stages) and len(np.unique(hw, axis=0)) > 1:
-        raise ConfigError(f"split {split!r} has images of {len(np.unique(hw, axis=0))} different sizes, so whole images "
-                          "(crop=None) cannot be batched; use batch_size=1 or a crop")
+        raise ConfigError(f"split {split!r} has images of {len(np.unique(hw, axis=0))} different sizes, so whole "
+                          "images (crop=None) cannot be batched; use batch_size=1 or a crop")
     rows = cfg.epoch_length(n)
     share = rows // cfg.world_size if cfg.last_batch == "drop" else -(-rows // cfg.world_size)
     if cfg.last_batch == "drop" and share < cfg.max_batch:
-        raise ConfigError(f"batch_size {cfg.max_batch} is larger than a rank's share of split {split!r} ({rows} samples "
-                          f"/ {cfg.world_size} ranks = {share}); lower batch_size, or use last_batch='pad' or 'partial'")
+        raise ConfigError(f"batch_size {cfg.max_batch} is larger than a rank's share of split {split!r} ({rows} "
+                          f"samples / {cfg.world_size} ranks = {share}); lower batch_size, or use last_batch='pad' or "
+                          "'partial'")

@@ -197,7 +197,9 @@ class ShardDataset:
     @property
     def nbytes(self) -> int:
         """Bytes of pixels (low and high) in this split."""
-        return int((self.index.hw[:, 0] * self.index.hw[:, 1]).sum()) * schema.CHANNELS * 2
+        m = self.index.members
+        area = int((self.index.hw[:, 0] * self.index.hw[:, 1]).sum())
+        return area * (m.low.pixel_bytes + m.scale * m.scale * m.high.pixel_bytes)
 
     def shard_map(self, number: int) -> np.ndarray:
         """The whole shard file as a read-only uint8 array over its memory map (a plain ndarray: slicing it is
@@ -242,16 +244,28 @@ class ShardDataset:
         mm = self.shard_map(int(idx.shard[i]))
         if idx.compression:
             return self._decoded(i, mm, h, w)
-        n = h * w * schema.CHANNELS
+        m = idx.members
+        s = m.scale
         lo, hi = int(idx.low[i]), int(idx.high[i])
         if not self._checked[i]:
             self._check_headers(i, mm, h, w)
-        return mm[lo:lo + n].reshape(h, w, schema.CHANNELS), mm[hi:hi + n].reshape(h, w, schema.CHANNELS)
+        low = mm[lo:lo + h * w * m.low.pixel_bytes]
+        high = mm[hi:hi + h * w * s * s * m.high.pixel_bytes]
+        if m.low.dtype != "uint8":
+            low = low.view(m.low.np_dtype)
+        if m.high.dtype != "uint8":
+            high = high.view(m.high.np_dtype)
+        return low.reshape(h, w, m.low.channels), high.reshape(h * s, w * s, m.high.channels)
+
+    def _headers(self, h: int, w: int) -> tuple[bytes, bytes]:
+        """The .npy headers of sample images whose input is h×w: input's, target's."""
+        m = self.index.members
+        return m.low.npy_header(h, w), m.high.npy_header(h * m.scale, w * m.scale)
 
     def _check_headers(self, i: int, mm: np.ndarray, h: int, w: int) -> None:
         idx = self.index
-        header = schema.npy_header(h, w)
-        for member, off in ((schema.LOW, int(idx.low[i])), (schema.HIGH, int(idx.high[i]))):
+        for member, off, header in zip((schema.LOW, schema.HIGH), (int(idx.low[i]), int(idx.high[i])),
+                                       self._headers(h, w)):
             if mm[off - len(header):off].tobytes() != header:
                 raise ShardError(f"{self.name(int(idx.shard[i]))}: key {idx.keys[i]}: the .npy header of "
                                  f"{idx.keys[i]}.{member} is not where the manifest says or is damaged; the shard is "
@@ -261,32 +275,37 @@ class ShardDataset:
     def _decoded(self, i: int, mm: np.ndarray, h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
         """Sample i of a compressed split: each image's frame decoded into a fresh .npy file, pixels viewed in it."""
         idx = self.index
-        header = schema.npy_header(h, w)
-        size = len(header) + h * w * schema.CHANNELS
+        m = idx.members
+        s = m.scale
+        headers = self._headers(h, w)
         files = []
-        for member, off, n in ((schema.LOW, int(idx.low[i]), int(idx.low_bytes[i])),
-                               (schema.HIGH, int(idx.high[i]), int(idx.high_bytes[i]))):
+        for member, off, n, header, size in (
+                (schema.LOW, int(idx.low[i]), int(idx.low_bytes[i]), headers[0], m.low.nbytes(h, w)),
+                (schema.HIGH, int(idx.high[i]), int(idx.high_bytes[i]), headers[1], m.high.nbytes(h * s, w * s))):
             try:
-                files.append(codec.decompress(mm[off:off + n], size))
+                files.append(codec.decompress(mm[off:off + n], len(header) + size))
             except codec.FrameError as exc:
                 raise ShardError(f"{self.root / idx.files[idx.shard[i]]}: key {idx.keys[i]}: {idx.keys[i]}."
                                  f"{schema.image_suffix(member, idx.compression)} does not decode: {exc}; the shard "
                                  "is corrupt: run `pairload verify` and repack") from None
         if not self._checked[i]:
-            self._check_decoded(i, files, header)
-        return tuple(np.frombuffer(f, dtype=np.uint8, offset=len(header)).reshape(h, w, schema.CHANNELS)
-                     for f in files)
+            self._check_decoded(i, files, headers)
+        return (np.frombuffer(files[0], dtype=m.low.np_dtype, offset=len(headers[0])).reshape(h, w, m.low.channels),
+                np.frombuffer(files[1], dtype=m.high.np_dtype, offset=len(headers[1])).reshape(h * s, w * s,
+                                                                                              m.high.channels))
 
-    def _check_decoded(self, i: int, files: list[bytes], header: bytes) -> None:
+    def _check_decoded(self, i: int, files: list[bytes], headers: tuple[bytes, bytes]) -> None:
         """The first decode of a compressed sample in this process: .npy headers, and the pixels' CRC-32 (measured:
         about a quarter more CPU than the decode alone, paid once per sample and process)."""
         idx = self.index
-        for k, (member, data) in enumerate(zip((schema.LOW, schema.HIGH), files)):
+        for k, (member, data, header) in enumerate(zip((schema.LOW, schema.HIGH), files, headers)):
             name = f"{idx.keys[i]}.{schema.image_suffix(member, idx.compression)}"
             where = f"{self.root / idx.files[idx.shard[i]]}: key {idx.keys[i]}: {name}"
             if data[:len(header)] != header:
-                raise ShardError(f"{where} does not hold the uint8 {tuple(idx.hw[i].tolist()) + (3,)} .npy the "
-                                 "manifest says; the shard is corrupt: run `pairload verify` and repack")
+                side = idx.members.side(k)
+                raise ShardError(f"{where} does not hold the {side.dtype} {tuple(idx.hw[i].tolist())} ×"
+                                 f"{side.channels} .npy the manifest says; the shard is corrupt: run "
+                                 "`pairload verify` and repack")
             if zlib.crc32(memoryview(data)[len(header):]) != int(idx.crc[i, k]):
                 raise ShardError(f"{where}: pixels do not match their checksum; the shard is corrupt: run "
                                  "`pairload verify` and repack")
@@ -295,6 +314,11 @@ class ShardDataset:
     @property
     def where(self) -> str:
         return self.url or str(self.root)
+
+    @property
+    def members(self):
+        """The split's member types and size relation (`pairload.format.members.Members`)."""
+        return self.index.members
 
     @property
     def groups(self) -> tuple[tuple[str, int], ...]:
@@ -327,6 +351,18 @@ class ShardMix(ShardDataset):
         self._hw = np.concatenate([ds.sizes for ds in self.parts.values()]).astype(np.int64).reshape(-1, 2)
         self._names = list(self.parts)
         self._source = np.repeat(np.arange(len(sizes)), sizes)
+        kinds = {name: ds.members for name, ds in self.parts.items()}
+        first = next(iter(kinds.values()))
+        odd = [name for name, m in kinds.items() if (m.low, m.high, m.scale) != (first.low, first.high, first.scale)]
+        if odd:
+            a = next(iter(kinds))
+            raise ConfigError(f"sources {a!r} and {odd[0]!r} cannot be mixed: {a!r} holds {first.describe()}, "
+                              f"{odd[0]!r} holds {kinds[odd[0]].describe()}; mix splits of one member type")
+        self._members = first
+
+    @property
+    def members(self):
+        return self._members
 
     def __getstate__(self):
         return self.__dict__.copy()  # the parts pickle without their maps

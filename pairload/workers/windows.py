@@ -1,5 +1,6 @@
-"""The window task: copy a planned batch's crop windows (both images, optionally oriented) out of the
-memory-mapped shards into one ring slot. The parent planned every number in it. Numpy only."""
+"""The window task: copy a planned batch's windows (input and target, optionally oriented) out of the
+memory-mapped shards into one ring slot, laid out by the split's members. The parent planned every number in it.
+Numpy only."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from typing import NamedTuple
 import numpy as np
 
 from ..dihedral import orient
+from ..format.members import DEFAULT, Members
 
 
 class WindowTask(NamedTuple):
-    """Fill ring slot `slot` with a (2, N, h, w, 3) batch: row j is sample `index[j]`'s window at (y[j], x[j]),
+    """Fill ring slot `slot` with one batch laid out by `members.batch(n, h, w)`: row j is sample `index[j]`'s
+    input window at (y[j], x[j]) of h×w and its target window at the same place (scaled by `members.scale`),
     oriented by `code[j]` (None: not oriented here, the device does it). `ahead`: samples of a coming batch to
     ask the kernel to read now (a split not in the page cache streams in ahead of the copies)."""
 
@@ -22,30 +25,28 @@ class WindowTask(NamedTuple):
     code: np.ndarray | None
     h: int
     w: int
+    members: Members = DEFAULT
     ahead: tuple = ()
 
 
-def slot_view(flat: np.ndarray, n: int, h: int, w: int) -> np.ndarray:
-    """The (2, n, h, w, 3) array at the start of one ring slot (a flat uint8 row)."""
-    return flat[: 2 * n * h * w * 3].reshape(2, n, h, w, 3)
-
-
-def fill(ds, dst: np.ndarray, index, y, x, code=None) -> None:
-    """Copy the windows into dst, a (2, N, H, W, 3) uint8 array (low, then high), oriented by `code` if given
-    (for CPU batches: nearly free here, a full extra pass later). `ds`: a `ShardDataset`."""
-    h, w = dst.shape[2:4]
+def fill(ds, low_dst: np.ndarray, high_dst: np.ndarray, index, y, x, code=None, scale: int = 1) -> None:
+    """Copy the windows into low_dst (N, h, w, C) and high_dst (N, h·scale, w·scale, C'), oriented by `code` if
+    given (for CPU batches: nearly free here, a full extra pass later). `ds`: a `ShardDataset`."""
+    h, w = low_dst.shape[1:3]
     arrays = ds.arrays
     codes = code.tolist() if code is not None else [0] * len(index)
+    s = scale
     for j, (i, yy, xx, c) in enumerate(zip(np.asarray(index).tolist(), np.asarray(y).tolist(),
                                            np.asarray(x).tolist(), codes)):
         low, high = arrays(i)
-        dst[0, j] = orient(low[yy:yy + h, xx:xx + w], c)
-        dst[1, j] = orient(high[yy:yy + h, xx:xx + w], c)
+        low_dst[j] = orient(low[yy:yy + h, xx:xx + w], c)
+        high_dst[j] = orient(high[yy * s:(yy + h) * s, xx * s:(xx + w) * s], c)
 
 
 def run_window(ds, ring: np.ndarray, task: WindowTask) -> None:
     if task.ahead:
         ds.willneed(task.ahead)
-    fill(ds, slot_view(ring[task.slot], len(task.index), task.h, task.w), task.index, task.y, task.x, task.code)
+    low, high = task.members.batch(len(task.index), task.h, task.w).views(ring[task.slot])
+    fill(ds, low, high, task.index, task.y, task.x, task.code, task.members.scale)
     if ds.transient:  # cached remote shards may be evicted once released: keep no map of them
         ds.drop_evicted()

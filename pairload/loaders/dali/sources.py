@@ -439,7 +439,7 @@ class ExternalSource(PairedSource):
         self._flip_on_device = False
         kernel_source, self.path_note = zerocopy.setup(self.ds, self.device, requested=zero_copy, budget=pin_budget,
                                                        who="dali-external")
-        self._zero = None if kernel_source is None else zerocopy.DeviceWindows(kernel_source, self.device, None)
+        self._zero = None if kernel_source is None else zerocopy.KernelCuts(kernel_source, self.device)
         self._zero_active = False  # the graph being run takes device batches from `_zero`
         self._host = HostWindows(self.ds, self.cfg, self.plan_for, num_workers=opts.num_workers,
                                  prefetch=prefetch, pin=self.device.type == "cuda",
@@ -519,18 +519,20 @@ class ExternalSource(PairedSource):
         `cuda_stream` does not order them. So the kernels run ahead (`_CUT_AHEAD` batches, `_CUT_GROUP` per launch)
         and a batch is fed after its event completed, which it has by then: the GPU cuts faster than DALI takes."""
         ahead: deque = deque()
-        for item in self._zero.pixels(plans, self.hw, self.cfg.augment, group=_CUT_GROUP):
+        for item in self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=_CUT_GROUP):
             ahead.append(item)
             if len(ahead) > _CUT_AHEAD:
-                yield self._ready_batch(run, *ahead.popleft())
+                yield self._ready_batch(run, ahead.popleft())
         while ahead:
-            yield self._ready_batch(run, *ahead.popleft())
+            yield self._ready_batch(run, ahead.popleft())
 
-    def _ready_batch(self, run: tuple, bp: BatchPlan, pixels: torch.Tensor, ready) -> list:
+    def _ready_batch(self, run: tuple, cut) -> list:
+        bp, ready = cut.plan, cut.ready
         if not ready.query():  # done long ago, but for an epoch's first batches
             ready.synchronize()
         self._fed.append((run, bp))
-        sides = pixels.unbind(0)
+        sides = cut.device_sides()
+        pixels = cut.block
         # DALI reads the memory until it is past the batch: kept here (so DALI's release never frees it) for `_hold`
         # batches. DALI copies it to its output on its own stream, and the current stream has waited for the
         # outputs taken so far: the cutting stream waits for it before the memory of the oldest goes back to torch
@@ -542,11 +544,12 @@ class ExternalSource(PairedSource):
         if self._zero_active:
             yield from self._device_inputs(run, plans)
             return
-        for bp, (host, release) in zip(plans, self._host.batches(run, plans)):
+        for cut in self._host.cuts(run, plans):
+            bp = cut.plan
             self._fed.append((run, bp))
-            if release is not None:
-                self._hold_until_consumed(release)
-            batch = [host[0], host[1]]
+            if cut.release is not None:
+                self._hold_until_consumed(cut.release)
+            batch = list(cut.host_sides())
             if self._flip_on_device:
                 batch.append(dihedral_matrices(bp.code, self._out_hw_index(bp.index, bp.crop)))
             yield batch
