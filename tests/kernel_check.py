@@ -41,7 +41,7 @@ def check(members: Members, device: torch.device, n: int = 3, H: int = 12, W: in
     for code in CODES:
         plan = torch.tensor(np.stack([np.arange(n), ys, xs, np.full(n, code)]), dtype=torch.int64, device=device)
         layout = members.batch(n, h, w)
-        low, high = layout.views(zerocopy.cut(src, plan, 0, layout, s).cpu().numpy())
+        low, high = layout.views(zerocopy.cut(src, plan, 0, layout, s).cpu().numpy().reshape(-1))
         for j, (lo, hi) in enumerate(imgs):
             y, x = ys[j], xs[j]
             bad += not np.array_equal(low[j], orient(lo[y:y + h, x:x + w], code))

@@ -148,14 +148,25 @@ class BatchLayout:
     high_shape: tuple[int, int, int, int]
     high_offset: int
     total: int
+    stacked: bool  # see above; then `stacked_shape` is the (2, n, h, w, C) shape of the whole block
 
     @property
-    def stacked(self) -> bool:
-        return (self.low == self.high and self.low_shape == self.high_shape
-                and self.high_offset == self.low.nbytes(*self.low_shape[1:3]) * self.low_shape[0])
+    def stacked_shape(self) -> tuple[int, int, int, int, int]:
+        return (2, *self.low_shape)
+
+    def shaped(self, flat: np.ndarray) -> np.ndarray:
+        """The block as the array it is handed on as: (2, n, h, w, C) of the members' dtype when stacked, else the
+        flat uint8 bytes (`views` splits them)."""
+        block = flat[:self.total]
+        return block.view(self.low.np_dtype).reshape(self.stacked_shape) if self.stacked else block
 
     def views(self, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high) arrays over `flat` (a uint8 buffer of at least `total` bytes)."""
+        """(low, high) arrays over `flat` (a uint8 buffer of at least `total` bytes, or a stacked block)."""
+        if flat.ndim == 5:
+            return flat[0], flat[1]
+        if self.stacked:
+            both = self.shaped(flat)
+            return both[0], both[1]
         n, h, w, c = self.low_shape
         nb = self.low.nbytes(h, w) * n
         low = flat[:nb].view(self.low.np_dtype).reshape(self.low_shape)
@@ -168,8 +179,9 @@ class BatchLayout:
 def _batch_layout(low: Member, high: Member, scale: int, n: int, h: int, w: int) -> BatchLayout:
     low_bytes = n * low.nbytes(h, w)
     offset = -(-low_bytes // ALIGN) * ALIGN
+    stacked = low == high and scale == 1 and offset == low_bytes
     return BatchLayout(low, high, (n, h, w, low.channels), (n, h * scale, w * scale, high.channels), offset,
-                       offset + n * high.nbytes(h * scale, w * scale))
+                       offset + n * high.nbytes(h * scale, w * scale), stacked)
 
 
 DEFAULT = Members()

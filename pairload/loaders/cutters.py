@@ -85,7 +85,8 @@ def choose(ds, cfg, plan_for, device, *, zero_copy: bool | None, resident: bool,
     from .resident import DeviceStore
     from .ring import HostWindows
 
-    source, why = zerocopy.setup(ds, device, requested=zero_copy, budget=pin_budget, resident=resident, who=who)
+    source, why = zerocopy.setup(ds, device, requested=zero_copy, budget=pin_budget, resident=resident, who=who,
+                                 stacklevel=5)
     if source is not None:
         return Choice(zerocopy.KernelCuts(source, device, "resident" if resident else "zero-copy"), why)
     if resident:

@@ -12,7 +12,7 @@ from collections import deque
 
 import torch
 
-from ..batch import PairBatch, batch_from_hwc, make_batch
+from ..batch import PairBatch, make_batch, oriented_batch
 from .cutters import Cut
 
 
@@ -30,8 +30,8 @@ class DeviceStage:
         Returns (batch, ready event or None); pass both to `handover` before the caller uses the batch."""
         code = None if cut.oriented else code
         if cut.on_device:  # the kernel and the resident gather cut oriented windows
-            return batch_from_hwc(*cut.device_sides(), keys, padded, source), cut.ready
-        host = torch.from_numpy(cut.block[:cut.layout.total])
+            return oriented_batch(cut.layout, cut.block, keys, padded, source, cut.sides), cut.ready
+        host = torch.from_numpy(cut.layout.shaped(cut.block))
         if not self.cuda:
             batch = make_batch(cut.layout, host if cut.release is None else host.clone(), code, keys, padded, source)
             if cut.release is not None:

@@ -112,8 +112,8 @@ class HostLoader(PlannedLoader):
 
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
         padded = self._padded_on(plans) if self.cutter.on_device else self._padded
-        produced = (self._stage.put(cut, self._code(cut.plan), self._keys(cut.plan), padded(cut.plan),
-                                    self._source(cut.plan))
+        produced = (self._stage.put(cut, None if cut.oriented else self._code(cut.plan), self._keys(cut.plan),
+                                    padded(cut.plan), self._source(cut.plan))
                     for cut in self.cutter.cuts((epoch, consumed), plans, self._stage.reclaim))
         yield from self._stage.one_ahead(produced)  # batch k+1 is copied while the caller works on batch k
 

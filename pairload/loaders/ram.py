@@ -1,4 +1,5 @@
-"""The strided deal of the shard loader (`host.HostLoader`; the `ram` kind): crops copied straight out of memory-mapped shards, async copies to the device.
+"""The strided deal of the shard loader (`host.HostLoader`; the `ram` kind): crops copied straight out of
+memory-mapped shards, async copies to the device.
 
 Sharing: the shards are memory-mapped read-only, so every worker and every rank on a node reads the one copy
 of the split held in the page cache; no process holds a private copy. The epoch is one permutation of the whole

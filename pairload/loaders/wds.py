@@ -1,5 +1,6 @@
 """The by-shard deal of the shard loader (`host.HostLoader`; the `wds` kind), for splits larger than memory or on
-shared storage: each rank reads its own block of the epoch's shard order, a window of shards at a time (the "by_shard" deal of `pairload.plan.deals`).
+shared storage: each rank reads its own block of the epoch's shard order, a window of shards at a time (the
+"by_shard" deal of `pairload.plan.deals`).
 
 Per epoch the shards are permuted; samples are shuffled within windows of consecutive shards holding
 `shuffle_buffer` samples (default: as many pairs as fit in 1 GiB), and rank r takes the r-th contiguous block of

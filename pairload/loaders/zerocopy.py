@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import warnings
 import time
 import weakref
 from dataclasses import dataclass
@@ -261,7 +262,9 @@ class DeviceCopy:
 
     def _copy(self, part, number: int, size: int) -> int:
         start, self._filled = self._filled, self._filled + size
-        self.store[start:start + size].copy_(torch.from_numpy(part.shard_map(number)))
+        with warnings.catch_warnings():  # the map is read-only and only read here
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            self.store[start:start + size].copy_(torch.from_numpy(part.shard_map(number)))
         return self.store.data_ptr() + start
 
     def check(self, force: bool = False) -> None:
@@ -363,8 +366,9 @@ def cut(source, plan: torch.Tensor, start: int, layout: BatchLayout, scale: int 
     global _kernel
     if _kernel is None:
         _kernel = _build_kernel()
-    if out is None:
-        out = torch.empty(layout.total, dtype=torch.uint8, device=plan.device)
+    if out is None:  # a stacked layout's block is handed on as the (2, n, h, w, C) tensor it is
+        out = torch.empty(layout.stacked_shape if layout.stacked and layout.low.dtype == "uint8" else layout.total,
+                          dtype=torch.uint8, device=plan.device)
     n, h, w, _ = layout.low_shape
     if n:
         pix_low, pix_high = layout.low.pixel_bytes, layout.high.pixel_bytes
@@ -427,10 +431,14 @@ class KernelCuts:
                 b += 1
                 start += n
                 continue
-            low, high = sides_of(group_layout, block)
-            for j in range(k):
-                yield Cut(plans[b + j], layout, None, True, ready,
-                          sides=(low[j * n:(j + 1) * n], high[j * n:(j + 1) * n]))
+            if block.dim() == 5:  # each batch a slice of the group's (2, k·n, h, w, C) block, as one block
+                for j in range(k):
+                    yield Cut(plans[b + j], layout, block[:, j * n:(j + 1) * n], True, ready)
+            else:
+                low, high = sides_of(group_layout, block)
+                for j in range(k):
+                    yield Cut(plans[b + j], layout, None, True, ready,
+                              sides=(low[j * n:(j + 1) * n], high[j * n:(j + 1) * n]))
             start += k * n
             b += k
 
@@ -461,7 +469,7 @@ def self_test(source, ds, device: torch.device) -> str:
     members = ds.members
     layout = members.batch(1, ch, cw)
     try:
-        got = layout.views(cut(source, plan, 0, layout, members.scale).cpu().numpy())
+        got = layout.views(cut(source, plan, 0, layout, members.scale).cpu().numpy().reshape(-1))
     except Exception as exc:  # noqa: BLE001 - any failure to build or run the kernel means: not here
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         return f"the GPU kernel could not be built or run ({type(exc).__name__}: {first})"
@@ -475,7 +483,7 @@ def self_test(source, ds, device: torch.device) -> str:
 
 
 def setup(ds, device: torch.device, *, requested: bool | None, budget: int | None, resident: bool = False,
-          who: str = "ram") -> tuple[Registration | DeviceCopy | None, str]:
+          who: str = "ram", stacklevel: int = 4) -> tuple[Registration | DeviceCopy | None, str]:
     """What a loader's GPU kernel reads (the registered shard maps, or with `resident` a device copy), or None and
     why not: refused with a ConfigError when `requested` is True, else a one-line warning naming the reason (none on
     a CPU device, where the path was never a candidate)."""
@@ -493,7 +501,6 @@ def setup(ds, device: torch.device, *, requested: bool | None, budget: int | Non
         if source is None and requested:
             raise _refused(why)
     if why and not resident:
-        import warnings
-
-        warnings.warn(f"{who} loader: the workers cut the crops (not the GPU from the page cache): {why}", stacklevel=4)
+        warnings.warn(f"{who} loader: the workers cut the crops (not the GPU from the page cache): {why}",
+                      stacklevel=stacklevel)
     return source, why
