@@ -281,16 +281,19 @@ class DeviceCopy:
 # ---------------------------------------------------------------------------------------------- the kernel
 
 _kernel = None
+_HF = _VF = _TR = None  # the orientation bits as Triton constants, set by _build_kernel
 
 
 def _build_kernel():
     import triton
     import triton.language as tl
 
+    # the orientation bits (`pairload.dihedral`) as compile-time constants the kernel reads as globals
+    globals().update(_HF=tl.constexpr(HFLIP), _VF=tl.constexpr(VFLIP), _TR=tl.constexpr(TRANSPOSE))
+
     @triton.jit
     def cut(out_ptr, low_addr, high_addr, width, plan, start, total, n, h, w, high_offset, WORDS: tl.constexpr,
-            PIX_LOW: tl.constexpr, PIX_HIGH: tl.constexpr, SCALE: tl.constexpr, HF: tl.constexpr,
-            VF: tl.constexpr, TR: tl.constexpr):
+            PIX_LOW: tl.constexpr, PIX_HIGH: tl.constexpr, SCALE: tl.constexpr):
         """One program per (window row r of sample j, side): read the row's bytes (contiguous in the shard) and
         write them where the planned orientation puts them in the side's (n, rows, cols, C) block of `out_ptr`
         (the input block at byte 0, the target block at `high_offset`). A side's pixel is PIX_LOW or PIX_HIGH bytes;
@@ -328,9 +331,9 @@ def _build_kernel():
         shift = (begin - aligned).to(tl.int32)
         m = tl.arange(0, WORDS)
         k0 = tl.arange(0, 4 * WORDS)
-        hflip = (code & HF) != 0
-        vflip = (code & VF) != 0
-        transpose = (code & TR) != 0
+        hflip = (code & _HF) != 0
+        vflip = (code & _VF) != 0
+        transpose = (code & _TR) != 0
         row_out = tl.where(vflip, hs - 1 - r, r)
         col_out = tl.where(hflip, ws - 1 - r, r)
         plane = j.to(tl.int64) * hs
@@ -359,26 +362,45 @@ def plan_tensor(plans: list[BatchPlan], device: torch.device, augment: bool) -> 
     return torch.from_numpy(np.stack([field("index"), field("y"), field("x"), code]).astype(np.int64)).to(device)
 
 
-def cut(source, plan: torch.Tensor, start: int, layout: BatchLayout, scale: int = 1,
-        out: torch.Tensor | None = None) -> torch.Tensor:
-    """The flat uint8 block (laid out by `layout`, `members.BatchLayout`) of the windows in columns start..start+n
-    of `plan` (`plan_tensor`), cut from `source` (a `Registration` or `DeviceCopy`) on the current stream."""
-    global _kernel
-    if _kernel is None:
-        _kernel = _build_kernel()
-    if out is None:  # a stacked layout's block is handed on as the (2, n, h, w, C) tensor it is
-        out = torch.empty(layout.stacked_shape if layout.stacked and layout.low.dtype == "uint8" else layout.total,
-                          dtype=torch.uint8, device=plan.device)
-    n, h, w, _ = layout.low_shape
-    if n:
+@dataclass(frozen=True)
+class Launch:
+    """What one kernel launch for a batch layout needs besides the plan, worked out once per shape."""
+
+    layout: BatchLayout
+    scale: int
+    out_shape: tuple  # the block's shape: (2, n, h, w, C) for a stacked uint8 layout, else its bytes
+    grid: tuple[int, int]
+    words: int
+
+    @staticmethod
+    def of(layout: BatchLayout, scale: int = 1) -> "Launch":
+        n, h, w, _ = layout.low_shape
         pix_low, pix_high = layout.low.pixel_bytes, layout.high.pixel_bytes
         widest = max(w * pix_low, w * scale * pix_high)
         # up to 1020 bytes of a row per step (crop 256 rows of RGB are 768): 256 words, 2 warps (fastest on the
         # H100, benchmarks/zerocopy_micro.py)
         words = min(256, 1 << ((widest + 3) // 4).bit_length())
-        _kernel[(n * h * scale, 2)](out, source.low, source.high, source.width, plan, start, plan.shape[1], n, h, w,
-                                    layout.high_offset, WORDS=words, PIX_LOW=pix_low, PIX_HIGH=pix_high, SCALE=scale,
-                                    HF=HFLIP, VF=VFLIP, TR=TRANSPOSE, num_warps=2)
+        shape = layout.stacked_shape if layout.stacked and layout.low.dtype == "uint8" else (layout.total,)
+        return Launch(layout, scale, shape, (n * h * scale, 2), words)
+
+
+def cut(source, plan: torch.Tensor, start: int, layout: BatchLayout | Launch, scale: int = 1,
+        out: torch.Tensor | None = None) -> torch.Tensor:
+    """The block (laid out by `layout`, `members.BatchLayout`; a stacked uint8 layout as its (2, n, h, w, C) tensor)
+    of the windows in columns start..start+n of `plan` (`plan_tensor`), cut from `source` (a `Registration` or
+    `DeviceCopy`) on the current stream. `layout` may be a `Launch` worked out before (per batch shape)."""
+    global _kernel
+    if _kernel is None:
+        _kernel = _build_kernel()
+    launch = layout if isinstance(layout, Launch) else Launch.of(layout, scale)
+    lay = launch.layout
+    if out is None:
+        out = torch.empty(launch.out_shape, dtype=torch.uint8, device=plan.device)
+    n, h, w, _ = lay.low_shape
+    if n:
+        _kernel[launch.grid](out, source.low, source.high, source.width, plan, start, plan.shape[1], n, h, w,
+                             lay.high_offset, WORDS=launch.words, PIX_LOW=lay.low.pixel_bytes,
+                             PIX_HIGH=lay.high.pixel_bytes, SCALE=launch.scale, num_warps=2)
     return out
 
 
@@ -394,6 +416,13 @@ class KernelCuts:
         self.source, self.device, self.path = source, device, path
         self.members = source.ds.members
         self.stream = torch.cuda.Stream(device)
+        self._launches: dict[tuple[int, int, int], Launch] = {}  # per (n, h, w): worked out once
+
+    def _launch(self, n: int, h: int, w: int) -> Launch:
+        launch = self._launches.get((n, h, w))
+        if launch is None:
+            launch = self._launches[(n, h, w)] = Launch.of(self.members.batch(n, h, w), self.members.scale)
+        return launch
 
     def start(self) -> None:
         """Nothing to start: no worker processes."""
@@ -403,6 +432,8 @@ class KernelCuts:
 
     def cuts(self, run: tuple, plans: list[BatchPlan], reclaim=None, *, augment: bool = True, hw=None,
              events: bool = True, group: int = 1):
+        """A `Cut` per plan, each cut on `self.stream` with the event that marks it ready (`events`); `group` > 1:
+        up to that many batches of one shape per launch."""
         if not plans:
             return
         hw = self.source.ds.sizes if hw is None else hw
@@ -418,10 +449,11 @@ class KernelCuts:
             k = 1
             while k < group and b + k < len(plans) and len(plans[b + k]) == n and plans[b + k].out_hw(hw) == (h, w):
                 k += 1
-            layout = self.members.batch(n, h, w)
-            group_layout = layout if k == 1 else self.members.batch(k * n, h, w)
+            launch = self._launch(n, h, w)
+            layout = launch.layout
+            together = launch if k == 1 else self._launch(k * n, h, w)
             with torch.cuda.stream(self.stream):
-                block = cut(self.source, plan, start, group_layout, self.members.scale)
+                block = cut(self.source, plan, start, together)
                 ready = None
                 if events:
                     ready = torch.cuda.Event()
@@ -435,7 +467,7 @@ class KernelCuts:
                 for j in range(k):
                     yield Cut(plans[b + j], layout, block[:, j * n:(j + 1) * n], True, ready)
             else:
-                low, high = sides_of(group_layout, block)
+                low, high = sides_of(together.layout, block)
                 for j in range(k):
                     yield Cut(plans[b + j], layout, None, True, ready,
                               sides=(low[j * n:(j + 1) * n], high[j * n:(j + 1) * n]))
