@@ -22,7 +22,7 @@ for ((k = 0; k < ROUNDS; k++)); do
     tree=$OLD; [ "$tag" = new ] && tree=$NEW
     echo "== $(date -u +%FT%TZ) round $k $tag"
     PYTHONPATH=/tmp/site:$tree python3 -m pairload.cli bench-loaders "$W/shards" --loaders "$LOADERS" \
-      --workers $((CORES - 1)) --seconds 4 --repeats 2 --out "$R/interleaved-$tag-$k.json" 2>&1 \
+      --workers $((CORES - 1)) --seconds 3 --repeats 3 --out "$R/interleaved-$tag-$k.json" 2>&1 \
       | grep -E "pairs/s|limits" | grep -v "^│" | head -12
   done
 done
