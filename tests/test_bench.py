@@ -6,8 +6,9 @@ import numpy as np
 
 import pytest
 
-from pairload.bench.loaders import ALL, BenchConfig, plot, run_bench
+from pairload.bench.loaders import BenchConfig, plot, run_bench
 from pairload.errors import ConfigError
+from pairload.kinds import BENCH_ENTRIES as ALL
 from pairload.pack.writer import PackOptions, pack
 
 from conftest import has_module, make_raw
