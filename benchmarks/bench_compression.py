@@ -11,7 +11,7 @@ split once raw and once per level (a first untimed pack of each puts the raw ima
     CRC-32 checked) and later passes (decode only), in pairs per CPU-second (= per core); raw: the same views;
   * loaders: `ram` and `wds` with num_workers 0 and 2 at crop 256, batch 32 on CPU, warm (shards in the page
     cache, a --seconds window) and cold (shards evicted with posix_fadvise(DONTNEED), then one epoch; no root
-    needed), with `pairload.bench.loaders`' own measure/measure_cold; raw and zstd alternate for --rounds rounds
+    needed), with `pairload.bench.measure`'s own measure/measure_cold; raw and zstd alternate for --rounds rounds
     and the median is reported (on a shared machine both see the same background load).
 Break-even: a loader fed over a network of bandwidth B delivers B / bytes-per-pair pairs/s; decoding delivers at
 most (per-core decode rate × cores). zstd wins while B < decode-bound × raw bytes per pair.
@@ -32,7 +32,9 @@ from pathlib import Path
 
 import torch
 
-from pairload.bench.loaders import BenchConfig, build_loader, measure, measure_cold
+from pairload.bench.config import BenchConfig
+from pairload.bench.entries import build_loader
+from pairload.bench.measure import measure, measure_cold
 from pairload.format import schema
 from pairload.pack.writer import PackOptions, pack
 from pairload.read.shards import ShardDataset
@@ -195,7 +197,8 @@ def break_even(raw: dict, z: dict, decode_per_core: float, cores: int) -> dict:
     b_star = decode_bound * raw["bytes_per_pair"]
     b_full = decode_bound * z["bytes_per_pair"]
     return {"cores": cores, "decode_bound_pairs_per_s": round(decode_bound),
-            "break_even_gbit_per_s": round(b_star * 8 / 1e9, 2), "full_ratio_below_gbit_per_s": round(b_full * 8 / 1e9, 2)}
+            "break_even_gbit_per_s": round(b_star * 8 / 1e9, 2),
+            "full_ratio_below_gbit_per_s": round(b_full * 8 / 1e9, 2)}
 
 
 def summarise(doc: dict, zlabel: str) -> None:
@@ -221,13 +224,14 @@ def summarise(doc: dict, zlabel: str) -> None:
     }
     one = break_even(raw, z, per_core, 1)
     whole = break_even(raw, z, loader_rate[zlabel], 1)
+    sixteen = break_even(raw, z, per_core, 16)
     doc["conclusion"] = (
         f"zstd level {z['level']} stores these {doc['data']['size']} pairs {z['ratio_raw_over_compressed']:.2f}x "
         f"smaller ({raw['bytes_per_pair'] / 1e6:.2f} -> {z['bytes_per_pair'] / 1e6:.2f} MB per pair) and a core "
         f"decodes {per_core:.0f} pairs/s ({1e3 / per_core:.1f} ms of CPU per pair, every epoch). Over a network, "
         f"zstd shards deliver more pairs/s than raw ones while the bandwidth is below about "
         f"{one['break_even_gbit_per_s']:.1f} Gbit/s per core given to decoding ({whole['break_even_gbit_per_s']:.1f} "
-        f"Gbit/s per core counting the whole loader), e.g. {break_even(raw, z, per_core, 16)['break_even_gbit_per_s']:.0f}"
+        f"Gbit/s per core counting the whole loader), e.g. {sixteen['break_even_gbit_per_s']:.0f}"
         f" Gbit/s for 16 cores; the gain is at most the ratio ({z['ratio_raw_over_compressed']:.2f}x). Read from the "
         f"page cache or a local disk, raw is {loader_rate['raw'] / loader_rate[zlabel]:.1f}x cheaper per pair "
         f"(ram loader, pairs per CPU-second), so raw stays the default: use --compress zstd for shards read from a "

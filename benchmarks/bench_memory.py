@@ -4,8 +4,9 @@
     python benchmarks/bench_memory.py SHARDS_DIR [--ranks 2] [--workers 4] [--loader ram] [--seconds 10]
 
 Starts RANKS processes (like torchrun would), each with its own loader of WORKERS workers on its own GPU (or
-the same GPU when there is one), runs them for SECONDS, and sums the proportional set size (PSS) of every
-process: shared pages (the memory-mapped shards in the page cache) are counted once in that sum.
+the same GPU when there is one), runs them for SECONDS, and sums the proportional set size (PSS) of every rank
+and of the workers its loader names (`loader.worker_pids()`): shared pages (the memory-mapped shards in the page
+cache) are counted once in that sum.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def _rank(shards: str, loader: str, rank: int, ranks: int, workers: int, seconds
     if device != "cpu":
         torch.cuda.synchronize()
     rate = n / (time.perf_counter() - t0)
-    q.put({"rank": rank, "pairs_per_s": rate})
-    time.sleep(3)  # stay alive while the parent measures
+    q.put({"rank": rank, "pairs_per_s": rate, "pids": [os.getpid(), *ld.worker_pids()]})
+    time.sleep(3)  # stay alive (workers included) while the parent measures
 
 
 def _baseline(rank: int, q) -> None:
@@ -48,20 +49,20 @@ def _baseline(rank: int, q) -> None:
 
     if torch.cuda.is_available():
         torch.zeros(1, device=f"cuda:{rank % torch.cuda.device_count()}")
-    q.put({"rank": rank})
+    q.put({"rank": rank, "pids": [os.getpid()]})
     time.sleep(3)
 
 
-def _pss(pids) -> tuple[int, int]:
+def _pss(pids: list[int]) -> tuple[int, int]:
+    """Summed PSS and USS of the processes the ranks reported (each rank and its loader's workers)."""
     pss = uss = 0
     for pid in pids:
-        for proc in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
-            try:
-                full = proc.memory_full_info()
-                pss += full.pss
-                uss += full.uss
-            except psutil.Error:
-                pass
+        try:
+            full = psutil.Process(pid).memory_full_info()
+            pss += full.pss
+            uss += full.uss
+        except psutil.Error:
+            pass
     return pss, uss
 
 
@@ -83,9 +84,7 @@ def main() -> None:
     base = [ctx.Process(target=_baseline, args=(r, q)) for r in range(args.ranks)]
     for p in base:
         p.start()
-    for _ in base:
-        q.get()
-    base_pss, _ = _pss([p.pid for p in base])
+    base_pss, _ = _pss([pid for _ in base for pid in q.get()["pids"]])
     for p in base:
         p.join()
     procs = [ctx.Process(target=_rank, args=(args.shards, args.loader, r, args.ranks, args.workers, args.seconds, q))
@@ -93,7 +92,7 @@ def main() -> None:
     for p in procs:
         p.start()
     rates = [q.get() for _ in procs]
-    pss, uss = _pss([p.pid for p in procs])
+    pss, uss = _pss([pid for r in rates for pid in r.pop("pids")])  # the report keeps rank and rate
     for p in procs:
         p.join()
     doc = {"benchmark": "memory", "loader": args.loader, "ranks": args.ranks, "workers_per_rank": args.workers,

@@ -19,7 +19,7 @@ def _webdataset_tar(files: list[str], limit: int) -> float:
     import webdataset as wds
 
     t, n = time.perf_counter(), 0
-    for sample in wds.tarfile_to_samples()(iter([{"url": f} for f in files])):
+    for _sample in wds.tarfile_to_samples()(iter([{"url": f} for f in files])):
         n += 1
         if n == limit:
             break

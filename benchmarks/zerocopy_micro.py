@@ -92,7 +92,9 @@ def main():
     reg = zerocopy.Registration(ds, dev)
     cfg = PlanConfig(batch_size=a.batch, crop=a.crop, seed=0)
     plans = plan_epoch(cfg, key_hashes(ds.keys), ds.sizes, 0)
-    f = lambda name: torch.from_numpy(np.concatenate([getattr(bp, name) for bp in plans]).astype(np.int64)).to(dev)
+    def f(name):
+        return torch.from_numpy(np.concatenate([getattr(bp, name) for bp in plans]).astype(np.int64)).to(dev)
+
     index, ys, xs, codes = f("index"), f("y"), f("x"), f("code")
     n, h = a.batch, a.crop
     nb = len(plans)
@@ -105,7 +107,7 @@ def main():
         launch(0)
         torch.cuda.synchronize()
         best = 0
-        for rep in range(3):
+        for _ in range(3):
             t0 = time.perf_counter()
             for b in range(nb):
                 launch(b)

@@ -6,8 +6,9 @@ import numpy as np
 
 import pytest
 
-from pairload.bench.loaders import ALL, BenchConfig, plot, run_bench
+from pairload.bench.loaders import BenchConfig, plot, run_bench
 from pairload.errors import ConfigError
+from pairload.kinds import BENCH_ENTRIES as ALL
 from pairload.pack.writer import PackOptions, pack
 
 from conftest import has_module, make_raw
@@ -156,3 +157,54 @@ def test_chart_values_sit_past_their_error_bars_and_toy_sizes_are_named(tmp_path
     assert "toy sizes (crop 64, batch 8" in title and "rank differently than at crop 256" in title
     assert max(len(line) for line in titles[0].splitlines()) <= 110
     assert "toy" not in sizes_note(GPU)
+
+
+def test_every_entry_is_built_from_its_row_of_the_table(tiny):
+    import torch
+
+    from pairload.bench.baselines import TorchBaseline
+    from pairload.bench.entries import ENTRIES, Entry, Skip, build_loader, cut_path
+    from pairload.kinds import BASELINES
+
+    assert list(ENTRIES) and set(ENTRIES) == set(ALL)
+    assert {n for n, e in ENTRIES.items() if e.kind is None} == set(BASELINES)
+    cfg = BenchConfig(shards=str(tiny / "shards"), raw=str(tiny / "raw"), crop=32, batch_size=4, workers=12,
+                      device="cpu")
+    cpu = torch.device("cpu")
+    with build_loader("ram-resident", cfg, cpu, 12) as resident, build_loader("ram-workers", cfg, cpu, 12) as ram:
+        assert resident.resident and not ram.resident and ram.zero_copy is False
+        assert ram.opts.num_workers == 8 and cut_path("ram-workers", ram).startswith("workers")
+    with build_loader("wds", cfg, cpu, 12) as wds:
+        assert wds.opts.num_workers == 12 and cut_path("wds", wds) == ""
+    baseline = build_loader("cv2-disk", cfg, cpu, 0)
+    assert isinstance(baseline, TorchBaseline)
+    with pytest.raises(Skip, match="needs --raw"):
+        build_loader("naive-pil", BenchConfig(shards=cfg.shards, device="cpu"), cpu, 1)
+    with pytest.raises(Skip, match="no rank share"):
+        build_loader("naive-pil", cfg, cpu, 1, rank=1, world_size=2)
+    with pytest.raises(ConfigError, match="bench entry kind 'fast': expected one of ram"):
+        Entry("fast")
+
+
+def test_samples_count_the_workers_the_loaders_name(tiny):
+    import os
+
+    import psutil
+    import torch
+
+    from pairload.bench.entries import build_loader
+    from pairload.bench.sampling import processes_of
+
+    cfg = BenchConfig(shards=str(tiny / "shards"), raw=str(tiny / "raw"), crop=32, batch_size=4, workers=1,
+                      device="cpu")
+    for name in ("ram", "cv2-disk"):
+        loader = build_loader(name, cfg, torch.device("cpu"), 1)
+        try:
+            loader.start_workers()
+            next(iter(loader))
+            me, *workers = processes_of(loader)
+            assert me == os.getpid() and len(workers) == 1, (name, workers)
+            assert psutil.Process(workers[0]).ppid() == os.getpid()
+        finally:
+            loader.close()
+        assert processes_of(loader) == [os.getpid()], name

@@ -465,6 +465,9 @@ class ExternalSource(PairedSource):
         if self._zero is None:
             self._host.start()
 
+    def worker_pids(self) -> list[int]:
+        return self._host.worker_pids()
+
     def close(self) -> None:
         """Drop the pipeline and stop the workers (they start again with the next iteration)."""
         super().close()

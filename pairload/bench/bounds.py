@@ -1,0 +1,108 @@
+"""The references a run is read against, measured in the same run: pinned host->device bandwidth, one core's decode
+and crop-copy rates, the disk's cold sequential rate (each as pairs/s), and the two primitives the measurements
+share with them: waiting for the device, and evicting files from the page cache."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import torch
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def evict(files) -> None:
+    """Drop the files' pages from the page cache (posix_fadvise DONTNEED; no root needed). Pages that a live
+    process has mapped stay: close the loaders that map them first."""
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def disk_bound(files, pair_bytes: int, seconds: float = 3.0) -> dict:
+    """Sequential read bandwidth of the shard files, cold, as a pairs/s bound (`pair_bytes`: one stored pair)."""
+    evict(files)
+    buf = bytearray(8 << 20)
+    n, t0 = 0, time.perf_counter()
+    for path in files:
+        with open(path, "rb", buffering=0) as fh:
+            while (got := fh.readinto(buf)) and time.perf_counter() - t0 < seconds:
+                n += got
+        if time.perf_counter() - t0 >= seconds:
+            break
+    dt = time.perf_counter() - t0
+    evict(files)
+    return {"gb_per_s": n / dt / 1e9, "pairs_per_s": n / dt / pair_bytes, "bytes_read": n}
+
+
+def h2d_bound(device: torch.device, pair_bytes: int, size: int = 256 * 2**20) -> dict:
+    """Pinned host→device bandwidth (or host memcpy bandwidth on a CPU device) as a pairs/s bound."""
+    src = torch.empty(size, dtype=torch.uint8, pin_memory=device.type == "cuda")
+    src.fill_(1)
+    dst = torch.empty(size, dtype=torch.uint8, device=device)
+    for _ in range(2):
+        dst.copy_(src, non_blocking=True)
+    sync(device)
+    reps = 10
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        dst.copy_(src, non_blocking=True)
+    sync(device)
+    gbps = size * reps / (time.perf_counter() - t0) / 1e9
+    return {"kind": "pinned host->device" if device.type == "cuda" else "host memcpy", "gb_per_s": gbps,
+            "pairs_per_s": gbps * 1e9 / pair_bytes}
+
+
+def decode_rate(raw: str | None, split: str, seconds: float = 2.0) -> dict | None:
+    """Single-core cv2 decode rate of the raw images (images/s and pairs/s for one core and for all)."""
+    if raw is None:
+        return None
+    import cv2
+
+    from ..raw.discover import find_pairs
+
+    pairs = find_pairs(raw).splits().get(split, [])[:64]
+    if not pairs:
+        return None
+    files = [p.low for p in pairs] + [p.high for p in pairs]
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)  # one core's rate; the process's own setting is restored below
+    try:
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            cv2.imread(str(files[n % len(files)]), cv2.IMREAD_COLOR)
+            n += 1
+        rate = n / (time.perf_counter() - t0)
+    finally:
+        cv2.setNumThreads(threads)
+    cores = os.cpu_count() or 1
+    return {"images_per_s_per_core": rate, "pairs_per_s_per_core": rate / 2, "cores": cores,
+            "pairs_per_s_all_cores": rate / 2 * cores, "format": files[0].suffix.lstrip(".")}
+
+
+def copy_rate(shards: str, split: str, crop: int, seconds: float = 1.5) -> dict:
+    """Single-core rate of copying planned uint8 crop pairs out of the memory-mapped shards."""
+    from ..read.shards import ShardDataset
+
+    ds = ShardDataset(shards, split)
+    rng = np.random.default_rng(0)
+    out = np.empty((2, crop, crop, 3), np.uint8)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        i = int(rng.integers(len(ds)))
+        low, high = ds.arrays(i)
+        y = int(rng.integers(low.shape[0] - crop + 1))
+        x = int(rng.integers(low.shape[1] - crop + 1))
+        out[0] = low[y:y + crop, x:x + crop]
+        out[1] = high[y:y + crop, x:x + crop]
+        n += 1
+    return {"pairs_per_s_per_core": n / (time.perf_counter() - t0)}

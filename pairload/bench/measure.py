@@ -1,0 +1,107 @@
+"""Timing one entry on one process: warm (`measure`: a warm-up, then `repeats` time windows over an endless run of
+epochs) and cold (`measure_cold`: the shards evicted, then one whole epoch per repeat); the rows carry the
+loader's CPU cores, peak host memory, device memory, data wait and its timed stages (`loader.hooks`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+
+from ..hooks import StageTotals
+from ..recipes.timing import DataWait
+from .bounds import evict, sync
+from .config import BenchConfig
+from .entries import build_loader, cut_path
+from .result import Result
+from .sampling import PeakMemory, cpu_seconds, processes_of
+
+
+def endless(loader):
+    epoch = 0
+    while True:
+        loader.set_epoch(epoch)
+        yield from loader
+        epoch += 1
+
+
+def measure(name: str, loader, cfg: BenchConfig, device: torch.device, consumer: Callable | None,
+            base_free: int | None) -> Result:
+    res = Result(loader=name, path=cut_path(name, loader))
+    it = endless(loader)
+    per_window = cfg.seconds / cfg.repeats
+    def pids():
+        return processes_of(loader)
+
+    stages = StageTotals()
+    with PeakMemory(pids) as mem:
+        warm_end = time.perf_counter() + max(0.5, 0.3 * per_window)
+        for _ in range(2):  # at least two batches, then until the warm-up time is over
+            batch = next(it)
+            if consumer:
+                consumer(batch.low, batch.high)
+        while time.perf_counter() < warm_end:
+            batch = next(it)
+            if consumer:
+                consumer(batch.low, batch.high)
+        sync(device)
+        cpu0, t_all = cpu_seconds(pids), time.perf_counter()
+        meter = DataWait(device)
+        stop_listening = loader.hooks.add(stages)  # the timed windows only
+        try:
+            for _ in range(cfg.repeats):
+                n = 0
+                t0 = time.perf_counter()
+                while time.perf_counter() - t0 < per_window:
+                    meter.before_next()
+                    batch = next(it)
+                    meter.got_batch()
+                    n += batch.low.shape[0]
+                    if consumer:
+                        consumer(batch.low, batch.high)
+                    meter.step_done()
+                sync(device)
+                dt = time.perf_counter() - t0
+                res.repeats.append(n / dt)
+        finally:
+            stop_listening()
+        res.cpu_cores_used = (cpu_seconds(pids) - cpu0) / (time.perf_counter() - t_all)
+    res.summarise(cfg.crop, mem.peak)
+    res.stage_seconds = dict(stages.seconds)
+    if device.type == "cuda" and base_free is not None:
+        res.device_mem_mb = (base_free - torch.cuda.mem_get_info(device)[0]) / 2**20
+    if consumer:
+        res.data_wait_frac = meter.fraction()
+    return res
+
+
+def measure_cold(name: str, cfg: BenchConfig, device: torch.device, workers: int, files) -> Result:
+    """Each repeat: the shards evicted, a new loader (so no process maps them) whose workers are started first (they
+    read no shard), then one whole epoch, timed from the moment it is asked for to its last batch: the rate at which
+    it reads a split that is not in memory, the pipeline's fill included. Only the first pass over a split is cold,
+    so a repeat is one epoch, not a time window."""
+    res = Result(loader=name, cold=True)
+    current: list = []  # the repeat's loader, for the memory sampler (none between repeats)
+    with PeakMemory(lambda: processes_of(*current)) as mem:
+        for r in range(cfg.repeats):
+            evict(files)
+            loader = build_loader(name, cfg, device, workers)
+            current.append(loader)
+            res.path = cut_path(name, loader)
+            try:
+                loader.start_workers()
+                loader.set_epoch(r)
+                sync(device)
+                n, t0 = 0, time.perf_counter()
+                for batch in loader:
+                    n += batch.low.shape[0]
+                sync(device)
+                res.repeats.append(n / (time.perf_counter() - t0))
+            finally:
+                current.clear()
+                loader.close()
+                del loader
+    res.summarise(cfg.crop, mem.peak)
+    return res
+

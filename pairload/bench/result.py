@@ -1,0 +1,42 @@
+"""One row of the report (`Result`): an entry's rates per repeat and what they summarise to (median or node
+total, spread, MB/s), the resources it used, and how it ran (path, cold, ranks) or why it did not."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Result:
+    loader: str
+    status: str = "ok"  # ok | skipped | failed
+    reason: str = ""
+    pairs_per_s: float = 0.0
+    pairs_per_s_min: float = 0.0
+    pairs_per_s_max: float = 0.0
+    repeats: list[float] = field(default_factory=list)
+    mb_per_s: float = 0.0
+    cpu_cores_used: float = 0.0
+    peak_host_rss_mb: float = 0.0
+    device_mem_mb: float = 0.0
+    data_wait_frac: float | None = None
+    cold: bool = False
+    ranks: int = 1
+    per_rank: list[float] = field(default_factory=list)  # with ranks > 1: each rank's median; pairs_per_s is their sum
+    path: str = ""  # ram: "zero-copy" (the GPU cuts the crops), "workers" (why, when zero-copy was given up)
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # the loader's timed stages (`loader.hooks`), summed
+
+    def summarise(self, crop: int, peak_rss: int, node_total: bool = False) -> None:
+        """Median (or, for concurrent ranks, the node's sum) and spread of the repeats, MB/s of delivered crops,
+        peak host memory."""
+        self.pairs_per_s = sum(self.repeats) if node_total else statistics.median(self.repeats)
+        self.pairs_per_s_min, self.pairs_per_s_max = min(self.repeats), max(self.repeats)
+        self.mb_per_s = self.pairs_per_s * 2 * crop * crop * 3 / 1e6
+        self.peak_host_rss_mb = peak_rss / 2**20
+
+
+def failed(name: str, exc: BaseException, **fields) -> Result:
+    """A failed row whose reason is the error's type and first line."""
+    text = str(exc).splitlines()[0][:300] if str(exc) else ""
+    return Result(loader=name, status="failed", reason=f"{type(exc).__name__}: {text}", **fields)
