@@ -61,6 +61,9 @@ ENTRIES: dict[str, Entry] = {
     "naive-pil": Entry(baseline=NaivePilPairs, reads_raw=True),
 }
 
+for _kind in LOADER_KINDS:  # a kind registered in `pairload.kinds` is benchmarked as it is
+    ENTRIES.setdefault(_kind, Entry(_kind))
+
 # the kinds whose loaders say which path cuts the crops (`zero_copy`, and `path_note` when the GPU does not)
 CUT_PATH_KINDS = ("ram", "dali-external")
 
