@@ -1,7 +1,19 @@
-import time, numpy as np, torch, sys
-import nvidia.dali.fn as fn, nvidia.dali.types as types
+"""dali-external's pipeline pieces alone, on a constant batch (GPU machine with DALI): the host-to-device copy, the
+flip warp, the conversion to torch, with a host or a device source, per prefetch depth, thread count and executor.
+
+    python benchmarks/dali_micro.py
+"""
+
+import time
+
+import numpy as np
+import nvidia.dali.fn as fn
+import torch
 from nvidia.dali import pipeline_def
-from pairload.loaders.dali.sources import _augment, _to_torch, dihedral_matrices
+
+from pairload.loaders.dali.convert import to_torch
+from pairload.loaders.dali.graph import augment, dihedral_matrices
+
 N, C = 32, 256
 host = torch.empty((2, N, C, C, 3), dtype=torch.uint8).pin_memory()
 host.random_(0, 255)
@@ -29,18 +41,21 @@ def run(name, src, warp, conv, prefetch=2, threads=1, gpu_src=False, secs=3.0, d
             lo, hi, m = fn.external_source(source=src, num_outputs=3, batch=True, no_copy=True)
             lo, hi = lo.gpu(), hi.gpu()
         if warp:
-            lo, hi = _augment(lo, m), _augment(hi, m)
+            lo, hi = augment(lo, m), augment(hi, m)
         return lo, hi
-    pipe = p(); pipe.build()
+    pipe = p()
+    pipe.build()
     dev = torch.device("cuda", 0)
     for _ in range(20):
         o = pipe.run()
     torch.cuda.synchronize()
-    t = time.perf_counter(); n = 0
+    t = time.perf_counter()
+    n = 0
     while time.perf_counter() - t < secs:
         o = pipe.run()
         if conv:
-            a = _to_torch(o[0], dev); b = _to_torch(o[1], dev)
+            to_torch(o[0], dev)
+            to_torch(o[1], dev)
         n += N
     torch.cuda.synchronize()
     r = n / (time.perf_counter() - t)

@@ -29,7 +29,7 @@ for mode in ("copy", "nocopy"):
     @pipeline_def(batch_size=32, num_threads=4, device_id=0, prefetch_queue_depth=4)
     def pipe():
         lo, hi = fn.external_source(source=lambda: [x[0], x[1]], num_outputs=2, batch=True, device="gpu",
-                                  cuda_stream=stream, no_copy=mode == "nocopy")
+                                    cuda_stream=stream, no_copy=mode == "nocopy")  # noqa: B023 - built before `mode` changes
         return lo, hi
 
     p = pipe()

@@ -56,11 +56,11 @@ def main() -> None:
         from pairload.plan import plan_epoch, key_hashes
 
         cfg, kh = opts.plan, key_hashes(ds.keys)
-        host = HostWindows(ds, cfg, lambda e, c: plan_epoch(cfg, kh, ds.sizes, e, consumed=c), num_workers=w,
-                           prefetch=4, pin=False, apply_codes=not a.device.startswith("cuda"),
+        host = HostWindows(ds, cfg, lambda e, c, cfg=cfg, kh=kh, ds=ds: plan_epoch(cfg, kh, ds.sizes, e, consumed=c),
+                           num_workers=w, prefetch=4, pin=False, apply_codes=not a.device.startswith("cuda"),
                            name="profile")
 
-        def host_epoch(e):
+        def host_epoch(e, host=host):
             run = (e, ())
             for arr, release in host.batches(run, host.plan_for(*run)):
                 release()

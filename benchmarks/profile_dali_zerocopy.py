@@ -1,72 +1,26 @@
 """Where dali-external's zero-copy time goes, per batch (GPU machine with DALI):
 
-    python benchmarks/profile_dali_zerocopy.py SHARDS OUT.json
+    python benchmarks/profile_dali_zerocopy.py SHARDS OUT.json [--epochs 30] [--repeats 3] [--prefetch 4] [--profile]
 
 `ram` and `dali-external` (zero-copy) in turn, over whole epochs after one warm-up epoch. Per dali-external batch:
-wall and main-thread CPU time in the input callback (the cut and the feed), in each call into DALI's backend
-(SetExternalTLInput, Run, Outputs), in the conversion to a PairBatch; the first batch of each epoch separately; the
-CPU share of the busiest threads. Variants by keyword (`stream=True`: outputs bound to torch's stream; `sleep=N`:
-GPU cycles queued before each cut).
+the wall time of each stage the loader reports through its timing hooks (`loader.hooks`: build, feed — the cut and
+the hand-over to external_source, inside schedule_run —, schedule_run, outputs, convert, drain), the first batch of
+each epoch separately, and the CPU share of the busiest threads. `--profile`: one run under cProfile instead.
 """
 
+from __future__ import annotations
+
+import argparse
 import cProfile
 import io
 import json
+import os
 import pstats
-import sys
 import time
 
-import torch
-from nvidia.dali.pipeline import Pipeline
 
-from pairload import make_loader
-from pairload.loaders import zerocopy
-
-dev = torch.device("cuda", 0)
-shards, out_path = sys.argv[1], sys.argv[2]
-T = {}
-
-
-TC = {}
-
-
-def timed(name, fn):
-    def wrapper(*a, **k):
-        t0, c0 = time.perf_counter(), time.thread_time()
-        try:
-            return fn(*a, **k)
-        finally:
-            T[name] = T.get(name, 0.0) + time.perf_counter() - t0
-            TC[name] = TC.get(name, 0.0) + time.thread_time() - c0
-    return wrapper
-
-
-class Proxy:
-    """Times every method of DALI's backend pipeline object (wall and this thread's CPU)."""
-
-    def __init__(self, inner):
-        object.__setattr__(self, "_inner", inner)
-
-    def __getattr__(self, name):
-        attr = getattr(self._inner, name)
-        return timed("backend." + name, attr) if callable(attr) else attr
-
-
-from pairload.loaders.dali.sources import PairedSource
-orig_build = PairedSource._build
-
-
-def build(self, run):
-    pipe = orig_build(self, run)
-    pipe._pipe = Proxy(pipe._pipe)
-    return pipe
-
-
-PairedSource._build = build
-
-
-def thread_cpu():
-    import os
+def thread_cpu() -> dict:
+    """CPU seconds (user + system) of each thread of this process so far, by thread id: (name, seconds)."""
     out = {}
     for tid in os.listdir("/proc/self/task"):
         try:
@@ -80,46 +34,23 @@ def thread_cpu():
     return out
 
 
-orig_run, orig_cb, orig_outputs = Pipeline.run, Pipeline._run_input_callbacks, Pipeline._outputs
-MODE = {"stream": False, "sleep": 0}
+def variant(shards: str, name: str, epochs: int, prefetch: int, profile: bool = False) -> dict:
+    import torch
 
+    from pairload import make_loader
+    from pairload.hooks import StageTotals
 
-def run(self, *a, **k):
-    if MODE["stream"]:
-        return orig_run(self, torch.cuda.current_stream(dev).cuda_stream)
-    return orig_run(self)
-
-
-Pipeline.run = timed("run", run)
-Pipeline._run_input_callbacks = timed("callbacks", orig_cb)
-Pipeline._outputs = timed("outputs", orig_outputs)
-orig_cut = zerocopy.cut
-
-
-def cut(*a, **k):
-    if MODE["sleep"]:
-        torch.cuda._sleep(MODE["sleep"])  # on the current stream: the cut's stream
-    return orig_cut(*a, **k)
-
-
-zerocopy.cut = timed("cut", cut)
-
-
-def variant(name, epochs=8, prefetch=4, profile=False, **mode):
-    MODE.update({"stream": False, "sleep": 0})
-    MODE.update(mode)
     loader = make_loader("dali-external", shards, batch_size=32, crop=256, device="cuda", num_workers=15,
                          **({"prefetch": prefetch} if prefetch != 4 else {}))
-    conv = loader._convert
-    loader._convert = timed("convert", conv)
     assert loader.zero_copy, loader.path_note
     firsts, rest, n = [], [], 0
     prof = cProfile.Profile() if profile else None
+    totals, remove = None, None
     for epoch in range(epochs + 1):
-        if epoch == 1:
+        if epoch == 1:  # the warm-up epoch (and the pipeline's build) is left out
             torch.cuda.synchronize()
-            T.clear()
-            TC.clear()
+            totals = StageTotals()
+            remove = loader.hooks.add(totals)
             cpu0 = thread_cpu()
             t_start = time.perf_counter()
             if prof:
@@ -138,14 +69,15 @@ def variant(name, epochs=8, prefetch=4, profile=False, **mode):
     busy = sorted(((cpu1[t][1] - cpu0.get(t, (0, 0))[1]) / total, cpu1[t][0]) for t in cpu1)[::-1][:8]
     if prof:
         prof.disable()
+    remove()
     loader.close()
     nb = len(firsts) + len(rest)
-    row = {"variant": name, "prefetch": prefetch, **mode, "pairs_per_s": round(n / total),
+    row = {"variant": name, "prefetch": prefetch, "pairs_per_s": round(n / total),
            "us_per_batch": round(total / nb * 1e6), "first_batch_of_epoch_us": round(sum(firsts) / len(firsts) * 1e6),
            "other_batches_us": round(sum(rest) / len(rest) * 1e6),
-           "per_batch_us": {k: round(v / nb * 1e6) for k, v in sorted(T.items())},
-           "per_batch_cpu_us": {k: round(v / nb * 1e6) for k, v in sorted(TC.items())},
-           "busiest_threads_cores": [(n, round(c, 2)) for c, n in busy]}
+           "per_batch_us": {k: round(v / nb * 1e6) for k, v in sorted(totals.seconds.items())},
+           "calls_per_batch": {k: round(v / nb, 3) for k, v in sorted(totals.calls.items())},
+           "busiest_threads_cores": [(t, round(c, 2)) for c, t in busy]}
     if prof:
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(40)
@@ -155,7 +87,11 @@ def variant(name, epochs=8, prefetch=4, profile=False, **mode):
     return row
 
 
-def ram(epochs=8):
+def ram(shards: str, epochs: int) -> dict:
+    import torch
+
+    from pairload import make_loader
+
     loader = make_loader("ram", shards, batch_size=32, crop=256, device="cuda", num_workers=8)
     n = 0
     for epoch in range(epochs + 1):
@@ -172,15 +108,35 @@ def ram(epochs=8):
     return row
 
 
+def parse(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("shards", help="a shard folder (pairload pack)")
+    ap.add_argument("out", help="the JSON file of results")
+    ap.add_argument("--epochs", type=int, default=30, help="measured epochs per dali-external run")
+    ap.add_argument("--repeats", type=int, default=3, help="ram / dali-external pairs, interleaved")
+    ap.add_argument("--prefetch", type=int, default=4, help="dali-external's prefetch")
+    ap.add_argument("--profile", action="store_true", help="one dali-external run under cProfile instead")
+    return ap.parse_args(argv)
 
-import os
-rows = []
-for rep in range(3 if not os.environ.get("PROBE_PROFILE") else 0):
-    rows.append(ram())
-    rows.append(variant(f"dali-external #{rep}", epochs=30))
-if os.environ.get("PROBE_PROFILE"):
-    row = variant("dali-external under cProfile", epochs=20, profile=True)
-    print("\n".join(row["profile"]))
-    rows.append(row)
-with open(out_path, "w") as f:
-    json.dump({"device": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)
+
+def main(argv=None) -> None:
+    a = parse(argv)
+    import torch
+
+    from pairload.format.atomic import write_json_atomic
+
+    rows = []
+    if a.profile:
+        row = variant(a.shards, "dali-external under cProfile", epochs=min(a.epochs, 20), prefetch=a.prefetch,
+                      profile=True)
+        print("\n".join(row["profile"]))
+        rows.append(row)
+    else:
+        for rep in range(a.repeats):
+            rows.append(ram(a.shards, epochs=8))
+            rows.append(variant(a.shards, f"dali-external #{rep}", epochs=a.epochs, prefetch=a.prefetch))
+    write_json_atomic(a.out, {"device": torch.cuda.get_device_name(0), "rows": rows})
+
+
+if __name__ == "__main__":
+    main()

@@ -376,3 +376,37 @@ def test_a_deep_prefetch_queue_in_the_users_pipeline_never_sees_a_reused_buffer(
                     lo, hi = expected(key, epoch, 4, 16)
                     np.testing.assert_array_equal(out["low"][j].numpy(), lo, err_msg=key)
                     np.testing.assert_array_equal(out["high"][j].numpy(), hi, err_msg=key)
+
+
+def test_a_packed_shard_folder_given_to_dali_file_is_refused_naming_the_loaders_that_read_it(data, tmp_path):
+    from pairload.dali import paired_source
+
+    shards = data / "shards"
+    want = (rf"{shards}: a folder of packed shards \(it has manifest.json\), but dali-file \(paired_source kind "
+            r"'file'\) reads raw image folders; use dali-external \(kind 'external'\), ram or wds for packed shards")
+    with pytest.raises(ConfigError, match=want):
+        make_loader("dali-file", shards, batch_size=2, crop=16)
+    with pytest.raises(ConfigError, match=want):
+        paired_source(shards, kind="file", batch_size=2, crop=16)
+    raw = make_raw(tmp_path / "raw", 4)  # a raw folder that also holds a manifest.json is still read as raw
+    (raw / "manifest.json").write_text("{}")
+    assert len(make_loader("dali-file", raw, batch_size=2, crop=16)) == 2
+
+
+@pytest.mark.parametrize("kind", ["dali-external", "dali-file"])
+def test_timing_hooks_see_every_stage_of_every_batch(data, kind):
+    from pairload.hooks import StageTotals
+
+    loader = make_loader(kind, source(data, kind), batch_size=4, crop=16, seed=2)
+    totals = StageTotals()
+    remove = loader.hooks.add(totals)
+    n = len(collect(loader, 0)) + len(collect(loader, 1))
+    assert n == 2 * len(loader) == 12
+    assert totals.calls["build"] == 1  # both epochs from one pipeline (dali-file: its lists cover both)
+    assert totals.calls["schedule_run"] == totals.calls["outputs"] == totals.calls["convert"] == n
+    assert totals.calls["feed"] >= n  # DALI may have taken batches ahead
+    assert all(s >= 0 for s in totals.seconds.values()) and totals.seconds["outputs"] > 0
+    remove()
+    collect(loader, 2)
+    assert totals.calls["convert"] == n
+    loader.close()

@@ -1,0 +1,158 @@
+"""`ExternalSource` (kind "external", the `dali-external` loader): packed shards fed through `fn.external_source`,
+cut by the `ram` loader's workers into a ring DALI reads without a copy, or on a GPU pipeline by the zero-copy
+kernel straight out of the page cache."""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+
+import nvidia.dali.fn as fn
+import torch
+from nvidia.dali.tensors import TensorListGPU
+from torch.utils.dlpack import to_dlpack
+
+from ...plan import BatchPlan
+from ..base import LoaderOptions, RemoteOptions
+from ..cutters import Cut, choose
+from ..ring import HostWindows
+from .graph import PairedNodes, augment, dihedral_matrices
+from .source import PairedSource
+
+_CUT_GROUP = 4  # batches cut by one launch
+_CUT_AHEAD = _CUT_GROUP + 2  # batches cut before the one fed: a group's kernel is done before DALI needs it
+
+
+class ExternalSource(PairedSource):
+    """kind "external": the packed shards. `num_workers` processes cut each batch's planned windows out of the
+    memory-mapped shards (the `ram` loader's workers, ring and read-ahead), and `fn.external_source` takes each
+    batch as two dense arrays without a copy. With a GPU the batch moves there and is flipped in one exact warp;
+    in CPU-only mode the workers flip while copying. The pipeline's first operator sees the final crops."""
+
+    KIND = "external"
+
+    def __init__(self, source, opts: LoaderOptions, *, prefetch: int = 4, timeout: float = 300.0,
+                 zero_copy: bool | None = None, pin_budget: int | None = None,
+                 cache_dir: str | os.PathLike | None = None, cache_limit: int | None = None,
+                 storage_options: dict | None = None):
+        """`zero_copy`, `pin_budget`: as for the ram loader; on a GPU pipeline the device cuts the windows straight
+        out of the page cache and external_source takes them on the device (no workers, no warp)."""
+        remote = RemoteOptions(cache_dir, cache_limit, storage_options, kind="dali-external")
+        self.ds = remote.open(source, opts.split, whole=True)
+        self.where = self.ds.where
+        super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch, self.ds.groups)
+        self._flip_on_device = False
+        host = dict(num_workers=opts.num_workers, prefetch=prefetch, timeout=timeout, name="pairload-dali",
+                    apply_codes=self.device.type != "cuda", hold=self._hold)
+        choice = choose(self.ds, self.cfg, self.plan_for, self.device, zero_copy=zero_copy, resident=False,
+                        pin_budget=pin_budget, who="dali-external", **host)
+        self.path_note = choice.why
+        # the kernel's cuts feed a GPU pipeline; a CPU pipeline (or no kernel) takes the workers' ring
+        self._zero = choice.cutter if choice.cutter.on_device else None
+        self._zero_active = False  # the graph being run takes device batches from `_zero`
+        self._host = choice.cutter if self._zero is None else HostWindows(
+            self.ds, self.cfg, self.plan_for, pin=self.device.type == "cuda", **host)
+
+    @property
+    def _hold(self) -> int:
+        """Ring slots held after they were fed (`RunState.hold_limit`)."""
+        return self.run_state.hold_limit
+
+    def _threads(self) -> int:
+        # the workers cut; DALI's threads only stage the host-to-device copies, and 4 of them make that copy
+        # 2.4x faster than 1 (benchmarks/dali_micro.py on the H100: 18k -> 44k pairs/s with the warp)
+        return 4 if self.device.type == "cuda" else 1
+
+    @property
+    def zero_copy(self) -> bool:
+        """True when the device cuts the windows (on a GPU pipeline; a CPU pipeline still uses the workers)."""
+        return self._zero is not None
+
+    def start_workers(self) -> None:
+        if self._zero is None:
+            self._host.start()
+
+    def worker_pids(self) -> list[int]:
+        return self._host.worker_pids()
+
+    def close(self) -> None:
+        """Drop the pipeline and stop the workers (they start again with the next iteration)."""
+        super().close()
+        self._host.close()
+        if self._zero is not None:
+            self._zero.close()
+        self.ds.close_remote()
+
+    def _release_held(self) -> None:
+        if self.run_state.held and self._zero_active:  # outputs drained or dropped unseen: DALI may still read them
+            torch.cuda.synchronize(self.device)
+        self.run_state.release_held()
+
+    def _hold_until_consumed(self, release, before=None) -> None:
+        """Keep a fed batch's memory until DALI is past it (`RunState.hold`)."""
+        self.run_state.hold(release, before)
+
+    def _graph(self, on_gpu: bool) -> PairedNodes:
+        self._zero_active = on_gpu and self._zero is not None
+        if self._zero_active:  # the device cuts, flips included; DALI takes the batches on the device
+            # no_copy: DALI reads the kernel's output, complete when it is fed (`_device_inputs`); a copy into
+            # DALI's buffers would cost ~50 us of host time per batch
+            low, high = fn.external_source(source=self._feed(), num_outputs=2, batch=True, device="gpu",
+                                           no_copy=True, cycle="raise", parallel=False)
+            return PairedNodes(low, high, self)
+        # with a GPU the flips/transposes run there, in one exact warp per batch: a flipped or transposed copy is
+        # ~20x slower than a straight one on the host (numpy strides); without one the workers flip while copying
+        self._flip_on_device = on_gpu and self.cfg.augment
+        self._host.set_hold(self._hold)
+        if self._host.pool is not None and self._host.apply_codes == on_gpu:
+            self._host.close()  # workers started for the other device: start them again for this one
+        # a page-locked ring on a GPU: DALI's host-to-device copies run at full speed
+        self._host.pin, self._host.apply_codes = on_gpu, not on_gpu
+        outs = fn.external_source(source=self._feed(), num_outputs=2 + self._flip_on_device, batch=True, no_copy=True,
+                                  cycle="raise", parallel=False)
+        low, high = outs[0], outs[1]
+        if on_gpu:
+            low, high = low.gpu(), high.gpu()
+        if self._flip_on_device:
+            low, high = augment(low, outs[2]), augment(high, outs[2])
+        return PairedNodes(low, high, self)
+
+    def _device_inputs(self, run: tuple, plans: list[BatchPlan]):
+        """The zero-copy batches, fed without a copy once their kernel has finished. DALI orders its reads of a
+        no_copy input after the stream the array itself names, and torch names none: external_source's
+        `cuda_stream` does not order them. So the kernels run ahead (`_CUT_AHEAD` batches, `_CUT_GROUP` per launch)
+        and a batch is fed after its event completed, which it has by then: the GPU cuts faster than DALI takes."""
+        ahead: deque = deque()
+        for cut in self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=_CUT_GROUP):
+            ahead.append(cut)
+            if len(ahead) > _CUT_AHEAD:
+                yield self._ready_batch(run, ahead.popleft())
+        while ahead:
+            yield self._ready_batch(run, ahead.popleft())
+
+    def _ready_batch(self, run: tuple, cut: Cut) -> list:
+        ready = cut.ready
+        if not ready.query():  # done long ago, but for an epoch's first batches
+            ready.synchronize()
+        self.run_state.fed.append((run, cut.plan))
+        pixels, sides = cut.block, cut.device_sides()
+        # DALI reads the memory until it is past the batch: kept here (so DALI's release never frees it) for `_hold`
+        # batches. DALI copies it to its output on its own stream, and the current stream has waited for the
+        # outputs taken so far: the cutting stream waits for it before the memory of the oldest goes back to torch
+        self._hold_until_consumed(lambda kept=(pixels, sides): None,
+                                  before=lambda: self._zero.stream.wait_stream(torch.cuda.current_stream(self.device)))
+        return [TensorListGPU(to_dlpack(side)) for side in sides]  # DLPack: no per-call probing of the tensor
+
+    def _inputs(self, run: tuple, plans: list[BatchPlan]):
+        if self._zero_active:
+            yield from self._device_inputs(run, plans)
+            return
+        for cut in self._host.cuts(run, plans):
+            bp = cut.plan
+            self.run_state.fed.append((run, bp))
+            if cut.release is not None:
+                self._hold_until_consumed(cut.release)
+            batch = list(cut.host_sides())
+            if self._flip_on_device:
+                batch.append(dihedral_matrices(bp.code, self._out_hw_index(bp.index, bp.crop)))
+            yield batch
