@@ -62,7 +62,8 @@ def probe_size(path: Path) -> tuple[int, int]:
     except Image.DecompressionBombError:  # a large photo, not an attack: we only want its size
         height, width = _unchecked_header_size(path)
     except UnidentifiedImageError:
-        raise ImageError(f"{path}: not a readable image (expected PNG, JPEG, BMP, TIFF or WebP); replace or remove it") from None
+        raise ImageError(f"{path}: not a readable image (expected PNG, JPEG, BMP, TIFF or WebP); "
+                         "replace or remove it") from None
     except OSError as exc:
         raise ImageError(f"{path}: cannot read the image header ({exc}); replace or remove it") from None
     check_decodable_size(path, height, width)
