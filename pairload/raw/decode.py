@@ -1,9 +1,9 @@
 """Reading image files for packing: cheap header probes (Pillow) and exact decodes (OpenCV) into RGB uint8.
 
-Policy, identical for both images of a pair: grayscale is replicated to 3 channels, alpha is dropped,
-16-bit images are refused unless `to_8bit`, and EXIF orientation is ignored (pixels are kept in the order
-they are stored in the file, as `cv2.IMREAD_UNCHANGED` reads them), so a pair whose files disagree on
-orientation tags still lines up pixel for pixel.
+Policy, identical for both images of a pair: grayscale is replicated to 3 channels, alpha is dropped (a gray+alpha
+PNG is both), 16-bit images are refused unless `to_8bit`, and EXIF orientation is ignored (pixels are kept in the
+order they are stored, as `cv2.IMREAD_UNCHANGED` reads them), so a pair whose files disagree on orientation tags
+still lines up pixel for pixel; `orientation_hint` says so when that leaves a pair's sizes transposed.
 """
 
 from __future__ import annotations
@@ -106,7 +106,49 @@ def target_size(height: int, width: int, resize: tuple[int, int] | None, max_sid
     return height, width
 
 
+# EXIF Orientation values whose display rotation swaps width and height (transpose, 90° CW, transverse, 90° CCW)
+_TRANSPOSING = {5: "transposed", 6: "rotated 90° clockwise", 7: "transversed", 8: "rotated 90° counter-clockwise"}
+_EXIF_ORIENTATION = 0x0112
+
+
+def exif_orientation(path: Path) -> int | None:
+    """The EXIF Orientation tag of an image file (1-8), or None where it has none or cannot be read."""
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Image.open(path) as im:
+                value = im.getexif().get(_EXIF_ORIENTATION)
+    except Exception:  # a hint is never worth failing for: the refusal it adds to stands anyway
+        return None
+    return value if isinstance(value, int) else None
+
+
+def orientation_hint(low: Path, high: Path, low_hw: tuple[int, int], high_hw: tuple[int, int]) -> str:
+    """Why a pair's sizes differ when the cause is an EXIF rotation, for the size-mismatch refusal: its sizes are
+    transposed (H×W against W×H) and one file carries an Orientation tag 5-8 that pack ignores. "" otherwise."""
+    if tuple(low_hw) == tuple(high_hw) or tuple(low_hw) != tuple(high_hw)[::-1]:
+        return ""
+    for path in (low, high):
+        tag = exif_orientation(path)
+        if tag in _TRANSPOSING:
+            return (f"{path} carries EXIF Orientation {tag} (to be shown {_TRANSPOSING[tag]}), which pack ignores: "
+                    "pixels are packed as stored, so its width and height are swapped against its partner's; apply the "
+                    "rotation to the pixels and re-save without the tag, e.g. "
+                    "`ImageOps.exif_transpose(Image.open(f)).save(f)` in Pillow, `mogrify -auto-orient f` "
+                    "(ImageMagick) or `exiftran -ai f` (JPEG)")
+    return ""
+
+
+def _is_gray_alpha_png(data: np.ndarray) -> bool:
+    """Whether encoded bytes are a PNG whose header says gray+alpha (colour type 4), which OpenCV decodes as BGRA
+    with B = G = R."""
+    return data.size > 25 and bytes(data[:8]) == b"\x89PNG\r\n\x1a\n" and int(data[25]) == 4
+
+
 def silence_cv2() -> None:
+    """One OpenCV thread per process (pack runs one process per core) and no OpenCV log lines on stderr."""
     import cv2
 
     cv2.setNumThreads(1)
@@ -151,6 +193,8 @@ def decode_rgb(path: Path, *, to_8bit: bool, expect_hw: tuple[int, int] | None =
         notes.append("gray")
     elif img.ndim == 3 and img.shape[2] == 4:
         img = cv2.cvtColor(img, cv2.COLOR_BGRA2RGB)
+        if _is_gray_alpha_png(data):  # reported as what it is: grayscale (replicated to RGB) with alpha (dropped)
+            notes.append("gray")
         notes.append("alpha")
     elif img.ndim == 3 and img.shape[2] == 3:
         img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)

@@ -126,6 +126,7 @@ def _missing(raw: Path, here: str, rel: str, tried: str) -> PairingError:
         return PairingError(f"{here}: {rel} does not exist under {raw}{tried}; fix the path or remove the line")
     chars = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'control character')}" for c in hidden)
     clean = "".join(c for c in rel if c not in hidden)
+    tried = escaped(tried)
     exists = f" ({clean} exists)" if (raw / clean).is_file() else ""
     return PairingError(f"{here}: '{escaped(rel)}' does not exist under {raw}: the name holds invisible characters "
                         f"({chars}){tried}; delete them from the line{exists}")
