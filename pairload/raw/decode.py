@@ -1,10 +1,6 @@
-"""Reading image files for packing: cheap header probes (Pillow) and exact decodes (OpenCV) into RGB uint8.
-
-Policy, identical for both images of a pair: grayscale is replicated to 3 channels, alpha is dropped (a gray+alpha
-PNG is both), 16-bit images are refused unless `to_8bit`, and EXIF orientation is ignored (pixels are kept in the
-order they are stored, as `cv2.IMREAD_UNCHANGED` reads them), so a pair whose files disagree on orientation tags
-still lines up pixel for pixel; `orientation_hint` says so when that leaves a pair's sizes transposed.
-"""
+"""Reading image files for packing: cheap header probes (Pillow), exact decodes (OpenCV) into RGB uint8, and the
+hint for a pair whose sizes an EXIF rotation transposed. Policy, the same for both images of a pair: gray replicated
+to RGB, alpha dropped, 16-bit refused unless `to_8bit`, EXIF orientation ignored (pixels as stored)."""
 
 from __future__ import annotations
 
@@ -160,7 +156,10 @@ def silence_cv2() -> None:
 
 def decode_rgb(path: Path, *, to_8bit: bool, expect_hw: tuple[int, int] | None = None,
                out_hw: tuple[int, int] | None = None) -> tuple[np.ndarray, list[str]]:
-    """Decode `path` into a C-order RGB uint8 H×W×3 array; returns it and notes on what was converted."""
+    """Decode `path` into a C-order RGB uint8 H×W×3 array; returns it and notes on what was converted.
+
+    Pixels are taken in the order they are stored (`cv2.IMREAD_UNCHANGED` ignores EXIF orientation), so a pair whose
+    files disagree on orientation tags still lines up pixel for pixel."""
     import cv2
 
     notes: list[str] = []
