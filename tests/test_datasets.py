@@ -351,7 +351,8 @@ def test_basicsr_meta_info_lists_with_names_relative_to_the_side_folders(tmp_pat
         for name in names:
             r.pair(f"{split}/input/{name} 2", f"{split}/expertC/{name}")
     meta = {split: tmp_path / f"meta_info_{split}.txt" for split in ("train", "test")}
-    meta["train"].write_text("a0001-jmac_DSC1459 2.png a0001-jmac_DSC1459.png\na3102-JI2E4053 2.png a3102-JI2E4053.png\n")
+    meta["train"].write_text("a0001-jmac_DSC1459 2.png a0001-jmac_DSC1459.png\n"
+                             "a3102-JI2E4053 2.png a3102-JI2E4053.png\n")
     meta["test"].write_text("a4501-Duggan_090428 2.png a4501-Duggan_090428.png\n")
     out, report = packed(tmp_path, r.root, pairs_file=tuple(f"{s}={f}" for s, f in meta.items()))
     assert splits_of(out) == {"train": 2, "test": 1}
@@ -383,7 +384,7 @@ def test_a_pairs_list_lying_in_raw_is_named_with_the_option_that_uses_it(tmp_pat
     assert [u["reason"] for u in report2.unused] == ["not in the pairs file", "not in the pairs file"]
 
 
-# ------------------------------------------------------------------ what cannot be paired: what was found, what would work
+# -------------------------------------------------------------- what cannot be paired: what was found, what would work
 
 def test_eld_raw_sensor_files_only_are_refused_naming_the_conversion(tmp_path):
     root = tmp_path / "ELD"
@@ -403,10 +404,11 @@ def test_smid_numpy_arrays_only_are_refused_naming_the_conversion(tmp_path):
     for side in ("SMID_LQ_np", "SMID_Long_np"):
         (root / side / "0001").mkdir(parents=True)
         np.save(root / side / "0001" / "0000.npy", np.zeros((2, 2, 3), np.uint8))
-    with pytest.raises(PairingError, match=r"SMID: holds 2 \.npy files and no RGB images: they are NumPy arrays "
-                                           r"\(SMID/SDSD/SID \.npy releases ship these\).* `a = np\.load\(f\)` and "
-                                           r"`cv2\.imwrite\(name \+ '\.png', a\[\.\.\., ::-1\]\)` \(uint8 gives an 8-bit "
-                                           r"PNG; uint16 a 16-bit PNG"):
+    match = (r"SMID: holds 2 \.npy files and no RGB images: they are NumPy arrays "
+             r"\(SMID/SDSD/SID \.npy releases ship these\).* `a = np\.load\(f\)` and "
+             r"`cv2\.imwrite\(name \+ '\.png', a\[\.\.\., ::-1\]\)` \(uint8 gives an 8-bit "
+             r"PNG; uint16 a 16-bit PNG")
+    with pytest.raises(PairingError, match=match):
         pack(root, tmp_path / "out", PackOptions(workers=1))
 
 
@@ -424,9 +426,10 @@ def test_unpaired_sets_are_refused_as_images_with_no_targets(tmp_path, name, fil
             (root / f).write_text("1\n10 10 20 20\n")
         else:
             write_rgb(root / f, pair_pixels(i, 8, 8)[0])
-    with pytest.raises(PairingError, match=rf"{name}: {n} images and no targets: this looks like an unpaired "
-                                           r"\(test-only\) set; pairload packs pairs\. .*If the targets exist, put them "
-                                           r"in a high/ folder beside a low/ folder"):
+    match = (rf"{name}: {n} images and no targets: this looks like an unpaired "
+             r"\(test-only\) set; pairload packs pairs\. .*If the targets exist, put them "
+             r"in a high/ folder beside a low/ folder")
+    with pytest.raises(PairingError, match=match):
         pack(root, tmp_path / "out", PackOptions(workers=1))
 
 
@@ -434,7 +437,8 @@ def test_msec_five_exposures_share_one_target(tmp_path):
     # MSEC (Afifi et al.): INPUT_IMAGES/<name>_{N1.5,N1,0,P1,P1.5}.JPG, GT_IMAGES/<name>.jpg, per split folder
     r = Replica(tmp_path / "MSEC")
     exposures = ("N1.5", "N1", "0", "P1", "P1.5")
-    for split, scenes in (("training", ("a0001-jmac_DSC1459", "a0002-dgw_005")), ("validation", ("a0003-NKIM_MG_8178",))):
+    for split, scenes in (("training", ("a0001-jmac_DSC1459", "a0002-dgw_005")),
+                          ("validation", ("a0003-NKIM_MG_8178",))):
         for scene in scenes:
             r.group([f"{split}/INPUT_IMAGES/{scene}_{e}" for e in exposures], f"{split}/GT_IMAGES/{scene}", ext=".JPG")
             (r.root / split / "GT_IMAGES" / f"{scene}.JPG").rename(r.root / split / "GT_IMAGES" / f"{scene}.jpg")

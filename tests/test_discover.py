@@ -64,7 +64,8 @@ def test_an_unreadable_folder_is_refused_by_name_not_skipped(tmp_path, where):
     (raw / "low" / "sub").mkdir()
     (raw / where).chmod(0o000)
     try:
-        res = _with_permissions(f"from pairload.raw.discover import find_pairs; find_pairs({str(raw)!r}, skip_unmatched=True)")
+        res = _with_permissions("from pairload.raw.discover import find_pairs; "
+                                f"find_pairs({str(raw)!r}, skip_unmatched=True)")
     finally:
         (raw / where).chmod(0o755)
     assert res.returncode != 0
@@ -222,7 +223,8 @@ def test_images_left_out_of_a_pairs_file_are_reported(tmp_path):
      {"Train_Low_Light_2025": ("train", "alias of train, a word of its name"),
       "Test_Low_Light_2025": ("test", "alias of test, a word of its name")}),
     (("train", "part3"), {"train": ("train", "alias of train"),
-                          "part3": ("part3", "name kept: not a known split name (--split-name FOLDER=SPLIT renames it)")}),
+                          "part3": ("part3",
+                                    "name kept: not a known split name (--split-name FOLDER=SPLIT renames it)")}),
 ])
 def test_split_folders_map_through_the_aliases_datasets_use(tmp_path, folders, expected):
     raw = tmp_path / "raw"
@@ -238,11 +240,11 @@ def test_pack_prints_how_folders_mapped_and_what_was_not_packed(tmp_path):
     make_raw(raw, 2, split="train", low="input", high="gt", size=(8, 8))
     make_raw(raw, 1, split="valid", low="input", high="gt", size=(8, 8), start=5)
     (raw / "train" / "input" / "x.avif").write_bytes(b"not read")
-    res = subprocess.run([sys.executable, "-m", "pairload.cli", "pack", str(raw), str(tmp_path / "s"), "--workers", "1"],
-                         capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "pairload.cli", "pack", str(raw), str(tmp_path / "s"),
+                          "--workers", "1"], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
-    assert "split folders: train -> train (alias of train), valid -> test (alias of val, used as test: no test folder)" \
-        in res.stdout
+    assert ("split folders: train -> train (alias of train), valid -> test (alias of val, used as test: "
+            "no test folder)") in res.stdout
     assert ("not packed (unsupported extension): 1 file(s) in train/input: x.avif; pack reads .bmp, .jpeg, .jpg"
             in res.stdout)
     report = json.loads((tmp_path / "s" / "manifest.json").read_text())["report"]
@@ -251,7 +253,7 @@ def test_pack_prints_how_folders_mapped_and_what_was_not_packed(tmp_path):
     assert report["split_folders"]["valid"] == {"split": "test", "how": "alias of val, used as test: no test folder"}
 
 
-# ------------------------------------------------------------------ one image in two roles: refused, whatever the source
+# -------------------------------------------------------------- one image in two roles: refused, whatever the source
 
 def test_a_test_image_copied_into_train_is_refused_from_folders(tmp_path):
     raw = tmp_path / "raw"

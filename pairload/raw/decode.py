@@ -1,10 +1,6 @@
-"""Reading image files for packing: cheap header probes (Pillow) and exact decodes (OpenCV) into RGB uint8.
-
-Policy, identical for both images of a pair: grayscale is replicated to 3 channels, alpha is dropped,
-16-bit images are refused unless `to_8bit`, and EXIF orientation is ignored (pixels are kept in the order
-they are stored in the file, as `cv2.IMREAD_UNCHANGED` reads them), so a pair whose files disagree on
-orientation tags still lines up pixel for pixel.
-"""
+"""Reading image files for packing: cheap header probes (Pillow), exact decodes (OpenCV) into RGB uint8, and the
+hint for a pair whose sizes an EXIF rotation transposed. Policy, the same for both images of a pair: gray replicated
+to RGB, alpha dropped, 16-bit refused unless `to_8bit`, EXIF orientation ignored (pixels as stored)."""
 
 from __future__ import annotations
 
@@ -62,7 +58,8 @@ def probe_size(path: Path) -> tuple[int, int]:
     except Image.DecompressionBombError:  # a large photo, not an attack: we only want its size
         height, width = _unchecked_header_size(path)
     except UnidentifiedImageError:
-        raise ImageError(f"{path}: not a readable image (expected PNG, JPEG, BMP, TIFF or WebP); replace or remove it") from None
+        raise ImageError(f"{path}: not a readable image (expected PNG, JPEG, BMP, TIFF or WebP); "
+                         "replace or remove it") from None
     except OSError as exc:
         raise ImageError(f"{path}: cannot read the image header ({exc}); replace or remove it") from None
     check_decodable_size(path, height, width)
@@ -105,7 +102,49 @@ def target_size(height: int, width: int, resize: tuple[int, int] | None, max_sid
     return height, width
 
 
+# EXIF Orientation values whose display rotation swaps width and height (transpose, 90° CW, transverse, 90° CCW)
+_TRANSPOSING = {5: "transposed", 6: "rotated 90° clockwise", 7: "transversed", 8: "rotated 90° counter-clockwise"}
+_EXIF_ORIENTATION = 0x0112
+
+
+def exif_orientation(path: Path) -> int | None:
+    """The EXIF Orientation tag of an image file (1-8), or None where it has none or cannot be read."""
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Image.open(path) as im:
+                value = im.getexif().get(_EXIF_ORIENTATION)
+    except Exception:  # a hint is never worth failing for: the refusal it adds to stands anyway
+        return None
+    return value if isinstance(value, int) else None
+
+
+def orientation_hint(low: Path, high: Path, low_hw: tuple[int, int], high_hw: tuple[int, int]) -> str:
+    """Why a pair's sizes differ when the cause is an EXIF rotation, for the size-mismatch refusal: its sizes are
+    transposed (H×W against W×H) and one file carries an Orientation tag 5-8 that pack ignores. "" otherwise."""
+    if tuple(low_hw) == tuple(high_hw) or tuple(low_hw) != tuple(high_hw)[::-1]:
+        return ""
+    for path in (low, high):
+        tag = exif_orientation(path)
+        if tag in _TRANSPOSING:
+            return (f"{path} carries EXIF Orientation {tag} (to be shown {_TRANSPOSING[tag]}), which pack ignores: "
+                    "pixels are packed as stored, so its width and height are swapped against its partner's; apply the "
+                    "rotation to the pixels and re-save without the tag, e.g. "
+                    "`ImageOps.exif_transpose(Image.open(f)).save(f)` in Pillow, `mogrify -auto-orient f` "
+                    "(ImageMagick) or `exiftran -ai f` (JPEG)")
+    return ""
+
+
+def _is_gray_alpha_png(data: np.ndarray) -> bool:
+    """Whether encoded bytes are a PNG whose header says gray+alpha (colour type 4), which OpenCV decodes as BGRA
+    with B = G = R."""
+    return data.size > 25 and bytes(data[:8]) == b"\x89PNG\r\n\x1a\n" and int(data[25]) == 4
+
+
 def silence_cv2() -> None:
+    """One OpenCV thread per process (pack runs one process per core) and no OpenCV log lines on stderr."""
     import cv2
 
     cv2.setNumThreads(1)
@@ -117,7 +156,10 @@ def silence_cv2() -> None:
 
 def decode_rgb(path: Path, *, to_8bit: bool, expect_hw: tuple[int, int] | None = None,
                out_hw: tuple[int, int] | None = None) -> tuple[np.ndarray, list[str]]:
-    """Decode `path` into a C-order RGB uint8 H×W×3 array; returns it and notes on what was converted."""
+    """Decode `path` into a C-order RGB uint8 H×W×3 array; returns it and notes on what was converted.
+
+    Pixels are taken in the order they are stored (`cv2.IMREAD_UNCHANGED` ignores EXIF orientation), so a pair whose
+    files disagree on orientation tags still lines up pixel for pixel."""
     import cv2
 
     notes: list[str] = []
@@ -150,6 +192,8 @@ def decode_rgb(path: Path, *, to_8bit: bool, expect_hw: tuple[int, int] | None =
         notes.append("gray")
     elif img.ndim == 3 and img.shape[2] == 4:
         img = cv2.cvtColor(img, cv2.COLOR_BGRA2RGB)
+        if _is_gray_alpha_png(data):  # reported as what it is: grayscale (replicated to RGB) with alpha (dropped)
+            notes.append("gray")
         notes.append("alpha")
     elif img.ndim == 3 and img.shape[2] == 3:
         img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB)

@@ -1,0 +1,94 @@
+"""What discovery returns: a `Pair` of files, the `Unused` files of a folder with the reason they are in no pair,
+and the `Discovery` that holds both with where each split came from; and how its messages show lists and names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_LISTED = 10  # file names a message or an Unused entry shows before "… and N more"
+
+
+@dataclass(frozen=True)
+class Pair:
+    split: str
+    key: str
+    low: Path  # absolute paths
+    high: Path
+    low_rel: str  # relative to the raw folder, '/'-separated
+    high_rel: str
+
+
+# Why an image-like file under RAW is in no pair (Unused.reason).
+UNSUPPORTED = "unsupported extension"
+UNMATCHED = "unmatched"
+TOO_DEEP = "too deep"
+UNKNOWN_SPLIT = "not under a recognised split folder"
+NO_SIDE_FOLDER = "not in a pair of side folders"
+NOT_LISTED = "not in the pairs file"
+SAME_FILE = "same file as a packed image"
+PAIRS_LIST = "a pairs list not given with --pairs-file"
+
+
+def listing(items: list[str], total: int | None = None) -> str:
+    """The first MAX_LISTED items, comma-separated, and how many more there are."""
+    total = len(items) if total is None else total
+    shown = ", ".join(items[:MAX_LISTED])
+    return shown + (f" … and {total - MAX_LISTED} more" if total > MAX_LISTED else "")
+
+
+def escaped(name: str) -> str:
+    """`name` with every character outside printable ASCII written as a \\uXXXX escape, so that a message shows
+    the characters a name is spelled with (`cafe\\u0301`, `a\\u200b.png`)."""
+    return "".join(c if " " <= c <= "~" else f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+                   for c in name)
+
+
+@dataclass(frozen=True)
+class Unused:
+    """Image-like files of one folder that are in no pair, and why: every image-like file under RAW is either in
+    a pair or in one of these."""
+
+    folder: str  # relative to RAW, '/'-separated; '.' for RAW itself
+    reason: str  # one of the constants above
+    count: int
+    names: tuple[str, ...]  # the first MAX_LISTED file names in the folder
+    hint: str  # how to pack them, or why they stay out
+
+    def describe(self) -> str:
+        return (f"{self.count} file(s) in {self.folder} ({self.reason}): {listing(list(self.names), self.count)}; "
+                f"{self.hint}")
+
+    def as_dict(self) -> dict:
+        return {"folder": self.folder, "reason": self.reason, "count": self.count, "names": list(self.names),
+                "hint": self.hint}
+
+
+@dataclass
+class Discovery:
+    pairs: list[Pair]
+    skipped_low: list[str] = field(default_factory=list)  # unmatched files skipped with skip_unmatched
+    skipped_high: list[str] = field(default_factory=list)
+    sources: dict[str, list[str]] = field(default_factory=dict)  # split -> folders (relative to RAW) it came from
+    rules: dict[str, list[str]] = field(default_factory=dict)  # split -> pairing rules used
+    skipped_per_split: dict[str, int] = field(default_factory=dict)
+    unused: list[Unused] = field(default_factory=list)  # per folder and reason: image-like files in no pair
+    split_folders: dict[str, tuple[str, str]] = field(default_factory=dict)  # folder name -> (split, how it mapped)
+
+    def splits(self) -> dict[str, list[Pair]]:
+        out: dict[str, list[Pair]] = {}
+        for p in self.pairs:
+            out.setdefault(p.split, []).append(p)
+        return out
+
+    def layout(self) -> dict:
+        """What was found, for the manifest: per split the folders it came from and the pairing rule(s)."""
+        return {split: {"folders": self.sources.get(split, []), "rules": self.rules.get(split, [])}
+                for split in sorted(self.splits())}
+
+    def add_source(self, split: str, source: str, rule: str) -> None:
+        """Record that `split` has pairs from `source` (a folder or a pairs file) paired by `rule`, once each."""
+        if source not in self.sources.setdefault(split, []):
+            self.sources[split].append(source)
+        if rule not in self.rules.setdefault(split, []):
+            self.rules[split].append(rule)

@@ -1,0 +1,142 @@
+"""The pairing rules inside one pair of side folders, tried in order (`RULES`): a rule pairs a side's files only
+when it pairs every file on both sides; never by sorted order, never by elimination. `pair_unit` applies them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .names import HIGH_NAMES, LOW_NAMES, tokens
+from .scan import Unit
+from .walk import images, no_images, side_images
+
+Stems = dict[str, tuple[Path, str]]  # relative path without extension -> (path, relative path)
+
+
+@dataclass(frozen=True)
+class RuleInput:
+    """What a rule may use besides the two sides' stems."""
+
+    low_words: frozenset[str]  # side words a low name may carry (`low00001`, `x_input`)
+    high_words: frozenset[str]
+    template: str | None  # --name-template: the low stem as a function of the high stem
+
+
+def _strip_word(stem: str, words: frozenset[str]) -> str:
+    """The base name of `stem` with one side word removed as a prefix or suffix (`low00001` → `00001`)."""
+    head, _, base = stem.rpartition("/")
+    low = base.lower()
+    for w in sorted(words, key=lambda w: (-len(w), w)):  # longest first; ties in a fixed order, not hash order
+        if low.startswith(w) and len(base) > len(w):
+            base = base[len(w):].lstrip("-_ .") or base
+            break
+        if low.endswith(w) and len(base) > len(w):
+            base = base[: -len(w)].rstrip("-_ .") or base
+            break
+    return f"{head}/{base}" if head else base
+
+
+# Each rule returns {low stem: high stem}, or None when it does not apply (not one to one, or collisions).
+
+def _same_name(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | None:
+    return {s: s for s in lows if s in highs}
+
+
+def _side_word_swapped(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | None:
+    lk = {s: _strip_word(s, how.low_words) for s in lows}
+    hk: dict[str, str] = {}
+    for s in highs:
+        k = _strip_word(s, how.high_words)
+        if k in hk:
+            return None
+        hk[k] = s
+    if len(set(lk.values())) != len(lk):
+        return None
+    return {s: hk[k] for s, k in lk.items() if k in hk}
+
+
+def _name_template(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | None:
+    if not how.template:
+        return None
+    by_low = {}
+    for h in highs:
+        head, _, base = h.rpartition("/")
+        by_low[f"{head}/{how.template.format(base)}" if head else how.template.format(base)] = h
+    return {s: by_low[s] for s in lows if s in by_low}
+
+
+def _target_name_as_prefix(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | None:
+    # `scene7_ev-1`, `scene7_ev+1` ↔ `scene7`: the names say it
+    by_dir: dict[str, list[tuple[str, str]]] = {}
+    for h in highs:
+        head, _, base = h.rpartition("/")
+        by_dir.setdefault(head, []).append((base.lower(), h))
+    out = {}
+    for s in lows:
+        head, _, base = s.rpartition("/")
+        base = base.lower()
+        cands = [h for hb, h in by_dir.get(head, ())
+                 if base == hb or (base.startswith(hb) and base[len(hb)] in "-_ .")]
+        if len(cands) > 1:
+            return None
+        if cands:
+            out[s] = cands[0]
+    return out
+
+
+def _one_target_per_folder(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | None:
+    # SID/SICE-style `low/<scene>/*` ↔ `high/<scene>/<one file>`: the scene FOLDER says which lows share a
+    # target. A file at the top of a side folder never pairs this way: with one target left (an interrupted
+    # copy) or `low/a.png` beside `high/b.png`, that would be pairing by elimination.
+    groups: dict[str, list[str]] = {}
+    for h in highs:
+        head = h.rpartition("/")[0]
+        if head:
+            groups.setdefault(head, []).append(h)
+    if not groups or any(len(v) != 1 for v in groups.values()):
+        return None
+    return {s: groups[s.rpartition("/")[0]][0] for s in lows if s.rpartition("/")[0] in groups}
+
+
+Rule = Callable[[Stems, Stems, RuleInput], "dict[str, str] | None"]
+RULES: dict[str, Rule] = {  # in the order they are tried; the name is what the manifest records
+    "same name": _same_name,
+    "side word swapped": _side_word_swapped,
+    "name template": _name_template,
+    "target name as prefix": _target_name_as_prefix,
+    "one target per folder": _one_target_per_folder,
+}
+MANY_TO_ONE = ("target name as prefix", "one target per folder")  # several lows may share one target
+SEQUENCE_TO_LABEL = "sequence to label"  # SICE's layout, which needs no rule: the folder name is the label's name
+
+
+def pair_unit(raw: Path, unit: Unit, template: str | None) -> tuple[Stems, Stems, dict[str, str], str]:
+    """(lows, highs, {low stem: high stem}, rule) for one unit: the first rule that pairs every file on both sides,
+    else the rule that pairs the most (the caller reports what it leaves unmatched)."""
+    if isinstance(unit.low, tuple):  # SICE: every file of <seq>/ ↔ Label/<seq>.*
+        lows, others_l = {}, Counter()
+        for seq in unit.low:
+            found, other = images(seq)
+            others_l += other
+            lows.update({f"{seq.name}/{s}": (p, f"{seq.name}/{r}") for s, (p, r) in found.items()})
+        if not lows:
+            raise no_images(unit.low[0], raw, others_l)
+        highs = side_images(raw, unit.high)
+        return lows, highs, {s: s.split("/")[0] for s in lows if s.split("/")[0] in highs}, SEQUENCE_TO_LABEL
+    lows, highs = side_images(raw, unit.low), side_images(raw, unit.high)
+    how = RuleInput(frozenset(LOW_NAMES) | frozenset(tokens(unit.low.name)),
+                    frozenset(HIGH_NAMES) | frozenset(tokens(unit.high.name)), template)
+    first = next(iter(RULES))
+    best: tuple[dict[str, str], str] = ({}, first)
+    for name, rule in RULES.items():
+        m = rule(lows, highs, how)
+        if m is None:
+            continue
+        every_high = set(m.values()) == set(highs) and (name in MANY_TO_ONE or len(m) == len(highs))
+        if len(m) == len(lows) and every_high:
+            return lows, highs, m, name
+        if len(m) > len(best[0]):
+            best = (m, name)
+    return lows, highs, best[0], best[1]

@@ -1,0 +1,109 @@
+"""Reading folders under RAW: visible subfolders and files, each real folder once however many symlinks reach it,
+and the images of a side folder by relative path without extension. An unreadable folder is refused by name."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+from ..errors import PairingError
+from .filetypes import IMAGE_EXTS, SENSOR_EXTS, conversion
+
+
+def unreadable(exc: OSError) -> PairingError:
+    return PairingError(f"{exc.filename}: cannot be listed ({exc.strerror}); fix its permissions (chmod a+rx) or move "
+                        "it out of the dataset folder, so that no pair is dropped in silence")
+
+
+def subfolders(folder: Path) -> list[Path]:
+    """Visible subfolders (symlinks to folders included), sorted; an unreadable folder is an error."""
+    try:
+        return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.is_dir())
+    except OSError as exc:
+        raise unreadable(exc) from None
+
+
+def visible_names(folder: Path) -> list[str]:
+    """Visible entries of `folder`, sorted."""
+    try:
+        return sorted(n for n in os.listdir(folder) if not n.startswith("."))
+    except OSError as exc:
+        raise unreadable(exc) from None
+
+
+def real_id(path: Path) -> tuple[int, int]:
+    """(device, inode) of what `path` reaches, to walk each real folder once."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise unreadable(exc) from None
+    return st.st_dev, st.st_ino
+
+
+def walk(top: Path, seen: set[tuple[int, int]] | None = None):
+    """(folder, visible file names) for every real folder under `top` once: real subfolders first, then the
+    symlinked ones not walked yet (a loop is walked once, and a link never hides the folder it points to)."""
+    seen = set() if seen is None else seen
+
+    def fail(exc: OSError) -> None:
+        raise unreadable(exc)
+
+    queue = [top]
+    while queue:
+        start = queue.pop(0)
+        for dirpath, dirnames, filenames in os.walk(start, onerror=fail, followlinks=False):
+            rid = real_id(Path(dirpath))
+            if rid in seen:
+                dirnames[:] = []
+                continue
+            seen.add(rid)
+            visible = sorted(d for d in dirnames if not d.startswith("."))
+            linked = [d for d in visible if os.path.islink(os.path.join(dirpath, d))]
+            queue.extend(Path(dirpath) / d for d in linked)
+            dirnames[:] = [d for d in visible if d not in linked]
+            yield Path(dirpath), sorted(n for n in filenames if not n.startswith("."))
+
+
+def images(folder: Path) -> tuple[dict[str, tuple[Path, str]], Counter]:
+    """Images under `folder` by relative path without extension, and a count of the other extensions seen.
+    Two files with one stem are refused."""
+    found: dict[str, tuple[Path, str]] = {}
+    others: Counter = Counter()
+    for dirpath, filenames in walk(folder):
+        for name in filenames:
+            ext = os.path.splitext(name)[1].lower()
+            if ext not in IMAGE_EXTS:
+                others[ext or "(no extension)"] += 1
+                continue
+            path = dirpath / name
+            rel = path.relative_to(folder).as_posix()
+            stem = rel.rsplit(".", 1)[0]
+            if stem in found:
+                raise PairingError(
+                    f"{folder}: two files with the same stem {stem!r}: {found[stem][1]} and {rel}; "
+                    "keep one of them (pairs are matched by name without extension)"
+                )
+            found[stem] = (path, rel)
+    return found, others
+
+
+def no_images(folder: Path, raw: Path, others: Counter) -> PairingError:
+    """The refusal for a side folder with no image pack reads, naming what it holds instead."""
+    where = folder.relative_to(raw).as_posix() if folder != raw else str(raw)
+    if not others:
+        return PairingError(f"{raw}: {where} holds no images; remove the empty folder or fill it")
+    found = ", ".join(f"{n} {ext}" for ext, n in others.most_common(5))
+    sensor = [ext for ext in others if ext in SENSOR_EXTS]
+    hint = (f"raw sensor or array files ({', '.join(sorted(sensor))}): convert them to sRGB images (PNG/JPEG) first, "
+            f"or pack a folder that holds the sRGB version ({conversion(sensor)})" if sensor else
+            f"expected one of {', '.join(sorted(IMAGE_EXTS))}")
+    return PairingError(f"{raw}: {where} holds no usable images (found {found}); {hint}")
+
+
+def side_images(raw: Path, folder: Path) -> dict[str, tuple[Path, str]]:
+    """The images of one side folder; a side folder without any is refused."""
+    found, others = images(folder)
+    if not found:
+        raise no_images(folder, raw, others)
+    return found
