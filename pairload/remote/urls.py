@@ -1,7 +1,8 @@
-"""Which sources are remote, and the fsspec filesystem that reads one. Every remote read and write in pairload goes
-through fsspec and its backends (s3fs, gcsfs, adlfs, aiohttp for http); none of this is home-made protocol code.
-Credentials come from each backend's usual places (environment, config files, instance metadata) or from
-`storage_options`; pairload never logs them."""
+"""Which sources are remote, URLs as text (`join`; `redact`, `redact_text`: the one way a URL enters a message),
+and the fsspec filesystem that reads one. Every remote read and write in pairload goes through fsspec and its
+backends (s3fs, gcsfs, adlfs, aiohttp for http); none of this is home-made protocol code. Credentials come from each
+backend's usual places (environment, config files, instance metadata) or from `storage_options`; pairload never
+logs them."""
 
 from __future__ import annotations
 
