@@ -21,7 +21,7 @@ import torch
 from conftest import raw_and_shards
 from pairload import make_loader
 from pairload.bench.httpserver import StaticServer
-from pairload.errors import ConfigError, LoaderError, ShardError
+from pairload.errors import ConfigError, ShardError
 from pairload.read.shards import info, open_shards, verify
 from pairload.remote.cache import FetchError, Retry, ShardCache, parse_bytes
 
@@ -68,7 +68,8 @@ def test_remote_batches_equal_local_and_each_shard_is_downloaded_once(data, serv
             make_loader(kind, server.url, cache_dir=tmp_path / "cache", **opts) as remote:
         assert same(epochs(local), epochs(remote))
     gets = shard_gets(server)
-    assert len(gets) == len(list(data.glob("train-*.tar"))) and set(gets.values()) == {1}, gets  # 2 epochs, one download each
+    # 2 epochs, one download each
+    assert len(gets) == len(list(data.glob("train-*.tar"))) and set(gets.values()) == {1}, gets
     # a second loader on the node (another rank) finds everything cached
     with make_loader(kind, server.url, cache_dir=tmp_path / "cache", **opts) as again:
         assert sum(1 for _ in again) == len(again) > 0
@@ -115,8 +116,11 @@ def test_verify_downloads_into_the_cache_and_checks_every_sample(data, server, t
 
 def test_cli_info_and_verify_on_a_url(data, server, tmp_path):
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
-    run = lambda *a: subprocess.run([sys.executable, "-m", "pairload.cli", *a], capture_output=True, text=True, env=env,
-                                    timeout=120)
+
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", "pairload.cli", *a], capture_output=True, text=True, env=env,
+                              timeout=120)
+
     out = run("info", server.url, "--json")
     assert out.returncode == 0 and '"samples": 24' in out.stdout
     out = run("verify", server.url)
@@ -236,7 +240,8 @@ def test_kill_9_during_a_download_leaves_nothing_the_next_start_uses(big_blob, t
 
 def test_a_full_cache_disk_is_a_clear_error_and_leaves_nothing_corrupt(big_blob, tmp_path):
     srv, sha, size = big_blob
-    limit = "signal.signal(signal.SIGXFSZ, signal.SIG_IGN); resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))"
+    limit = ("signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+             "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))")
     out = subprocess.run([sys.executable, "-c", _fetch_script(f"{srv.url}/x.tar", sha, size, tmp_path / "c", limit)],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1

@@ -48,7 +48,8 @@ def test_verify_catches_one_flipped_pixel_byte_and_names_the_key(packed):
     shard = manifest["splits"]["train"]["shards"][1]
     key, off = shard["index"]["key"][1], shard["index"]["high"][1]
     flip_byte(packed / shard["file"], off + 100)
-    with pytest.raises(ShardError, match=rf"{shard['file']}: key {key}: {key}.high.npy pixels do not match their checksum"):
+    with pytest.raises(ShardError,
+                       match=rf"{shard['file']}: key {key}: {key}.high.npy pixels do not match their checksum"):
         verify(packed)
 
 
@@ -108,20 +109,21 @@ def test_a_float_in_shares_high_is_refused_naming_the_field(tmp_path):
     (tmp_path / "pairs.txt").write_text("low/00000.png high/00000.png\nlow/00001.png high/00000.png\n")
     pack(tmp_path / "raw", tmp_path / "s", PackOptions(workers=1, pairs_file=str(tmp_path / "pairs.txt")))
     _edit_manifest(tmp_path / "s", lambda d: d["splits"]["train"]["shards"][0]["index"].update(shares_high=[-1, 0.0]))
-    with pytest.raises(ShardError, match=r"manifest.json: train-000000.tar: index \"shares_high\" holds 0.0 for sample 1 "
-                                         r"\(an integer expected\); the manifest is damaged or was edited"):
+    with pytest.raises(ShardError, match=r"manifest.json: train-000000.tar: index \"shares_high\" holds 0.0 for "
+                                         r"sample 1 \(an integer expected\); the manifest is damaged or was edited"):
         verify(tmp_path / "s")
 
 
 @pytest.mark.parametrize("edit, match", [
-    (lambda d: d["splits"]["train"]["shards"][0].pop("sha256"), r"train-000000.tar: \"sha256\" is None, expected a str"),
+    (lambda d: d["splits"]["train"]["shards"][0].pop("sha256"),
+     r"train-000000.tar: \"sha256\" is None, expected a str"),
     (lambda d: d["splits"]["train"]["shards"][0].update(file="../../etc/passwd"),
      r"split 'train': shard 0: \"file\" is '../../etc/passwd', expected a file in the shard folder named train-NNNNNN"),
     (lambda d: d["splits"]["train"]["shards"][0].update(file="test-000000.tar"), r"\"file\" is 'test-000000.tar'"),
     (lambda d: d["splits"]["train"]["shards"][0]["index"]["hw"].pop(), r"index \"hw\" should list \d+ entries"),
     (lambda d: d["splits"]["train"].update(samples=99), r"\"samples\" is 99 but its shards hold 8"),
     (lambda d: d["splits"]["test"].update(shards=[]), r"split 'test': expected an object with a non-empty \"shards\""),
-    (lambda d: d["splits"]["train"]["shards"][0]["index"].update(hw=[[1]] * len(d["splits"]["train"]["shards"][0]["index"]["hw"])),
+    (lambda d: (index := d["splits"]["train"]["shards"][0]["index"]).update(hw=[[1]] * len(index["hw"])),
      r"split 'train' has a malformed index"),
 ])
 def test_a_damaged_manifest_is_refused_naming_the_field(packed, edit, match):

@@ -109,7 +109,7 @@ def _why_not(ds, device: torch.device, budget: int | None, resident: bool) -> st
 
 def _parts(ds) -> list:
     """The plain `ShardDataset`s behind `ds` (a `ShardMix`'s sources, in order)."""
-    return list(ds.parts.values()) if hasattr(ds, "parts") else [ds]
+    return ds.sources
 
 
 # ---------------------------------------------------------------------------------------------- registration

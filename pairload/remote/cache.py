@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..errors import ConfigError, LoaderError, ShardError
 from .. import units
+from ..errors import ConfigError, LoaderError, PairloadError, ShardError
 from ..units import human_bytes
+from . import schemes
+from .urls import filesystem, redact, redact_text, scheme
 
-CHUNK = 8 << 20
 FREE_MARGIN = 1 << 30  # with no limit, never fill the cache's disk beyond this much free space
 
 
@@ -46,7 +47,7 @@ class FetchError(LoaderError):
 @dataclass(frozen=True)
 class Retry:
     """Bounded retries of transient failures: `attempts` tries with `backoff` seconds doubling between them, and
-    `timeout` seconds of silence allowed per read."""
+    `timeout` seconds allowed to connect and per read (given to the fsspec backend, `schemes`)."""
 
     attempts: int = 4
     backoff: float = 0.5
@@ -71,8 +72,9 @@ def _status(exc: BaseException) -> int | None:
 
 
 def classify(exc: BaseException, url: str) -> FetchError | None:
-    """A final error for failures a retry cannot fix (not found, access denied); None for transient ones."""
-    status = _status(exc)
+    """A final error for failures a retry cannot fix (not found, access denied); None for transient ones. The
+    message names `url` redacted."""
+    status, url = _status(exc), redact(url)
     if isinstance(exc, FileNotFoundError) or status == 404:
         return FetchError(f"{url}: not found (404); check the URL, and that the whole shard folder (manifest.json "
                           "and every shard it lists) was uploaded")
@@ -84,9 +86,7 @@ def classify(exc: BaseException, url: str) -> FetchError | None:
 
 def retrying(what: str, url: str, retry: Retry, fn: Callable[[], object], on_retry: Callable[[], None] = lambda: None):
     """fn() with bounded retries and backoff for transient failures; a `FetchError` naming `url` when they run
-    out or the failure is final. Pairload errors from fn pass through."""
-    from ..errors import PairloadError
-
+    out or the failure is final (`url` and the backend's text redacted). Pairload errors from fn pass through."""
     last: BaseException | None = None
     for attempt in range(retry.attempts):
         if attempt:
@@ -101,15 +101,14 @@ def retrying(what: str, url: str, retry: Retry, fn: Callable[[], object], on_ret
             if final is not None:
                 raise final from None
             last = exc
-    raise FetchError(f"{url}: {what} failed {retry.attempts} times, last with {type(last).__name__}: "
-                     f"{str(last)[:200]}; is the server reachable? (retries with backoff are exhausted)") from None
+    raise FetchError(f"{redact(url)}: {what} failed {retry.attempts} times, last with {type(last).__name__}: "
+                     f"{redact_text(str(last), url)[:200]}; is the server reachable? (retries with backoff are "
+                     "exhausted)") from None
 
 
 def read_object(url: str, storage_options: dict | None = None, retry: Retry = Retry()) -> bytes:
     """A small object (a manifest) read whole through fsspec, with bounded retries."""
-    from .urls import filesystem
-
-    fs, path = filesystem(url, storage_options)
+    fs, path = filesystem(url, storage_options, timeout=retry.timeout)
     return retrying("reading", url, retry, lambda: fs.cat_file(path))
 
 
@@ -276,8 +275,8 @@ class ShardCache:
                 self._register(sha, fd)
                 return self.path(sha)
             os.close(fd)
-        raise LoaderError(f"{url}: downloaded into {self.root} but evicted again before it could be used, 4 times; "
-                          "the cache_limit is too small for the shards in use on this node: raise it")
+        raise LoaderError(f"{redact(url)}: downloaded into {self.root} but evicted again before it could be used, 4 "
+                          "times; the cache_limit is too small for the shards in use on this node: raise it")
 
     def _register(self, sha: str, fd: int) -> None:
         with self._mutex:
@@ -299,8 +298,8 @@ class ShardCache:
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     os.close(fd)
-                    raise FetchError(f"{url}: waited for another process of this node to finish downloading it into "
-                                     f"{self.root} and gave up; is that process stopped?") from None
+                    raise FetchError(f"{redact(url)}: waited for another process of this node to finish downloading "
+                                     f"it into {self.root} and gave up; is that process stopped?") from None
                 time.sleep(0.02)
 
     def _touch(self, sha: str) -> None:
@@ -316,7 +315,7 @@ class ShardCache:
         while not (room := self.room_for(size, keep={sha})) and time.monotonic() < deadline:
             time.sleep(0.05)  # shards in use elsewhere are released as their batches finish
         if not room:
-            raise LoaderError(f"{url}: no room in the cache {self.root} for its {human_bytes(size)} "
+            raise LoaderError(f"{redact(url)}: no room in the cache {self.root} for its {human_bytes(size)} "
                               f"(limit {human_bytes(self.limit) if self.limit else 'none'}, "
                               f"{human_bytes(shutil.disk_usage(self.root).free)} free on its disk, every cached "
                               "shard in use); raise cache_limit, free disk space, or lower shuffle_buffer") from None
@@ -329,23 +328,21 @@ class ShardCache:
                 return
             self._partial(sha).unlink(missing_ok=True)
             self.counters.refetched += attempt == 1
-        raise ShardError(f"{url}: its bytes no longer match the manifest (sha256 {digest[:16]}…, the manifest lists "
-                         f"{sha[:16]}…, twice); the shard was changed or replaced after the manifest was written: "
-                         "upload the whole shard folder again (`pairload pack RAW URL`)")
+        raise ShardError(f"{redact(url)}: its bytes no longer match the manifest (sha256 {digest[:16]}…, the "
+                         f"manifest lists {sha[:16]}…, twice); the shard was changed or replaced after the manifest "
+                         "was written: upload the whole shard folder again (`pairload pack RAW URL`)")
 
     def _partial(self, sha: str) -> Path:
         return self.root / "shards" / f"{sha}.tar.partial-{os.getpid()}"
 
     def _stream(self, url: str, sha: str, size: int) -> str:
         """Download into the partial file, hashing as the bytes arrive; returns the sha256 (sizes checked)."""
-        from .urls import filesystem
-
-        fs, path = filesystem(url, self.storage_options)
+        fs, path = filesystem(url, self.storage_options, timeout=self.retry.timeout)
         digest, got = hashlib.sha256(), 0
         partial = self._partial(sha)
         try:
-            with _open_stream(fs, path, size) as src, open(partial, "wb") as dst:
-                while chunk := src.read(CHUNK):
+            with fs.open(path, "rb", **schemes.stream_kwargs(scheme(url), size)) as src, open(partial, "wb") as dst:
+                while chunk := src.read(schemes.CHUNK):
                     digest.update(chunk)
                     dst.write(chunk)
                     got += len(chunk)
@@ -354,8 +351,9 @@ class ShardCache:
         except OSError as exc:
             partial.unlink(missing_ok=True)
             if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-                raise LoaderError(f"{self.root}: the cache's disk is full while downloading {url}; free space or "
-                                  "set a cache_limit below the free space (the partial file was removed)") from None
+                raise LoaderError(f"{self.root}: the cache's disk is full while downloading {redact(url)}; free "
+                                  "space or set a cache_limit below the free space (the partial file was "
+                                  "removed)") from None
             raise
         except BaseException:
             partial.unlink(missing_ok=True)
@@ -364,11 +362,3 @@ class ShardCache:
             return f"size {got} instead of {size}"  # never equal to a sha: counted as a mismatch
         return digest.hexdigest()
 
-
-def _open_stream(fs, path: str, size: int):
-    """A sequential reader: HTTP streams the body with one GET (the size is known: no HEAD first, so a 403 is
-    reported as such); object stores read large blocks."""
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    if protocol in ("http", "https"):
-        return fs.open(path, "rb", block_size=0, size=size)
-    return fs.open(path, "rb", block_size=CHUNK, cache_type="none")

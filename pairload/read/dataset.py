@@ -1,0 +1,319 @@
+"""One split of a shard folder or URL read through memory maps (`ShardDataset`): shard files checked against the
+manifest as they are opened, remote shards made local through the node's cache around their use.
+
+Pixels are never copied here: `ds[i]` returns views into `np.memmap`s of the tar files, so every process on a
+node that opens the same shards shares one copy of them in the page cache. A compressed split (`pack --compress
+zstd`) is the exception: `ds[i]` decodes both images of the sample, in the process that asks (a loader's worker),
+from the mapped frames into fresh arrays.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError, LoaderError, ShardError
+from ..format import codec, schema
+from ..format.stamps import Stamp, stamp, stamp_of
+from ..remote import urls
+from .source import ShardSource
+
+
+class ShardDataset(ShardSource):
+    """One split of a shard folder: `len(ds)`, `ds[i] -> (key, low, high)` with uint8 H×W×3 RGB views.
+
+    The folder may be a URL (s3://, gs://, az://, http(s)://, any fsspec URL) with a `cache` (`ShardCache`): the
+    manifest is read from the URL and the shards are made local in the node's cache as the loader needs them
+    (`want` ahead, `acquire`/`release` around each batch; `fetch_all` for loaders that need the whole split)."""
+
+    def __init__(self, shards_dir: str | os.PathLike, split: str = "train", *, cache=None):
+        self.url = str(shards_dir).rstrip("/") if urls.is_url(shards_dir) else None
+        if self.url is not None:
+            if cache is None:
+                raise ConfigError(f"{urls.redact(self.url)}: a remote source needs a node-local cache: pass "
+                                  "cache_dir= (the CLI's --cache-dir), a folder with room for the shards this node "
+                                  "reads")
+            manifest_url = urls.join(self.url, schema.MANIFEST)
+            where = urls.redact(manifest_url)
+            manifest = schema.parse_manifest(cache.read_small(manifest_url), where)
+            self.root = cache.root  # the shards' local copies are in the cache; messages name the URL
+        else:
+            self.root = Path(urls.local_path(shards_dir))
+            manifest = schema.read_manifest(self.root)
+            where = str(self.root / schema.MANIFEST)
+        self.index = schema.split_index(manifest, split, where)
+        self.split = split
+        entries = manifest["splits"][split]["shards"]  # (kept out of the object: workers receive it pickled)
+        self.shard_bytes = [int(entry["bytes"]) for entry in entries]
+        if self.url is None:
+            self._paths = [self.root / f for f in self.index.files]
+            self._feed = None
+        else:
+            from ..remote.feed import ShardFeed
+
+            shas = [entry["sha256"] for entry in entries]
+            self._paths = [cache.path(sha) for sha in shas]
+            self._feed = ShardFeed(cache, [urls.join(self.url, f) for f in self.index.files], shas, self.shard_bytes)
+        self.transient = False  # remote shards may be evicted once released: workers unmap them after each batch
+        self._stamps: list[Stamp | None] = [None] * len(entries)  # of each local shard when first checked
+        self.check_files()
+        self._maps: list[np.ndarray | None] = [None] * len(entries)
+        self._mmaps: list = [None] * len(entries)
+        self._mapped: list[Stamp | None] = [None] * len(entries)  # of each file when it was mapped
+        self._checked = np.zeros(len(self.index), dtype=bool)
+
+    def name(self, number: int) -> str:
+        """Shard `number` as messages name it: its path, or its URL (redacted; with the cached copy) for a remote
+        source."""
+        if self.url is None:
+            return str(self._paths[number])
+        return f"{urls.redact(urls.join(self.url, self.index.files[number]))} (cached as {self._paths[number]})"
+
+    def check_files(self) -> None:
+        """Raise if a shard is missing, its size differs from the manifest (truncated), or it is another file than
+        the one this dataset opened (replaced, e.g. by a re-pack into the same folder: batches would mix two packs).
+        Remote sources: only the shards already in the cache (the others are checked as they download)."""
+        self._check_numbers(range(len(self.shard_bytes)))
+
+    def check_shards(self, indices) -> None:
+        """`check_files` for the shards holding these samples only (before a batch is copied in this process, where
+        a shard truncated under its memory map would end the process with SIGBUS instead of an error)."""
+        self._check_numbers(np.unique(self.index.shard[np.asarray(indices, dtype=np.int64)]).tolist())
+
+    def _check_numbers(self, numbers) -> None:
+        for number in numbers:
+            try:
+                st = self._paths[number].stat()
+            except FileNotFoundError:
+                if self.url is not None:
+                    continue  # not downloaded yet (or evicted): fetched and verified when a batch needs it
+                raise ShardError(f"{self.name(number)}: shard listed in {schema.MANIFEST} is missing; copy it back or "
+                                 "repack") from None
+            self._check_stamp(number, st)
+
+    def _check_stamp(self, number: int, st: os.stat_result) -> None:
+        size = self.shard_bytes[number]
+        if st.st_size != size:
+            fix = ("delete the cached file (it is fetched again)" if self.url is not None else
+                   "repack, or run `pairload verify`")
+            raise ShardError(f"{self.name(number)}: {st.st_size} bytes, the manifest says {size}; the shard is "
+                             f"truncated or was replaced: {fix}")
+        if self.url is not None:
+            return  # a cached shard is named by its sha256 and never rewritten: a new copy holds the same bytes
+        now = stamp_of(st)
+        if self._stamps[number] is None:
+            self._stamps[number] = now
+        elif self._stamps[number] != now:
+            raise LoaderError(f"{self.name(number)}: replaced or rewritten since the loader opened {self.root} (a "
+                              "re-pack into the same folder?); its batches would mix two packs: make the loader again")
+
+    # -- remote shards: made local ahead of use, held while a batch is cut from them
+    @property
+    def remote(self) -> bool:
+        return self._feed is not None
+
+    def _numbers(self, indices) -> list[int]:
+        """The shards of these samples, in order of first use."""
+        shard = self.index.shard[np.asarray(indices, dtype=np.int64)]
+        _, first = np.unique(shard, return_index=True)
+        return shard[np.sort(first)].tolist()
+
+    def want(self, indices) -> None:
+        """Start downloading the shards of these samples (in this order) ahead of use."""
+        if self._feed is not None and len(indices):
+            self._feed.want(self._numbers(indices))
+
+    def acquire(self, indices):
+        """Make the shards of these samples local and hold them until `release(token)` (local sources: nothing)."""
+        if self._feed is None:
+            return None
+        numbers = self._numbers(indices)
+        self._feed.ensure(numbers)
+        return numbers
+
+    def release(self, token) -> None:
+        if token is not None and self._feed is not None:
+            self._feed.release(token)
+
+    def fetch_all(self) -> None:
+        """Make the whole split local and hold it for as long as this dataset lives (ram, dali-external)."""
+        if self._feed is not None:
+            everything = np.arange(len(self))
+            self.want(everything)
+            self.acquire(everything)
+
+    def close_remote(self) -> None:
+        if self._feed is not None:
+            self._feed.close()
+
+    def drop_evicted(self) -> None:
+        """Drop the memory maps of cached shards evicted (or fetched again) since they were mapped, so that an
+        evicted file's space goes back to the disk; maps of shards still in the cache are kept."""
+        for number, mm in enumerate(self._mmaps):
+            if mm is None:
+                continue
+            current = stamp(self._paths[number])
+            # the inode alone: a cache hit touches the file (its mtime moves), a new copy is a new inode
+            if current is None or current.inode != self._mapped[number].inode:
+                self._maps[number] = None
+                self._mmaps[number] = None  # closed when its last array view is gone
+
+    # -- pickling: worker processes reopen the memory maps themselves
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_feed"] = None  # downloads stay in the loading process; workers read the cached files
+        state["_maps"] = [None] * len(self._maps)
+        state["_mmaps"] = [None] * len(self._maps)
+        state["_checked"] = np.zeros(len(self.index), dtype=bool)
+        return state
+
+    @property
+    def sources(self) -> list[ShardDataset]:
+        return [self]
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.index.keys
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """(n, 2) int64 height, width of each sample."""
+        return self.index.hw
+
+    @property
+    def files(self) -> list[Path]:
+        """Each shard's local path (for a remote source: its place in the cache, present once fetched)."""
+        return list(self._paths)
+
+    @property
+    def shard_samples(self) -> tuple[int, ...]:
+        """Samples in each shard, in index order (shard k's samples follow shard k-1's)."""
+        return tuple(int(c) for c in self.index.shard_samples)
+
+    def shard_map(self, number: int) -> np.ndarray:
+        """The whole shard file as a read-only uint8 array over its memory map (a plain ndarray: slicing it is
+        several times cheaper than slicing an np.memmap, which matters at tens of thousands of crops a second)."""
+        mm = self._maps[number]
+        if mm is None:
+            with open(self._paths[number], "rb") as fh:
+                st = os.fstat(fh.fileno())
+                self._check_stamp(number, st)  # the file mapped is the one the loader opened
+                mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            self._mapped[number] = stamp_of(st)
+            self._mmaps[number] = mapped
+            mm = self._maps[number] = np.frombuffer(mapped, dtype=np.uint8)
+        return mm
+
+    def willneed(self, indices) -> None:
+        """Ask the kernel to start reading these samples' pixels (madvise WILLNEED): a split that is not in the page
+        cache is then read ahead of the copies, instead of faulting page by page under them."""
+        idx, page = self.index, mmap.PAGESIZE
+        for i in indices:
+            number = int(idx.shard[i])
+            try:
+                self.shard_map(number)
+            except FileNotFoundError:
+                if self.url is None:
+                    raise
+                continue  # a remote shard not downloaded yet (or evicted): its batch fetches and holds it
+            for off, n in ((int(idx.low[i]), int(idx.low_bytes[i])), (int(idx.high[i]), int(idx.high_bytes[i]))):
+                start = off - off % page
+                try:
+                    self._mmaps[number].madvise(mmap.MADV_WILLNEED, start, off + n - start)
+                except (OSError, ValueError):  # advice only
+                    return
+
+    def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) views of sample i. The first time a sample is read, the .npy header in front of each image
+        is compared with the expected one: a cheap guard against a shard that was damaged or replaced.
+        A compressed split: both images decoded into fresh read-only arrays; the first time a sample is decoded in
+        this process, its headers and the CRC-32 of its pixels are checked too."""
+        idx = self.index
+        h, w = int(idx.hw[i, 0]), int(idx.hw[i, 1])
+        mm = self.shard_map(int(idx.shard[i]))
+        if idx.compression:
+            return self._decoded(i, mm, h, w)
+        m = idx.members
+        s = m.scale
+        lo, hi = int(idx.low[i]), int(idx.high[i])
+        if not self._checked[i]:
+            self._check_headers(i, mm, h, w)
+        low = mm[lo:lo + h * w * m.low.pixel_bytes]
+        high = mm[hi:hi + h * w * s * s * m.high.pixel_bytes]
+        if m.low.dtype != "uint8":
+            low = low.view(m.low.np_dtype)
+        if m.high.dtype != "uint8":
+            high = high.view(m.high.np_dtype)
+        return low.reshape(h, w, m.low.channels), high.reshape(h * s, w * s, m.high.channels)
+
+    def _headers(self, h: int, w: int) -> tuple[bytes, bytes]:
+        """The .npy headers of sample images whose input is h×w: input's, target's."""
+        m = self.index.members
+        return m.low.npy_header(h, w), m.high.npy_header(h * m.scale, w * m.scale)
+
+    def _check_headers(self, i: int, mm: np.ndarray, h: int, w: int) -> None:
+        idx = self.index
+        for member, off, header in zip((schema.LOW, schema.HIGH), (int(idx.low[i]), int(idx.high[i])),
+                                       self._headers(h, w)):
+            if mm[off - len(header):off].tobytes() != header:
+                raise ShardError(f"{self.name(int(idx.shard[i]))}: key {idx.keys[i]}: the .npy header of "
+                                 f"{idx.keys[i]}.{member} is not where the manifest says or is damaged; the shard is "
+                                 "corrupt: run `pairload verify` and repack")
+        self._checked[i] = True
+
+    def _decoded(self, i: int, mm: np.ndarray, h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
+        """Sample i of a compressed split: each image's frame decoded into a fresh .npy file, pixels viewed in it."""
+        idx = self.index
+        m = idx.members
+        s = m.scale
+        headers = self._headers(h, w)
+        files = []
+        for member, off, n, header, size in (
+                (schema.LOW, int(idx.low[i]), int(idx.low_bytes[i]), headers[0], m.low.nbytes(h, w)),
+                (schema.HIGH, int(idx.high[i]), int(idx.high_bytes[i]), headers[1], m.high.nbytes(h * s, w * s))):
+            try:
+                files.append(codec.decompress(mm[off:off + n], len(header) + size))
+            except codec.FrameError as exc:
+                raise ShardError(f"{self.root / idx.files[idx.shard[i]]}: key {idx.keys[i]}: {idx.keys[i]}."
+                                 f"{schema.image_suffix(member, idx.compression)} does not decode: {exc}; the shard "
+                                 "is corrupt: run `pairload verify` and repack") from None
+        if not self._checked[i]:
+            self._check_decoded(i, files, headers)
+        return (np.frombuffer(files[0], dtype=m.low.np_dtype, offset=len(headers[0])).reshape(h, w, m.low.channels),
+                np.frombuffer(files[1], dtype=m.high.np_dtype, offset=len(headers[1])).reshape(h * s, w * s,
+                                                                                              m.high.channels))
+
+    def _check_decoded(self, i: int, files: list[bytes], headers: tuple[bytes, bytes]) -> None:
+        """The first decode of a compressed sample in this process: .npy headers, and the pixels' CRC-32 (measured:
+        about a quarter more CPU than the decode alone, paid once per sample and process)."""
+        idx = self.index
+        for k, (member, data, header) in enumerate(zip((schema.LOW, schema.HIGH), files, headers)):
+            name = f"{idx.keys[i]}.{schema.image_suffix(member, idx.compression)}"
+            where = f"{self.root / idx.files[idx.shard[i]]}: key {idx.keys[i]}: {name}"
+            if data[:len(header)] != header:
+                side = idx.members.side(k)
+                raise ShardError(f"{where} does not hold the {side.dtype} {tuple(idx.hw[i].tolist())} ×"
+                                 f"{side.channels} .npy the manifest says; the shard is corrupt: run "
+                                 "`pairload verify` and repack")
+            if zlib.crc32(memoryview(data)[len(header):]) != int(idx.crc[i, k]):
+                raise ShardError(f"{where}: pixels do not match their checksum; the shard is corrupt: run "
+                                 "`pairload verify` and repack")
+        self._checked[i] = True
+
+    @property
+    def members(self):
+        """The split's member types and size relation (`pairload.format.members.Members`)."""
+        return self.index.members
+
+    @property
+    def where(self) -> str:
+        return urls.redact(self.url) if self.url is not None else str(self.root)
+
+    @property
+    def groups(self) -> tuple[tuple[str, int], ...]:
+        """(name, samples) of each source: one unnamed source."""
+        return (("", len(self)),)

@@ -1,0 +1,167 @@
+"""Several named splits read as one index space (`ShardMix`), for mixing datasets: keys become "name/key", and
+every read, check and download goes to the `ShardDataset` its sample or shard belongs to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError
+from .dataset import ShardDataset
+from .source import ShardSource
+
+
+class ShardMix(ShardSource):
+    """Several named shard splits as one index space (source after source): keys are "name/key", `groups` gives
+    each source's (name, samples), `by_name` the splits by their names."""
+
+    def __init__(self, parts: dict[str, ShardDataset]):
+        if not parts:
+            raise ConfigError("a mix needs at least one source: {name: shard folder, ...}")
+        for name in parts:
+            if not name or "/" in name:
+                raise ConfigError(f"source name {name!r}: expected a non-empty name without '/' (it prefixes keys)")
+        self.by_name = dict(parts)
+        self.split = "+".join(f"{name}:{ds.split}" for name, ds in self.by_name.items())
+        sizes = [len(ds) for ds in self.by_name.values()]
+        self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self._keys = tuple(f"{name}/{k}" for name, ds in self.by_name.items() for k in ds.keys)
+        self._hw = np.concatenate([ds.sizes for ds in self.by_name.values()]).astype(np.int64).reshape(-1, 2)
+        self._parts = list(self.by_name.values())
+        self._source = np.repeat(np.arange(len(sizes)), sizes)
+        kinds = {name: ds.members for name, ds in self.by_name.items()}
+        first = next(iter(kinds.values()))
+        odd = [name for name, m in kinds.items() if (m.low, m.high, m.scale) != (first.low, first.high, first.scale)]
+        if odd:
+            a = next(iter(kinds))
+            raise ConfigError(f"sources {a!r} and {odd[0]!r} cannot be mixed: {a!r} holds {first.describe()}, "
+                              f"{odd[0]!r} holds {kinds[odd[0]].describe()}; mix splits of one member type")
+        self._members = first
+
+    def __getstate__(self):
+        return self.__dict__.copy()  # the parts pickle without their maps
+
+    @property
+    def sources(self) -> list[ShardDataset]:
+        return list(self._parts)
+
+    @property
+    def members(self):
+        return self._members
+
+    @property
+    def where(self) -> str:
+        return " + ".join(f"{name}={ds.where}" for name, ds in self.by_name.items())
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self._keys
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return self._hw
+
+    @property
+    def groups(self) -> tuple[tuple[str, int], ...]:
+        return tuple((name, len(ds)) for name, ds in self.by_name.items())
+
+    @property
+    def files(self) -> list[Path]:
+        return [f for ds in self._parts for f in ds.files]
+
+    @property
+    def shard_bytes(self) -> list[int]:
+        return [b for ds in self._parts for b in ds.shard_bytes]
+
+    @property
+    def shard_samples(self) -> tuple[int, ...]:
+        return tuple(c for ds in self._parts for c in ds.shard_samples)
+
+    # ------------------------------------------------------------------ shards and samples to their split
+
+    def _shard(self, number: int) -> tuple[ShardDataset, int]:
+        """The split holding shard `number` of the mix, and its number there."""
+        for ds in self._parts:
+            if number < len(ds.files):
+                return ds, number
+            number -= len(ds.files)
+        raise IndexError(f"shard number past the last shard of the mix {self.where}")
+
+    def _part(self, i: int) -> tuple[ShardDataset, int]:
+        s = int(self._source[i])
+        return self._parts[s], i - int(self._offsets[s])
+
+    def _by_part(self, indices):
+        """(part, its sample indices) for the parts these samples of the mix come from, in order of first use."""
+        idx = np.asarray(indices, dtype=np.int64)
+        source = self._source[idx]
+        _, first = np.unique(source, return_index=True)
+        for s in source[np.sort(first)].tolist():
+            yield self._parts[s], idx[source == s] - self._offsets[s]
+
+    def name(self, number: int) -> str:
+        ds, n = self._shard(number)
+        return ds.name(n)
+
+    def shard_map(self, number: int) -> np.ndarray:
+        """Shard `number` of the mix (its sources' shards numbered one source after the other)."""
+        ds, n = self._shard(number)
+        return ds.shard_map(n)
+
+    def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        ds, j = self._part(i)
+        return ds.arrays(j)
+
+    def willneed(self, indices) -> None:
+        for i in indices:
+            ds, j = self._part(int(i))
+            ds.willneed([j])
+
+    def check_files(self) -> None:
+        for ds in self._parts:
+            ds.check_files()
+
+    def check_shards(self, indices) -> None:
+        for ds, idx in self._by_part(indices):
+            ds.check_shards(idx)
+
+    # ------------------------------------------------------------------ remote parts
+
+    @property
+    def remote(self) -> bool:
+        return any(ds.remote for ds in self._parts)
+
+    @property
+    def transient(self) -> bool:
+        return any(ds.transient for ds in self._parts)
+
+    @transient.setter
+    def transient(self, value: bool) -> None:
+        for ds in self._parts:
+            ds.transient = value and ds.remote
+
+    def want(self, indices) -> None:
+        for ds, idx in self._by_part(indices):
+            ds.want(idx)
+
+    def acquire(self, indices):
+        return [(ds, ds.acquire(idx)) for ds, idx in self._by_part(indices) if ds.remote]
+
+    def release(self, token) -> None:
+        for ds, part_token in token or ():
+            ds.release(part_token)
+
+    def fetch_all(self) -> None:
+        for ds in self._parts:
+            ds.want(np.arange(len(ds)))
+        for ds in self._parts:
+            ds.fetch_all()
+
+    def close_remote(self) -> None:
+        for ds in self._parts:
+            ds.close_remote()
+
+    def drop_evicted(self) -> None:
+        for ds in self._parts:
+            ds.drop_evicted()

@@ -1,0 +1,142 @@
+"""What a loader reads from: `ShardSource`, the interface both one split (`ShardDataset`) and a mix of named
+splits (`ShardMix`) implement, so loaders never ask which of the two they hold. `sources` gives the plain
+datasets behind either."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import numpy as np
+
+from ..format.members import Members
+
+
+class ShardSource(ABC):
+    """Samples `0..len-1` of packed shards: `src[i] -> (key, low, high)` with views of the split's member types
+    (`members`: uint8 H×W×3 RGB by default).
+
+    Shards are numbered `0..len(files)-1` (a mix numbers its sources' shards one source after the other).
+    Remote shards are made local around their use: `want` ahead, `acquire`/`release` around each batch,
+    `fetch_all` for loaders that need the whole split, `close_remote` at the end. Attributes every source has:
+    `split` (a name for messages), `shard_bytes` (bytes of each shard), `transient` (settable: remote shards may
+    be evicted once released, so workers unmap them after each batch)."""
+
+    split: str
+    shard_bytes: list[int]
+    transient: bool
+
+    # ------------------------------------------------------------------ what is in it
+
+    @property
+    @abstractmethod
+    def sources(self) -> list:
+        """The plain `ShardDataset`s behind this source, in index order (one split: itself)."""
+
+    @property
+    @abstractmethod
+    def keys(self) -> tuple[str, ...]: ...
+
+    @property
+    @abstractmethod
+    def members(self) -> Members:
+        """What the samples' images are (`pairload.format.members`): dtype, channels, the target's scale."""
+
+    @property
+    @abstractmethod
+    def sizes(self) -> np.ndarray:
+        """(n, 2) int64 height, width of each sample."""
+
+    @property
+    @abstractmethod
+    def groups(self) -> tuple[tuple[str, int], ...]:
+        """(name, samples) of each named source, in index order ("" for a single split)."""
+
+    @property
+    @abstractmethod
+    def files(self) -> list[Path]:
+        """Each shard's local path (a remote shard: its place in the cache, present once fetched)."""
+
+    @property
+    @abstractmethod
+    def shard_samples(self) -> tuple[int, ...]:
+        """Samples in each shard, in index order (shard k's samples follow shard k-1's)."""
+
+    @property
+    @abstractmethod
+    def where(self) -> str:
+        """The place for messages: a folder, or a URL with any secret in it redacted."""
+
+    @property
+    @abstractmethod
+    def remote(self) -> bool:
+        """Some shards come from a URL through the node's cache."""
+
+    @abstractmethod
+    def name(self, number: int) -> str:
+        """Shard `number` as messages name it."""
+
+    # ------------------------------------------------------------------ reading
+
+    @abstractmethod
+    def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) of sample i: views into the memory-mapped shard (decoded arrays for a compressed split)."""
+
+    @abstractmethod
+    def shard_map(self, number: int) -> np.ndarray:
+        """The whole shard file `number` as a read-only uint8 array over its memory map."""
+
+    @abstractmethod
+    def willneed(self, indices) -> None:
+        """Ask the kernel to read these samples' pixels ahead (advice only)."""
+
+    @abstractmethod
+    def check_files(self) -> None:
+        """Raise if a shard is missing, truncated, or replaced since it was opened."""
+
+    @abstractmethod
+    def check_shards(self, indices) -> None:
+        """`check_files` for the shards holding these samples only."""
+
+    # ------------------------------------------------------------------ remote shards
+
+    @abstractmethod
+    def want(self, indices) -> None:
+        """Start downloading the shards of these samples (in this order) ahead of use."""
+
+    @abstractmethod
+    def acquire(self, indices):
+        """Make the shards of these samples local and hold them; returns the token `release` takes."""
+
+    @abstractmethod
+    def release(self, token) -> None: ...
+
+    @abstractmethod
+    def fetch_all(self) -> None:
+        """Make every shard local and hold it for as long as this source lives."""
+
+    @abstractmethod
+    def close_remote(self) -> None:
+        """Stop downloading ahead and give back every hold."""
+
+    @abstractmethod
+    def drop_evicted(self) -> None:
+        """Drop the memory maps of cached shards evicted since they were mapped."""
+
+    # ------------------------------------------------------------------ shared
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i: int) -> tuple[str, np.ndarray, np.ndarray]:
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"sample {i} out of range for split {self.split!r} of {len(self)} samples")
+        i %= len(self)
+        low, high = self.arrays(i)
+        return self.keys[i], low, high
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of pixels (low and high)."""
+        hw, m = self.sizes, self.members
+        return int((hw[:, 0] * hw[:, 1]).sum()) * (m.low.pixel_bytes + m.scale * m.scale * m.high.pixel_bytes)

@@ -1,0 +1,225 @@
+"""`verify`: every shard of a folder or URL re-hashed and every sample parsed (compressed ones decoded), shapes and
+checksums compared with the manifest; the first problem is a `ShardError` naming the shard, the key and the fix.
+A URL's shards are checked in the node's cache, downloaded there first."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError, ShardError
+from ..format import codec, schema
+from ..format.members import DEFAULT, Members
+from ..remote import urls
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    shards: int
+    samples: int
+    bytes: int
+    leftovers: tuple[str, ...] = ()  # temporary files of an interrupted pack, beside valid shards
+    leftover_bytes: int = 0
+
+
+def _check_shard(path: Path, entry: dict, compression: str | None = None, kinds: Members = DEFAULT) -> int:
+    """Check one shard against its manifest entry; returns the number of samples, raises ShardError on the first
+    problem. `compression`: its split's (every compressed member is decoded and checked); `kinds`: its members."""
+    if not path.is_file():
+        raise ShardError(f"{path}: missing (listed in {schema.MANIFEST}); copy it back or repack")
+    if path.stat().st_size != entry["bytes"]:
+        raise ShardError(f"{path}: {path.stat().st_size} bytes, expected {entry['bytes']}; the shard is truncated or "
+                         "was replaced: repack")
+    idx = entry["index"]
+    shares = _shares(path, idx)
+    expected = _expected_members(path, idx, shares, compression)
+    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    where = f"{path.name}"
+    seen: set[str] = set()
+    try:
+        with tarfile.open(path, "r:") as tf:
+            members = list(tf)  # a damaged header ends the listing early; the missing members are named below
+    except tarfile.TarError as exc:
+        raise ShardError(f"{where}: not a readable tar ({exc}); the shard is corrupt: repack") from None
+    for member in members:
+        if member.name not in expected:
+            raise ShardError(f"{where}: unexpected member {member.name!r} (the manifest lists no such sample); repack")
+        k, suffix = expected[member.name]
+        data = mm[member.offset_data:member.offset_data + member.size]
+        if suffix == schema.META:
+            _check_meta(where, member.name, data, idx, k, shares)
+        else:
+            side = 0 if suffix == schema.image_suffix(schema.LOW, compression) else 1
+            (_check_frame if compression else _check_npy)(where, member, data, idx, k, side, kinds)
+        seen.add(member.name)
+    missing = sorted(set(expected) - seen)
+    if missing:
+        raise ShardError(f"{where}: key {missing[0].split('.')[0]}: member {missing[0]} "
+                         f"is missing ({len(missing)} members missing in all); repack")
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            digest.update(chunk)
+    if digest.hexdigest() != entry["sha256"]:
+        raise ShardError(f"{where}: sha256 {digest.hexdigest()[:16]}… differs from the manifest's "
+                         f"{entry['sha256'][:16]}… although every sample parses (tar headers or padding changed); "
+                         "repack")
+    return len(idx["key"])
+
+
+def _shares(path: Path, idx: dict) -> list:
+    shares = idx.get(schema.SHARES_HIGH) or [-1] * len(idx["key"])
+    bad = next((k for k, lead in enumerate(shares) if type(lead) is not int), None)
+    if bad is not None:  # split_index does not read this field; a float here would fail below as a list index
+        raise ShardError(f"{path.parent / schema.MANIFEST}: {path.name}: index \"{schema.SHARES_HIGH}\" holds "
+                         f"{shares[bad]!r} for sample {bad} (an integer expected); the manifest is damaged or was "
+                         "edited: re-run the same `pairload pack` command to rewrite it")
+    return shares
+
+
+def _expected_members(path: Path, idx: dict, shares: list, compression: str | None) -> dict[str, tuple[int, str]]:
+    """member name -> (sample, suffix) of every member the index promises; a shared target is checked for being a
+    stored target of the same size at the same place."""
+    sized = (schema.HIGH_BYTES,) if compression else ()
+    expected = {}
+    order = schema.member_order(compression)
+    for k, key in enumerate(idx["key"]):
+        lead = shares[k]
+        if lead >= 0 and not (0 <= lead < len(idx["key"]) and shares[lead] < 0 and idx["high"][k] == idx["high"][lead]
+                              and idx["hw"][k] == idx["hw"][lead]
+                              and all(idx[f][k] == idx[f][lead] for f in sized)):
+            raise ShardError(f"{path.name}: key {key}: its shared target (sample {lead}) is not a stored target of "
+                             "the same size at the same offset; the manifest is damaged: repack")
+        for suffix in order if lead < 0 else order[:2]:
+            expected[schema.member_name(key, suffix)] = (k, suffix)
+    return expected
+
+
+def _check_meta(where: str, name: str, data: np.ndarray, idx: dict, k: int, shares: list) -> None:
+    h, w = idx["hw"][k]
+    try:
+        doc = json.loads(bytes(data))
+        ok = "low" in doc and "high" in doc and list(doc["size"]) == [h, w] and \
+            doc.get(schema.HIGH_REF) == (idx["key"][shares[k]] if shares[k] >= 0 else None)
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        raise ShardError(f"{where}: key {idx['key'][k]}: {name} is not the expected JSON with low, high, "
+                         f"size [{h}, {w}] and the shared target's key, if any")
+
+
+def _shape(idx: dict, k: int, side: int, kinds: Members) -> tuple[int, int, int]:
+    """The (height, width, channels) of sample k's image on `side` (0: input, 1: target)."""
+    h, w = idx["hw"][k]
+    s = kinds.scale if side else 1
+    return h * s, w * s, kinds.side(side).channels
+
+
+def _npy_header_size(where: str, name: str, data, idx: dict, k: int, side: int, kinds: Members) -> int:
+    """The length of the .npy header at the start of `data`, once it says the member's dtype and shape in C
+    order."""
+    key, want = idx["key"][k], _shape(idx, k, side, kinds)
+    member = kinds.side(side)
+    try:
+        hdr = io.BytesIO(bytes(data[:256]))
+        np.lib.format.read_magic(hdr)
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(hdr)
+    except Exception as exc:  # noqa: BLE001 - numpy raises ValueError, SyntaxError or TokenError here
+        raise ShardError(f"{where}: key {key}: {name} is not a valid .npy ({exc})") from None
+    if shape != want or fortran or dtype != member.np_dtype:
+        raise ShardError(f"{where}: key {key}: {name} holds {dtype} {shape}, the manifest says {member.dtype} {want}")
+    return hdr.tell()
+
+
+def _check_pixels(where: str, name: str, pixels, idx: dict, k: int, side: int) -> None:
+    if zlib.crc32(pixels) != idx["crc32"][k][side]:
+        raise ShardError(f"{where}: key {idx['key'][k]}: {name} pixels do not match their checksum (the "
+                         "shard is corrupt: restore it from a copy or repack)")
+
+
+def _check_npy(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: dict, k: int, side: int,
+               kinds: Members = DEFAULT) -> None:
+    """A raw image member: its header, where its pixels start, and their CRC-32."""
+    h, w, _ = _shape(idx, k, side, kinds)
+    start = member.offset_data + _npy_header_size(where, member.name, data, idx, k, side, kinds)
+    off = idx["low" if side == 0 else "high"][k]
+    if start != off:
+        raise ShardError(f"{where}: key {idx['key'][k]}: {member.name} pixels start at byte {start}, the manifest "
+                         f"index says {off}; repack")
+    _check_pixels(where, member.name, data[start - member.offset_data:][:kinds.side(side).nbytes(h, w)], idx, k,
+                  side)
+
+
+def _check_frame(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: dict, k: int, side: int,
+                 kinds: Members = DEFAULT) -> None:
+    """A compressed image member: where it lies, then decoded: its header and its pixels' CRC-32."""
+    key, (h, w, _) = idx["key"][k], _shape(idx, k, side, kinds)
+    off, size = idx["low" if side == 0 else "high"][k], idx[schema.LOW_BYTES if side == 0 else schema.HIGH_BYTES][k]
+    if (member.offset_data, member.size) != (off, size):
+        raise ShardError(f"{where}: key {key}: {member.name} is {member.size} bytes at byte {member.offset_data}, the "
+                         f"manifest index says {size} bytes at byte {off}; repack")
+    try:
+        side_member = kinds.side(side)
+        npy = codec.decompress(data, len(side_member.npy_header(h, w)) + side_member.nbytes(h, w))
+    except codec.FrameError as exc:
+        raise ShardError(f"{where}: key {key}: {member.name} does not decode: {exc} (the shard is corrupt: restore "
+                         "it from a copy or repack)") from None
+    start = _npy_header_size(where, member.name, npy, idx, k, side, kinds)
+    _check_pixels(where, member.name, memoryview(npy)[start:], idx, k, side)
+
+
+def verify(shards_dir: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,
+           storage_options: dict | None = None) -> VerifyReport:
+    """Re-hash every shard, parse every sample (decoding compressed ones), check shapes and checksums against the
+    manifest. A URL's shards are verified in `cache_dir` (downloaded there first, as a loader would; the sha256
+    is checked as they stream in)."""
+    if urls.is_url(shards_dir):
+        return _verify_remote(str(shards_dir).rstrip("/"), cache_dir, storage_options)
+    root = Path(urls.local_path(shards_dir))
+    doc = schema.read_manifest(root)
+    report = _verify_splits(doc, str(root / schema.MANIFEST), lambda split, k, sh: root / sh["file"])
+    left = sorted(p for p in root.iterdir() if p.name.endswith(schema.PARTIAL_SUFFIX))
+    return VerifyReport(shards=report.shards, samples=report.samples, bytes=report.bytes,
+                        leftovers=tuple(p.name for p in left), leftover_bytes=sum(p.stat().st_size for p in left))
+
+
+def _verify_splits(doc: dict, where: str, local) -> VerifyReport:
+    shards = samples = nbytes = 0
+    for split, entry in doc["splits"].items():
+        kinds = schema.split_index(doc, split, where).members  # every index entry has its shape and type
+        compression = entry.get(schema.COMPRESSION)
+        codec.require(compression, f"{where}: split {split!r} is compressed with zstd; verifying it")
+        for k, sh in enumerate(entry["shards"]):
+            samples += _check_shard(local(split, k, sh), sh, compression, kinds)
+            shards += 1
+            nbytes += sh["bytes"]
+        if sum(sh["samples"] for sh in entry["shards"]) != entry["samples"]:
+            raise ShardError(f"{where}: split {split!r} sample count disagrees with its shards; repack")
+    return VerifyReport(shards=shards, samples=samples, bytes=nbytes)
+
+
+def _verify_remote(url: str, cache_dir, storage_options) -> VerifyReport:
+    from ..remote.cache import ShardCache
+
+    if cache_dir is None:
+        raise ConfigError(f"{urls.redact(url)}: verifying a remote folder downloads its shards: pass cache_dir= "
+                          "(the CLI's --cache-dir), a local folder with room for them")
+    cache = ShardCache(cache_dir, storage_options=storage_options)
+    manifest_url = urls.join(url, schema.MANIFEST)
+    where = urls.redact(manifest_url)
+    doc = schema.parse_manifest(cache.read_small(manifest_url), where)
+
+    def local(split, k, sh):
+        path = cache.fetch(urls.join(url, sh["file"]), sh["sha256"], int(sh["bytes"]))
+        cache.unhold(sh["sha256"])
+        return path
+
+    return _verify_splits(doc, where, local)
