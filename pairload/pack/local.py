@@ -1,6 +1,6 @@
 """`pack_folder`: one pack into a local folder, start to finish. Under the folder's lock: find the pairs, probe every
 header (unreadable files and mismatched sizes are refused before anything is written), write the partial shards
-(`writers`), then rename them, delete the shards no longer listed, and write the manifest last."""
+(`shardwrite`), then rename them, delete the shards no longer listed, and write the manifest last."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from .jobs import close_fds, probe, start_pool
 from .manifest import build_manifest
 from .options import PackOptions, PackReport
 from .shardplan import target_groups
-from .writers import Run, ShardDone, write_compressed, write_raw
+from .shardwrite import Run, ShardDone, write_compressed, write_raw
 
 
 def pack_folder(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: PackOptions = PackOptions(),
