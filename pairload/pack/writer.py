@@ -1,14 +1,6 @@
-"""`pairload pack`'s entry point: `pack` writes the shards of a RAW folder into a local folder (`local.pack_folder`)
-or a URL (`upload.pack_to_url`). The CLI imports the option parsers from here too; this module imports neither torch
-nor DALI (nor fsspec or zstandard, until a pack needs them).
-
-How a pack works: pairs are found and every header is probed first (size mismatches and unreadable files are
-refused before anything is written); every member's byte offset is planned (`shardplan`), each shard is created at
-its final size under a temporary name and worker processes (`jobs`) decode pairs and write their pixels in place with
-`pwrite` (`shardwrite`), so the output does not depend on the number of workers. Shards are hashed, fsynced and renamed;
-the manifest (`manifest`) comes last. With `compress="zstd"` (format version 3) the workers return each image's .npy
-as a zstd frame instead, appended in key order to the shards the raw plan would have made. `guard` keeps the output
-folder safe: journal, lock, refusals."""
+"""`pairload pack`'s entry point: `pack` writes the shards of a RAW folder into a local folder (`local`) or a URL
+(`upload`), and re-exports what the CLI imports from here (`PackOptions`, the option parsers). Imports neither torch
+nor DALI (nor fsspec or zstandard until a pack needs them)."""
 
 from __future__ import annotations
 
