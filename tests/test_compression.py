@@ -158,7 +158,8 @@ def test_an_unknown_compression_is_refused_by_name(zcopy):
     doc = json.loads(path.read_text())
     doc["splits"]["train"]["compression"] = "lz4"
     path.write_text(json.dumps(doc))
-    with pytest.raises(ShardError, match=r"split 'train': \"compression\" is 'lz4', this pairload reads 'zstd' or none"):
+    with pytest.raises(ShardError,
+                       match=r"split 'train': \"compression\" is 'lz4', this pairload reads 'zstd' or none"):
         open_shards(zcopy)
 
 
@@ -229,20 +230,21 @@ def test_the_cli_packs_compressed_and_says_how_much_smaller(tmp_path):
     assert json.loads((tmp_path / "s" / "manifest.json").read_text())["options"]["compress_level"] == 1
     res = subprocess.run([sys.executable, "-m", "pairload.cli", "pack", str(tmp_path / "raw"), str(tmp_path / "t"),
                           "--compress", "gzip"], capture_output=True, text=True)
-    assert res.returncode == 1 and res.stderr.strip() == "error: --compress gzip: expected zstd (leave it out for raw members)"
+    assert res.returncode == 1
+    assert res.stderr.strip() == "error: --compress gzip: expected zstd (leave it out for raw members)"
 
 
 def test_a_full_disk_while_writing_a_compressed_shard_names_it_and_leaves_nothing(both, tmp_path, monkeypatch):
     import errno
 
     from pairload.errors import OutputError
-    from pairload.pack import writer
+    from pairload.pack import shardwrite
 
     def full(self, data):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     out = tmp_path / "out"
-    monkeypatch.setattr(writer._ZShards, "_put", full)
+    monkeypatch.setattr(shardwrite.CompressedShards, "_put", full)
     with pytest.raises(OutputError, match=rf"^{out}/test-000000.tar.partial: the disk is full"):
         pack(both[0].parent / "raw", out, PackOptions(workers=1, compress="zstd"))
     monkeypatch.undo()

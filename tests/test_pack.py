@@ -284,7 +284,8 @@ def test_repack_over_an_older_pack_removes_its_stale_shards(raw, tmp_path):
 
 
 def test_packing_imports_neither_torch_nor_dali():
-    code = ("import sys, pairload, pairload.pack.writer, pairload.pack.synth, pairload.read.shards, pairload.raw.discover\n"
+    code = ("import sys, pairload, pairload.pack.writer, pairload.pack.synth, pairload.read.shards, "
+            "pairload.raw.discover\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or 'dali' in m))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
@@ -454,7 +455,8 @@ def test_decode_names_an_image_over_the_pixel_limit(tmp_path, monkeypatch):
     raw = make_raw(tmp_path / "raw", 1)
     path = raw / "low" / "00000.png"
     monkeypatch.setattr(decode, "MAX_PIXELS", 40 * 56 - 1)  # one pixel less than the 56x40 image
-    match = rf"^{re.escape(str(path))}: image is too large: its header says 56x40 \(2,240 pixels\) and OpenCV decodes at most 2,239"
+    match = (rf"^{re.escape(str(path))}: image is too large: its header says 56x40 \(2,240 pixels\) and OpenCV "
+             r"decodes at most 2,239")
     with pytest.raises(ImageError, match=match):
         decode.decode_rgb(path, to_8bit=False)
     with pytest.raises(ImageError, match=match):
@@ -562,11 +564,11 @@ def _disk_full(*args, **kwargs):
 
 
 def test_a_full_disk_at_the_manifest_names_the_manifest(raw, tmp_path, monkeypatch):
-    from pairload.pack import writer
+    from pairload.pack import local
 
     out = tmp_path / "out"
-    real = writer.write_json_atomic
-    monkeypatch.setattr(writer, "write_json_atomic",
+    real = local.write_json_atomic
+    monkeypatch.setattr(local, "write_json_atomic",
                         lambda path, doc: _disk_full() if Path(path).name == "manifest.json" else real(path, doc))
     with pytest.raises(OutputError, match=rf"^{re.escape(str(out / 'manifest.json'))}: the disk is full \(No space "
                                           r"left on device\) while writing this file; free some space or pack into a "

@@ -147,3 +147,14 @@ def test_an_invisible_character_in_a_pairs_file_name_is_shown_escaped(tmp_path):
              r"\(low/00001.png exists\)$")
     with pytest.raises(PairingError, match=match):
         find_pairs(raw, pairs_file=pf)
+
+
+def test_pack_refuses_the_rotated_pair_naming_the_exif_tag(tmp_path):
+    from pairload import ImageError
+    from pairload.pack import PackOptions, pack
+
+    raw = make_raw(tmp_path / "raw", 2, size=(40, 56))
+    _save_with_orientation(raw / "low" / "00001.png", np.ascontiguousarray(np.rot90(pair_pixels(1, 40, 56)[0])), 6)
+    with pytest.raises(ImageError, match=r"00001.png is 40x56 but .*00001.png is 56x40; a pair must have one size .*"
+                                         r"carries EXIF Orientation 6 .*exif_transpose"):
+        pack(raw, tmp_path / "shards", PackOptions(workers=1))

@@ -164,7 +164,8 @@ def test_a_missing_bucket_is_named_before_anything_is_decoded(raw, tmp_path, s3)
 
 
 def test_an_unreachable_endpoint_is_named(raw, tmp_path, s3):
-    options = {**s3.storage_options, "client_kwargs": {"endpoint_url": "http://127.0.0.1:9", "region_name": "us-east-1"}}
+    client = {"endpoint_url": "http://127.0.0.1:9", "region_name": "us-east-1"}
+    options = {**s3.storage_options, "client_kwargs": client}
     with pytest.raises(OutputError, match=r"^s3://bucket/ds: cannot reach the storage service while looking up the "
                                           r"bucket 'bucket' \(.*\); check the network and the endpoint"):
         pack(raw, "s3://bucket/ds", OPTS, staging=tmp_path / "staging", storage_options=options)
@@ -259,9 +260,9 @@ def test_a_full_disk_under_the_default_staging_folder_says_to_pick_another(raw, 
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=100 * 1024))
     url = f"memory://pairload-{tmp_path.name}/ds"
     staging = default_staging(url)
-    with pytest.raises(OutputError, match=rf"^{re.escape(str(staging))}: the shards would take about .* free; .* \(this "
-                                          rf"is the staging folder of {url}; pick one on a larger disk with --staging "
-                                          r"DIR\)$"):
+    with pytest.raises(OutputError, match=rf"^{re.escape(str(staging))}: the shards would take about .* free; .* "
+                                          rf"\(this is the staging folder of {url}; pick one on a larger disk with "
+                                          r"--staging DIR\)$"):
         pack(raw, url, OPTS)
     assert staging.parent == tmp_path
 

@@ -40,7 +40,8 @@ class SynthOptions:
 
     def __post_init__(self) -> None:
         if self.pairs < 1 or self.test < 0:
-            raise ConfigError(f"--pairs {self.pairs} --test {self.test}: expected at least 1 training pair and 0 or more test pairs")
+            raise ConfigError(f"--pairs {self.pairs} --test {self.test}: expected at least 1 training pair and 0 or "
+                              "more test pairs")
         if self.workers < 1:
             raise ConfigError(f"--workers {self.workers}: expected at least 1")
         if min(self.size) < 8:
@@ -77,12 +78,14 @@ def _sources(source: str | None) -> list[tuple[str, str]]:
                 continue
             photos.append((f"skimage:{name}", f"skimage:{name}"))
         if not photos:
-            raise MissingDependencyError("none of scikit-image's bundled photographs could be loaded; pass --from NORMAL_DIR")
+            raise MissingDependencyError("none of scikit-image's bundled photographs could be loaded; pass --from "
+                                         "NORMAL_DIR")
         return photos
     root = Path(source)
     if not root.is_dir():
         raise ConfigError(f"--from {source}: no such folder")
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTS and not p.name.startswith("."))
+    files = sorted(p for p in root.rglob("*")
+                   if p.is_file() and p.suffix.lower() in IMAGE_EXTS and not p.name.startswith("."))
     if not files:
         raise ConfigError(f"--from {source}: no images found (expected {', '.join(sorted(IMAGE_EXTS))})")
     return [(p.relative_to(root).as_posix(), str(p)) for p in files]

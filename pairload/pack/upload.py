@@ -27,7 +27,6 @@ import re
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -35,8 +34,9 @@ from ..errors import OutputError, PairloadError
 from ..format import schema
 from ..format.atomic import write_json_atomic
 from ..remote.urls import filesystem, redact, scheme
-from . import writer
-from .writer import PackOptions, PackReport
+from . import guard
+from .local import pack_folder
+from .options import PackOptions, PackReport, UploadReport
 
 LEDGER = ".pairload-upload.json"
 LOCK = ".pairload-upload.lock"
@@ -47,18 +47,6 @@ LOCK = ".pairload-upload.lock"
 ATOMIC_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl"})
 READ_ONLY = frozenset({"http", "https"})
 _TEMP = re.compile(r"^\.(?P<target>.+)\.\d+\.upload$")
-
-
-@dataclass
-class UploadReport:
-    url: str  # the destination, any password or query string left out
-    staging: Path
-    kept: bool = True  # the staging folder is still there (a valid local pack)
-    reused: bool = False  # the staging folder already held this pack: nothing was decoded
-    uploaded: list[str] = field(default_factory=list)  # in upload order; manifest.json last
-    skipped: list[str] = field(default_factory=list)  # already at the destination with the same bytes
-    deleted: list[str] = field(default_factory=list)  # the old manifest, and shards no longer listed
-    bytes_uploaded: int = 0
 
 
 def default_staging(url: str) -> Path:
@@ -77,7 +65,7 @@ def pack_to_url(raw_dir: str | os.PathLike, url: str, options: PackOptions = Pac
     _refuse_read_only(url)
     raw = Path(raw_dir)
     folder = Path(staging) if staging is not None else default_staging(url)
-    writer._check_output_outside_raw(raw, folder)
+    guard.check_output_outside_raw(raw, folder)
     folder.mkdir(parents=True, exist_ok=True)
     with _staging_lock(folder):
         session = _Session(url, storage_options, raw, folder, options.overwrite, on_upload)
@@ -104,7 +92,7 @@ def _stage_and_upload(session: "_Session", raw: Path, folder: Path, options: Pac
         # the default staging folder is pairload's own cache of this URL: a pack of another RAW there is replaced
         local = dataclasses.replace(options, overwrite=True) if own_folder else options
         try:
-            report = writer.pack_folder(raw, folder, local, on_progress, on_start=session.start,
+            report = pack_folder(raw, folder, local, on_progress, on_start=session.start,
                                         on_shard=session.submit)
         except OutputError as exc:  # a full disk under the default staging folder: say how to pick another
             if own_folder and str(exc).startswith(str(folder)) and "disk" in str(exc):
@@ -125,8 +113,8 @@ def _stage_and_upload(session: "_Session", raw: Path, folder: Path, options: Pac
 
 def _refuse_read_only(url: str) -> None:
     if scheme(url) in READ_ONLY:
-        raise OutputError(f"{redact(url)}: an HTTP(S) URL is read-only, `pairload pack` cannot write there; pack into a "
-                          "local folder or a bucket and serve that folder")
+        raise OutputError(f"{redact(url)}: an HTTP(S) URL is read-only, `pairload pack` cannot write there; pack into "
+                          "a local folder or a bucket and serve that folder")
 
 
 class _LocalGone(Exception):
@@ -269,7 +257,7 @@ class _Ledger:
         self.owned = {n for n in owned if isinstance(n, str) and schema.is_shard_name(n)}
 
     def _save(self) -> None:
-        with writer._writing(self.path):
+        with guard.writing(self.path):
             write_json_atomic(self.path, {"destination": self.destination, "pack": self.pack,
                                           "remote": self.remote, "owned": sorted(self.owned)})
 
@@ -352,7 +340,7 @@ def _stamp_file(h, path: str, label: str) -> None:
 
 def _staged(folder: Path, ledger: _Ledger, stamp: str) -> dict | None:
     """The staging folder's manifest when it holds the complete pack for `stamp` (every shard at its size)."""
-    if ledger.pack != stamp or (folder / writer.JOURNAL).exists():
+    if ledger.pack != stamp or (folder / guard.JOURNAL).exists():
         return None
     try:
         doc = schema.read_manifest(folder)
@@ -395,8 +383,8 @@ class _Session:
         self.dest.remove_temps()
         self.old_manifest = self.dest.read(schema.MANIFEST)
         if self.old_manifest is not None:
-            doc = writer.parse_manifest_bytes(self.old_manifest)
-            refusal = writer.manifest_refusal(doc, self.dest.where(schema.MANIFEST), self.raw, "another URL")
+            doc = guard.parse_manifest_bytes(self.old_manifest)
+            refusal = guard.manifest_refusal(doc, self.dest.where(schema.MANIFEST), self.raw, "another URL")
             if refusal and not self.overwrite:
                 raise OutputError(refusal)
             self.ledger.adopt(doc)  # saved before that manifest can go: a re-run still knows its shards are pack's
@@ -440,7 +428,8 @@ class _Session:
             self._event("deleted", schema.MANIFEST)
 
     def _event(self, kind: str, name: str) -> None:
-        {"uploaded": self.report.uploaded, "skipped": self.report.skipped, "deleted": self.report.deleted}[kind].append(name)
+        events = {"uploaded": self.report.uploaded, "skipped": self.report.skipped, "deleted": self.report.deleted}
+        events[kind].append(name)
         if self.on_upload:
             self.on_upload(kind, name)
 
@@ -483,7 +472,7 @@ class _Session:
 
 def _staging_lock(folder: Path):
     """One upload at a time per staging folder (the pack inside it takes the packer's own lock too)."""
-    return writer.exclusive(folder / LOCK, OutputError(
+    return guard.exclusive(folder / LOCK, OutputError(
         f"{folder}: another `pairload pack` is uploading from this staging folder (it holds {LOCK}); wait for it to "
         "finish, or pass another --staging folder"))
 
@@ -508,7 +497,7 @@ def _report_from_manifest(doc: dict, folder: Path) -> PackReport:
 
 def _remove_staging(folder: Path) -> None:
     """--no-keep-staging: delete what pack wrote in the staging folder, and the folder when nothing else is left."""
-    names = [schema.MANIFEST, LEDGER, LOCK, writer.LOCK, writer.JOURNAL]
+    names = [schema.MANIFEST, LEDGER, LOCK, guard.LOCK, guard.JOURNAL]
     try:
         names += [sh["file"] for sh in _shards(schema.read_manifest(folder))]
     except PairloadError:

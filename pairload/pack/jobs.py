@@ -1,0 +1,141 @@
+"""The work pack's worker processes do: the pool itself, header probes, one job per pair (decode it, then either
+write its pixels in place into a planned shard or return them as zstd frames) and hashing a finished shard.
+Everything here runs in a worker, or in the parent when there is one process."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import multiprocessing as mp
+import os
+import threading
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ImageError, OutputError, PairloadError
+from ..format import codec
+from ..raw.decode import decode_rgb, probe_size, silence_cv2
+from .guard import output_error, writing
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a worker needs to decode one pair and store it: written in place at `low_off`/`high_off` of the
+    partial shard `file` (raw members), or compressed at `level` and returned (`--compress zstd`)."""
+
+    index: int
+    low: Path
+    high: Path | None  # None: the pair shares a target that another job stores
+    low_hw: tuple[int, int]  # header sizes
+    high_hw: tuple[int, int]
+    out_hw: tuple[int, int]
+    to_8bit: bool
+    file: str | None = None  # raw members: the partial shard the pixels go into
+    low_off: int | None = None
+    high_off: int | None = None
+    level: int | None = None  # compressed members: the zstd level
+
+    def __post_init__(self) -> None:
+        if (self.file is None) == (self.level is None):
+            raise ValueError(f"job {self.index}: give either a shard file (raw) or a zstd level (compressed)")
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What one job did: its decode notes ('low:gray', …) and the pixels' CRC-32s, the frames of a compressed job,
+    or the one-line error (`output_failed`: the output's fault, such as a full disk, not the pair's)."""
+
+    index: int
+    notes: tuple[str, ...] = ()
+    crc_low: int = 0
+    crc_high: int | None = None
+    low_frame: bytes | None = None
+    high_frame: bytes | None = None
+    error: str | None = None
+    output_failed: bool = False
+
+    def check(self) -> "JobResult":
+        """Raise the job's error (OutputError or ImageError); else the result."""
+        if self.error is not None:
+            raise (OutputError if self.output_failed else ImageError)(self.error)
+        return self
+
+    def without_frames(self) -> "JobResult":
+        """The result kept for the manifest: the frames are written, and must not stay in memory."""
+        return dataclasses.replace(self, low_frame=None, high_frame=None)
+
+
+_fds: dict[str, int] = {}  # this process's open partial shards, kept open across its jobs
+
+
+def close_fds() -> None:
+    for fd in _fds.values():
+        os.close(fd)
+    _fds.clear()
+
+
+def start_pool(workers: int):
+    # fork starts workers at once; it is only safe while this process runs no other thread (a lock held by
+    # another thread at fork time would never be released in the child), so otherwise spawn.
+    method = "fork" if "fork" in mp.get_all_start_methods() and threading.active_count() == 1 else "spawn"
+    return mp.get_context(method).Pool(workers, initializer=silence_cv2)
+
+
+def probe(path: Path) -> tuple[int, int] | str:
+    """The image's (height, width) from its header, or the one-line error naming it."""
+    try:
+        return probe_size(path)
+    except PairloadError as exc:
+        return str(exc)
+
+
+def _decode(job: Job) -> tuple[np.ndarray, np.ndarray | None, tuple[str, ...]]:
+    low, low_notes = decode_rgb(job.low, to_8bit=job.to_8bit, expect_hw=job.low_hw, out_hw=job.out_hw)
+    high, high_notes = None, []
+    if job.high is not None:
+        high, high_notes = decode_rgb(job.high, to_8bit=job.to_8bit, expect_hw=job.high_hw, out_hw=job.out_hw)
+    return low, high, tuple([f"low:{n}" for n in low_notes] + [f"high:{n}" for n in high_notes])
+
+
+def _pwrite(file: str, images: list[tuple[np.ndarray, int]]) -> None:
+    fd = _fds.get(file)
+    if fd is None:
+        fd = _fds[file] = os.open(file, os.O_WRONLY)
+    for arr, off in images:
+        view = memoryview(arr).cast("B")
+        written = 0
+        while written < len(view):
+            written += os.pwrite(fd, view[written:], off + written)
+
+
+def run_job(job: Job) -> JobResult:
+    """Decode one pair and store it (see `Job`). Errors come back as text so that the parent can clean up and
+    report them."""
+    try:
+        low, high, notes = _decode(job)
+        frames = (None, None)
+        if job.level is not None:
+            frames = (codec.compress_npy(low, job.level),
+                      codec.compress_npy(high, job.level) if high is not None else None)
+    except Exception as exc:  # noqa: BLE001 - reported by the parent, naming the files
+        text = str(exc) if isinstance(exc, PairloadError) else f"{job.low} / {job.high}: {type(exc).__name__}: {exc}"
+        return JobResult(job.index, error=text)
+    if job.file is not None:
+        try:
+            _pwrite(job.file, [(low, job.low_off)] + ([(high, job.high_off)] if high is not None else []))
+        except OSError as exc:  # the disk filled up under us: the shard is to blame, not the pair being written
+            return JobResult(job.index, error=str(output_error(Path(job.file), exc)), output_failed=True)
+    return JobResult(job.index, notes, zlib.crc32(low), zlib.crc32(high) if high is not None else None, *frames)
+
+
+def hash_file(path: str) -> str:
+    """The sha256 of a finished shard, which is fsynced on the way (where a delayed write finds the disk full)."""
+    h = hashlib.sha256()
+    with writing(Path(path)), open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            h.update(chunk)
+        os.fsync(fh.fileno())
+    return h.hexdigest()

@@ -1,0 +1,91 @@
+"""The manifest a pack writes last: per split its shards, their sha256s and every sample's index entry (key, size,
+offsets, CRC-32s, shared targets, frame lengths), the options that shaped the shards and the pack's notes; the
+decode notes and per-split totals go into the `PackReport` on the way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import __version__
+from ..format import schema
+from .jobs import JobResult
+from .options import PackOptions, PackReport
+from .shardplan import ShardPlan
+
+
+def build_manifest(plans: list[ShardPlan], results: list[JobResult], digests: list[str], discovery, raw: Path,
+                   options: PackOptions, report: PackReport) -> dict:
+    """The manifest of the shards `plans` (in the order of the jobs whose `results` they hold)."""
+    splits: dict[str, dict] = {}
+    j = 0
+    shared = any(lead >= 0 for plan in plans for _, _, lead in plan.samples)
+    compressed = options.compress is not None
+    for plan, digest in zip(plans, digests):
+        entry = splits.setdefault(plan.split, {"samples": 0, "bytes": 0, "min_size": None, "max_size": None,
+                                               "folders": discovery.sources.get(plan.split, []),
+                                               "pairing": discovery.rules.get(plan.split, []), "shards": []})
+        if compressed:
+            entry[schema.COMPRESSION] = options.compress
+        index = {"key": [], "hw": [], "low": [], "high": [], "crc32": []}
+        if compressed:
+            index[schema.LOW_BYTES], index[schema.HIGH_BYTES] = [], []
+        if shared:
+            index[schema.SHARES_HIGH] = []
+        for pair, lay, lead in plan.samples:
+            res = results[j]
+            j += 1
+            index["key"].append(lay.key)
+            index["hw"].append([lay.height, lay.width])
+            index["low"].append(lay.low_data)
+            index["high"].append(lay.high_data)
+            index["crc32"].append([res.crc_low, res.crc_high if lead < 0 else index["crc32"][lead][1]])
+            if compressed:
+                index[schema.LOW_BYTES].append(lay.low_bytes)
+                index[schema.HIGH_BYTES].append(lay.high_bytes)
+            if shared:
+                index[schema.SHARES_HIGH].append(lead)
+            for note in res.notes:
+                side, what = note.split(":")
+                rel = pair.low_rel if side == "low" else pair.high_rel
+                {"gray": report.gray, "alpha": report.alpha, "16bit": report.converted_16bit}[what].append(rel)
+            hw = [lay.height, lay.width]
+            entry["min_size"] = hw if entry["min_size"] is None else [min(a, b) for a, b in zip(entry["min_size"], hw)]
+            entry["max_size"] = hw if entry["max_size"] is None else [max(a, b) for a, b in zip(entry["max_size"], hw)]
+        entry["samples"] += len(plan.samples)
+        entry["bytes"] += plan.size
+        entry["shards"].append({"file": plan.name, "samples": len(plan.samples), "bytes": plan.size, "sha256": digest,
+                                "index": index})
+    for name, entry in splits.items():
+        pixels = sum(h * w for sh in entry["shards"] for h, w in sh["index"]["hw"]) * schema.CHANNELS * 2
+        report.splits[name] = {"samples": entry["samples"], "shards": len(entry["shards"]), "bytes": entry["bytes"],
+                               "pixel_bytes": pixels}
+    # versions: 1 without shared targets (readable by every pairload), 2 with them, 3 compressed (older readers
+    # refuse it by its version instead of taking the offsets of its frames for offsets of pixels)
+    version = schema.VERSION_COMPRESSED if compressed else schema.VERSION if shared else 1
+    options_doc = {"resize": list(options.resize) if options.resize else None, "max_side": options.max_side,
+                   "to_8bit": options.to_8bit, "shard_size": options.shard_size}
+    if compressed:
+        options_doc.update(compress=options.compress, compress_level=options.compress_level)
+    return {
+        "format": schema.FORMAT,
+        "version": version,
+        "created_by": f"pairload {__version__}",
+        schema.RAW_DIR: str(raw.resolve()),
+        "layout": layout_doc(options.compress),
+        "options": options_doc,
+        "report": {"gray_replicated": report.gray, "alpha_dropped": report.alpha,
+                   "converted_16bit": report.converted_16bit, "skipped_unmatched": report.skipped,
+                   "skipped_per_split": discovery.skipped_per_split, "unused": report.unused,
+                   "split_folders": report.split_folders},
+        "splits": splits,
+    }
+
+
+def layout_doc(compression: str | None) -> dict:
+    """The manifest's "layout": what the members hold and what the index's offsets point at."""
+    doc = {"members": list(schema.member_order(compression)), "dtype": "uint8", "channels": "RGB", "shape": "HxWx3",
+           "index_offsets": "byte offset of each array's pixels in its tar"}
+    if compression:
+        doc["index_offsets"] = ("byte offset of each image member's data (one zstd frame holding the .npy file) in "
+                                f"its tar; index.{schema.LOW_BYTES}/{schema.HIGH_BYTES}: the frame's length")
+    return doc

@@ -1,0 +1,123 @@
+"""What a pack is asked to do and what it reports: `PackOptions` (validated on construction), the parsers of the
+CLI's pack options (`parse_size`, `parse_split_names`, `parse_wxh`), `PackReport` and, for a pack into a URL,
+`UploadReport`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..format import codec, schema
+from ..units import human_bytes, parse_bytes
+
+DEFAULT_SHARD_SIZE = 256 * 1024**2
+MIN_SHARD_SIZE = 64 * 1024
+MAX_RESIZE_PIXELS = 8192 * 8192  # a --resize target beyond this (192 MB per image) is a typo, not a training size
+
+
+def parse_size(text: str | int) -> int:
+    """A shard size ('256MB'; `pairload.units.parse_bytes`) of at least 64 KB."""
+    value = parse_bytes(text, "shard size")
+    if value < MIN_SHARD_SIZE:
+        raise ConfigError(f"shard size {text!r} is too small: use at least 64KB")
+    return value
+
+
+def parse_split_names(items) -> tuple[tuple[str, str], ...]:
+    """['Dataset_Part1=train', …] → (('Dataset_Part1', 'train'), …)."""
+    out = []
+    for item in items:
+        old, sep, new = item.partition("=")
+        if not sep or not old.strip() or not new.strip():
+            raise ConfigError(f"--split-name {item!r}: expected FOLDER=SPLIT, e.g. our485=train")
+        out.append((old.strip(), new.strip()))
+    return tuple(out)
+
+
+def parse_wxh(text: str | None) -> tuple[int, int] | None:
+    """'600x400' → (600, 400); None stays None."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*[xX×]\s*(\d+)\s*", text)
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+        raise ConfigError(f"size {text!r}: expected WIDTHxHEIGHT, e.g. 600x400")
+    return int(m.group(1)), int(m.group(2))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackOptions:
+    low_dir: str | None = None
+    high_dir: str | None = None
+    pairs_file: str | tuple[str, ...] | None = None  # a path, or `split=path` entries
+    skip_unmatched: bool = False
+    split_names: tuple[tuple[str, str], ...] = ()  # (folder name, split name) overrides
+    name_template: str | None = None  # BasicSR filename_tmpl: the low stem from the high stem, e.g. '{}x4'
+
+    to_8bit: bool = False
+    resize: tuple[int, int] | None = None  # (width, height)
+    max_side: int | None = None
+    shard_size: int = DEFAULT_SHARD_SIZE
+    workers: int = 0  # 0: all cores
+    overwrite: bool = False  # replace a manifest.json that is not this RAW's pack (another pack's, or a user's file)
+    compress: str | None = None  # "zstd": each image member as one zstd frame (format version 3); None: raw
+    compress_level: int = codec.DEFAULT_LEVEL
+
+    def __post_init__(self) -> None:
+        if self.compress is not None and self.compress not in schema.COMPRESSIONS:
+            raise ConfigError(f"--compress {self.compress}: expected {' or '.join(schema.COMPRESSIONS)} (leave it out "
+                              "for raw members)")
+        if self.compress_level not in codec.LEVELS:
+            raise ConfigError(f"--compress-level {self.compress_level}: expected {codec.LEVELS.start} to "
+                              f"{codec.LEVELS.stop - 1} (default {codec.DEFAULT_LEVEL}; higher is smaller and slower)")
+        codec.require(self.compress, "--compress zstd")
+        if self.resize is not None and self.max_side is not None:
+            raise ConfigError("--resize and --max-side cannot be used together; pick one")
+        if self.resize is not None and self.resize[0] * self.resize[1] > MAX_RESIZE_PIXELS:
+            w, h = self.resize
+            raise ConfigError(f"--resize {w}x{h}: {w * h:,} pixels per image ({human_bytes(6 * w * h)} per pair) is "
+                              f"more than pack stores (at most {MAX_RESIZE_PIXELS:,} pixels, e.g. 8192x8192); check "
+                              "the size, given as WIDTHxHEIGHT (e.g. 600x400)")
+        if self.max_side is not None and self.max_side < 1:
+            raise ConfigError(f"--max-side {self.max_side}: expected a positive number of pixels")
+        if self.workers < 0:
+            raise ConfigError(f"--workers {self.workers}: expected 0 (all cores) or a positive number")
+        if self.shard_size < MIN_SHARD_SIZE:
+            raise ConfigError(f"shard size {self.shard_size} bytes is too small: use at least 64KB")
+
+
+@dataclass
+class UploadReport:
+    url: str  # the destination, any password or query string left out
+    staging: Path
+    kept: bool = True  # the staging folder is still there (a valid local pack)
+    reused: bool = False  # the staging folder already held this pack: nothing was decoded
+    uploaded: list[str] = field(default_factory=list)  # in upload order; manifest.json last
+    skipped: list[str] = field(default_factory=list)  # already at the destination with the same bytes
+    deleted: list[str] = field(default_factory=list)  # the old manifest, and shards no longer listed
+    bytes_uploaded: int = 0
+
+
+@dataclass
+class PackReport:
+    shards_dir: Path
+    splits: dict[str, dict] = field(default_factory=dict)  # split -> {"samples", "shards", "bytes"}
+    gray: list[str] = field(default_factory=list)
+    alpha: list[str] = field(default_factory=list)
+    converted_16bit: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    skipped_per_split: dict[str, int] = field(default_factory=dict)
+    layout: dict[str, dict] = field(default_factory=dict)  # split -> folders it came from and the pairing rule(s)
+    unused: list[dict] = field(default_factory=list)  # image-like files in no pair: folder, reason, count, names, hint
+    split_folders: dict[str, dict] = field(default_factory=dict)  # folder name -> {"split", "how"}
+    seconds: float = 0.0
+    workers: int = 1
+    phases: dict[str, float] = field(default_factory=dict)  # seconds spent probing, decoding, hashing+fsync
+    compression: str | None = None
+    url: str | None = None  # a pack into a URL: where (shards_dir is then its local staging folder)
+    upload: UploadReport | None = None  # a pack into a URL: what was uploaded, skipped and deleted
+
+    @property
+    def pairs(self) -> int:
+        return sum(s["samples"] for s in self.splits.values())

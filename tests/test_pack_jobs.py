@@ -1,0 +1,76 @@
+"""The one job type of `pairload.pack.jobs`: a raw job and a compressed job of the same pair store the same pixels
+with the same notes and CRCs, and a failed job says whose fault it is (the pair's or the output's)."""
+
+import io
+import zlib
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from conftest import pair_pixels, write_rgb
+from pairload import ImageError, OutputError
+from pairload.pack.jobs import Job, run_job
+
+
+@pytest.fixture
+def pair(tmp_path) -> tuple[Path, Path, np.ndarray, np.ndarray]:
+    """A gray low image (which decodes to three equal channels) and an RGB high image of 40x56."""
+    low, high = pair_pixels(3, 40, 56)
+    gray = low[..., 1]  # the row index: the three decoded channels must all hold it
+    assert cv2.imwrite(str(tmp_path / "low.png"), gray)
+    write_rgb(tmp_path / "high.png", high)
+    return tmp_path / "low.png", tmp_path / "high.png", np.dstack([gray] * 3), high
+
+
+def job(pair, **where) -> Job:
+    return Job(7, pair[0], pair[1], (40, 56), (40, 56), (40, 56), False, **where)
+
+
+def test_a_raw_job_and_a_compressed_job_store_the_same_pixels(pair, tmp_path):
+    pytest.importorskip("zstandard")
+    from pairload.format import codec
+
+    _, _, low, high = pair
+    size = 40 * 56 * 3
+    shard = tmp_path / "s.tar.partial"
+    shard.write_bytes(bytes(100 + 2 * size))
+    raw = run_job(job(pair, file=str(shard), low_off=100, high_off=100 + size)).check()
+    zst = run_job(job(pair, level=3)).check()
+
+    data = shard.read_bytes()
+    assert data[100:100 + size] == low.tobytes() and data[100 + size:] == high.tobytes()
+    for frame, pixels in ((zst.low_frame, low), (zst.high_frame, high)):
+        npy = codec.decompress(frame, len(codec.npy_header(40, 56)) + size)
+        assert np.array_equal(np.load(io.BytesIO(npy)), pixels)
+    assert raw.index == zst.index == 7 and raw.notes == zst.notes == ("low:gray",)
+    assert (raw.crc_low, raw.crc_high) == (zst.crc_low, zst.crc_high) == (zlib.crc32(low), zlib.crc32(high))
+    assert raw.low_frame is None and zst.without_frames().low_frame is None
+
+
+def test_a_job_sharing_its_target_stores_only_the_low_image(pair, tmp_path):
+    shard = tmp_path / "s.tar.partial"
+    shard.write_bytes(bytes(40 * 56 * 3 + 8))
+    res = run_job(Job(0, pair[0], None, (40, 56), (40, 56), (40, 56), False, file=str(shard), low_off=8)).check()
+    assert res.crc_high is None and shard.read_bytes()[8:] == pair[2].tobytes()
+
+
+def test_an_unreadable_image_is_the_pairs_fault_and_a_missing_shard_the_outputs(pair, tmp_path):
+    pair[0].write_bytes(b"not a png")
+    with pytest.raises(ImageError, match=rf"^{pair[0]}"):
+        run_job(job(pair, level=3)).check()
+    write_rgb(pair[0], pair[3])
+    missing = tmp_path / "gone" / "s.tar.partial"
+    res = run_job(job(pair, file=str(missing), low_off=0, high_off=0))
+    assert res.output_failed
+    with pytest.raises(OutputError, match=rf"^{missing}: cannot write this file \(No such file or directory\); check "
+                                          r"the folder's permissions and free space"):
+        res.check()
+
+
+def test_a_job_needs_exactly_one_destination(pair):
+    with pytest.raises(ValueError, match="either a shard file"):
+        job(pair)
+    with pytest.raises(ValueError, match="either a shard file"):
+        job(pair, file="x", level=3)
