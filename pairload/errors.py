@@ -26,7 +26,23 @@ class OutputError(PairloadError):
 
 
 class ConfigError(PairloadError):
-    """An option has a value that cannot work (crop larger than images, batch larger than a rank's share)."""
+    """An option has a value that cannot work (crop larger than images, batch larger than a rank's share).
+
+    `option`: the API name of the option to change ("batch_size"), when one is at fault; `fix`: the advice, kept
+    apart from the problem (the message is "problem; fix"); `flag_fix`: the advice where options are command-line
+    flags, `{flag}` standing for the option's (see `in_cli_terms`)."""
+
+    def __init__(self, message: str, *, option: str | None = None, fix: str | None = None,
+                 flag_fix: str | None = None):
+        super().__init__(f"{message}; {fix}" if fix else message)
+        self.problem, self.option, self.fix, self.flag_fix = message, option, fix, flag_fix
+
+    def __reduce__(self):  # keyword-only fields survive pickling (errors raised in worker processes)
+        return _config_error, (type(self), self.problem, self.option, self.fix, self.flag_fix)
+
+
+def _config_error(cls, message, option, fix, flag_fix):
+    return cls(message, option=option, fix=fix, flag_fix=flag_fix)
 
 
 class MissingDependencyError(PairloadError):
@@ -50,14 +66,15 @@ class WorkerError(LoaderError):
         self.type_name, self.remote_traceback = type_name, remote_traceback
 
 
-# an API option a refusal may name -> the command-line flag for it (the CLI's loaders use last_batch='drop')
-_CLI_TERMS = (("lower batch_size, or use last_batch='pad' or 'partial'", "lower --batch-size"),
-              ("use crop <=", "use --crop <="), ("batch_size=", "--batch-size "), ("batch_size", "--batch-size"),
-              ("num_workers=", "--workers "), ("num_workers", "--workers"))
+# an API option a refusal may name -> its command-line flag (the same in every `pairload` command that has it)
+FLAGS = {"batch_size": "--batch-size", "crop": "--crop", "num_workers": "--workers"}
 
 
-def in_cli_terms(message: str) -> str:
-    """A refusal's advice in the command line's words: `--batch-size` where the library says `batch_size`."""
-    for api, flag in _CLI_TERMS:
-        message = message.replace(api, flag)
-    return message
+def in_cli_terms(exc: PairloadError, flags: dict[str, str] = FLAGS) -> str:
+    """`exc`'s message for a command line. A ConfigError that names its option (`option=`) with a flag in `flags`
+    gets its `flag_fix` (or "change FLAG") in place of its API advice; the message text itself is never rewritten."""
+    if not isinstance(exc, ConfigError) or exc.option not in flags:
+        return str(exc)
+    flag = flags[exc.option]
+    advice = exc.flag_fix.format(flag=flag) if exc.flag_fix else f"change {flag}"
+    return f"{exc.problem}; {advice}"

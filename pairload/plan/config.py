@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from enum import Enum
 
@@ -97,6 +98,11 @@ class BatchPlan:
         return int(h), int(w)
 
 
+def is_whole(value) -> bool:
+    """An integer (Python or numpy), and not a bool (True would be a batch of 1)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 class _Required:
     def __repr__(self) -> str:
         return "<required>"
@@ -126,6 +132,11 @@ class PlanConfig:
     schedule: tuple[Stage, ...] = ()
 
     def __post_init__(self) -> None:
+        for name in ("batch_size", "crop", "seed", "rank", "world_size", "repeats", "epoch_size"):
+            value = getattr(self, name)
+            if value is not None and value is not REQUIRED and not is_whole(value):
+                raise ConfigError(f"{name}={value!r}: expected a whole number (int), found {type(value).__name__}",
+                                  option=name, fix=f"pass an int, e.g. {name}=32" if name == "crop" else "pass an int")
         if self.schedule:
             stages = parse_schedule(self.schedule)
             object.__setattr__(self, "schedule", stages)
@@ -221,13 +232,15 @@ def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
         if len(small):
             i = int(small[np.argmin(hw[small].min(axis=1))])
             raise ConfigError(f"crop {crop} is larger than sample {keys[i]!r} of split {split!r}, which is "
-                              f"{hw[i, 1]}x{hw[i, 0]} (crop {crop}x{crop}); use crop <= {int(hw.min())} or repack "
-                              "without that image")
+                              f"{hw[i, 1]}x{hw[i, 0]} (crop {crop}x{crop})", option="crop",
+                              fix=f"use crop <= {int(hw.min())} or repack without that image",
+                              flag_fix=f"use {{flag}} <= {int(hw.min())} or repack without that image")
     if any(st.crop is None and st.batch_size > 1 for st in cfg.stages) and len(np.unique(hw, axis=0)) > 1:
         raise ConfigError(f"split {split!r} has images of {len(np.unique(hw, axis=0))} different sizes, so whole images "
                           "(crop=None) cannot be batched; use batch_size=1 or a crop")
     rows = cfg.epoch_length(n)
     share = rows // cfg.world_size if cfg.last_batch == "drop" else -(-rows // cfg.world_size)
     if cfg.last_batch == "drop" and share < cfg.max_batch:
-        raise ConfigError(f"batch_size {cfg.max_batch} is larger than a rank's share of split {split!r} ({rows} samples "
-                          f"/ {cfg.world_size} ranks = {share}); lower batch_size, or use last_batch='pad' or 'partial'")
+        raise ConfigError(f"batch_size {cfg.max_batch} is larger than a rank's share of split {split!r} ({rows} "
+                          f"samples / {cfg.world_size} ranks = {share})", option="batch_size",
+                          fix="lower batch_size, or use last_batch='pad' or 'partial'", flag_fix="lower {flag}")
