@@ -23,6 +23,9 @@ def test_only_a_refusal_that_names_its_option_gets_a_flag_and_the_text_is_never_
         "crop=1.5: expected an int; change --crop"
     assert in_cli_terms(ShardError("shards/batch_size/manifest.json: missing")) == \
         "shards/batch_size/manifest.json: missing"
+    value = ConfigError.for_value("batch_size", "{0}", "expected at least 1")  # braces in a value are kept too
+    assert (str(value), in_cli_terms(value)) == ("batch_size={0}: expected at least 1",
+                                                 "--batch-size {0}: expected at least 1")
     again = pickle.loads(pickle.dumps(named))  # as a worker process would send it back
     assert (str(again), again.option, in_cli_terms(again)) == (str(named), "batch_size", in_cli_terms(named))
 

@@ -152,9 +152,10 @@ class PlanConfig:
         if self.crop is REQUIRED:
             raise ConfigError("crop is required: a size in pixels, or None for whole images")
         if self.batch_size < 1:
-            raise ConfigError(f"batch_size={self.batch_size}: expected at least 1")
+            raise ConfigError.for_value("batch_size", self.batch_size, "expected at least 1")
         if self.crop is not None and self.crop < 1:
-            raise ConfigError(f"crop={self.crop}: expected a positive size in pixels, or None for whole images")
+            raise ConfigError.for_value("crop", self.crop, "expected a positive size in pixels, or None for whole "
+                                        "images")
         if self.world_size < 1 or not 0 <= self.rank < self.world_size:
             raise ConfigError(f"rank={self.rank}, world_size={self.world_size}: expected 0 <= rank < world_size")
         if self.last_batch not in LAST_BATCH:
