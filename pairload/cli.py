@@ -10,16 +10,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Annotated, Iterator, List, Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .errors import ConfigError, PairloadError, in_cli_terms
+from .errors import PairloadError, in_cli_terms
 from .units import human_bytes
-from .kinds import BENCH_ENTRIES
+from .kinds import BENCH_ENTRIES, kind_help
 from .remote.urls import default_cache_dir, storage_options
 
 # plain click help (rich_markup_mode=None): rich's panels cut option descriptions with "…" at 80 columns
@@ -40,7 +40,17 @@ def _show_version(value: bool) -> None:
 def _root(version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:
     """Fast, correct loading of paired low/normal-light images."""
+
+
 out = Console(soft_wrap=True)  # long paths stay on one line, whatever the terminal or pipe
+
+
+# one declaration of --storage-option for every command that reaches a URL (pack's destination, verify/info's source)
+StorageOptions = Annotated[Optional[List[str]], typer.Option(
+    "--storage-option", metavar="KEY=VALUE",
+    help="For a URL: KEY=VALUE passed to its fsspec backend (repeat it), e.g. key=ID, secret=KEY, anon=true; "
+         "true/false become booleans; for s3:// endpoint_url=URL goes into client_kwargs (MinIO, Ceph, R2). "
+         "Credentials otherwise come from the backend's usual places; values are never printed.")]
 
 
 @contextlib.contextmanager
@@ -61,7 +71,8 @@ def _progress(label: str, unit: str = "pairs") -> Iterator:
 @app.command()
 def synth(
     out_dir: Path = typer.Argument(..., help="Folder to write train/{low,high}/ and test/{low,high}/ into."),
-    source: Optional[Path] = typer.Option(None, "--from", help="Folder of normal-light photos (default: scikit-image's bundled photographs)."),
+    source: Optional[Path] = typer.Option(None, "--from", help="Folder of normal-light photos (default: "
+                                          "scikit-image's bundled photographs)."),
     pairs: int = typer.Option(64, help="Training pairs."),
     test: int = typer.Option(16, help="Test pairs."),
     size: str = typer.Option("600x400", help="Pair size WxH."),
@@ -82,24 +93,41 @@ def synth(
 @app.command()
 def pack(
     raw_dir: Path = typer.Argument(..., help="Folder with {low,high}/ or <split>/{low,high}/ (synonyms accepted)."),
-    shards_dir: str = typer.Argument(..., help="Output folder for the shards and manifest.json, or a URL (s3://, gs://, az://, any writable fsspec URL): the shards are packed into a local staging folder, each uploaded once finished, manifest.json last; re-running resumes."),
+    shards_dir: str = typer.Argument(..., help="Output folder for the shards and manifest.json, or a URL (s3://, "
+                                     "gs://, az://, any writable fsspec URL): the shards are packed into a local "
+                                     "staging folder, each uploaded once finished, manifest.json last; re-running "
+                                     "resumes."),
     low_dir: Optional[str] = typer.Option(None, help="Name of the low-light folder (default: low|input|dark|lq|img)."),
-    high_dir: Optional[str] = typer.Option(None, help="Name of the normal-light folder (default: high|normal|gt|target|hq)."),
-    pairs_file: Optional[List[str]] = typer.Option(None, help="Pairs list relative to RAW_DIR: 'low high [extra columns]' per line, or 'low<TAB>high<TAB>split'; repeat as SPLIT=FILE for one file per split."),
+    high_dir: Optional[str] = typer.Option(None, help="Name of the normal-light folder (default: "
+                                           "high|normal|gt|target|hq)."),
+    pairs_file: Optional[List[str]] = typer.Option(None, help="Pairs list relative to RAW_DIR: 'low high [extra "
+                                                   "columns]' per line, or 'low<TAB>high<TAB>split'; repeat as "
+                                                   "SPLIT=FILE for one file per split."),
     skip_unmatched: bool = typer.Option(False, help="Pack the matched pairs and report the unmatched files per split."),
-    split_name: Optional[List[str]] = typer.Option(None, help="FOLDER=SPLIT: name a split folder's split yourself (default: our485/Train/… -> train, eval15/Test/… -> test)."),
-    name_template: Optional[str] = typer.Option(None, help="BasicSR-style name rule when names differ: the low file's name from the high's, e.g. '{}x4'."),
+    split_name: Optional[List[str]] = typer.Option(None, help="FOLDER=SPLIT: name a split folder's split yourself "
+                                                   "(default: our485/Train/… -> train, eval15/Test/… -> test)."),
+    name_template: Optional[str] = typer.Option(None, help="BasicSR-style name rule when names differ: the low "
+                                                "file's name from the high's, e.g. '{}x4'."),
     to_8bit: bool = typer.Option(False, "--to-8bit", help="Convert 16-bit images to 8 bits (refused otherwise)."),
     resize: Optional[str] = typer.Option(None, help="Resize both images to WxH (area interpolation)."),
     max_side: Optional[int] = typer.Option(None, help="Shrink both images so the longer side is at most N."),
     shard_size: str = typer.Option("256MB", help="Close a shard at this size (KB, MB, GB)."),
     workers: int = typer.Option(0, help="Decoding processes (0: all cores)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a manifest.json in SHARDS_DIR that is not a pack of RAW_DIR (another folder's pack, with its shards, or a file of yours); refused otherwise."),
-    compress: Optional[str] = typer.Option(None, help="zstd: store each image as one zstd frame (KEY.low.npy.zst), smaller for buckets and HTTP; loaders decode it in their workers (pip install 'pairload[zstd]'). Default: raw, fastest to read."),
-    compress_level: int = typer.Option(3, help="zstd level with --compress, 1-22 (higher: smaller, slower to pack; decoding speed barely changes)."),
-    staging: Optional[Path] = typer.Option(None, metavar="DIR", help="URL destinations: the local folder the shards are packed into before upload (default: a folder under the system temp folder named after a hash of the URL, found again by a re-run)."),
-    storage_option: Optional[List[str]] = typer.Option(None, metavar="KEY=VALUE", help="URL destinations: KEY=VALUE passed to the fsspec backend (repeat it); true/false become booleans; for s3:// endpoint_url=URL goes into client_kwargs (MinIO, Ceph, R2). Credentials otherwise come from the backend's usual places."),
-    keep_staging: bool = typer.Option(True, "--keep-staging/--no-keep-staging", help="URL destinations: keep the staging folder after the upload (a valid local pack; a re-run skips decoding)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a manifest.json in SHARDS_DIR that is not a "
+                                   "pack of RAW_DIR (another folder's pack, with its shards, or a file of yours); "
+                                   "refused otherwise."),
+    compress: Optional[str] = typer.Option(None, help="zstd: store each image as one zstd frame (KEY.low.npy.zst), "
+                                           "smaller for buckets and HTTP; loaders decode it in their workers (pip "
+                                           "install 'pairload[zstd]'). Default: raw, fastest to read."),
+    compress_level: int = typer.Option(3, help="zstd level with --compress, 1-22 (higher: smaller, slower to pack; "
+                                       "decoding speed barely changes)."),
+    staging: Optional[Path] = typer.Option(None, metavar="DIR", help="URL destinations: the local folder the shards "
+                                           "are packed into before upload (default: a folder under the system temp "
+                                           "folder named after a hash of the URL, found again by a re-run)."),
+    storage_option: StorageOptions = None,
+    keep_staging: bool = typer.Option(True, "--keep-staging/--no-keep-staging", help="URL destinations: keep the "
+                                      "staging folder after the upload (a valid local pack; a re-run skips "
+                                      "decoding)."),
 ) -> None:
     """Decode every pair once into uint8 WebDataset tar shards with a manifest."""
     from .pack.writer import PackOptions, pack as run, parse_size, parse_split_names, parse_wxh
@@ -126,8 +154,9 @@ def pack(
         out.print(f"{report.pairs} pairs already packed in the staging folder {report.shards_dir} (nothing decoded)",
                   highlight=False, markup=False)
     else:
-        out.print(f"packed {report.pairs} pairs in {report.seconds:.1f} s ({report.pairs / max(report.seconds, 1e-9):,.0f} "
-                  f"pairs/s, {report.workers} workers) into {report.shards_dir}; "
+        rate = report.pairs / max(report.seconds, 1e-9)
+        out.print(f"packed {report.pairs} pairs in {report.seconds:.1f} s ({rate:,.0f} pairs/s, {report.workers} "
+                  f"workers) into {report.shards_dir}; "
                   + ", ".join(f"{k} {v:.1f} s" for k, v in report.phases.items()), highlight=False, markup=False)
     if report.upload is not None:
         out.print(_upload_summary(report.upload), highlight=False, markup=False)
@@ -141,7 +170,8 @@ def pack(
             shown = ", ".join(items[:10]) + (f" … and {len(items) - 10} more" if len(items) > 10 else "")
             out.print(f"{label}: {len(items)} file(s): {shown}", highlight=False, markup=False)
     for u in report.unused:  # every image-like file under RAW is in a pair or listed here
-        shown = ", ".join(u["names"]) + (f" … and {u['count'] - len(u['names'])} more" if u["count"] > len(u["names"]) else "")
+        more = u["count"] - len(u["names"])
+        shown = ", ".join(u["names"]) + (f" … and {more} more" if more > 0 else "")
         out.print(f"not packed ({u['reason']}): {u['count']} file(s) in {u['folder']}: {shown}; {u['hint']}",
                   highlight=False, markup=False)
 
@@ -169,8 +199,7 @@ def verify(
     shards_dir: str = typer.Argument(..., help=SHARDS_HELP),
     cache_dir: Optional[Path] = typer.Option(None, help="A URL's shards are downloaded here to be verified (default: "
                                              "~/.cache/pairload)."),
-    storage_option: list[str] = typer.Option([], help="KEY=VALUE for the storage backend (repeatable), e.g. "
-                                             "endpoint_url=http://127.0.0.1:9000 or anon=true."),
+    storage_option: StorageOptions = None,
 ) -> None:
     """Re-hash every shard and parse every sample; exit 1 naming the shard and key of any problem."""
     from .read.shards import verify as run
@@ -189,7 +218,7 @@ def verify(
 def info(
     shards_dir: str = typer.Argument(..., help=SHARDS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-    storage_option: list[str] = typer.Option([], help="KEY=VALUE for the storage backend (repeatable)."),
+    storage_option: StorageOptions = None,
 ) -> None:
     """Per-split counts, bytes, compression and image sizes (a URL: from its manifest alone)."""
     from .read.shards import info as run
@@ -220,8 +249,10 @@ def _ratio(split: dict, short: bool = False) -> str:
 @app.command("bench-loaders")
 def bench_loaders(
     shards_dir: Path = typer.Argument(..., help="Folder written by `pairload pack`."),
-    raw: Optional[Path] = typer.Option(None, help="The raw folder the shards came from (for dali-file and the baselines)."),
-    loaders: str = typer.Option(",".join(BENCH_ENTRIES), help="Comma-separated loaders to run."),
+    raw: Optional[Path] = typer.Option(None, help="The raw folder the shards came from (for dali-file and the "
+                                       "baselines)."),
+    loaders: str = typer.Option(",".join(BENCH_ENTRIES), help="Comma-separated loaders to run: every kind of `pairload.kinds` ("
+                                + kind_help() + "), its variants and the baselines."),
     split: str = typer.Option("train", help="Split to read."),
     crop: int = typer.Option(256, help="Crop size."),
     batch_size: int = typer.Option(32, help="Batch size."),
@@ -230,8 +261,11 @@ def bench_loaders(
     repeats: int = typer.Option(3, help="Timed windows per loader; the median is reported."),
     device: str = typer.Option("auto", help="auto, cpu or cuda[:k]."),
     consumer: str = typer.Option("none", help="none, or unet: feed a training step and report data-wait."),
-    cold: bool = typer.Option(False, help="Also run ram and wds with the shards evicted from the page cache before each repeat, next to the disk's sequential read bound."),
-    ranks: int = typer.Option(1, help="Run that many ranks at once, each with its own loader on its own GPU and its share of the cores (--workers per rank, default cores/ranks - 1); reports the node's total and the per-rank spread."),
+    cold: bool = typer.Option(False, help="Also run ram and wds with the shards evicted from the page cache before "
+                              "each repeat, next to the disk's sequential read bound."),
+    ranks: int = typer.Option(1, help="Run that many ranks at once, each with its own loader on its own GPU and its "
+                              "share of the cores (--workers per rank, default cores/ranks - 1); reports the node's "
+                              "total and the per-rank spread."),
     out_json: Optional[Path] = typer.Option(None, "--out", help="Write the JSON report here."),
     plot_png: Optional[Path] = typer.Option(None, "--plot", help="Write a bar chart (PNG) here."),
     remote_rate: Optional[str] = typer.Option(None, help="Serve the shards over HTTP on loopback throttled to this "
@@ -263,9 +297,12 @@ def bench_loaders(
                       batch_size=batch_size, workers=workers, seconds=seconds, repeats=repeats, device=device,
                       consumer=consumer, cold=cold, ranks=ranks)
     err = Console(stderr=True)
-    report = run_bench(cfg, on_result=lambda r: err.print(
-        f"  {r.loader}{' (cold)' if r.cold else ''}: " + (f"{r.pairs_per_s:,.0f} pairs/s" if r.status == "ok" else f"{r.status} ({r.reason})"),
-        highlight=False, markup=False))
+
+    def show(r) -> None:
+        outcome = f"{r.pairs_per_s:,.0f} pairs/s" if r.status == "ok" else f"{r.status} ({r.reason})"
+        err.print(f"  {r.loader}{' (cold)' if r.cold else ''}: {outcome}", highlight=False, markup=False)
+
+    report = run_bench(cfg, on_result=show)
     table = Table("loader", "pairs/s", "spread", "MB/s", "CPU cores", "host RSS MB", "device MB",
                   *(["data wait"] if consumer != "none" else []), "note",
                   title=f"{report['device']}, {report['cpu_count']} cores, crop {crop}, batch {batch_size}"
@@ -280,12 +317,13 @@ def bench_loaders(
                       r["reason"] if ok else f"{r['status']}: {r['reason']}")
     out.print(table)
     lim = report["limits"]
-    out.print(f"limits: {lim['h2d']['kind']} {lim['h2d']['gb_per_s']:.1f} GB/s = {lim['h2d']['pairs_per_s']:,.0f} pairs/s; "
+    h2d, dec, disk = lim["h2d"], lim.get("decode"), lim.get("disk")
+    out.print(f"limits: {h2d['kind']} {h2d['gb_per_s']:.1f} GB/s = {h2d['pairs_per_s']:,.0f} pairs/s; "
               f"one core copying crops {lim['copy']['pairs_per_s_per_core']:,.0f} pairs/s"
-              + (f"; {lim['decode']['format']} decode {lim['decode']['pairs_per_s_per_core']:,.0f} pairs/s per core, "
-                 f"{lim['decode']['pairs_per_s_all_cores']:,.0f} on {lim['decode']['cores']} cores" if lim.get("decode") else "")
-              + (f"; disk {lim['disk']['gb_per_s']:.2f} GB/s sequential, cold = {lim['disk']['pairs_per_s']:,.0f} pairs/s"
-                 if lim.get("disk") else ""), highlight=False)
+              + (f"; {dec['format']} decode {dec['pairs_per_s_per_core']:,.0f} pairs/s per core, "
+                 f"{dec['pairs_per_s_all_cores']:,.0f} on {dec['cores']} cores" if dec else "")
+              + (f"; disk {disk['gb_per_s']:.2f} GB/s sequential, cold = {disk['pairs_per_s']:,.0f} pairs/s"
+                 if disk else ""), highlight=False)
     if out_json:
         write_json_atomic(out_json, report)
     if plot_png:
@@ -343,8 +381,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SystemExit as exc:  # typer ends every run this way; usage errors have already been printed
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except PairloadError as exc:
-        message = _one_line(exc)
-        sys.stderr.write(f"error: {in_cli_terms(message) if isinstance(exc, ConfigError) else message}\n")
+        sys.stderr.write(f"error: {_one_line(in_cli_terms(exc))}\n")
         return 1
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
@@ -354,8 +391,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stderr.write(f"error: {where}{exc.strerror or exc} (check the path, its permissions and free disk space)\n")
         return 1
     except Exception as exc:  # noqa: BLE001 - a bug or an unforeseen input: one line here, the traceback in a file
-        sys.stderr.write(f"error: unexpected {type(exc).__name__}: {_one_line(exc)[:300]} (traceback in {_crash_log(exc)}; "
-                         "please report it)\n")
+        sys.stderr.write(f"error: unexpected {type(exc).__name__}: {_one_line(exc)[:300]} (traceback in "
+                         f"{_crash_log(exc)}; please report it)\n")
         return 1
     return 0
 

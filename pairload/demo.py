@@ -44,7 +44,8 @@ def run_demo(workdir: str | Path = "pairload-demo", *, device: str = "auto",
     from .format.schema import write_json_atomic
     from .read.shards import verify
     from .pack.synth import SynthOptions, synth
-    from .recipes.train import TrainConfig, run
+    from .recipes.config import TrainConfig
+    from .recipes.train import run
     from .distributed import dist_info
 
     info = dist_info(device, env={})  # an unusable --device is refused before any work is done

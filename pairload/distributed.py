@@ -1,11 +1,14 @@
-"""Distributed facts (rank, local rank, world size, device) from one place: torchrun or SLURM variables.
-
-Loaders never read the environment: the training script calls `dist_info()` once and passes the facts on.
-"""
+"""Distributed facts (rank, local rank, world size, device, launcher) from one place: torchrun or SLURM variables;
+joining and leaving the process group; a torchrun rank's tie to its agent. Loaders never read the environment: the
+training script calls `dist_info()` once and passes the facts on."""
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
+import sys
+import threading
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Mapping
@@ -22,6 +25,7 @@ class DistInfo:
     local_rank: int
     world_size: int
     device: torch.device
+    launcher: str = "none"  # "torchrun", "slurm" or "none" (a plain process, or ranks started by hand)
 
     @property
     def is_main(self) -> bool:
@@ -36,14 +40,49 @@ def dist_info(device: str = "auto", env: Mapping[str, str] | None = None) -> Dis
     """Rank facts from torchrun (RANK, LOCAL_RANK, WORLD_SIZE) or SLURM (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS);
     a plain process is rank 0 of 1. `device`: auto (CUDA by local rank when available), cpu, or cuda."""
     env = os.environ if env is None else env
+    launcher = "none"
     if "RANK" in env and "WORLD_SIZE" in env:
         rank, world, local = int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", 0))
+        if "TORCHELASTIC_RUN_ID" in env:  # set by torchrun's agent for every rank it starts
+            launcher = "torchrun"
     elif "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
         rank, world, local = int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), int(env.get("SLURM_LOCALID", 0))
+        launcher = "slurm"
     else:
         rank, world, local = 0, 1, 0
     dev = resolve_device(device, local_rank=local)
-    return DistInfo(rank=rank, local_rank=local, world_size=world, device=dev)
+    return DistInfo(rank=rank, local_rank=local, world_size=world, device=dev, launcher=launcher)
+
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+HARD_EXIT_S = 10.0  # after SIGTERM, seconds the rank may spend unwinding before it exits without cleaning up
+
+
+def exit_with_parent(parent: int, info: DistInfo) -> bool:
+    """Make this rank end when `parent` (the torchrun agent that started it) dies: torchrun starts each rank in a
+    session of its own, so an agent killed with SIGKILL would otherwise leave its ranks running, orphaned. Linux
+    only (returns False elsewhere). The kernel sends SIGTERM on the parent's death; the rank then unwinds (loaders
+    and the process group closed) and stops with one line, or exits hard after HARD_EXIT_S. A parent that died
+    before the request (ours is no longer `parent`) stops the rank at once."""
+    if not sys.platform.startswith("linux"):
+        return False
+
+    def on_sigterm(signum, frame):
+        hard = threading.Timer(HARD_EXIT_S, os._exit, (128 + signal.SIGTERM,))
+        hard.daemon = True  # a clean unwind ends the process without waiting for it
+        hard.start()
+        raise DistributedError(f"rank {info.rank} of {info.world_size}: "
+                               + ("the torchrun agent that started it is gone (killed?)" if os.getppid() != parent
+                                  else "stopped by SIGTERM")
+                               + "; the other ranks stop too: start the job again, with --resume to continue it")
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        return False  # not allowed here (a seccomp profile): the rank runs on as before
+    if os.getppid() != parent:  # the parent died before the request: no signal will come
+        os.kill(os.getpid(), signal.SIGTERM)
+    return True
 
 
 def init_distributed(info: DistInfo, timeout_s: float = 600.0) -> None:
@@ -54,8 +93,8 @@ def init_distributed(info: DistInfo, timeout_s: float = 600.0) -> None:
     if not info.distributed or torch.distributed.is_initialized():
         return
     if "MASTER_ADDR" not in os.environ:
-        raise ConfigError("several ranks but no MASTER_ADDR/MASTER_PORT: start with torchrun, or export them under SLURM "
-                          "(e.g. MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1))")
+        raise ConfigError("several ranks but no MASTER_ADDR/MASTER_PORT: start with torchrun, or export them under "
+                          "SLURM (e.g. MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1))")
     backend = "nccl" if info.device.type == "cuda" else "gloo"
     kwargs = {"device_id": info.device} if backend == "nccl" else {}
     torch.distributed.init_process_group(backend, rank=info.rank, world_size=info.world_size,

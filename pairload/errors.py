@@ -26,7 +26,31 @@ class OutputError(PairloadError):
 
 
 class ConfigError(PairloadError):
-    """An option has a value that cannot work (crop larger than images, batch larger than a rank's share)."""
+    """An option has a value that cannot work (crop larger than images, batch larger than a rank's share).
+
+    `option`: the API name of the option to change ("batch_size"), when one is at fault; `fix`: the advice, kept
+    apart from the problem (the message is "problem; fix"). Where options are command-line flags (`in_cli_terms`)
+    `flag_problem` and `flag_fix` say the same with `{flag}` standing for the option's flag."""
+
+    def __init__(self, message: str, *, option: str | None = None, fix: str | None = None,
+                 flag_fix: str | None = None, flag_problem: str | None = None):
+        super().__init__(f"{message}; {fix}" if fix else message)
+        self.problem, self.option, self.fix = message, option, fix
+        self.flag_fix, self.flag_problem = flag_fix, flag_problem
+
+    @classmethod
+    def for_value(cls, option: str, value, expected: str, **kwargs) -> "ConfigError":
+        """A refused value: "option=value: expected …" (on a command line "--flag value: expected …")."""
+        shown = str(value).replace("{", "{{").replace("}", "}}")
+        return cls(f"{option}={value}: {expected}", option=option, flag_problem=f"{{flag}} {shown}: {expected}",
+                   **kwargs)
+
+    def __reduce__(self):  # keyword-only fields survive pickling (errors raised in worker processes)
+        return _config_error, (type(self), self.problem, self.option, self.fix, self.flag_fix, self.flag_problem)
+
+
+def _config_error(cls, message, option, fix, flag_fix, flag_problem):
+    return cls(message, option=option, fix=fix, flag_fix=flag_fix, flag_problem=flag_problem)
 
 
 class MissingDependencyError(PairloadError):
@@ -50,14 +74,17 @@ class WorkerError(LoaderError):
         self.type_name, self.remote_traceback = type_name, remote_traceback
 
 
-# an API option a refusal may name -> the command-line flag for it (the CLI's loaders use last_batch='drop')
-_CLI_TERMS = (("lower batch_size, or use last_batch='pad' or 'partial'", "lower --batch-size"),
-              ("use crop <=", "use --crop <="), ("batch_size=", "--batch-size "), ("batch_size", "--batch-size"),
-              ("num_workers=", "--workers "), ("num_workers", "--workers"))
+# an API option a refusal may name -> its command-line flag (the same in every `pairload` command that has it)
+FLAGS = {"batch_size": "--batch-size", "crop": "--crop", "num_workers": "--workers"}
 
 
-def in_cli_terms(message: str) -> str:
-    """A refusal's advice in the command line's words: `--batch-size` where the library says `batch_size`."""
-    for api, flag in _CLI_TERMS:
-        message = message.replace(api, flag)
-    return message
+def in_cli_terms(exc: PairloadError, flags: dict[str, str] = FLAGS) -> str:
+    """`exc`'s message for a command line. A ConfigError that names its option (`option=`) with a flag in `flags`
+    is said with that flag: its `flag_problem`, and its `flag_fix` (or "change FLAG" in place of its API advice);
+    the message text itself is never rewritten."""
+    if not isinstance(exc, ConfigError) or exc.option not in flags:
+        return str(exc)
+    flag = flags[exc.option]
+    problem = exc.flag_problem.format(flag=flag) if exc.flag_problem else exc.problem
+    advice = exc.flag_fix.format(flag=flag) if exc.flag_fix else f"change {flag}" if exc.fix else None
+    return f"{problem}; {advice}" if advice else problem

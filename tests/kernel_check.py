@@ -35,7 +35,8 @@ def check(members: Members, device: torch.device, n: int = 3, H: int = 12, W: in
             pos += arr.nbytes + 5
     buf = torch.from_numpy(np.concatenate(flat + [np.zeros(64, np.uint8)])).to(device)
     addr = buf.data_ptr() + torch.tensor(offsets, dtype=torch.int64)
-    src = Source(addr[0::2].contiguous().to(device), addr[1::2].contiguous().to(device), torch.full((n,), W, dtype=torch.int64, device=device))
+    src = Source(addr[0::2].contiguous().to(device), addr[1::2].contiguous().to(device),
+                 torch.full((n,), W, dtype=torch.int64, device=device))
     ys, xs = rng.integers(0, H - h + 1, n), rng.integers(0, W - w + 1, n)
     bad = 0
     for code in CODES:

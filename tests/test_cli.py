@@ -8,7 +8,8 @@ from conftest import make_raw
 
 
 def run(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "pairload.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "pairload.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd)
 
 
 def test_pack_verify_info_through_the_cli(raw, tmp_path):
@@ -27,7 +28,8 @@ def test_errors_exit_1_with_one_line_and_no_traceback(tmp_path):
     res = run("pack", raw, tmp_path / "s")
     assert res.returncode == 1
     assert "Traceback" not in res.stderr
-    assert res.stderr.strip().splitlines() == [f"error: {raw / 'low' / '00001.png'}: file is empty (0 bytes); replace or remove it"]
+    empty = raw / "low" / "00001.png"
+    assert res.stderr.strip().splitlines() == [f"error: {empty}: file is empty (0 bytes); replace or remove it"]
     res = run("verify", tmp_path / "nothing")
     assert res.returncode == 1 and "no such folder" in res.stderr and "Traceback" not in res.stderr
     res = run("pack", raw, tmp_path / "s", "--shard-size", "huge")

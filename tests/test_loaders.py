@@ -25,7 +25,8 @@ def shards24(tmp_path_factory):
 def expected(key: str, epoch: int, seed: int, crop: int | None, augment: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """What a loader must deliver for `key`, from the fixture's formula and an independent numpy transform."""
     low, high = pair_pixels(int(key), H, W)
-    y, x, code = sample_params(key_hashes([key]), np.array([[H, W]]), seed=seed, epoch=epoch, crop=crop, augment=augment)
+    y, x, code = sample_params(key_hashes([key]), np.array([[H, W]]), seed=seed, epoch=epoch, crop=crop,
+                               augment=augment)
     ch, cw = (crop, crop) if crop else (H, W)
     out = []
     for img in (low, high):
@@ -179,9 +180,11 @@ def test_missing_manifest_and_bad_options(shards24, tmp_path):
     for kind in ("ram", "wds"):
         with pytest.raises(ShardError, match="no manifest.json found"):
             make_loader(kind, tmp_path, batch_size=2, crop=16)
-        with pytest.raises(ConfigError, match=r"crop 48 is larger than sample '00000' of split 'train', which is 56x40"):
+        with pytest.raises(ConfigError,
+                           match=r"crop 48 is larger than sample '00000' of split 'train', which is 56x40"):
             make_loader(kind, shards24, batch_size=2, crop=48)
-        with pytest.raises(ConfigError, match=r"batch_size 16 is larger than a rank's share of split 'train' \(24 samples / 2"):
+        with pytest.raises(ConfigError,
+                           match=r"batch_size 16 is larger than a rank's share of split 'train' \(24 samples / 2"):
             make_loader(kind, shards24, batch_size=16, crop=16, world_size=2)
     with pytest.raises(ConfigError, match="loader kind 'magic'"):
         make_loader("magic", shards24, batch_size=2, crop=16)

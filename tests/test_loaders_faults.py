@@ -124,7 +124,8 @@ def test_a_worker_error_keeps_its_type_name_and_traceback(packed):
 
     loader = make_loader("ram", packed, batch_size=2, crop=16, num_workers=1)
     loader.ds.arrays = None  # pickled into the worker: calling it there raises TypeError
-    with pytest.raises(WorkerError, match=r"loader worker pairload-ram-0 \(pid \d+\) raised TypeError: 'NoneType'") as got:
+    with pytest.raises(WorkerError,
+                       match=r"loader worker pairload-ram-0 \(pid \d+\) raised TypeError: 'NoneType'") as got:
         next(iter(loader))
     assert got.value.type_name == "TypeError"
     assert "run_window" in got.value.remote_traceback and "fill" in str(got.value.__cause__)
@@ -184,7 +185,8 @@ def test_shards_replaced_under_a_loader_are_an_error_not_a_mix_of_two_packs(pack
     assert len(list(loader)) == len(loader)
     _repack_in_place(shards)
     loader.set_epoch(1)
-    with pytest.raises(LoaderError, match=r"\.tar: replaced or rewritten since the loader opened .*would mix two packs"):
+    with pytest.raises(LoaderError,
+                       match=r"\.tar: replaced or rewritten since the loader opened .*would mix two packs"):
         for _ in loader:
             pass
     loader.close()

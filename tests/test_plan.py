@@ -66,7 +66,8 @@ def test_crop_windows_cover_the_whole_range():
 
 def test_no_transpose_for_whole_non_square_images():
     keys = [f"k{i}" for i in range(200)]
-    _, _, code = sample_params(key_hashes(keys), np.tile([[40, 56]], (200, 1)), seed=0, epoch=0, crop=None, augment=True)
+    _, _, code = sample_params(key_hashes(keys), np.tile([[40, 56]], (200, 1)), seed=0, epoch=0, crop=None,
+                               augment=True)
     assert (code & 4 == 0).all() and (code > 0).any()
 
 
@@ -75,7 +76,9 @@ def test_check_split_messages():
     keys = ["a", "b", "c"]
     with pytest.raises(ConfigError, match=r"crop 36 is larger than sample 'b' of split 'train', which is 50x30"):
         check_split(PlanConfig(batch_size=1, crop=36), keys, hw, "train")
-    with pytest.raises(ConfigError, match=r"batch_size 2 is larger than a rank's share of split 'train' \(3 samples / 2 ranks = 1\)"):
+    with pytest.raises(ConfigError,
+                       match=r"batch_size 2 is larger than a rank's share of split 'train' "
+                             r"\(3 samples / 2 ranks = 1\)"):
         check_split(PlanConfig(batch_size=2, crop=16, world_size=2), keys, hw, "train")
     with pytest.raises(ConfigError, match="2 different sizes, so whole images"):
         check_split(PlanConfig(batch_size=2, crop=None), keys, hw, "train")
@@ -189,7 +192,8 @@ def test_a_scheduled_or_mixed_epoch_resumes_with_its_exact_rest():
     n = 30
     keys, hw = key_hashes([f"s{i}" for i in range(n)]), np.full((n, 2), 40)
     for cfg, groups in ((PlanConfig(schedule=SCHEDULE, seed=4), ()),
-                        (PlanConfig(batch_size=4, crop=8, weights={"a": 1, "b": 2}, epoch_size=24), (("a", 10), ("b", 20)))):
+                        (PlanConfig(batch_size=4, crop=8, weights={"a": 1, "b": 2}, epoch_size=24),
+                         (("a", 10), ("b", 20)))):
         full = plan_epoch(cfg, keys, hw, 2, groups=groups)
         rest = plan_epoch(cfg, keys, hw, 2, consumed=((1, 3),), groups=groups)
         assert len(rest) == len(full) - 3
@@ -285,4 +289,5 @@ def test_the_by_shard_order_keeps_windows_of_whole_shards_together():
     assert all(len(w) == 2 for w in windows) and set().union(*windows) == set(range(6))  # two shards per window
     assert sorted(order.tolist()) == list(range(24))
     assert order.tolist() != DEALS["by_shard"].order(24, seed=3, epoch=1, shards=Shards(counts, 8)).tolist()
-    assert DEALS["by_shard"].order(24, seed=3, epoch=0, shuffle=False, shards=Shards(counts, 8)).tolist() == list(range(24))
+    in_order = DEALS["by_shard"].order(24, seed=3, epoch=0, shuffle=False, shards=Shards(counts, 8))
+    assert in_order.tolist() == list(range(24))

@@ -13,7 +13,8 @@ from conftest import raw_and_shards
 N = 50
 KINDS = ["ram", "ram-workers", "wds", pytest.param("dali-external", marks=pytest.mark.dali),
          pytest.param("dali-file", marks=pytest.mark.dali)]
-ELASTIC = ["ram", "wds", pytest.param("dali-external", marks=pytest.mark.dali), pytest.param("dali-file", marks=pytest.mark.dali)]
+ELASTIC = ["ram", "wds", pytest.param("dali-external", marks=pytest.mark.dali),
+           pytest.param("dali-file", marks=pytest.mark.dali)]
 
 
 @pytest.fixture(scope="module")

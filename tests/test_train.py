@@ -15,7 +15,9 @@ from pairload.errors import ConfigError
 from pairload.recipes.metrics import psnr, ssim
 from pairload.pack.writer import PackOptions, pack
 from pairload.pack.synth import SynthOptions, synth
-from pairload.recipes.train import TrainConfig, load_checkpoint, main, save_checkpoint
+from pairload.recipes.checkpoint import load_checkpoint, save_checkpoint
+from pairload.recipes.config import TrainConfig
+from pairload.recipes.train import main
 from pairload.recipes.model import ModelConfig
 
 pytest.importorskip("skimage")
@@ -97,7 +99,8 @@ def test_clear_errors(shards, tmp_path, capsys):
         TrainConfig(loader="dali-file", shards=str(shards))
     code = ("import sys; sys.modules['nvidia.dali'] = None\n"
             "from pairload.recipes.train import main\n"
-            f"sys.exit(main(['--shards', {str(shards)!r}, '--loader', 'dali-external', '--device', 'cpu', '--crop', '32']))")
+            f"sys.exit(main(['--shards', {str(shards)!r}, '--loader', 'dali-external', '--device', 'cpu', "
+            "'--crop', '32']))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 1 and "pairload.dali needs NVIDIA DALI: pip install" in res.stderr
     assert "Traceback" not in res.stderr
@@ -129,7 +132,8 @@ def test_metrics_match_scikit_image():
 def test_a_non_finite_step_is_skipped_and_reported(shards, device):
     from pairload.batch import Normalize
     from pairload.recipes.model import EnhanceUNet
-    from pairload.recipes.train import build_train_loader, lr_lambda, make_scaler, train_one_epoch
+    from pairload.recipes.data import build_train_loader
+    from pairload.recipes.loop import lr_lambda, make_scaler, train_one_epoch
 
     cfg = TrainConfig(shards=str(shards), crop=32, batch_size=4, width=8, depth=2, workers=0, amp="none",
                       device=device, max_steps=4)
@@ -197,7 +201,8 @@ def test_test_images_of_different_sizes_validate_one_by_one(tmp_path):
     make_raw(raw, 3, split="test", start=100, sizes=[(40, 48), (36, 60), (52, 44)])
     pack(raw, tmp_path / "shards", PackOptions(workers=1))
     assert main(["--shards", str(tmp_path / "shards"), "--device", "cpu", "--crop", "32", "--batch-size", "4",
-                 "--width", "8", "--depth", "2", "--workers", "0", "--epochs", "1", "--out", str(tmp_path / "run")]) == 0
+                 "--width", "8", "--depth", "2", "--workers", "0", "--epochs", "1",
+                 "--out", str(tmp_path / "run")]) == 0
     assert json.loads((tmp_path / "run" / "metrics.jsonl").read_text())["val_samples"] == 3
     assert (tmp_path / "run" / "val-epoch001.png").is_file()
 
@@ -242,7 +247,8 @@ def test_an_out_folder_holding_a_run_needs_resume_or_overwrite(shards, tmp_path,
     out = tmp_path / "run"
     assert _train(shards, out, "--epochs", 1) == 0
     assert _train(shards, out, "--epochs", 1) == 1
-    assert "already holds a run (config.json, metrics.jsonl, last.pt, best.pt); pass --resume" in capsys.readouterr().err
+    held = "already holds a run (config.json, metrics.jsonl, last.pt, best.pt); pass --resume"
+    assert held in capsys.readouterr().err
     (out / "notes.txt").write_text("mine")
     assert _train(shards, out, "--epochs", 2, "--overwrite") == 0
     assert _epochs(out) == [1, 2] and (out / "notes.txt").read_text() == "mine"
@@ -264,8 +270,10 @@ def test_short_runs_warm_up_for_a_tenth_and_report_the_do_nothing_baseline(shard
     from pairload import open_shards
 
     ds = open_shards(shards, "test")
-    expect = np.mean([float(psnr(torch.from_numpy(lo.copy()).permute(2, 0, 1)[None].float() / 255,
-                                 torch.from_numpy(hi.copy()).permute(2, 0, 1)[None].float() / 255)) for _, lo, hi in ds])
+    def image(rgb):
+        return torch.from_numpy(rgb.copy()).permute(2, 0, 1)[None].float() / 255
+
+    expect = np.mean([float(psnr(image(lo), image(hi))) for _, lo, hi in ds])
     assert rows[0]["val_psnr_input"] == pytest.approx(expect, abs=1e-3) == rows[1]["val_psnr_input"]
 
 
@@ -278,7 +286,8 @@ def test_named_splits_and_no_validation(tmp_path):
     base = ["--shards", str(tmp_path / "shards"), "--device", "cpu", "--crop", "32", "--batch-size", "4", "--width",
             "8", "--depth", "2", "--workers", "0", "--epochs", "1"]
     with pytest.raises(Exception, match=r"no split 'train'; this folder has \['dataset_a'\]"):
-        from pairload.recipes.train import parse_args, run
+        from pairload.recipes.config import parse_args
+        from pairload.recipes.train import run
 
         run(parse_args(base), dist_info("cpu", env={}))
     assert main([*base, "--train-split", "dataset_a", "--val-split", "none", "--out", str(tmp_path / "run")]) == 0
@@ -357,7 +366,9 @@ def test_progressive_crops_on_a_weighted_mix_under_torchrun(shards, tmp_path):
 def test_amp_auto_is_fast_on_each_device_and_slow_rates_are_printed_as_they_are():
     import torch
 
-    from pairload.recipes.train import TrainConfig, rate, resolve_amp
+    from pairload.recipes.config import TrainConfig
+    from pairload.recipes.loop import resolve_amp
+    from pairload.recipes.train import rate
 
     assert TrainConfig(shards="s").amp == "auto"
     assert resolve_amp("auto", torch.device("cpu")) == "none"  # bf16 autocast on a CPU is ~10x slower

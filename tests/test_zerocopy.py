@@ -130,7 +130,7 @@ def test_zero_copy_equals_the_workers_bit_for_bit_in_every_orientation(shards, c
         assert set(codes.tolist()) == set(range(8))  # every flip/transpose combination is exercised
         first = run(zc, (0, 1, 2))
         same(first, run(workers, (0, 1, 2)))
-        for keys, low, high, _ in run(zc, (3,)):  # the pixels name their pair: the target is 255 - input
+        for _keys, low, high, _ in run(zc, (3,)):  # the pixels name their pair: the target is 255 - input
             assert torch.equal(high.int(), 255 - low.int())
         zc.close()  # unpins; iterating again registers the shards again
         assert zc.zero_copy

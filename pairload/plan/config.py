@@ -9,7 +9,7 @@ from enum import Enum
 import numpy as np
 
 from ..errors import ConfigError
-from .crops import Crop, check_crop, crop_size
+from .crops import Crop, check_crop, crop_size, is_whole
 
 
 class LastBatch(str, Enum):
@@ -71,15 +71,12 @@ def parse_schedule(spec) -> tuple[Stage, ...]:
     for st in stages:
         where = f"schedule stage at step {st.step}: crop"
         crop = check_crop(tuple(st.crop) if isinstance(st.crop, list) else st.crop, where)
-        if not _whole(st.batch_size) or st.batch_size < 1 or not _whole(st.step):
+        if not is_whole(st.batch_size) or st.batch_size < 1 or not is_whole(st.step):
             raise ConfigError(f"schedule stage at step {st.step!r}: crop {st.crop}, batch {st.batch_size!r}: expected "
                               "positive sizes and whole numbers")
         checked.append(Stage(int(st.step), crop, int(st.batch_size)))
     return tuple(checked)
 
-
-def _whole(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 
@@ -136,6 +133,13 @@ class PlanConfig:
     schedule: tuple[Stage, ...] = ()
 
     def __post_init__(self) -> None:
+        for name in ("batch_size", "crop", "seed", "rank", "world_size", "repeats", "epoch_size"):
+            value = getattr(self, name)
+            if name == "crop" and isinstance(value, (tuple, list)):
+                continue  # (height, width): checked by its crop policy (`crops.check_crop`)
+            if value is not None and value is not REQUIRED and not is_whole(value):
+                raise ConfigError(f"{name}={value!r}: expected a whole number (int), found {type(value).__name__}",
+                                  option=name, fix=f"pass an int, e.g. {name}=32" if name == "crop" else "pass an int")
         if self.schedule:
             stages = parse_schedule(self.schedule)
             object.__setattr__(self, "schedule", stages)
@@ -151,16 +155,10 @@ class PlanConfig:
             raise ConfigError("batch_size is required (or a schedule, whose first stage gives it)")
         if self.crop is REQUIRED:
             raise ConfigError("crop is required: a size in pixels, or None for whole images")
-        if not _whole(self.batch_size):
-            raise ConfigError(f"batch_size={self.batch_size!r} ({type(self.batch_size).__name__}): expected a whole "
-                              "number of samples")
         if self.batch_size < 1:
-            raise ConfigError(f"batch_size={self.batch_size}: expected at least 1")
+            raise ConfigError.for_value("batch_size", self.batch_size, "expected at least 1")
         object.__setattr__(self, "batch_size", int(self.batch_size))
         object.__setattr__(self, "crop", check_crop(tuple(self.crop) if isinstance(self.crop, list) else self.crop))
-        for name in ("seed", "rank", "world_size"):
-            if not _whole(getattr(self, name)):
-                raise ConfigError(f"{name}={getattr(self, name)!r}: expected a whole number")
         if self.world_size < 1 or not 0 <= self.rank < self.world_size:
             raise ConfigError(f"rank={self.rank}, world_size={self.world_size}: expected 0 <= rank < world_size")
         if self.last_batch not in LAST_BATCH:
@@ -239,8 +237,9 @@ def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
             i = int(small[np.argmin(hw[small].min(axis=1))])
             fits = f"crop <= {int(hw.min())}" if ch == cw else f"crop <= ({int(hw[:, 0].min())}, {int(hw[:, 1].min())})"
             raise ConfigError(f"crop {crop} is larger than sample {keys[i]!r} of split {split!r}, which is "
-                              f"{hw[i, 1]}x{hw[i, 0]} (crop {cw}x{ch}); use {fits} or repack "
-                              "without that image")
+                              f"{hw[i, 1]}x{hw[i, 0]} (crop {cw}x{ch})", option="crop",
+                              fix=f"use {fits} or repack without that image",
+                              flag_fix=f"use {fits.replace('crop', '{flag}', 1)} or repack without that image")
     if any(st.crop is None and st.batch_size > 1 for st in cfg.stages) and len(np.unique(hw, axis=0)) > 1:
         raise ConfigError(f"split {split!r} has images of {len(np.unique(hw, axis=0))} different sizes, so whole "
                           "images (crop=None) cannot be batched; use batch_size=1 or a crop")
@@ -248,5 +247,5 @@ def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
     share = rows // cfg.world_size if cfg.last_batch == "drop" else -(-rows // cfg.world_size)
     if cfg.last_batch == "drop" and share < cfg.max_batch:
         raise ConfigError(f"batch_size {cfg.max_batch} is larger than a rank's share of split {split!r} ({rows} "
-                          f"samples / {cfg.world_size} ranks = {share}); lower batch_size, or use last_batch='pad' or "
-                          "'partial'")
+                          f"samples / {cfg.world_size} ranks = {share})", option="batch_size",
+                          fix="lower batch_size, or use last_batch='pad' or 'partial'", flag_fix="lower {flag}")

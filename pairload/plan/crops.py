@@ -10,6 +10,7 @@ A new policy is one class here and one entry in `POLICIES`.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +21,9 @@ from ..errors import ConfigError
 Crop = Any  # int (square), (height, width) (rect) or None (whole images): a policy's setting
 
 
-def _whole_number(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+def is_whole(value: Any) -> bool:
+    """An integer (Python or numpy), and not a bool (True would be a batch of 1)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,7 @@ class Square:
     name: str = "square"
 
     def accepts(self, crop: Crop) -> bool:
-        return _whole_number(crop)
+        return is_whole(crop)
 
     def check(self, crop: Crop, where: str) -> Crop:
         if crop < 1:
@@ -48,7 +50,7 @@ class Rect:
     name: str = "rect"
 
     def accepts(self, crop: Crop) -> bool:
-        return isinstance(crop, (tuple, list)) and len(crop) == 2 and all(_whole_number(v) for v in crop)
+        return isinstance(crop, (tuple, list)) and len(crop) == 2 and all(is_whole(v) for v in crop)
 
     def check(self, crop: Crop, where: str) -> Crop:
         if min(crop) < 1:

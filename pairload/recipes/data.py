@@ -1,0 +1,117 @@
+"""The reference loop's data: its training and validation loaders and the fingerprint of its training data, from
+shard folders or URLs opened once per process (a URL's manifest is fetched once, whatever reads it)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import numpy as np
+
+from ..distributed import DistInfo
+from ..format import codec, schema
+from ..loaders import make_loader
+from ..read.shards import ShardDataset, ShardMix, open_shards, read_manifest_at
+from ..remote.cache import ShardCache
+from ..remote.urls import is_url, join
+from .config import TrainConfig, mix_sources
+
+
+class ManifestOnce(ShardCache):
+    """The node's shard cache, answering a repeated read of a small object (a manifest) from memory: the loop's
+    fingerprint, training and validation datasets all read a URL's manifest, which is fetched once."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._small: dict[str, bytes] = {}
+        self._small_lock = threading.Lock()
+
+    def read_small(self, url: str) -> bytes:
+        with self._small_lock:
+            if url not in self._small:
+                self._small[url] = super().read_small(url)
+            return self._small[url]
+
+
+class TrainData:
+    """The shard folders of one run. Local folders go to the loaders as paths; URLs are opened here, through one
+    `ManifestOnce` cache shared by the training and validation loaders."""
+
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg
+        self._cache: ManifestOnce | None = None
+
+    @property
+    def cache(self) -> ManifestOnce:
+        if self._cache is None:
+            opts = self.cfg.remote_options()
+            self._cache = ManifestOnce(opts["cache_dir"], opts["cache_limit"], storage_options=opts["storage_options"])
+        return self._cache
+
+    def manifest(self, folder: str) -> dict:
+        if not is_url(folder):
+            return read_manifest_at(folder)
+        where = join(folder.rstrip("/"), schema.MANIFEST)
+        return schema.parse_manifest(self.cache.read_small(where), where)
+
+    def open(self, folder: str, split: str):
+        """A URL's split as a dataset on the shared cache (what `open_shards` would make, checked the same way);
+        a local folder stays a path."""
+        if not is_url(folder):
+            return folder
+        ds = ShardDataset(folder, split, cache=self.cache)
+        codec.require(ds.index.compression, f"{ds.where}: split {split!r} is compressed with zstd; reading it")
+        return ds
+
+    def train_source(self):
+        cfg = self.cfg
+        if cfg.loader == "dali-file":
+            return cfg.raw
+        if not cfg.mix:
+            return self.open(cfg.shards, cfg.train_split)
+        folders = {name: folder for name, (folder, _) in mix_sources(cfg.mix).items()}
+        if not any(is_url(folder) for folder in folders.values()):
+            return folders
+        return ShardMix({name: self.open(folder, cfg.train_split) if is_url(folder)
+                         else open_shards(folder, cfg.train_split) for name, folder in folders.items()})
+
+    def fingerprint(self) -> str:
+        """A digest of the training data: the train split's shard hashes, or the raw pairs' paths (dali-file)."""
+        cfg = self.cfg
+        h = hashlib.sha256()
+        if cfg.loader != "dali-file":
+            for folder in cfg.folders():
+                for sh in self.manifest(folder)["splits"].get(cfg.train_split, {}).get("shards", []):
+                    h.update(sh["sha256"].encode())
+        else:
+            from ..raw.discover import find_pairs
+
+            for p in find_pairs(cfg.raw).pairs:
+                h.update(f"{p.split}\t{p.low_rel}\t{p.high_rel}\n".encode("utf-8", "surrogateescape"))
+        return h.hexdigest()
+
+
+def build_train_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = None):
+    """One call for every kind: the shards (or the --mix of several), or the raw folders for dali-file."""
+    data = data or TrainData(cfg)
+    return make_loader(cfg.loader, data.train_source(), split=cfg.train_split, seed=cfg.seed, rank=info.rank,
+                       world_size=info.world_size, device=str(info.device), last_batch="drop",
+                       num_workers=cfg.workers, **cfg.plan_options(),
+                       **(cfg.remote_options() if cfg.loader != "dali-file" else {}))
+
+
+def build_val_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = None):
+    """Whole test images, each exactly once across ranks (last_batch='partial', no shuffling, no augmentation);
+    None with --val-split none."""
+    if cfg.val_split == "none":
+        return None
+    data = data or TrainData(cfg)
+    common = dict(split=cfg.val_split, crop=None, rank=info.rank, world_size=info.world_size, device=str(info.device),
+                  last_batch="partial", augment=False, shuffle=False)
+    batch = cfg.val_batch_size
+    if not cfg.shards:
+        return make_loader("dali-file", cfg.raw, batch_size=batch, **common)
+    common.update(cfg.remote_options())
+    if len(np.unique(schema.split_index(data.manifest(cfg.shards), cfg.val_split, cfg.shards).hw, axis=0)) > 1:
+        batch = 1  # whole test images of several sizes (real FiveK, SICE, LSRW test sets) go one at a time
+    return make_loader("ram", data.open(cfg.shards, cfg.val_split), batch_size=batch, **common)
