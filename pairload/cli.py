@@ -251,8 +251,8 @@ def bench_loaders(
     shards_dir: Path = typer.Argument(..., help="Folder written by `pairload pack`."),
     raw: Optional[Path] = typer.Option(None, help="The raw folder the shards came from (for dali-file and the "
                                        "baselines)."),
-    loaders: str = typer.Option(",".join(BENCH_ENTRIES), help="Comma-separated loaders to run: every kind of `pairload.kinds` ("
-                                + kind_help() + "), its variants and the baselines."),
+    loaders: str = typer.Option(",".join(BENCH_ENTRIES), help="Comma-separated loaders to run: every kind of "
+                                "`pairload.kinds` (" + kind_help() + "), its variants and the baselines."),
     split: str = typer.Option("train", help="Split to read."),
     crop: int = typer.Option(256, help="Crop size."),
     batch_size: int = typer.Option(32, help="Batch size."),
