@@ -3,7 +3,7 @@ benchmarks/results/dali-zerocopy-probe-h100-2026-11-23.json).
 
 1. A GPU `fn.external_source` fed a constant device batch (no cutting at all), with the outputs converted to torch
    as `dali-external` does (`feed_ndarray`), through `copy_to_external`, or not at all; `no_copy` off and on.
-2. The Python cost of `zerocopy.DeviceWindows.pixels` per batch and of one kernel launch.
+2. The Python cost of `zerocopy.KernelCuts.cuts` per batch and of one kernel launch.
 
 Usage (GPU machine with DALI): python benchmarks/dali_pipeline_bound.py SHARDS
 """
@@ -56,19 +56,19 @@ for mode in ("copy", "nocopy"):
         print(mode, conv, f"{n * 32 / dt:,.0f} pairs/s ({dt / n * 1e6:.0f} us/iteration)", flush=True)
 
 ds = open_shards(sys.argv[1])
-windows = zerocopy.DeviceWindows(zerocopy.Registration(ds, dev), dev, None)
+windows = zerocopy.KernelCuts(zerocopy.Registration(ds, dev), dev)
 plans = plan_epoch(PlanConfig(batch_size=32, crop=256, seed=0), key_hashes(ds.keys), ds.sizes, 0)
 for _ in range(3):
     torch.cuda.synchronize()
     t0, n = time.perf_counter(), 0
-    for _ in windows.pixels(plans, ds.sizes, True, events=False):
+    for _ in windows.cuts((0, ()), plans, events=False):
         n += 1
     t1 = time.perf_counter()
     torch.cuda.synchronize()
     t2 = time.perf_counter()
-    print(f"pixels(): {(t1 - t0) / n * 1e6:.0f} us/batch of Python, {n * 32 / (t2 - t0):,.0f} pairs/s with the GPU")
+    print(f"cuts(): {(t1 - t0) / n * 1e6:.0f} us/batch of Python, {n * 32 / (t2 - t0):,.0f} pairs/s with the GPU")
 plan = torch.zeros((4, 32), dtype=torch.int64, device=dev)
 t0 = time.perf_counter()
 for _ in range(500):
-    zerocopy.cut(windows.source, plan, 0, 32, 256, 256, out=x)
+    zerocopy.cut(windows.source, plan, 0, ds.members.batch(32, 256, 256), out=x)
 print(f"launch {(time.perf_counter() - t0) / 500 * 1e6:.0f} us each")

@@ -62,9 +62,10 @@ def main() -> None:
 
         def host_epoch(e, host=host):
             run = (e, ())
-            for arr, release in host.batches(run, host.plan_for(*run)):
-                release()
-                yield arr.shape[1]
+            for cut in host.cuts(run, host.plan_for(*run)):
+                if cut.release is not None:
+                    cut.release()
+                yield len(cut.plan)
 
         rows.append({"what": "host", "workers": w, "pairs_per_s": round(_rate(host_epoch, a.seconds, lambda: None))})
         host.close()

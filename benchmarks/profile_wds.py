@@ -53,7 +53,7 @@ def _offsets(shards: str, limit: int, crop: int) -> float:
     idx = np.arange(n)
     t = time.perf_counter()
     for s in range(0, n - 31, 32):
-        fill(ds, dst, idx[s:s + 32], np.zeros(32, np.int64), np.zeros(32, np.int64))
+        fill(ds, dst[0], dst[1], idx[s:s + 32], np.zeros(32, np.int64), np.zeros(32, np.int64))
     return (n - n % 32) / (time.perf_counter() - t)
 
 

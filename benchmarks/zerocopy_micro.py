@@ -100,7 +100,8 @@ def main():
     nb = len(plans)
     out = torch.empty((2, n, h, h, 3), dtype=torch.uint8, device=dev)
     plan = zerocopy.plan_tensor(plans, dev, True)
-    ref = zerocopy.cut(reg, plan, 0, n, h, h)
+    layout = ds.members.batch(n, h, h)
+    ref = zerocopy.cut(reg, plan, 0, layout)
     results = {}
 
     def timeit(name, launch):
@@ -118,7 +119,7 @@ def main():
 
     block = triton.next_power_of_2(h * 3)
     timeit("pairload.loaders.zerocopy.cut (4-byte words, 2 warps)",
-           lambda b: zerocopy.cut(reg, plan, b * n, n, h, h, out=out))
+           lambda b: zerocopy.cut(reg, plan, b * n, layout, out=out))
     wb = triton.next_power_of_2((h * 3 + 7) // 8 + 1)
     for warps in (1, 2, 4):
         def gw(b, warps=warps):
