@@ -19,6 +19,8 @@ import time
 
 import psutil
 
+from pairload.format.atomic import write_json_atomic
+
 
 def _rank(shards: str, loader: str, rank: int, ranks: int, workers: int, seconds: float, q) -> None:
     import torch
@@ -111,8 +113,7 @@ def main() -> None:
         pass
     print(json.dumps(doc, indent=2))
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(doc, fh, indent=2)
+        write_json_atomic(args.out, doc)
 
 
 if __name__ == "__main__":

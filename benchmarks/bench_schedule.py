@@ -31,6 +31,8 @@ def main() -> None:
     import torch
 
     from pairload import make_loader
+    from pairload.bench.measure import endless
+    from pairload.format.atomic import write_json_atomic
 
     ap = argparse.ArgumentParser()
     ap.add_argument("shards")
@@ -52,13 +54,6 @@ def main() -> None:
     def baseline():
         return make_loader("ram", args.shards, batch_size=BIG_BATCH, crop=BIG_CROP, num_workers=args.workers,
                            device=dev, seed=1)
-
-    def endless(loader):
-        epoch = 0
-        while True:
-            loader.set_epoch(epoch)
-            yield from loader
-            epoch += 1
 
     def subcrop(batch, crop: int, keep: int):
         """Restormer's loop: a random sub-batch of `keep` and a random crop of `crop` inside the 384² crops."""
@@ -111,8 +106,7 @@ def main() -> None:
                                        "the measured steps per second"}
     print(json.dumps(summary, indent=1))
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(out, f, indent=1)
+        write_json_atomic(args.out, out)
 
 
 if __name__ == "__main__":
