@@ -28,6 +28,7 @@ H, W = 40, 56
 @pytest.fixture(scope="module")
 def both(tmp_path_factory):
     """(raw pack, zstd pack) of the same 24 training and 5 test pairs of 40x56, in 64 KB shards."""
+    pytest.importorskip("zstandard")  # an optional extra: the GPU machine, for one, has none
     root = tmp_path_factory.mktemp("zstd")
     make_raw(root / "raw", 24, split="train")
     make_raw(root / "raw", 5, split="test", start=200)
