@@ -70,5 +70,5 @@ for _ in range(3):
 plan = torch.zeros((4, 32), dtype=torch.int64, device=dev)
 t0 = time.perf_counter()
 for _ in range(500):
-    zerocopy.cut(windows.source, plan, 0, ds.members.batch(32, 256, 256), out=x)
+    zerocopy.cut(windows.memory, plan, 0, ds.members.batch(32, 256, 256), out=x)
 print(f"launch {(time.perf_counter() - t0) / 500 * 1e6:.0f} us each")

@@ -2,7 +2,7 @@
 
     python benchmarks/profile_dali.py SHARDS [--device cuda] [--workers 7,15] [--prefetch 2,4] [--out F.json]
 
-`host`: the cutting workers alone (HostWindows, the batches `fn.external_source` receives); `dali-external` for
+`host`: the cutting workers alone (WorkerCuts, the batches `fn.external_source` receives); `dali-external` for
 each worker count and prefetch depth; `ram` for reference. Every rate is pairs/s over --seconds after one epoch
 of warm-up, so the numbers say whether DALI's own per-batch work or the cutting is the limit.
 """
@@ -37,7 +37,7 @@ def main() -> None:
 
     from pairload import make_loader
     from pairload.loaders.base import LoaderOptions
-    from pairload.loaders.ring import HostWindows
+    from pairload.loaders.ring import WorkerCuts
     from pairload.read.shards import ShardDataset
 
     ap = argparse.ArgumentParser()
@@ -56,7 +56,7 @@ def main() -> None:
         from pairload.plan import plan_epoch, key_hashes
 
         cfg, kh = opts.plan, key_hashes(ds.keys)
-        host = HostWindows(ds, cfg, lambda e, c, cfg=cfg, kh=kh, ds=ds: plan_epoch(cfg, kh, ds.sizes, e, consumed=c),
+        host = WorkerCuts(ds, cfg, lambda e, c, cfg=cfg, kh=kh, ds=ds: plan_epoch(cfg, kh, ds.sizes, e, consumed=c),
                            num_workers=w, prefetch=4, pin=False, apply_codes=not a.device.startswith("cuda"),
                            name="profile")
 

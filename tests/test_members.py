@@ -116,3 +116,15 @@ def test_crop_policies_fit_and_never_transpose_a_rectangle():
 def test_a_crop_that_is_not_a_size_is_refused(crop):
     with pytest.raises(ConfigError, match=r"crop=.*expected"):
         make_loader("ram", "nowhere", batch_size=2, crop=crop)
+
+
+@pytest.mark.parametrize("version, says", [("1", r"\"version\" is the string '1'; it must be the number 1"),
+                                           (9, r"shard format version 9, this pairload reads versions 1, 2, 3, 4"),
+                                           (True, r"shard format version True")])
+def test_a_manifest_version_that_is_not_a_known_number_is_named(rawlike, tmp_path, version, says):
+    folder, _ = rawlike
+    doc = json.loads((folder / "manifest.json").read_text())
+    doc["version"] = version
+    (tmp_path / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(ShardError, match=says):
+        open_shards(tmp_path)

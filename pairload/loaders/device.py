@@ -13,7 +13,7 @@ from collections import deque
 import torch
 
 from ..batch import PairBatch, make_batch, oriented_batch
-from .cutters import Cut
+from .cut import Cut
 
 
 class DeviceStage:

@@ -10,7 +10,17 @@ import torch
 from ..dihedral import HFLIP, TRANSPOSE, VFLIP
 from ..errors import ConfigError
 from ..plan import BatchPlan
-from .cutters import Cut
+from .cut import Cut
+
+
+def check_room(ds, need: int, device: torch.device) -> None:
+    """Refuse a resident split of `need` bytes that would take more than 80% of the device's free memory."""
+    if device.type != "cuda":
+        return
+    free, total = torch.cuda.mem_get_info(device)
+    if need > 0.8 * free:
+        raise ConfigError(f"split {ds.split!r} needs {need / 1e9:.2f} GB of device memory to be resident but "
+                          f"only {free / 1e9:.2f} GB of {total / 1e9:.2f} GB are free; use resident=False")
 
 
 class DeviceStore:
@@ -26,12 +36,7 @@ class DeviceStore:
         """Per side: (table, first pixel of each sample, each sample's width), on the device."""
         m = self.members
         area = hw[:, 0] * hw[:, 1]
-        need = int(area.sum()) * (m.low.pixel_bytes + m.scale * m.scale * m.high.pixel_bytes)
-        if device.type == "cuda":
-            free, total = torch.cuda.mem_get_info(device)
-            if need > 0.8 * free:
-                raise ConfigError(f"split {ds.split!r} needs {need / 1e9:.2f} GB of device memory to be resident but "
-                                  f"only {free / 1e9:.2f} GB of {total / 1e9:.2f} GB are free; use resident=False")
+        check_room(ds, int(area.sum()) * (m.low.pixel_bytes + m.scale * m.scale * m.high.pixel_bytes), device)
         sides = []
         for k, member in enumerate((m.low, m.high)):
             s = m.scale if k else 1

@@ -1,5 +1,5 @@
 """The one execution engine between the planner and the device stage: worker processes, one shared ring, and
-the loop that feeds planned batches through them (`HostWindows`, used by `ram`, `wds` and `dali-external`).
+the loop that feeds planned batches through them (`WorkerCuts`, used by `ram`, `wds` and `dali-external`).
 
 Workers are started as `python -m pairload.workers` (`pairload.workers`), each on a private socket: they import
 neither torch nor the user's script, so they stay small, start in well under a second, and a script needs no
@@ -37,7 +37,7 @@ from ..plan import BatchPlan, PlanConfig
 from ..plan.crops import crop_size
 from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY, SHM_DIR
 from ..workers.windows import WindowTask, fill
-from .cutters import Cut
+from .cut import Cut
 
 Run = tuple  # (epoch, consumed): one pass over an epoch, or over the rest of a started one
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding `pairload`, for the workers' path
@@ -295,7 +295,7 @@ class WorkerPool:
         raise LoaderError(what + hint)
 
 
-class HostWindows:
+class WorkerCuts:
     """The `workers` cutter: planned batches cut on the host. `cuts(run, plans)` yields a `Cut` for each plan of
     `run`, its block a host buffer laid out by the split's members; `release()` (None without workers) gives the
     ring slot back once the caller no longer needs the block. With `num_workers` > 0 the workers fill the ring and run

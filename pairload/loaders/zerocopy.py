@@ -39,7 +39,8 @@ from ..format.members import BatchLayout
 from ..errors import ConfigError, LoaderError
 from ..units import human_bytes
 from ..plan import BatchPlan
-from .cutters import Cut
+from .cut import Cut
+from .resident import check_room
 
 CHECK_S = 0.5  # seconds between checks that the registered shard files are still the ones on disk
 BUDGET_FRACTION = 0.5  # default pinning budget: this fraction of the memory available when the loader starts
@@ -251,10 +252,7 @@ class DeviceCopy:
 
     def __init__(self, ds, device: torch.device):
         need = sum(ds.shard_bytes)
-        free, total = torch.cuda.mem_get_info(device)
-        if need > 0.8 * free:
-            raise ConfigError(f"split {ds.split!r} needs {need / 1e9:.2f} GB of device memory to be resident but "
-                              f"only {free / 1e9:.2f} GB of {total / 1e9:.2f} GB are free; use resident=False")
+        check_room(ds, need, device)
         self.ds, self.device = ds, device
         self.store = torch.empty(need, dtype=torch.uint8, device=device)
         self._filled = 0
@@ -412,9 +410,11 @@ class KernelCuts:
 
     on_device = True
 
-    def __init__(self, source, device: torch.device, path: str = "zero-copy"):
-        self.source, self.device, self.path = source, device, path
-        self.members = source.ds.members
+    def __init__(self, memory, device: torch.device, path: str = "zero-copy"):
+        """`memory`: what the kernel reads, the registered shard maps (`Registration`) or the split's device copy
+        (`DeviceCopy`)."""
+        self.memory, self.device, self.path = memory, device, path
+        self.members = memory.ds.members
         self.stream = torch.cuda.Stream(device)
         self._launches: dict[tuple[int, int, int], Launch] = {}  # per (n, h, w): worked out once
 
@@ -436,14 +436,14 @@ class KernelCuts:
         up to that many batches of one shape per launch."""
         if not plans:
             return
-        hw = self.source.ds.sizes if hw is None else hw
+        hw = self.memory.ds.sizes if hw is None else hw
         self._reopen()
-        self.source.check(force=True)
+        self.memory.check(force=True)
         with torch.cuda.stream(self.stream):  # the whole run's plan goes to the device in one copy
             plan = plan_tensor(plans, self.device, augment)
         start, b = 0, 0
         while b < len(plans):
-            self.source.check()
+            self.memory.check()
             h, w = plans[b].out_hw(hw)
             n = len(plans[b])
             k = 1
@@ -453,7 +453,7 @@ class KernelCuts:
             layout = launch.layout
             together = launch if k == 1 else self._launch(k * n, h, w)
             with torch.cuda.stream(self.stream):
-                block = cut(self.source, plan, start, together)
+                block = cut(self.memory, plan, start, together)
                 ready = None
                 if events:
                     ready = torch.cuda.Event()
@@ -476,19 +476,19 @@ class KernelCuts:
 
     def _reopen(self) -> None:
         """After `close()`: register the shards (or copy them to the device) again."""
-        if not self.source.closed:
+        if not self.memory.closed:
             return
-        if isinstance(self.source, DeviceCopy):
-            self.source = DeviceCopy(self.source.ds, self.device)
+        if isinstance(self.memory, DeviceCopy):
+            self.memory = DeviceCopy(self.memory.ds, self.device)
             return
         try:
-            self.source = Registration(self.source.ds, self.device)
+            self.memory = Registration(self.memory.ds, self.device)
         except _RegistrationRefused as exc:
             raise LoaderError(f"registering the shards again after close() failed: {exc}") from None
 
     def close(self) -> None:
         """Unpin the pages (or free the device copy); the next run registers them again."""
-        self.source.close()
+        self.memory.close()
 
 
 def self_test(source, ds, device: torch.device) -> str:

@@ -32,6 +32,7 @@ from typing import Callable
 
 from ..errors import OutputError, PairloadError
 from ..format import schema
+from ..format.stamps import stamp
 from ..format.atomic import write_json_atomic
 from ..remote.urls import filesystem, redact, scheme
 from . import guard
@@ -331,11 +332,9 @@ def _stamp(raw: Path, options: PackOptions) -> str:
 
 
 def _stamp_file(h, path: str, label: str) -> None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return
-    h.update(f"{label}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+    st = stamp(path)  # the one file identity (`format.stamps`); size and mtime go into the pack's digest
+    if st is not None:
+        h.update(f"{label}\0{st.size}\0{st.mtime_ns}\n".encode("utf-8", "surrogateescape"))
 
 
 def _staged(folder: Path, ledger: _Ledger, stamp: str) -> dict | None:

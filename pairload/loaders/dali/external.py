@@ -14,8 +14,9 @@ from torch.utils.dlpack import to_dlpack
 
 from ...plan import BatchPlan
 from ..base import LoaderOptions, RemoteOptions
-from ..cutters import Cut, choose
-from ..ring import HostWindows
+from ..cut import Cut
+from ..cutters import choose
+from ..ring import WorkerCuts
 from .graph import PairedNodes, augment, dihedral_matrices
 from .source import PairedSource
 
@@ -50,7 +51,7 @@ class ExternalSource(PairedSource):
         # the kernel's cuts feed a GPU pipeline; a CPU pipeline (or no kernel) takes the workers' ring
         self._zero = choice.cutter if choice.cutter.on_device else None
         self._zero_active = False  # the graph being run takes device batches from `_zero`
-        self._host = choice.cutter if self._zero is None else HostWindows(
+        self._host = choice.cutter if self._zero is None else WorkerCuts(
             self.ds, self.cfg, self.plan_for, pin=self.device.type == "cuda", **host)
 
     @property
@@ -59,8 +60,8 @@ class ExternalSource(PairedSource):
         return self.run_state.hold_limit
 
     def _threads(self) -> int:
-        # the workers cut; DALI's threads only stage the host-to-device copies, and 4 of them make that copy
-        # 2.4x faster than 1 (benchmarks/dali_micro.py on the H100: 18k -> 44k pairs/s with the warp)
+        # the workers cut; DALI's threads only stage the host-to-device copies, and 4 of them copy faster than 1
+        # (measured with benchmarks/dali_micro.py: benchmarks/results/)
         return 4 if self.device.type == "cuda" else 1
 
     @property

@@ -1,0 +1,58 @@
+"""What a cutter yields: one planned batch, cut (`Cut`), and what every cutter offers (`Cutter`). The cutters
+themselves (`ring.WorkerCuts`, `zerocopy.KernelCuts`, `resident.DeviceStore`) and the choice between them
+(`cutters.choose`) import this; it imports none of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Protocol
+
+import numpy as np
+
+from ..format.members import BatchLayout
+from ..plan import BatchPlan
+
+
+@dataclass
+class Cut:
+    """One planned batch, cut. `block`: a flat uint8 buffer laid out by `layout` (a numpy array in host memory, or a
+    torch tensor on the device); `oriented`: the plan's codes are applied; `ready`: a CUDA event recorded once the
+    block is complete (None: complete now); `release`: gives the block's memory back once the consumer is done with
+    it (None: nothing to give back)."""
+
+    plan: BatchPlan
+    layout: BatchLayout
+    block: object
+    oriented: bool
+    ready: object = None
+    release: Callable[[], None] | None = None
+    sides: tuple | None = None  # device cuts: (low, high) N×H×W×C tensors when they are not one block (a slice of
+    #                             a group cut by one launch)
+
+    @property
+    def on_device(self) -> bool:
+        return not isinstance(self.block, np.ndarray)
+
+    def host_sides(self) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) numpy views of a host cut."""
+        return self.layout.views(self.block)
+
+    def device_sides(self):
+        """(low, high) N×H×W×C tensors of a device cut, in the split's dtypes."""
+        if self.sides is not None:
+            return self.sides
+        from ..batch import sides_of
+
+        return sides_of(self.layout, self.block)
+
+
+class Cutter(Protocol):
+    """What every way of cutting batches offers. `path`: "workers", "zero-copy" or "resident"."""
+
+    path: str
+    on_device: bool
+
+    def start(self) -> None: ...
+    def cuts(self, run: tuple, plans: list[BatchPlan], reclaim: Callable[[], None] = ...) -> Iterator[Cut]: ...
+    def worker_pids(self) -> list[int]: ...
+    def close(self) -> None: ...
