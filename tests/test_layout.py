@@ -9,7 +9,9 @@ import pytest
 
 TORCH_FREE = ["pairload.format.schema", "pairload.format.atomic", "pairload.raw", "pairload.raw.discover",
               "pairload.raw.decode", "pairload.pack", "pairload.pack.synth", "pairload.read", "pairload.workers",
-              "pairload.workers.serve", "pairload.plan", "pairload.kinds", "pairload.errors"]
+              "pairload.workers.serve", "pairload.plan", "pairload.kinds", "pairload.errors", "pairload.format.members",
+              "pairload.dihedral", "pairload.plan.crops", "pairload.units", "pairload.hooks", "pairload.recipes.config",
+              "pairload.remote.urls", "pairload.format.stamps"]
 LIBRARY = ["pairload.loaders", "pairload.loaders.ram", "pairload.loaders.wds", "pairload.batch", "pairload.devices"]
 RECIPES = ["pairload.recipes.train", "pairload.recipes.model", "pairload.recipes.timing", "pairload.recipes.metrics"]
 
@@ -52,3 +54,53 @@ def test_the_planner_and_the_workers_never_import_the_loaders(module):
     assert not [m for m in loaded if m.startswith("pairload.loaders")], module
     if module.startswith("pairload.workers"):
         assert not [m for m in loaded if m.startswith("pairload.plan")], "workers execute, they never plan"
+
+
+def _package_imports() -> dict[str, set[tuple[str, str]]]:
+    """module -> {(module imported, name taken)} for every module of `pairload`, lazy imports included, relative
+    imports resolved; names that are modules resolve to them."""
+    import ast
+    from pathlib import Path
+
+    import pairload
+
+    root = Path(pairload.__file__).parent
+    mods = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    out = {}
+    for mod, path in mods.items():
+        pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = pkg.split(".")[:len(pkg.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                for a in node.names:
+                    full = f"{target}.{a.name}"
+                    found.add((full if full in mods else target, a.name))
+            elif isinstance(node, ast.Import):
+                found.update((a.name, "") for a in node.names)
+        out[mod] = {(t, n) for t, n in found if t in mods and t != mod}
+    return out
+
+
+def test_no_import_cycle_and_no_private_name_across_packages():
+    graph = _package_imports()
+    private = [f"{mod} imports {target}.{name}" for mod, deps in graph.items() for target, name in deps
+               if name.startswith("_") and not name.startswith("__") and target.split(".")[:2] != mod.split(".")[:2]]
+    assert private == []
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(mod: str, path: list[str]) -> None:
+        state[mod] = 1
+        for target, _ in graph[mod]:
+            assert state.get(target) != 1, "import cycle: " + " -> ".join(path[path.index(target):] + [target])
+            if target not in state:
+                visit(target, path + [target])
+        state[mod] = 2
+
+    for mod in graph:
+        if mod not in state:
+            visit(mod, [mod])
