@@ -73,7 +73,7 @@ class FileSource(PairedSource):
         super().__init__([p.key for p in self.pairs], np.array(lows, dtype=np.int64).reshape(-1, 2), opts.split, opts,
                          prefetch)
 
-    def _window(self, first: tuple) -> list[tuple]:
+    def _runs_served(self, first: tuple) -> list[tuple]:
         epoch, consumed = first
         if self.cfg.last_batch == "partial" or consumed:  # ranks may differ in length: one run per graph
             return [first]

@@ -58,7 +58,7 @@ class PairedSource(PlannedLoader):
         depth = pipe.prefetch_queue_depth  # how many fed batches the pipeline may still read (no_copy inputs)
         state = self.run_state
         state.queue_depth = sum(depth.values()) if isinstance(depth, dict) else int(depth)
-        state.reset(runs=self._window(state.defining or (self.epoch, self._consumed(self.epoch))))
+        state.reset(runs=self._runs_served(state.defining or (self.epoch, self._consumed(self.epoch))))
         return self._graph(pipe.device_id is not None)
 
     def _feed(self) -> Feed:
@@ -72,7 +72,7 @@ class PairedSource(PlannedLoader):
         """The external_source batches of one run (appending (run, plan) to `run_state.fed` for each)."""
         raise NotImplementedError
 
-    def _window(self, first: tuple) -> list[tuple]:
+    def _runs_served(self, first: tuple) -> list[tuple]:
         """The runs a new graph serves, starting with `first`."""
         return [first]
 
