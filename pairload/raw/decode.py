@@ -335,14 +335,20 @@ def decode_array(path: Path, *, to_8bit: bool, expect: Header | None = None,
     return resized(img, out_hw), notes
 
 
-def decode(path: Path, *, to_8bit: bool, expect: Header | None = None,
+def decode(path: Path, *, to_8bit: bool, expect: Header | tuple[int, int] | None = None,
            out_hw: tuple[int, int] | None = None) -> tuple[np.ndarray, list[str]]:
-    """The array pack stores from `path` (an image: `decode_rgb`; a .npy: `decode_array`) and its notes; when its
-    `Header` is given, an array that is not of the type it promised is refused naming the file."""
+    """The array pack stores from `path` (an image: `decode_rgb`; a .npy: `decode_array`) and its notes. `expect`:
+    the file's probed `Header`, whose size and stored type the array must have (a bare (h, w): its size only);
+    anything else is refused naming the file."""
+    hw = expect.hw if isinstance(expect, Header) else expect
     if is_array(path):
-        return decode_array(path, to_8bit=to_8bit, expect=expect, out_hw=out_hw)
-    img, notes = decode_rgb(path, to_8bit=to_8bit, expect_hw=expect.hw if expect else None, out_hw=out_hw)
-    if expect is not None and (img.dtype.name, img.shape[2]) != expect.stored(to_8bit):
+        img, notes = decode_array(path, to_8bit=to_8bit, expect=expect if isinstance(expect, Header) else None)
+        if hw is not None and img.shape[:2] != tuple(hw):
+            raise ImageError(f"{path}: its header said {hw[1]}x{hw[0]} but it loads as {img.shape[1]}x{img.shape[0]}; "
+                             "the file changed while packing: run the pack again")
+        return resized(img, out_hw), notes
+    img, notes = decode_rgb(path, to_8bit=to_8bit, expect_hw=hw, out_hw=out_hw)
+    if isinstance(expect, Header) and (img.dtype.name, img.shape[2]) != expect.stored(to_8bit):
         dtype, channels = expect.stored(to_8bit)
         raise ImageError(f"{path}: its header says {dtype} ×{channels} but it decodes to {img.dtype.name} "
                          f"×{img.shape[2]}; re-save the file")
