@@ -41,5 +41,6 @@ def _mixed(raw: Path, split: str, side: int, kinds: dict[tuple[str, int], dict[s
     only_depth = len({c for _, c in kinds}) == 1
     fix = ("re-export the odd files like the others" +
            (", or pass --to-8bit to store every image as 8 bits" if only_depth else ""))
-    return (f"{raw}: split {split!r}: the {what} are not all of one pixel type: {len(usual)} are {dtype} ×{channels} "
-            f"but {named}{more} differ (an accidental export?); a side of a split is stored as one type: {fix}")
+    files = "1 file is" if len(usual) == 1 else f"{len(usual)} files are"
+    return (f"{raw}: split {split!r}: the {what} are not all of one pixel type: {files} {dtype} ×{channels} but these "
+            f"are not: {named}{more} (an accidental export?); a side of a split is stored as one type: {fix}")
