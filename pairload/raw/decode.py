@@ -62,7 +62,8 @@ class Header:
 
     def __post_init__(self) -> None:
         if self.dtype not in ARRAY_DTYPES or self.channels not in ARRAY_CHANNELS:
-            raise ValueError(f"header: {self.dtype} ×{self.channels} is not a pixel type pack stores")
+            raise ImageError(f"header of {self.height}x{self.width}: {self.dtype} ×{self.channels} is not a pixel type "
+                             f"pack stores (expected {' or '.join(ARRAY_DTYPES)} with 1 to 4 channels)")
 
     @property
     def hw(self) -> tuple[int, int]:
