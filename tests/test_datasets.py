@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pairload import open_shards
-from pairload.errors import PairingError
+from pairload.errors import ImageError, PairingError
 from pairload.pack.writer import PackOptions, pack
 from pairload.read.shards import verify
 
@@ -230,11 +230,11 @@ def test_sdsd_png_packs_and_the_numpy_copy_beside_it_is_named_not_dropped(tmp_pa
     for pair in ("pair1", "pair2"):
         for f in range(2):
             r.pair(f"input/{pair}/{f:04d}", f"GT/{pair}/{f:04d}")
-    for side in ("input", "GT"):
+    for value, side in enumerate(("input", "GT")):
         (root / "indoor_np" / side / "pair1").mkdir(parents=True)
-        np.save(root / "indoor_np" / side / "pair1" / "0000.npy", np.zeros((2, 2)))
-    with pytest.raises(PairingError, match=r"indoor_np/input holds no usable images \(found 1 \.npy\); raw sensor or "
-                                           r"array files \(\.npy\): convert them to sRGB images"):
+        np.save(root / "indoor_np" / side / "pair1" / "0000.npy", np.full((2, 2), value, np.float64))
+    with pytest.raises(ImageError, match=r"indoor_np/input/pair1/0000\.npy: a \.npy of float64 \(2, 2\); pack stores "
+                                         r"\.npy images as they are and reads uint8 or uint16 only: convert it"):
         pack(root, tmp_path / "x", PackOptions(workers=1))
     out, _ = packed(tmp_path, root / "indoor_png")
     assert splits_of(out) == {"train": 4}
@@ -399,17 +399,18 @@ def test_eld_raw_sensor_files_only_are_refused_naming_the_conversion(tmp_path):
         pack(root, tmp_path / "out", PackOptions(workers=1))
 
 
-def test_smid_numpy_arrays_only_are_refused_naming_the_conversion(tmp_path):
+def test_smid_numpy_arrays_pack_once_their_side_folders_are_named(tmp_path):
     root = tmp_path / "SMID"
-    for side in ("SMID_LQ_np", "SMID_Long_np"):
+    for value, side in enumerate(("SMID_LQ_np", "SMID_Long_np")):
         (root / side / "0001").mkdir(parents=True)
-        np.save(root / side / "0001" / "0000.npy", np.zeros((2, 2, 3), np.uint8))
-    match = (r"SMID: holds 2 \.npy files and no RGB images: they are NumPy arrays "
-             r"\(SMID/SDSD/SID \.npy releases ship these\).* `a = np\.load\(f\)` and "
-             r"`cv2\.imwrite\(name \+ '\.png', a\[\.\.\., ::-1\]\)` \(uint8 gives an 8-bit "
-             r"PNG; uint16 a 16-bit PNG")
+        np.save(root / side / "0001" / "0000.npy", np.full((2, 2, 3), value, np.uint8))
+    match = (r"SMID: no pairs found; .*\(use --low-dir/--high-dir for other folder names, or --pairs-file\); found 2 "
+             r"images in 2 folder\(s\) \(SMID_LQ_np/0001, SMID_Long_np/0001\)")
     with pytest.raises(PairingError, match=match):
         pack(root, tmp_path / "out", PackOptions(workers=1))
+    out, _ = packed(tmp_path, root, low_dir="SMID_LQ_np", high_dir="SMID_Long_np")
+    assert splits_of(out) == {"train": 1}
+    np.testing.assert_array_equal(open_shards(out)[0][2], np.full((2, 2, 3), 1, np.uint8))
 
 
 @pytest.mark.parametrize("name, files, n", [

@@ -170,16 +170,19 @@ def test_gray_and_alpha_are_converted_and_reported(tmp_path):
     assert manifest["report"]["gray_replicated"] == ["low/g.png"]
 
 
-def test_sixteen_bit_refused_unless_to_8bit(tmp_path):
+def test_sixteen_bit_kept_as_16_bits_unless_to_8bit(tmp_path):
     raw = tmp_path / "raw"
     (raw / "low").mkdir(parents=True)
     (raw / "high").mkdir()
     img16 = (np.arange(40 * 56 * 3, dtype=np.uint32).reshape(40, 56, 3) * 97 % 65536).astype(np.uint16)
     cv2.imwrite(str(raw / "low" / "a.png"), img16)
     cv2.imwrite(str(raw / "high" / "a.png"), 65535 - img16)  # not the low's bytes: that pair would be refused
-    with pytest.raises(ImageError, match=r"low/a.png: 16-bit image.*--to-8bit"):
-        pack(raw, tmp_path / "out", PackOptions(workers=1))
-    assert not (tmp_path / "out" / "manifest.json").exists()
+    report = pack(raw, tmp_path / "out16", PackOptions(workers=1))  # no silent precision loss: stored as uint16
+    assert report.converted_16bit == []
+    _, low, high = open_shards(tmp_path / "out16")[0]
+    assert low.dtype == np.uint16
+    np.testing.assert_array_equal(low, img16[..., ::-1])
+    np.testing.assert_array_equal(high, (65535 - img16)[..., ::-1])
     report = pack(raw, tmp_path / "out", PackOptions(workers=1, to_8bit=True))
     assert len(report.converted_16bit) == 2
     _, low, _ = open_shards(tmp_path / "out")[0]

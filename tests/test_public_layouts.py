@@ -126,11 +126,14 @@ def test_msec_packs_five_exposures_per_target_and_reports_the_expert_test_sets(t
 
 def test_npy_releases_raw_sensor_files_and_unpaired_sets_are_refused_with_what_would_work(tmp_path):
     smid = tmp_path / "smid"
-    for side in ("SMID_LQ_np", "SMID_Long_np"):
+    for value, side in enumerate(("SMID_LQ_np", "SMID_Long_np")):
         (smid / side / "0001").mkdir(parents=True)
-        np.save(smid / side / "0001" / "0001.npy", np.zeros((4, 4, 3), np.uint8))
-    with pytest.raises(PairingError, match=r"\.npy"):
-        find_pairs(smid)
+        np.save(smid / side / "0001" / "0001.npy", np.full((4, 4, 3), value, np.uint8))
+    with pytest.raises(PairingError, match=r"no pairs found; .*--low-dir/--high-dir.*\(SMID_LQ_np/0001, "
+                                           r"SMID_Long_np/0001\)"):
+        find_pairs(smid)  # .npy arrays are images now; SMID's side folders are named by the user
+    assert pairs(find_pairs(smid, low_dir="SMID_LQ_np", high_dir="SMID_Long_np"), "train") == [
+        ("SMID_LQ_np/0001/0001.npy", "SMID_Long_np/0001/0001.npy")]
     sid = tmp_path / "sid"
     for side in ("short", "long"):
         (sid / "Sony" / side).mkdir(parents=True)

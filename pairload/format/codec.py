@@ -13,7 +13,8 @@ import threading
 import numpy as np
 
 from ..errors import ConfigError
-from .schema import ZSTD, npy_header
+from .members import Member
+from .schema import ZSTD, npy_header  # noqa: F401 - npy_header: the default member's header, which tests take from here
 
 INSTALL = "pip install 'pairload[zstd]'"
 LEVELS = range(1, 23)  # zstd's levels; 1-3 compress at hundreds of MB/s per core, 19-22 at a few MB/s
@@ -49,13 +50,15 @@ def _state() -> dict:
 
 
 def compress_npy(image: np.ndarray, level: int = DEFAULT_LEVEL) -> bytes:
-    """The .npy file of a uint8 H×W×3 C-order image (as numpy.save writes it) as one zstd frame."""
+    """The .npy file of an H×W×C image of any member type (`members.DTYPES`; as numpy.save writes it, C-order) as
+    one zstd frame."""
     state = _state()
     cctx = state.get(level)
     if cctx is None:
         cctx = state[level] = zstandard().ZstdCompressor(level=level, write_checksum=True, write_content_size=True)
-    h, w = image.shape[:2]
-    return cctx.compress(b"".join((npy_header(h, w), memoryview(np.ascontiguousarray(image)).cast("B"))))
+    h, w, c = image.shape
+    header = Member(image.dtype.name, c).npy_header(h, w)
+    return cctx.compress(b"".join((header, memoryview(np.ascontiguousarray(image)).cast("B"))))
 
 
 def decompress(frame, size: int) -> bytes:

@@ -17,7 +17,8 @@ import numpy as np
 
 from ..errors import ImageError, OutputError, PairloadError
 from ..format import codec
-from ..raw.decode import decode_rgb, probe_size, silence_cv2
+from ..raw.decode import Header, decode, silence_cv2
+from ..raw.decode import probe as probe_header
 from .guard import output_error, writing
 
 
@@ -29,8 +30,8 @@ class Job:
     index: int
     low: Path
     high: Path | None  # None: the pair shares a target that another job stores
-    low_hw: tuple[int, int]  # header sizes
-    high_hw: tuple[int, int]
+    low_hw: Header | tuple[int, int]  # what the probe found: size and stored type (a bare (h, w): its size only)
+    high_hw: Header | tuple[int, int]
     out_hw: tuple[int, int]
     to_8bit: bool
     file: str | None = None  # raw members: the partial shard the pixels go into
@@ -84,19 +85,19 @@ def start_pool(workers: int):
     return mp.get_context(method).Pool(workers, initializer=silence_cv2)
 
 
-def probe(path: Path) -> tuple[int, int] | str:
-    """The image's (height, width) from its header, or the one-line error naming it."""
+def probe(path: Path) -> Header | str:
+    """The image's `Header` (size, element type, channels), or the one-line error naming it."""
     try:
-        return probe_size(path)
+        return probe_header(path)
     except PairloadError as exc:
         return str(exc)
 
 
 def _decode(job: Job) -> tuple[np.ndarray, np.ndarray | None, tuple[str, ...]]:
-    low, low_notes = decode_rgb(job.low, to_8bit=job.to_8bit, expect_hw=job.low_hw, out_hw=job.out_hw)
+    low, low_notes = decode(job.low, to_8bit=job.to_8bit, expect=job.low_hw, out_hw=job.out_hw)
     high, high_notes = None, []
     if job.high is not None:
-        high, high_notes = decode_rgb(job.high, to_8bit=job.to_8bit, expect_hw=job.high_hw, out_hw=job.out_hw)
+        high, high_notes = decode(job.high, to_8bit=job.to_8bit, expect=job.high_hw, out_hw=job.out_hw)
     return low, high, tuple([f"low:{n}" for n in low_notes] + [f"high:{n}" for n in high_notes])
 
 

@@ -12,13 +12,14 @@ from typing import Callable
 from ..errors import ImageError
 from ..format import schema
 from ..format.atomic import write_json_atomic
-from ..raw.decode import orientation_hint, target_size
+from ..raw.decode import Header, orientation_hint, target_size
 from ..raw.discover import Pair, find_pairs
 from . import guard
 from .jobs import close_fds, probe, start_pool
 from .manifest import build_manifest
 from .options import PackOptions, PackReport
 from .shardplan import target_groups
+from .sides import split_members
 from .shardwrite import Run, ShardDone, write_compressed, write_raw
 
 
@@ -67,10 +68,11 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     try:
         probes = _probe_pairs(pairs, pool, options)
         report.phases["probe"] = time.perf_counter() - start
-        sizes = [probes[2 * i] for i in range(len(pairs))]
+        members = split_members(raw, pairs, probes, options.to_8bit)
+        sizes = [probes[2 * i].hw for i in range(len(pairs))]
         out_sizes = [target_size(h, w, options.resize, options.max_side) for h, w in sizes]
         write = write_compressed if options.compress else write_raw
-        plans, results, digests = write(run, pairs, probes, sizes, out_sizes)
+        plans, results, digests = write(run, pairs, probes, sizes, out_sizes, members)
     except BaseException:
         if pool:
             pool.terminate()
@@ -85,7 +87,7 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
         pool.close()
         pool.join()
 
-    manifest = build_manifest(plans, results, digests, discovery, raw, options, report)
+    manifest = build_manifest(plans, results, digests, discovery, raw, options, report, members)
     keep = {plan.name for plan in plans}
     owned = guard.owned(out, journal) | keep
     guard.write_journal(out, owned, [plan.partial_name for plan in plans])  # a kill from here on still knows
@@ -103,16 +105,16 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     return report
 
 
-def _probe_pairs(pairs: list[Pair], pool, options: PackOptions) -> list[tuple[int, int]]:
-    """Every pair's header sizes, low then high: refuse unreadable files, and pairs of two sizes unless --resize
-    brings both images to one."""
+def _probe_pairs(pairs: list[Pair], pool, options: PackOptions) -> list[Header]:
+    """Every pair's headers, low then high: refuse unreadable files, and pairs of two sizes unless --resize brings
+    both images to one."""
     paths = [p for pair in pairs for p in (pair.low, pair.high)]
     probes = pool.map(probe, paths, chunksize=64) if pool else [probe(p) for p in paths]
     errors = [r for r in probes if isinstance(r, str)]
     if errors:
         raise ImageError(errors[0] + (f" (and {len(errors) - 1} more unreadable files)" if len(errors) > 1 else ""))
-    mismatched = [(pair, probes[2 * i], probes[2 * i + 1]) for i, pair in enumerate(pairs)
-                  if probes[2 * i] != probes[2 * i + 1]]
+    mismatched = [(pair, probes[2 * i].hw, probes[2 * i + 1].hw) for i, pair in enumerate(pairs)
+                  if probes[2 * i].hw != probes[2 * i + 1].hw]
     if mismatched and options.resize is None:
         pair, lo, hi = mismatched[0]
         more = f" (and {len(mismatched) - 1} more pairs)" if len(mismatched) > 1 else ""

@@ -8,14 +8,17 @@ from pathlib import Path
 
 from .. import __version__
 from ..format import schema
+from ..format.members import DEFAULT, FIELD, Members
 from .jobs import JobResult
 from .options import PackOptions, PackReport
 from .shardplan import ShardPlan
 
 
 def build_manifest(plans: list[ShardPlan], results: list[JobResult], digests: list[str], discovery, raw: Path,
-                   options: PackOptions, report: PackReport) -> dict:
-    """The manifest of the shards `plans` (in the order of the jobs whose `results` they hold)."""
+                   options: PackOptions, report: PackReport, members: dict[str, Members] | None = None) -> dict:
+    """The manifest of the shards `plans` (in the order of the jobs whose `results` they hold); `members`: each
+    split's, recorded where not the default."""
+    members = members or {}
     splits: dict[str, dict] = {}
     j = 0
     shared = any(lead >= 0 for plan in plans for _, _, lead in plan.samples)
@@ -26,6 +29,9 @@ def build_manifest(plans: list[ShardPlan], results: list[JobResult], digests: li
                                                "pairing": discovery.rules.get(plan.split, []), "shards": []})
         if compressed:
             entry[schema.COMPRESSION] = options.compress
+        typed = members.get(plan.split, DEFAULT).to_doc()
+        if typed is not None:
+            entry[FIELD] = typed
         index = {"key": [], "hw": [], "low": [], "high": [], "crc32": []}
         if compressed:
             index[schema.LOW_BYTES], index[schema.HIGH_BYTES] = [], []
@@ -56,12 +62,16 @@ def build_manifest(plans: list[ShardPlan], results: list[JobResult], digests: li
         entry["shards"].append({"file": plan.name, "samples": len(plan.samples), "bytes": plan.size, "sha256": digest,
                                 "index": index})
     for name, entry in splits.items():
-        pixels = sum(h * w for sh in entry["shards"] for h, w in sh["index"]["hw"]) * schema.CHANNELS * 2
+        kinds = members.get(name, DEFAULT)
+        pixels = sum(kinds.pair_bytes(h, w) for sh in entry["shards"] for h, w in sh["index"]["hw"])
         report.splits[name] = {"samples": entry["samples"], "shards": len(entry["shards"]), "bytes": entry["bytes"],
                                "pixel_bytes": pixels}
     # versions: 1 without shared targets (readable by every pairload), 2 with them, 3 compressed (older readers
-    # refuse it by its version instead of taking the offsets of its frames for offsets of pixels)
-    version = schema.VERSION_COMPRESSED if compressed else schema.VERSION if shared else 1
+    # refuse it by its version instead of taking the offsets of its frames for offsets of pixels), 4 with a split
+    # whose members are not uint8 RGB (older readers would take its pixels for those)
+    typed = any(FIELD in entry for entry in splits.values())
+    version = (schema.VERSION_TYPED if typed else schema.VERSION_COMPRESSED if compressed else schema.VERSION if shared
+               else 1)
     options_doc = {"resize": list(options.resize) if options.resize else None, "max_side": options.max_side,
                    "to_8bit": options.to_8bit, "shard_size": options.shard_size}
     if compressed:
@@ -71,7 +81,7 @@ def build_manifest(plans: list[ShardPlan], results: list[JobResult], digests: li
         "version": version,
         "created_by": f"pairload {__version__}",
         schema.RAW_DIR: str(raw.resolve()),
-        "layout": layout_doc(options.compress),
+        "layout": layout_doc(options.compress, typed),
         "options": options_doc,
         "report": {"gray_replicated": report.gray, "alpha_dropped": report.alpha,
                    "converted_16bit": report.converted_16bit, "skipped_unmatched": report.skipped,
@@ -81,10 +91,13 @@ def build_manifest(plans: list[ShardPlan], results: list[JobResult], digests: li
     }
 
 
-def layout_doc(compression: str | None) -> dict:
+def layout_doc(compression: str | None, typed: bool = False) -> dict:
     """The manifest's "layout": what the members hold and what the index's offsets point at."""
     doc = {"members": list(schema.member_order(compression)), "dtype": "uint8", "channels": "RGB", "shape": "HxWx3",
            "index_offsets": "byte offset of each array's pixels in its tar"}
+    if typed:  # informative only: readers take each split's types from its "members"
+        doc.update(dtype=f"per split: its \"{FIELD}\" (uint8 ×3 where absent)", channels=f"per split: its \"{FIELD}\"",
+                   shape="HxWxC")
     if compression:
         doc["index_offsets"] = ("byte offset of each image member's data (one zstd frame holding the .npy file) in "
                                 f"its tar; index.{schema.LOW_BYTES}/{schema.HIGH_BYTES}: the frame's length")

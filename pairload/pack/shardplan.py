@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..format import schema
+from ..format.members import DEFAULT, Members
 from ..raw.discover import Pair
 
 
@@ -44,8 +45,10 @@ def target_groups(pairs: list[Pair]) -> list[Pair]:
 
 
 def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list[tuple[int, int]],
-                shard_size: int) -> list[ShardPlan]:
-    """The raw shards of `pairs` (in `target_groups` order), cut only between groups sharing a target."""
+                shard_size: int, members: dict[str, Members] | None = None) -> list[ShardPlan]:
+    """The raw shards of `pairs` (in `target_groups` order), cut only between groups sharing a target; `members`:
+    each split's, where not the default uint8 RGB."""
+    members = members or {}
     plans: list[ShardPlan] = []
     current: ShardPlan | None = None
     leaders: dict[tuple[str, Path], int] = {}  # (split, high file) -> index in the current shard of its first pair
@@ -58,12 +61,13 @@ def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list
         shared = None if lead is None else current.samples[lead][1].high_data
         ref = None if lead is None else current.samples[lead][0].key
         meta = schema.sample_meta(pair.low_rel, pair.high_rel, hw, out_hw, high_ref=ref)
-        layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, current.end, shared)
+        kinds = members.get(pair.split, DEFAULT)
+        layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, current.end, shared, kinds)
         if lead is None and current.samples and schema.archive_end(layout.end) > shard_size:  # cut between groups only
             current = ShardPlan(pair.split, current.number + 1)
             plans.append(current)
             leaders = {}
-            layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, 0)
+            layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, 0, members=kinds)
         if lead is None:
             leaders[(pair.split, pair.high)] = len(current.samples)
         current.samples.append((pair, layout, -1 if lead is None else lead))

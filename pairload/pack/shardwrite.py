@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..format import schema
+from ..format.members import Members
 from ..raw.discover import Pair
 from . import guard
 from .jobs import Job, JobResult, close_fds, hash_file, run_job
@@ -52,11 +53,12 @@ class Run:
 Written = tuple[list[ShardPlan], list[JobResult], list[str]]  # the shards, per-job results (no frames), sha256s
 
 
-def write_raw(run: Run, pairs: list[Pair], probes: list, sizes: list, out_sizes: list) -> Written:
+def write_raw(run: Run, pairs: list[Pair], probes: list, sizes: list, out_sizes: list,
+              members: dict[str, Members]) -> Written:
     """Raw members: every offset planned first, each shard created at its final size, pixels written in place by the
     workers; a shard is hashed and fsynced as soon as its last pair is in."""
     out, options, pool = run.out, run.options, run.pool
-    plans = plan_shards(pairs, sizes, out_sizes, options.shard_size)
+    plans = plan_shards(pairs, sizes, out_sizes, options.shard_size, members)
     guard.check_free_space(out, sum(plan.size for plan in plans), out_sizes)
     run.journal_partials(plans)
 
@@ -105,14 +107,15 @@ def write_raw(run: Run, pairs: list[Pair], probes: list, sizes: list, out_sizes:
     return plans, results, digests
 
 
-def write_compressed(run: Run, pairs: list[Pair], probes: list, sizes: list, out_sizes: list) -> Written:
+def write_compressed(run: Run, pairs: list[Pair], probes: list, sizes: list, out_sizes: list,
+                     members: dict[str, Members]) -> Written:
     """Compressed members (`--compress zstd`): the workers decode and compress each pair; the frames come back in key
     order and are appended to the shards one after the other (a frame's size is known only once it is compressed).
     Each shard holds the samples the raw pack's would (`--shard-size` is counted in raw bytes), so every loader,
     wds's shard-by-shard order included, yields the same batches from both packs. The bytes do not depend on the
     number of workers."""
     options, pool = run.options, run.pool
-    plans = plan_shards(pairs, sizes, out_sizes, options.shard_size)  # which samples each shard holds
+    plans = plan_shards(pairs, sizes, out_sizes, options.shard_size, members)  # which samples each shard holds
     slots = [(plan, lead) for plan in plans for _, _, lead in plan.samples]  # per job, in the order of `pairs`
     run.journal_partials(plans)
     jobs = [Job(k, pair.low, pair.high if slots[k][1] < 0 else None, probes[2 * k], probes[2 * k + 1],

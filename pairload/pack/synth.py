@@ -19,9 +19,11 @@ import numpy as np
 
 from ..raw.decode import decode_rgb
 from ..raw.discover import IMAGE_EXTS
+from ..raw.filetypes import NUMPY_EXTS
 from ..errors import ConfigError, MissingDependencyError, PairloadError
 from ..format.atomic import write_bytes_atomic, write_json_atomic
 
+PHOTO_EXTS = IMAGE_EXTS - NUMPY_EXTS  # photographs to darken: .npy arrays are not sRGB photos
 BUNDLED = ("astronaut", "chelsea", "coffee", "rocket")
 EXPOSURE = (0.03, 0.3)
 GAIN = (0.85, 1.15)
@@ -85,9 +87,9 @@ def _sources(source: str | None) -> list[tuple[str, str]]:
     if not root.is_dir():
         raise ConfigError(f"--from {source}: no such folder")
     files = sorted(p for p in root.rglob("*")
-                   if p.is_file() and p.suffix.lower() in IMAGE_EXTS and not p.name.startswith("."))
+                   if p.is_file() and p.suffix.lower() in PHOTO_EXTS and not p.name.startswith("."))
     if not files:
-        raise ConfigError(f"--from {source}: no images found (expected {', '.join(sorted(IMAGE_EXTS))})")
+        raise ConfigError(f"--from {source}: no images found (expected {', '.join(sorted(PHOTO_EXTS))})")
     return [(p.relative_to(root).as_posix(), str(p)) for p in files]
 
 

@@ -1,17 +1,23 @@
-"""Reading image files for packing: cheap header probes (Pillow), exact decodes (OpenCV) into RGB uint8, and the
-hint for a pair whose sizes an EXIF rotation transposed. Policy, the same for both images of a pair: gray replicated
-to RGB, alpha dropped, 16-bit refused unless `to_8bit`, EXIF orientation ignored (pixels as stored)."""
+"""Reading image files for packing: cheap header probes (Pillow for images, numpy's header reader for `.npy`), exact
+decodes (OpenCV) into RGB uint8 or uint16, `.npy` arrays taken as they are, and the hint for a pair whose sizes an
+EXIF rotation transposed. Policy, the same for both images of a pair: gray replicated to RGB, alpha dropped, 16 bits
+kept (converted to 8 with rounding under `to_8bit`), EXIF orientation ignored (pixels as stored)."""
 
 from __future__ import annotations
 
 import os
 import threading
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ImageError
+from .filetypes import NUMPY_EXTS
+
+ARRAY_DTYPES = ("uint8", "uint16")  # what a .npy image may hold; stored as it is
+ARRAY_CHANNELS = range(1, 5)
 
 
 def _cv2_limit(name: str, default: int) -> int:
@@ -44,10 +50,46 @@ def check_decodable_size(path: Path, height: int, width: int) -> None:
                      "to a larger number of pixels")
 
 
+@dataclass(frozen=True)
+class Header:
+    """What a file's header says of the pixels pack stores from it: size, element type (`uint8` or `uint16`, the
+    file's own) and channels (3 for an image: gray is replicated and alpha dropped; a `.npy`'s own)."""
+
+    height: int
+    width: int
+    dtype: str = "uint8"
+    channels: int = 3
+
+    def __post_init__(self) -> None:
+        if self.dtype not in ARRAY_DTYPES or self.channels not in ARRAY_CHANNELS:
+            raise ImageError(f"header of {self.height}x{self.width}: {self.dtype} ×{self.channels} is not a pixel type "
+                             f"pack stores (expected {' or '.join(ARRAY_DTYPES)} with 1 to 4 channels)")
+
+    @property
+    def hw(self) -> tuple[int, int]:
+        return self.height, self.width
+
+    def stored(self, to_8bit: bool) -> tuple[str, int]:
+        """(dtype, channels) of the array pack stores from this file (`to_8bit`: 16 bits become 8)."""
+        return ("uint8" if to_8bit else self.dtype), self.channels
+
+
+def is_array(path: Path) -> bool:
+    return path.suffix.lower() in NUMPY_EXTS
+
+
 def probe_size(path: Path) -> tuple[int, int]:
     """(height, width) from the file header, without decoding pixels."""
+    return probe(path).hw
+
+
+def probe(path: Path) -> Header:
+    """The file's `Header`, without decoding pixels; a file pack cannot store is an ImageError naming it."""
+    if is_array(path):
+        return probe_array(path)
     from PIL import Image, UnidentifiedImageError
 
+    bits = 8
     try:
         if path.stat().st_size == 0:
             raise ImageError(f"{path}: file is empty (0 bytes); replace or remove it")
@@ -55,15 +97,71 @@ def probe_size(path: Path) -> tuple[int, int]:
             warnings.simplefilter("ignore")
             with Image.open(path) as im:
                 width, height = im.size
+                bits = _bit_depth(im)
     except Image.DecompressionBombError:  # a large photo, not an attack: we only want its size
         height, width = _unchecked_header_size(path)
+        bits = _png_bit_depth(path)
     except UnidentifiedImageError:
         raise ImageError(f"{path}: not a readable image (expected PNG, JPEG, BMP, TIFF or WebP); "
                          "replace or remove it") from None
     except OSError as exc:
         raise ImageError(f"{path}: cannot read the image header ({exc}); replace or remove it") from None
     check_decodable_size(path, height, width)
-    return height, width
+    return Header(height, width, "uint16" if bits > 8 else "uint8", 3)
+
+
+def _bit_depth(im) -> int:
+    """Bits per sample of an opened Pillow image: Pillow shows 16-bit RGB as mode RGB, so its header is asked (TIFF
+    BitsPerSample), then how the tile is read (`RGB;16B`, `I;16`, a PNM maxval over 255)."""
+    if im.mode.startswith("I;16"):
+        return 16
+    tags = getattr(im, "tag_v2", None)
+    if tags is not None and tags.get(258):
+        bps = tags.get(258)
+        return max(bps) if isinstance(bps, tuple) else int(bps)
+    for tile in im.tile or ():
+        args = tile[3] if len(tile) > 3 else None
+        args = args if isinstance(args, tuple) else (args,)
+        if any(isinstance(a, str) and ";16" in a for a in args):
+            return 16
+        if im.format == "PPM" and len(args) > 1 and isinstance(args[1], int) and args[1] > 255:  # (mode, maxval)
+            return 16
+    return 8
+
+
+def _png_bit_depth(path: Path) -> int:
+    """A PNG's bit depth from its IHDR chunk (for a file too large for Pillow to open); 8 for any other file."""
+    with open(path, "rb") as fh:
+        head = fh.read(26)
+    return head[24] if len(head) == 26 and head[:8] == b"\x89PNG\r\n\x1a\n" else 8
+
+
+def probe_array(path: Path) -> Header:
+    """The `Header` of a .npy image from its header alone (the array is not loaded); anything but an H×W×C array of
+    uint8 or uint16 with 1 to 4 channels is refused naming what was found."""
+    try:
+        with open(path, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _fortran, dtype = read(fh)
+    except OSError as exc:
+        raise ImageError(f"{path}: cannot read ({exc.strerror or exc}); replace or remove it") from None
+    except ValueError as exc:
+        raise ImageError(f"{path}: not a readable .npy file ({_one_line(exc)}); replace or remove it") from None
+    name = dtype.name if dtype.kind != "V" else str(dtype)
+    if dtype.kind != "u" or dtype.itemsize not in (1, 2):
+        raise ImageError(f"{path}: a .npy of {name} {tuple(shape)}; pack stores .npy images as they are and reads "
+                         "uint8 or uint16 only: convert it (e.g. `(a * 255).round().astype(np.uint8)` for floats in "
+                         "0..1, `a.astype(np.uint16)` for non-negative integers) and save it again")
+    if len(shape) != 3 or shape[2] not in ARRAY_CHANNELS:
+        fix = ("add the channel axis: `np.save(f, a[..., None])`" if len(shape) == 2 else
+               "save one H×W×C image per file, channels last")
+        raise ImageError(f"{path}: a .npy of shape {tuple(shape)}; pack reads H×W×C image arrays with 1 to 4 "
+                         f"channels, channels last; {fix}")
+    height, width = int(shape[0]), int(shape[1])
+    if height < 1 or width < 1:
+        raise ImageError(f"{path}: a .npy of shape {tuple(shape)} holds no pixels; replace or remove it")
+    return Header(height, width, f"uint{8 * dtype.itemsize}", int(shape[2]))
 
 
 _PIL_LIMIT = threading.Lock()
@@ -156,7 +254,8 @@ def silence_cv2() -> None:
 
 def decode_rgb(path: Path, *, to_8bit: bool, expect_hw: tuple[int, int] | None = None,
                out_hw: tuple[int, int] | None = None) -> tuple[np.ndarray, list[str]]:
-    """Decode `path` into a C-order RGB uint8 H×W×3 array; returns it and notes on what was converted.
+    """Decode `path` into a C-order RGB H×W×3 array, uint8 or (a 16-bit file) uint16, uint8 under `to_8bit`;
+    returns it and notes on what was converted.
 
     Pixels are taken in the order they are stored (`cv2.IMREAD_UNCHANGED` ignores EXIF orientation), so a pair whose
     files disagree on orientation tags still lines up pixel for pixel."""
@@ -177,15 +276,10 @@ def decode_rgb(path: Path, *, to_8bit: bool, expect_hw: tuple[int, int] | None =
         raise ImageError(f"{path}: does not decode ({_one_line(exc)}); replace or remove it") from None
     if img is None:
         raise ImageError(f"{path}: does not decode (truncated or not an image); replace or remove it")
-    if img.dtype == np.uint16:
-        if not to_8bit:
-            raise ImageError(
-                f"{path}: 16-bit image; pairload stores uint8 and will not drop precision silently "
-                "(pass --to-8bit to convert with rounding)"
-            )
-        img = ((img.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
+    if img.dtype == np.uint16 and to_8bit:
+        img = to_uint8(img)
         notes.append("16bit")
-    elif img.dtype != np.uint8:
+    elif img.dtype not in (np.uint8, np.uint16):
         raise ImageError(f"{path}: pixel type {img.dtype} is not supported (expected 8-bit or 16-bit integers)")
     if img.ndim == 2 or (img.ndim == 3 and img.shape[2] == 1):
         img = np.repeat(img.reshape(img.shape[0], img.shape[1], 1), 3, axis=2)
@@ -202,6 +296,61 @@ def decode_rgb(path: Path, *, to_8bit: bool, expect_hw: tuple[int, int] | None =
     if expect_hw is not None and img.shape[:2] != tuple(expect_hw):
         raise ImageError(f"{path}: header says {expect_hw[1]}x{expect_hw[0]} but it decodes to "
                          f"{img.shape[1]}x{img.shape[0]}; re-save the file")
+    return resized(img, out_hw), notes
+
+
+def to_uint8(img: np.ndarray) -> np.ndarray:
+    """16-bit values to 8 bits, rounded to nearest (`--to-8bit`)."""
+    return ((img.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
+
+
+def resized(img: np.ndarray, out_hw: tuple[int, int] | None) -> np.ndarray:
+    """`img` (H×W×C) at `out_hw` (`--resize`, `--max-side`; area interpolation), C-order."""
+    import cv2
+
     if out_hw is not None and img.shape[:2] != tuple(out_hw):
+        channels = img.shape[2]
         img = cv2.resize(img, (out_hw[1], out_hw[0]), interpolation=cv2.INTER_AREA)
-    return np.ascontiguousarray(img), notes
+        img = img.reshape(out_hw[0], out_hw[1], channels)  # OpenCV drops a single channel's axis
+    return np.ascontiguousarray(img)
+
+
+def decode_array(path: Path, *, to_8bit: bool, expect: Header | None = None,
+                 out_hw: tuple[int, int] | None = None) -> tuple[np.ndarray, list[str]]:
+    """Load a .npy image as it is (channels as in the file, no RGB/BGR swap), little-endian and C-order; uint16
+    becomes uint8 under `to_8bit`. Returns it and notes on what was converted."""
+    header = expect if expect is not None else probe_array(path)
+    try:
+        img = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ImageError(f"{path}: cannot load the array ({_one_line(exc)}); replace or remove it") from None
+    if img.shape != (header.height, header.width, header.channels) or img.dtype.kind != "u" \
+            or img.dtype.itemsize * 8 != int(header.dtype[4:]):
+        raise ImageError(f"{path}: its header said {header.dtype} {header.hw + (header.channels,)} but it loads as "
+                         f"{img.dtype} {img.shape}; the file changed while packing: run the pack again")
+    img = img.astype(img.dtype.newbyteorder("<"), copy=False)
+    notes = []
+    if img.dtype == np.uint16 and to_8bit:
+        img = to_uint8(img)
+        notes.append("16bit")
+    return resized(img, out_hw), notes
+
+
+def decode(path: Path, *, to_8bit: bool, expect: Header | tuple[int, int] | None = None,
+           out_hw: tuple[int, int] | None = None) -> tuple[np.ndarray, list[str]]:
+    """The array pack stores from `path` (an image: `decode_rgb`; a .npy: `decode_array`) and its notes. `expect`:
+    the file's probed `Header`, whose size and stored type the array must have (a bare (h, w): its size only);
+    anything else is refused naming the file."""
+    hw = expect.hw if isinstance(expect, Header) else expect
+    if is_array(path):
+        img, notes = decode_array(path, to_8bit=to_8bit, expect=expect if isinstance(expect, Header) else None)
+        if hw is not None and img.shape[:2] != tuple(hw):
+            raise ImageError(f"{path}: its header said {hw[1]}x{hw[0]} but it loads as {img.shape[1]}x{img.shape[0]}; "
+                             "the file changed while packing: run the pack again")
+        return resized(img, out_hw), notes
+    img, notes = decode_rgb(path, to_8bit=to_8bit, expect_hw=hw, out_hw=out_hw)
+    if isinstance(expect, Header) and (img.dtype.name, img.shape[2]) != expect.stored(to_8bit):
+        dtype, channels = expect.stored(to_8bit)
+        raise ImageError(f"{path}: its header says {dtype} ×{channels} but it decodes to {img.dtype.name} "
+                         f"×{img.shape[2]}; re-save the file")
+    return img, notes

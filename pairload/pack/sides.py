@@ -1,0 +1,46 @@
+"""Each split's members, from the headers pack probed: one element type and channel count per side (input, target)
+and the target at the input's size. A side whose files disagree (8- and 16-bit exports mixed, .npy arrays of two
+channel counts) is refused naming the odd files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ImageError
+from ..format.members import Member, Members
+from ..raw.decode import Header
+from ..raw.discover import Pair
+
+SHOWN = 5  # odd files named in a refusal
+
+
+def split_members(raw: Path, pairs: list[Pair], headers: list[Header], to_8bit: bool) -> dict[str, Members]:
+    """{split: Members} of `pairs` (headers: low then high of each pair)."""
+    found: dict[tuple[str, int], dict[tuple[str, int], dict[str, None]]] = {}
+    for i, pair in enumerate(pairs):
+        for side, rel in enumerate((pair.low_rel, pair.high_rel)):
+            kinds = found.setdefault((pair.split, side), {})
+            kinds.setdefault(headers[2 * i + side].stored(to_8bit), {})[rel] = None  # a shared target once
+    out: dict[str, dict[int, Member]] = {}
+    for (split, side), kinds in found.items():
+        if len(kinds) > 1:
+            raise ImageError(_mixed(raw, split, side, kinds))
+        (dtype, channels), = kinds
+        out.setdefault(split, {})[side] = Member(dtype, channels)
+    return {split: Members(low=sides[0], high=sides[1]) for split, sides in out.items()}
+
+
+def _mixed(raw: Path, split: str, side: int, kinds: dict[tuple[str, int], dict[str, None]]) -> str:
+    """The refusal of a side holding files of several pixel types: the largest group is taken as what was meant."""
+    ranked = sorted(kinds.items(), key=lambda kv: -len(kv[1]))  # stable: the first seen wins a tie
+    (dtype, channels), usual = ranked[0]
+    odd = [(kind, rel) for kind, rels in ranked[1:] for rel in rels]
+    named = ", ".join(f"{rel} ({k[0]} ×{k[1]})" for k, rel in odd[:SHOWN])
+    more = f" and {len(odd) - SHOWN} more" if len(odd) > SHOWN else ""
+    what = "inputs" if side == 0 else "targets"
+    only_depth = len({c for _, c in kinds}) == 1
+    fix = ("re-export the odd files like the others" +
+           (", or pass --to-8bit to store every image as 8 bits" if only_depth else ""))
+    files = "1 file is" if len(usual) == 1 else f"{len(usual)} files are"
+    return (f"{raw}: split {split!r}: the {what} are not all of one pixel type: {files} {dtype} ×{channels} but these "
+            f"are not: {named}{more} (an accidental export?); a side of a split is stored as one type: {fix}")
