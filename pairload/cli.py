@@ -108,7 +108,8 @@ def pack(
                                                    "(default: our485/Train/… -> train, eval15/Test/… -> test)."),
     name_template: Optional[str] = typer.Option(None, help="BasicSR-style name rule when names differ: the low "
                                                 "file's name from the high's, e.g. '{}x4'."),
-    to_8bit: bool = typer.Option(False, "--to-8bit", help="Convert 16-bit images to 8 bits (refused otherwise)."),
+    to_8bit: bool = typer.Option(False, "--to-8bit", help="Convert 16-bit images (and uint16 .npy arrays) to 8 bits "
+                                 "(otherwise they are stored as 16 bits)."),
     resize: Optional[str] = typer.Option(None, help="Resize both images to WxH (area interpolation)."),
     max_side: Optional[int] = typer.Option(None, help="Shrink both images so the longer side is at most N."),
     shard_size: str = typer.Option("256MB", help="Close a shard at this size (KB, MB, GB)."),

@@ -47,9 +47,12 @@ def expected(arrays, key, epoch, seed, crop, hw):
 
 
 @pytest.mark.parametrize("kind,options,workers", [("ram", {}, 0), ("ram", {}, 2), ("ram", {"resident": True}, 0),
-                                                  ("wds", {}, 0), ("wds", {}, 2)])
+                                                  ("wds", {}, 0), ("wds", {}, 2),
+                                                  pytest.param("dali-external", {}, 2, marks=pytest.mark.dali)])
 @pytest.mark.parametrize("crop", [6, (4, 10)])
 def test_every_shard_loader_cuts_typed_members_exactly(rawlike, kind, options, workers, crop):
+    if kind.startswith("dali"):
+        pytest.importorskip("nvidia.dali")
     folder, arrays = rawlike
     hw = {k: a[0].shape[:2] for k, a in arrays.items()}
     with make_loader(kind, folder, batch_size=3, crop=crop, seed=5, num_workers=workers, **options) as loader:

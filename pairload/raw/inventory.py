@@ -116,7 +116,7 @@ def no_pairs(raw: Path, low_dir: str | None, high_dir: str | None, listed: bool)
             return PairingError(generic + also)
         found = ", ".join(f"{n} {ext} files" for ext, n in others.most_common())
         kind = ("raw sensor files (SID/ELD releases ship these)" if set(others) - ARRAY_EXTS else
-                "NumPy arrays (SMID/SDSD/SID .npy releases ship these)")
+                "MATLAB arrays (.mat)")
         return PairingError(f"{raw}: holds {found} and no RGB images: they are {kind}, and pairload packs pairs of "
                             f"images; convert them to images first ({conversion(others)}), then pack the folder of "
                             f"converted low/high images{also}")

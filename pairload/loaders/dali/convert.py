@@ -3,6 +3,7 @@ copied), the readers' labels as numpy, and a DALI exception as a one-line `Image
 
 from __future__ import annotations
 
+import ctypes
 import re
 
 import numpy as np
@@ -24,14 +25,25 @@ def to_torch(tensor_list, device: torch.device, share: bool = False, stream=None
         return from_dlpack(dense.__dlpack__(stream=stream.cuda_stream or 1))  # DLPack calls the legacy stream 1
     # CPU outputs are copied: torch cannot view page-locked ones (kDLCUDAHost), and a view of a CPU-only pipeline's
     # output still held at interpreter exit crashed the process (SIGSEGV in the README's DALI example)
-    from nvidia.dali.plugin.pytorch import feed_ndarray, to_torch_type
-
-    out = torch.empty(tuple(dense.shape()), dtype=to_torch_type[dense.dtype], device=device)
+    out = torch.empty(tuple(dense.shape()), dtype=torch_type(dense.dtype), device=device)
+    target = ctypes.c_void_p(out.data_ptr())
     if device.type == "cuda":
-        feed_ndarray(dense, out, cuda_stream=stream)
+        dense.copy_to_external(target, ctypes.c_void_p(stream.cuda_stream), non_blocking=True)
     else:
-        feed_ndarray(dense, out)
+        dense.copy_to_external(target)
     return out
+
+
+def torch_type(dali_type) -> torch.dtype:
+    """torch's dtype for a DALI element type: DALI's own table, and uint16 (16-bit splits), which it lacks."""
+    from nvidia.dali import types
+    from nvidia.dali.plugin.pytorch import to_torch_type
+
+    table = {**to_torch_type, types.DALIDataType.UINT16: torch.uint16}
+    if dali_type not in table:
+        raise ImageError(f"a DALI output of type {dali_type} has no torch counterpart here; expected one of "
+                         f"{', '.join(str(t) for t in table)}")
+    return table[dali_type]
 
 
 def named_tensors(outputs, names: tuple[str, ...], n: int, device_id: int | None, share: bool) -> dict:
