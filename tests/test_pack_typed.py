@@ -247,3 +247,13 @@ def test_npy_inputs_of_two_channel_counts_are_refused_naming_the_odd_file(tmp_pa
              r"these are not: input/pair2/0003\.npy \(uint8 ×4\) .*re-export the odd files like the others$")
     with pytest.raises(ImageError, match=match):
         pack(tmp_path / "SDSD" / "indoor_static_np", tmp_path / "out", PackOptions(workers=1))
+
+
+@pytest.mark.dali
+def test_dali_file_refuses_a_16_bit_folder_naming_pack(fivek):
+    pytest.importorskip("nvidia.dali")
+    from pairload import ConfigError
+
+    raw = fivek[0].parent / "fivek"
+    with pytest.raises(ConfigError, match=r"uint16 ×3 image: dali-file decodes 8-bit images only .*`pairload pack`"):
+        make_loader("dali-file", raw, batch_size=2, crop=8)

@@ -15,7 +15,7 @@ from ...errors import ConfigError, ImageError, PairingError, PairloadError
 from ...format.schema import MANIFEST
 from ...format.stamps import stamp
 from ...plan import BatchPlan, rank_share
-from ...raw.decode import probe_size
+from ...raw.decode import probe, is_array
 from ...raw.discover import find_pairs
 from ..base import LoaderOptions
 from .convert import labels as label_array
@@ -64,8 +64,17 @@ class FileSource(PairedSource):
                                      "the ram or dali-external loader") from None
         self._stamps = {path: stamp(path) for p in self.pairs for path in (p.low, p.high)}
         with ThreadPoolExecutor(probe_threads) as pool:
-            lows = list(pool.map(probe_size, [p.low for p in self.pairs]))
-            highs = list(pool.map(probe_size, [p.high for p in self.pairs]))
+            low_headers = list(pool.map(probe, [p.low for p in self.pairs]))
+            high_headers = list(pool.map(probe, [p.high for p in self.pairs]))
+        for p, a, b in zip(self.pairs, low_headers, high_headers):
+            for path, header in ((p.low, a), (p.high, b)):
+                if header.dtype != "uint8" or is_array(path):
+                    raise ConfigError(f"{path}: {header.dtype} ×{header.channels}"
+                                      f"{' NumPy array' if is_array(path) else ' image'}: dali-file decodes 8-bit "
+                                      "images only (DALI would reduce 16-bit ones to 8 bits); pack the folder with "
+                                      "`pairload pack` (it keeps 16 bits and arrays as they are) and use "
+                                      "dali-external, ram or wds")
+        lows, highs = [h.hw for h in low_headers], [h.hw for h in high_headers]
         for p, a, b in zip(self.pairs, lows, highs):
             if a != b:
                 raise ImageError(f"{p.low_rel} is {a[1]}x{a[0]} but {p.high_rel} is {b[1]}x{b[0]}; a pair must have "
