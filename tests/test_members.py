@@ -131,3 +131,25 @@ def test_a_manifest_version_that_is_not_a_known_number_is_named(rawlike, tmp_pat
     (tmp_path / "manifest.json").write_text(json.dumps(doc))
     with pytest.raises(ShardError, match=says):
         open_shards(tmp_path)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind,options", [("ram", {"zero_copy": True}), ("ram", {"resident": True}),
+                                          ("ram", {"zero_copy": False}),
+                                          pytest.param("dali-external", {"zero_copy": True}, marks=pytest.mark.dali)])
+def test_typed_members_on_the_gpu_through_the_kernel_and_the_workers(rawlike, kind, options):
+    """The zero-copy kernel, the resident copy, the workers with the device's orientation step, and DALI fed the
+    kernel's uint16 batches: each batch equals numpy crops of the arrays written."""
+    if kind.startswith("dali"):
+        pytest.importorskip("nvidia.dali")
+    folder, arrays = rawlike
+    hw = {k: a[0].shape[:2] for k, a in arrays.items()}
+    with make_loader(kind, folder, batch_size=3, crop=6, seed=2, num_workers=2, device="cuda", **options) as loader:
+        for epoch in (0, 1):
+            loader.set_epoch(epoch)
+            for batch in loader:
+                assert batch.low.is_cuda and batch.low.dtype == torch.uint16 and batch.high.shape[1] == 3
+                for j, key in enumerate(batch.keys):
+                    lo, hi = expected(arrays, key, epoch, 2, 6, hw[key])
+                    np.testing.assert_array_equal(batch.low[j].permute(1, 2, 0).cpu().numpy(), lo)
+                    np.testing.assert_array_equal(batch.high[j].permute(1, 2, 0).cpu().numpy(), hi)
