@@ -28,8 +28,6 @@ class HostLoader(PlannedLoader):
     the cutter (`cutters.choose`). by_shard: `shuffle_buffer` samples (whole shards) are shuffled together and
     remote shards are fetched ahead of use; the workers cut (the kernel registers a whole split)."""
 
-    NAME = "pairload"
-
     def __init__(self, source: str | os.PathLike | ShardDataset | dict, opts: LoaderOptions, *,
                  deal: str = "strided", prefetch: int = 4, timeout: float = 300.0, zero_copy: bool | None = None,
                  resident: bool = False, pin_budget: int | None = None, shuffle_buffer: int | None = None,
