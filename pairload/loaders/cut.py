@@ -16,9 +16,9 @@ from ..plan import BatchPlan
 @dataclass
 class Cut:
     """One planned batch, cut. `block`: laid out by `layout`, flat uint8 bytes or a stacked layout's (2, n, h, w, C)
-    array (a numpy array in host memory, or a torch tensor on the device); `oriented`: the plan's codes are applied; `ready`: a CUDA event recorded once the
-    block is complete (None: complete now); `release`: gives the block's memory back once the consumer is done with
-    it (None: nothing to give back)."""
+    array (a numpy array in host memory, or a torch tensor on the device); `oriented`: the plan's codes are
+    applied; `ready`: a CUDA event recorded once the block is complete (None: complete now); `release`: gives the
+    block's memory back once the consumer is done with it (None: nothing to give back)."""
 
     plan: BatchPlan
     layout: BatchLayout
@@ -48,7 +48,7 @@ class Cut:
 
 class Cutter(Protocol):
     """What every way of cutting batches offers. `path`: "workers", "zero-copy", "resident" or "gather";
-    `on_device`: its cuts are device tensors, already oriented.""""
+    `on_device`: its cuts are device tensors, already oriented."""
 
     path: str
     on_device: bool
