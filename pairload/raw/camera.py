@@ -85,14 +85,15 @@ def read_mosaic(path: str | os.PathLike) -> Mosaic:
     its black and white levels. A visible area of odd height or width loses its last row or column (a 2×2 cell
     cannot be split). X-Trans (6×6), Foveon, sRAW and monochrome files are refused with ImageError."""
     path = Path(path)
+    libraw = ".".join(str(v) for v in _rawpy().libraw_version)
     with _open(path) as raw:
         try:
             repeat = raw.raw_pattern
         except NotImplementedError:  # a CFA layout rawpy itself does not know
             repeat = None
         if repeat is not None and repeat.shape == (6, 6):
-            raise ImageError(f"{path}: Fuji X-Trans (6×6 colour filter) is not supported yet; only 2×2 Bayer "
-                             "sensors are")
+            raise ImageError(f"{path}: Fuji X-Trans (6×6 colour filter) is not supported yet (only 2×2 Bayer "
+                             "sensors are); leave X-Trans files out")
         sites = _bayer_sites(raw, path, repeat)
         visible = raw.raw_image_visible
         height, width = visible.shape[0] // 2 * 2, visible.shape[1] // 2 * 2
@@ -104,10 +105,8 @@ def read_mosaic(path: str | os.PathLike) -> Mosaic:
         pattern = "".join(PACKED_ORDER[sites.index((row, col))] for row in (0, 1) for col in (0, 1))
         shutter = float(raw.other.shutter_speed)
         white = int(raw.white_level)
-    rawpy = _rawpy()
-    return Mosaic(packed=packed, black=black, white=white, pattern=pattern,
-                  camera=camera_name(path), exposure=_seconds(shutter),
-                  libraw=".".join(str(v) for v in rawpy.libraw_version))
+    return Mosaic(packed=packed, black=black, white=white, pattern=pattern, camera=camera_name(path),
+                  exposure=_seconds(shutter), libraw=libraw)
 
 
 def _color(raw, row: int, col: int) -> int:
