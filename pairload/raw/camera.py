@@ -1,0 +1,209 @@
+"""Camera raw files through LibRaw (rawpy): the Bayer mosaic packed SID-style into 4 half-resolution channels
+(`read_mosaic`), the developed RGB target (`develop`, options in `DEVELOP`), and the exposures and amplification
+ratio of a SID pair (`exposure_from_name`, `ratio`). numpy and rawpy only; rawpy is imported when first used."""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+from ..errors import ConfigError, ImageError, MissingDependencyError
+
+# LibRaw's common raw formats (its own list is far longer; these are the ones cameras write today)
+CAMERA_RAW_EXTS = frozenset({".arw", ".srf", ".sr2", ".nef", ".nrw", ".cr2", ".cr3", ".crw", ".raf", ".dng", ".orf",
+                             ".rw2", ".raw", ".pef", ".srw", ".3fr", ".fff", ".iiq", ".erf", ".kdc", ".dcr", ".mef",
+                             ".mos", ".mrw", ".rwl", ".x3f", ".gpr"})
+
+# The target's development, SID's convention; a manifest records dict(DEVELOP) beside the LibRaw version.
+DEVELOP = MappingProxyType({"use_camera_wb": True, "half_size": False, "no_auto_bright": True, "output_bps": 16})
+
+PACKED_ORDER = "RGBG"  # the packed channels: R, the G on R's row, B, the G on B's row
+SID_RATIO_CAP = 300.0
+_SID_NAME = re.compile(r"(\d+)_(\d+)_(\d+(?:\.\d+)?)s(?:\.\w+)?")
+
+
+@dataclass(frozen=True)
+class Mosaic:
+    """A Bayer mosaic packed into H/2×W/2×4 uint16 sensor counts (channels in PACKED_ORDER), with its levels.
+
+    `black`: black level of each packed channel; `white`: saturation level; `pattern`: the 2×2 CFA at the top-left
+    of the visible area ("RGGB", "BGGR", "GRBG" or "GBRG"); `camera`: "make model" (None where the container does
+    not say it); `exposure`: seconds from the file's metadata (None if absent); `libraw`: LibRaw's version."""
+
+    packed: np.ndarray
+    black: tuple[int, int, int, int]
+    white: int
+    pattern: str
+    camera: str | None
+    exposure: float | None
+    libraw: str
+
+    def __post_init__(self):
+        if self.packed.ndim != 3 or self.packed.shape[2] != 4 or self.packed.dtype != np.uint16:
+            raise ImageError(f"Mosaic.packed: expected H×W×4 uint16, found {self.packed.shape} {self.packed.dtype}; "
+                             "build it with read_mosaic")
+        if len(self.black) != 4 or not all(0 <= b < self.white for b in self.black):
+            raise ImageError(f"Mosaic: black levels {self.black} must be 4 values below the white level {self.white}; "
+                             "the file's levels are inconsistent")
+        if sorted(self.pattern) != sorted("RGGB"):
+            raise ImageError(f"Mosaic.pattern {self.pattern!r}: expected a 2×2 Bayer pattern such as 'RGGB'")
+
+
+def _rawpy():
+    try:
+        import rawpy
+    except ImportError:
+        raise MissingDependencyError("camera raw files need rawpy (LibRaw): pip install 'pairload[raw]'") from None
+    return rawpy
+
+
+def _open(path: Path):
+    """An open rawpy.RawPy for `path` (use it as a context manager: LibRaw's buffers are freed on exit)."""
+    rawpy = _rawpy()
+    if not path.is_file():
+        raise ImageError(f"{path}: no such file; check the path")
+    raw = rawpy.RawPy()
+    try:
+        raw.open_file(os.fspath(path))
+        raw.unpack()
+    except rawpy.LibRawError as exc:
+        raw.close()
+        message = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ImageError(f"{path}: LibRaw cannot read it as a camera raw file ({message}); replace or remove it "
+                         "(a truncated copy? not a raw file?)") from None
+    return raw
+
+
+def read_mosaic(path: str | os.PathLike) -> Mosaic:
+    """The Bayer mosaic of a camera raw file, packed (R, G, B, G) at half resolution whatever the CFA's offset, with
+    its black and white levels. A visible area of odd height or width loses its last row or column (a 2×2 cell
+    cannot be split). X-Trans (6×6), Foveon, sRAW and monochrome files are refused with ImageError."""
+    path = Path(path)
+    libraw = ".".join(str(v) for v in _rawpy().libraw_version)
+    with _open(path) as raw:
+        try:
+            repeat = raw.raw_pattern
+        except NotImplementedError:  # a CFA layout rawpy itself does not know
+            repeat = None
+        if repeat is not None and repeat.shape == (6, 6):
+            raise ImageError(f"{path}: Fuji X-Trans (6×6 colour filter) is not supported yet (only 2×2 Bayer "
+                             "sensors are); leave X-Trans files out")
+        sites = _bayer_sites(raw, path, repeat)
+        visible = raw.raw_image_visible
+        height, width = visible.shape[0] // 2 * 2, visible.shape[1] // 2 * 2
+        packed = np.empty((height // 2, width // 2, 4), np.uint16)
+        for channel, (row, col) in enumerate(sites):
+            packed[..., channel] = visible[row:height:2, col:width:2]
+        per_color = raw.black_level_per_channel
+        black = tuple(int(per_color[_color(raw, row, col)]) for row, col in sites)
+        pattern = "".join(PACKED_ORDER[sites.index((row, col))] for row in (0, 1) for col in (0, 1))
+        shutter = float(raw.other.shutter_speed)
+        white = int(raw.white_level)
+    return Mosaic(packed=packed, black=black, white=white, pattern=pattern, camera=camera_name(path),
+                  exposure=_seconds(shutter), libraw=libraw)
+
+
+def _color(raw, row: int, col: int) -> int:
+    # raw_color counts from the full sensor, margins included; the sites are in the visible area
+    sizes = raw.sizes
+    return int(raw.raw_color(sizes.top_margin + row, sizes.left_margin + col))
+
+
+def _bayer_sites(raw, path: Path, repeat) -> list[tuple[int, int]]:
+    """(row, col) in the visible area's first 2×2 cell of R, the G on R's row, B and the G on B's row."""
+    desc = raw.color_desc.decode(errors="replace")
+    letters = {(row, col): desc[_color(raw, row, col)] for row in (0, 1) for col in (0, 1)}
+    found = "".join(letters[row, col] for row in (0, 1) for col in (0, 1))
+    if repeat is None or repeat.shape != (2, 2) or sorted(found) != sorted("RGGB"):
+        raise ImageError(f"{path}: not a 2×2 Bayer RGB sensor (LibRaw reports colours {desc!r}, top-left cell "
+                         f"{found!r}); only Bayer camera raw files are supported")
+    r_row, r_col = next(site for site, letter in letters.items() if letter == "R")
+    # the diagonal of R is B; a 2×2 cell with R and B on a diagonal holds the two greens elsewhere
+    b_site = (1 - r_row, 1 - r_col)
+    if letters[b_site] != "B":
+        raise ImageError(f"{path}: top-left cell {found!r} is not a Bayer layout (R and B must be diagonal); only "
+                         "Bayer camera raw files are supported")
+    return [(r_row, r_col), (r_row, 1 - r_col), b_site, (1 - r_row, r_col)]
+
+
+def _seconds(shutter: float) -> float | None:
+    # LibRaw keeps the shutter time as a float32: 7 significant digits turn 0.03999999910593033 back into 0.04
+    return float(f"{shutter:.7g}") if shutter > 0 else None
+
+
+def develop(path: str | os.PathLike) -> np.ndarray:
+    """The file developed by LibRaw with `DEVELOP` (camera white balance, no auto-brightness): H×W×3 uint16 RGB."""
+    path = Path(path)
+    rawpy = _rawpy()
+    with _open(path) as raw:
+        try:
+            rgb = raw.postprocess(**DEVELOP)
+        except rawpy.LibRawError as exc:
+            raise ImageError(f"{path}: LibRaw cannot develop it ({exc}); replace or remove it") from None
+    if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint16:
+        raise ImageError(f"{path}: LibRaw developed {rgb.shape} {rgb.dtype}, expected H×W×3 uint16; this file's "
+                         "colour layout is not supported")
+    return rgb
+
+
+def exposure_from_name(name: str | os.PathLike) -> float | None:
+    """Seconds of exposure in a SID file name, `<scene>_<shot>_<seconds>s.<ext>` (`00001_00_0.04s.ARW` -> 0.04);
+    None for a name of another form."""
+    found = _SID_NAME.fullmatch(Path(name).name)
+    return float(found.group(3)) if found else None
+
+
+def ratio(input_s: float, target_s: float, cap: float = SID_RATIO_CAP) -> float:
+    """The input's amplification ratio, SID's: target exposure / input exposure, at most `cap`."""
+    for option, value in (("input_s", input_s), ("target_s", target_s), ("cap", cap)):
+        if not value > 0:
+            raise ConfigError.for_value(option, value, "expected a positive number of seconds (or ratio for cap)")
+    return min(target_s / input_s, cap)
+
+
+def camera_name(path: str | os.PathLike) -> str | None:
+    """"Make Model" from a raw file's header: TIFF-based raws (ARW, NEF, CR2, DNG, ORF, RW2, PEF, …) by their first
+    directory's Make and Model (DNG's UniqueCameraModel if they are absent), RAF by its header; None otherwise.
+    rawpy does not expose LibRaw's make and model, hence this small reader."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 16)
+    if head.startswith(b"FUJIFILMCCD-RAW"):
+        return _ascii(head[0x1C:0x3C]) or None
+    tags = _first_ifd_ascii(head)
+    make, model = tags.get(271, ""), tags.get(272, "")
+    if not model:
+        return tags.get(50708) or make or None
+    return model if not make or model.lower().startswith(make.lower()) else f"{make} {model}"
+
+
+def _ascii(data: bytes) -> str:
+    return data.split(b"\0", 1)[0].decode("ascii", errors="replace").strip()
+
+
+def _first_ifd_ascii(head: bytes) -> dict[int, str]:
+    """The ASCII tags of a classic TIFF header's first directory that lie within `head`; {} if it is not TIFF."""
+    if len(head) < 8 or head[:2] not in (b"II", b"MM"):
+        return {}
+    order = "<" if head[:2] == b"II" else ">"
+    (offset,) = struct.unpack_from(order + "I", head, 4)
+    if offset + 2 > len(head):
+        return {}
+    (count,) = struct.unpack_from(order + "H", head, offset)
+    tags = {}
+    for i in range(count):
+        at = offset + 2 + 12 * i
+        if at + 12 > len(head):
+            break
+        tag, kind, n = struct.unpack_from(order + "HHI", head, at)
+        if kind != 2 or tag not in (271, 272, 50708):  # 2: ASCII
+            continue
+        start = at + 8 if n <= 4 else struct.unpack_from(order + "I", head, at + 8)[0]
+        if start + n <= len(head):
+            tags[tag] = _ascii(head[start:start + n])
+    return tags
