@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from .dihedral import HFLIP, TRANSPOSE, VFLIP
+from .errors import ConfigError
 from .format.members import DTYPE_TABLE
 
 
@@ -112,31 +113,44 @@ def batch_from_hwc(low: torch.Tensor, high: torch.Tensor, keys: Sequence[str], p
                      source=source)
 
 
-class Normalize(nn.Module):
-    """uint8 N×C×H×W on the device → float, `(x - 255·mean) / (255·std)`; optionally channels_last.
+FULL_SCALE = {torch.uint8: 255.0, torch.uint16: 65535.0}  # the value that means 1.0, per stored integer type
 
-    Mean and std are given for images in [0, 1] and pre-scaled by 255, so the conversion is one fused pass.
+
+class Normalize(nn.Module):
+    """Integer N×C×H×W on the device → float, `(x / full - mean) / std` with `full` the type's largest value (255
+    for uint8, 65535 for uint16 members); optionally channels_last.
+
+    Mean and std are given for images in [0, 1] and pre-scaled per type, so the conversion is one fused pass.
     """
 
     def __init__(self, mean: Sequence[float] = (0.0, 0.0, 0.0), std: Sequence[float] = (1.0, 1.0, 1.0), *,
                  channels_last: bool = False, dtype: torch.dtype = torch.float32):
         super().__init__()
         if len(mean) != len(std) or any(s <= 0 for s in std):
-            raise ValueError(f"Normalize: mean {tuple(mean)} and std {tuple(std)} need one positive std per channel")
-        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1) * 255.0,
-                             persistent=False)
-        self.register_buffer("inv_std", 1.0 / (torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1) * 255.0),
-                             persistent=False)
+            raise ConfigError(f"Normalize: mean {tuple(mean)} and std {tuple(std)} need one positive std per "
+                              "channel")
+        mean_t = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
+        std_t = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+        self.register_buffer("unit_mean", mean_t, persistent=False)
+        self.register_buffer("unit_std", std_t, persistent=False)
+        for name, full in (("8", 255.0), ("16", 65535.0)):  # x·inv - shift = (x / full - mean) / std
+            self.register_buffer(f"inv{name}", 1.0 / (std_t * full), persistent=False)
+            self.register_buffer(f"shift{name}", mean_t / std_t, persistent=False)
         self.channels_last = channels_last
         self.dtype = dtype
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype != torch.uint8:
-            raise TypeError(f"Normalize expects uint8 images, got {x.dtype}: normalise once, on the device")
+        if x.dtype not in FULL_SCALE:
+            raise ConfigError(f"Normalize takes the stored integer images (uint8 or uint16), got {x.dtype}: "
+                              "normalise once, on the device, straight from the batch")
+        if x.shape[1] != self.unit_mean.shape[1] and self.unit_mean.shape[1] != 1:
+            raise ConfigError(f"Normalize: the images have {x.shape[1]} channels but mean and std give "
+                              f"{self.unit_mean.shape[1]}; give one mean and std per channel (or one for all)")
+        inv, shift = (self.inv8, self.shift8) if x.dtype == torch.uint8 else (self.inv16, self.shift16)
         fmt = torch.channels_last if self.channels_last else torch.contiguous_format
-        out = (x.to(self.dtype) - self.mean.to(self.dtype)) * self.inv_std.to(self.dtype)
+        out = x.to(self.dtype) * inv.to(self.dtype) - shift.to(self.dtype)
         return out.contiguous(memory_format=fmt)
 
     def denormalize(self, y: torch.Tensor) -> torch.Tensor:
-        """float in the normalised space → float in [0, 1] (for metrics and pictures)."""
-        return (y.float() / self.inv_std + self.mean) / 255.0
+        """float in the normalised space → float in [0, 1] (for metrics and pictures), whatever the stored type."""
+        return y.float() * self.unit_std + self.unit_mean

@@ -250,8 +250,13 @@ def test_normalize():
     assert y.dtype == torch.float32 and y.is_contiguous(memory_format=torch.channels_last)
     torch.testing.assert_close(y[0, :, 0, 0], torch.tensor([-2.0, (0.2 - 0.5) / 0.5, 0.5]))
     torch.testing.assert_close(norm.denormalize(y), x.float() / 255)
-    with pytest.raises(TypeError, match="expects uint8"):
+    with pytest.raises(ConfigError, match=r"Normalize takes the stored integer images \(uint8 or uint16\), got "
+                                          r"torch.float32"):
         norm(x.float())
+    wide = (x.to(torch.int32) * 257).to(torch.uint16)  # the same levels in 16 bits: 255 -> 65535
+    torch.testing.assert_close(norm(wide), y)
+    with pytest.raises(ConfigError, match=r"the images have 4 channels but mean and std give 3"):
+        norm(torch.zeros((1, 4, 2, 2), dtype=torch.uint8))
 
 
 def test_one_option_name_for_cpu_parallelism_and_unknown_options_are_named(shards24):
