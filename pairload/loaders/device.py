@@ -23,12 +23,13 @@ class DeviceStage:
         self._stream = torch.cuda.Stream(device) if self.cuda else None
         self._copying: deque = deque()  # (release callback, event) of host buffers whose copy may still run
 
-    def put(self, cut: Cut, code: torch.Tensor | None, keys: list[str], padded: torch.Tensor,
-            source: list[str] | None = None):
+    def put(self, cut: Cut, keys: list[str], padded: torch.Tensor, source: list[str] | None = None, *,
+            augment: bool = True):
         """A batch on the device from a `Cut`: a host block is copied over (one copy for both sides) and oriented
         there, its `release()` called once the host memory may be reused; a device block is viewed as it is.
         Returns (batch, ready event or None); pass both to `handover` before the caller uses the batch."""
-        code = None if cut.oriented else code
+        # a cut not yet oriented is oriented here by its plan's codes (all 0 without `augment`: nothing to do)
+        code = torch.from_numpy(cut.plan.code) if augment and not cut.oriented else None
         if cut.on_device:  # the kernel and the resident gather cut oriented windows
             return oriented_batch(cut.layout, cut.block, keys, padded, source, cut.sides), cut.ready
         host = torch.from_numpy(cut.layout.shaped(cut.block))

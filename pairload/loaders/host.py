@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 
-import torch
 
 from ..errors import ConfigError
 from ..plan import BatchPlan, Shards
@@ -105,13 +104,10 @@ class HostLoader(PlannedLoader):
         self._stage.clear()
         self.ds.close_remote()
 
-    def _code(self, bp: BatchPlan) -> torch.Tensor | None:
-        return torch.from_numpy(bp.code) if self.cfg.augment else None
-
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
         padded = self._padded_on(plans) if self.cutter.on_device else self._padded
-        produced = (self._stage.put(cut, None if cut.oriented else self._code(cut.plan), self._keys(cut.plan),
-                                    padded(cut.plan), self._source(cut.plan))
+        produced = (self._stage.put(cut, self._keys(cut.plan), padded(cut.plan), self._source(cut.plan),
+                                    augment=self.cfg.augment)
                     for cut in self.cutter.cuts((epoch, consumed), plans, self._stage.reclaim))
         yield from self._stage.one_ahead(produced)  # batch k+1 is copied while the caller works on batch k
 
