@@ -45,11 +45,6 @@ class Member:
         return DTYPES[self.dtype]
 
     @property
-    def torch_dtype_names(self) -> tuple[str, str]:
-        """(torch dtype name of the values, torch dtype name it is moved and oriented as)."""
-        return DTYPE_TABLE[self.dtype][1:]
-
-    @property
     def pixel_bytes(self) -> int:
         """Bytes of one pixel (all its channels)."""
         return self.np_dtype.itemsize * self.channels
@@ -59,10 +54,6 @@ class Member:
 
     def npy_header(self, h: int, w: int) -> bytes:
         return _npy_header(self.dtype, self.channels, int(h), int(w))
-
-    def view(self, flat: np.ndarray, h: int, w: int) -> np.ndarray:
-        """The H×W×C array of this member over `flat`, a uint8 buffer of exactly `nbytes(h, w)` bytes."""
-        return flat.view(self.np_dtype).reshape(h, w, self.channels)
 
     def describe(self) -> str:
         return f"{self.dtype} ×{self.channels}"
@@ -103,19 +94,14 @@ class Members:
     def side(self, k: int) -> Member:
         return self.high if k else self.low
 
-    def high_hw(self, hw):
-        """Target sizes from input sizes (an (n, 2) array or one (h, w))."""
-        return np.asarray(hw, dtype=np.int64) * self.scale if self.scale != 1 else np.asarray(hw, dtype=np.int64)
+    @property
+    def bytes_per_input_pixel(self) -> int:
+        """Pixel bytes of a pair per pixel of its input (the target's scale² pixels included)."""
+        return self.low.pixel_bytes + self.scale * self.scale * self.high.pixel_bytes
 
     def pair_bytes(self, h: int, w: int) -> int:
         """Pixel bytes of one pair whose input is h×w."""
-        s = self.scale
-        return self.low.nbytes(h, w) + self.high.nbytes(h * s, w * s)
-
-    def window_bytes(self, n: int, h: int, w: int) -> tuple[int, int]:
-        """Bytes of n input windows of h×w and of their n target windows."""
-        s = self.scale
-        return n * self.low.nbytes(h, w), n * self.high.nbytes(h * s, w * s)
+        return int(h) * int(w) * self.bytes_per_input_pixel
 
     def batch(self, n: int, h: int, w: int) -> "BatchLayout":
         """Where a batch of n input windows of h×w and their targets lie in one flat buffer."""

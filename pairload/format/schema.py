@@ -41,8 +41,6 @@ LOW_BYTES, HIGH_BYTES = "low_bytes", "high_bytes"  # index fields of a compresse
 HIGH_REF = "high_ref"  # .json field of a sample whose target is another sample's `.high.npy` (version 2)
 SHARES_HIGH = "shares_high"  # index field (version 2): per sample, the index in its shard whose target it uses, or -1
 
-CHANNELS = DEFAULT.low.channels  # of the default members (versions 1-3); see `members` for a split's own
-DTYPE = DEFAULT.low.np_dtype
 
 BLOCK = 512
 RECORD = 20 * BLOCK  # tar pads the archive to a multiple of this, as GNU tar and Python's tarfile do
@@ -352,11 +350,6 @@ class SplitIndex:
             s = self.members.scale
             object.__setattr__(self, "low_bytes", area * self.members.low.pixel_bytes)
             object.__setattr__(self, "high_bytes", area * (s * s * self.members.high.pixel_bytes))
-
-    @property
-    def high_hw(self) -> np.ndarray:
-        """(n, 2) target sizes (the input's, times the split's scale)."""
-        return self.members.high_hw(self.hw)
 
     def __len__(self) -> int:
         return len(self.keys)

@@ -9,6 +9,7 @@ from typing import Callable, Iterator, Protocol
 
 import numpy as np
 
+from ..batch import sides_of
 from ..format.members import BatchLayout
 from ..plan import BatchPlan
 
@@ -39,11 +40,7 @@ class Cut:
 
     def device_sides(self):
         """(low, high) N×H×W×C tensors of a device cut, in the split's dtypes."""
-        if self.sides is not None:
-            return self.sides
-        from ..batch import sides_of
-
-        return sides_of(self.layout, self.block)
+        return self.sides if self.sides is not None else sides_of(self.layout, self.block)
 
 
 class Cutter(Protocol):

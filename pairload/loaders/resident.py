@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..batch import TORCH_DTYPES
 from ..dihedral import HFLIP, TRANSPOSE, VFLIP
 from ..errors import ConfigError
 from ..plan import BatchPlan
@@ -36,7 +37,7 @@ class DeviceStore:
         """Per side: (table, first pixel of each sample, each sample's width), on the device."""
         m = self.members
         area = hw[:, 0] * hw[:, 1]
-        check_room(ds, int(area.sum()) * (m.low.pixel_bytes + m.scale * m.scale * m.high.pixel_bytes), device)
+        check_room(ds, int(area.sum()) * m.bytes_per_input_pixel, device)
         sides = []
         for k, member in enumerate((m.low, m.high)):
             s = m.scale if k else 1
@@ -81,7 +82,7 @@ class DeviceStore:
                 member = layout.high if k else layout.low
                 pixels = self._gather(table, base, width, idx_all[sl], y_all[sl] * s, x_all[sl] * s, code_all[sl],
                                       h * s, w * s)
-                out.append(pixels.view(n, h * s, w * s, -1).view(_dtype(member.dtype)).view(n, h * s, w * s,
+                out.append(pixels.view(n, h * s, w * s, -1).view(TORCH_DTYPES[member.dtype]).view(n, h * s, w * s,
                                                                                              member.channels))
             yield Cut(bp, layout, None, True, sides=tuple(out))
 
@@ -99,8 +100,3 @@ class DeviceStore:
         flat = base[idx][:, None, None] + (y[:, None, None] + rows) * wd + x[:, None, None] + cols
         return table[flat]
 
-
-def _dtype(name: str) -> torch.dtype:
-    from ..batch import TORCH_DTYPES
-
-    return TORCH_DTYPES[name]

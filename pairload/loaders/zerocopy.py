@@ -369,6 +369,8 @@ class Launch:
     out_shape: tuple  # the block's shape: (2, n, h, w, C) for a stacked uint8 layout, else its bytes
     grid: tuple[int, int]
     words: int
+    pix_low: int  # bytes of one input pixel, and of one target pixel
+    pix_high: int
 
     @staticmethod
     def of(layout: BatchLayout, scale: int = 1) -> "Launch":
@@ -379,7 +381,7 @@ class Launch:
         # H100, benchmarks/zerocopy_micro.py)
         words = min(256, 1 << ((widest + 3) // 4).bit_length())
         shape = layout.stacked_shape if layout.stacked and layout.low.dtype == "uint8" else (layout.total,)
-        return Launch(layout, scale, shape, (n * h * scale, 2), words)
+        return Launch(layout, scale, shape, (n * h * scale, 2), words, pix_low, pix_high)
 
 
 def cut(source, plan: torch.Tensor, start: int, layout: BatchLayout | Launch, scale: int = 1,
@@ -397,8 +399,8 @@ def cut(source, plan: torch.Tensor, start: int, layout: BatchLayout | Launch, sc
     n, h, w, _ = lay.low_shape
     if n:
         _kernel[launch.grid](out, source.low, source.high, source.width, plan, start, plan.shape[1], n, h, w,
-                             lay.high_offset, WORDS=launch.words, PIX_LOW=lay.low.pixel_bytes,
-                             PIX_HIGH=lay.high.pixel_bytes, SCALE=launch.scale, num_warps=2)
+                             lay.high_offset, WORDS=launch.words, PIX_LOW=launch.pix_low,
+                             PIX_HIGH=launch.pix_high, SCALE=launch.scale, num_warps=2)
     return out
 
 

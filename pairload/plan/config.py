@@ -70,7 +70,7 @@ def parse_schedule(spec) -> tuple[Stage, ...]:
     checked = []
     for st in stages:
         where = f"schedule stage at step {st.step}: crop"
-        crop = check_crop(tuple(st.crop) if isinstance(st.crop, list) else st.crop, where)
+        crop = check_crop(st.crop, where)
         if not is_whole(st.batch_size) or st.batch_size < 1 or not is_whole(st.step):
             raise ConfigError(f"schedule stage at step {st.step!r}: crop {st.crop}, batch {st.batch_size!r}: expected "
                               "positive sizes and whole numbers")
@@ -158,7 +158,7 @@ class PlanConfig:
         if self.batch_size < 1:
             raise ConfigError.for_value("batch_size", self.batch_size, "expected at least 1")
         object.__setattr__(self, "batch_size", int(self.batch_size))
-        object.__setattr__(self, "crop", check_crop(tuple(self.crop) if isinstance(self.crop, list) else self.crop))
+        object.__setattr__(self, "crop", check_crop(self.crop))
         if self.world_size < 1 or not 0 <= self.rank < self.world_size:
             raise ConfigError(f"rank={self.rank}, world_size={self.world_size}: expected 0 <= rank < world_size")
         if self.last_batch not in LAST_BATCH:

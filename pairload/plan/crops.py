@@ -94,7 +94,8 @@ def policy_of(crop: Crop, where: str = "crop"):
 
 
 def check_crop(crop: Crop, where: str = "crop") -> Crop:
-    """`crop` in its policy's canonical form (an int, a (height, width) tuple or None), or a ConfigError."""
+    """`crop` in its policy's canonical form (an int, a (height, width) tuple, also from a list, or None), or a
+    ConfigError."""
     return policy_of(crop, where).check(crop, where)
 
 
@@ -106,8 +107,3 @@ def crop_size(crop: Crop) -> tuple[int, int] | None:
 def windows(crop: Crop, hw: np.ndarray) -> np.ndarray:
     """(n, 2) window height and width for images of sizes hw (n, 2) under this crop setting."""
     return policy_of(crop).window(crop, hw)
-
-
-def describe(crop: Crop) -> str:
-    size = crop_size(crop)
-    return "whole images" if size is None else f"{size[0]}x{size[1]}"

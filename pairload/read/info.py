@@ -34,8 +34,7 @@ def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) 
             "shards": len(idx.files),
             "bytes": int(sum(sh["bytes"] for sh in doc["splits"][split]["shards"])),
             "compression": idx.compression or "none",
-            "pixel_bytes": int((idx.hw[:, 0] * idx.hw[:, 1]).sum()) * (
-                idx.members.low.pixel_bytes + idx.members.scale ** 2 * idx.members.high.pixel_bytes),
+            "pixel_bytes": int((idx.hw[:, 0] * idx.hw[:, 1]).sum()) * idx.members.bytes_per_input_pixel,
             **({"members": idx.members.describe()} if not idx.members.default else {}),
             "sizes": {f"{w}x{h}": int(c) for (h, w), c in zip(sizes.tolist(), counts.tolist())},
         }

@@ -139,4 +139,4 @@ class ShardSource(ABC):
     def nbytes(self) -> int:
         """Bytes of pixels (low and high)."""
         hw, m = self.sizes, self.members
-        return int((hw[:, 0] * hw[:, 1]).sum()) * (m.low.pixel_bytes + m.scale * m.scale * m.high.pixel_bytes)
+        return int((hw[:, 0] * hw[:, 1]).sum()) * m.bytes_per_input_pixel
