@@ -16,6 +16,8 @@ _LAZY = {
     "make_loader": "pairload.loaders",
     "PairBatch": "pairload.batch",
     "Normalize": "pairload.batch",
+    "RawNormalize": "pairload.batch",
+    "SensorBatch": "pairload.batch",
 }
 
 

@@ -18,18 +18,54 @@ from .format.members import DTYPE_TABLE
 
 
 @dataclass
+class SensorBatch:
+    """The per-row facts of a camera raw batch, on its device (float32 views of one (N, 8) or (N, 13) table):
+    `ratio` (N,) the input's amplification, `exposure` (N, 2) input and target seconds, `black` (N, 4) and
+    `white` (N,) the input's levels in sensor counts (packed channel order R, G, B, G), and `black_high`,
+    `white_high` the same for a packed raw target (None for a developed one)."""
+
+    values: torch.Tensor
+
+    @property
+    def ratio(self) -> torch.Tensor:
+        return self.values[:, 0]
+
+    @property
+    def exposure(self) -> torch.Tensor:
+        return self.values[:, 1:3]
+
+    @property
+    def black(self) -> torch.Tensor:
+        return self.values[:, 3:7]
+
+    @property
+    def white(self) -> torch.Tensor:
+        return self.values[:, 7]
+
+    @property
+    def black_high(self) -> torch.Tensor | None:
+        return self.values[:, 8:12] if self.values.shape[1] > 8 else None
+
+    @property
+    def white_high(self) -> torch.Tensor | None:
+        return self.values[:, 12] if self.values.shape[1] > 8 else None
+
+
+@dataclass
 class PairBatch:
     """low and high: N×C×H×W tensors on the loader's device (channels_last memory layout), of the split's member
     types (`pairload.format.members`: uint8 RGB at one size by default; a packed raw input may have 4 channels and
     half the target's size); keys: the shard key of each row ("source/key" when sources are mixed); padded: bool N,
     True for samples repeated to fill the last batch (last_batch='pad'); source: the source name of each row when
-    sources are mixed, else None."""
+    sources are mixed, else None; sensor: a camera raw split's ratios and levels (`SensorBatch`, which
+    `RawNormalize` applies), else None."""
 
     low: torch.Tensor
     high: torch.Tensor
     keys: list[str]
     padded: torch.Tensor
     source: list[str] | None = None
+    sensor: SensorBatch | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -154,3 +190,42 @@ class Normalize(nn.Module):
     def denormalize(self, y: torch.Tensor) -> torch.Tensor:
         """float in the normalised space → float in [0, 1] (for metrics and pictures), whatever the stored type."""
         return y.float() * self.unit_std + self.unit_mean
+
+
+class RawNormalize(nn.Module):
+    """A camera raw batch → float (input, target) on the device, as SID's training does: the input's black level is
+    subtracted per packed channel (negative counts become 0) and divided by white - black, multiplied by the pair's
+    ratio (`amplify`) and clipped to [0, 1] (`clip`); a developed 16-bit target is divided by 65535, a packed raw
+    target is levelled like the input (without the ratio). All from the batch's `sensor` facts, in one pass per
+    side; N×C×H×W out, channels_last if asked."""
+
+    def __init__(self, *, amplify: bool = True, clip: bool = True, channels_last: bool = False,
+                 dtype: torch.dtype = torch.float32):
+        super().__init__()
+        self.amplify, self.clip, self.channels_last, self.dtype = amplify, clip, channels_last, dtype
+
+    def forward(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        s = batch.sensor
+        if s is None:
+            raise ConfigError("RawNormalize: the batch carries no sensor facts (its split is not camera raw); use "
+                              "Normalize for image splits")
+        if batch.low.dtype != torch.uint16 or batch.low.shape[1] != s.black.shape[1]:
+            raise ConfigError(f"RawNormalize: expected packed uint16 inputs with {s.black.shape[1]} channels, got "
+                              f"{batch.low.dtype} with {batch.low.shape[1]}")
+        x = self._levelled(batch.low, s.black, s.white, s.ratio if self.amplify else None)
+        if s.black_high is not None:
+            y = self._levelled(batch.high, s.black_high, s.white_high, None)
+        else:
+            y = batch.high.to(self.dtype) * (1.0 / FULL_SCALE.get(batch.high.dtype, 1.0))
+        fmt = torch.channels_last if self.channels_last else torch.contiguous_format
+        return x.contiguous(memory_format=fmt), y.contiguous(memory_format=fmt)
+
+    def _levelled(self, counts: torch.Tensor, black: torch.Tensor, white: torch.Tensor,
+                  ratio: torch.Tensor | None) -> torch.Tensor:
+        n = counts.shape[0]
+        black = black.to(self.dtype).view(n, -1, 1, 1)
+        scale = 1.0 / (white.to(self.dtype).view(n, 1, 1, 1) - black)
+        if ratio is not None:
+            scale = scale * ratio.to(self.dtype).view(n, 1, 1, 1)
+        out = (counts.to(self.dtype) - black).clamp_min_(0) * scale
+        return out.clamp_(max=1.0) if self.clip else out

@@ -122,6 +122,11 @@ def pack(
                                            "install 'pairload[zstd]'). Default: raw, fastest to read."),
     compress_level: int = typer.Option(3, help="zstd level with --compress, 1-22 (higher: smaller, slower to pack; "
                                        "decoding speed barely changes)."),
+    raw_target: str = typer.Option("developed", help="Camera raw targets: 'developed' by LibRaw as SID does (camera "
+                                   "white balance, no auto-brightness, 16 bits; 3 channels at twice the packed "
+                                   "input's size) or 'packed' like the input (raw-to-raw, as ELD uses)."),
+    ratio_cap: float = typer.Option(300.0, help="Camera raw inputs: the largest amplification ratio (target exposure "
+                                    "/ input exposure) recorded per pair; SID's is 300."),
     staging: Optional[Path] = typer.Option(None, metavar="DIR", help="URL destinations: the local folder the shards "
                                            "are packed into before upload (default: a folder under the system temp "
                                            "folder named after a hash of the URL, found again by a re-run)."),
@@ -130,7 +135,8 @@ def pack(
                                       "staging folder after the upload (a valid local pack; a re-run skips "
                                       "decoding)."),
 ) -> None:
-    """Decode every pair once into uint8 WebDataset tar shards with a manifest."""
+    """Decode every pair once into WebDataset tar shards with a manifest (8- or 16-bit images, .npy arrays, camera raw
+    packed as SID does)."""
     from .pack.writer import PackOptions, pack as run, parse_size, parse_split_names, parse_wxh
     from .remote.urls import is_url
 
@@ -138,7 +144,7 @@ def pack(
                        skip_unmatched=skip_unmatched, split_names=parse_split_names(split_name or []),
                        name_template=name_template, to_8bit=to_8bit, resize=parse_wxh(resize), max_side=max_side,
                        shard_size=parse_size(shard_size), workers=workers, overwrite=overwrite, compress=compress,
-                       compress_level=compress_level)
+                       compress_level=compress_level, raw_target=raw_target, ratio_cap=ratio_cap)
     options = storage_options(storage_option, shards_dir) if is_url(shards_dir) else storage_option  # local: refused
     with _progress("pack") as update:
         report = run(raw_dir, shards_dir, opts, on_progress=update, staging=staging, storage_options=options,

@@ -18,7 +18,9 @@ import numpy as np
 
 from .atomic import PARTIAL_SUFFIX, fsync_dir, write_json_atomic  # noqa: F401 - part of the schema's API
 from ..errors import ShardError
+from . import sensor as sensor_doc
 from .members import DEFAULT, Members, members_of
+from .sensor import SensorRows
 
 FORMAT = "pairload-shards"
 VERSION = 2  # written when a sample shares another's target; shards without shared targets are written as 1
@@ -298,6 +300,7 @@ def _check_split_entry(path: Path, split: str, entry: Any) -> None:
         raise ShardError(f"{path}: split {split!r}: \"{COMPRESSION}\" is {entry[COMPRESSION]!r}, this pairload reads "
                          f"{', '.join(map(repr, COMPRESSIONS))} or none; repack with this version of `pairload pack`")
     members_of(entry, path, split)  # a "members" value is checked here, with the split named
+    sensor_doc.check_doc(entry, path, split)
     total = 0
     for k, sh in enumerate(entry["shards"]):
         where = f"shard {k}"
@@ -315,7 +318,8 @@ def _check_split_entry(path: Path, split: str, entry: Any) -> None:
             raise bad(f"{name}: \"sha256\" is not 64 hexadecimal digits")
         idx = sh["index"]
         sized = (LOW_BYTES, HIGH_BYTES) if entry.get(COMPRESSION) else ()
-        for field in _INDEX_FIELDS + sized + ((SHARES_HIGH,) if SHARES_HIGH in idx else ()):
+        extra = sized + ((SHARES_HIGH,) if SHARES_HIGH in idx else ()) + sensor_doc.index_fields(entry)
+        for field in _INDEX_FIELDS + extra:
             if not isinstance(idx.get(field), list) or len(idx[field]) != sh["samples"]:
                 raise bad(f"{name}: index \"{field}\" should list {sh['samples']} entries (one per sample)")
         total += sh["samples"]
@@ -340,6 +344,7 @@ class SplitIndex:
     high_bytes: np.ndarray | None = None
     compression: str | None = None  # "zstd", or None: raw pixels at `low`/`high`
     members: Members = DEFAULT  # element types and size relation (`hw` is the input's size)
+    sensor: SensorRows | None = None  # camera raw splits: each sample's ratio, exposures and levels
 
     def __post_init__(self) -> None:
         if self.members.encoding != self.compression:
@@ -362,8 +367,9 @@ def split_index(doc: dict, split: str, where: str = MANIFEST) -> SplitIndex:
     entry = splits[split]
     compression = entry.get(COMPRESSION)
     fields = ("hw", "low", "high", "crc32") + ((LOW_BYTES, HIGH_BYTES) if compression else ())
+    sensor_fields = sensor_doc.index_fields(entry)
     files, keys, shard, counts = [], [], [], []
-    values: dict[str, list] = {name: [] for name in fields}
+    values: dict[str, list] = {name: [] for name in fields + sensor_fields}
     try:
         for number, sh in enumerate(entry["shards"]):
             idx = sh["index"]
@@ -374,7 +380,7 @@ def split_index(doc: dict, split: str, where: str = MANIFEST) -> SplitIndex:
             counts.append(n)
             keys.extend(idx["key"])
             shard.extend([number] * n)
-            for name in fields:
+            for name in fields + sensor_fields:
                 values[name].extend(idx[name])
     except (KeyError, TypeError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed shard entry ({exc!r}); repack") from None
@@ -382,7 +388,8 @@ def split_index(doc: dict, split: str, where: str = MANIFEST) -> SplitIndex:
     members = members_of(entry, where, split, compression)
     try:
         columns = {name: _integers(values[name], name, where, split, files, counts) for name in fields}
-        return _split_index(split, files, keys, shard, columns, counts, n, compression, members)
+        sensor = sensor_doc.rows_from_columns(values, n, where, split) if sensor_fields else None
+        return _split_index(split, files, keys, shard, columns, counts, n, compression, members, sensor)
     except (ValueError, TypeError, OverflowError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed index ({exc}); repack") from None
 
@@ -407,7 +414,8 @@ def _integers(values: list, field: str, where: str, split: str, files: list, cou
                      "the manifest is damaged or was edited: re-run the same `pairload pack` command to rewrite it")
 
 
-def _split_index(split, files, keys, shard, columns, counts, n, compression=None, members=DEFAULT) -> SplitIndex:
+def _split_index(split, files, keys, shard, columns, counts, n, compression=None, members=DEFAULT,
+                 sensor=None) -> SplitIndex:
     sized = {name: np.asarray(columns[name], dtype=np.int64).reshape(n)
              for name in (LOW_BYTES, HIGH_BYTES) if name in columns}
     return SplitIndex(
@@ -422,5 +430,6 @@ def _split_index(split, files, keys, shard, columns, counts, n, compression=None
         shard_samples=np.asarray(counts, dtype=np.int64),
         compression=compression,
         members=members,
+        sensor=sensor,
         **sized,
     )

@@ -9,7 +9,9 @@ from typing import Callable, Iterator, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from ..batch import SensorBatch
 from ..devices import resolve_device
+from ..format.sensor import table as sensor_table
 from ..hooks import Hooks
 from ..errors import ConfigError
 from ..units import human_bytes
@@ -263,6 +265,7 @@ class PlannedLoader(StatefulEpochs):
         self.shards = shards
         self.device = opts.torch_device
         self._source_names = [name for name, n in self.groups for _ in range(n)] if self.groups else None
+        self.sensor_rows = None  # camera raw splits: set by the loaders over shards (`format.sensor.SensorRows`)
         self._plans: dict[tuple, list[BatchPlan]] = {}
         self._init_state()
 
@@ -313,6 +316,21 @@ class PlannedLoader(StatefulEpochs):
         views, start = {}, 0
         for bp in plans:
             views[id(bp)] = flags[start:start + len(bp)]
+            start += len(bp)
+        return lambda bp: views[id(bp)]
+
+    def _sensor_on(self, plans: list[BatchPlan]) -> Callable[[BatchPlan], SensorBatch | None]:
+        """`sensor(bp)`: a planned batch's camera raw facts on the loader's device (None for an image split), as
+        views of one copy per run made from page-locked memory (as `_padded_on`, for the same reason)."""
+        if self.sensor_rows is None or not plans:
+            return lambda bp: None
+        values = torch.from_numpy(np.concatenate([sensor_table(self.sensor_rows.take(bp.index)) for bp in plans]))
+        if self.device.type == "cuda":
+            values = values.pin_memory()
+        values = values.to(self.device, non_blocking=True)
+        views, start = {}, 0
+        for bp in plans:
+            views[id(bp)] = SensorBatch(values[start:start + len(bp)])
             start += len(bp)
         return lambda bp: views[id(bp)]
 

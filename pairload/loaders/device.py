@@ -12,7 +12,7 @@ from collections import deque
 
 import torch
 
-from ..batch import PairBatch, make_batch, oriented_batch
+from ..batch import PairBatch, SensorBatch, make_batch, oriented_batch
 from .cut import Cut
 
 
@@ -24,10 +24,16 @@ class DeviceStage:
         self._copying: deque = deque()  # (release callback, event) of host buffers whose copy may still run
 
     def put(self, cut: Cut, keys: list[str], padded: torch.Tensor, source: list[str] | None = None, *,
-            augment: bool = True):
+            augment: bool = True, sensor: SensorBatch | None = None):
         """A batch on the device from a `Cut`: a host block is copied over (one copy for both sides) and oriented
         there, its `release()` called once the host memory may be reused; a device block is viewed as it is.
-        Returns (batch, ready event or None); pass both to `handover` before the caller uses the batch."""
+        Returns (batch, ready event or None); pass both to `handover` before the caller uses the batch. `sensor`:
+        the batch's camera raw facts, already on the device."""
+        batch, ready = self._put(cut, keys, padded, source, augment)
+        batch.sensor = sensor
+        return batch, ready
+
+    def _put(self, cut: Cut, keys: list[str], padded: torch.Tensor, source: list[str] | None, augment: bool):
         # a cut not yet oriented is oriented here by its plan's codes (all 0 without `augment`: nothing to do)
         code = torch.from_numpy(cut.plan.code) if augment and not cut.oriented else None
         if cut.on_device:  # the kernel and the resident gather cut oriented windows

@@ -52,6 +52,7 @@ class HostLoader(PlannedLoader):
             raise ConfigError("shuffle_buffer: the strided deal (ram) shuffles the whole split; it is an option of "
                               "the by-shard deal (wds)")
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, self.ds.groups, shards)
+        self.sensor_rows = self.ds.sensor
         self.prefetch = prefetch
         self.resident = resident
         self._stage = DeviceStage(self.device)
@@ -106,8 +107,9 @@ class HostLoader(PlannedLoader):
 
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
         padded = self._padded_on(plans) if self.cutter.on_device else self._padded
+        sensor = self._sensor_on(plans)
         produced = (self._stage.put(cut, self._keys(cut.plan), padded(cut.plan), self._source(cut.plan),
-                                    augment=self.cfg.augment)
+                                    augment=self.cfg.augment, sensor=sensor(cut.plan))
                     for cut in self.cutter.cuts((epoch, consumed), plans, self._stage.reclaim))
         yield from self._stage.one_ahead(produced)  # batch k+1 is copied while the caller works on batch k
 

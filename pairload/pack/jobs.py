@@ -17,9 +17,12 @@ import numpy as np
 
 from ..errors import ImageError, OutputError, PairloadError
 from ..format import codec
-from ..raw.decode import Header, decode, silence_cv2
+from ..raw.decode import Header, decode, decode_camera, silence_cv2
 from ..raw.decode import probe as probe_header
 from .guard import output_error, writing
+
+
+IMAGE = "image"  # a Job's file decoded as an image or a .npy (else `decode.PACKED` / `decode.DEVELOPED`)
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,9 @@ class Job:
     low_off: int | None = None
     high_off: int | None = None
     level: int | None = None  # compressed members: the zstd level
+    low_as: str = IMAGE  # how each file is stored: IMAGE, or a camera raw file PACKED or DEVELOPED
+    high_as: str = IMAGE
+    scale: int = 1  # the target is stored at this multiple of out_hw
 
     def __post_init__(self) -> None:
         if (self.file is None) == (self.level is None):
@@ -57,6 +63,8 @@ class JobResult:
     high_frame: bytes | None = None
     error: str | None = None
     output_failed: bool = False
+    levels: tuple[int, ...] | None = None  # a packed camera raw input: black of each packed channel, then white
+    levels_high: tuple[int, ...] | None = None  # the same for a packed raw target
 
     def check(self) -> "JobResult":
         """Raise the job's error (OutputError or ImageError); else the result."""
@@ -93,12 +101,23 @@ def probe(path: Path) -> Header | str:
         return str(exc)
 
 
-def _decode(job: Job) -> tuple[np.ndarray, np.ndarray | None, tuple[str, ...]]:
-    low, low_notes = decode(job.low, to_8bit=job.to_8bit, expect=job.low_hw, out_hw=job.out_hw)
-    high, high_notes = None, []
+def _side(job: Job, path: Path, header, as_: str, out_hw: tuple[int, int]):
+    """(pixels, notes, levels) of one file of a job."""
+    if as_ == IMAGE:
+        img, notes = decode(path, to_8bit=job.to_8bit, expect=header, out_hw=out_hw)
+        return img, notes, None
+    img, levels = decode_camera(path, header, as_)
+    return img, [], levels
+
+
+def _decode(job: Job):
+    low, low_notes, levels = _side(job, job.low, job.low_hw, job.low_as, job.out_hw)
+    high, high_notes, levels_high = None, [], None
     if job.high is not None:
-        high, high_notes = decode(job.high, to_8bit=job.to_8bit, expect=job.high_hw, out_hw=job.out_hw)
-    return low, high, tuple([f"low:{n}" for n in low_notes] + [f"high:{n}" for n in high_notes])
+        out_hw = (job.out_hw[0] * job.scale, job.out_hw[1] * job.scale)
+        high, high_notes, levels_high = _side(job, job.high, job.high_hw, job.high_as, out_hw)
+    notes = tuple([f"low:{n}" for n in low_notes] + [f"high:{n}" for n in high_notes])
+    return low, high, notes, levels, levels_high
 
 
 def _pwrite(file: str, images: list[tuple[np.ndarray, int]]) -> None:
@@ -116,7 +135,7 @@ def run_job(job: Job) -> JobResult:
     """Decode one pair and store it (see `Job`). Errors come back as text so that the parent can clean up and
     report them."""
     try:
-        low, high, notes = _decode(job)
+        low, high, notes, levels, levels_high = _decode(job)
         frames = (None, None)
         if job.level is not None:
             frames = (codec.compress_npy(low, job.level),
@@ -129,7 +148,8 @@ def run_job(job: Job) -> JobResult:
             _pwrite(job.file, [(low, job.low_off)] + ([(high, job.high_off)] if high is not None else []))
         except OSError as exc:  # the disk filled up under us: the shard is to blame, not the pair being written
             return JobResult(job.index, error=str(output_error(Path(job.file), exc)), output_failed=True)
-    return JobResult(job.index, notes, zlib.crc32(low), zlib.crc32(high) if high is not None else None, *frames)
+    return JobResult(job.index, notes, zlib.crc32(low), zlib.crc32(high) if high is not None else None, *frames,
+                     levels=levels, levels_high=levels_high)
 
 
 def hash_file(path: str) -> str:

@@ -19,6 +19,7 @@ from .jobs import close_fds, probe, start_pool
 from .manifest import build_manifest
 from .options import PackOptions, PackReport
 from .shardplan import target_groups
+from .sensor import is_raw, plan_camera
 from .sides import split_members
 from .shardwrite import Run, ShardDone, write_compressed, write_raw
 
@@ -68,11 +69,14 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     try:
         probes = _probe_pairs(pairs, pool, options)
         report.phases["probe"] = time.perf_counter() - start
-        members = split_members(raw, pairs, probes, options.to_8bit)
+        resized = options.resize is not None or options.max_side is not None
+        camera = plan_camera(raw, pairs, probes, raw_target=options.raw_target, ratio_cap=options.ratio_cap,
+                             to_8bit=options.to_8bit, resized=resized)
+        members = split_members(raw, pairs, probes, options.to_8bit, camera)
         sizes = [probes[2 * i].hw for i in range(len(pairs))]
         out_sizes = [target_size(h, w, options.resize, options.max_side) for h, w in sizes]
         write = write_compressed if options.compress else write_raw
-        plans, results, digests = write(run, pairs, probes, sizes, out_sizes, members)
+        plans, results, digests = write(run, pairs, probes, sizes, out_sizes, members, camera)
     except BaseException:
         if pool:
             pool.terminate()
@@ -87,7 +91,7 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
         pool.close()
         pool.join()
 
-    manifest = build_manifest(plans, results, digests, discovery, raw, options, report, members)
+    manifest = build_manifest(plans, results, digests, discovery, raw, options, report, members, camera)
     keep = {plan.name for plan in plans}
     owned = guard.owned(out, journal) | keep
     guard.write_journal(out, owned, [plan.partial_name for plan in plans])  # a kill from here on still knows
@@ -113,8 +117,9 @@ def _probe_pairs(pairs: list[Pair], pool, options: PackOptions) -> list[Header]:
     errors = [r for r in probes if isinstance(r, str)]
     if errors:
         raise ImageError(errors[0] + (f" (and {len(errors) - 1} more unreadable files)" if len(errors) > 1 else ""))
+    # a camera raw input's partner is checked against its sensor (`sensor.plan_camera`)
     mismatched = [(pair, probes[2 * i].hw, probes[2 * i + 1].hw) for i, pair in enumerate(pairs)
-                  if probes[2 * i].hw != probes[2 * i + 1].hw]
+                  if probes[2 * i].hw != probes[2 * i + 1].hw and not is_raw(probes[2 * i])]
     if mismatched and options.resize is None:
         pair, lo, hi = mismatched[0]
         more = f" (and {len(mismatched) - 1} more pairs)" if len(mismatched) > 1 else ""

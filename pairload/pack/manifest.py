@@ -8,17 +8,22 @@ from pathlib import Path
 
 from .. import __version__
 from ..format import schema
+from ..format import sensor as fmt
 from ..format.members import DEFAULT, FIELD, Members
 from .jobs import JobResult
 from .options import PackOptions, PackReport
+from .sensor import CameraPlan
 from .shardplan import ShardPlan
 
 
 def build_manifest(plans: list[ShardPlan], results: list[JobResult], digests: list[str], discovery, raw: Path,
-                   options: PackOptions, report: PackReport, members: dict[str, Members] | None = None) -> dict:
+                   options: PackOptions, report: PackReport, members: dict[str, Members] | None = None,
+                   camera: CameraPlan | None = None) -> dict:
     """The manifest of the shards `plans` (in the order of the jobs whose `results` they hold); `members`: each
-    split's, recorded where not the default."""
+    split's, recorded where not the default; `camera`: the camera raw splits' sensor entries and per-pair
+    exposures."""
     members = members or {}
+    camera = camera or CameraPlan({}, {}, [])
     splits: dict[str, dict] = {}
     j = 0
     shared = any(lead >= 0 for plan in plans for _, _, lead in plan.samples)
@@ -32,7 +37,12 @@ def build_manifest(plans: list[ShardPlan], results: list[JobResult], digests: li
         typed = members.get(plan.split, DEFAULT).to_doc()
         if typed is not None:
             entry[FIELD] = typed
+        cam = camera.docs.get(plan.split)
+        if cam is not None:
+            entry[fmt.FIELD] = cam
         index = {"key": [], "hw": [], "low": [], "high": [], "crc32": []}
+        for name in fmt.index_fields(entry):
+            index[name] = []
         if compressed:
             index[schema.LOW_BYTES], index[schema.HIGH_BYTES] = [], []
         if shared:
@@ -50,6 +60,8 @@ def build_manifest(plans: list[ShardPlan], results: list[JobResult], digests: li
                 index[schema.HIGH_BYTES].append(lay.high_bytes)
             if shared:
                 index[schema.SHARES_HIGH].append(lead)
+            if cam is not None:
+                _sensor_columns(index, camera.exposures[j - 1], res, lead)
             for note in res.notes:
                 side, what = note.split(":")
                 rel = pair.low_rel if side == "low" else pair.high_rel
@@ -89,6 +101,16 @@ def build_manifest(plans: list[ShardPlan], results: list[JobResult], digests: li
                    "split_folders": report.split_folders},
         "splits": splits,
     }
+
+
+def _sensor_columns(index: dict, exposure, res: JobResult, lead: int) -> None:
+    """One camera raw sample's index entries: its ratio and exposures, its input's levels and (a packed target) its
+    target's, which a sample sharing another's target takes from that one."""
+    index[fmt.RATIO].append(exposure.ratio)
+    index[fmt.EXPOSURE].append([exposure.low_s, exposure.high_s])
+    index[fmt.LEVELS].append(list(res.levels))
+    if fmt.LEVELS_HIGH in index:
+        index[fmt.LEVELS_HIGH].append(list(res.levels_high) if lead < 0 else index[fmt.LEVELS_HIGH][lead])
 
 
 def layout_doc(compression: str | None, typed: bool = False) -> dict:

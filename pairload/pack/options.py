@@ -13,6 +13,7 @@ from ..format import codec, schema
 from ..units import human_bytes, parse_bytes
 
 DEFAULT_SHARD_SIZE = 256 * 1024**2
+RAW_TARGETS = ("developed", "packed")  # the values of `decode.DEVELOPED` and `decode.PACKED`
 MIN_SHARD_SIZE = 64 * 1024
 MAX_RESIZE_PIXELS = 8192 * 8192  # a --resize target beyond this (192 MB per image) is a typo, not a training size
 
@@ -63,8 +64,15 @@ class PackOptions:
     overwrite: bool = False  # replace a manifest.json that is not this RAW's pack (another pack's, or a user's file)
     compress: str | None = None  # "zstd": each image member as one zstd frame (format version 3); None: raw
     compress_level: int = codec.DEFAULT_LEVEL
+    raw_target: str = "developed"  # camera raw targets: developed by LibRaw (SID), or "packed" as the input (ELD)
+    ratio_cap: float = 300.0  # camera raw inputs: the amplification ratio's ceiling (SID's 300)
 
     def __post_init__(self) -> None:
+        if self.raw_target not in RAW_TARGETS:
+            raise ConfigError(f"--raw-target {self.raw_target}: expected {' or '.join(RAW_TARGETS)} (developed: "
+                              "LibRaw develops the target as SID does; packed: kept as a packed mosaic, raw-to-raw)")
+        if isinstance(self.ratio_cap, bool) or not isinstance(self.ratio_cap, (int, float)) or not self.ratio_cap >= 1:
+            raise ConfigError(f"--ratio-cap {self.ratio_cap}: expected a number of at least 1 (SID uses 300)")
         if self.compress is not None and self.compress not in schema.COMPRESSIONS:
             raise ConfigError(f"--compress {self.compress}: expected {' or '.join(schema.COMPRESSIONS)} (leave it out "
                               "for raw members)")

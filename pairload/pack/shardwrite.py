@@ -18,6 +18,7 @@ from ..raw.discover import Pair
 from . import guard
 from .jobs import Job, JobResult, close_fds, hash_file, run_job
 from .options import PackOptions, PackReport
+from .sensor import CameraPlan
 from .shardplan import ShardPlan, plan_shards
 
 ShardDone = Callable[[str, str, str, int], None]  # (shard name, partial file, sha256, bytes)
@@ -54,7 +55,7 @@ Written = tuple[list[ShardPlan], list[JobResult], list[str]]  # the shards, per-
 
 
 def write_raw(run: Run, pairs: list[Pair], probes: list, sizes: list, out_sizes: list,
-              members: dict[str, Members]) -> Written:
+              members: dict[str, Members], camera: CameraPlan) -> Written:
     """Raw members: every offset planned first, each shard created at its final size, pixels written in place by the
     workers; a shard is hashed and fsynced as soon as its last pair is in."""
     out, options, pool = run.out, run.options, run.pool
@@ -78,7 +79,7 @@ def write_raw(run: Run, pairs: list[Pair], probes: list, sizes: list, out_sizes:
             own = lead < 0
             jobs.append(Job(idx, pair.low, pair.high if own else None, probes[2 * idx], probes[2 * idx + 1],
                             (lay.height, lay.width), options.to_8bit, file=str(part), low_off=lay.low_data,
-                            high_off=lay.high_data if own else None))
+                            high_off=lay.high_data if own else None, **camera.job_fields(pair)))
             shard_of.append(number)
 
     t_decode = time.perf_counter()
@@ -108,7 +109,7 @@ def write_raw(run: Run, pairs: list[Pair], probes: list, sizes: list, out_sizes:
 
 
 def write_compressed(run: Run, pairs: list[Pair], probes: list, sizes: list, out_sizes: list,
-                     members: dict[str, Members]) -> Written:
+                     members: dict[str, Members], camera: CameraPlan) -> Written:
     """Compressed members (`--compress zstd`): the workers decode and compress each pair; the frames come back in key
     order and are appended to the shards one after the other (a frame's size is known only once it is compressed).
     Each shard holds the samples the raw pack's would (`--shard-size` is counted in raw bytes), so every loader,
@@ -119,7 +120,8 @@ def write_compressed(run: Run, pairs: list[Pair], probes: list, sizes: list, out
     slots = [(plan, lead) for plan in plans for _, _, lead in plan.samples]  # per job, in the order of `pairs`
     run.journal_partials(plans)
     jobs = [Job(k, pair.low, pair.high if slots[k][1] < 0 else None, probes[2 * k], probes[2 * k + 1],
-                out_sizes[k], options.to_8bit, level=options.compress_level) for k, pair in enumerate(pairs)]
+                out_sizes[k], options.to_8bit, level=options.compress_level, **camera.job_fields(pair))
+            for k, pair in enumerate(pairs)]
     t_decode = time.perf_counter()
     shards = CompressedShards(run)
     results: list[JobResult | None] = [None] * len(jobs)

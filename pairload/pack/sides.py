@@ -4,30 +4,39 @@ channel counts) is refused naming the odd files."""
 
 from __future__ import annotations
 
+from dataclasses import astuple
 from pathlib import Path
 
 from ..errors import ImageError
 from ..format.members import Member, Members
 from ..raw.decode import Header
 from ..raw.discover import Pair
+from .sensor import CameraPlan
 
 SHOWN = 5  # odd files named in a refusal
 
 
-def split_members(raw: Path, pairs: list[Pair], headers: list[Header], to_8bit: bool) -> dict[str, Members]:
-    """{split: Members} of `pairs` (headers: low then high of each pair)."""
+def split_members(raw: Path, pairs: list[Pair], headers: list[Header], to_8bit: bool,
+                  camera: CameraPlan | None = None) -> dict[str, Members]:
+    """{split: Members} of `pairs` (headers: low then high of each pair); `camera`: how camera raw splits are
+    stored."""
     found: dict[tuple[str, int], dict[tuple[str, int], dict[str, None]]] = {}
+    cams = camera.splits if camera is not None else {}
     for i, pair in enumerate(pairs):
         for side, rel in enumerate((pair.low_rel, pair.high_rel)):
             kinds = found.setdefault((pair.split, side), {})
-            kinds.setdefault(headers[2 * i + side].stored(to_8bit), {})[rel] = None  # a shared target once
+            header = headers[2 * i + side]
+            cs = cams.get(pair.split)
+            kind = header.stored(to_8bit) if cs is None else astuple(cs.member(side, header))
+            kinds.setdefault(kind, {})[rel] = None  # a shared target once
     out: dict[str, dict[int, Member]] = {}
     for (split, side), kinds in found.items():
         if len(kinds) > 1:
             raise ImageError(_mixed(raw, split, side, kinds))
         (dtype, channels), = kinds
         out.setdefault(split, {})[side] = Member(dtype, channels)
-    return {split: Members(low=sides[0], high=sides[1]) for split, sides in out.items()}
+    return {split: Members(low=sides[0], high=sides[1], scale=cams[split].scale if split in cams else 1)
+            for split, sides in out.items()}
 
 
 def _mixed(raw: Path, split: str, side: int, kinds: dict[tuple[str, int], dict[str, None]]) -> str:

@@ -14,14 +14,14 @@ from types import MappingProxyType
 import numpy as np
 
 from ..errors import ConfigError, ImageError, MissingDependencyError
+from .filetypes import CAMERA_RAW_EXTS  # noqa: F401 - where callers of this module look for it
 
-# LibRaw's common raw formats (its own list is far longer; these are the ones cameras write today)
-CAMERA_RAW_EXTS = frozenset({".arw", ".srf", ".sr2", ".nef", ".nrw", ".cr2", ".cr3", ".crw", ".raf", ".dng", ".orf",
-                             ".rw2", ".raw", ".pef", ".srw", ".3fr", ".fff", ".iiq", ".erf", ".kdc", ".dcr", ".mef",
-                             ".mos", ".mrw", ".rwl", ".x3f", ".gpr"})
 
-# The target's development, SID's convention; a manifest records dict(DEVELOP) beside the LibRaw version.
-DEVELOP = MappingProxyType({"use_camera_wb": True, "half_size": False, "no_auto_bright": True, "output_bps": 16})
+# The target's development, SID's convention; a manifest records dict(DEVELOP) beside the LibRaw version. One change
+# from SID's call: user_flip=0 keeps the pixels as the sensor lies (a camera's portrait tag would otherwise rotate
+# the target away from its packed input).
+DEVELOP = MappingProxyType({"use_camera_wb": True, "half_size": False, "no_auto_bright": True, "output_bps": 16,
+                            "user_flip": 0})
 
 PACKED_ORDER = "RGBG"  # the packed channels: R, the G on R's row, B, the G on B's row
 SID_RATIO_CAP = 300.0
@@ -63,15 +63,22 @@ def _rawpy():
     return rawpy
 
 
-def _open(path: Path):
-    """An open rawpy.RawPy for `path` (use it as a context manager: LibRaw's buffers are freed on exit)."""
+def libraw() -> str:
+    """LibRaw's version ("0.21.3"), as manifests record it beside the development options."""
+    return ".".join(str(v) for v in _rawpy().libraw_version)
+
+
+def _open(path: Path, unpack: bool = True):
+    """An open rawpy.RawPy for `path`, its pixels unpacked unless `unpack` is False (use it as a context manager:
+    LibRaw's buffers are freed on exit, so a worker holds one file's at a time)."""
     rawpy = _rawpy()
     if not path.is_file():
         raise ImageError(f"{path}: no such file; check the path")
     raw = rawpy.RawPy()
     try:
         raw.open_file(os.fspath(path))
-        raw.unpack()
+        if unpack:
+            raw.unpack()
     except rawpy.LibRawError as exc:
         raw.close()
         message = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
@@ -80,21 +87,55 @@ def _open(path: Path):
     return raw
 
 
+@dataclass(frozen=True)
+class RawInfo:
+    """What LibRaw finds in a raw file's header (no pixel decoded): the visible area's (height, width), its 2×2 CFA
+    pattern at the top-left, the camera ("make model", None where unknown) and the exposure in seconds (None)."""
+
+    sensor_hw: tuple[int, int]
+    pattern: str
+    camera: str | None
+    exposure: float | None
+
+    @property
+    def packed_hw(self) -> tuple[int, int]:
+        """(height, width) of the packed mosaic: half the visible area, an odd last row or column left out."""
+        return self.sensor_hw[0] // 2, self.sensor_hw[1] // 2
+
+
+def probe(path: str | os.PathLike) -> RawInfo:
+    """The `RawInfo` of a camera raw file; a file LibRaw cannot open, or a sensor that is not 2×2 Bayer, is an
+    ImageError naming it."""
+    path = Path(path)
+    with _open(path, unpack=False) as raw:
+        sites = _bayer_sites(raw, path, _repeat(raw, path))
+        pattern = "".join(PACKED_ORDER[sites.index((row, col))] for row in (0, 1) for col in (0, 1))
+        hw = (int(raw.sizes.height), int(raw.sizes.width))
+        shutter = float(raw.other.shutter_speed)
+    if min(hw) < 2:
+        raise ImageError(f"{path}: its visible area is {hw[1]}x{hw[0]} pixels, too small to hold a 2×2 Bayer cell")
+    return RawInfo(sensor_hw=hw, pattern=pattern, camera=camera_name(path), exposure=_seconds(shutter))
+
+
+def _repeat(raw, path: Path):
+    try:
+        repeat = raw.raw_pattern
+    except NotImplementedError:  # a CFA layout rawpy itself does not know
+        repeat = None
+    if repeat is not None and repeat.shape == (6, 6):
+        raise ImageError(f"{path}: Fuji X-Trans (6×6 colour filter) is not supported yet (only 2×2 Bayer "
+                         "sensors are); leave X-Trans files out")
+    return repeat
+
+
 def read_mosaic(path: str | os.PathLike) -> Mosaic:
     """The Bayer mosaic of a camera raw file, packed (R, G, B, G) at half resolution whatever the CFA's offset, with
     its black and white levels. A visible area of odd height or width loses its last row or column (a 2×2 cell
     cannot be split). X-Trans (6×6), Foveon, sRAW and monochrome files are refused with ImageError."""
     path = Path(path)
-    libraw = ".".join(str(v) for v in _rawpy().libraw_version)
+    version = libraw()
     with _open(path) as raw:
-        try:
-            repeat = raw.raw_pattern
-        except NotImplementedError:  # a CFA layout rawpy itself does not know
-            repeat = None
-        if repeat is not None and repeat.shape == (6, 6):
-            raise ImageError(f"{path}: Fuji X-Trans (6×6 colour filter) is not supported yet (only 2×2 Bayer "
-                             "sensors are); leave X-Trans files out")
-        sites = _bayer_sites(raw, path, repeat)
+        sites = _bayer_sites(raw, path, _repeat(raw, path))
         visible = raw.raw_image_visible
         height, width = visible.shape[0] // 2 * 2, visible.shape[1] // 2 * 2
         packed = np.empty((height // 2, width // 2, 4), np.uint16)
@@ -106,7 +147,7 @@ def read_mosaic(path: str | os.PathLike) -> Mosaic:
         shutter = float(raw.other.shutter_speed)
         white = int(raw.white_level)
     return Mosaic(packed=packed, black=black, white=white, pattern=pattern, camera=camera_name(path),
-                  exposure=_seconds(shutter), libraw=libraw)
+                  exposure=_seconds(shutter), libraw=version)
 
 
 def _color(raw, row: int, col: int) -> int:

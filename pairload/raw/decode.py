@@ -1,7 +1,8 @@
-"""Reading image files for packing: cheap header probes (Pillow for images, numpy's header reader for `.npy`), exact
-decodes (OpenCV) into RGB uint8 or uint16, `.npy` arrays taken as they are, and the hint for a pair whose sizes an
-EXIF rotation transposed. Policy, the same for both images of a pair: gray replicated to RGB, alpha dropped, 16 bits
-kept (converted to 8 with rounding under `to_8bit`), EXIF orientation ignored (pixels as stored)."""
+"""Reading image files for packing: cheap header probes (Pillow for images, numpy's header reader for `.npy`, LibRaw
+for camera raw), exact decodes (OpenCV) into RGB uint8 or uint16, `.npy` arrays taken as they are, camera raw packed
+or developed (`decode_camera`), and the hint for a pair whose sizes an EXIF rotation transposed. Policy, the same
+for both images of a pair: gray replicated to RGB, alpha dropped, 16 bits kept (converted to 8 with rounding under
+`to_8bit`), EXIF orientation ignored (pixels as stored)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ImageError
-from .filetypes import NUMPY_EXTS
+from .filetypes import NUMPY_EXTS, is_camera_raw
 
 ARRAY_DTYPES = ("uint8", "uint16")  # what a .npy image may hold; stored as it is
 ARRAY_CHANNELS = range(1, 5)
@@ -59,6 +60,7 @@ class Header:
     width: int
     dtype: str = "uint8"
     channels: int = 3
+    raw: object = None  # a camera raw file: its `camera.RawInfo` (the fields above are then the packed mosaic's)
 
     def __post_init__(self) -> None:
         if self.dtype not in ARRAY_DTYPES or self.channels not in ARRAY_CHANNELS:
@@ -87,6 +89,11 @@ def probe(path: Path) -> Header:
     """The file's `Header`, without decoding pixels; a file pack cannot store is an ImageError naming it."""
     if is_array(path):
         return probe_array(path)
+    if is_camera_raw(path):
+        from . import camera
+
+        info = camera.probe(path)
+        return Header(*info.packed_hw, "uint16", 4, raw=info)
     from PIL import Image, UnidentifiedImageError
 
     bits = 8
@@ -354,3 +361,27 @@ def decode(path: Path, *, to_8bit: bool, expect: Header | tuple[int, int] | None
         raise ImageError(f"{path}: its header says {dtype} ×{channels} but it decodes to {img.dtype.name} "
                          f"×{img.shape[2]}; re-save the file")
     return img, notes
+
+
+PACKED, DEVELOPED = "packed", "developed"  # how a camera raw file is stored (`decode_camera`)
+
+
+def decode_camera(path: Path, expect: Header, as_: str) -> tuple[np.ndarray, tuple[int, ...] | None]:
+    """A camera raw file as pack stores it: `packed` (the H/2×W/2×4 (R, G, B, G) mosaic in sensor counts) with its
+    levels (black of each packed channel, then white), or `developed` by LibRaw (H×W×3 uint16, the size of the packed
+    mosaic's 2×2 cells) with None. `expect`: its probed Header; a file that changed since is refused by name."""
+    from . import camera
+
+    if as_ == PACKED:
+        mosaic = camera.read_mosaic(path)
+        img, levels = mosaic.packed, (*mosaic.black, mosaic.white)
+        want = expect.hw
+    else:
+        img, levels = camera.develop(path), None
+        want = (2 * expect.height, 2 * expect.width)
+        img = np.ascontiguousarray(img[:want[0], :want[1]])  # an odd last row or column has no packed cell
+    if img.shape[:2] != want:
+        raise ImageError(f"{path}: its header said {expect.raw.sensor_hw[1]}x{expect.raw.sensor_hw[0]} sensor pixels "
+                         f"but LibRaw gives {img.shape[1]}x{img.shape[0]} ({as_}); the file changed while packing, or "
+                         "LibRaw crops it differently when developing: run the pack again, or leave the file out")
+    return img, levels

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import PairingError
 from ..format.schema import check_split_name
-from .filetypes import IMAGE_EXTS, IMAGE_LIKE_EXTS, SENSOR_EXTS
+from .filetypes import IMAGE_EXTS, IMAGE_LIKE_EXTS
 from .folders import pairs_from_folders
 from .inventory import inventory, no_pairs
 from .leaks import drop_repeated_files, refuse_self_pairs_and_leaks
@@ -18,7 +18,7 @@ from .names import split_alias
 from .pairsfile import SideFolders, parse_pairs_files, read_pairs_file
 from .scan import scan
 
-__all__ = ["IMAGE_EXTS", "IMAGE_LIKE_EXTS", "SENSOR_EXTS", "Discovery", "Pair", "Unused", "find_pairs", "split_alias"]
+__all__ = ["IMAGE_EXTS", "IMAGE_LIKE_EXTS", "Discovery", "Pair", "Unused", "find_pairs", "split_alias"]
 
 
 def find_pairs(

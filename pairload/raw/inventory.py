@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import PairingError
-from .filetypes import ARRAY_EXTS, IMAGE_EXTS, IMAGE_LIKE_EXTS, LIST_EXTS, SENSOR_EXTS, conversion
+from .filetypes import ARRAY_EXTS, IMAGE_EXTS, IMAGE_LIKE_EXTS, LIST_EXTS, conversion
 from .model import (MAX_LISTED, NO_SIDE_FOLDER, NOT_LISTED, PAIRS_LIST, SAME_FILE, TOO_DEEP, UNKNOWN_SPLIT,
                     UNMATCHED, UNSUPPORTED, Discovery, Unused, listing)
 from .names import HIGH_NAMES, LOW_NAMES, side_of, split_alias
@@ -36,8 +36,8 @@ def _pairs_list_hint(folder: Path, names: list[str]) -> str:
 def _reason(raw: Path, where: str, rel: str, ext: str, unmatched: set[str], deep: list[str],
             unknown: dict[str, str], pairs_file: bool) -> tuple[str, str]:
     """(reason, hint) for an image-like file in no pair."""
-    if ext in SENSOR_EXTS:
-        return UNSUPPORTED, "raw sensor or array files: convert them to sRGB images (PNG/JPEG)"
+    if ext in ARRAY_EXTS:
+        return UNSUPPORTED, conversion([ext])
     if ext not in IMAGE_EXTS:
         return UNSUPPORTED, f"pack reads {', '.join(sorted(IMAGE_EXTS))}: convert them (e.g. to PNG) to pack them"
     if rel in unmatched:
@@ -105,7 +105,7 @@ def no_pairs(raw: Path, low_dir: str | None, high_dir: str | None, listed: bool)
             ext = os.path.splitext(name)[1].lower()
             if ext in IMAGE_EXTS:
                 images.setdefault(folder, []).append(name)
-            elif ext in SENSOR_EXTS:
+            elif ext in ARRAY_EXTS:
                 others[ext] += 1
             elif ext in LIST_EXTS and is_pairs_list(folder / name):
                 lists.append(folder / name)
@@ -115,11 +115,9 @@ def no_pairs(raw: Path, low_dir: str | None, high_dir: str | None, listed: bool)
         if not others:
             return PairingError(generic + also)
         found = ", ".join(f"{n} {ext} files" for ext, n in others.most_common())
-        kind = ("raw sensor files (SID/ELD releases ship these)" if set(others) - ARRAY_EXTS else
-                "MATLAB arrays (.mat)")
-        return PairingError(f"{raw}: holds {found} and no RGB images: they are {kind}, and pairload packs pairs of "
-                            f"images; convert them to images first ({conversion(others)}), then pack the folder of "
-                            f"converted low/high images{also}")
+        return PairingError(f"{raw}: holds {found} and no images: they are MATLAB arrays, and pairload packs pairs "
+                            f"of images or .npy arrays; convert them first ({conversion(others)}), then pack the "
+                            f"folder of converted low/high files{also}")
     n = sum(len(v) for v in images.values())
     where = [f.relative_to(raw).as_posix() if f != raw else raw.name for f in images]
     high = [f for f in images if side_of(f.name, low_dir, high_dir) == "high"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import PairingError
 from ..format.schema import check_split_name, key_from_relpath
-from .filetypes import IMAGE_EXTS, IMAGE_LIKE_EXTS, SENSOR_EXTS
+from .filetypes import ARRAY_EXTS, IMAGE_EXTS, IMAGE_LIKE_EXTS, conversion
 from .model import Discovery, Pair, escaped
 from .scan import scan
 from .splits import DEFAULT_SPLIT, locate, split_names_of
@@ -166,9 +166,9 @@ def read_pairs_file(raw: Path, pairs_file: Path, forced_split: str | None, out: 
             if _inside(raw, path) is None:
                 raise PairingError(f"{here}: {rel} lies outside {raw}; paths are relative to RAW and "
                                    "must stay inside it (move the file in, or pack from a folder that holds both)")
-            if path.suffix.lower() in SENSOR_EXTS:
-                raise PairingError(f"{here}: {rel} is a raw sensor or array file ({path.suffix}); "
-                                   "convert the dataset to sRGB images (PNG/JPEG) first and list those")
+            if path.suffix.lower() in ARRAY_EXTS:
+                how = conversion([path.suffix.lower()])
+                raise PairingError(f"{here}: {rel} is an array file pack cannot read; {how} and list those")
         found: list[tuple[Path, Path, str]] = []
         for reading in readings:  # the first two columns, when they name two files; else every other reading
             found += [(reading, *hit) for hit in _resolve(raw, *reading, partial(sides.of, split))]

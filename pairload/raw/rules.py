@@ -3,6 +3,7 @@ when it pairs every file on both sides; never by sorted order, never by eliminat
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,29 @@ def _one_target_per_folder(lows: Stems, highs: Stems, how: RuleInput) -> dict[st
     return {s: groups[s.rpartition("/")[0]][0] for s in lows if s.rpartition("/")[0] in groups}
 
 
+_SID_STEM = re.compile(r"(\d+)_\d+_\d+(?:\.\d+)?s")
+
+
+def _sid_scene(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | None:
+    # SID's `00001_03_0.1s` ↔ `00001_00_10s`: short exposures of a scene share its one long exposure, the scene
+    # number being the first field; only names that all have SID's form, and one long exposure per scene
+    def scene(stem: str) -> tuple[str, str] | None:
+        head, _, base = stem.rpartition("/")
+        found = _SID_STEM.fullmatch(base)
+        return (head, found.group(1)) if found else None
+
+    by_scene: dict[tuple[str, str], str] = {}
+    for h in highs:
+        key = scene(h)
+        if key is None or key in by_scene:
+            return None
+        by_scene[key] = h
+    keys = {s: scene(s) for s in lows}
+    if any(k is None for k in keys.values()):
+        return None
+    return {s: by_scene[k] for s, k in keys.items() if k in by_scene}
+
+
 Rule = Callable[[Stems, Stems, RuleInput], "dict[str, str] | None"]
 RULES: dict[str, Rule] = {  # in the order they are tried; the name is what the manifest records
     "same name": _same_name,
@@ -107,8 +131,10 @@ RULES: dict[str, Rule] = {  # in the order they are tried; the name is what the 
     "name template": _name_template,
     "target name as prefix": _target_name_as_prefix,
     "one target per folder": _one_target_per_folder,
+    "SID scene number": _sid_scene,
 }
-MANY_TO_ONE = ("target name as prefix", "one target per folder")  # several lows may share one target
+# several lows may share one target
+MANY_TO_ONE = ("target name as prefix", "one target per folder", "SID scene number")
 SEQUENCE_TO_LABEL = "sequence to label"  # SICE's layout, which needs no rule: the folder name is the label's name
 
 

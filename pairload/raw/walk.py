@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import PairingError
-from .filetypes import IMAGE_EXTS, SENSOR_EXTS, conversion
+from .filetypes import ARRAY_EXTS, IMAGE_EXTS, conversion
 
 
 def unreadable(exc: OSError) -> PairingError:
@@ -94,9 +94,8 @@ def no_images(folder: Path, raw: Path, others: Counter) -> PairingError:
     if not others:
         return PairingError(f"{raw}: {where} holds no images; remove the empty folder or fill it")
     found = ", ".join(f"{n} {ext}" for ext, n in others.most_common(5))
-    sensor = [ext for ext in others if ext in SENSOR_EXTS]
-    hint = (f"raw sensor or array files ({', '.join(sorted(sensor))}): convert them to sRGB images (PNG/JPEG) first, "
-            f"or pack a folder that holds the sRGB version ({conversion(sensor)})" if sensor else
+    arrays = [ext for ext in others if ext in ARRAY_EXTS]
+    hint = (f"array files ({', '.join(sorted(arrays))}): {conversion(arrays)}" if arrays else
             f"expected one of {', '.join(sorted(IMAGE_EXTS))}")
     return PairingError(f"{raw}: {where} holds no usable images (found {found}); {hint}")
 

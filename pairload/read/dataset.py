@@ -310,6 +310,10 @@ class ShardDataset(ShardSource):
         return self.index.members
 
     @property
+    def sensor(self):
+        return self.index.sensor
+
+    @property
     def where(self) -> str:
         return urls.redact(self.url) if self.url is not None else str(self.root)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
+from ..format.sensor import SensorRows
 from .dataset import ShardDataset
 from .source import ShardSource
 
@@ -38,6 +39,12 @@ class ShardMix(ShardSource):
             raise ConfigError(f"sources {a!r} and {odd[0]!r} cannot be mixed: {a!r} holds {first.describe()}, "
                               f"{odd[0]!r} holds {kinds[odd[0]].describe()}; mix splits of one member type")
         self._members = first
+        rows = [ds.sensor for ds in self.by_name.values()]
+        if any(r is None for r in rows) and not all(r is None for r in rows):
+            raw_name = next(name for name, ds in self.by_name.items() if ds.sensor is not None)
+            raise ConfigError(f"source {raw_name!r} holds camera raw samples (with ratios and levels) and others do "
+                              "not; mix camera raw splits with camera raw splits")
+        self._sensor = None if rows[0] is None else SensorRows.concat(rows)
 
     def __getstate__(self):
         return self.__dict__.copy()  # the parts pickle without their maps
@@ -49,6 +56,10 @@ class ShardMix(ShardSource):
     @property
     def members(self):
         return self._members
+
+    @property
+    def sensor(self):
+        return self._sensor
 
     @property
     def where(self) -> str:

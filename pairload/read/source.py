@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..format.members import Members
+from ..format.sensor import SensorRows
 
 
 class ShardSource(ABC):
@@ -41,6 +42,11 @@ class ShardSource(ABC):
     @abstractmethod
     def members(self) -> Members:
         """What the samples' images are (`pairload.format.members`): dtype, channels, the target's scale."""
+
+    @property
+    @abstractmethod
+    def sensor(self) -> SensorRows | None:
+        """Camera raw splits: each sample's ratio, exposures and black/white levels (`format.sensor`); else None."""
 
     @property
     @abstractmethod

@@ -24,7 +24,9 @@ class _AsPairBatch:
 
     def _convert(self, outputs, bp: BatchPlan):
         low, high = pair_tensors(outputs, self.device, self._share, len(bp))
-        return batch_from_hwc(low, high, self._keys(bp), self._padded_now(bp), self._source(bp))
+        batch = batch_from_hwc(low, high, self._keys(bp), self._padded_now(bp), self._source(bp))
+        batch.sensor = self._sensor_now(bp)
+        return batch
 
 
 class DaliExternalLoader(_AsPairBatch, ExternalSource):

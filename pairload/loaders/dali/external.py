@@ -42,6 +42,7 @@ class ExternalSource(PairedSource):
         self.ds = remote.open(source, opts.split, whole=True)
         self.where = self.ds.where
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch, self.ds.groups)
+        self.sensor_rows = self.ds.sensor
         self._flip_on_device = False
         host = dict(num_workers=opts.num_workers, prefetch=prefetch, timeout=timeout, name="pairload-dali",
                     apply_codes=self.device.type != "cuda", hold=self._hold)

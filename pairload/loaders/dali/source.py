@@ -180,6 +180,7 @@ class PairedSource(PlannedLoader):
         pipe = self._ready_for(run)
         state.delivering()
         self._padded_now = self._padded_on(plans)
+        self._sensor_now = self._sensor_on(plans)
         timed = self.hooks.timed
         for b, bp in enumerate(plans):
             try:
@@ -225,6 +226,9 @@ class PairedSource(PlannedLoader):
         out["padded"] = self._padded(bp)
         if self.groups:
             out["source"] = self._source(bp)
+        sensor = self._sensor_now(bp)
+        if sensor is not None:
+            out["sensor"] = sensor
         return out
 
     def _out_hw_index(self, index: np.ndarray, crop: int | None) -> np.ndarray:
