@@ -253,13 +253,14 @@ def test_lol_blur_with_its_documented_folder_options(tmp_path):
     check_every_pair(out, "train", 2)
 
 
-def test_sid_raw_sensor_files_are_named_with_what_to_do(tmp_path):
+def test_sid_camera_raw_files_that_libraw_cannot_read_are_named(tmp_path):
+    pytest.importorskip("rawpy")
     root = tmp_path / "Sony"
-    for side in ("short", "long"):
+    for side, name in (("short", "00001_00_0.1s.ARW"), ("long", "00001_00_10s.ARW")):
         (root / side).mkdir(parents=True)
-        (root / side / "00001_00_0.1s.ARW").write_bytes(b"raw")
-    with pytest.raises(PairingError, match=r"short holds no usable images \(found 1 \.arw\); raw sensor or array "
-                                           r"files \(\.arw\): convert them to sRGB"):
+        (root / side / name).write_bytes(side.encode())  # SID's names, not raw files
+    with pytest.raises(ImageError, match=r"short/00001_00_0\.1s\.ARW: LibRaw cannot read it as a camera raw file .*; "
+                                         r"replace or remove it"):
         pack(root, tmp_path / "out", PackOptions(workers=1))
 
 
@@ -386,16 +387,13 @@ def test_a_pairs_list_lying_in_raw_is_named_with_the_option_that_uses_it(tmp_pat
 
 # -------------------------------------------------------------- what cannot be paired: what was found, what would work
 
-def test_eld_raw_sensor_files_only_are_refused_naming_the_conversion(tmp_path):
-    root = tmp_path / "ELD"
-    for scene, names in (("scene-1", ("IMG_0001.ARW", "IMG_0002.ARW")), ("scene-2", ("IMG_0001.NEF",))):
-        (root / "SonyA7S2" / scene).mkdir(parents=True)
-        for name in names:
-            (root / "SonyA7S2" / scene / name).write_bytes(b"raw")
-    with pytest.raises(PairingError, match=r"ELD: holds 2 \.arw files, 1 \.nef files and no RGB images: they are raw "
-                                           r"sensor files .* convert them to images first \(\.arw, \.nef: raw sensor "
-                                           r"files must be converted to RGB images first, e\.g\. with rawpy .* or "
-                                           r"dcraw .*, and then paired\)"):
+def test_matlab_arrays_only_are_refused_naming_the_conversion(tmp_path):
+    root = tmp_path / "LSRW"
+    for side in ("low", "high"):
+        (root / side).mkdir(parents=True)
+        (root / side / "0001.mat").write_bytes(b"MATLAB 5.0")
+    with pytest.raises(PairingError, match=r"LSRW: low holds no usable images \(found 1 \.mat\); \.mat: arrays, one "
+                                           r"image each: save each as \.npy, which pack stores as it is"):
         pack(root, tmp_path / "out", PackOptions(workers=1))
 
 

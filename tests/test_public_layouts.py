@@ -7,8 +7,8 @@ Retinexformer reorganises it (train|mini_val/{input,target}), NTIRE 2025 (Train_
 (cuiziteng/Aleth-NeRF: LOM_full/<scene>/{low,high,over_exp}), LCDP (onpix/LCDPNet: adobe5k/{input,gt,test-input,
 test-gt}), LOL-v2 as the DRBN code reads it (Our_low, Our_normal, Our_low_test, Our_normal_test), MSEC
 (mahmoudnafifi/Exposure_Correction: training|validation/{INPUT_IMAGES,GT_IMAGES}, five exposures per target,
-testing/{INPUT_IMAGES,expert_[a-e]_testing_set}), SMID/SDSD as SNR-Aware reads them (.npy arrays), SID's raw sensor
-files, ExDark (class folders, no targets) and DICM (one folder, no targets)."""
+testing/{INPUT_IMAGES,expert_[a-e]_testing_set}), SMID/SDSD as SNR-Aware reads them (.npy arrays), SID (camera raw,
+paired by scene number), ExDark (class folders, no targets) and DICM (one folder, no targets)."""
 
 from pathlib import Path
 
@@ -124,7 +124,7 @@ def test_msec_packs_five_exposures_per_target_and_reports_the_expert_test_sets(t
     assert {"testing/INPUT_IMAGES"} <= unused_folders(found)  # five expert targets: the user picks one
 
 
-def test_npy_releases_raw_sensor_files_and_unpaired_sets_are_refused_with_what_would_work(tmp_path):
+def test_npy_releases_sid_names_and_unpaired_sets_pair_or_are_refused_with_what_would_work(tmp_path):
     smid = tmp_path / "smid"
     for value, side in enumerate(("SMID_LQ_np", "SMID_Long_np")):
         (smid / side / "0001").mkdir(parents=True)
@@ -137,9 +137,9 @@ def test_npy_releases_raw_sensor_files_and_unpaired_sets_are_refused_with_what_w
     sid = tmp_path / "sid"
     for side in ("short", "long"):
         (sid / "Sony" / side).mkdir(parents=True)
-        (sid / "Sony" / side / "00001_00_0.1s.ARW").write_bytes(b"II*\x00" + bytes(64))
-    with pytest.raises(PairingError, match=r"(?i)raw sensor"):
-        find_pairs(sid)
+        name = f"00001_00_{'0.1' if side == 'short' else '10'}s.ARW"
+        (sid / "Sony" / side / name).write_bytes(b"II*\x00" + side.encode())
+    assert pairs(find_pairs(sid), "sony") == [("Sony/short/00001_00_0.1s.ARW", "Sony/long/00001_00_10s.ARW")]
     exdark = tmp_path / "exdark"
     for k, c in enumerate(("Bicycle", "Boat")):
         for n in range(2):

@@ -95,7 +95,7 @@ def no_images(folder: Path, raw: Path, others: Counter) -> PairingError:
         return PairingError(f"{raw}: {where} holds no images; remove the empty folder or fill it")
     found = ", ".join(f"{n} {ext}" for ext, n in others.most_common(5))
     arrays = [ext for ext in others if ext in ARRAY_EXTS]
-    hint = (f"array files ({', '.join(sorted(arrays))}): {conversion(arrays)}" if arrays else
+    hint = (conversion(arrays) if arrays else
             f"expected one of {', '.join(sorted(IMAGE_EXTS))}")
     return PairingError(f"{raw}: {where} holds no usable images (found {found}); {hint}")
 
