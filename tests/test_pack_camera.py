@@ -122,21 +122,24 @@ def test_the_manifest_records_members_levels_pattern_camera_and_ratios(sid):
 
 
 LOADERS = [("ram", {"num_workers": 0}), ("ram", {"num_workers": 2}), ("ram", {"resident": True}),
-           ("wds", {"num_workers": 1})]
+           ("wds", {"num_workers": 1}), pytest.param("dali-external", {}, marks=pytest.mark.dali)]
 
 
-@pytest.mark.parametrize("kind,options", LOADERS + [pytest.param("dali-external", {}, marks=pytest.mark.dali)])
-def test_every_loader_yields_the_packed_input_and_its_developed_target_at_the_planned_place(sid, kind, options):
+def check_loader(out: Path, expected: dict, kind: str, options: dict, device: str = "cpu") -> None:
+    """Two epochs of the test split: each row is the independent packing and LibRaw's development at the planned
+    window and orientation, with its ratio and levels; RawNormalize on the device agrees with it on the CPU."""
     import torch
+
+    from pairload import RawNormalize
 
     if kind.startswith("dali"):
         pytest.importorskip("nvidia.dali")
-    out, expected = sid
     seen = 0
-    with make_loader(kind, out, split="test", batch_size=2, crop=CROP, seed=5, **options) as loader:
+    with make_loader(kind, out, split="test", batch_size=2, crop=CROP, seed=5, device=device, **options) as loader:
         for epoch in (0, 1):
             loader.set_epoch(epoch)
             for batch in loader:
+                assert batch.low.device.type == device and batch.sensor.values.device.type == device
                 assert batch.low.dtype == torch.uint16 and batch.low.shape[1:] == (4, CROP, CROP)
                 assert batch.high.shape[1:] == (3, 2 * CROP, 2 * CROP)
                 for j, key in enumerate(batch.keys):
@@ -150,7 +153,28 @@ def test_every_loader_yields_the_packed_input_and_its_developed_target_at_the_pl
                     assert batch.sensor.ratio[j].item() == pytest.approx(want["ratio"])
                     assert batch.sensor.black[j].tolist() == want["black"] and batch.sensor.white[j].item() == WHITE
                     seen += 1
+                x_dev, y_dev = RawNormalize()(batch)
+                cpu = type(batch)(batch.low.cpu(), batch.high.cpu(), batch.keys, batch.padded.cpu(),
+                                  sensor=type(batch.sensor)(batch.sensor.values.cpu()))
+                x_cpu, y_cpu = RawNormalize()(cpu)
+                torch.testing.assert_close(x_dev.cpu(), x_cpu, rtol=1e-6, atol=1e-6)
+                torch.testing.assert_close(y_dev.cpu(), y_cpu, rtol=1e-6, atol=1e-6)
     assert seen == 8
+
+
+@pytest.mark.parametrize("kind,options", LOADERS)
+def test_every_loader_yields_the_packed_input_and_its_developed_target_at_the_planned_place(sid, kind, options):
+    check_loader(*sid, kind, options)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind,options", [("ram", {"zero_copy": True}), ("ram", {"resident": True}),
+                                          ("ram", {"zero_copy": False, "num_workers": 2}), ("wds", {"num_workers": 2}),
+                                          pytest.param("dali-external", {"zero_copy": True}, marks=pytest.mark.dali)])
+def test_every_loader_on_the_gpu_yields_the_same_camera_raw_crops(sid, kind, options):
+    """The zero-copy kernel (4×uint16 input, 3×uint16 target at 2×), the resident gather, the workers with the
+    device's orientation step, wds and DALI fed by the kernel."""
+    check_loader(*sid, kind, options, device="cuda")
 
 
 def test_raw_normalize_applies_sids_levels_ratio_and_clipping(sid):
@@ -266,5 +290,6 @@ def test_a_side_mixing_raw_files_and_images_and_options_that_change_counts_are_r
 def test_dali_file_refuses_camera_raw_folders_naming_pack(tmp_path):
     pytest.importorskip("nvidia.dali")
     _pair(tmp_path / "r", "00001_00_0.1s.dng", "00001_00_10s.dng")
-    with pytest.raises(ConfigError, match=r"pairload pack"):
+    with pytest.raises(ConfigError, match=r"short/00001_00_0\.1s\.dng: a camera raw file: dali-file decodes 8-bit "
+                                          r"images only; pack the folder with `pairload pack`"):
         make_loader("dali-file", tmp_path / "r", batch_size=1, crop=8)

@@ -68,6 +68,10 @@ class FileSource(PairedSource):
             high_headers = list(pool.map(probe, [p.high for p in self.pairs]))
         for p, a, b in zip(self.pairs, low_headers, high_headers):
             for path, header in ((p.low, a), (p.high, b)):
+                if header.raw is not None:
+                    raise ConfigError(f"{path}: a camera raw file: dali-file decodes 8-bit images only; pack the "
+                                      "folder with `pairload pack` (it packs the mosaic as SID does, through LibRaw) "
+                                      "and use dali-external, ram or wds")
                 if header.dtype != "uint8" or is_array(path):
                     raise ConfigError(f"{path}: {header.dtype} ×{header.channels}"
                                       f"{' NumPy array' if is_array(path) else ' image'}: dali-file decodes 8-bit "
