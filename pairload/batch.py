@@ -187,6 +187,10 @@ class Normalize(nn.Module):
         out = x.to(self.dtype) * inv.to(self.dtype) - shift.to(self.dtype)
         return out.contiguous(memory_format=fmt)
 
+    def pair(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(input, target) of a batch as floats (what `RawNormalize` returns for camera raw batches)."""
+        return self(batch.low), self(batch.high)
+
     def denormalize(self, y: torch.Tensor) -> torch.Tensor:
         """float in the normalised space → float in [0, 1] (for metrics and pictures), whatever the stored type."""
         return y.float() * self.unit_std + self.unit_mean
@@ -219,6 +223,8 @@ class RawNormalize(nn.Module):
             y = batch.high.to(self.dtype) * (1.0 / FULL_SCALE.get(batch.high.dtype, 1.0))
         fmt = torch.channels_last if self.channels_last else torch.contiguous_format
         return x.contiguous(memory_format=fmt), y.contiguous(memory_format=fmt)
+
+    pair = forward  # the same call as Normalize.pair, so a training loop takes either
 
     def _levelled(self, counts: torch.Tensor, black: torch.Tensor, white: torch.Tensor,
                   ratio: torch.Tensor | None) -> torch.Tensor:

@@ -12,6 +12,9 @@ CAMERA_RAW_EXTS = frozenset({".arw", ".srf", ".sr2", ".nef", ".nrw", ".cr2", ".c
                              ".mos", ".mrw", ".rwl", ".x3f", ".gpr"})
 IMAGE_EXTS = (frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm"})
               | NUMPY_EXTS | CAMERA_RAW_EXTS)
+# what pack reads, for messages: the image and array extensions, and camera raw as a family
+READABLE = (", ".join(sorted(IMAGE_EXTS - CAMERA_RAW_EXTS)) + " and camera raw files (.arw, .cr2, .dng, .nef, .orf, "
+            ".raf, .rw2, … through LibRaw)")
 ARRAY_EXTS = frozenset({".mat"})  # arrays pack cannot read (MATLAB files): save them as .npy
 # image files pack does not read: never dropped in silence, reported with the reason
 OTHER_IMAGE_EXTS = frozenset({".gif", ".heic", ".heif", ".avif", ".jxl", ".jp2", ".j2k", ".jpx", ".jpe", ".jfif",

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import PairingError
-from .filetypes import ARRAY_EXTS, IMAGE_EXTS, IMAGE_LIKE_EXTS, LIST_EXTS, conversion
+from .filetypes import ARRAY_EXTS, IMAGE_EXTS, IMAGE_LIKE_EXTS, LIST_EXTS, READABLE, conversion
 from .model import (MAX_LISTED, NO_SIDE_FOLDER, NOT_LISTED, PAIRS_LIST, SAME_FILE, TOO_DEEP, UNKNOWN_SPLIT,
                     UNMATCHED, UNSUPPORTED, Discovery, Unused, listing)
 from .names import HIGH_NAMES, LOW_NAMES, side_of, split_alias
@@ -39,7 +39,7 @@ def _reason(raw: Path, where: str, rel: str, ext: str, unmatched: set[str], deep
     if ext in ARRAY_EXTS:
         return UNSUPPORTED, conversion([ext])
     if ext not in IMAGE_EXTS:
-        return UNSUPPORTED, f"pack reads {', '.join(sorted(IMAGE_EXTS))}: convert them (e.g. to PNG) to pack them"
+        return UNSUPPORTED, f"pack reads {READABLE}: convert them (e.g. to PNG) to pack them"
     if rel in unmatched:
         return UNMATCHED, _HINTS[UNMATCHED]
     if any(rel.startswith(d) for d in deep):

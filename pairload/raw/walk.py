@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import PairingError
-from .filetypes import ARRAY_EXTS, IMAGE_EXTS, conversion
+from .filetypes import ARRAY_EXTS, IMAGE_EXTS, READABLE, conversion
 
 
 def unreadable(exc: OSError) -> PairingError:
@@ -96,7 +96,7 @@ def no_images(folder: Path, raw: Path, others: Counter) -> PairingError:
     found = ", ".join(f"{n} {ext}" for ext, n in others.most_common(5))
     arrays = [ext for ext in others if ext in ARRAY_EXTS]
     hint = (conversion(arrays) if arrays else
-            f"expected one of {', '.join(sorted(IMAGE_EXTS))}")
+            f"expected one of {READABLE}")
     return PairingError(f"{raw}: {where} holds no usable images (found {found}); {hint}")
 
 

@@ -10,6 +10,8 @@ import numpy as np
 
 from ..distributed import DistInfo
 from ..format import codec, schema
+from ..format.members import DEFAULT, Members, members_of
+from ..format.sensor import has_sensor
 from ..loaders import make_loader
 from ..read.shards import ShardDataset, ShardMix, open_shards, read_manifest_at
 from ..remote.cache import ShardCache
@@ -74,6 +76,18 @@ class TrainData:
             return folders
         return ShardMix({name: self.open(folder, cfg.train_split) if is_url(folder)
                          else open_shards(folder, cfg.train_split) for name, folder in folders.items()})
+
+    def members(self) -> tuple[Members, bool]:
+        """The train split's members (`format.members`) and whether it is camera raw (its pairs carry ratios and
+        levels); raw image folders (dali-file) hold uint8 RGB."""
+        cfg = self.cfg
+        if cfg.loader == "dali-file":
+            return DEFAULT, False
+        folder = next(iter(cfg.folders()))
+        entry = self.manifest(folder)["splits"].get(cfg.train_split)
+        if entry is None:
+            return DEFAULT, False  # the loader names the missing split
+        return members_of(entry, folder, cfg.train_split), has_sensor(entry)
 
     def fingerprint(self) -> str:
         """A digest of the training data: the train split's shard hashes, or the raw pairs' paths (dali-file)."""

@@ -24,8 +24,9 @@ def evaluate(model, loader, norm: Normalize, cfg: TrainConfig, info: DistInfo, k
     dev = info.device
     sums = torch.zeros(5, dtype=torch.float64, device=dev)  # psnr, ssim, count, and the input's psnr, ssim
     images = []
+    baseline = True
     for batch in loader:
-        x, y = norm(batch.low), norm(batch.high)
+        x, y = norm.pair(batch)
         with amp_context(cfg.amp, dev):
             out = model(x)
         out = out.float().clamp(0, 1)
@@ -33,15 +34,18 @@ def evaluate(model, loader, norm: Normalize, cfg: TrainConfig, info: DistInfo, k
         sums[0] += psnr(out, y)[valid].sum().double()
         sums[1] += ssim(out, y)[valid].sum().double()
         sums[2] += valid.sum()
-        sums[3] += psnr(x.float(), y)[valid].sum().double()  # the do-nothing baseline: is training helping?
-        sums[4] += ssim(x.float(), y)[valid].sum().double()
+        same = baseline = x.shape == y.shape  # a camera raw input (4 channels, half size) has no do-nothing baseline
+        if same:
+            sums[3] += psnr(x.float(), y)[valid].sum().double()  # the do-nothing baseline: is training helping?
+            sums[4] += ssim(x.float(), y)[valid].sum().double()
         if len(images) < keep_images:
             for j in range(min(keep_images - len(images), len(batch))):
-                images.append(torch.cat([x[j], out[j], y[j]], dim=2).cpu())
+                images.append(torch.cat(([x[j]] if same else []) + [out[j], y[j]], dim=2).cpu())
     all_reduce_sum(sums)
     n = max(1.0, float(sums[2]))
     return {"val_psnr": float(sums[0]) / n, "val_ssim": float(sums[1]) / n, "val_samples": int(sums[2]),
-            "val_psnr_input": float(sums[3]) / n, "val_ssim_input": float(sums[4]) / n, "images": images}
+            "val_psnr_input": float(sums[3]) / n if baseline else None,
+            "val_ssim_input": float(sums[4]) / n if baseline else None, "images": images}
 
 
 def save_triplets(images: list[torch.Tensor], path: Path) -> None:

@@ -91,7 +91,7 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
         meter.before_next()
         batch = next(it)
         meter.got_batch()
-        x, y = norm(batch.low), norm(batch.high)
+        x, y = norm.pair(batch)
         with amp_context(cfg.amp, dev):
             out = model(x)
         out = out.float()

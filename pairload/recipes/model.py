@@ -1,7 +1,9 @@
 """The reference low-light enhancement network: a small U-Net that predicts a residual over the input.
 
 Images enter in [0, 1] (after `pairload.Normalize` with mean 0, std 1) and the output is input + residual.
-`width` sets the channels of the first level; each of the `depth` levels below doubles them.
+`width` sets the channels of the first level; each of the `depth` levels below doubles them. A camera raw split
+(`in_channels` 4, `out_channels` 3, `scale` 2) ends as SID's network does: the last layer gives scale² × 3 channels
+that a pixel shuffle turns into the RGB image at twice the packed input's size (no residual: the sides differ).
 """
 
 from __future__ import annotations
@@ -18,13 +20,28 @@ from ..errors import ConfigError
 class ModelConfig:
     width: int = 32
     depth: int = 3
+    in_channels: int = 3
+    out_channels: int = 3
+    scale: int = 1  # the target is this many times the input's height and width
 
     def __post_init__(self) -> None:
         if self.width < 4 or not 1 <= self.depth <= 6:
             raise ConfigError(f"model width={self.width}, depth={self.depth}: expected width >= 4 and 1 <= depth <= 6")
+        if self.in_channels < 1 or self.out_channels < 1 or self.scale < 1:
+            raise ConfigError(f"model in_channels={self.in_channels}, out_channels={self.out_channels}, "
+                              f"scale={self.scale}: expected positive numbers")
+
+    @property
+    def residual(self) -> bool:
+        return self.in_channels == self.out_channels and self.scale == 1
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # the fields an RGB model leaves at their defaults are left out, so checkpoints from before them still match
+        doc = asdict(self)
+        for name in ("in_channels", "out_channels", "scale"):
+            if doc[name] == getattr(ModelConfig, name):
+                del doc[name]
+        return doc
 
 
 def _block(cin: int, cout: int) -> nn.Sequential:
@@ -40,14 +57,15 @@ class EnhanceUNet(nn.Module):
         self.config = config
         w = config.width
         chans = [w * 2**i for i in range(config.depth + 1)]
-        self.stem = _block(3, chans[0])
+        self.stem = _block(config.in_channels, chans[0])
         self.down = nn.ModuleList(nn.Conv2d(chans[i], chans[i], 2, stride=2) for i in range(config.depth))
         self.enc = nn.ModuleList(_block(chans[i], chans[i + 1]) for i in range(config.depth))
         self.up = nn.ModuleList(nn.ConvTranspose2d(chans[i + 1], chans[i], 2, stride=2) for i in range(config.depth))
         self.dec = nn.ModuleList(_block(2 * chans[i], chans[i]) for i in range(config.depth))
-        self.head = nn.Conv2d(chans[0], 3, 1)
-        nn.init.zeros_(self.head.weight)  # start as the identity: output = input
-        nn.init.zeros_(self.head.bias)
+        self.head = nn.Conv2d(chans[0], config.out_channels * config.scale ** 2, 1)
+        if config.residual:
+            nn.init.zeros_(self.head.weight)  # start as the identity: output = input
+            nn.init.zeros_(self.head.bias)
 
     @property
     def multiple(self) -> int:
@@ -66,5 +84,8 @@ class EnhanceUNet(nn.Module):
             y = enc(down(y))
         for i in reversed(range(self.config.depth)):
             y = self.dec[i](torch.cat([self.up[i](y), skips[i]], dim=1))
+        if not self.config.residual:
+            s = self.config.scale
+            return nn.functional.pixel_shuffle(self.head(y), s)[..., :h * s, :w * s]
         out = inp + self.head(y)
         return out[..., :h, :w]

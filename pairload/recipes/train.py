@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..batch import Normalize
+from ..batch import Normalize, RawNormalize
 from ..distributed import (DistInfo, cleanup, dist_info, exit_with_parent, init_distributed, lost_ranks_error)
 from ..errors import ConfigError, PairloadError, in_cli_terms
 from ..format.atomic import write_bytes_atomic
@@ -58,7 +58,10 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     dev = info.device
     if cfg.loader.startswith("dali"):
         import pairload.dali  # noqa: F401 - raises MissingDependencyError with install advice
-    model_cfg = ModelConfig(width=cfg.width, depth=cfg.depth)
+    data = TrainData(cfg)  # each manifest is read once, here, whatever needs it
+    members, camera_raw = data.members()
+    model_cfg = ModelConfig(width=cfg.width, depth=cfg.depth, in_channels=members.low.channels,
+                            out_channels=members.high.channels, scale=members.scale)
     model = EnhanceUNet(model_cfg)
     if cfg.sync_bn and info.distributed:
         model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
@@ -66,8 +69,8 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     channels_last = dev.type == "cuda"
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
-    norm = Normalize(channels_last=channels_last).to(dev)
-    data = TrainData(cfg)  # each manifest is read once, here, whatever needs it
+    # camera raw: black/white levels and each pair's ratio from the batch (SID's preprocessing), on the device
+    norm = (RawNormalize(channels_last=channels_last) if camera_raw else Normalize(channels_last=channels_last)).to(dev)
     train_loader = build_train_loader(cfg, info, data)
     val_loader = build_val_loader(cfg, info, data)
     # the schedule is sized from the plan of every epoch (a crop/batch schedule changes the step count per epoch)
@@ -155,7 +158,8 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
         if info.is_main:
             log(f"epoch {epoch + 1}/{cfg.epochs}: loss {row['train_loss']:.4f}  "
                 + (f"val PSNR {row['val_psnr']:.2f} dB SSIM {row['val_ssim']:.4f} on {row['val_samples']} pairs "
-                   f"(input: {row['val_psnr_input']:.2f} dB, {row['val_ssim_input']:.4f})  " if val else "")
+                   + (f"(input: {row['val_psnr_input']:.2f} dB, {row['val_ssim_input']:.4f})  "
+                      if row["val_psnr_input"] is not None else "") if val else "")
                 + f"{rate(row['pairs_per_s'])} pairs/s  data wait {row['data_wait_frac']:.3f}"
                 + (f"  skipped {row['skipped_steps']} non-finite steps" if row["skipped_steps"] else ""))
             if out:
