@@ -234,11 +234,12 @@ def info(
     if as_json:
         print(json.dumps(splits, indent=2))
         return
-    table = Table("split", "pairs", "shards", "bytes", "compression", "sizes (WxH: pairs)")
+    table = Table("split", "pairs", "shards", "bytes", "compression", "members", "sizes (WxH: pairs)")
     for name, s in splits.items():
+        members = s.get("members", "uint8 ×3, same size") + (f"; {s['sensor']}" if "sensor" in s else "")
         table.add_row(name, str(s["samples"]), str(s["shards"]), human_bytes(s["bytes"]),
                       "none" if s["compression"] == "none" else f"{s['compression']}, {_ratio(s, short=True)}",
-                      ", ".join(f"{k}: {v}" for k, v in s["sizes"].items()))
+                      members, ", ".join(f"{k}: {v}" for k, v in s["sizes"].items()))
     out.print(table)
 
 

@@ -112,6 +112,10 @@ def test_the_manifest_records_members_levels_pattern_camera_and_ratios(sid):
                 assert idx["ratio"][k] == pytest.approx(want["ratio"])
                 assert idx["exposure"][k] == [want["seconds"], 10.0]
                 assert idx["levels"][k] == want["black"] + [WHITE]
+    from pairload.read.shards import info
+
+    assert info(out)["train"]["sensor"] == ("camera raw from Sony ILCE-7S (BGGR/RGGB), target developed, ratio 100 "
+                                            "to 250")
     ds = open_shards(out, "train")
     assert ds.members == Members(Member("uint16", 4), Member("uint16", 3), 2)
     assert sorted(ds.sensor.ratio.tolist()) == sorted(expected[stem(k)]["ratio"] for k in ds.keys)

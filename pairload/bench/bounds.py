@@ -69,11 +69,14 @@ def decode_rate(raw: str | None, split: str, seconds: float = 2.0) -> dict | Non
     import cv2
 
     from ..raw.discover import find_pairs
+    from ..raw.filetypes import is_camera_raw
 
     pairs = find_pairs(raw).splits().get(split, [])[:64]
     if not pairs:
         return None
     files = [p.low for p in pairs] + [p.high for p in pairs]
+    if any(is_camera_raw(f) for f in files):
+        return None  # LibRaw, not OpenCV, decodes these: the libraw-per-access row measures that
     threads = cv2.getNumThreads()
     cv2.setNumThreads(1)  # one core's rate; the process's own setting is restored below
     try:
@@ -90,19 +93,23 @@ def decode_rate(raw: str | None, split: str, seconds: float = 2.0) -> dict | Non
 
 
 def copy_rate(shards: str, split: str, crop: int, seconds: float = 1.5) -> dict:
-    """Single-core rate of copying planned uint8 crop pairs out of the memory-mapped shards."""
+    """Single-core rate of copying crop pairs (of the split's member types; the target's at its scale) out of the
+    memory-mapped shards."""
     from ..read.shards import ShardDataset
 
     ds = ShardDataset(shards, split)
+    m = ds.members
+    s = m.scale
     rng = np.random.default_rng(0)
-    out = np.empty((2, crop, crop, 3), np.uint8)
+    out_low = np.empty((crop, crop, m.low.channels), m.low.np_dtype)
+    out_high = np.empty((s * crop, s * crop, m.high.channels), m.high.np_dtype)
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         i = int(rng.integers(len(ds)))
         low, high = ds.arrays(i)
         y = int(rng.integers(low.shape[0] - crop + 1))
         x = int(rng.integers(low.shape[1] - crop + 1))
-        out[0] = low[y:y + crop, x:x + crop]
-        out[1] = high[y:y + crop, x:x + crop]
+        out_low[:] = low[y:y + crop, x:x + crop]
+        out_high[:] = high[s * y:s * (y + crop), s * x:s * (x + crop)]
         n += 1
     return {"pairs_per_s_per_core": n / (time.perf_counter() - t0)}

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import os
 from dataclasses import dataclass
 
@@ -10,6 +12,17 @@ import torch
 
 from ..errors import ConfigError
 from ..kinds import BENCH_ENTRIES as ALL
+
+
+
+@functools.lru_cache(maxsize=8)
+def split_members(shards: str, split: str):
+    """The members of a benchmarked split, from its manifest (read once)."""
+    from ..format.members import members_of
+    from ..read.info import read_manifest_at
+
+    doc = read_manifest_at(shards)
+    return members_of(doc["splits"].get(split, {}), shards, split)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +40,10 @@ class BenchConfig:
     consumer: str = "none"  # or "unet": each batch feeds a training step of the reference model
     cold: bool = False  # also measure `ram` and `wds` with the shards evicted from the page cache before each repeat
     ranks: int = 1  # >1: that many concurrent ranks, each with its own loader (and GPU), splitting the node's cores
+
+    def pair_bytes(self) -> int:
+        """Bytes of one delivered pair of crops (the input's and its target's, of the split's member types)."""
+        return split_members(self.shards, self.split).pair_bytes(self.crop, self.crop)
 
     def __post_init__(self) -> None:
         unknown = [n for n in self.loaders if n not in ALL]

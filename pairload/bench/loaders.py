@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from ..errors import MissingDependencyError, PairloadError
+from ..errors import ConfigError, MissingDependencyError, PairloadError
 from .bounds import copy_rate, decode_rate, disk_bound, evict, h2d_bound, sync
 from .chart import plot
 from .config import BenchConfig
@@ -58,7 +58,10 @@ def run_bench(cfg: BenchConfig, on_result: Callable[[Result], None] | None = Non
     check_split(PlanConfig(batch_size=cfg.batch_size, crop=cfg.crop), ds.keys, ds.sizes, cfg.split)
     device = cfg.resolved_device()
     workers = cfg.resolved_workers()
-    pair_bytes = 2 * cfg.crop * cfg.crop * 3
+    pair_bytes = cfg.pair_bytes()
+    if cfg.consumer == "unet" and not ds.members.default:
+        raise ConfigError(f"--consumer unet: split {cfg.split!r} holds {ds.members.describe()}; the consumer step is "
+                          "the RGB reference model's: leave --consumer out for this split")
     limits = {"h2d": h2d_bound(device, pair_bytes), "decode": decode_rate(cfg.raw, cfg.split),
               "copy": copy_rate(cfg.shards, cfg.split, cfg.crop)}
     if cfg.cold:

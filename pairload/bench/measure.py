@@ -67,7 +67,7 @@ def measure(name: str, loader, cfg: BenchConfig, device: torch.device, consumer:
         finally:
             stop_listening()
         res.cpu_cores_used = (cpu_seconds(pids) - cpu0) / (time.perf_counter() - t_all)
-    res.summarise(cfg.crop, mem.peak)
+    res.summarise(cfg.pair_bytes(), mem.peak)
     res.stage_seconds = dict(stages.seconds)
     if device.type == "cuda" and base_free is not None:
         res.device_mem_mb = (base_free - torch.cuda.mem_get_info(device)[0]) / 2**20
@@ -102,6 +102,6 @@ def measure_cold(name: str, cfg: BenchConfig, device: torch.device, workers: int
                 current.clear()
                 loader.close()
                 del loader
-    res.summarise(cfg.crop, mem.peak)
+    res.summarise(cfg.pair_bytes(), mem.peak)
     return res
 

@@ -83,7 +83,7 @@ def measure_ranks(name: str, cfg: BenchConfig, workers: int) -> Result:
         return Result(loader=name, status=bad[0]["status"], reason=bad[0]["reason"], ranks=cfg.ranks)
     per = [got[r]["pairs_per_s"] for r in range(cfg.ranks)]
     res = Result(loader=name, ranks=cfg.ranks, per_rank=per, repeats=per)
-    res.summarise(cfg.crop, mem.peak, node_total=True)  # the node's rate; min/max are the per-rank spread
+    res.summarise(cfg.pair_bytes(), mem.peak, node_total=True)  # the node's rate; min/max are the per-rank spread
     res.cpu_cores_used = sum(got[r]["cpu_cores_used"] for r in range(cfg.ranks))
     res.device_mem_mb = max(got[r]["device_mem_mb"] for r in range(cfg.ranks))
     res.path = "; ".join(sorted({got[r]["path"] for r in range(cfg.ranks)}))

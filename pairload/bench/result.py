@@ -27,12 +27,12 @@ class Result:
     path: str = ""  # ram: "zero-copy" (the GPU cuts the crops), "workers" (why, when zero-copy was given up)
     stage_seconds: dict[str, float] = field(default_factory=dict)  # the loader's timed stages (`loader.hooks`), summed
 
-    def summarise(self, crop: int, peak_rss: int, node_total: bool = False) -> None:
-        """Median (or, for concurrent ranks, the node's sum) and spread of the repeats, MB/s of delivered crops,
-        peak host memory."""
+    def summarise(self, pair_bytes: int, peak_rss: int, node_total: bool = False) -> None:
+        """Median (or, for concurrent ranks, the node's sum) and spread of the repeats, MB/s of delivered crops
+        (`pair_bytes` each pair), peak host memory."""
         self.pairs_per_s = sum(self.repeats) if node_total else statistics.median(self.repeats)
         self.pairs_per_s_min, self.pairs_per_s_max = min(self.repeats), max(self.repeats)
-        self.mb_per_s = self.pairs_per_s * 2 * crop * crop * 3 / 1e6
+        self.mb_per_s = self.pairs_per_s * pair_bytes / 1e6
         self.peak_host_rss_mb = peak_rss / 2**20
 
 

@@ -36,6 +36,16 @@ def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) 
             "compression": idx.compression or "none",
             "pixel_bytes": int((idx.hw[:, 0] * idx.hw[:, 1]).sum()) * idx.members.bytes_per_input_pixel,
             **({"members": idx.members.describe()} if not idx.members.default else {}),
+            **({"sensor": _sensor(doc["splits"][split], idx.sensor)} if idx.sensor is not None else {}),
             "sizes": {f"{w}x{h}": int(c) for (h, w), c in zip(sizes.tolist(), counts.tolist())},
         }
     return out
+
+
+def _sensor(entry: dict, rows) -> str:
+    """A camera raw split in a line: cameras, CFA patterns, the target's kind and the range of ratios."""
+    doc = entry["sensor"]
+    low, high = float(rows.ratio.min()), float(rows.ratio.max())
+    ratios = f"ratio {low:g}" + (f" to {high:g}" if high > low else "")
+    return (f"camera raw from {', '.join(doc['low'].get('cameras', []))} ({'/'.join(doc['low'].get('patterns', []))}), "
+            f"target {doc['high']['kind']}, {ratios}")
