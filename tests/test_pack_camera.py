@@ -34,7 +34,7 @@ SHOTS = ((0, 0.04), (1, 0.1))  # (shot, seconds) of each scene's short exposures
 CROP = 8
 
 
-def sid_tree(root: Path, scenes=range(4)) -> dict[str, dict]:
+def sid_tree(root: Path, scenes=range(4), sensor=SENSOR) -> dict[str, dict]:
     """Sony/short and Sony/long DNGs named as SID names them, with SID-style list files (scenes 0-1 train, 2-3 test).
     Returns per short file stem: its mosaic, pattern, long file and ratio."""
     facts = {}
@@ -44,11 +44,11 @@ def sid_tree(root: Path, scenes=range(4)) -> dict[str, dict]:
     for s in scenes:
         pattern = PATTERNS[s % 4]
         long_name = f"{s:05d}_00_10s.dng"
-        write_dng(root / "Sony" / "long" / long_name, coded_mosaic(50 + s, *SENSOR), pattern, black=BLACKS,
+        write_dng(root / "Sony" / "long" / long_name, coded_mosaic(50 + s, *sensor), pattern, black=BLACKS,
                   white=WHITE, exposure=10.0, make="Sony", model="ILCE-7S")
         for shot, seconds in SHOTS:
             stem = f"{s:05d}_{shot:02d}_{seconds}s"
-            mosaic = coded_mosaic(2 * s + shot, *SENSOR)
+            mosaic = coded_mosaic(2 * s + shot, *sensor)
             write_dng(root / "Sony" / "short" / f"{stem}.dng", mosaic, pattern, black=BLACKS, white=WHITE,
                       exposure=seconds, make="Sony", model="ILCE-7S")
             facts[stem] = {"mosaic": mosaic, "pattern": pattern, "long": root / "Sony" / "long" / long_name,

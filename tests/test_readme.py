@@ -24,6 +24,11 @@ def workdir(tmp_path_factory):
     pack(root / "raw", root / "shards", PackOptions(workers=1))
     for name in ("lol", "synth"):
         shutil.copytree(root / "shards", root / "shards" / name, ignore=shutil.ignore_patterns("lol", "synth"))
+    if has_module("rawpy") and has_module("tifffile"):  # shards/sid: 8 SID-style pairs, crops of 512 fit
+        from test_pack_camera import sid_tree
+
+        sid_tree(root / "SID", sensor=(1040, 1040))
+        pack(root / "SID" / "Sony", root / "shards" / "sid", PackOptions(workers=2))  # one split: train
     return root
 
 
@@ -36,5 +41,7 @@ def test_every_readme_python_block_runs_as_written(workdir, number):
     block = BLOCKS[number]
     if "nvidia.dali" in block and not has_module("nvidia.dali"):
         pytest.skip("needs nvidia-dali")
+    if "shards/sid" in block and not (workdir / "shards" / "sid").is_dir():
+        pytest.skip("needs rawpy and tifffile (pip install 'pairload[raw]' tifffile)")
     res = subprocess.run([sys.executable, "-c", block], cwd=workdir, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, f"README block {number} failed:\n{block}\n{res.stderr[-3000:]}"
