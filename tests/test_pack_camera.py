@@ -297,3 +297,35 @@ def test_dali_file_refuses_camera_raw_folders_naming_pack(tmp_path):
     with pytest.raises(ConfigError, match=r"short/00001_00_0\.1s\.dng: a camera raw file: dali-file decodes 8-bit "
                                           r"images only; pack the folder with `pairload pack`"):
         make_loader("dali-file", tmp_path / "r", batch_size=1, crop=8)
+
+
+@pytest.mark.dali
+def test_paired_inputs_in_a_users_pipeline_give_the_camera_raw_crops_and_their_sensor_facts(sid):
+    pytest.importorskip("nvidia.dali")
+    from nvidia.dali import pipeline_def
+
+    from pairload.dali import PairedIterator, paired_inputs, paired_source
+
+    out, expected = sid
+    src = paired_source(out, kind="external", split="test", batch_size=2, crop=CROP, seed=5, num_workers=1)
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def pipe():
+        low, high = paired_inputs(src)
+        return low, high
+
+    it = PairedIterator(pipe(), ("low", "high"))
+    seen = 0
+    for batch in it:
+        assert batch["low"].dtype == batch["high"].dtype  # uint16 (torch's) on both sides
+        for j, key in enumerate(batch["keys"]):
+            want = expected[stem(key)]
+            y, x, code = (int(v[0]) for v in sample_params(key_hashes([key]), np.array([want["low"].shape[:2]]),
+                                                           seed=5, epoch=0, crop=CROP, augment=True))
+            np.testing.assert_array_equal(batch["low"][j].cpu().numpy(),
+                                          orient(want["low"][y:y + CROP, x:x + CROP], code))
+            np.testing.assert_array_equal(batch["high"][j].cpu().numpy(),
+                                          orient(want["high"][2 * y:2 * (y + CROP), 2 * x:2 * (x + CROP)], code))
+            assert batch["sensor"].ratio[j].item() == pytest.approx(want["ratio"])
+            seen += 1
+    assert seen == 4
