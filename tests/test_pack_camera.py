@@ -329,3 +329,18 @@ def test_paired_inputs_in_a_users_pipeline_give_the_camera_raw_crops_and_their_s
             assert batch["sensor"].ratio[j].item() == pytest.approx(want["ratio"])
             seen += 1
     assert seen == 4
+
+
+def test_a_pack_in_a_process_whose_openmp_pool_is_running_does_not_hang(tmp_path):
+    """LibRaw develops with OpenMP: workers forked from a process whose OpenMP threads run (torch started them)
+    would wait forever on the copied pool's barrier; the pack sees the threads and spawns its workers instead."""
+    import subprocess
+    import sys
+
+    sid_tree(tmp_path / "SID", scenes=[0])
+    code = ("import torch, sys; torch.set_num_threads(2); torch.ones(512, 512) @ torch.ones(512, 512); "
+            "from pairload.pack.writer import PackOptions, pack; "
+            f"r = pack({str(tmp_path / 'SID' / 'Sony')!r}, {str(tmp_path / 'out')!r}, PackOptions(workers=2)); "
+            "print(r.pairs)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.strip() == "2", res.stderr[-2000:]

@@ -87,10 +87,25 @@ def close_fds() -> None:
 
 
 def start_pool(workers: int):
-    # fork starts workers at once; it is only safe while this process runs no other thread (a lock held by
-    # another thread at fork time would never be released in the child), so otherwise spawn.
-    method = "fork" if "fork" in mp.get_all_start_methods() and threading.active_count() == 1 else "spawn"
-    return mp.get_context(method).Pool(workers, initializer=silence_cv2)
+    # fork starts workers at once; it is only safe while this process runs no other thread, native ones included
+    # (a lock held by another thread at fork time is never released in the child: an OpenMP pool that torch
+    # started, for one, hangs LibRaw's development in a forked worker), so otherwise spawn.
+    method = "fork" if "fork" in mp.get_all_start_methods() and _threads() == 1 else "spawn"
+    return mp.get_context(method).Pool(workers, initializer=_init_worker)
+
+
+def _threads() -> int:
+    """Threads of this process: the OS's count where it gives one (Python's own knows only its threads)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def _init_worker() -> None:
+    # one core per worker: OpenMP (LibRaw's development) reads this when it is first loaded, in this process
+    os.environ["OMP_NUM_THREADS"] = "1"
+    silence_cv2()
 
 
 def probe(path: Path) -> Header | str:
