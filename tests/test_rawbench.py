@@ -125,19 +125,28 @@ def test_the_wrapped_baseline_batches_on_a_worker_and_normalises_as_sid_does(tre
     assert 0.05 < x.mean() < 0.9, "the amplified short is in the long's range"
 
 
-def test_the_measurement_reports_both_baselines_and_skips_missing_arrays(tree, tmp_path):
+def test_the_measurement_reports_pairloads_loaders_and_both_baselines_and_skips_missing_inputs(tree, tmp_path):
+    from pairload.pack.writer import PackOptions, pack
+
     root, _ = tree
-    report = run_raw_bench(root, crop=CROP, batch=2, seconds=0.3, repeats=1, device="cpu", workers=1)
+    names = ["ram", "wds", "libraw", "npy"]
+    report = run_raw_bench(root, names, crop=CROP, batch=2, seconds=0.3, repeats=1, device="cpu", workers=1,
+                           shards=tmp_path / "none")
+    assert [r["status"] for r in report["results"]] == ["skipped", "skipped", "ok", "ok"]
+    assert "pairload pack" in report["results"][0]["reason"]
+    pack(root, tmp_path / "shards", PackOptions(workers=1, pairs_file=None, low_dir="short", high_dir="long"))
+    report = run_raw_bench(root, names, crop=CROP, batch=2, seconds=0.3, repeats=1, device="cpu", workers=1,
+                           shards=tmp_path / "shards")
     rows = {r["loader"]: r for r in report["results"]}
-    assert list(rows) == ["libraw", "npy"] and report["config"]["crop"] == CROP
+    assert list(rows) == names and report["config"]["crop"] == CROP
     for row in rows.values():
         assert row["status"] == "ok" and row["pairs_per_s"] > 0 and row["cpu_cores_used"] > 0
         assert row["mb_per_s"] == pytest.approx(row["pairs_per_s"] * 2 * (4 + 12) * CROP * CROP / 1e6)
     report = run_raw_bench(root, ["npy"], crop=CROP, batch=2, seconds=0.3, repeats=1, device="cpu", workers=1,
                            arrays=tmp_path)
     assert report["results"][0]["status"] == "skipped" and "write_arrays" in report["results"][0]["reason"]
-    with pytest.raises(ConfigError, match=r"loaders ram: unknown; choose from libraw, npy"):
-        run_raw_bench(root, ["ram"])
+    with pytest.raises(ConfigError, match=r"loaders nope: unknown; choose from ram, ram-workers, .*, libraw, npy"):
+        run_raw_bench(root, ["nope"])
 
 
 def test_refusals_name_what_to_change(tree, tmp_path, monkeypatch):

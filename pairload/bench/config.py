@@ -40,10 +40,12 @@ class BenchConfig:
     consumer: str = "none"  # or "unet": each batch feeds a training step of the reference model
     cold: bool = False  # also measure `ram` and `wds` with the shards evicted from the page cache before each repeat
     ranks: int = 1  # >1: that many concurrent ranks, each with its own loader (and GPU), splitting the node's cores
+    members: object = None  # the split's `Members` where no manifest says them (the raw bench's baselines)
 
     def pair_bytes(self) -> int:
         """Bytes of one delivered pair of crops (the input's and its target's, of the split's member types)."""
-        return split_members(self.shards, self.split).pair_bytes(self.crop, self.crop)
+        members = self.members if self.members is not None else split_members(self.shards, self.split)
+        return members.pair_bytes(self.crop, self.crop)
 
     def __post_init__(self) -> None:
         unknown = [n for n in self.loaders if n not in ALL]
