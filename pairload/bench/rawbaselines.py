@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+from torch.utils.data import RandomSampler
 
 from ..errors import ConfigError, ImageError, ShardError
 from ..raw.camera import develop, read_mosaic
@@ -102,6 +103,11 @@ class RawTorchBaseline(TorchBaseline):
 
     def __init__(self, dataset: RawCrops, *, batch_size: int, device: torch.device, workers: int, pin: bool):
         super().__init__(dataset, batch_size=batch_size, device=device, workers=workers, pin=pin)
+        # an epoch long enough to keep every worker busy: a benchmark tree holds a few dozen pairs where SID's has
+        # 1,865, and an epoch of 2 batches would leave all but 2 workers idle and time their start-up instead
+        draws = max(len(dataset), batch_size * max(1, workers) * 8)
+        sampler = RandomSampler(dataset, replacement=True, num_samples=draws)
+        self._make = partial(self._make, shuffle=False, sampler=sampler)
         method = getattr(dataset, "start_method", None)
         if workers and method:
             context = multiprocessing.get_context(method)
