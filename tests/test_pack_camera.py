@@ -344,3 +344,27 @@ def test_a_pack_in_a_process_whose_openmp_pool_is_running_does_not_hang(tmp_path
             "print(r.pairs)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == "2", res.stderr[-2000:]
+
+
+def test_a_raw_input_beside_a_16_bit_image_target_at_the_sensors_size(tmp_path):
+    """A release that ships its targets already developed (a 16-bit PNG of the sensor's size): the input is packed,
+    the target stored as it is at twice the packed size; a target of another size is refused by name."""
+    import cv2
+
+    root = tmp_path / "r"
+    for d in ("short", "long"):
+        (root / d).mkdir(parents=True)
+    write_dng(root / "short" / "00001_00_0.1s.dng", coded_mosaic(3, *SENSOR), "BGGR", black=BLACKS, white=WHITE)
+    target = (np.arange(SENSOR[0] * SENSOR[1] * 3).reshape(*SENSOR, 3) * 7 % 65536).astype(np.uint16)
+    cv2.imwrite(str(root / "long" / "00001_00_10s.png"), target[..., ::-1])
+    pack(root, tmp_path / "out", PackOptions(workers=1))
+    ds = open_shards(tmp_path / "out")
+    assert ds.members == Members(Member("uint16", 4), Member("uint16", 3), 2)
+    assert ds.sensor.ratio.tolist() == [100.0]
+    low, high = ds.arrays(0)
+    np.testing.assert_array_equal(low, sid_pack(coded_mosaic(3, *SENSOR), "BGGR")[0])
+    np.testing.assert_array_equal(high, target)
+    cv2.imwrite(str(root / "long" / "00001_00_10s.png"), target[:20, :, ::-1])
+    with pytest.raises(ImageError, match=r"long/00001_00_10s\.png is 40x20 but its camera raw input "
+                                         r"short/00001_00_0\.1s\.dng packs into 20x12 cells .* must be 40x24"):
+        pack(root, tmp_path / "out2", PackOptions(workers=1))
