@@ -14,7 +14,6 @@ from types import MappingProxyType
 import numpy as np
 
 from ..errors import ConfigError, ImageError, MissingDependencyError
-from .filetypes import CAMERA_RAW_EXTS  # noqa: F401 - where callers of this module look for it
 
 
 # The target's development, SID's convention; a manifest records dict(DEVELOP) beside the LibRaw version. One change
