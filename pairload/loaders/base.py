@@ -306,31 +306,31 @@ class PlannedLoader(StatefulEpochs):
         return torch.from_numpy(bp.padded.copy())
 
     def _padded_on(self, plans: list[BatchPlan]) -> Callable[[BatchPlan], torch.Tensor]:
-        """`padded(bp)` on the loader's device for the batches of one run: views of one copy of the run's flags,
-        made on the current stream from page-locked memory (a copy per batch from pageable memory would wait for
-        every kernel queued before it; a tensor made per batch costs ~35 us of launch)."""
+        """`padded(bp)` on the loader's device for the batches of one run (views of one copy: `_run_on_device`)."""
         if self.device.type != "cuda" or not plans:
             return lambda bp: self._padded(bp).to(self.device)
-        flags = torch.from_numpy(np.concatenate([bp.padded for bp in plans])).pin_memory()
-        flags = flags.to(self.device, non_blocking=True)
-        views, start = {}, 0
-        for bp in plans:
-            views[id(bp)] = flags[start:start + len(bp)]
-            start += len(bp)
-        return lambda bp: views[id(bp)]
+        return self._run_on_device(plans, [bp.padded for bp in plans])
 
     def _sensor_on(self, plans: list[BatchPlan]) -> Callable[[BatchPlan], SensorBatch | None]:
         """`sensor(bp)`: a planned batch's camera raw facts on the loader's device (None for an image split), as
-        views of one copy per run made from page-locked memory (as `_padded_on`, for the same reason)."""
+        views of one copy per run (`_run_on_device`)."""
         if self.sensor_rows is None or not plans:
             return lambda bp: None
-        values = torch.from_numpy(np.concatenate([sensor_table(self.sensor_rows.take(bp.index)) for bp in plans]))
+        views = self._run_on_device(plans, [sensor_table(self.sensor_rows.take(bp.index)) for bp in plans])
+        return lambda bp: SensorBatch(views(bp))
+
+    def _run_on_device(self, plans: list[BatchPlan], rows: list[np.ndarray]) -> Callable[[BatchPlan], torch.Tensor]:
+        """`view(bp)`: the per-batch `rows` (one array per plan, first axis the batch's samples) on the loader's
+        device, as views of one copy made on the current stream from page-locked memory (a copy per batch from
+        pageable memory would wait for every kernel queued before it; a tensor made per batch costs ~35 us of
+        launch)."""
+        values = torch.from_numpy(np.concatenate(rows))
         if self.device.type == "cuda":
             values = values.pin_memory()
         values = values.to(self.device, non_blocking=True)
         views, start = {}, 0
         for bp in plans:
-            views[id(bp)] = SensorBatch(values[start:start + len(bp)])
+            views[id(bp)] = values[start:start + len(bp)]
             start += len(bp)
         return lambda bp: views[id(bp)]
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..format import codec, schema
+from ..raw.decode import DEVELOPED, PACKED
 from ..units import human_bytes, parse_bytes
 
 DEFAULT_SHARD_SIZE = 256 * 1024**2
-RAW_TARGETS = ("developed", "packed")  # the values of `decode.DEVELOPED` and `decode.PACKED`
+RAW_TARGETS = (DEVELOPED, PACKED)  # --raw-target: SID's developed target, or the packed mosaic (raw-to-raw)
 MIN_SHARD_SIZE = 64 * 1024
 MAX_RESIZE_PIXELS = 8192 * 8192  # a --resize target beyond this (192 MB per image) is a typo, not a training size
 
@@ -64,7 +65,7 @@ class PackOptions:
     overwrite: bool = False  # replace a manifest.json that is not this RAW's pack (another pack's, or a user's file)
     compress: str | None = None  # "zstd": each image member as one zstd frame (format version 3); None: raw
     compress_level: int = codec.DEFAULT_LEVEL
-    raw_target: str = "developed"  # camera raw targets: developed by LibRaw (SID), or "packed" as the input (ELD)
+    raw_target: str = DEVELOPED  # camera raw targets: developed by LibRaw (SID), or "packed" as the input (ELD)
     ratio_cap: float = 300.0  # camera raw inputs: the amplification ratio's ceiling (SID's 300)
 
     def __post_init__(self) -> None:

@@ -192,6 +192,13 @@ def develop(path: str | os.PathLike) -> np.ndarray:
     return rgb
 
 
+def sid_scene(name: str | os.PathLike) -> str | None:
+    """The scene number of a SID file name or stem (`00001_03_0.1s.ARW` -> "00001"); None for a name of another
+    form."""
+    found = _SID_NAME.fullmatch(Path(name).name)
+    return found.group(1) if found else None
+
+
 def exposure_from_name(name: str | os.PathLike) -> float | None:
     """Seconds of exposure in a SID file name, `<scene>_<shot>_<seconds>s.<ext>` (`00001_00_0.04s.ARW` -> 0.04);
     None for a name of another form."""

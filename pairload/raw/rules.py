@@ -3,12 +3,12 @@ when it pairs every file on both sides; never by sorted order, never by eliminat
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .camera import sid_scene
 from .names import HIGH_NAMES, LOW_NAMES, tokens
 from .scan import Unit
 from .walk import images, no_images, side_images
@@ -101,16 +101,13 @@ def _one_target_per_folder(lows: Stems, highs: Stems, how: RuleInput) -> dict[st
     return {s: groups[s.rpartition("/")[0]][0] for s in lows if s.rpartition("/")[0] in groups}
 
 
-_SID_STEM = re.compile(r"(\d+)_\d+_\d+(?:\.\d+)?s")
-
-
 def _sid_scene(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | None:
     # SID's `00001_03_0.1s` ↔ `00001_00_10s`: short exposures of a scene share its one long exposure, the scene
     # number being the first field; only names that all have SID's form, and one long exposure per scene
     def scene(stem: str) -> tuple[str, str] | None:
         head, _, base = stem.rpartition("/")
-        found = _SID_STEM.fullmatch(base)
-        return (head, found.group(1)) if found else None
+        number = sid_scene(base)
+        return None if number is None else (head, number)
 
     by_scene: dict[tuple[str, str], str] = {}
     for h in highs:

@@ -34,13 +34,13 @@ def evaluate(model, loader, norm: Normalize, cfg: TrainConfig, info: DistInfo, k
         sums[0] += psnr(out, y)[valid].sum().double()
         sums[1] += ssim(out, y)[valid].sum().double()
         sums[2] += valid.sum()
-        same = baseline = x.shape == y.shape  # a camera raw input (4 channels, half size) has no do-nothing baseline
-        if same:
+        baseline = x.shape == y.shape  # a camera raw input (4 channels, half size) has no do-nothing baseline
+        if baseline:
             sums[3] += psnr(x.float(), y)[valid].sum().double()  # the do-nothing baseline: is training helping?
             sums[4] += ssim(x.float(), y)[valid].sum().double()
         if len(images) < keep_images:
             for j in range(min(keep_images - len(images), len(batch))):
-                images.append(torch.cat(([x[j]] if same else []) + [out[j], y[j]], dim=2).cpu())
+                images.append(torch.cat(([x[j]] if baseline else []) + [out[j], y[j]], dim=2).cpu())
     all_reduce_sum(sums)
     n = max(1.0, float(sums[2]))
     return {"val_psnr": float(sums[0]) / n, "val_ssim": float(sums[1]) / n, "val_samples": int(sums[2]),
