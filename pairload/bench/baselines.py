@@ -14,6 +14,7 @@ import psutil
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from ..forking import start_method
 from ..hooks import Hooks
 
 
@@ -85,8 +86,11 @@ class TorchBaseline:
 
     def __init__(self, dataset: Dataset, *, batch_size: int, device: torch.device, workers: int, pin: bool):
         self.device, self.hooks = device, Hooks()
-        self._pids = multiprocessing.Array("i", max(1, workers))
+        # workers start the dataset's way (its `start_method`), else by fork where that is safe (`forking`)
+        context = multiprocessing.get_context(getattr(dataset, "start_method", None) or start_method())
+        self._pids = context.Array("i", max(1, workers))  # a lock made for forking cannot go to a spawned worker
         self._make = partial(DataLoader, dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
+                             multiprocessing_context=context if workers else None,
                              drop_last=True, pin_memory=pin and device.type == "cuda", persistent_workers=workers > 0,
                              worker_init_fn=partial(_worker_init, self._pids) if workers else None,
                              prefetch_factor=4 if workers else None)

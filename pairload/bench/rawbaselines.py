@@ -5,7 +5,6 @@ torch DataLoader (`RawTorchBaseline`) that yields `RawPairs` with what normalisi
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 from functools import partial
 from pathlib import Path
@@ -17,7 +16,7 @@ from torch.utils.data import RandomSampler
 
 from ..errors import ConfigError, ImageError, ShardError
 from ..raw.camera import develop, read_mosaic
-from .baselines import FolderPairs, TorchBaseline, _worker_init
+from .baselines import FolderPairs, TorchBaseline
 from .rawdata import ARRAYS_INDEX, SidPair
 
 DEVELOPED_MAX = 65535  # LibRaw's 16-bit output: the target's white
@@ -108,12 +107,6 @@ class RawTorchBaseline(TorchBaseline):
         draws = max(len(dataset), batch_size * max(1, workers) * 8)
         sampler = RandomSampler(dataset, replacement=True, num_samples=draws)
         self._make = partial(self._make, shuffle=False, sampler=sampler)
-        method = getattr(dataset, "start_method", None)
-        if workers and method:
-            context = multiprocessing.get_context(method)
-            self._pids = context.Array("i", workers)  # a lock made for forking cannot be handed to a spawned worker
-            self._make = partial(self._make, multiprocessing_context=context,
-                                 worker_init_fn=partial(_worker_init, self._pids))
 
     def __iter__(self):
         for batch in self.loader:

@@ -8,7 +8,6 @@ import dataclasses
 import hashlib
 import multiprocessing as mp
 import os
-import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 
 from ..errors import ImageError, OutputError, PairloadError
 from ..format import codec
+from ..forking import start_method
 from ..raw.decode import Header, decode, decode_camera, silence_cv2
 from ..raw.decode import probe as probe_header
 from .guard import output_error, writing
@@ -87,19 +87,9 @@ def close_fds() -> None:
 
 
 def start_pool(workers: int):
-    # fork starts workers at once; it is only safe while this process runs no other thread, native ones included
-    # (a lock held by another thread at fork time is never released in the child: an OpenMP pool that torch
-    # started, for one, hangs LibRaw's development in a forked worker), so otherwise spawn.
-    method = "fork" if "fork" in mp.get_all_start_methods() and _threads() == 1 else "spawn"
-    return mp.get_context(method).Pool(workers, initializer=_init_worker)
-
-
-def _threads() -> int:
-    """Threads of this process: the OS's count where it gives one (Python's own knows only its threads)."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return threading.active_count()
+    # fork starts workers at once, where it is safe (`forking`): an OpenMP pool that torch started, for one, would
+    # hang LibRaw's development in a forked worker
+    return mp.get_context(start_method()).Pool(workers, initializer=_init_worker)
 
 
 def _init_worker() -> None:
