@@ -1,0 +1,81 @@
+"""A split's binary index (format version 5): the per-sample columns that versions 1-4 keep in `manifest.json` (key,
+size, offsets, CRC-32s, shared targets, frame lengths, sensor facts) plus each key's planner hash, in one column file
+`<split>.index` beside the shards, which readers memory-map instead of parsing. The manifest's split entry names it
+with its size and sha256 (`"index"`); its shards are listed without their per-sample index."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..errors import ShardError
+from . import sensor as sensor_doc
+from .columns import ColumnFile, Keys
+
+FIELD = "index"  # split field of a version-5 manifest: {"file", "bytes", "sha256"}
+SUFFIX = ".index"
+KEY_BYTES, KEY_END, KEY_HASH, SHARD = "key_bytes", "key_end", "key_hash", "shard"
+# the columns every index holds, as (name, dtype, trailing shape); the others depend on the split
+COMMON = ((KEY_END, "<i8", ()), (KEY_HASH, "<u8", ()), (SHARD, "<i4", ()), ("hw", "<i8", (2,)), ("low", "<i8", ()),
+          ("high", "<i8", ()), ("crc32", "<u4", (2,)))
+SIZED = (("low_bytes", "<i8", ()), ("high_bytes", "<i8", ()))  # a compressed split: each frame's length
+SHARES = (("shares_high", "<i4", ()),)  # a pack where some sample shares another's target
+SENSOR = {sensor_doc.RATIO: ("<f8", ()), sensor_doc.EXPOSURE: ("<f8", (2,)), sensor_doc.LEVELS: ("<f8", (5,)),
+          sensor_doc.LEVELS_HIGH: ("<f8", (5,))}
+
+
+def index_name(split: str) -> str:
+    return f"{split}{SUFFIX}"
+
+
+def key_hashes(keys) -> np.ndarray:
+    """The planner's 64-bit hash of each key (`plan.draws.key_hashes`, which numpy-only packing cannot import)."""
+    import hashlib
+
+    return np.fromiter((int.from_bytes(hashlib.blake2b(k.encode(), digest_size=8).digest(), "little") for k in keys),
+                       dtype=np.uint64, count=len(keys))
+
+
+def spec(entry: dict, compressed: bool, shares: bool) -> list[tuple[str, str, tuple]]:
+    """The columns of a split's index, (name, dtype, trailing shape) in file order."""
+    cols = list(COMMON) + (list(SIZED) if compressed else []) + (list(SHARES) if shares else [])
+    return cols + [(name, *SENSOR[name]) for name in sensor_doc.index_fields(entry)]
+
+
+def index_columns(keys, columns: dict[str, np.ndarray], entry: dict, compressed: bool, shares: bool
+                  ) -> dict[str, np.ndarray]:
+    """The arrays of a split's index file, in `spec` order and dtypes: `keys` (strings), `columns` by name (the key
+    hashes computed where absent)."""
+    blob, ends = Keys.encode(keys)
+    out = {KEY_BYTES: blob}
+    columns = dict(columns)
+    columns.setdefault(KEY_HASH, key_hashes(keys))
+    columns[KEY_END] = ends
+    n = len(ends)
+    for name, dtype, shape in spec(entry, compressed, shares):
+        out[name] = np.ascontiguousarray(np.asarray(columns[name]).astype(dtype, copy=False).reshape((n, *shape)))
+    return out
+
+
+def open_index(path: str | os.PathLike, entry: dict, split: str, where: str) -> tuple[Keys, dict[str, np.ndarray]]:
+    """The mapped index of one split (`entry`: its manifest entry): its keys and its columns by name, each checked
+    for dtype and length against the manifest."""
+    f = ColumnFile(path, where)
+    n = int(entry["samples"])
+    shares = "shares_high" in f.columns
+    out = {}
+    for name, dtype, shape in spec(entry, entry.get("compression") is not None, shares):
+        out[name] = f.column(name, dtype, (n, *shape))
+    blob = f.column(KEY_BYTES, "u1", (-1,))
+    ends = f.column(KEY_END, "<i8", (n,))
+    if n and (int(ends[-1]) != len(blob) or (np.diff(ends) < 0).any() or int(ends[0]) < 0):
+        raise ShardError(f"{where}: split {split!r}: its keys do not fit their bytes; re-run the same `pairload "
+                         "pack` command to rewrite the index")
+    counts = np.array([int(sh["samples"]) for sh in entry["shards"]], dtype=np.int64)
+    shard = out[SHARD]
+    if n and (np.diff(shard) < 0).any() or not np.array_equal(np.bincount(shard, minlength=len(counts))
+                                                              if n else np.zeros(len(counts), np.int64), counts):
+        raise ShardError(f"{where}: split {split!r}: its shard column disagrees with the manifest's sample counts "
+                         f"{counts.tolist()[:8]}; the index belongs to another pack: re-run `pairload pack`")
+    return Keys(blob, ends), out

@@ -1,0 +1,173 @@
+"""Column files: named numpy arrays in one file that readers memory-map, so that every process on a node shares one
+copy of them in the page cache. A split's binary index (`<split>.index`, format version 5) and a pack part's record
+are column files. Layout: a 16-byte magic, the header's length (uint64, little-endian), the header (JSON: `meta`, and
+each column's dtype, shape and offset from the data start), zero padding to 64 bytes, then each column's bytes,
+each starting at a multiple of 64."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ShardError
+from .atomic import PARTIAL_SUFFIX, fsync_dir
+
+MAGIC = b"pairload-columns"  # 16 bytes
+ALIGN = 64
+_LEN = struct.Struct("<Q")
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def column_bytes(columns: dict[str, np.ndarray], meta: dict) -> tuple[bytes, list[np.ndarray]]:
+    """The header (magic to the data start) and the arrays to write after it, each padded to 64 bytes."""
+    arrays, doc, pos = [], {}, 0
+    for name, arr in columns.items():
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype.byteorder == ">" or arr.dtype.kind not in "biuf":
+            raise ValueError(f"column {name!r}: {arr.dtype} cannot be stored (little-endian numbers only)")
+        doc[name] = {"dtype": arr.dtype.newbyteorder("<").str, "shape": list(arr.shape), "offset": pos}
+        arrays.append(arr)
+        pos = _aligned(pos + arr.nbytes)
+    header = json.dumps({"meta": meta, "columns": doc}, sort_keys=True, separators=(",", ":")).encode()
+    head = MAGIC + _LEN.pack(len(header)) + header
+    return head + bytes(_aligned(len(head)) - len(head)), arrays
+
+
+def write_columns(path: str | os.PathLike, columns: dict[str, np.ndarray], meta: dict | None = None
+                  ) -> tuple[str, int]:
+    """Write a column file atomically (a temporary name beside it, fsync, rename); returns its sha256 and size."""
+    path = Path(path)
+    head, arrays = column_bytes(columns, meta or {})
+    digest = hashlib.sha256(head)
+    part = path.with_name(path.name + PARTIAL_SUFFIX)
+    size = len(head)
+    with open(part, "wb") as fh:
+        fh.write(head)
+        for arr in arrays:
+            data = memoryview(arr).cast("B") if arr.size else b""
+            pad = bytes(_aligned(arr.nbytes) - arr.nbytes)
+            for piece in (data, pad):
+                fh.write(piece)
+                digest.update(piece)
+            size += _aligned(arr.nbytes)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(part, path)
+    fsync_dir(path.parent)
+    return digest.hexdigest(), size
+
+
+class ColumnFile:
+    """A column file mapped read-only: `meta` (the writer's dict) and `columns` (arrays viewing the map; nothing is
+    read until a column's pages are touched). `where` names the file in messages (a URL's cached copy, say)."""
+
+    def __init__(self, path: str | os.PathLike, where: str | None = None):
+        self.path = Path(path)
+        self.where = where or str(self.path)
+        try:
+            with open(self.path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        except FileNotFoundError:
+            raise ShardError(f"{self.where}: no such file; it is part of the pack: copy it back, or re-run the same "
+                             "`pairload pack` command") from None
+        except OSError as exc:
+            raise ShardError(f"{self.where}: cannot be read ({exc.strerror})") from None
+        self.size = size
+        self.meta, self.columns = self._parse()
+
+    def _bad(self, what: str) -> ShardError:
+        return ShardError(f"{self.where}: {what}; the file is damaged or not a pairload column file: re-run the same "
+                          "`pairload pack` command to rewrite it")
+
+    def _parse(self) -> tuple[dict, dict[str, np.ndarray]]:
+        buf = self._map
+        if buf is None or self.size < len(MAGIC) + _LEN.size or buf[:len(MAGIC)] != MAGIC:
+            raise self._bad(f"does not start with {MAGIC.decode()!r}")
+        (n,) = _LEN.unpack_from(buf, len(MAGIC))
+        start = len(MAGIC) + _LEN.size
+        if start + n > self.size:
+            raise self._bad(f"its header claims {n} bytes, the file holds {self.size}")
+        try:
+            doc = json.loads(bytes(buf[start:start + n]))
+            meta, specs = doc["meta"], doc["columns"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise self._bad(f"its header is not valid ({exc})") from None
+        data = _aligned(start + n)
+        columns = {}
+        for name, spec in specs.items():
+            try:
+                dtype, offset = np.dtype(spec["dtype"]), int(spec["offset"])
+                shape = tuple(int(d) for d in spec["shape"])
+                count = int(np.prod(shape, dtype=np.int64))
+                if offset < 0 or min(shape, default=0) < 0 or data + offset + count * dtype.itemsize > self.size:
+                    raise ValueError(f"{data + offset + count * dtype.itemsize} bytes needed")
+            except (KeyError, TypeError, ValueError) as exc:
+                raise self._bad(f"column {name!r} does not fit in the file ({exc})") from None
+            columns[name] = np.frombuffer(buf, dtype=dtype, count=count, offset=data + offset).reshape(shape)
+        return meta, columns
+
+    def column(self, name: str, dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """Column `name`, checked to have this dtype and shape (-1: any length)."""
+        arr = self.columns.get(name)
+        if arr is None:
+            raise self._bad(f"no column {name!r}")
+        if arr.dtype != np.dtype(dtype) or arr.ndim != len(shape) or any(
+                s not in (-1, a) for s, a in zip(shape, arr.shape)):
+            raise self._bad(f"column {name!r} is {arr.dtype}{list(arr.shape)}, expected {np.dtype(dtype)}{list(shape)}")
+        return arr
+
+
+class Keys(Sequence):
+    """Sample keys stored as one byte string and the end offset of each (`encode`), decoded one at a time: a
+    million keys cost two arrays (shared, when mapped), not a million Python strings."""
+
+    __slots__ = ("blob", "ends")
+
+    def __init__(self, blob: np.ndarray, ends: np.ndarray):
+        self.blob, self.ends = blob, ends
+
+    @staticmethod
+    def encode(keys) -> tuple[np.ndarray, np.ndarray]:
+        """(blob uint8, ends int64) of a sequence of strings."""
+        raw = [k.encode("utf-8", "surrogateescape") for k in keys]
+        ends = np.cumsum(np.fromiter((len(r) for r in raw), dtype=np.int64, count=len(raw)), dtype=np.int64)
+        return np.frombuffer(b"".join(raw), dtype=np.uint8), ends
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def _one(self, i: int) -> str:
+        start = int(self.ends[i - 1]) if i > 0 else 0
+        return self.blob[start:int(self.ends[i])].tobytes().decode("utf-8", "surrogateescape")
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._one(k) for k in range(*i.indices(len(self)))]
+        n = len(self)
+        k = int(i)
+        if not -n <= k < n:
+            raise IndexError(f"key {i} of {n}")
+        return self._one(k % n)
+
+    def __iter__(self):
+        data = self.blob.tobytes()
+        start = 0
+        for end in self.ends.tolist():
+            yield data[start:end].decode("utf-8", "surrogateescape")
+            start = end
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
