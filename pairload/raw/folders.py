@@ -5,6 +5,7 @@ names is refused with the fix."""
 from __future__ import annotations
 
 import unicodedata
+import os
 from pathlib import Path
 
 from ..errors import PairingError
@@ -24,8 +25,8 @@ def _refuse_normalisation_twins(raw: Path, unit_low: dict, unit_high: dict, only
     if not twins:
         return
     low, high = twins[0]
-    low_rel = unit_low[low][0].relative_to(raw).as_posix()
-    high_rel = unit_high[high][0].relative_to(raw).as_posix()
+    low_rel = _rel(raw, unit_low[low][0])
+    high_rel = _rel(raw, unit_high[high][0])
     more = f" (and {len(twins) - 1} more such pairs)" if len(twins) > 1 else ""
     raise PairingError(f"{raw}: {low_rel} and {high_rel} differ only in Unicode normalisation (NFC/NFD, typical of "
                        f"files copied from macOS): the low is spelled '{escaped(low)}', the high '{escaped(high)}'"
@@ -59,21 +60,20 @@ def pairs_from_folders(raw: Path, units: list[Unit], skip_unmatched: bool, overr
             parts = []
             if only_low:
                 parts.append(f"{len(only_low)} in {low_where} without a partner in {high_where}: "
-                             f"{listing([lows[s][0].relative_to(raw).as_posix() for s in only_low])}")
+                             f"{listing([_rel(raw, lows[s][0]) for s in only_low])}")
             if only_high:
                 parts.append(f"{len(only_high)} in {high_where} without a partner in {low_where}: "
-                             f"{listing([highs[s][0].relative_to(raw).as_posix() for s in only_high])}")
+                             f"{listing([_rel(raw, highs[s][0]) for s in only_high])}")
             problems.append(f"split {split!r}: " + "; ".join(parts))
-            out.skipped_low.extend(lows[s][0].relative_to(raw).as_posix() for s in only_low)
-            out.skipped_high.extend(highs[s][0].relative_to(raw).as_posix() for s in only_high)
+            out.skipped_low.extend(_rel(raw, lows[s][0]) for s in only_low)
+            out.skipped_high.extend(_rel(raw, highs[s][0]) for s in only_high)
             out.skipped_per_split[split] = out.skipped_per_split.get(split, 0) + len(only_low) + len(only_high)
         prefix = "/".join(group)
         for stem in sorted(mapping):
             lp, lrel = lows[stem]
             hp = highs[mapping[stem]][0]
             rel = f"{prefix}/{lrel}" if prefix else lrel
-            out.pairs.append(Pair(split, key_from_relpath(rel), lp, hp, lp.relative_to(raw).as_posix(),
-                                  hp.relative_to(raw).as_posix()))
+            out.pairs.append(Pair(split, key_from_relpath(rel), lp, hp, _rel(raw, lp), _rel(raw, hp)))
         out.add_source(split, low_where, rule)
         out.add_source(split, high_where, rule)
     if problems and not skip_unmatched:
@@ -81,3 +81,9 @@ def pairs_from_folders(raw: Path, units: list[Unit], skip_unmatched: bool, overr
                            " (no naming rule pairs them one to one, and pairload never pairs by elimination: restore "
                            "the missing files, list the pairs in a --pairs-file, give --name-template for another "
                            "naming rule, or pass --skip-unmatched to pack the rest)")
+
+
+def _rel(raw: Path, path: str) -> str:
+    """`path` (a file found under `raw`) relative to `raw`, '/'-separated."""
+    prefix = os.path.join(raw, "")
+    return path[len(prefix):] if path.startswith(prefix) else Path(path).relative_to(raw).as_posix()

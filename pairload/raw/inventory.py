@@ -13,6 +13,7 @@ from .model import (MAX_LISTED, NO_SIDE_FOLDER, NOT_LISTED, PAIRS_LIST, SAME_FIL
                     UNMATCHED, UNSUPPORTED, Discovery, Unused, listing)
 from .names import HIGH_NAMES, LOW_NAMES, side_of, split_alias
 from .pairsfile import is_pairs_list
+from .realpaths import RealPaths
 from .scan import MAX_DEPTH, Scan
 from .walk import walk
 
@@ -57,10 +58,11 @@ def _reason(raw: Path, where: str, rel: str, ext: str, unmatched: set[str], deep
                             "with --low-dir/--high-dir, or list the pairs in a --pairs-file")
 
 
-def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, str], given: set[str]) -> None:
+def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, str], given: set[str],
+              real_path: RealPaths) -> None:
     """Every image-like file under RAW that is in no pair goes into `out.unused`, per folder and reason, and so does
     every pairs list under RAW that is not one of the `given` pairs files (real paths)."""
-    used = {os.path.realpath(p) for pair in out.pairs for p in (pair.low, pair.high)}
+    used = {real_path(p) for pair in out.pairs for p in pair.files()}
     unmatched = set(out.skipped_low) | set(out.skipped_high)
     deep = [d.relative_to(raw).as_posix() + "/" for d in (scan.too_deep if scan else ())]
     unknown = {d.relative_to(raw).as_posix() + "/": w for d, w in (scan.unknown_split if scan else {}).items()}
@@ -75,11 +77,11 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
         for name in names:
             ext = os.path.splitext(name)[1].lower()
             rel = f"{where}/{name}" if where != "." else name
-            if ext in LIST_EXTS and os.path.realpath(folder / name) not in given and is_pairs_list(folder / name):
+            if ext in LIST_EXTS and real_path(folder / name) not in given and is_pairs_list(folder / name):
                 groups.setdefault((where, PAIRS_LIST), []).append(name)
                 hints[(where, PAIRS_LIST)] = _pairs_list_hint(folder, groups[(where, PAIRS_LIST)])
                 continue
-            if ext not in IMAGE_LIKE_EXTS or os.path.realpath(folder / name) in used or rel in dropped:
+            if ext not in IMAGE_LIKE_EXTS or real_path(folder / name) in used or rel in dropped:
                 continue
             reason, hint = _reason(raw, where, rel, ext, unmatched, deep, unknown, bool(given))
             groups.setdefault((where, reason), []).append(name)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import PairingError
 from .model import Discovery, Pair
+from .realpaths import RealPaths
 
 _FIX_FOLDERS = "remove the copy from one split (or pack with a --pairs-file that lists it once)"
 
@@ -36,7 +37,7 @@ def _size(path: Path) -> int:
         raise PairingError(f"{path}: cannot be read ({exc.strerror})") from None
 
 
-def drop_repeated_files(raw: Path, out: Discovery) -> dict[str, str]:
+def drop_repeated_files(raw: Path, out: Discovery, real_path: RealPaths) -> dict[str, str]:
     """One pair per low image file, however many paths reach it: the pair whose low is reached without a link is
     kept, else the first. Returns {dropped low path: kept low path}, both relative to RAW.
 
@@ -45,7 +46,7 @@ def drop_repeated_files(raw: Path, out: Discovery) -> dict[str, str]:
     is one image in two splits, and is refused naming both pairs."""
     by_file: dict[str, list[Pair]] = {}
     for p in out.pairs:
-        by_file.setdefault(os.path.realpath(p.low), []).append(p)
+        by_file.setdefault(real_path(p.files()[0]), []).append(p)
     dropped: dict[str, str] = {}
     for real, group in by_file.items():
         if len(group) > 1:
@@ -53,9 +54,9 @@ def drop_repeated_files(raw: Path, out: Discovery) -> dict[str, str]:
             for p in group:
                 if p is keep:
                     continue
-                same_folder = os.path.realpath(p.low.parent) == os.path.realpath(keep.low.parent)
+                same_folder = real_path(p.low.parent) == real_path(keep.low.parent)
                 if p.split != keep.split and not same_folder:
-                    both = os.path.realpath(p.high) == os.path.realpath(keep.high)
+                    both = real_path(p.high) == real_path(keep.high)
                     raise PairingError(
                         f"{raw}: the {p.split!r} pair {p.low_rel} + {p.high_rel} and the {keep.split!r} pair "
                         f"{keep.low_rel} + {keep.high_rel} {'are the same files' if both else 'share one low file'} "
@@ -66,7 +67,8 @@ def drop_repeated_files(raw: Path, out: Discovery) -> dict[str, str]:
     return dropped
 
 
-def refuse_self_pairs_and_leaks(pairs: list[Pair], origins: list[tuple[str, str]], listed: bool) -> None:
+def refuse_self_pairs_and_leaks(pairs: list[Pair], origins: list[tuple[str, str]], listed: bool,
+                                real_path: RealPaths) -> None:
     """Refuse a pair whose low and high are one file (one path, a link to the other, or identical bytes) and an
     image in two splits (one file, or two files with identical bytes: test data leaking into training). The pairs
     file and the folder walk both go through here; `origins[i]` is (where pair i came from, for the start of the
@@ -75,20 +77,21 @@ def refuse_self_pairs_and_leaks(pairs: list[Pair], origins: list[tuple[str, str]
     Only files that could be one image are compared: same size, then the first MiB, then all bytes."""
     fix_leak = "keep one line" if listed else _FIX_FOLDERS
     for p, (where, _) in zip(pairs, origins):
-        if p.low == p.high:
+        low, high = p.files()
+        if low == high:
             raise PairingError(f"{where}: the low and the high image are the same file {p.low_rel}; "
                                "a pair needs two images")
-        if os.path.realpath(p.low) == os.path.realpath(p.high):
+        if real_path(low) == real_path(high):
             raise PairingError(f"{where}: the low {p.low_rel} and the high {p.high_rel} are the same file (one links "
                                "to the other); a pair needs two images: put the real input or target in its place")
-        if _size(p.low) == _size(p.high) and filecmp.cmp(p.low, p.high, shallow=False):
+        if _size(low) == _size(high) and filecmp.cmp(low, high, shallow=False):
             raise PairingError(f"{where}: the low {p.low_rel} and the high {p.high_rel} hold identical bytes; a pair "
                                "needs two different images (one side is probably a copy of the other): put the "
                                "real input or target in its place, or remove the pair")
     first: dict[str, tuple[int, str, str, str, str]] = {}  # real path -> (order, split, path, where, short)
     for p, (where, short) in zip(pairs, origins):
-        for rel, path in ((p.low_rel, p.low), (p.high_rel, p.high)):
-            real = os.path.realpath(path)
+        for rel, path in zip((p.low_rel, p.high_rel), p.files()):
+            real = real_path(path)
             seen = first.setdefault(real, (len(first), p.split, rel, where, short))
             if seen[1] != p.split:
                 also = "" if seen[2] == rel else f" (the same file as {seen[2]})"

@@ -3,20 +3,66 @@ and the `Discovery` that holds both with where each split came from; and how its
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_LISTED = 10  # file names a message or an Unused entry shows before "… and N more"
 
 
-@dataclass(frozen=True)
 class Pair:
-    split: str
-    key: str
-    low: Path  # absolute paths
-    high: Path
-    low_rel: str  # relative to the raw folder, '/'-separated
-    high_rel: str
+    """Two files that make one sample: its split and key, the files' absolute paths (`low`, `high`) and their paths
+    relative to the raw folder ('/'-separated). Immutable. A million of them are held at once while a pack plans, so
+    the paths are kept as the relative strings and one shared root, and made into `Path`s when asked for."""
+
+    __slots__ = ("split", "key", "low_rel", "high_rel", "_root", "_full")
+
+    def __init__(self, split: str, key: str, low: Path, high: Path, low_rel: str, high_rel: str):
+        set_ = object.__setattr__
+        set_(self, "split", split)
+        set_(self, "key", key)
+        set_(self, "low_rel", low_rel)
+        set_(self, "high_rel", high_rel)
+        lo, hi = os.fspath(low), os.fspath(high)
+        root = lo[:len(lo) - len(low_rel) - 1]
+        shared = (lo == f"{root}/{low_rel}" and hi == f"{root}/{high_rel}" and lo.endswith(low_rel)
+                  and hi.endswith(high_rel))
+        set_(self, "_root", sys.intern(root) if shared else None)
+        set_(self, "_full", None if shared else (lo, hi))
+
+    @property
+    def low(self) -> Path:
+        return Path(self._root, self.low_rel) if self._full is None else Path(self._full[0])
+
+    @property
+    def high(self) -> Path:
+        return Path(self._root, self.high_rel) if self._full is None else Path(self._full[1])
+
+    def files(self) -> tuple[str, str]:
+        """The two absolute paths as strings (no `Path` made: what a pass over a million pairs wants)."""
+        if self._full is not None:
+            return self._full
+        return f"{self._root}/{self.low_rel}", f"{self._root}/{self.high_rel}"
+
+    def _fields(self) -> tuple:
+        return self.split, self.key, self.low, self.high, self.low_rel, self.high_rel
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Pair is immutable (tried to set {name})")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Pair) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (f"Pair(split={self.split!r}, key={self.key!r}, low={self.low!r}, high={self.high!r}, "
+                f"low_rel={self.low_rel!r}, high_rel={self.high_rel!r})")
+
+    def __reduce__(self):
+        return Pair, self._fields()
 
 
 # Why an image-like file under RAW is in no pair (Unused.reason).

@@ -13,7 +13,7 @@ from .names import HIGH_NAMES, LOW_NAMES, tokens
 from .scan import Unit
 from .walk import images, no_images, side_images
 
-Stems = dict[str, tuple[Path, str]]  # relative path without extension -> (path, relative path)
+Stems = dict[str, tuple[str, str]]  # relative path without extension -> (absolute path, relative path)
 
 
 @dataclass(frozen=True)

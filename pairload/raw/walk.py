@@ -65,19 +65,21 @@ def walk(top: Path, seen: set[tuple[int, int]] | None = None):
             yield Path(dirpath), sorted(n for n in filenames if not n.startswith("."))
 
 
-def images(folder: Path) -> tuple[dict[str, tuple[Path, str]], Counter]:
-    """Images under `folder` by relative path without extension, and a count of the other extensions seen.
+def images(folder: Path) -> tuple[dict[str, tuple[str, str]], Counter]:
+    """Images under `folder` by relative path without extension (each: its absolute path, its path relative to
+    `folder`), and a count of the other extensions seen.
     Two files with one stem are refused."""
-    found: dict[str, tuple[Path, str]] = {}
+    found: dict[str, tuple[str, str]] = {}
     others: Counter = Counter()
+    prefix = os.path.join(folder, "")
     for dirpath, filenames in walk(folder):
         for name in filenames:
             ext = os.path.splitext(name)[1].lower()
             if ext not in IMAGE_EXTS:
                 others[ext or "(no extension)"] += 1
                 continue
-            path = dirpath / name
-            rel = path.relative_to(folder).as_posix()
+            path = os.path.join(dirpath, name)  # a string: a million Paths would be most of discovery's memory
+            rel = path[len(prefix):] if path.startswith(prefix) else Path(path).relative_to(folder).as_posix()
             stem = rel.rsplit(".", 1)[0]
             if stem in found:
                 raise PairingError(
@@ -100,7 +102,7 @@ def no_images(folder: Path, raw: Path, others: Counter) -> PairingError:
     return PairingError(f"{raw}: {where} holds no usable images (found {found}); {hint}")
 
 
-def side_images(raw: Path, folder: Path) -> dict[str, tuple[Path, str]]:
+def side_images(raw: Path, folder: Path) -> dict[str, tuple[str, str]]:
     """The images of one side folder; a side folder without any is refused."""
     found, others = images(folder)
     if not found:
