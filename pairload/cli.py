@@ -90,6 +90,22 @@ def synth(
     out.print(f"wrote {len(doc['pairs'])} pairs ({pairs} train, {test} test) of {size} to {out_dir}")
 
 
+def _part(text: str | None):
+    """--part I/N, or --part auto from the scheduler's variables (read here: the library never reads them)."""
+    if text is None:
+        return None
+    from .errors import ConfigError
+    from .pack.parts import Part
+
+    if text.strip() == "auto":
+        found = Part.from_scheduler(dict(os.environ))
+        if found is None:
+            raise ConfigError("--part auto: neither SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT (a SLURM array job) nor "
+                              "RANK/WORLD_SIZE (torchrun) is set; give --part I/N")
+        return found
+    return Part.parse(text)
+
+
 @app.command()
 def pack(
     raw_dir: Path = typer.Argument(..., help="Folder with {low,high}/ or <split>/{low,high}/ (synonyms accepted)."),
@@ -134,6 +150,14 @@ def pack(
     keep_staging: bool = typer.Option(True, "--keep-staging/--no-keep-staging", help="URL destinations: keep the "
                                       "staging folder after the upload (a valid local pack; a re-run skips "
                                       "decoding)."),
+    part: Optional[str] = typer.Option(None, metavar="I/N", help="Make only part I of N (0 <= I < N) of the pack, "
+                                       "e.g. one per machine of a SLURM array (--part auto: from SLURM_ARRAY_TASK_ID "
+                                       "and SLURM_ARRAY_TASK_COUNT, or torchrun's RANK and WORLD_SIZE); the last part "
+                                       "to finish writes the manifest. The bytes are those of a one-machine pack."),
+    finish: bool = typer.Option(False, "--finish", help="Write the manifest of a pack made with --part once every "
+                                "part is in SHARDS_DIR (refused, naming the missing parts, before)."),
+    index: str = typer.Option("json", help="Where the per-sample index goes: 'binary' (<split>.index files that "
+                              "loaders memory-map, format version 5) or 'json' (in manifest.json, for older readers)."),
 ) -> None:
     """Decode every pair once into WebDataset tar shards with a manifest (8- or 16-bit images, .npy arrays, camera raw
     packed as SID does)."""
@@ -144,11 +168,26 @@ def pack(
                        skip_unmatched=skip_unmatched, split_names=parse_split_names(split_name or []),
                        name_template=name_template, to_8bit=to_8bit, resize=parse_wxh(resize), max_side=max_side,
                        shard_size=parse_size(shard_size), workers=workers, overwrite=overwrite, compress=compress,
-                       compress_level=compress_level, raw_target=raw_target, ratio_cap=ratio_cap)
+                       compress_level=compress_level, raw_target=raw_target, ratio_cap=ratio_cap, index=index)
     options = storage_options(storage_option, shards_dir) if is_url(shards_dir) else storage_option  # local: refused
+    which = _part(part)
+    if finish:
+        from .pack.writer import finish_parts
+
+        report = finish_parts(shards_dir, which.count if which else None)
+        out.print(f"finished: {report.pairs} pairs in {sum(s['shards'] for s in report.splits.values())} shards; "
+                  f"wrote {Path(shards_dir) / 'manifest.json'}", highlight=False, markup=False)
+        return
     with _progress("pack") as update:
         report = run(raw_dir, shards_dir, opts, on_progress=update, staging=staging, storage_options=options,
-                     keep_staging=keep_staging)
+                     keep_staging=keep_staging, part=which)
+    if report.part is not None:
+        mine = sum(s["samples"] for s in report.splits.values()) if not report.finished else None
+        state = ("and wrote the manifest (the last part to finish)" if report.finished else
+                 f"{mine} pairs; waiting for part(s) {', '.join(map(str, report.waiting[:10]))} before the manifest")
+        out.print(f"part {report.part}: done in {report.seconds:.1f} s, {state}", highlight=False, markup=False)
+        if not report.finished:
+            return
     for split, s in report.splits.items():
         found = report.layout.get(split, {})
         out.print(f"{split}: {s['samples']} pairs in {s['shards']} shards, {human_bytes(s['bytes'])}"

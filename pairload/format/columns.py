@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ShardError
-from .atomic import PARTIAL_SUFFIX, fsync_dir
+from .atomic import atomic_open
 
 MAGIC = b"pairload-columns"  # 16 bytes
 ALIGN = 64
@@ -38,7 +38,7 @@ def column_bytes(columns: dict[str, np.ndarray], meta: dict) -> tuple[bytes, lis
         doc[name] = {"dtype": arr.dtype.newbyteorder("<").str, "shape": list(arr.shape), "offset": pos}
         arrays.append(arr)
         pos = _aligned(pos + arr.nbytes)
-    header = json.dumps({"meta": meta, "columns": doc}, sort_keys=True, separators=(",", ":")).encode()
+    header = json.dumps({"meta": meta, "columns": doc}, separators=(",", ":")).encode()  # meta keeps its order
     head = MAGIC + _LEN.pack(len(header)) + header
     return head + bytes(_aligned(len(head)) - len(head)), arrays
 
@@ -49,9 +49,8 @@ def write_columns(path: str | os.PathLike, columns: dict[str, np.ndarray], meta:
     path = Path(path)
     head, arrays = column_bytes(columns, meta or {})
     digest = hashlib.sha256(head)
-    part = path.with_name(path.name + PARTIAL_SUFFIX)
     size = len(head)
-    with open(part, "wb") as fh:
+    with atomic_open(path, "wb") as fh:
         fh.write(head)
         for arr in arrays:
             data = memoryview(arr).cast("B") if arr.size else b""
@@ -60,10 +59,6 @@ def write_columns(path: str | os.PathLike, columns: dict[str, np.ndarray], meta:
                 fh.write(piece)
                 digest.update(piece)
             size += _aligned(arr.nbytes)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(part, path)
-    fsync_dir(path.parent)
     return digest.hexdigest(), size
 
 

@@ -26,6 +26,7 @@ FORMAT = "pairload-shards"
 VERSION = 2  # written when a sample shares another's target; shards without shared targets are written as 1
 VERSION_COMPRESSED = 3  # written by `pack --compress`: index.low/high are then where a member's zstd frame starts
 VERSION_TYPED = 4  # written when a split's members are not uint8 RGB of one size (`members.Members`)
+VERSION_BINARY = 5  # written by default: the per-sample index in a binary `<split>.index` per split (`binindex`)
 VERSIONS = (1, 2, 3, 4)  # readable
 MANIFEST = "manifest.json"
 RAW_DIR = "raw_dir"  # manifest field: the resolved RAW folder packed; pack will not replace another folder's shards
@@ -122,6 +123,30 @@ def tar_header(name: str, size: int) -> bytes:
     info.uname = info.gname = ""
     info.type = tarfile.REGTYPE
     return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+
+
+def header_size(name: str, size: int) -> int:
+    """`len(tar_header(name, size))` without building it: one block for a short ASCII name (a planner lays out a
+    million samples before it writes one)."""
+    if len(name) < 100 and name.isascii() and size < 0o77777777777:
+        return BLOCK
+    return len(tar_header(name, size))
+
+
+def sample_end(key: str, height: int, width: int, meta_size: int, start: int, shares_high: bool = False,
+               members: Members = DEFAULT) -> int:
+    """Where the sample `layout_sample` lays out at `start` ends, computed without its bytes."""
+    s = members.scale
+    pos = start
+    for suffix in MEMBER_ORDER if not shares_high else (META, LOW):
+        if suffix == META:
+            size = meta_size
+        elif suffix == LOW:
+            size = len(members.low.npy_header(height, width)) + members.low.nbytes(height, width)
+        else:
+            size = len(members.high.npy_header(height * s, width * s)) + members.high.nbytes(height * s, width * s)
+        pos += header_size(member_name(key, suffix), size) + padded(size)
+    return pos
 
 
 def padded(size: int) -> int:

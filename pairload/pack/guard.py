@@ -208,3 +208,37 @@ def folder_lock(folder: Path):
     """One pack at a time per output folder."""
     return exclusive(folder / LOCK, ConfigError(f"{folder}: another `pairload pack` is writing into this folder (it "
                                                 f"holds {LOCK}); wait for it to finish, or pack into another folder"))
+
+
+def part_lock(folder: Path, record: str):
+    """One run of a part at a time (`record`: the part's record name)."""
+    busy = ConfigError(f"{folder}: this part ({record}) is being packed by another process; wait for it to finish")
+    return exclusive(folder / f"{record}.lock", busy)
+
+
+@contextlib.contextmanager
+def finish_lock(folder: Path):
+    """The parts of a pack take turns at the folder's shared state (the journal, the manifest): wait for it."""
+    import fcntl
+
+    fd = os.open(folder / ".pairload-finish.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def remove_listed_partials(folder: Path, journal: Path, record: str) -> None:
+    """Delete what a killed run of one part left: the partial shards it listed in its `journal` before creating
+    them, and the atomic writer's temporary journal and `record`."""
+    for p in folder.glob(f"*{schema.PARTIAL_SUFFIX}"):
+        if is_temp_of(p.name, journal.name) or is_temp_of(p.name, record):
+            p.unlink(missing_ok=True)
+    try:
+        names = json.loads(journal.read_text(encoding="utf-8")).get("partials", [])
+    except (OSError, ValueError, AttributeError):
+        return
+    for name in names:
+        if isinstance(name, str) and schema.is_shard_name(name[: -len(schema.PARTIAL_SUFFIX)]):
+            (folder / name).unlink(missing_ok=True)

@@ -9,28 +9,30 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..errors import ImageError
+from ..errors import ImageError, OutputError
 from ..format import schema
 from ..format.atomic import write_json_atomic
+from ..format.columns import write_columns
 from ..raw.decode import Header, orientation_hint, target_size
 from ..raw.discover import Pair, find_pairs
-from . import guard
+from . import guard, parts
 from .jobs import close_fds, probe, start_pool
-from .manifest import build_manifest
+from .manifest import assemble, skeleton
 from .options import PackOptions, PackReport
-from .shardplan import target_groups
+from .parts import Part
+from .shardplan import ShardPlan, plan_shards, target_groups
 from .sensor import is_raw, plan_camera
 from .sides import split_members
-from .shardwrite import Run, ShardDone, write_compressed, write_raw
+from .shardwrite import Inputs, Run, ShardDone, write_compressed, write_raw
 
 
 def pack_folder(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: PackOptions = PackOptions(),
                 on_progress: Callable[[int, int], None] | None = None, *, on_start: Callable[[], None] | None = None,
-                on_shard: ShardDone | None = None) -> PackReport:
-    """`pack` into a local folder. `on_start()` runs once the folder is locked and the pairs are found, before
-    anything is written; `on_shard(name, partial, sha256, bytes)` as soon as a shard is written, hashed and fsynced
-    (under its temporary name `partial`, renamed to `name` beside it once every shard is done). `on_shard` may run
-    on another thread, and must not raise."""
+                on_shard: ShardDone | None = None, part: Part | None = None) -> PackReport:
+    """`pack` into a local folder (`part`: only that part of it, see `parts`). `on_start()` runs once the folder is
+    locked and the pairs are found, before anything is written; `on_shard(name, partial, sha256, bytes)` as soon as
+    a shard is written, hashed and fsynced (under its temporary name `partial`, renamed to `name` beside it once
+    every shard is done). `on_shard` may run on another thread, and must not raise."""
     start = time.perf_counter()
     workers = options.workers or os.cpu_count() or 1
     pool = start_pool(workers) if workers > 1 else None  # workers start while the folders are being listed
@@ -41,6 +43,9 @@ def pack_folder(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, optio
                                pairs_file=options.pairs_file, skip_unmatched=options.skip_unmatched,
                                split_names=dict(options.split_names), name_template=options.name_template)
         out.mkdir(parents=True, exist_ok=True)
+        if part is not None:
+            with guard.part_lock(out, part.record):
+                return _pack_part(discovery, Path(raw_dir), out, options, pool, workers, start, on_progress, part)
         with guard.folder_lock(out):
             if on_start:
                 on_start()
@@ -51,61 +56,194 @@ def pack_folder(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, optio
         raise
 
 
-def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, workers: int, start: float,
-                 on_progress, on_shard: ShardDone | None = None) -> PackReport:
-    if not options.overwrite:
-        guard.check_manifest_replaceable(out, raw)
-    pairs = target_groups(discovery.pairs)
-    journal = guard.read_journal(out)
-    guard.remove_partials(out, journal)  # left by a killed run
+def _report(discovery, out: Path, workers: int, options: PackOptions) -> PackReport:
     report = PackReport(shards_dir=out, workers=workers, compression=options.compress)
     report.skipped = discovery.skipped_low + discovery.skipped_high
     report.skipped_per_split = dict(discovery.skipped_per_split)
     report.layout = discovery.layout()
     report.unused = [u.as_dict() for u in discovery.unused]
     report.split_folders = {k: {"split": v[0], "how": v[1]} for k, v in sorted(discovery.split_folders.items())}
+    return report
+
+
+def _plan(discovery, raw: Path, options: PackOptions, pool, report: PackReport, start: float
+          ) -> tuple[Inputs, list[ShardPlan], dict]:
+    """What every part of a pack computes alike: the headers, the camera plan, the member types, every shard's
+    boundaries and the manifest's skeleton."""
+    pairs = target_groups(discovery.pairs)
+    probes = _probe_pairs(pairs, pool, options)
+    report.phases["probe"] = time.perf_counter() - start
+    resized = options.resize is not None or options.max_side is not None
+    camera = plan_camera(raw, pairs, probes, raw_target=options.raw_target, ratio_cap=options.ratio_cap,
+                         to_8bit=options.to_8bit, resized=resized)
+    members = split_members(raw, pairs, probes, options.to_8bit, camera)
+    sizes = [probes[2 * i].hw for i in range(len(pairs))]
+    out_sizes = [target_size(h, w, options.resize, options.max_side) for h, w in sizes]
+    inputs = Inputs(pairs, probes, sizes, out_sizes, members, camera)
+    plans = plan_shards(pairs, sizes, out_sizes, options.shard_size, members)
+    skel = skeleton(discovery, raw, options, members, camera)
+    return inputs, plans, skel
+
+
+def _index_writer(out: Path):
+    def write(name: str, columns) -> tuple[str, int]:
+        with guard.writing(out / name):
+            return write_columns(out / name, columns)
+    return write
+
+
+def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, workers: int, start: float,
+                 on_progress, on_shard: ShardDone | None = None) -> PackReport:
+    if not options.overwrite:
+        guard.check_manifest_replaceable(out, raw)
+    journal = guard.read_journal(out)
+    guard.remove_partials(out, journal)  # left by a killed run
+    report = _report(discovery, out, workers, options)
     run = Run(out=out, options=options, pool=pool, journal=journal, report=report, on_progress=on_progress,
               on_shard=on_shard)
     try:
-        probes = _probe_pairs(pairs, pool, options)
-        report.phases["probe"] = time.perf_counter() - start
-        resized = options.resize is not None or options.max_side is not None
-        camera = plan_camera(raw, pairs, probes, raw_target=options.raw_target, ratio_cap=options.ratio_cap,
-                             to_8bit=options.to_8bit, resized=resized)
-        members = split_members(raw, pairs, probes, options.to_8bit, camera)
-        sizes = [probes[2 * i].hw for i in range(len(pairs))]
-        out_sizes = [target_size(h, w, options.resize, options.max_side) for h, w in sizes]
+        inputs, plans, skel = _plan(discovery, raw, options, pool, report, start)
         write = write_compressed if options.compress else write_raw
-        plans, results, digests = write(run, pairs, probes, sizes, out_sizes, members, camera)
+        rows = write(run, inputs, plans)
     except BaseException:
-        if pool:
-            pool.terminate()
-            pool.join()
-        close_fds()
-        run.close_files()
-        for part in run.partial_files:
-            Path(part).unlink(missing_ok=True)
+        _abandon(run, pool)
         guard.forget_partials(out, journal)
         raise
     if pool:
         pool.close()
         pool.join()
 
-    manifest = build_manifest(plans, results, digests, discovery, raw, options, report, members, camera)
-    keep = {plan.name for plan in plans}
+    keep = {r.name for r in rows}
     owned = guard.owned(out, journal) | keep
-    guard.write_journal(out, owned, [plan.partial_name for plan in plans])  # a kill from here on still knows
+    guard.write_journal(out, owned, [r.name + schema.PARTIAL_SUFFIX for r in rows])  # a kill from here on still knows
     (out / schema.MANIFEST).unlink(missing_ok=True)  # its shards are about to be replaced
-    for plan, part in zip(plans, run.partial_files):
-        with guard.writing(out / plan.name):
-            os.replace(part, out / plan.name)
+    for r, part in zip(rows, run.partial_files):
+        with guard.writing(out / r.name):
+            os.replace(part, out / r.name)
     for stale in sorted(owned - keep):
         (out / stale).unlink(missing_ok=True)
     schema.fsync_dir(out)
+    manifest = assemble(skel, rows, report, options.index, _index_writer(out))
     with guard.writing(out / schema.MANIFEST):
         write_json_atomic(out / schema.MANIFEST, manifest)
     (out / guard.JOURNAL).unlink(missing_ok=True)
     report.seconds = time.perf_counter() - start
+    return report
+
+
+def _abandon(run: Run, pool) -> None:
+    """After a failure: stop the workers and delete the partial shards this run created."""
+    if pool:
+        pool.terminate()
+        pool.join()
+    close_fds()
+    run.close_files()
+    for part in run.partial_files:
+        Path(part).unlink(missing_ok=True)
+
+
+def _pack_part(discovery, raw: Path, out: Path, options: PackOptions, pool, workers: int, start: float,
+               on_progress, part: Part) -> PackReport:
+    """Part `part` of the pack: its shards and its record, then the manifest if it is the last part to finish."""
+    if not options.overwrite:
+        guard.check_manifest_replaceable(out, raw)
+    report = _report(discovery, out, workers, options)
+    report.part = str(part)
+    journal_path = out / part.journal
+    guard.remove_listed_partials(out, journal_path, part.record)  # left by a killed run of this part
+    run = Run(out=out, options=options, pool=pool, journal={}, report=report, on_progress=on_progress,
+              part_journal=journal_path)
+    try:
+        inputs, plans, skel = _plan(discovery, raw, options, pool, report, start)
+        fingerprint = parts.fingerprint(skel, inputs, plans)
+        parts.check_records(out, part, fingerprint)
+        owner = parts.owners(plans, part.count)
+        mine = [plan for plan, o in zip(plans, owner) if o == part.index]
+        write = write_compressed if options.compress else write_raw
+        rows = write(run, inputs, mine) if mine else []
+    except BaseException:
+        _abandon(run, pool)
+        journal_path.unlink(missing_ok=True)
+        raise
+    if pool:
+        pool.close()
+        pool.join()
+    with guard.finish_lock(out):  # the first part done takes the old pack's shard list before its manifest goes
+        journal = guard.read_journal(out)
+        guard.write_journal(out, guard.owned(out, journal), sorted(guard.journal_names(journal, "partials")))
+        (out / schema.MANIFEST).unlink(missing_ok=True)
+    for r, partial in zip(rows, run.partial_files):
+        with guard.writing(out / r.name):
+            os.replace(partial, out / r.name)
+    schema.fsync_dir(out)
+    with guard.writing(out / part.record):
+        parts.write_record(out, part, fingerprint, dict(skel, index=options.index), rows)
+    journal_path.unlink(missing_ok=True)
+    report.splits = {}
+    for r in rows:
+        s = report.splits.setdefault(r.split, {"samples": 0, "shards": 0, "bytes": 0, "pixel_bytes": 0})
+        s["samples"] += r.samples
+        s["shards"] += 1
+        s["bytes"] += r.bytes
+    finish(out, part.count, report, required=False)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def finish(out: Path, count: int | None, report: PackReport, *, required: bool = True) -> PackReport:
+    """Write the manifest of a pack made in parts once every part's record is in `out` (`count`: the number of
+    parts; None: as the records say). Missing parts: refused naming them when `required` (`pack --finish`), else
+    left to the last part (`report.waiting`)."""
+    with guard.finish_lock(out):
+        records = parts.records_in(out)
+        counts = sorted({p.count for p in records})
+        if count is None:
+            if not counts:
+                raise OutputError(f"{out}: no part of a pack made with --part I/N is here (no .pairload-part-*.record "
+                                  "file); run `pairload pack RAW OUT --part I/N` for every part first")
+            if len(counts) > 1:
+                raise OutputError(f"{out}: holds parts of packs in {' and '.join(map(str, counts))} parts; delete the "
+                                  ".pairload-part-* files of the pack you do not want, then finish again")
+            count = counts[0]
+        gone = parts.missing(out, count)
+        if gone:
+            if required:
+                shown = ", ".join(f"{i}/{count}" for i in gone[:10]) + (" …" if len(gone) > 10 else "")
+                raise OutputError(f"{out}: part {shown} of {count} has not finished (no "
+                                  f"{Part(gone[0], count).record}); run `pairload pack RAW {out} --part "
+                                  f"{gone[0]}/{count}` (the same RAW and options), then finish again")
+            report.waiting = gone
+            return report
+        recs = [parts.read_record(records[Part(i, count)]) for i in range(count)]
+        for rec in recs[1:]:
+            if rec.fingerprint != recs[0].fingerprint:
+                raise OutputError(f"{out / rec.part.record}: part {rec.part} belongs to another pack than part "
+                                  f"{recs[0].part} (other RAW files or options); run it again with the same RAW and "
+                                  "options as the others")
+        rows = [r for rec in recs for r in rec.rows]
+        for r in rows:
+            try:
+                size = (out / r.name).stat().st_size
+            except FileNotFoundError:
+                size = None
+            if size != r.bytes:
+                raise OutputError(f"{out / r.name}: {'missing' if size is None else f'{size} bytes'}, part records "
+                                  f"say {r.bytes} bytes; run its part again, then finish again")
+        skel = dict(recs[0].skeleton)
+        index = skel.pop("index")
+        guard.remove_partials(out, {})  # a killed finisher's temporary manifest
+        report.waiting = []
+        manifest = assemble(skel, rows, report, index, _index_writer(out))
+        journal = guard.read_journal(out)
+        keep = {r.name for r in rows}
+        for stale in sorted(guard.owned(out, journal) - keep):
+            (out / stale).unlink(missing_ok=True)
+        with guard.writing(out / schema.MANIFEST):
+            write_json_atomic(out / schema.MANIFEST, manifest)
+        (out / guard.JOURNAL).unlink(missing_ok=True)
+        for rec in recs:
+            (out / rec.part.record).unlink(missing_ok=True)
+        report.finished = True
     return report
 
 

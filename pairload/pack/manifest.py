@@ -1,116 +1,126 @@
-"""The manifest a pack writes last: per split its shards, their sha256s and every sample's index entry (key, size,
-offsets, CRC-32s, shared targets, frame lengths), the options that shaped the shards and the pack's notes; the
-decode notes and per-split totals go into the `PackReport` on the way."""
+"""The manifest a pack writes last. Made in two steps, so that the parts of a pack spread over machines give the
+bytes one machine would: `skeleton` (before any shard is written: the options, the discovery's report and each
+split's fixed fields, the same in every part) and `assemble` (once every shard is done: each split's shards and its
+index, in the manifest (versions 1-4) or in a binary `<split>.index` file (version 5), and the decode notes)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
+
+import numpy as np
 
 from .. import __version__
-from ..format import schema
+from ..format import binindex, schema
 from ..format import sensor as fmt
-from ..format.members import DEFAULT, FIELD, Members
-from .jobs import JobResult
-from .options import PackOptions, PackReport
+from ..format.members import DEFAULT, FIELD, Members, members_of
+from .options import INDEXES, PackOptions, PackReport
+from .rows import NOTES, ShardRows
 from .sensor import CameraPlan
-from .shardplan import ShardPlan
+
+BINARY, JSON = INDEXES  # --index: where the per-sample index goes
 
 
-def build_manifest(plans: list[ShardPlan], results: list[JobResult], digests: list[str], discovery, raw: Path,
-                   options: PackOptions, report: PackReport, members: dict[str, Members] | None = None,
-                   camera: CameraPlan | None = None) -> dict:
-    """The manifest of the shards `plans` (in the order of the jobs whose `results` they hold); `members`: each
-    split's, recorded where not the default; `camera`: the camera raw splits' sensor entries and per-pair
-    exposures."""
+def skeleton(discovery, raw, options: PackOptions, members: dict[str, Members] | None = None,
+             camera: CameraPlan | None = None) -> dict:
+    """The manifest without its shards, index and decode notes: what every part of a pack computes alike."""
     members = members or {}
     camera = camera or CameraPlan({}, {}, [])
-    splits: dict[str, dict] = {}
-    j = 0
-    shared = any(lead >= 0 for plan in plans for _, _, lead in plan.samples)
     compressed = options.compress is not None
-    for plan, digest in zip(plans, digests):
-        entry = splits.setdefault(plan.split, {"samples": 0, "bytes": 0, "min_size": None, "max_size": None,
-                                               "folders": discovery.sources.get(plan.split, []),
-                                               "pairing": discovery.rules.get(plan.split, []), "shards": []})
+    splits = {}
+    for split in sorted({p.split for p in discovery.pairs}):
+        entry = {"folders": discovery.sources.get(split, []), "pairing": discovery.rules.get(split, [])}
         if compressed:
             entry[schema.COMPRESSION] = options.compress
-        typed = members.get(plan.split, DEFAULT).to_doc()
+        typed = members.get(split, DEFAULT).to_doc()
         if typed is not None:
             entry[FIELD] = typed
-        cam = camera.docs.get(plan.split)
-        if cam is not None:
-            entry[fmt.FIELD] = cam
-        index = {"key": [], "hw": [], "low": [], "high": [], "crc32": []}
-        for name in fmt.index_fields(entry):
-            index[name] = []
-        if compressed:
-            index[schema.LOW_BYTES], index[schema.HIGH_BYTES] = [], []
-        if shared:
-            index[schema.SHARES_HIGH] = []
-        for pair, lay, lead in plan.samples:
-            res = results[j]
-            j += 1
-            index["key"].append(lay.key)
-            index["hw"].append([lay.height, lay.width])
-            index["low"].append(lay.low_data)
-            index["high"].append(lay.high_data)
-            index["crc32"].append([res.crc_low, res.crc_high if lead < 0 else index["crc32"][lead][1]])
-            if compressed:
-                index[schema.LOW_BYTES].append(lay.low_bytes)
-                index[schema.HIGH_BYTES].append(lay.high_bytes)
-            if shared:
-                index[schema.SHARES_HIGH].append(lead)
-            if cam is not None:
-                _sensor_columns(index, camera.exposures[j - 1], res, lead)
-            for note in res.notes:
-                side, what = note.split(":")
-                rel = pair.low_rel if side == "low" else pair.high_rel
-                {"gray": report.gray, "alpha": report.alpha, "16bit": report.converted_16bit}[what].append(rel)
-            hw = [lay.height, lay.width]
-            entry["min_size"] = hw if entry["min_size"] is None else [min(a, b) for a, b in zip(entry["min_size"], hw)]
-            entry["max_size"] = hw if entry["max_size"] is None else [max(a, b) for a, b in zip(entry["max_size"], hw)]
-        entry["samples"] += len(plan.samples)
-        entry["bytes"] += plan.size
-        entry["shards"].append({"file": plan.name, "samples": len(plan.samples), "bytes": plan.size, "sha256": digest,
-                                "index": index})
-    for name, entry in splits.items():
-        kinds = members.get(name, DEFAULT)
-        pixels = sum(kinds.pair_bytes(h, w) for sh in entry["shards"] for h, w in sh["index"]["hw"])
-        report.splits[name] = {"samples": entry["samples"], "shards": len(entry["shards"]), "bytes": entry["bytes"],
-                               "pixel_bytes": pixels}
-    # versions: 1 without shared targets (readable by every pairload), 2 with them, 3 compressed (older readers
-    # refuse it by its version instead of taking the offsets of its frames for offsets of pixels), 4 with a split
-    # whose members are not uint8 RGB (older readers would take its pixels for those)
-    typed = any(FIELD in entry for entry in splits.values())
-    version = (schema.VERSION_TYPED if typed else schema.VERSION_COMPRESSED if compressed else schema.VERSION if shared
-               else 1)
+        if camera.docs.get(split) is not None:
+            entry[fmt.FIELD] = camera.docs[split]
+        splits[split] = entry
     options_doc = {"resize": list(options.resize) if options.resize else None, "max_side": options.max_side,
                    "to_8bit": options.to_8bit, "shard_size": options.shard_size}
     if compressed:
         options_doc.update(compress=options.compress, compress_level=options.compress_level)
     return {
-        "format": schema.FORMAT,
-        "version": version,
         "created_by": f"pairload {__version__}",
         schema.RAW_DIR: str(raw.resolve()),
-        "layout": layout_doc(options.compress, typed),
         "options": options_doc,
-        "report": {"gray_replicated": report.gray, "alpha_dropped": report.alpha,
-                   "converted_16bit": report.converted_16bit, "skipped_unmatched": report.skipped,
-                   "skipped_per_split": discovery.skipped_per_split, "unused": report.unused,
-                   "split_folders": report.split_folders},
+        "report": {"skipped_unmatched": discovery.skipped_low + discovery.skipped_high,
+                   "skipped_per_split": discovery.skipped_per_split,
+                   "unused": [u.as_dict() for u in discovery.unused],
+                   "split_folders": {k: {"split": v[0], "how": v[1]} for k, v in
+                                     sorted(discovery.split_folders.items())}},
         "splits": splits,
     }
 
 
-def _sensor_columns(index: dict, exposure, res: JobResult, lead: int) -> None:
-    """One camera raw sample's index entries: its ratio and exposures, its input's levels and (a packed target) its
-    target's, which a sample sharing another's target takes from that one."""
-    index[fmt.RATIO].append(exposure.ratio)
-    index[fmt.EXPOSURE].append([exposure.low_s, exposure.high_s])
-    index[fmt.LEVELS].append(list(res.levels))
-    if fmt.LEVELS_HIGH in index:
-        index[fmt.LEVELS_HIGH].append(list(res.levels_high) if lead < 0 else index[fmt.LEVELS_HIGH][lead])
+def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str = BINARY,
+             write_index: Callable[[str, dict[str, np.ndarray]], tuple[str, int]] | None = None) -> dict:
+    """The manifest of the shards `rows` (in shard order, every part's), with the skeleton's fixed fields;
+    `write_index(file name, columns)` writes a split's binary index and returns its sha256 and size. Fills the
+    report's per-split totals and decode notes on the way."""
+    compressed = any(schema.COMPRESSION in e for e in skel["splits"].values())
+    shared = any(bool((r.columns["shares_high"] >= 0).any()) for r in rows)
+    typed = any(FIELD in entry for entry in skel["splits"].values())
+    notes: dict[str, list[str]] = {v: [] for v in NOTES.values()}
+    splits: dict[str, dict] = {}
+    by_split: dict[str, list[ShardRows]] = {}
+    for r in rows:
+        by_split.setdefault(r.split, []).append(r)
+        for rel, what in r.notes:
+            notes[NOTES[what]].append(rel)
+    for split, fixed in skel["splits"].items():
+        parts = by_split.get(split, [])
+        hw = np.concatenate([r.columns["hw"] for r in parts]) if parts else np.zeros((0, 2), np.int64)
+        entry = {"samples": int(len(hw)), "bytes": sum(r.bytes for r in parts),
+                 "min_size": hw.min(axis=0).tolist() if len(hw) else None,
+                 "max_size": hw.max(axis=0).tolist() if len(hw) else None}
+        entry.update((k, v) for k, v in fixed.items())
+        entry["shards"] = [{"file": r.name, "samples": r.samples, "bytes": r.bytes, "sha256": r.sha256} for r in parts]
+        if index == JSON:
+            for sh, r in zip(entry["shards"], parts):
+                sh["index"] = _json_index(r, entry, compressed, shared)
+        else:
+            names = [f for f, _, _ in binindex.spec(entry, compressed, shared)]
+            columns = {name: np.concatenate([r.columns[name] for r in parts]) for name in names
+                       if name not in (binindex.KEY_END, binindex.KEY_HASH, binindex.SHARD)}
+            columns[binindex.SHARD] = np.repeat(np.arange(len(parts), dtype=np.int32), [r.samples for r in parts])
+            keys = [k for r in parts for k in r.keys]
+            name = binindex.index_name(split)
+            sha, size = write_index(name, binindex.index_columns(keys, columns, entry, compressed, shared))
+            entry[binindex.FIELD] = {"file": name, "bytes": size, "sha256": sha}
+        splits[split] = entry
+        kinds = members_of(entry, "manifest", split, entry.get(schema.COMPRESSION))
+        report.splits[split] = {"samples": entry["samples"], "shards": len(parts), "bytes": entry["bytes"],
+                                "pixel_bytes": sum(kinds.pair_bytes(int(h), int(w)) for h, w in hw)}
+    report.gray, report.alpha, report.converted_16bit = notes["gray"], notes["alpha"], notes["converted_16bit"]
+    # versions: 1 without shared targets (readable by every pairload), 2 with them, 3 compressed (older readers
+    # refuse it by its version instead of taking the offsets of its frames for offsets of pixels), 4 with a split
+    # whose members are not uint8 RGB (older readers would take its pixels for those), 5 with the index in binary
+    # files (older readers find no index in the manifest)
+    version = (schema.VERSION_BINARY if index == BINARY else schema.VERSION_TYPED if typed else
+               schema.VERSION_COMPRESSED if compressed else schema.VERSION if shared else 1)
+    top = {k: v for k, v in skel.items() if k != "splits"}
+    doc_report = {"gray_replicated": notes["gray"], "alpha_dropped": notes["alpha"],
+                  "converted_16bit": notes["converted_16bit"]}
+    doc_report.update(top.pop("report"))
+    return {"format": schema.FORMAT, "version": version, **{k: top[k] for k in ("created_by", schema.RAW_DIR)},
+            "layout": layout_doc(compressed, typed), "options": top["options"], "report": doc_report,
+            "splits": splits}
+
+
+def _json_index(r: ShardRows, entry: dict, compressed: bool, shared: bool) -> dict:
+    """One shard's index as versions 1-4 keep it in the manifest."""
+    c = r.columns
+    index = {"key": list(r.keys), "hw": c["hw"].tolist(), "low": c["low"].tolist(), "high": c["high"].tolist(),
+             "crc32": c["crc32"].tolist()}
+    for name in fmt.index_fields(entry):
+        index[name] = c[name].tolist()
+    if compressed:
+        index[schema.LOW_BYTES], index[schema.HIGH_BYTES] = c["low_bytes"].tolist(), c["high_bytes"].tolist()
+    if shared:
+        index[schema.SHARES_HIGH] = c["shares_high"].tolist()
+    return index
 
 
 def layout_doc(compression: str | None, typed: bool = False) -> dict:

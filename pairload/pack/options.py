@@ -14,7 +14,8 @@ from ..raw.decode import DEVELOPED, PACKED
 from ..units import human_bytes, parse_bytes
 
 DEFAULT_SHARD_SIZE = 256 * 1024**2
-RAW_TARGETS = (DEVELOPED, PACKED)  # --raw-target: SID's developed target, or the packed mosaic (raw-to-raw)
+RAW_TARGETS = (DEVELOPED, PACKED)
+INDEXES = ("binary", "json")  # --index  # --raw-target: SID's developed target, or the packed mosaic (raw-to-raw)
 MIN_SHARD_SIZE = 64 * 1024
 MAX_RESIZE_PIXELS = 8192 * 8192  # a --resize target beyond this (192 MB per image) is a typo, not a training size
 
@@ -67,8 +68,12 @@ class PackOptions:
     compress_level: int = codec.DEFAULT_LEVEL
     raw_target: str = DEVELOPED  # camera raw targets: developed by LibRaw (SID), or "packed" as the input (ELD)
     ratio_cap: float = 300.0  # camera raw inputs: the amplification ratio's ceiling (SID's 300)
+    index: str = "json"  # where the per-sample index goes: "binary" `<split>.index` files (version 5), or "json"
 
     def __post_init__(self) -> None:
+        if self.index not in INDEXES:
+            raise ConfigError(f"--index {self.index}: expected {' or '.join(INDEXES)} (binary: a memory-mapped "
+                              "<split>.index per split, format version 5; json: in manifest.json, for older readers)")
         if self.raw_target not in RAW_TARGETS:
             raise ConfigError(f"--raw-target {self.raw_target}: expected {' or '.join(RAW_TARGETS)} (developed: "
                               "LibRaw develops the target as SID does; packed: kept as a packed mosaic, raw-to-raw)")
@@ -121,6 +126,9 @@ class PackReport:
     unused: list[dict] = field(default_factory=list)  # image-like files in no pair: folder, reason, count, names, hint
     split_folders: dict[str, dict] = field(default_factory=dict)  # folder name -> {"split", "how"}
     seconds: float = 0.0
+    part: str | None = None  # a part of a pack (`pack --part I/N`): "I/N"
+    waiting: list[int] = field(default_factory=list)  # parts whose records the manifest still waits for
+    finished: bool = False  # this run wrote the manifest of a pack made in parts
     workers: int = 1
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent probing, decoding, hashing+fsync
     compression: str | None = None

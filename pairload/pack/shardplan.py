@@ -4,7 +4,6 @@ storing it, then cut into `ShardPlan`s of at most `--shard-size` raw bytes with 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..format import schema
 from ..format.members import DEFAULT, Members
@@ -13,13 +12,14 @@ from ..raw.discover import Pair
 
 @dataclass
 class ShardPlan:
-    """One shard: its samples as (pair, layout, lead) with `lead` the index of the sample in this shard whose
-    target it shares (-1: it stores its own), the header pieces to write, and the end of its last member."""
+    """One shard: the pairs `first` to `first + count` (in `target_groups` order) and the end of its last member.
+    Only this is kept for every shard of a pack: the samples' layouts and header bytes are made again (`lay_out`)
+    when the shard is written, so a plan of a million pairs costs a few bytes per shard, not kilobytes per pair."""
 
     split: str
     number: int
-    samples: list[tuple[Pair, schema.SampleLayout, int]] = field(default_factory=list)
-    pieces: list[tuple[int, bytes]] = field(default_factory=list)
+    first: int = 0
+    count: int = 0
     end: int = 0
 
     @property
@@ -35,13 +35,24 @@ class ShardPlan:
         return schema.archive_end(self.end)
 
 
+@dataclass
+class LaidOut:
+    """A shard's samples as (pair, layout, lead) with `lead` the index of the sample in this shard whose target it
+    shares (-1: it stores its own), and the header pieces to write: what `lay_out` makes from a `ShardPlan`."""
+
+    plan: ShardPlan
+    samples: list[tuple[Pair, schema.SampleLayout, int]] = field(default_factory=list)
+    pieces: list[tuple[int, bytes]] = field(default_factory=list)
+
+
 def target_groups(pairs: list[Pair]) -> list[Pair]:
     """Pairs in (split, key) order, except that pairs sharing one target (SID's exposures of a scene, SICE's
     sequence, a pairs file naming one high for several lows) follow the first of them, which stores the target."""
-    leader: dict[tuple[str, Path], str] = {}
+    leader: dict[tuple[str, str], str] = {}
     for p in pairs:
-        leader.setdefault((p.split, p.high), p.key)
-    return sorted(pairs, key=lambda p: (p.split, leader[(p.split, p.high)], p.key != leader[(p.split, p.high)], p.key))
+        leader.setdefault((p.split, p.high_rel), p.key)
+    return sorted(pairs, key=lambda p: (p.split, leader[(p.split, p.high_rel)], p.key != leader[(p.split, p.high_rel)],
+                                        p.key))
 
 
 def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list[tuple[int, int]],
@@ -51,26 +62,47 @@ def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list
     members = members or {}
     plans: list[ShardPlan] = []
     current: ShardPlan | None = None
-    leaders: dict[tuple[str, Path], int] = {}  # (split, high file) -> index in the current shard of its first pair
-    for pair, hw, out_hw in zip(pairs, sizes, out_sizes):
-        lead = leaders.get((pair.split, pair.high)) if current is not None and current.split == pair.split else None
+    leaders: dict[str, str] = {}  # high file -> key of the pair in the current shard storing it
+    for k, (pair, hw, out_hw) in enumerate(zip(pairs, sizes, out_sizes)):
         if current is None or current.split != pair.split:
-            current = ShardPlan(pair.split, 0)
+            current = ShardPlan(pair.split, 0, k)
             plans.append(current)
             leaders = {}
-        shared = None if lead is None else current.samples[lead][1].high_data
-        ref = None if lead is None else current.samples[lead][0].key
-        meta = schema.sample_meta(pair.low_rel, pair.high_rel, hw, out_hw, high_ref=ref)
+        ref = leaders.get(pair.high_rel)
+        meta = len(schema.sample_meta(pair.low_rel, pair.high_rel, hw, out_hw, high_ref=ref))
         kinds = members.get(pair.split, DEFAULT)
-        layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, current.end, shared, kinds)
-        if lead is None and current.samples and schema.archive_end(layout.end) > shard_size:  # cut between groups only
-            current = ShardPlan(pair.split, current.number + 1)
+        end = schema.sample_end(pair.key, out_hw[0], out_hw[1], meta, current.end, ref is not None, kinds)
+        if ref is None and current.count and schema.archive_end(end) > shard_size:  # cut between groups only
+            current = ShardPlan(pair.split, current.number + 1, k)
             plans.append(current)
             leaders = {}
-            layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, 0, members=kinds)
-        if lead is None:
-            leaders[(pair.split, pair.high)] = len(current.samples)
-        current.samples.append((pair, layout, -1 if lead is None else lead))
-        current.pieces.extend(pieces)
-        current.end = layout.end
+            end = schema.sample_end(pair.key, out_hw[0], out_hw[1], meta, 0, False, kinds)
+        if ref is None:
+            leaders[pair.high_rel] = pair.key
+        current.count += 1
+        current.end = end
     return plans
+
+
+def lay_out(plan: ShardPlan, pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list[tuple[int, int]],
+            members: dict[str, Members] | None = None) -> LaidOut:
+    """The layouts and header bytes of one planned shard's samples (`plan_shards` computed only where it ends)."""
+    kinds = (members or {}).get(plan.split, DEFAULT)
+    out = LaidOut(plan)
+    leaders: dict[str, int] = {}  # high file -> index in this shard of the sample storing it
+    end = 0
+    for k in range(plan.first, plan.first + plan.count):
+        pair, hw, out_hw = pairs[k], sizes[k], out_sizes[k]
+        lead = leaders.get(pair.high_rel)
+        shared = None if lead is None else out.samples[lead][1].high_data
+        ref = None if lead is None else out.samples[lead][0].key
+        meta = schema.sample_meta(pair.low_rel, pair.high_rel, hw, out_hw, high_ref=ref)
+        layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, end, shared, kinds)
+        if lead is None:
+            leaders[pair.high_rel] = len(out.samples)
+        out.samples.append((pair, layout, -1 if lead is None else lead))
+        out.pieces.extend(pieces)
+        end = layout.end
+    if end != plan.end:
+        raise AssertionError(f"{plan.name}: laid out to {end} bytes, planned {plan.end}")
+    return out

@@ -13,13 +13,16 @@ from pathlib import Path
 from typing import Callable
 
 from ..format import schema
+from ..format.atomic import write_json_atomic
+from ..format import sensor as fmt
 from ..format.members import Members
 from ..raw.discover import Pair
 from . import guard
 from .jobs import Job, JobResult, close_fds, hash_file, run_job
 from .options import PackOptions, PackReport
 from .sensor import CameraPlan
-from .shardplan import ShardPlan, plan_shards
+from .rows import ShardRows, shard_rows
+from .shardplan import LaidOut, ShardPlan, lay_out
 
 ShardDone = Callable[[str, str, str, int], None]  # (shard name, partial file, sha256, bytes)
 
@@ -37,6 +40,7 @@ class Run:
     on_shard: ShardDone | None = None
     partial_files: list[str] = field(default_factory=list)
     open_files: list = field(default_factory=list)
+    part_journal: Path | None = None  # a part of a pack (`parts`): its own journal of partial shards
 
     def close_files(self) -> None:
         for fh in self.open_files:
@@ -48,134 +52,199 @@ class Run:
         run's successor knows they are pack's."""
         names = [plan.partial_name for plan in plans]
         guard.check_partials_free(self.out, names)
+        if self.part_journal is not None:
+            with guard.writing(self.part_journal):
+                write_json_atomic(self.part_journal, {"partials": names})
+            return
         guard.write_journal(self.out, guard.owned(self.out, self.journal), names)
 
 
-Written = tuple[list[ShardPlan], list[JobResult], list[str]]  # the shards, per-job results (no frames), sha256s
+WINDOW_PAIRS = 4096  # pairs whose jobs are in flight at once: what bounds a pack's memory, whatever its size
 
 
-def write_raw(run: Run, pairs: list[Pair], probes: list, sizes: list, out_sizes: list,
-              members: dict[str, Members], camera: CameraPlan) -> Written:
-    """Raw members: every offset planned first, each shard created at its final size, pixels written in place by the
-    workers; a shard is hashed and fsynced as soon as its last pair is in."""
-    out, options, pool = run.out, run.options, run.pool
-    plans = plan_shards(pairs, sizes, out_sizes, options.shard_size, members)
-    guard.check_free_space(out, sum(plan.size for plan in plans), out_sizes)
-    run.journal_partials(plans)
-
-    jobs: list[Job] = []
-    shard_of: list[int] = []
+def windows(plans: list[ShardPlan], pairs_per_window: int) -> list[list[int]]:
+    """Consecutive shard numbers (indices into `plans`) grouped so that each group holds about
+    `pairs_per_window` pairs (at least one shard)."""
+    groups: list[list[int]] = [[]]
+    count = 0
     for number, plan in enumerate(plans):
-        part = out / plan.partial_name
-        fh = guard.create_partial(part)
-        run.partial_files.append(str(part))
-        with guard.writing(part), fh:
-            fh.truncate(plan.size)
-            for off, data in plan.pieces:
-                fh.seek(off)
-                fh.write(data)
-        for pair, lay, lead in plan.samples:
-            idx = len(jobs)  # plans follow the order of `pairs`
-            own = lead < 0
-            jobs.append(Job(idx, pair.low, pair.high if own else None, probes[2 * idx], probes[2 * idx + 1],
-                            (lay.height, lay.width), options.to_8bit, file=str(part), low_off=lay.low_data,
-                            high_off=lay.high_data if own else None, **camera.job_fields(pair)))
-            shard_of.append(number)
+        if groups[-1] and count + plan.count > pairs_per_window:
+            groups.append([])
+            count = 0
+        groups[-1].append(number)
+        count += plan.count
+    return [g for g in groups if g]
 
-    t_decode = time.perf_counter()
-    results: list[JobResult | None] = [None] * len(jobs)
-    remaining = [len(plan.samples) for plan in plans]
+
+@dataclass
+class Inputs:
+    """What the writers read: the pairs in `target_groups` order, each file's probed header (low then high of each
+    pair), each pair's original and stored size, the splits' member types and the camera plan."""
+
+    pairs: list[Pair]
+    probes: list
+    sizes: list
+    out_sizes: list
+    members: dict[str, Members]
+    camera: CameraPlan
+
+    def job(self, k: int, own: bool, options: PackOptions, **where) -> Job:
+        pair = self.pairs[k]
+        return Job(k, pair.low, pair.high if own else None, self.probes[2 * k], self.probes[2 * k + 1],
+                   self.out_sizes[k], options.to_8bit, **where, **self.camera.job_fields(pair))
+
+    def rows(self, laid: LaidOut, name: str, size: int, digest: str, results: list[JobResult],
+             compressed: bool) -> ShardRows:
+        split = laid.plan.split
+        doc = self.camera.docs.get(split)
+        first = laid.plan.first
+        exposures = self.camera.exposures[first:first + len(laid.samples)] if doc is not None else []
+        packed = doc is not None and fmt.LEVELS_HIGH in fmt.index_fields({fmt.FIELD: doc})
+        return shard_rows(split, name, size, digest, laid.samples, results, exposures, compressed, doc is not None,
+                          packed)
+
+
+def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRows]:
+    """Raw members: every offset planned first, each shard created at its final size, pixels written in place by the
+    workers; a shard is hashed and fsynced as soon as its last pair is in. Shards are laid out and decoded a window
+    at a time."""
+    out, options, pool = run.out, run.options, run.pool
+    guard.check_free_space(out, sum(plan.size for plan in plans), inputs.out_sizes)
+    run.journal_partials(plans)
+    rows: list[ShardRows | None] = [None] * len(plans)
     hashing: list = [None] * len(plans)
     finished = _on_hashed(plans, run.partial_files, run.on_shard)
-    stream = pool.imap_unordered(run_job, jobs, chunksize=2) if pool else map(run_job, jobs)
-    for done, res in enumerate(stream, 1):
-        results[res.index] = res.check()
-        number = shard_of[res.index]
-        remaining[number] -= 1
-        if remaining[number] == 0 and pool:  # hash and fsync a finished shard while later ones decode
-            hashing[number] = pool.apply_async(hash_file, (run.partial_files[number],),
-                                               callback=functools.partial(finished, number))
-        elif remaining[number] == 0:  # one process: hash it now, so that on_shard hears of it at once
-            hashing[number] = hash_file(run.partial_files[number])
-            finished(number, hashing[number])
-        if run.on_progress:
-            run.on_progress(done, len(jobs))
+    total, done = sum(plan.count for plan in plans), 0
+    t_decode = time.perf_counter()
+    for window in windows(plans, WINDOW_PAIRS):
+        laid: dict[int, LaidOut] = {}
+        results: dict[int, list] = {}
+        jobs: list[Job] = []
+        shard_of: dict[int, tuple[int, int]] = {}  # pair -> (shard number, its place in the shard)
+        for number in window:
+            plan = plans[number]
+            part = out / plan.partial_name
+            fh = guard.create_partial(part)
+            run.partial_files.append(str(part))
+            lo = laid[number] = lay_out(plan, inputs.pairs, inputs.sizes, inputs.out_sizes, inputs.members)
+            with guard.writing(part), fh:
+                fh.truncate(plan.size)
+                for off, data in lo.pieces:
+                    fh.seek(off)
+                    fh.write(data)
+            lo.pieces = []
+            results[number] = [None] * plan.count
+            for i, (_, lay, lead) in enumerate(lo.samples):
+                k = plan.first + i
+                jobs.append(inputs.job(k, lead < 0, options, file=str(part), low_off=lay.low_data,
+                                       high_off=lay.high_data if lead < 0 else None))
+                shard_of[k] = (number, i)
+        remaining = {number: plans[number].count for number in window}
+        stream = pool.imap_unordered(run_job, jobs, chunksize=2) if pool else map(run_job, jobs)
+        for res in stream:
+            number, i = shard_of[res.index]
+            results[number][i] = res.check()
+            remaining[number] -= 1
+            if remaining[number] == 0:
+                plan = plans[number]
+                rows[number] = inputs.rows(laid.pop(number), plan.name, plan.size, "", results.pop(number), False)
+                if pool:  # hash and fsync a finished shard while later ones decode
+                    hashing[number] = pool.apply_async(hash_file, (run.partial_files[number],),
+                                                       callback=functools.partial(finished, number))
+                else:  # one process: hash it now, so that on_shard hears of it at once
+                    hashing[number] = hash_file(run.partial_files[number])
+                    finished(number, hashing[number])
+            done += 1
+            if run.on_progress:
+                run.on_progress(done, total)
     close_fds()  # pwrite has put every pixel in the page cache; fsync flushes them whoever wrote them
     t_finish = time.perf_counter()
     run.report.phases["decode"] = t_finish - t_decode
-    digests = [h.get() for h in hashing] if pool else hashing
+    for number, h in enumerate(hashing):
+        rows[number].sha256 = h.get() if pool else h
     run.report.phases["hash_fsync_tail"] = time.perf_counter() - t_finish
-    return plans, results, digests
+    return rows
 
 
-def write_compressed(run: Run, pairs: list[Pair], probes: list, sizes: list, out_sizes: list,
-                     members: dict[str, Members], camera: CameraPlan) -> Written:
+def write_compressed(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRows]:
     """Compressed members (`--compress zstd`): the workers decode and compress each pair; the frames come back in key
     order and are appended to the shards one after the other (a frame's size is known only once it is compressed).
     Each shard holds the samples the raw pack's would (`--shard-size` is counted in raw bytes), so every loader,
     wds's shard-by-shard order included, yields the same batches from both packs. The bytes do not depend on the
     number of workers."""
     options, pool = run.options, run.pool
-    plans = plan_shards(pairs, sizes, out_sizes, options.shard_size, members)  # which samples each shard holds
-    slots = [(plan, lead) for plan in plans for _, _, lead in plan.samples]  # per job, in the order of `pairs`
     run.journal_partials(plans)
-    jobs = [Job(k, pair.low, pair.high if slots[k][1] < 0 else None, probes[2 * k], probes[2 * k + 1],
-                out_sizes[k], options.to_8bit, level=options.compress_level, **camera.job_fields(pair))
-            for k, pair in enumerate(pairs)]
     t_decode = time.perf_counter()
-    shards = CompressedShards(run)
-    results: list[JobResult | None] = [None] * len(jobs)
-    stream = pool.imap(run_job, jobs, chunksize=2) if pool else map(run_job, jobs)
-    for done, res in enumerate(stream, 1):  # in job order
-        k = res.check().index
-        results[k] = res.without_frames()
-        plan, lead = slots[k]
-        ref = plan.samples[lead][0].key if lead >= 0 else None
-        meta = schema.sample_meta(pairs[k].low_rel, pairs[k].high_rel, sizes[k], out_sizes[k], high_ref=ref)
-        shards.add(plan, pairs[k], out_sizes[k], meta, res.low_frame, res.high_frame, lead)
-        if run.on_progress:
-            run.on_progress(done, len(jobs))
+    shards = CompressedShards(run, inputs)
+    total, done = sum(plan.count for plan in plans), 0
+    for window in windows(plans, WINDOW_PAIRS):
+        slots = []  # per job: (raw plan, lead)
+        jobs = []
+        for number in window:
+            lo = lay_out(plans[number], inputs.pairs, inputs.sizes, inputs.out_sizes, inputs.members)
+            for i, (_, _, lead) in enumerate(lo.samples):
+                slots.append((plans[number], lead))
+                jobs.append(inputs.job(plans[number].first + i, lead < 0, options, level=options.compress_level))
+        stream = pool.imap(run_job, jobs, chunksize=2) if pool else map(run_job, jobs)
+        for (plan, lead), res in zip(slots, stream):  # in job order
+            k = res.check().index
+            pair = inputs.pairs[k]
+            ref = shards.key_of(lead) if lead >= 0 else None
+            meta = schema.sample_meta(pair.low_rel, pair.high_rel, inputs.sizes[k], inputs.out_sizes[k], high_ref=ref)
+            shards.add(plan, pair, inputs.out_sizes[k], meta, res.low_frame, res.high_frame, lead,
+                       res.without_frames())
+            done += 1
+            if run.on_progress:
+                run.on_progress(done, total)
     shards.close()
     run.report.phases["decode_compress_write"] = time.perf_counter() - t_decode
-    return shards.plans, results, shards.digests
+    return shards.rows
 
 
 class CompressedShards:
     """Compressed samples appended in key order to `*.tar.partial` shards, one shard after the other (each holding
-    the samples of one raw plan), hashed as they are written, then fsynced."""
+    the samples of one raw plan), hashed as they are written, then fsynced; each finished shard becomes `ShardRows`."""
 
-    def __init__(self, run: Run):
-        self.run = run
-        self.plans: list[ShardPlan] = []
-        self.digests: list[str] = []
+    def __init__(self, run: Run, inputs: Inputs):
+        self.run, self.inputs = run, inputs
+        self.plans: list[ShardPlan] = []  # the compressed shards, as they are opened
+        self.rows: list[ShardRows] = []
+        self.laid: LaidOut | None = None
+        self.results: list[JobResult] = []
         self.fh = self.hash = None
         self.pos = 0
         self.finished = _on_hashed(self.plans, run.partial_files, run.on_shard)  # sees the plans as they are added
 
+    def key_of(self, lead: int) -> str:
+        return self.laid.samples[lead][0].key
+
     def add(self, raw_plan: ShardPlan, pair: Pair, hw: tuple[int, int], meta: bytes, low: bytes,
-            high: bytes | None, lead: int) -> None:
+            high: bytes | None, lead: int, result: JobResult) -> None:
         """Append one sample to the shard of `raw_plan` (opened when its first sample comes); `lead` >= 0: the
         sample of that shard whose target frame it shares."""
         if not self.plans or self.plans[-1].name != raw_plan.name:
-            self._open(raw_plan.split, raw_plan.number)
+            self._open(raw_plan)
         plan = self.plans[-1]
         shared = None
         if lead >= 0:
-            lay = plan.samples[lead][1]
+            lay = self.laid.samples[lead][1]
             shared = (lay.high_data, lay.high_bytes)
         layout, pieces = schema.layout_compressed_sample(pair.key, hw[0], hw[1], meta, low, high, plan.end, shared)
         self._write(pieces)
-        plan.samples.append((pair, layout, lead))
+        self.laid.samples.append((pair, layout, lead))
+        self.results.append(result)
+        plan.count += 1
         plan.end = layout.end
 
-    def _open(self, split: str, number: int) -> None:
+    def _open(self, raw_plan: ShardPlan) -> None:
         self.close()
-        plan = ShardPlan(split, number)
+        plan = ShardPlan(raw_plan.split, raw_plan.number, raw_plan.first)
         part = self.run.out / plan.partial_name
         self.fh = guard.create_partial(part)
         self.run.open_files.append(self.fh)
         self.run.partial_files.append(str(part))
         self.plans.append(plan)
+        self.laid, self.results = LaidOut(plan), []
         self.hash, self.pos = hashlib.sha256(), 0
 
     def _write(self, pieces: list[tuple[int, bytes]]) -> None:
@@ -200,9 +269,10 @@ class CompressedShards:
             os.fsync(self.fh.fileno())
             self.fh.close()
         self.run.open_files.remove(self.fh)
-        self.digests.append(self.hash.hexdigest())
-        self.fh = None
-        self.finished(len(self.plans) - 1, self.digests[-1])
+        plan = self.plans[-1]
+        self.rows.append(self.inputs.rows(self.laid, plan.name, plan.size, self.hash.hexdigest(), self.results, True))
+        self.laid, self.results, self.fh = None, [], None
+        self.finished(len(self.plans) - 1, self.rows[-1].sha256)
 
 
 def _on_hashed(plans: list[ShardPlan], partial_files: list[str], on_shard: ShardDone | None):

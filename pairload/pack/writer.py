@@ -8,25 +8,33 @@ import os
 from typing import Callable
 
 from ..errors import ConfigError
-from .local import pack_folder
+from .local import finish, pack_folder
 from .options import PackOptions, PackReport, parse_size, parse_split_names, parse_wxh
+from .parts import Part
 
-__all__ = ["PackOptions", "PackReport", "pack", "parse_size", "parse_split_names", "parse_wxh"]
+__all__ = ["Part", "PackOptions", "PackReport", "finish_parts", "pack", "parse_size", "parse_split_names", "parse_wxh"]
 
 
 def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: PackOptions = PackOptions(),
          on_progress: Callable[[int, int], None] | None = None, *, staging: str | os.PathLike | None = None,
          storage_options: dict | None = None, keep_staging: bool = True,
-         on_upload: Callable[[str, str], None] | None = None) -> PackReport:
+         on_upload: Callable[[str, str], None] | None = None, part: Part | None = None) -> PackReport:
     """Pack the pairs under `raw_dir` into `shards_dir`. Raises a PairloadError (and writes no manifest) on bad input.
 
     `shards_dir` may be a URL (s3://, gs://, az://, any writable fsspec URL): the shards are packed into the local
     `staging` folder, each uploaded once it is finished, and the manifest uploaded last (see `pack.upload`);
     `storage_options` go to the fsspec backend, `on_upload(event, name)` reports each "uploaded", "skipped" or
-    "deleted" object in order."""
+    "deleted" object in order.
+
+    `part`: make only that part of the pack (see `parts`; a local or shared folder): every part plans alike and
+    writes its own shards, and the last one to finish writes the manifest; `finish_parts` does it by hand."""
     from ..remote.urls import is_url, local_path
 
     if is_url(shards_dir):
+        if part is not None:
+            raise ConfigError(f"{shards_dir}: --part packs into a folder that every part reaches (a shared file "
+                              "system), not yet into a URL; pack the parts into a shared folder, then copy it to the "
+                              "bucket with your storage's tool (e.g. `aws s3 sync FOLDER URL`)")
         from .upload import pack_to_url
 
         return pack_to_url(raw_dir, os.fspath(shards_dir), options, on_progress, staging=staging,
@@ -34,4 +42,15 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
     if staging is not None or storage_options:
         raise ConfigError(f"{shards_dir}: a local folder; staging and storage_options (--staging, --storage-option) "
                           "apply to URL destinations only (s3://, gs://, az://…): drop them")
-    return pack_folder(raw_dir, local_path(shards_dir), options, on_progress)
+    return pack_folder(raw_dir, local_path(shards_dir), options, on_progress, part=part)
+
+
+def finish_parts(shards_dir: str | os.PathLike, count: int | None = None) -> PackReport:
+    """Write the manifest of a pack made with `part=` once every part's record is in `shards_dir`; raises an
+    OutputError naming the missing parts before."""
+    from pathlib import Path
+
+    from ..remote.urls import local_path
+
+    out = Path(local_path(shards_dir))
+    return finish(out, count, PackReport(shards_dir=out))
