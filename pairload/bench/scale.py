@@ -2,12 +2,11 @@
 size: synth, pack in 1 and in P parts, verify, the index's bytes per pair, the loader's start-up and private memory on
 1..R ranks. Every step is a child process measured from outside; the report is written after every step."""
 
-# One cohesive thing over ~600 lines: the steps, the child processes they measure and the report they fill share
-# one config and one report layout, and the loader step's child (`probe_loader`) must be importable by name.
+# One cohesive thing of ~650 lines: the steps, the child processes they measure and the report they fill share one
+# config and one report layout, and the loader step's child (`probe_loader`) must be importable by name.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -27,7 +26,6 @@ import psutil
 
 from ..errors import ConfigError
 from ..format.atomic import atomic_open
-from ..pack.options import parse_wxh
 
 STEPS = ("synth", "pack", "verify", "index", "loader")
 MANIFEST = "manifest.json"
@@ -106,19 +104,30 @@ def _tail(path: Path, lines: int = 15, chars: int = 1500) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])[-chars:]
 
 
+# A child's exact peak comes from a small wrapper process: ru_maxrss counts the memory a process had before it
+# exec'd, which for a child of this (possibly large) process is this process's whole RSS; the wrapper's is ~10 MB.
+_WRAPPER = ("import json, resource, subprocess, sys, time\n"
+            "t = time.perf_counter()\n"
+            "rc = subprocess.call(sys.argv[2:])\n"
+            "doc = {'wall_s': time.perf_counter() - t,\n"
+            "       'max_rss_bytes': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}\n"
+            "open(sys.argv[1], 'w').write(json.dumps(doc))\n"
+            "sys.exit(rc if rc >= 0 else 128 - rc)\n")
+
+
 class Children:
-    """Child processes started together, each in its own session (so a timeout kills its workers too), measured
-    from outside: wall time, the peak resident memory of the main process and of its descendants (VmHWM, sampled
-    every 50 ms), the peak of their summed RSS, and the exact peak over the whole tree from `wait4`'s rusage.
-    `hold`: each child gets a pipe as stdin and may wait for its end (`release`) so the parent can measure them
-    all alive at once."""
+    """Child processes started together, each in its own session (so a timeout kills its workers too) under a small
+    wrapper, measured from outside: wall time, the peak resident memory (VmHWM, sampled every 50 ms) of the main
+    process and of the largest of its descendants (its workers), the peak of their summed RSS, and the exact peak
+    over the whole tree (the wrapper's RUSAGE_CHILDREN). `hold`: each child gets a pipe as stdin and may wait for
+    its end (`release`), so that the parent can measure them all alive at once."""
 
     def __init__(self, argvs: list[list[str]], timeout: float, hold: bool = False, interval: float = 0.05):
         self.argvs, self.timeout, self.hold, self.interval = argvs, timeout, hold, interval
         self.dir = Path(tempfile.mkdtemp(prefix="pairload-scale-"))
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen] = []  # the wrappers
         self.ends: list[float | None] = [None] * len(argvs)
-        self.rusage: list = [None] * len(argvs)
+        self.main: list[int | None] = [None] * len(argvs)  # each wrapper's child: the command itself
         self.main_peak = [0] * len(argvs)
         self.worker_peak = [0] * len(argvs)
         self.workers_seen: list[set[int]] = [set() for _ in argvs]
@@ -133,8 +142,10 @@ class Children:
         self.start = time.perf_counter()
         for i, argv in enumerate(self.argvs):
             with open(self.dir / f"{i}.out", "wb") as out, open(self.dir / f"{i}.err", "wb") as err:
-                self.procs.append(subprocess.Popen(argv, env=env, start_new_session=True, stdout=out, stderr=err,
-                                                   stdin=subprocess.PIPE if self.hold else subprocess.DEVNULL))
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-c", _WRAPPER, str(self.dir / f"{i}.rusage"), *argv], env=env,
+                    start_new_session=True, stdout=out, stderr=err,
+                    stdin=subprocess.PIPE if self.hold else subprocess.DEVNULL))
         for i in range(len(self.procs)):
             self._threads.append(threading.Thread(target=self._reap, args=(i,), daemon=True))
         self._threads.append(threading.Thread(target=self._sample, daemon=True))
@@ -143,10 +154,8 @@ class Children:
         return self
 
     def _reap(self, i: int) -> None:
-        # wait4, not Popen.wait: its rusage carries the peak RSS of the child and every descendant it reaped
-        _, status, self.rusage[i] = os.wait4(self.procs[i].pid, 0)
+        self.procs[i].wait()
         self.ends[i] = time.perf_counter()
-        self.procs[i].returncode = os.waitstatus_to_exitcode(status)
 
     def _sample(self) -> None:
         while not self._stop.is_set():
@@ -156,9 +165,11 @@ class Children:
             for i, p in enumerate(self.procs):
                 if self.ends[i] is not None:
                     continue
-                main = proc_status(p.pid)
+                if self.main[i] is None and children.get(p.pid):
+                    self.main[i] = children[p.pid][0]
+                main = proc_status(self.main[i]) if self.main[i] else {}
                 self.main_peak[i] = max(self.main_peak[i], main.get("VmHWM", 0))
-                total, todo = main.get("VmRSS", 0), list(children.get(p.pid, ()))
+                total, todo = main.get("VmRSS", 0), list(children.get(self.main[i], ()))
                 while todo:
                     pid = todo.pop()
                     todo.extend(children.get(pid, ()))
@@ -200,10 +211,14 @@ class Children:
         return [self._row(i) for i in range(len(self.procs))]
 
     def _row(self, i: int) -> dict:
-        rc = self.procs[i].returncode
-        row = {"wall_s": round(self.ends[i] - self.start, 4), "peak_rss_bytes": self.main_peak[i],
+        try:
+            exact = json.loads((self.dir / f"{i}.rusage").read_text())
+        except (OSError, ValueError):  # killed with its wrapper
+            exact = {"wall_s": self.ends[i] - self.start, "max_rss_bytes": None}
+        row = {"wall_s": round(exact["wall_s"], 4), "peak_rss_bytes": self.main_peak[i],
                "workers": len(self.workers_seen[i]), "peak_worker_rss_bytes": self.worker_peak[i],
-               "peak_tree_rss_bytes": self.tree_peak[i], "max_rss_bytes": self.rusage[i].ru_maxrss * 1024}
+               "peak_tree_rss_bytes": self.tree_peak[i], "max_rss_bytes": exact["max_rss_bytes"]}
+        rc = self.procs[i].returncode
         if rc == 0:
             return {"status": "ok", **row}
         why = f"killed after the {self.timeout:.0f} s timeout" if i in self.killed else f"exit code {rc}"
@@ -305,7 +320,8 @@ def step_pack(cfg: ScaleConfig, n: int, parts: int, supported: bool) -> dict:
         bad = [r for r in rows if r["status"] != "ok"]
         row = {"status": "failed" if bad else "ok", **({"reason": bad[0]["reason"]} if bad else {}),
                "wall_s": max(r["wall_s"] for r in rows),
-               **{k: max(r[k] for r in rows) for k in ("peak_rss_bytes", "peak_worker_rss_bytes", "max_rss_bytes")},
+               **{k: max(r[k] or 0 for r in rows) for k in ("peak_rss_bytes", "peak_worker_rss_bytes",
+                                                             "max_rss_bytes")},
                "peak_rss_bytes_sum": sum(r["peak_rss_bytes"] for r in rows), "parts": rows}
     row.update(workers_per_part=workers, pairs_per_s=round(n / row["wall_s"], 1))
     if row["status"] == "ok":
@@ -364,17 +380,17 @@ def probe_loader(spec: str) -> None:
 
     KINDS[a["kind"]].load()
     gc.collect()
-    doc = {"rank": a["rank"], "ranks": a["ranks"], "import_s": time.perf_counter() - t0,
+    doc = {"rank": a["rank"], "ranks": a["ranks"], "import_s": round(time.perf_counter() - t0, 4),
            "private_start": private_bytes()}
     t0 = time.perf_counter()
     loader = make_loader(a["kind"], a["shards"], batch_size=a["batch"], crop=a["crop"], rank=a["rank"],
                          world_size=a["ranks"], device="cpu", num_workers=0)
-    doc.update(make_loader_s=time.perf_counter() - t0, private_loader=private_bytes())
+    doc.update(make_loader_s=round(time.perf_counter() - t0, 6), private_loader=private_bytes())
     loader.set_epoch(0)
     t0 = time.perf_counter()
     first = next(iter(loader))
-    doc.update(first_batch_s=time.perf_counter() - t0, private_first_batch=private_bytes(), batch_rows=len(first),
-               batches=len(loader), samples=loader.state_dict().get("samples"))
+    doc.update(first_batch_s=round(time.perf_counter() - t0, 6), private_first_batch=private_bytes(),
+               batch_rows=len(first), batches=len(loader), samples=loader.state_dict().get("samples"))
     with atomic_open(a["result"], "w", fsync=False) as fh:
         json.dump(doc, fh)
     sys.stdin.read()
@@ -398,9 +414,9 @@ def step_loader(cfg: ScaleConfig, n: int, ranks: int) -> dict:
             shared = []  # every rank alive at once: PSS splits the shared pages (the page cache) between them
             for p in ch.procs:
                 try:
-                    full = psutil.Process(p.pid).memory_full_info()
+                    full = psutil.Process(p.pid).children()[0].memory_full_info()
                     shared.append({"pss_bytes": full.pss, "uss_bytes": full.uss})
-                except (psutil.Error, AttributeError):
+                except (psutil.Error, AttributeError, IndexError):  # a rank that has ended
                     shared.append({})
             ch.release()
             rows = ch.wait()
@@ -529,7 +545,9 @@ def plot(report: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
+    plain = FuncFormatter(lambda v, _: f"{v:,.3g}")
     panels = {"time": "wall time (s)", "memory": "peak or private memory (MB)", "index": "index bytes per pair",
               "loader": "loader start-up (s)"}
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
@@ -546,6 +564,9 @@ def plot(report: dict, path: Path) -> None:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("pairs (log scale)")
+        for axis in (ax.xaxis, ax.yaxis):  # plain numbers: 2,000 and 56.6, not 2×10³ and 5.66×10¹
+            axis.set_major_formatter(plain)
+            axis.set_minor_formatter(plain)
         ax.grid(True, which="both", linewidth=0.3, color="#cccccc")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, frameon=False)
@@ -598,7 +619,8 @@ def run(cfg: ScaleConfig, log=print) -> dict:
     features, start = pack_features(cfg.timeout)
     report.update(pack_features=features, cli_start=start)
     if start["status"] != "ok":
-        raise ConfigError(f"pairload pack --help failed in a child process: {start['reason']}")
+        raise ConfigError(f"`{' '.join(cli('pack', '--help'))}` failed: {start['reason']}; the benchmark runs "
+                          "pairload through this interpreter, so it must run there")
     save(report, cfg.out)
     for n in sorted(set(cfg.sizes)):
         size = report["sizes"].setdefault(str(n), {"pairs": n})
@@ -630,43 +652,3 @@ def run(cfg: ScaleConfig, log=print) -> dict:
         except ImportError:
             log("plot: matplotlib is not installed (pip install matplotlib); the report has every number")
     return report
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated whole numbers, e.g. 1,4") from None
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="bench_scale.py", description=__doc__)
-    ap.add_argument("--sizes", type=_ints, required=True, help="Pairs per run, e.g. 10000,100000,1000000.")
-    ap.add_argument("--work", type=Path, required=True, help="Folder for raw-N/ and shards-N-pP/ (raw-N is reused "
-                    "when complete).")
-    ap.add_argument("--parts", type=_ints, default=(1,), help="Pack in this many parts at once (default 1).")
-    ap.add_argument("--ranks", type=_ints, default=(1,), help="Loader ranks on this node (default 1).")
-    ap.add_argument("--image", default="16x16", help="Pair size WxH (default 16x16).")
-    ap.add_argument("--steps", default=",".join(STEPS), help=f"Steps to run (default {','.join(STEPS)}).")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Processes for synth and pack (a "
-                    "pack in P parts gives each workers/P).")
-    ap.add_argument("--shard-size", help="Passed to every pack (default: pairload's).")
-    ap.add_argument("--loader", default="ram", help="Loader kind of the loader step (default ram).")
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--timeout", type=float, default=3600.0, help="Seconds a step's children may run.")
-    ap.add_argument("--out", type=Path, help="The report (JSON); an existing one of this machine and config is "
-                    "added to, so several commands make one report.")
-    ap.add_argument("--fresh", action="store_true", help="Start a new report even if --out holds one.")
-    ap.add_argument("--plot", type=Path, help="A PNG of how each cost grows with N (needs matplotlib).")
-    args = ap.parse_args(argv)
-    try:
-        cfg = ScaleConfig(sizes=args.sizes, work=args.work, parts=args.parts, ranks=args.ranks,
-                          image=parse_wxh(args.image), steps=tuple(s.strip() for s in args.steps.split(",")),
-                          workers=args.workers, shard_size=args.shard_size, loader=args.loader,
-                          batch_size=args.batch_size, timeout=args.timeout, out=args.out, plot=args.plot,
-                          fresh=args.fresh)
-        run(cfg)
-    except ConfigError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 2
-    return 0
