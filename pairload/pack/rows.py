@@ -1,6 +1,6 @@
 """`ShardRows`: one written shard as the manifest and the index need it (its name, size and sha256, and per sample
-the index columns as arrays), made as soon as the shard is done so that nothing per pair outlives its shard; and
-`NOTES`, the decode notes the pack reports by file."""
+the index columns as arrays), filled sample by sample (`RowsBuilder`) while the shard is written, so that nothing
+per pair but a few numbers outlives the moment it is laid out; and `NOTES`, the decode notes the pack reports."""
 
 from __future__ import annotations
 
@@ -29,36 +29,56 @@ class ShardRows:
     notes: list[tuple[str, str]] = field(default_factory=list)
 
 
-def shard_rows(split: str, name: str, size: int, digest: str, samples: list, results: list[JobResult],
-               exposures: list, compressed: bool, sensor: bool, packed_target: bool) -> ShardRows:
-    """The rows of one shard from its laid-out `samples` ((pair, layout, lead) in order), their job `results` and
-    camera `exposures` (None for an ordinary split)."""
-    n = len(samples)
-    cols: dict[str, np.ndarray] = {
-        "hw": np.array([[lay.height, lay.width] for _, lay, _ in samples], dtype=np.int64).reshape(n, 2),
-        "low": np.array([lay.low_data for _, lay, _ in samples], dtype=np.int64),
-        "high": np.array([lay.high_data for _, lay, _ in samples], dtype=np.int64),
-        "shares_high": np.array([lead for _, _, lead in samples], dtype=np.int32),
-    }
-    crc = np.zeros((n, 2), dtype=np.uint32)
-    for i, ((_, _, lead), res) in enumerate(zip(samples, results)):
-        crc[i] = (res.crc_low, res.crc_high if lead < 0 else crc[lead, 1])
-    cols["crc32"] = crc
-    if compressed:
-        cols["low_bytes"] = np.array([lay.low_bytes for _, lay, _ in samples], dtype=np.int64)
-        cols["high_bytes"] = np.array([lay.high_bytes for _, lay, _ in samples], dtype=np.int64)
-    if sensor:
-        cols[fmt.RATIO] = np.array([e.ratio for e in exposures], dtype=np.float64)
-        cols[fmt.EXPOSURE] = np.array([[e.low_s, e.high_s] for e in exposures], dtype=np.float64).reshape(n, 2)
-        cols[fmt.LEVELS] = np.array([list(r.levels) for r in results], dtype=np.int64).reshape(n, 5)
-        if packed_target:
-            high = np.zeros((n, 5), dtype=np.int64)
-            for i, ((_, _, lead), res) in enumerate(zip(samples, results)):
-                high[i] = res.levels_high if lead < 0 else high[lead]
-            cols[fmt.LEVELS_HIGH] = high
-    notes = []
-    for (pair, _, _), res in zip(samples, results):
-        for note in res.notes:
-            side, what = note.split(":")
-            notes.append((pair.low_rel if side == "low" else pair.high_rel, what))
-    return ShardRows(split, name, n, size, digest, [pair.key for pair, _, _ in samples], cols, notes)
+class RowsBuilder:
+    """The rows of one shard of `n` samples, filled as each sample is laid out (`laid`) and as its job's result
+    comes back (`result`, in any order); `finish` makes the `ShardRows`. `exposures`: the camera plan's, for a
+    sensor split (None otherwise); `packed_target`: its targets are packed raw, with levels of their own."""
+
+    def __init__(self, split: str, name: str, pairs: list, first: int, n: int, *, compressed: bool,
+                 exposures: list | None = None, packed_target: bool = False):
+        self.split, self.name, self.pairs, self.first, self.n = split, name, pairs, first, n
+        self.cols = {"hw": np.zeros((n, 2), np.int64), "low": np.zeros(n, np.int64), "high": np.zeros(n, np.int64),
+                     "shares_high": np.full(n, -1, np.int32), "crc32": np.zeros((n, 2), np.uint32)}
+        if compressed:
+            self.cols["low_bytes"], self.cols["high_bytes"] = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        self.exposures = exposures
+        if exposures is not None:
+            self.cols[fmt.RATIO] = np.array([e.ratio for e in exposures], dtype=np.float64)
+            self.cols[fmt.EXPOSURE] = np.array([[e.low_s, e.high_s] for e in exposures], np.float64).reshape(n, 2)
+            self.cols[fmt.LEVELS] = np.zeros((n, 5), np.int64)
+            if packed_target:
+                self.cols[fmt.LEVELS_HIGH] = np.zeros((n, 5), np.int64)
+        self.notes: dict[int, tuple[str, ...]] = {}
+
+    def laid(self, i: int, lay, lead: int) -> None:
+        c = self.cols
+        c["hw"][i] = (lay.height, lay.width)
+        c["low"][i], c["high"][i], c["shares_high"][i] = lay.low_data, lay.high_data, lead
+        if "low_bytes" in c:
+            c["low_bytes"][i], c["high_bytes"][i] = lay.low_bytes, lay.high_bytes
+
+    def result(self, i: int, res: JobResult) -> None:
+        c = self.cols
+        c["crc32"][i] = (res.crc_low, res.crc_high or 0)
+        if self.exposures is not None:
+            c[fmt.LEVELS][i] = res.levels
+            if fmt.LEVELS_HIGH in c and res.levels_high is not None:
+                c[fmt.LEVELS_HIGH][i] = res.levels_high
+        if res.notes:
+            self.notes[i] = res.notes
+
+    def finish(self, size: int, digest: str) -> ShardRows:
+        c = self.cols
+        follow = np.flatnonzero(c["shares_high"] >= 0)  # a shared target's CRC and levels are its lead's
+        lead = c["shares_high"][follow].astype(np.int64)
+        c["crc32"][follow, 1] = c["crc32"][lead, 1]
+        if fmt.LEVELS_HIGH in c:
+            c[fmt.LEVELS_HIGH][follow] = c[fmt.LEVELS_HIGH][lead]
+        notes = []
+        for i in sorted(self.notes):
+            pair = self.pairs[self.first + i]
+            for note in self.notes[i]:
+                side, what = note.split(":")
+                notes.append((pair.low_rel if side == "low" else pair.high_rel, what))
+        keys = [p.key for p in self.pairs[self.first:self.first + self.n]]
+        return ShardRows(self.split, self.name, self.n, size, digest, keys, c, notes)

@@ -3,7 +3,8 @@ storing it, then cut into `ShardPlan`s of at most `--shard-size` raw bytes with 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from ..format import schema
 from ..format.members import DEFAULT, Members
@@ -33,16 +34,6 @@ class ShardPlan:
     @property
     def size(self) -> int:
         return schema.archive_end(self.end)
-
-
-@dataclass
-class LaidOut:
-    """A shard's samples as (pair, layout, lead) with `lead` the index of the sample in this shard whose target it
-    shares (-1: it stores its own), and the header pieces to write: what `lay_out` makes from a `ShardPlan`."""
-
-    plan: ShardPlan
-    samples: list[tuple[Pair, schema.SampleLayout, int]] = field(default_factory=list)
-    pieces: list[tuple[int, bytes]] = field(default_factory=list)
 
 
 def target_groups(pairs: list[Pair]) -> list[Pair]:
@@ -85,24 +76,24 @@ def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list
 
 
 def lay_out(plan: ShardPlan, pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list[tuple[int, int]],
-            members: dict[str, Members] | None = None) -> LaidOut:
-    """The layouts and header bytes of one planned shard's samples (`plan_shards` computed only where it ends)."""
+            members: dict[str, Members] | None = None
+            ) -> Iterator[tuple[int, schema.SampleLayout, int, list[tuple[int, bytes]]]]:
+    """Each sample of one planned shard in order, as (its place in the shard, its layout, `lead`: the place of the
+    sample whose target it shares or -1, the (offset, bytes) header pieces to write): made one at a time, so that a
+    shard of any number of samples is written in bounded memory."""
     kinds = (members or {}).get(plan.split, DEFAULT)
-    out = LaidOut(plan)
-    leaders: dict[str, int] = {}  # high file -> index in this shard of the sample storing it
+    leaders: dict[str, tuple[int, int, str]] = {}  # high file -> (place, target offset, key) of the sample storing it
     end = 0
-    for k in range(plan.first, plan.first + plan.count):
+    for i in range(plan.count):
+        k = plan.first + i
         pair, hw, out_hw = pairs[k], sizes[k], out_sizes[k]
         lead = leaders.get(pair.high_rel)
-        shared = None if lead is None else out.samples[lead][1].high_data
-        ref = None if lead is None else out.samples[lead][0].key
-        meta = schema.sample_meta(pair.low_rel, pair.high_rel, hw, out_hw, high_ref=ref)
-        layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, end, shared, kinds)
+        meta = schema.sample_meta(pair.low_rel, pair.high_rel, hw, out_hw, high_ref=None if lead is None else lead[2])
+        layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, end,
+                                              None if lead is None else lead[1], kinds)
         if lead is None:
-            leaders[pair.high_rel] = len(out.samples)
-        out.samples.append((pair, layout, -1 if lead is None else lead))
-        out.pieces.extend(pieces)
+            leaders[pair.high_rel] = (i, layout.high_data, pair.key)
+        yield i, layout, -1 if lead is None else lead[0], pieces
         end = layout.end
     if end != plan.end:
         raise AssertionError(f"{plan.name}: laid out to {end} bytes, planned {plan.end}")
-    return out

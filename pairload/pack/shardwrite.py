@@ -4,8 +4,10 @@ the workers' zstd frames appended in key order, one shard after the other. Both 
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
+import itertools
 import os
 import time
 from dataclasses import dataclass, field
@@ -21,8 +23,8 @@ from . import guard
 from .jobs import Job, JobResult, close_fds, hash_file, run_job
 from .options import PackOptions, PackReport
 from .sensor import CameraPlan
-from .rows import ShardRows, shard_rows
-from .shardplan import LaidOut, ShardPlan, lay_out
+from .rows import RowsBuilder, ShardRows
+from .shardplan import ShardPlan, lay_out
 
 ShardDone = Callable[[str, str, str, int], None]  # (shard name, partial file, sha256, bytes)
 
@@ -59,21 +61,7 @@ class Run:
         guard.write_journal(self.out, guard.owned(self.out, self.journal), names)
 
 
-WINDOW_PAIRS = 4096  # pairs whose jobs are in flight at once: what bounds a pack's memory, whatever its size
-
-
-def windows(plans: list[ShardPlan], pairs_per_window: int) -> list[list[int]]:
-    """Consecutive shard numbers (indices into `plans`) grouped so that each group holds about
-    `pairs_per_window` pairs (at least one shard)."""
-    groups: list[list[int]] = [[]]
-    count = 0
-    for number, plan in enumerate(plans):
-        if groups[-1] and count + plan.count > pairs_per_window:
-            groups.append([])
-            count = 0
-        groups[-1].append(number)
-        count += plan.count
-    return [g for g in groups if g]
+CHUNK = 4096  # pairs laid out and handed to the workers at a time: what bounds a pack's memory, whatever its size
 
 
 @dataclass
@@ -93,61 +81,71 @@ class Inputs:
         return Job(k, pair.low, pair.high if own else None, self.probes[2 * k], self.probes[2 * k + 1],
                    self.out_sizes[k], options.to_8bit, **where, **self.camera.job_fields(pair))
 
-    def rows(self, laid: LaidOut, name: str, size: int, digest: str, results: list[JobResult],
-             compressed: bool) -> ShardRows:
-        split = laid.plan.split
-        doc = self.camera.docs.get(split)
-        first = laid.plan.first
-        exposures = self.camera.exposures[first:first + len(laid.samples)] if doc is not None else []
+    def rows(self, plan: ShardPlan, compressed: bool) -> RowsBuilder:
+        doc = self.camera.docs.get(plan.split)
+        exposures = None if doc is None else self.camera.exposures[plan.first:plan.first + plan.count]
         packed = doc is not None and fmt.LEVELS_HIGH in fmt.index_fields({fmt.FIELD: doc})
-        return shard_rows(split, name, size, digest, laid.samples, results, exposures, compressed, doc is not None,
-                          packed)
+        return RowsBuilder(plan.split, plan.name, self.pairs, plan.first, plan.count, compressed=compressed,
+                           exposures=exposures, packed_target=packed)
+
+    def laid_out(self, plans: list[ShardPlan]):
+        """(shard number, place, layout, lead, pieces) of every sample of `plans`, in order (`lay_out`)."""
+        for number, plan in enumerate(plans):
+            for i, lay, lead, pieces in lay_out(plan, self.pairs, self.sizes, self.out_sizes, self.members):
+                yield number, i, lay, lead, pieces
+
+
+def _chunks(iterable, n: int):
+    it = iter(iterable)
+    while chunk := list(itertools.islice(it, n)):
+        yield chunk
 
 
 def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRows]:
     """Raw members: every offset planned first, each shard created at its final size, pixels written in place by the
-    workers; a shard is hashed and fsynced as soon as its last pair is in. Shards are laid out and decoded a window
-    at a time."""
+    workers; a shard is hashed and fsynced as soon as its last pair is in. The samples are laid out a chunk at a
+    time while the workers decode the chunk before (memory bounded by the chunk, not by the pack or the shard)."""
     out, options, pool = run.out, run.options, run.pool
     guard.check_free_space(out, sum(plan.size for plan in plans), inputs.out_sizes)
     run.journal_partials(plans)
+    fds: list[int | None] = [None] * len(plans)
+    builders: list[RowsBuilder | None] = [None] * len(plans)
     rows: list[ShardRows | None] = [None] * len(plans)
+    remaining = [plan.count for plan in plans]
     hashing: list = [None] * len(plans)
     finished = _on_hashed(plans, run.partial_files, run.on_shard)
+    firsts = [plan.first for plan in plans]
     total, done = sum(plan.count for plan in plans), 0
-    t_decode = time.perf_counter()
-    for window in windows(plans, WINDOW_PAIRS):
-        laid: dict[int, LaidOut] = {}
-        results: dict[int, list] = {}
-        jobs: list[Job] = []
-        shard_of: dict[int, tuple[int, int]] = {}  # pair -> (shard number, its place in the shard)
-        for number in window:
-            plan = plans[number]
-            part = out / plan.partial_name
-            fh = guard.create_partial(part)
-            run.partial_files.append(str(part))
-            lo = laid[number] = lay_out(plan, inputs.pairs, inputs.sizes, inputs.out_sizes, inputs.members)
-            with guard.writing(part), fh:
-                fh.truncate(plan.size)
-                for off, data in lo.pieces:
-                    fh.seek(off)
-                    fh.write(data)
-            lo.pieces = []
-            results[number] = [None] * plan.count
-            for i, (_, lay, lead) in enumerate(lo.samples):
-                k = plan.first + i
-                jobs.append(inputs.job(k, lead < 0, options, file=str(part), low_off=lay.low_data,
-                                       high_off=lay.high_data if lead < 0 else None))
-                shard_of[k] = (number, i)
-        remaining = {number: plans[number].count for number in window}
-        stream = pool.imap_unordered(run_job, jobs, chunksize=2) if pool else map(run_job, jobs)
-        for res in stream:
-            number, i = shard_of[res.index]
-            results[number][i] = res.check()
+
+    def jobs():
+        for number, i, lay, lead, pieces in inputs.laid_out(plans):
+            if fds[number] is None:  # the shard's first sample: create it at its final size
+                part = out / plans[number].partial_name
+                fh = guard.create_partial(part)
+                run.partial_files.append(str(part))
+                with guard.writing(part):
+                    fh.truncate(plans[number].size)
+                fds[number] = os.dup(fh.fileno())
+                fh.close()
+                builders[number] = inputs.rows(plans[number], False)
+            with guard.writing(out / plans[number].partial_name):
+                for off, data in pieces:
+                    os.pwrite(fds[number], data, off)
+            builders[number].laid(i, lay, lead)
+            yield inputs.job(plans[number].first + i, lead < 0, options, file=run.partial_files[number],
+                             low_off=lay.low_data, high_off=lay.high_data if lead < 0 else None)
+
+    def collect(results) -> None:
+        nonlocal done
+        for res in results:
+            number = bisect.bisect_right(firsts, res.index) - 1
+            builders[number].result(res.index - plans[number].first, res.check())
             remaining[number] -= 1
             if remaining[number] == 0:
-                plan = plans[number]
-                rows[number] = inputs.rows(laid.pop(number), plan.name, plan.size, "", results.pop(number), False)
+                os.close(fds[number])
+                fds[number] = -1
+                builder, builders[number] = builders[number], None
+                rows[number] = builder.finish(plans[number].size, "")
                 if pool:  # hash and fsync a finished shard while later ones decode
                     hashing[number] = pool.apply_async(hash_file, (run.partial_files[number],),
                                                        callback=functools.partial(finished, number))
@@ -157,6 +155,21 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
             done += 1
             if run.on_progress:
                 run.on_progress(done, total)
+
+    t_decode = time.perf_counter()
+    try:
+        pending = None
+        for chunk in _chunks(jobs(), CHUNK):  # the next chunk is laid out while the workers decode this one
+            started = pool.imap_unordered(run_job, chunk, chunksize=2) if pool else map(run_job, chunk)
+            if pending is not None:
+                collect(pending)
+            pending = started
+        if pending is not None:
+            collect(pending)
+    finally:
+        for fd in fds:
+            if fd is not None and fd >= 0:
+                os.close(fd)
     close_fds()  # pwrite has put every pixel in the page cache; fsync flushes them whoever wrote them
     t_finish = time.perf_counter()
     run.report.phases["decode"] = t_finish - t_decode
@@ -177,25 +190,28 @@ def write_compressed(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[S
     t_decode = time.perf_counter()
     shards = CompressedShards(run, inputs)
     total, done = sum(plan.count for plan in plans), 0
-    for window in windows(plans, WINDOW_PAIRS):
-        slots = []  # per job: (raw plan, lead)
-        jobs = []
-        for number in window:
-            lo = lay_out(plans[number], inputs.pairs, inputs.sizes, inputs.out_sizes, inputs.members)
-            for i, (_, _, lead) in enumerate(lo.samples):
-                slots.append((plans[number], lead))
-                jobs.append(inputs.job(plans[number].first + i, lead < 0, options, level=options.compress_level))
-        stream = pool.imap(run_job, jobs, chunksize=2) if pool else map(run_job, jobs)
-        for (plan, lead), res in zip(slots, stream):  # in job order
-            k = res.check().index
-            pair = inputs.pairs[k]
-            ref = shards.key_of(lead) if lead >= 0 else None
-            meta = schema.sample_meta(pair.low_rel, pair.high_rel, inputs.sizes[k], inputs.out_sizes[k], high_ref=ref)
-            shards.add(plan, pair, inputs.out_sizes[k], meta, res.low_frame, res.high_frame, lead,
-                       res.without_frames())
-            done += 1
-            if run.on_progress:
-                run.on_progress(done, total)
+    slots = ((plans[number], lead, inputs.job(plans[number].first + i, lead < 0, options,
+                                              level=options.compress_level))
+             for number, i, _, lead, _ in inputs.laid_out(plans))
+    pending = None
+    for chunk in itertools.chain(_chunks(slots, CHUNK), [None]):
+        started = None
+        if chunk is not None:
+            jobs = [job for _, _, job in chunk]
+            started = (chunk, pool.imap(run_job, jobs, chunksize=2) if pool else map(run_job, jobs))
+        if pending is not None:
+            for (plan, lead, _), res in zip(*pending):  # in job order
+                k = res.check().index
+                pair = inputs.pairs[k]
+                ref = shards.key_of(lead) if lead >= 0 else None
+                meta = schema.sample_meta(pair.low_rel, pair.high_rel, inputs.sizes[k], inputs.out_sizes[k],
+                                          high_ref=ref)
+                shards.add(plan, pair, inputs.out_sizes[k], meta, res.low_frame, res.high_frame, lead,
+                           res.without_frames())
+                done += 1
+                if run.on_progress:
+                    run.on_progress(done, total)
+        pending = started
     shards.close()
     run.report.phases["decode_compress_write"] = time.perf_counter() - t_decode
     return shards.rows
@@ -209,14 +225,14 @@ class CompressedShards:
         self.run, self.inputs = run, inputs
         self.plans: list[ShardPlan] = []  # the compressed shards, as they are opened
         self.rows: list[ShardRows] = []
-        self.laid: LaidOut | None = None
-        self.results: list[JobResult] = []
+        self.builder: RowsBuilder | None = None
+        self.targets: dict[int, tuple[int, int, str]] = {}  # place -> (frame offset, length, key) of a stored target
         self.fh = self.hash = None
         self.pos = 0
         self.finished = _on_hashed(self.plans, run.partial_files, run.on_shard)  # sees the plans as they are added
 
     def key_of(self, lead: int) -> str:
-        return self.laid.samples[lead][0].key
+        return self.targets[lead][2]
 
     def add(self, raw_plan: ShardPlan, pair: Pair, hw: tuple[int, int], meta: bytes, low: bytes,
             high: bytes | None, lead: int, result: JobResult) -> None:
@@ -225,14 +241,13 @@ class CompressedShards:
         if not self.plans or self.plans[-1].name != raw_plan.name:
             self._open(raw_plan)
         plan = self.plans[-1]
-        shared = None
-        if lead >= 0:
-            lay = self.laid.samples[lead][1]
-            shared = (lay.high_data, lay.high_bytes)
+        shared = None if lead < 0 else self.targets[lead][:2]
         layout, pieces = schema.layout_compressed_sample(pair.key, hw[0], hw[1], meta, low, high, plan.end, shared)
         self._write(pieces)
-        self.laid.samples.append((pair, layout, lead))
-        self.results.append(result)
+        if lead < 0:
+            self.targets[plan.count] = (layout.high_data, layout.high_bytes, pair.key)
+        self.builder.laid(plan.count, layout, lead)
+        self.builder.result(plan.count, result)
         plan.count += 1
         plan.end = layout.end
 
@@ -244,7 +259,7 @@ class CompressedShards:
         self.run.open_files.append(self.fh)
         self.run.partial_files.append(str(part))
         self.plans.append(plan)
-        self.laid, self.results = LaidOut(plan), []
+        self.builder, self.targets = self.inputs.rows(raw_plan, True), {}
         self.hash, self.pos = hashlib.sha256(), 0
 
     def _write(self, pieces: list[tuple[int, bytes]]) -> None:
@@ -270,8 +285,8 @@ class CompressedShards:
             self.fh.close()
         self.run.open_files.remove(self.fh)
         plan = self.plans[-1]
-        self.rows.append(self.inputs.rows(self.laid, plan.name, plan.size, self.hash.hexdigest(), self.results, True))
-        self.laid, self.results, self.fh = None, [], None
+        self.rows.append(self.builder.finish(plan.size, self.hash.hexdigest()))
+        self.builder, self.targets, self.fh = None, {}, None
         self.finished(len(self.plans) - 1, self.rows[-1].sha256)
 
 
