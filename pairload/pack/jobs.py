@@ -98,10 +98,10 @@ def _init_worker() -> None:
     silence_cv2()
 
 
-def probe(path: Path) -> Header | str:
+def probe(path: str | Path) -> Header | str:
     """The image's `Header` (size, element type, channels), or the one-line error naming it."""
     try:
-        return probe_header(path)
+        return probe_header(Path(path))
     except PairloadError as exc:
         return str(exc)
 

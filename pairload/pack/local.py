@@ -4,6 +4,7 @@ header (unreadable files and mismatched sizes are refused before anything is wri
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from pathlib import Path
@@ -77,8 +78,10 @@ def _plan(discovery, raw: Path, options: PackOptions, pool, report: PackReport, 
     camera = plan_camera(raw, pairs, probes, raw_target=options.raw_target, ratio_cap=options.ratio_cap,
                          to_8bit=options.to_8bit, resized=resized)
     members = split_members(raw, pairs, probes, options.to_8bit, camera)
-    sizes = [probes[2 * i].hw for i in range(len(pairs))]
-    out_sizes = [target_size(h, w, options.resize, options.max_side) for h, w in sizes]
+    seen: dict = {}  # equal sizes kept once: a million pairs of a few sizes cost two lists of references
+    sizes = [seen.setdefault(hw, hw) for hw in (probes[2 * i].hw for i in range(len(pairs)))]
+    out_sizes = [seen.setdefault(hw, hw) for hw in (target_size(h, w, options.resize, options.max_side)
+                                                    for h, w in sizes)]
     inputs = Inputs(pairs, probes, sizes, out_sizes, members, camera)
     plans = plan_shards(pairs, sizes, out_sizes, options.shard_size, members)
     skel = skeleton(discovery, raw, options, members, camera)
@@ -247,11 +250,22 @@ def finish(out: Path, count: int | None, report: PackReport, *, required: bool =
     return report
 
 
+def _probe_all(pairs: list[Pair], pool, chunk: int = 1 << 16) -> list:
+    """Each pair's low and high `Header` (or the one-line error), probed a chunk of files at a time; equal headers
+    are kept once, so that two million files of a few sizes cost a list of references."""
+    canon: dict = {}
+    out: list = []
+    files = (f for pair in pairs for f in pair.files())
+    while names := list(itertools.islice(files, chunk)):
+        found = pool.imap(probe, names, chunksize=64) if pool else map(probe, names)
+        out.extend(h if isinstance(h, str) else canon.setdefault(h, h) for h in found)
+    return out
+
+
 def _probe_pairs(pairs: list[Pair], pool, options: PackOptions) -> list[Header]:
     """Every pair's headers, low then high: refuse unreadable files, and pairs of two sizes unless --resize brings
     both images to one."""
-    paths = [p for pair in pairs for p in (pair.low, pair.high)]
-    probes = pool.map(probe, paths, chunksize=64) if pool else [probe(p) for p in paths]
+    probes = _probe_all(pairs, pool)
     errors = [r for r in probes if isinstance(r, str)]
     if errors:
         raise ImageError(errors[0] + (f" (and {len(errors) - 1} more unreadable files)" if len(errors) > 1 else ""))

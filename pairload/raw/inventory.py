@@ -7,13 +7,15 @@ import os
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import PairingError
 from .filetypes import ARRAY_EXTS, IMAGE_EXTS, IMAGE_LIKE_EXTS, LIST_EXTS, READABLE, conversion
 from .model import (MAX_LISTED, NO_SIDE_FOLDER, NOT_LISTED, PAIRS_LIST, SAME_FILE, TOO_DEEP, UNKNOWN_SPLIT,
                     UNMATCHED, UNSUPPORTED, Discovery, Unused, listing)
 from .names import HIGH_NAMES, LOW_NAMES, side_of, split_alias
 from .pairsfile import is_pairs_list
-from .realpaths import RealPaths
+from .realpaths import RealPaths, path_hash
 from .scan import MAX_DEPTH, Scan
 from .walk import walk
 
@@ -62,7 +64,14 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
               real_path: RealPaths) -> None:
     """Every image-like file under RAW that is in no pair goes into `out.unused`, per folder and reason, and so does
     every pairs list under RAW that is not one of the `given` pairs files (real paths)."""
-    used = {real_path(p) for pair in out.pairs for p in pair.files()}
+    # the real paths of the packed files as sorted 64-bit hashes: a million pairs cost 16 MB, not a set of paths
+    used = np.unique(np.fromiter((path_hash(real_path(p)) for pair in out.pairs for p in pair.files()),
+                                 dtype=np.uint64, count=2 * len(out.pairs)))
+
+    def is_used(path: Path) -> bool:
+        h = np.uint64(path_hash(real_path(path)))
+        k = int(np.searchsorted(used, h))
+        return k < len(used) and used[k] == h
     unmatched = set(out.skipped_low) | set(out.skipped_high)
     deep = [d.relative_to(raw).as_posix() + "/" for d in (scan.too_deep if scan else ())]
     unknown = {d.relative_to(raw).as_posix() + "/": w for d, w in (scan.unknown_split if scan else {}).items()}
@@ -81,7 +90,7 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
                 groups.setdefault((where, PAIRS_LIST), []).append(name)
                 hints[(where, PAIRS_LIST)] = _pairs_list_hint(folder, groups[(where, PAIRS_LIST)])
                 continue
-            if ext not in IMAGE_LIKE_EXTS or real_path(folder / name) in used or rel in dropped:
+            if ext not in IMAGE_LIKE_EXTS or is_used(folder / name) or rel in dropped:
                 continue
             reason, hint = _reason(raw, where, rel, ext, unmatched, deep, unknown, bool(given))
             groups.setdefault((where, reason), []).append(name)

@@ -9,9 +9,11 @@ import hashlib
 import os
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import PairingError
 from .model import Discovery, Pair
-from .realpaths import RealPaths
+from .realpaths import RealPaths, path_hash
 
 _FIX_FOLDERS = "remove the copy from one split (or pack with a --pairs-file that lists it once)"
 
@@ -30,7 +32,7 @@ def _digest(path: Path, full: bool) -> bytes:
     return h.digest()
 
 
-def _size(path: Path) -> int:
+def _size(path: str | Path) -> int:
     try:
         return os.stat(path).st_size
     except OSError as exc:
@@ -76,7 +78,8 @@ def refuse_self_pairs_and_leaks(pairs: list[Pair], origins: list[tuple[str, str]
 
     Only files that could be one image are compared: same size, then the first MiB, then all bytes."""
     fix_leak = "keep one line" if listed else _FIX_FOLDERS
-    for p, (where, _) in zip(pairs, origins):
+    sizes = np.zeros(2 * len(pairs), dtype=np.int64)
+    for n, (p, (where, _)) in enumerate(zip(pairs, origins)):
         low, high = p.files()
         if low == high:
             raise PairingError(f"{where}: the low and the high image are the same file {p.low_rel}; "
@@ -84,40 +87,66 @@ def refuse_self_pairs_and_leaks(pairs: list[Pair], origins: list[tuple[str, str]
         if real_path(low) == real_path(high):
             raise PairingError(f"{where}: the low {p.low_rel} and the high {p.high_rel} are the same file (one links "
                                "to the other); a pair needs two images: put the real input or target in its place")
-        if _size(low) == _size(high) and filecmp.cmp(low, high, shallow=False):
+        sizes[2 * n], sizes[2 * n + 1] = _size(low), _size(high)
+        if sizes[2 * n] == sizes[2 * n + 1] and filecmp.cmp(low, high, shallow=False):
             raise PairingError(f"{where}: the low {p.low_rel} and the high {p.high_rel} hold identical bytes; a pair "
                                "needs two different images (one side is probably a copy of the other): put the "
                                "real input or target in its place, or remove the pair")
-    first: dict[str, tuple[int, str, str, str, str]] = {}  # real path -> (order, split, path, where, short)
-    for p, (where, short) in zip(pairs, origins):
-        for rel, path in zip((p.low_rel, p.high_rel), p.files()):
-            real = real_path(path)
-            seen = first.setdefault(real, (len(first), p.split, rel, where, short))
-            if seen[1] != p.split:
-                also = "" if seen[2] == rel else f" (the same file as {seen[2]})"
-                ref = f" ({seen[4]})" if seen[4] else ""
-                raise PairingError(f"{where}: {rel}{also} is in split {p.split!r} but already in split {seen[1]!r}"
-                                   f"{ref}; an image in two splits leaks test data into training: {fix_leak}")
-    by_size: dict[int, list[str]] = {}
-    for real in first:
-        by_size.setdefault(_size(Path(real)), []).append(real)
+    if not pairs:
+        return
+    # Files are compared by a 64-bit hash of their real path in arrays (a million pairs: 32 MB, where a dict of
+    # paths took hundreds), and only the few that could be one image in two splits are looked at as paths.
+    names = {name: k for k, name in enumerate(sorted({p.split for p in pairs}))}
+    split_of = np.repeat(np.fromiter((names[p.split] for p in pairs), dtype=np.int32, count=len(pairs)), 2)
+    real = np.fromiter((path_hash(real_path(f)) for p in pairs for f in p.files()), dtype=np.uint64,
+                       count=2 * len(pairs))
+    order = np.argsort(real, kind="stable")  # positions of one real file together, first occurrence first
+    starts = np.flatnonzero(np.r_[True, real[order][1:] != real[order][:-1]])
+    first_of = np.empty(len(real), dtype=np.int64)  # per position: the position where its file first occurs
+    first_of[order] = np.repeat(order[starts], np.diff(np.r_[starts, len(order)]))
 
-    def spans(group: list[str]) -> bool:
-        return len({first[r][1] for r in group}) > 1
+    def info(k: int) -> tuple[int, str, str, str, str]:
+        """(position, split, path, where, short) of the file at position k (pair k // 2, low or high)."""
+        p = pairs[k // 2]
+        return k, p.split, (p.low_rel, p.high_rel)[k % 2], *origins[k // 2]
 
-    groups = [g for g in by_size.values() if spans(g)]
+    def real_of(k: int) -> str:
+        return real_path(pairs[k // 2].files()[k % 2])
+
+    crossed = np.flatnonzero(split_of != split_of[first_of])
+    for k in crossed.tolist():  # in order: the first file found in a second split is the one named
+        seen, mine = info(int(first_of[k])), info(k)
+        if real_of(seen[0]) != real_of(k):
+            continue  # two paths with one 64-bit hash: not one file
+        also = "" if seen[2] == mine[2] else f" (the same file as {seen[2]})"
+        ref = f" ({seen[4]})" if seen[4] else ""
+        raise PairingError(f"{mine[3]}: {mine[2]}{also} is in split {mine[1]!r} but already in split {seen[1]!r}"
+                           f"{ref}; an image in two splits leaks test data into training: {fix_leak}")
+    unique = order[starts]  # each real file's first position
+    by_size = np.argsort(sizes[unique], kind="stable")
+    ranked = unique[by_size]
+    bounds = np.flatnonzero(np.r_[True, sizes[ranked][1:] != sizes[ranked][:-1], True])
+    groups = []
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        group = ranked[a:b]
+        if b - a > 1 and len(set(split_of[group].tolist())) > 1:
+            groups.append(sorted(group.tolist()))
+
+    def spans(group: list[int]) -> bool:
+        return len({split_of[k] for k in group}) > 1
+
     for full in (False, True):  # the first MiB, then all bytes, of the files that could still be one image
         narrowed = []
         for group in groups:
-            by_digest: dict[bytes, list[str]] = {}
-            for real in group:
-                by_digest.setdefault(_digest(Path(real), full), []).append(real)
+            by_digest: dict[bytes, list[int]] = {}
+            for k in group:
+                by_digest.setdefault(_digest(Path(real_of(k)), full), []).append(k)
             narrowed += [g for g in by_digest.values() if spans(g)]
         groups = narrowed
     clashes = []  # (the later file, the first one in another split) of every image found in two splits
     for group in groups:
-        a = min((first[r] for r in group))
-        clashes.append((min(first[r] for r in group if first[r][1] != a[1]), a))
+        a = min(info(k) for k in group)
+        clashes.append((min(info(k) for k in group if info(k)[1] != a[1]), a))
     if clashes:
         (_, b_split, b_rel, b_where, _), (_, a_split, a_rel, _, a_short) = min(clashes)
         ref = f", {a_short}" if a_short else ""

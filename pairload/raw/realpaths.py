@@ -4,6 +4,7 @@ is resolved once and a file's own link is looked up in its folder's listing."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 
@@ -31,3 +32,9 @@ class RealPaths:
         if links is None or name in links:
             return os.path.realpath(text)
         return os.path.join(real, name)
+
+
+def path_hash(path: str) -> int:
+    """A 64-bit hash of a path, for sets of a million of them kept as arrays (a collision is checked by the caller
+    where it matters)."""
+    return int.from_bytes(hashlib.blake2b(path.encode("utf-8", "surrogateescape"), digest_size=8).digest(), "little")
