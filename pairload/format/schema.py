@@ -387,7 +387,8 @@ class SplitIndex:
             area = self.hw[:, 0] * self.hw[:, 1]
             s = self.members.scale
             object.__setattr__(self, "low_bytes", area * self.members.low.pixel_bytes)
-            object.__setattr__(self, "high_bytes", area * (s * s * self.members.high.pixel_bytes))
+            area *= s * s * self.members.high.pixel_bytes  # in place: a million-pair split keeps two arrays, not three
+            object.__setattr__(self, "high_bytes", area)
 
     def __len__(self) -> int:
         return len(self.keys)
