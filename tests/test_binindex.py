@@ -78,7 +78,8 @@ def same(a: list, b: list) -> bool:
 
 
 KINDS = [("ram", {}), ("ram", {"num_workers": 2}), ("wds", {"num_workers": 1}),
-         pytest.param("dali-external", {}, marks=pytest.mark.dali)]
+         pytest.param("dali-external", {}, marks=pytest.mark.dali),
+         pytest.param("ram", {"device": "cuda"}, marks=pytest.mark.gpu)]  # the kernel cuts from the mapped index
 
 
 @pytest.mark.parametrize("name", ["plain", "zstd", "sensor"])
@@ -86,8 +87,8 @@ KINDS = [("ram", {}), ("ram", {"num_workers": 2}), ("wds", {"num_workers": 1}),
 def test_a_binary_pack_gives_every_loader_the_batches_of_its_json_pack(packs, name, kind, backend):
     if name not in packs:
         pytest.skip("zstandard is not installed")
-    if name != "plain" and kind == "dali-external":
-        pytest.skip("one pack is enough for DALI (its source is the ram loader's cutter)")
+    if name != "plain" and (kind == "dali-external" or backend.get("device") == "cuda"):
+        pytest.skip("one pack is enough for DALI and the GPU (their sources are the ram loader's cutters)")
     json_pack, binary = packs[name]
     opts = dict(batch_size=3, crop=8 if name == "sensor" else 24, seed=4, **backend)
     for e in (0, 1):
@@ -115,6 +116,14 @@ def test_the_index_is_mapped_not_parsed_and_says_what_the_json_said(packs):
         shards = schema.read_manifest(packs["zstd"][0])["splits"]["train"]["shards"]
         shares = [lead for sh in shards for lead in sh["index"].get(schema.SHARES_HIGH, [-1] * sh["samples"])]
         assert open_shards(packs["zstd"][1]).index.shares_high.tolist() == shares and shares.count(-1) == 7
+
+
+def test_a_binary_split_mixes_with_a_json_one(packs):
+    json_pack, binary = packs["plain"]
+    opts = dict(batch_size=4, crop=16, seed=2, weights={"a": 1, "b": 2}, epoch_size=18)
+    a = epoch(make_loader("ram", {"a": json_pack, "b": (json_pack, "test")}, **opts), 1)
+    b = epoch(make_loader("ram", {"a": binary, "b": (json_pack, "test")}, **opts), 1)
+    assert same(a, b) and {k.split("/")[0] for x in b for k in x[0]} == {"a", "b"}
 
 
 def test_resume_mid_epoch_is_the_same(packs):
