@@ -387,7 +387,7 @@ class SplitIndex:
             area = self.hw[:, 0] * self.hw[:, 1]
             s = self.members.scale
             object.__setattr__(self, "low_bytes", area * self.members.low.pixel_bytes)
-            area *= s * s * self.members.high.pixel_bytes  # in place: a million-pair split keeps two arrays, not three
+            area *= s * s * self.members.high.pixel_bytes  # in place: no third n-long temporary for the allocator to keep
             object.__setattr__(self, "high_bytes", area)
 
     def __len__(self) -> int:
