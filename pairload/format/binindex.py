@@ -5,13 +5,17 @@ with its size and sha256 (`"index"`); its shards are listed without their per-sa
 
 from __future__ import annotations
 
+import hashlib
+import mmap
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ShardError
+from ..errors import LoaderError, ShardError
 from . import sensor as sensor_doc
 from .columns import ColumnFile, Keys
+from .stamps import Stamp, stamp, stamp_of
 
 FIELD = "index"  # split field of a version-5 manifest: {"file", "bytes", "sha256"}
 SUFFIX = ".index"
@@ -30,11 +34,10 @@ def index_name(split: str) -> str:
 
 
 def key_hashes(keys) -> np.ndarray:
-    """The planner's 64-bit hash of each key (`plan.draws.key_hashes`, which numpy-only packing cannot import)."""
-    import hashlib
-
+    """The planner's stable 64-bit hash of each key (uint64 array; `plan.draws.key_hashes` is this function): stored
+    in the index, so that readers of a version-5 split never hash its keys."""
     return np.fromiter((int.from_bytes(hashlib.blake2b(k.encode(), digest_size=8).digest(), "little") for k in keys),
-                       dtype=np.uint64, count=len(keys))
+                       dtype=np.uint64, count=len(keys) if hasattr(keys, "__len__") else -1)
 
 
 def spec(entry: dict, compressed: bool, shares: bool) -> list[tuple[str, str, tuple]]:
@@ -79,3 +82,55 @@ def open_index(path: str | os.PathLike, entry: dict, split: str, where: str) -> 
         raise ShardError(f"{where}: split {split!r}: its shard column disagrees with the manifest's sample counts "
                          f"{counts.tolist()[:8]}; the index belongs to another pack: re-run `pairload pack`")
     return Keys(blob, ends), out
+
+
+_REPACK = "copy the pack's own file back beside the shards, or re-run the same `pairload pack` command"
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """A split's index file as a process found it: `path` (`where` names it in messages), its size and sha256 (the
+    manifest's), and its stamp then (None for a copy named by its sha256 in the node's cache: never rewritten, but
+    touched on every use). What a pickled `SplitIndex` carries to another process, which maps the file again."""
+
+    path: str
+    where: str
+    bytes: int
+    sha256: str
+    stamp: Stamp | None
+
+    def check_unchanged(self) -> None:
+        """Raise if the file is gone or is another file than the one this index was built from."""
+        now = stamp(self.path)
+        if now is None:
+            raise ShardError(f"{self.where}: missing (it is listed in the manifest, and was there when the loader "
+                             f"opened it); {_REPACK}")
+        if now.size != self.bytes or (self.stamp is not None and now != self.stamp):
+            raise LoaderError(f"{self.where}: replaced or rewritten since the loader opened it (a re-pack into the "
+                              "same folder?); its batches would mix two packs: make the loader again")
+
+
+def check_file(path: str | os.PathLike, where: str, ref: dict, split: str, *, cached: bool = False) -> IndexFile:
+    """The index file of `split` at `path`, once its size and sha256 are the manifest's (`ref`: the split's
+    "index" entry); else a ShardError naming the file and the fix. `cached`: a node cache's copy named by its
+    sha256."""
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise ShardError(f"{where}: missing; it is split {split!r}'s index, listed in the manifest: {_REPACK}"
+                         ) from None
+    except OSError as exc:
+        raise ShardError(f"{where}: cannot be read ({exc.strerror}); it is split {split!r}'s index") from None
+    with fh:
+        st = os.fstat(fh.fileno())
+        if st.st_size != ref["bytes"]:
+            raise ShardError(f"{where}: {st.st_size} bytes, the manifest says {ref['bytes']}; the index is truncated "
+                             f"or belongs to another pack: {_REPACK}")
+        digest = hashlib.sha256()
+        if st.st_size:
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:  # hashed from the page cache, no copy
+                digest.update(mm)
+    if digest.hexdigest() != ref["sha256"]:
+        raise ShardError(f"{where}: sha256 {digest.hexdigest()[:16]}… differs from the manifest's "
+                         f"{ref['sha256'][:16]}…; the index was changed or belongs to another pack: {_REPACK}")
+    return IndexFile(str(path), where, st.st_size, ref["sha256"], None if cached else stamp_of(st))

@@ -1,4 +1,5 @@
-"""The on-disk shard format, versions 1 to 3: member names, sample keys, tar headers and the manifest.
+"""The on-disk shard format, versions 1 to 5: member names, sample keys, tar headers, the manifest, and each split's
+per-sample index (`SplitIndex`: from the manifest's JSON, or from a version-5 split's mapped index file).
 
 This is the only module that knows these names and layouts; the packer, `open_shards`, `verify` and every
 loader import them from here. It imports neither torch nor DALI.
@@ -12,13 +13,13 @@ import re
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .atomic import PARTIAL_SUFFIX, fsync_dir, write_json_atomic  # noqa: F401 - part of the schema's API
 from ..errors import ShardError
-from . import sensor as sensor_doc
+from . import binindex, sensor as sensor_doc
 from .members import DEFAULT, Members, members_of
 from .sensor import SensorRows
 
@@ -26,8 +27,8 @@ FORMAT = "pairload-shards"
 VERSION = 2  # written when a sample shares another's target; shards without shared targets are written as 1
 VERSION_COMPRESSED = 3  # written by `pack --compress`: index.low/high are then where a member's zstd frame starts
 VERSION_TYPED = 4  # written when a split's members are not uint8 RGB of one size (`members.Members`)
-VERSION_BINARY = 5  # written by default: the per-sample index in a binary `<split>.index` per split (`binindex`)
-VERSIONS = (1, 2, 3, 4)  # readable
+VERSION_BINARY = 5  # written by default: each split's per-sample index in a column file beside the shards (`binindex`)
+VERSIONS = (1, 2, 3, 4, 5)  # readable
 MANIFEST = "manifest.json"
 RAW_DIR = "raw_dir"  # manifest field: the resolved RAW folder packed; pack will not replace another folder's shards
 
@@ -302,7 +303,7 @@ def parse_manifest(text: bytes, path: str | os.PathLike) -> dict:
     if not isinstance(doc.get("splits"), dict) or not doc["splits"]:
         raise ShardError(f"{path}: expected a non-empty \"splits\" object")
     for split, entry in doc["splits"].items():
-        _check_split_entry(path, split, entry)
+        _check_split_entry(path, split, entry, binary=version >= VERSION_BINARY)
     return doc
 
 
@@ -310,9 +311,10 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _INDEX_FIELDS = ("key", "hw", "low", "high", "crc32")
 
 
-def _check_split_entry(path: Path, split: str, entry: Any) -> None:
+def _check_split_entry(path: Path, split: str, entry: Any, binary: bool = False) -> None:
     """Every field of one split of the manifest has the type and shape readers rely on; a manifest that was edited
-    or damaged is refused here, with the field named, instead of failing later with a KeyError."""
+    or damaged is refused here, with the field named, instead of failing later with a KeyError. `binary` (version
+    5): the split names its index file instead of listing an index in each shard."""
     def bad(what: str) -> ShardError:
         return ShardError(f"{path}: split {split!r}: {what}; the manifest is damaged or was edited: re-run the same "
                           "`pairload pack` command to rewrite it")
@@ -326,6 +328,8 @@ def _check_split_entry(path: Path, split: str, entry: Any) -> None:
                          f"{', '.join(map(repr, COMPRESSIONS))} or none; repack with this version of `pairload pack`")
     members_of(entry, path, split)  # a "members" value is checked here, with the split named
     sensor_doc.check_doc(entry, path, split)
+    if binary:
+        _check_index_entry(entry.get(binindex.FIELD), split, bad)
     total = 0
     for k, sh in enumerate(entry["shards"]):
         where = f"shard {k}"
@@ -335,30 +339,55 @@ def _check_split_entry(path: Path, split: str, entry: Any) -> None:
         m = _SHARD_RE.match(name) if isinstance(name, str) else None
         if m is None or m.group("split") != split:
             raise bad(f"{where}: \"file\" is {name!r}, expected a file in the shard folder named {split}-NNNNNN.tar")
-        for field, kind in (("samples", int), ("bytes", int), ("sha256", str), ("index", dict)):
+        for field, kind in (("samples", int), ("bytes", int), ("sha256", str)) + (() if binary else (("index", dict),)):
             if not isinstance(sh.get(field), kind) or isinstance(sh.get(field), bool):
                 raise bad(f"{name}: \"{field}\" is {sh.get(field)!r}, expected {'an' if kind is int else 'a'} "
                           f"{kind.__name__}")
         if not _SHA256.match(sh["sha256"]):
             raise bad(f"{name}: \"sha256\" is not 64 hexadecimal digits")
+        total += sh["samples"]
+        if binary:
+            continue
         idx = sh["index"]
         sized = (LOW_BYTES, HIGH_BYTES) if entry.get(COMPRESSION) else ()
         extra = sized + ((SHARES_HIGH,) if SHARES_HIGH in idx else ()) + sensor_doc.index_fields(entry)
         for field in _INDEX_FIELDS + extra:
             if not isinstance(idx.get(field), list) or len(idx[field]) != sh["samples"]:
                 raise bad(f"{name}: index \"{field}\" should list {sh['samples']} entries (one per sample)")
-        total += sh["samples"]
     if entry.get("samples") != total:
         raise bad(f"\"samples\" is {entry.get('samples')!r} but its shards hold {total}")
 
 
+def _check_index_entry(ref: Any, split: str, bad) -> None:
+    """A version-5 split's "index": {"file": "<split>.index", "bytes": int, "sha256": hex}."""
+    want = binindex.index_name(split)
+    if not isinstance(ref, dict) or ref.get("file") != want:
+        found = ref.get("file") if isinstance(ref, dict) else ref
+        raise bad(f"\"{binindex.FIELD}\" names {found!r}, expected an object naming its index file {want!r}")
+    if not isinstance(ref.get("bytes"), int) or isinstance(ref["bytes"], bool) or ref["bytes"] < 0:
+        raise bad(f"{want}: \"bytes\" is {ref.get('bytes')!r}, expected a number of bytes")
+    if not isinstance(ref.get("sha256"), str) or not _SHA256.match(ref["sha256"]):
+        raise bad(f"{want}: \"sha256\" is {ref.get('sha256')!r}, expected 64 hexadecimal digits")
+
+
+@dataclass(frozen=True)
+class MappedIndex:
+    """Where a version-5 `SplitIndex` came from: its checked index file and its split's manifest entry (no
+    per-sample data), all another process needs to map the same file again."""
+
+    file: binindex.IndexFile
+    entry: dict
+
+
 @dataclass(frozen=True)
 class SplitIndex:
-    """Column arrays over one split's samples, in key order, built from the manifest (no shard is opened)."""
+    """Column arrays over one split's samples, in key order, built from the manifest (no shard is opened). Version
+    5: views of the mapped index file (shared by every process of the node through the page cache, read-only);
+    pickled, it is `mapped` alone and the receiving process maps the file again."""
 
     split: str
     files: tuple[str, ...]  # shard file names
-    keys: tuple[str, ...]
+    keys: Sequence[str]  # a tuple (versions 1-4), or `columns.Keys` over the mapped file
     shard: np.ndarray  # int32 (n,) shard number of each sample
     hw: np.ndarray  # int64 (n, 2) height, width
     low: np.ndarray  # int64 (n,) offset of low pixels in its shard (compressed: of its zstd frame)
@@ -370,6 +399,9 @@ class SplitIndex:
     compression: str | None = None  # "zstd", or None: raw pixels at `low`/`high`
     members: Members = DEFAULT  # element types and size relation (`hw` is the input's size)
     sensor: SensorRows | None = None  # camera raw splits: each sample's ratio, exposures and levels
+    key_hash: np.ndarray | None = None  # uint64 (n,) the planner's hash of each key (version 5; else computed)
+    shares_high: np.ndarray | None = None  # int32 (n,) version 5: the sample of its shard whose target it uses, or -1
+    mapped: MappedIndex | None = None  # version 5: the file the arrays view
 
     def __post_init__(self) -> None:
         if self.members.encoding != self.compression:
@@ -379,17 +411,33 @@ class SplitIndex:
             area = self.hw[:, 0] * self.hw[:, 1]
             s = self.members.scale
             object.__setattr__(self, "low_bytes", area * self.members.low.pixel_bytes)
-            object.__setattr__(self, "high_bytes", area * (s * s * self.members.high.pixel_bytes))
+            area *= s * s * self.members.high.pixel_bytes  # in place: no third n-long temporary
+            object.__setattr__(self, "high_bytes", area)
 
     def __len__(self) -> int:
         return len(self.keys)
 
+    def __reduce_ex__(self, protocol):
+        if self.mapped is None:
+            return super().__reduce_ex__(protocol)
+        return _reopened, (self.split, self.mapped)  # "map this file again": bytes independent of the samples
 
-def split_index(doc: dict, split: str, where: str = MANIFEST) -> SplitIndex:
+
+# where a version-5 split's index file is: `locate(file name, sha256, bytes) -> (local path, name for messages)`
+Locate = Callable[[str, str, int], tuple[Any, str]]
+
+
+def split_index(doc: dict, split: str, where: str = MANIFEST, index_at: str | os.PathLike | Locate | None = None
+                ) -> SplitIndex:
+    """The index of one split of a checked manifest (`where` names it). A version-5 split maps its index file,
+    checked against the manifest's size and sha256: `index_at` is the folder beside the manifest, or a `Locate`
+    that fetches it (a node cache's copy named by its sha256)."""
     splits = doc["splits"]
     if split not in splits:
         raise ShardError(f"{where}: no split {split!r}; this folder has {sorted(splits)}")
     entry = splits[split]
+    if doc.get("version", 1) >= VERSION_BINARY:
+        return _mapped_index(split, entry, _index_file(entry[binindex.FIELD], split, where, index_at))
     compression = entry.get(COMPRESSION)
     fields = ("hw", "low", "high", "crc32") + ((LOW_BYTES, HIGH_BYTES) if compression else ())
     sensor_fields = sensor_doc.index_fields(entry)
@@ -458,3 +506,55 @@ def _split_index(split, files, keys, shard, columns, counts, n, compression=None
         sensor=sensor,
         **sized,
     )
+
+
+def _index_file(ref: dict, split: str, where: str, index_at) -> binindex.IndexFile:
+    if index_at is None:
+        raise ShardError(f"{where}: split {split!r} keeps its index in {ref['file']} beside the manifest; this reader "
+                         "was given the manifest alone (a pairload bug: please report it)")
+    if callable(index_at):
+        path, shown = index_at(ref["file"], ref["sha256"], ref["bytes"])
+        return binindex.check_file(path, shown, ref, split, cached=True)
+    path = Path(index_at) / ref["file"]
+    return binindex.check_file(path, str(path), ref, split)
+
+
+def _mapped_index(split: str, entry: dict, file: binindex.IndexFile) -> SplitIndex:
+    """A version-5 split's index: views of its mapped file (checked: every column's type and length, the keys,
+    the shard column against the manifest's sample counts, the sensor facts' sense)."""
+    keys, cols = binindex.open_index(file.path, entry, split, file.where)
+    file.check_unchanged()  # the file mapped is the one whose sha256 was checked
+    n = len(keys)
+    compression = entry.get(COMPRESSION)
+    sensor = None
+    fields = sensor_doc.index_fields(entry)
+    if fields:
+        sensor_doc.rows_from_columns({name: cols[name] for name in fields}, n, file.where, split)  # the checks
+        sensor = SensorRows(*(cols.get(name) for name in (sensor_doc.RATIO, sensor_doc.EXPOSURE, sensor_doc.LEVELS,
+                                                          sensor_doc.LEVELS_HIGH)))  # float64 views, not copies
+    return SplitIndex(
+        split=split,
+        files=tuple(sh["file"] for sh in entry["shards"]),
+        keys=keys,
+        shard=cols[binindex.SHARD],
+        hw=cols["hw"],
+        low=cols["low"],
+        high=cols["high"],
+        crc=cols["crc32"],
+        shard_samples=np.array([sh["samples"] for sh in entry["shards"]], dtype=np.int64),
+        low_bytes=cols.get(LOW_BYTES),
+        high_bytes=cols.get(HIGH_BYTES),
+        compression=compression,
+        members=members_of(entry, file.where, split, compression),
+        sensor=sensor,
+        key_hash=cols[binindex.KEY_HASH],
+        shares_high=cols.get(SHARES_HIGH),
+        mapped=MappedIndex(file, entry),
+    )
+
+
+def _reopened(split: str, mapped: MappedIndex) -> SplitIndex:
+    """A pickled version-5 index in the process that receives it: the same file mapped again (not re-hashed: its
+    stamp shows it is the file checked)."""
+    mapped.file.check_unchanged()
+    return _mapped_index(split, mapped.entry, mapped.file)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Protocol, runtime_checkable
 
@@ -249,8 +250,11 @@ class PlannedLoader(StatefulEpochs):
 
     PLANS_KEPT = 3  # runs whose plans are kept: the current one, the next (workers run ahead), one more for len()
 
-    def __init__(self, keys, hw: np.ndarray, split: str, opts: LoaderOptions, groups=(), shards: Shards | None = None):
-        """`groups`: (name, samples) of each source when several share the index space (see `with_sources`)."""
+    def __init__(self, keys, hw: np.ndarray, split: str, opts: LoaderOptions, groups=(), shards: Shards | None = None,
+                 key_hash: np.ndarray | None = None):
+        """`groups`: (name, samples) of each source when several share the index space (see `with_sources`);
+        `keys` any sequence (a version-5 split's `columns.Keys` is kept as it is, never made a tuple); `key_hash`:
+        the planner's hash of each key when the source has them (else computed here)."""
         self.opts, self.groups = with_sources(opts, groups, len(keys), split)
         self.cfg = self.opts.plan
         if (self.cfg.mixed or self.cfg.schedule or self.cfg.repeats > 1) and self.DEAL == "contiguous":
@@ -258,10 +262,10 @@ class PlannedLoader(StatefulEpochs):
                               "over packed shards (ram, wds, dali-external): pack the folder with "
                               "`pairload pack` and use one of them")
         check_split(self.cfg, keys, hw, split)
-        self.keys = tuple(keys)
+        self.keys = keys if isinstance(keys, Sequence) else tuple(keys)
         self.samples = len(self.keys)
-        self.hw = np.asarray(hw, dtype=np.int64)
-        self.key_hash = key_hashes(self.keys)
+        self.hw = np.asarray(hw, dtype=np.int64)  # a mapped index's int64 column is viewed, not copied
+        self.key_hash = key_hashes(self.keys) if key_hash is None else np.asarray(key_hash, dtype=np.uint64)
         self.shards = shards
         self.device = opts.torch_device
         self._source_names = [name for name, n in self.groups for _ in range(n)] if self.groups else None

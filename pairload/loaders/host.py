@@ -51,7 +51,8 @@ class HostLoader(PlannedLoader):
         elif shuffle_buffer is not None:
             raise ConfigError("shuffle_buffer: the strided deal (ram) shuffles the whole split; it is an option of "
                               "the by-shard deal (wds)")
-        super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, self.ds.groups, shards)
+        super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, self.ds.groups, shards,
+                         key_hash=self.ds.key_hash)
         self.sensor_rows = self.ds.sensor
         self.prefetch = prefetch
         self.resident = resident

@@ -6,18 +6,12 @@ Augmentation codes: `pairload.dihedral` (one per sample, applied to both images 
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 from ..dihedral import HFLIP, TRANSPOSE, VFLIP, allowed  # noqa: F401 - the planner's codes, re-exported
+# the planner's handle on a sample: a stable 64-bit hash of its key, defined beside the binary index that stores it
+from ..format.binindex import key_hashes  # noqa: F401
 from .crops import Crop, windows
-
-
-def key_hashes(keys) -> np.ndarray:
-    """A stable 64-bit hash of each sample key (uint64 array); the planner's handle on a sample."""
-    return np.array([int.from_bytes(hashlib.blake2b(k.encode(), digest_size=8).digest(), "little") for k in keys],
-                    dtype=np.uint64)
 
 
 def _splitmix(x: np.ndarray) -> np.ndarray:

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import mmap
 import os
+import weakref
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ConfigError, LoaderError, ShardError
 from ..format import codec, schema
+from ..format.binindex import key_hashes
 from ..format.stamps import Stamp, stamp, stamp_of
 from ..remote import urls
+from ..remote.cache import INDEX
 from .source import ShardSource
 
 
@@ -41,11 +45,13 @@ class ShardDataset(ShardSource):
             where = urls.redact(manifest_url)
             manifest = schema.parse_manifest(cache.read_small(manifest_url), where)
             self.root = cache.root  # the shards' local copies are in the cache; messages name the URL
+            index_at = self._cached_index(cache)
         else:
             self.root = Path(urls.local_path(shards_dir))
             manifest = schema.read_manifest(self.root)
             where = str(self.root / schema.MANIFEST)
-        self.index = schema.split_index(manifest, split, where)
+            index_at = self.root
+        self.index = schema.split_index(manifest, split, where, index_at)
         self.split = split
         entries = manifest["splits"][split]["shards"]  # (kept out of the object: workers receive it pickled)
         self.shard_bytes = [int(entry["bytes"]) for entry in entries]
@@ -65,6 +71,17 @@ class ShardDataset(ShardSource):
         self._mmaps: list = [None] * len(entries)
         self._mapped: list[Stamp | None] = [None] * len(entries)  # of each file when it was mapped
         self._checked = np.zeros(len(self.index), dtype=bool)
+
+    def _cached_index(self, cache) -> schema.Locate:
+        """Where a remote version-5 split's index file is: fetched once into the node's cache (verified as it
+        streams in) and held there while this dataset lives, so that worker processes can map it again."""
+        def locate(name: str, sha: str, size: int) -> tuple[Path, str]:
+            url = urls.join(self.url, name)
+            path = cache.fetch(url, sha, size, suffix=INDEX)
+            weakref.finalize(self, cache.unhold, sha)
+            return path, f"{urls.redact(url)} (cached as {path})"
+
+        return locate
 
     def name(self, number: int) -> str:
         """Shard `number` as messages name it: its path, or its URL (redacted; with the cached copy) for a remote
@@ -162,22 +179,30 @@ class ShardDataset(ShardSource):
                 self._maps[number] = None
                 self._mmaps[number] = None  # closed when its last array view is gone
 
-    # -- pickling: worker processes reopen the memory maps themselves
+    # -- pickling: worker processes reopen the memory maps themselves (a version-5 index: its file)
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_feed"] = None  # downloads stay in the loading process; workers read the cached files
         state["_maps"] = [None] * len(self._maps)
         state["_mmaps"] = [None] * len(self._maps)
-        state["_checked"] = np.zeros(len(self.index), dtype=bool)
+        state["_checked"] = None  # made anew where it arrives: a worker checks the samples it reads itself
         return state
+
+    def __setstate__(self, state) -> None:
+        self.__dict__.update(state)
+        self._checked = np.zeros(len(self.index), dtype=bool)
 
     @property
     def sources(self) -> list[ShardDataset]:
         return [self]
 
     @property
-    def keys(self) -> tuple[str, ...]:
+    def keys(self) -> Sequence[str]:
         return self.index.keys
+
+    @property
+    def key_hash(self) -> np.ndarray:
+        return self.index.key_hash if self.index.key_hash is not None else key_hashes(self.index.keys)
 
     @property
     def sizes(self) -> np.ndarray:

@@ -1,13 +1,16 @@
-"""What a shard folder or URL holds, from its manifest alone: `read_manifest_at` (the checked manifest) and `info`
-(per split: samples, shards, bytes, compression and image sizes)."""
+"""What a shard folder or URL holds, from its manifest (and a version-5 split's index file): `read_manifest_at`
+(the checked manifest) and `info` (per split: samples, shards, bytes, compression, image sizes, the index file)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
-from ..format import schema
+from ..format import binindex, schema
 from ..remote import urls
 
 
@@ -21,25 +24,52 @@ def read_manifest_at(source: str | os.PathLike, storage_options: dict | None = N
     return schema.read_manifest(urls.local_path(source))
 
 
+@contextlib.contextmanager
+def index_files_at(source: str | os.PathLike, storage_options: dict | None = None):
+    """Where `schema.split_index` finds a version-5 split's index file: the local folder, or (a URL, read without a
+    node cache) each one downloaded into a temporary folder removed on exit (a mapped file stays readable)."""
+    if not urls.is_url(source):
+        yield urls.local_path(source)
+        return
+    from ..remote.cache import read_object
+
+    with tempfile.TemporaryDirectory(prefix="pairload-index-") as tmp:
+        def locate(name: str, sha: str, size: int) -> tuple[Path, str]:
+            url = urls.join(str(source).rstrip("/"), name)
+            path = Path(tmp) / name
+            path.write_bytes(read_object(url, storage_options))  # checked against the manifest by the caller
+            return path, urls.redact(url)
+
+        yield locate
+
+
 def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) -> dict[str, dict]:
-    """Per split: samples, shards, bytes, compression ("zstd" or "none") and the bytes of its pixels decoded, and
-    the distinct image sizes (a URL: read from its manifest alone)."""
+    """Per split: samples, shards, bytes, compression ("zstd" or "none") and the bytes of its pixels decoded, the
+    distinct image sizes, and (version 5) its index file's bytes, per pair too. A URL: read from its manifest (and
+    index files) alone."""
     doc = read_manifest_at(shards_dir, storage_options)
     out = {}
-    for split in doc["splits"]:
-        idx = schema.split_index(doc, split)
-        sizes, counts = np.unique(idx.hw, axis=0, return_counts=True)
-        out[split] = {
-            "samples": len(idx),
-            "shards": len(idx.files),
-            "bytes": int(sum(sh["bytes"] for sh in doc["splits"][split]["shards"])),
-            "compression": idx.compression or "none",
-            "pixel_bytes": int((idx.hw[:, 0] * idx.hw[:, 1]).sum()) * idx.members.bytes_per_input_pixel,
-            **({"members": idx.members.describe()} if not idx.members.default else {}),
-            **({"sensor": _sensor(doc["splits"][split], idx.sensor)} if idx.sensor is not None else {}),
-            "sizes": {f"{w}x{h}": int(c) for (h, w), c in zip(sizes.tolist(), counts.tolist())},
-        }
+    with index_files_at(shards_dir, storage_options) as index_at:
+        for split, entry in doc["splits"].items():
+            idx = schema.split_index(doc, split, index_at=index_at)
+            sizes, counts = np.unique(idx.hw, axis=0, return_counts=True)
+            out[split] = {
+                "samples": len(idx),
+                "shards": len(idx.files),
+                "bytes": int(sum(sh["bytes"] for sh in entry["shards"])),
+                "compression": idx.compression or "none",
+                "pixel_bytes": int((idx.hw[:, 0] * idx.hw[:, 1]).sum()) * idx.members.bytes_per_input_pixel,
+                **({"members": idx.members.describe()} if not idx.members.default else {}),
+                **({"sensor": _sensor(entry, idx.sensor)} if idx.sensor is not None else {}),
+                "sizes": {f"{w}x{h}": int(c) for (h, w), c in zip(sizes.tolist(), counts.tolist())},
+                **({"index": _index(entry[binindex.FIELD], len(idx))} if idx.mapped is not None else {}),
+            }
     return out
+
+
+def _index(ref: dict, samples: int) -> dict:
+    """A version-5 split's index file: its name, bytes, and bytes per pair."""
+    return {"file": ref["file"], "bytes": ref["bytes"], "bytes_per_pair": round(ref["bytes"] / max(samples, 1), 1)}
 
 
 def _sensor(entry: dict, rows) -> str:

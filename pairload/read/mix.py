@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
+from ..format.binindex import key_hashes
 from ..format.sensor import SensorRows
 from .dataset import ShardDataset
 from .source import ShardSource
@@ -68,6 +69,10 @@ class ShardMix(ShardSource):
     @property
     def keys(self) -> tuple[str, ...]:
         return self._keys
+
+    @property
+    def key_hash(self) -> np.ndarray:
+        return key_hashes(self._keys)  # of the prefixed keys: a mix is planned as one split of "name/key" samples
 
     @property
     def sizes(self) -> np.ndarray:

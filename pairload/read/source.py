@@ -5,6 +5,7 @@ datasets behind either."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,13 @@ class ShardSource(ABC):
 
     @property
     @abstractmethod
-    def keys(self) -> tuple[str, ...]: ...
+    def keys(self) -> Sequence[str]:
+        """Each sample's key (a version-5 split: decoded from the mapped index as asked for, not a tuple)."""
+
+    @property
+    @abstractmethod
+    def key_hash(self) -> np.ndarray:
+        """uint64 (n,): the planner's hash of each key (a version-5 split: read from its index, never computed)."""
 
     @property
     @abstractmethod

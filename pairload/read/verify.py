@@ -1,6 +1,7 @@
 """`verify`: every shard of a folder or URL re-hashed and every sample parsed (compressed ones decoded), shapes and
-checksums compared with the manifest; the first problem is a `ShardError` naming the shard, the key and the fix.
-A URL's shards are checked in the node's cache, downloaded there first."""
+checksums compared with the manifest (version 5: with its splits' index files, themselves checked for size and
+sha256); the first problem is a `ShardError` naming the shard, the key and the fix. A URL's shards are checked in
+the node's cache, downloaded there first."""
 
 from __future__ import annotations
 
@@ -30,15 +31,17 @@ class VerifyReport:
     leftover_bytes: int = 0
 
 
-def _check_shard(path: Path, entry: dict, compression: str | None = None, kinds: Members = DEFAULT) -> int:
+def _check_shard(path: Path, entry: dict, compression: str | None = None, kinds: Members = DEFAULT,
+                 idx: dict | None = None) -> int:
     """Check one shard against its manifest entry; returns the number of samples, raises ShardError on the first
-    problem. `compression`: its split's (every compressed member is decoded and checked); `kinds`: its members."""
+    problem. `compression`: its split's (every compressed member is decoded and checked); `kinds`: its members;
+    `idx`: its samples' index entries (`shard_entries`; versions 1-4: the entry's "index")."""
     if not path.is_file():
         raise ShardError(f"{path}: missing (listed in {schema.MANIFEST}); copy it back or repack")
     if path.stat().st_size != entry["bytes"]:
         raise ShardError(f"{path}: {path.stat().st_size} bytes, expected {entry['bytes']}; the shard is truncated or "
                          "was replaced: repack")
-    idx = entry["index"]
+    idx = entry["index"] if idx is None else idx
     shares = _shares(path, idx)
     expected = _expected_members(path, idx, shares, compression)
     mm = np.memmap(path, dtype=np.uint8, mode="r")
@@ -73,6 +76,20 @@ def _check_shard(path: Path, entry: dict, compression: str | None = None, kinds:
                          f"{entry['sha256'][:16]}… although every sample parses (tar headers or padding changed); "
                          "repack")
     return len(idx["key"])
+
+
+def shard_entries(index: schema.SplitIndex, number: int) -> dict[str, list]:
+    """The index entries of shard `number`'s samples as a version 1-4 manifest lists them (key, hw, low, high,
+    crc32; the frame lengths and shared targets where the split has them), from a split's index."""
+    start = int(index.shard_samples[:number].sum())
+    rows = slice(start, start + int(index.shard_samples[number]))
+    idx = {"key": list(index.keys[rows]), "hw": index.hw[rows].tolist(), "low": index.low[rows].tolist(),
+           "high": index.high[rows].tolist(), "crc32": index.crc[rows].tolist()}
+    if index.compression:
+        idx[schema.LOW_BYTES], idx[schema.HIGH_BYTES] = index.low_bytes[rows].tolist(), index.high_bytes[rows].tolist()
+    if index.shares_high is not None:
+        idx[schema.SHARES_HIGH] = index.shares_high[rows].tolist()
+    return idx
 
 
 def _shares(path: Path, idx: dict) -> list:
@@ -185,20 +202,25 @@ def verify(shards_dir: str | os.PathLike, *, cache_dir: str | os.PathLike | None
         return _verify_remote(str(shards_dir).rstrip("/"), cache_dir, storage_options)
     root = Path(urls.local_path(shards_dir))
     doc = schema.read_manifest(root)
-    report = _verify_splits(doc, str(root / schema.MANIFEST), lambda split, k, sh: root / sh["file"])
+    report = _verify_splits(doc, str(root / schema.MANIFEST), lambda split, k, sh: root / sh["file"], root)
     left = sorted(p for p in root.iterdir() if p.name.endswith(schema.PARTIAL_SUFFIX))
     return VerifyReport(shards=report.shards, samples=report.samples, bytes=report.bytes,
                         leftovers=tuple(p.name for p in left), leftover_bytes=sum(p.stat().st_size for p in left))
 
 
-def _verify_splits(doc: dict, where: str, local) -> VerifyReport:
+def _verify_splits(doc: dict, where: str, local, index_at) -> VerifyReport:
+    """`local(split, k, shard entry)`: shard k's local path; `index_at`: where version-5 index files are
+    (`schema.split_index`)."""
     shards = samples = nbytes = 0
+    binary = doc["version"] >= schema.VERSION_BINARY
     for split, entry in doc["splits"].items():
-        kinds = schema.split_index(doc, split, where).members  # every index entry has its shape and type
+        index = schema.split_index(doc, split, where, index_at)  # every index entry has its shape and type
+        kinds = index.members
         compression = entry.get(schema.COMPRESSION)
         codec.require(compression, f"{where}: split {split!r} is compressed with zstd; verifying it")
         for k, sh in enumerate(entry["shards"]):
-            samples += _check_shard(local(split, k, sh), sh, compression, kinds)
+            idx = shard_entries(index, k) if binary else None
+            samples += _check_shard(local(split, k, sh), sh, compression, kinds, idx)
             shards += 1
             nbytes += sh["bytes"]
         if sum(sh["samples"] for sh in entry["shards"]) != entry["samples"]:
@@ -207,7 +229,7 @@ def _verify_splits(doc: dict, where: str, local) -> VerifyReport:
 
 
 def _verify_remote(url: str, cache_dir, storage_options) -> VerifyReport:
-    from ..remote.cache import ShardCache
+    from ..remote.cache import INDEX, ShardCache
 
     if cache_dir is None:
         raise ConfigError(f"{urls.redact(url)}: verifying a remote folder downloads its shards: pass cache_dir= "
@@ -222,4 +244,9 @@ def _verify_remote(url: str, cache_dir, storage_options) -> VerifyReport:
         cache.unhold(sh["sha256"])
         return path
 
-    return _verify_splits(doc, where, local)
+    def index_at(name, sha, size):
+        path = cache.fetch(urls.join(url, name), sha, size, suffix=INDEX)
+        cache.unhold(sha)  # mapped by the caller: an eviction now leaves the map readable
+        return path, f"{urls.redact(urls.join(url, name))} (cached as {path})"
+
+    return _verify_splits(doc, where, local, index_at)

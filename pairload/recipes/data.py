@@ -126,6 +126,7 @@ def build_val_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = 
     if not cfg.shards:
         return make_loader("dali-file", cfg.raw, batch_size=batch, **common)
     common.update(cfg.remote_options())
-    if len(np.unique(schema.split_index(data.manifest(cfg.shards), cfg.val_split, cfg.shards).hw, axis=0)) > 1:
+    ds = open_shards(data.open(cfg.shards, cfg.val_split), cfg.val_split)  # its index, mapped once for both uses
+    if len(np.unique(ds.sizes, axis=0)) > 1:
         batch = 1  # whole test images of several sizes (real FiveK, SICE, LSRW test sets) go one at a time
-    return make_loader("ram", data.open(cfg.shards, cfg.val_split), batch_size=batch, **common)
+    return make_loader("ram", ds, batch_size=batch, **common)

@@ -2,7 +2,8 @@
 
 Layout under `cache_dir`: `shards/<sha256>.tar` (a shard is named by its manifest's sha256, so a file there is
 always exactly the bytes the manifest lists: the same shard reached through two URLs is kept once, and a re-packed
-bucket can never be mixed with old cached bytes) and `locks/<sha256>.lock`. Coordination between processes is
+bucket can never be mixed with old cached bytes), `shards/<sha256>.index` (a version-5 split's index file, kept the
+same way) and `locks/<sha256>.lock`. Coordination between processes is
 the kernel's: `flock` on the lock file and `rename`, nothing home-made.
 - A download holds the lock exclusively, streams into `shards/<sha256>.tar.partial-<pid>` while hashing, and is
   renamed into place only if its size and sha256 match the manifest. The next holder of the lock deletes partial
@@ -33,6 +34,7 @@ from . import schemes
 from .urls import filesystem, redact, redact_text, scheme
 
 FREE_MARGIN = 1 << 30  # with no limit, never fill the cache's disk beyond this much free space
+SHARD, INDEX = ".tar", ".index"  # the suffixes of cached files: shards, and splits' index files (format version 5)
 
 
 def parse_bytes(text: str | int | None, what: str = "--cache-limit") -> int | None:
@@ -155,16 +157,16 @@ class ShardCache:
 
     # ------------------------------------------------------------------ places
 
-    def path(self, sha: str) -> Path:
-        return self.root / "shards" / f"{sha}.tar"
+    def path(self, sha: str, suffix: str = SHARD) -> Path:
+        return self.root / "shards" / f"{sha}{suffix}"
 
     def _open_lock(self, sha: str) -> int:
         """A new descriptor of the shard's lock file (flock locks belong to it: one per holder)."""
         return os.open(self.root / "locks" / f"{sha}.lock", os.O_RDWR | os.O_CREAT, 0o644)
 
-    def has(self, sha: str, size: int) -> bool:
+    def has(self, sha: str, size: int, suffix: str = SHARD) -> bool:
         try:
-            return self.path(sha).stat().st_size == size
+            return self.path(sha, suffix).stat().st_size == size
         except FileNotFoundError:
             return False
 
@@ -208,21 +210,22 @@ class ShardCache:
             return True
         candidates = []
         for entry in os.scandir(self.root / "shards"):
-            name = entry.name
-            if name.endswith(".tar") and name[:-4] not in keep and name[:-4] not in self._held:
+            sha, dot, ext = entry.name.partition(".")
+            suffix = dot + ext
+            if suffix in (SHARD, INDEX) and sha not in keep and sha not in self._held:
                 try:
                     st = entry.stat()
                 except FileNotFoundError:
                     continue
-                candidates.append((st.st_atime, name[:-4], st.st_size))
-        for _, sha, nbytes in sorted(candidates):
-            if self._evict(sha):
+                candidates.append((st.st_atime, sha, suffix, st.st_size))
+        for _, sha, suffix, nbytes in sorted(candidates):
+            if self._evict(sha, suffix):
                 need -= nbytes
                 if need <= 0:
                     return True
         return short() <= 0
 
-    def _evict(self, sha: str) -> bool:
+    def _evict(self, sha: str, suffix: str) -> bool:
         fd = self._open_lock(sha)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -230,7 +233,7 @@ class ShardCache:
             os.close(fd)
             return False  # some process holds it
         try:
-            self.path(sha).unlink(missing_ok=True)
+            self.path(sha, suffix).unlink(missing_ok=True)
             self.counters.evicted += 1
             return True
         finally:
@@ -242,38 +245,39 @@ class ShardCache:
         """A small object (a manifest) read whole, with this cache's retries."""
         return read_object(url, self.storage_options, self.retry)
 
-    def fetch(self, url: str, sha: str, size: int, *, wait: float = 600.0) -> Path:
-        """The local path of shard `sha` (`size` bytes at `url`), downloading it if no process of this node has:
-        one download per node, verified against the sha256 while it streams in. The shard is held (see `hold`):
-        call `unhold(sha)` when done with it. A download in progress elsewhere is waited for, at most `wait` s."""
+    def fetch(self, url: str, sha: str, size: int, *, wait: float = 600.0, suffix: str = SHARD) -> Path:
+        """The local path of shard `sha` (`size` bytes at `url`; `suffix` INDEX: a split's index file), downloading
+        it if no process of this node has: one download per node, verified against the sha256 while it streams in.
+        The file is held (see `hold`): call `unhold(sha)` when done with it. A download in progress elsewhere is
+        waited for, at most `wait` s."""
         with self._mutex:
             held = self._held.get(sha)
-            if held is not None and self.has(sha, size):
+            if held is not None and self.has(sha, size, suffix):
                 held.count += 1
                 self.counters.hits += 1
-                return self.path(sha)
+                return self.path(sha, suffix)
         deadline = time.monotonic() + wait
         for _ in range(4):  # a shard evicted between its download and the shared lock is fetched again
             fd = self._lock(sha, fcntl.LOCK_SH, deadline, url)
-            if self.has(sha, size):
-                self._touch(sha)
+            if self.has(sha, size, suffix):
+                self._touch(sha, suffix)
                 self.counters.hits += 1
                 self._register(sha, fd)
-                return self.path(sha)
+                return self.path(sha, suffix)
             os.close(fd)
             fd = self._lock(sha, fcntl.LOCK_EX, deadline, url)
             try:
-                if not self.has(sha, size):  # another process may have finished it meanwhile
-                    self._download(url, sha, size)
+                if not self.has(sha, size, suffix):  # another process may have finished it meanwhile
+                    self._download(url, sha, size, suffix)
                 else:
                     self.counters.hits += 1
                 fcntl.flock(fd, fcntl.LOCK_SH)  # not atomic: an eviction may slip in, hence the check below
             except BaseException:
                 os.close(fd)
                 raise
-            if self.has(sha, size):
+            if self.has(sha, size, suffix):
                 self._register(sha, fd)
-                return self.path(sha)
+                return self.path(sha, suffix)
             os.close(fd)
         raise LoaderError(f"{redact(url)}: downloaded into {self.root} but evicted again before it could be used, 4 "
                           "times; the cache_limit is too small for the shards in use on this node: raise it")
@@ -302,14 +306,14 @@ class ShardCache:
                                      f"it into {self.root} and gave up; is that process stopped?") from None
                 time.sleep(0.02)
 
-    def _touch(self, sha: str) -> None:
+    def _touch(self, sha: str, suffix: str) -> None:
         try:
-            os.utime(self.path(sha))  # least recently used is judged by access time
+            os.utime(self.path(sha, suffix))  # least recently used is judged by access time
         except OSError:
             pass
 
-    def _download(self, url: str, sha: str, size: int) -> None:
-        for stale in (self.root / "shards").glob(f"{sha}.tar.partial-*"):  # left by a killed download
+    def _download(self, url: str, sha: str, size: int, suffix: str) -> None:
+        for stale in (self.root / "shards").glob(f"{sha}{suffix}.partial-*"):  # left by a killed download
             stale.unlink(missing_ok=True)
         deadline = time.monotonic() + self.retry.timeout
         while not (room := self.room_for(size, keep={sha})) and time.monotonic() < deadline:
@@ -320,26 +324,26 @@ class ShardCache:
                               f"{human_bytes(shutil.disk_usage(self.root).free)} free on its disk, every cached "
                               "shard in use); raise cache_limit, free disk space, or lower shuffle_buffer") from None
         for attempt in (1, 2):  # a mismatch is fetched once more before the shard is refused
-            digest = retrying("downloading", url, self.retry, lambda: self._stream(url, sha, size))
+            digest = retrying("downloading", url, self.retry, lambda: self._stream(url, sha, size, suffix))
             if digest == sha:
-                os.replace(self._partial(sha), self.path(sha))
+                os.replace(self._partial(sha, suffix), self.path(sha, suffix))
                 self.counters.downloads += 1
                 self.counters.bytes += size
                 return
-            self._partial(sha).unlink(missing_ok=True)
+            self._partial(sha, suffix).unlink(missing_ok=True)
             self.counters.refetched += attempt == 1
         raise ShardError(f"{redact(url)}: its bytes no longer match the manifest (sha256 {digest[:16]}…, the "
                          f"manifest lists {sha[:16]}…, twice); the shard was changed or replaced after the manifest "
                          "was written: upload the whole shard folder again (`pairload pack RAW URL`)")
 
-    def _partial(self, sha: str) -> Path:
-        return self.root / "shards" / f"{sha}.tar.partial-{os.getpid()}"
+    def _partial(self, sha: str, suffix: str) -> Path:
+        return self.root / "shards" / f"{sha}{suffix}.partial-{os.getpid()}"
 
-    def _stream(self, url: str, sha: str, size: int) -> str:
+    def _stream(self, url: str, sha: str, size: int, suffix: str) -> str:
         """Download into the partial file, hashing as the bytes arrive; returns the sha256 (sizes checked)."""
         fs, path = filesystem(url, self.storage_options, timeout=self.retry.timeout)
         digest, got = hashlib.sha256(), 0
-        partial = self._partial(sha)
+        partial = self._partial(sha, suffix)
         try:
             with fs.open(path, "rb", **schemes.stream_kwargs(scheme(url), size)) as src, open(partial, "wb") as dst:
                 while chunk := src.read(schemes.CHUNK):

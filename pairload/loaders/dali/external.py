@@ -41,7 +41,8 @@ class ExternalSource(PairedSource):
         remote = RemoteOptions(cache_dir, cache_limit, storage_options, kind="dali-external")
         self.ds = remote.open(source, opts.split, whole=True)
         self.where = self.ds.where
-        super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch, self.ds.groups)
+        super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch, self.ds.groups,
+                         key_hash=self.ds.key_hash)
         self.sensor_rows = self.ds.sensor
         self._flip_on_device = False
         host = dict(num_workers=opts.num_workers, prefetch=prefetch, timeout=timeout, name="pairload-dali",

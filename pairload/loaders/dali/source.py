@@ -30,8 +30,8 @@ class PairedSource(PlannedLoader):
 
     KIND = ""
 
-    def __init__(self, keys, hw, split, opts: LoaderOptions, prefetch: int, groups=()):
-        super().__init__(keys, hw, split, opts, groups)
+    def __init__(self, keys, hw, split, opts: LoaderOptions, prefetch: int, groups=(), key_hash=None):
+        super().__init__(keys, hw, split, opts, groups, key_hash=key_hash)
         if prefetch < 1:
             raise ConfigError(f"prefetch={prefetch}: expected at least 1 batch")
         self.prefetch = prefetch
