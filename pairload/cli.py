@@ -78,6 +78,9 @@ def synth(
     size: str = typer.Option("600x400", help="Pair size WxH."),
     seed: int = typer.Option(0, help="Random seed; the same seed gives the same files."),
     workers: int = typer.Option(1, help="Processes (the output does not depend on it)."),
+    part: Optional[str] = typer.Option(None, metavar="I/N", help="Make only part I of N of the pairs (or 'auto': "
+                                       "from a SLURM array task or torchrun's rank); the last part to finish writes "
+                                       "synth.json. The files are those of one run."),
 ) -> None:
     """Make realistic low-light pairs from normal-light photos."""
     from .pack.writer import parse_wxh
@@ -85,8 +88,12 @@ def synth(
 
     opts = SynthOptions(pairs=pairs, test=test, size=parse_wxh(size), seed=seed, source=str(source) if source else None,
                         workers=workers)
+    which = _part(part)
     with _progress("synth") as update:
-        doc = run(out_dir, opts, on_progress=update)
+        doc = run(out_dir, opts, on_progress=update, part=which)
+    if not doc["complete"]:
+        out.print(f"part {which}: wrote {len(doc['pairs'])} pairs to {out_dir}; the last part writes synth.json")
+        return
     out.print(f"wrote {len(doc['pairs'])} pairs ({pairs} train, {test} test) of {size} to {out_dir}")
 
 
@@ -156,7 +163,7 @@ def pack(
                                        "to finish writes the manifest. The bytes are those of a one-machine pack."),
     finish: bool = typer.Option(False, "--finish", help="Write the manifest of a pack made with --part once every "
                                 "part is in SHARDS_DIR (refused, naming the missing parts, before)."),
-    index: str = typer.Option("json", help="Where the per-sample index goes: 'binary' (<split>.index files that "
+    index: str = typer.Option("binary", help="Where the per-sample index goes: 'binary' (<split>.index files that "
                               "loaders memory-map, format version 5) or 'json' (in manifest.json, for older readers)."),
 ) -> None:
     """Decode every pair once into WebDataset tar shards with a manifest (8- or 16-bit images, .npy arrays, camera raw

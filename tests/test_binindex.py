@@ -35,26 +35,30 @@ from typed_split import write_typed_split
 
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory):
-    """{name: (version 1-4 pack, its version-5 conversion)}: "plain" (14 + 3 pairs of 40x56 in 64 KB shards),
-    "zstd" (compressed, pairs 1 and 4 using pair 0's and 3's target) and "sensor" (a camera-raw-like split:
-    uint16 ×4 input, uint16 ×3 target at twice its size, ratios and levels)."""
+    """{name: (version 1-4 pack, version-5 pack)}: "plain" (14 + 3 pairs of 40x56 in 64 KB shards) and "zstd"
+    (compressed, pairs 1 and 4 using pair 0's and 3's target), each packed with `--index json` and with the default
+    binary index; "sensor" (a camera-raw-like split written by hand: uint16 ×4 input, uint16 ×3 target at twice its
+    size, ratios and levels) and its version-5 conversion."""
     root = tmp_path_factory.mktemp("binindex")
     make_raw(root / "raw", 14, split="train")
     make_raw(root / "raw", 3, split="test", start=100)
-    pack(root / "raw", root / "plain", PackOptions(workers=1, shard_size=64 * 1024))
+    pack(root / "raw", root / "plain", PackOptions(workers=1, shard_size=64 * 1024, index="json"))
+    pack(root / "raw", root / "plain-v5", PackOptions(workers=1, shard_size=64 * 1024))
     out = {"plain": root / "plain"}
     if _has_zstd():
         make_raw(root / "shared", 9)
         lines = [f"low/{i:05d}.png high/{i - 1 if i in (1, 4) else i:05d}.png" for i in range(9)]
         (root / "pairs.txt").write_text("\n".join(lines) + "\n")
-        pack(root / "shared", root / "zstd", PackOptions(workers=1, shard_size=64 * 1024, compress="zstd",
-                                                        pairs_file=str(root / "pairs.txt")))
+        for name, index in (("zstd", "json"), ("zstd-v5", "binary")):
+            pack(root / "shared", root / name, PackOptions(workers=1, shard_size=64 * 1024, compress="zstd",
+                                                          pairs_file=str(root / "pairs.txt"), index=index))
         out["zstd"] = root / "zstd"
     write_typed_split(root / "sensor", Members(Member("uint16", 4), Member("uint16", 3), scale=2),
                       [(16, 20)] * 7, per_shard=3)
     add_sensor(root / "sensor")
     out["sensor"] = root / "sensor"
-    return {name: (folder, to_binary(folder, root / f"{name}-v5")) for name, folder in out.items()}
+    return {name: (folder, root / f"{name}-v5" if name != "sensor" else to_binary(folder, root / f"{name}-v5"))
+            for name, folder in out.items()}
 
 
 def _has_zstd() -> bool:
@@ -189,7 +193,6 @@ def _another_packs(folder: Path) -> None:  # the same split packed from other im
     other = folder.parent / "other-raw"
     make_raw(other, 14, split="train", start=500)
     pack(other, folder.parent / "other", PackOptions(workers=1, shard_size=64 * 1024))
-    to_binary(folder.parent / "other")
     shutil.copy(folder.parent / "other" / "train.index", folder / "train.index")
 
 

@@ -32,8 +32,8 @@ def both(tmp_path_factory):
     root = tmp_path_factory.mktemp("zstd")
     make_raw(root / "raw", 24, split="train")
     make_raw(root / "raw", 5, split="test", start=200)
-    pack(root / "raw", root / "plain", PackOptions(workers=1, shard_size=64 * 1024))
-    pack(root / "raw", root / "zstd", PackOptions(workers=2, shard_size=64 * 1024, compress="zstd"))
+    pack(root / "raw", root / "plain", PackOptions(workers=1, shard_size=64 * 1024, index="json"))
+    pack(root / "raw", root / "zstd", PackOptions(workers=2, shard_size=64 * 1024, compress="zstd", index="json"))
     return root / "plain", root / "zstd"
 
 
@@ -210,7 +210,7 @@ def test_shared_targets_are_stored_once_compressed(tmp_path):
     (tmp_path / "pairs.txt").write_text("low/00000.png high/00000.png\nlow/00001.png high/00000.png\n"
                                         "low/00002.png high/00002.png\n")
     pack(tmp_path / "raw", tmp_path / "s", PackOptions(workers=1, pairs_file=str(tmp_path / "pairs.txt"),
-                                                       compress="zstd"))
+                                                       compress="zstd", index="json"))
     doc = json.loads((tmp_path / "s" / "manifest.json").read_text())
     idx = doc["splits"]["train"]["shards"][0]["index"]
     assert doc["version"] == 3 and idx["shares_high"] == [-1, 0, -1]

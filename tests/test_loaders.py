@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from indexes import shard_index
 from pairload import open_shards, ConfigError, Normalize, PairBatch, ShardError, make_loader
 from pairload.pack.writer import PackOptions, pack
 from pairload.plan import key_hashes, sample_params
@@ -198,7 +199,8 @@ def corrupt_copy(shards24, tmp_path, member: str):
     shutil.copytree(shards24, out)
     doc = json.loads((out / "manifest.json").read_text())
     sh = doc["splits"]["train"]["shards"][1]
-    key, off = sh["index"]["key"][1], sh["index"][member][1]
+    idx = shard_index(out, "train", 1)
+    key, off = idx["key"][1], idx[member][1]
     data = bytearray((out / sh["file"]).read_bytes())
     data[off - 60:off - 50] = b"XXXXXXXXXX"
     (out / sh["file"]).write_bytes(bytes(data))

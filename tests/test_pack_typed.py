@@ -69,7 +69,7 @@ FIVEK = Members(low=Member("uint8", 3), high=Member("uint16", 3))
 def test_fivek_16_bit_targets_are_stored_as_16_bits_and_the_manifest_says_so(fivek):
     out, arrays = fivek
     doc = json.loads((out / "manifest.json").read_text())
-    assert doc["version"] == schema.VERSION_TYPED == 4
+    assert doc["version"] == schema.VERSION_BINARY == 5
     assert doc["splits"]["train"]["members"] == {"low": {"dtype": "uint8", "channels": 3},
                                                  "high": {"dtype": "uint16", "channels": 3}, "scale": 1}
     assert doc["report"]["converted_16bit"] == [] and doc["report"]["gray_replicated"] == ["expertC/a0003.tif"]
@@ -122,7 +122,7 @@ def test_zstd_frames_hold_16_bit_members(fivek, tmp_path):
     out, arrays = fivek
     doc = json.loads((out / "manifest.json").read_text())
     zst = tmp_path / "zstd"
-    pack(doc["raw_dir"], zst, PackOptions(workers=1, compress="zstd"))
+    pack(doc["raw_dir"], zst, PackOptions(workers=1, compress="zstd", index="json"))  # typed in a JSON index: 4
     verify(zst)
     assert json.loads((zst / "manifest.json").read_text())["version"] == 4
     ds = open_shards(zst)
@@ -135,7 +135,7 @@ def test_zstd_frames_hold_16_bit_members(fivek, tmp_path):
 def test_to_8bit_converts_the_16_bit_side_and_writes_a_default_pack(fivek, tmp_path):
     out, arrays = fivek
     raw = json.loads((out / "manifest.json").read_text())["raw_dir"]
-    report = pack(raw, tmp_path / "8bit", PackOptions(workers=1, to_8bit=True))
+    report = pack(raw, tmp_path / "8bit", PackOptions(workers=1, to_8bit=True, index="json"))
     assert len(report.converted_16bit) == 5
     doc = json.loads((tmp_path / "8bit" / "manifest.json").read_text())
     assert doc["version"] == 1 and "members" not in doc["splits"]["train"]
@@ -166,7 +166,7 @@ def test_smid_npy_tree_packs_as_it_is_with_one_target_per_scene(tmp_path):
         (root / "SMID_Long_np" / f"{scene:04d}").mkdir(parents=True)
         np.save(root / "SMID_Long_np" / f"{scene:04d}" / "0001.npy", target)
     out = tmp_path / "shards"
-    pack(root, out, PackOptions(workers=1, low_dir="SMID_LQ_np", high_dir="SMID_Long_np"))
+    pack(root, out, PackOptions(workers=1, low_dir="SMID_LQ_np", high_dir="SMID_Long_np", index="json"))
     verify(out)
     doc = json.loads((out / "manifest.json").read_text())
     assert doc["version"] == 4 and doc["splits"]["train"]["members"]["low"] == {"dtype": "uint16", "channels": 4}
@@ -203,7 +203,7 @@ def sdsd_tree(root: Path, channels=lambda pair, f: 3) -> dict[str, tuple[np.ndar
 def test_sdsd_npy_tree_packs_as_it_is(tmp_path):
     arrays = sdsd_tree(tmp_path / "SDSD")
     out = tmp_path / "shards"
-    pack(tmp_path / "SDSD" / "indoor_static_np", out, PackOptions(workers=2))
+    pack(tmp_path / "SDSD" / "indoor_static_np", out, PackOptions(workers=2, index="json"))
     verify(out)
     doc = json.loads((out / "manifest.json").read_text())
     assert doc["version"] == 1 and "members" not in doc["splits"]["train"]  # uint8 ×3: the default pack

@@ -126,3 +126,26 @@ def test_parts_of_another_pack_in_the_folder_are_refused(raw, tmp_path):
         Part.parse("x")
     with pytest.raises(OutputError, match=r"no part of a pack made with --part I/N is here"):
         finish_parts(tmp_path)
+
+
+def test_torchrun_runs_the_parts_as_its_ranks(raw, reference, tmp_path):
+    out = tmp_path / "shards"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    done = subprocess.run([str(torchrun), "--nproc-per-node=3", "--master-port=0", "-m", "pairload.cli", "pack",
+                           str(raw), str(out), "--part", "auto", *OPTS], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert files(out) == reference
+
+
+def test_synth_in_parts_writes_the_files_and_the_record_of_one_run(tmp_path):
+    from pairload.pack.synth import SynthOptions, synth
+
+    opts = SynthOptions(pairs=9, test=2, size=(16, 12), seed=3)
+    whole = synth(tmp_path / "one", opts)
+    docs = [synth(tmp_path / "parts", opts, part=Part(i, 3)) for i in (2, 0, 1)]
+    assert [d["complete"] for d in docs] == [False, False, True] and docs[-1] == whole
+    one, parts = (sorted(p.relative_to(d) for p in d.rglob("*") if p.is_file() and not p.name.startswith("."))
+                  for d in (tmp_path / "one", tmp_path / "parts"))
+    assert one == parts and all((tmp_path / "one" / p).read_bytes() == (tmp_path / "parts" / p).read_bytes()
+                                for p in one)
+    assert not list((tmp_path / "parts").glob(".synth-part-*"))

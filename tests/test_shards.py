@@ -3,6 +3,7 @@ import json
 import numpy as np
 import pytest
 
+from indexes import shard_index
 from pairload import ShardError, open_shards
 from pairload.read.shards import info, verify
 
@@ -45,8 +46,8 @@ def flip_byte(path, offset):
 
 def test_verify_catches_one_flipped_pixel_byte_and_names_the_key(packed):
     manifest = json.loads((packed / "manifest.json").read_text())
-    shard = manifest["splits"]["train"]["shards"][1]
-    key, off = shard["index"]["key"][1], shard["index"]["high"][1]
+    shard, idx = manifest["splits"]["train"]["shards"][1], shard_index(packed, "train", 1)
+    key, off = idx["key"][1], idx["high"][1]
     flip_byte(packed / shard["file"], off + 100)
     with pytest.raises(ShardError,
                        match=rf"{shard['file']}: key {key}: {key}.high.npy pixels do not match their checksum"):
@@ -56,7 +57,7 @@ def test_verify_catches_one_flipped_pixel_byte_and_names_the_key(packed):
 def test_verify_catches_a_flipped_header_byte(packed):
     manifest = json.loads((packed / "manifest.json").read_text())
     shard = manifest["splits"]["test"]["shards"][0]
-    key = shard["index"]["key"][0]
+    key = shard_index(packed, "test", 0)["key"][0]
     flip_byte(packed / shard["file"], 600)  # inside the first member's tar header/json
     with pytest.raises(ShardError, match=rf"{shard['file']}: (key {key}|not a readable tar|sha256)"):
         verify(packed)
@@ -77,6 +78,16 @@ def test_info(packed):
     assert splits["train"]["bytes"] == sum(p.stat().st_size for p in packed.glob("train-*.tar"))
 
 
+@pytest.fixture
+def json_packed(raw, tmp_path):
+    """The conftest pack with its index in the manifest (`--index json`): what these edits damage."""
+    from pairload.pack.writer import PackOptions, pack
+
+    out = tmp_path / "json-shards"
+    pack(raw, out, PackOptions(workers=1, shard_size=64 * 1024, index="json"))
+    return out
+
+
 def _edit_manifest(packed, edit):
     path = packed / "manifest.json"
     doc = json.loads(path.read_text())
@@ -92,7 +103,8 @@ def _floats(field):
 
 
 @pytest.mark.parametrize("field", ["low", "high", "hw", "crc32"])
-def test_float_numbers_in_the_index_are_refused_naming_the_field(packed, field):
+def test_float_numbers_in_the_index_are_refused_naming_the_field(json_packed, field):
+    packed = json_packed
     _edit_manifest(packed, _floats(field))
     match = (rf"manifest.json: split 'train': train-000001.tar: index \"{field}\" holds \[?[0-9]+\.0.* for sample 0 "
              r"\((a list of integers|an integer) expected\); the manifest is damaged or was edited")
@@ -107,7 +119,7 @@ def test_a_float_in_shares_high_is_refused_naming_the_field(tmp_path):
 
     make_raw(tmp_path / "raw", 2)
     (tmp_path / "pairs.txt").write_text("low/00000.png high/00000.png\nlow/00001.png high/00000.png\n")
-    pack(tmp_path / "raw", tmp_path / "s", PackOptions(workers=1, pairs_file=str(tmp_path / "pairs.txt")))
+    pack(tmp_path / "raw", tmp_path / "s", PackOptions(workers=1, pairs_file=str(tmp_path / "pairs.txt"), index="json"))
     _edit_manifest(tmp_path / "s", lambda d: d["splits"]["train"]["shards"][0]["index"].update(shares_high=[-1, 0.0]))
     with pytest.raises(ShardError, match=r"manifest.json: train-000000.tar: index \"shares_high\" holds 0.0 for "
                                          r"sample 1 \(an integer expected\); the manifest is damaged or was edited"):
@@ -126,7 +138,8 @@ def test_a_float_in_shares_high_is_refused_naming_the_field(tmp_path):
     (lambda d: (index := d["splits"]["train"]["shards"][0]["index"]).update(hw=[[1]] * len(index["hw"])),
      r"split 'train' has a malformed index"),
 ])
-def test_a_damaged_manifest_is_refused_naming_the_field(packed, edit, match):
+def test_a_damaged_manifest_is_refused_naming_the_field(json_packed, edit, match):
+    packed = json_packed
     _edit_manifest(packed, edit)
     with pytest.raises(ShardError, match=match):
         verify(packed)

@@ -49,7 +49,7 @@ def test_a_pack_into_s3_equals_a_local_pack_and_its_manifest_comes_last(raw, tmp
     report = to_s3(raw, f"s3://{bucket}/lol/", s3, tmp_path / "staging", events)
     expected = local_pack(raw, tmp_path / "local")
     assert s3.objects(bucket, "lol/") == expected  # every object byte for byte, and nothing else
-    shards = sorted(n for n in expected if n.endswith(".tar"))
+    shards = sorted(n for n in expected if n.endswith((".tar", ".index")))
     assert events[-1] == ("uploaded", "manifest.json")
     assert sorted(name for kind, name in events[:-1]) == shards and {kind for kind, _ in events[:-1]} == {"uploaded"}
     up = report.upload
@@ -116,7 +116,7 @@ def test_a_cli_pack_killed_mid_upload_resumes_and_ends_byte_identical(tmp_path, 
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     expected = local_pack(raw, tmp_path / "local", PackOptions(workers=1, shard_size=1024 * 1024))
-    shards = sum(n.endswith(".tar") for n in expected)
+    shards = sum(n.endswith((".tar", ".index")) for n in expected)
     assert f"uploaded {shards - len(known)} shards" in res.stdout and "and manifest.json (last)" in res.stdout
     assert f"skipped {len(known)} shards already there" in res.stdout
     assert f"staging folder kept at {staging}" in res.stdout
@@ -140,7 +140,7 @@ def test_another_packs_manifest_is_refused_then_replaced_with_overwrite_deleting
                                                                            overwrite=True))
     assert events[0] == ("deleted", "manifest.json")  # before any shard is replaced
     assert events[-1] == ("uploaded", "manifest.json")
-    gone = {n for n in before if n.endswith(".tar")} - set(local_pack(raw, tmp_path / "local"))
+    gone = {n for n in before if n.endswith((".tar", ".index"))} - set(local_pack(raw, tmp_path / "local"))
     assert gone and {("deleted", n) for n in gone} <= set(events)  # the other pack's shards no longer listed
     assert s3.objects(bucket, "ds/") == local_pack(raw, tmp_path / "local")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +32,22 @@ SENSOR = {sensor_doc.RATIO: ("<f8", ()), sensor_doc.EXPOSURE: ("<f8", (2,)), sen
 
 def index_name(split: str) -> str:
     return f"{split}{SUFFIX}"
+
+
+def is_index_name(name: str) -> bool:
+    """Whether `name` is a split's index file name (`train.index`)."""
+    return name.endswith(SUFFIX) and re.fullmatch(r"[A-Za-z0-9_-]+", name[:-len(SUFFIX)]) is not None
+
+
+def pack_files(doc: dict) -> list[dict]:
+    """Every file a manifest lists, as {"file", "bytes", "sha256"} entries: each split's shards, then its index
+    file (version 5)."""
+    out = []
+    for entry in doc["splits"].values():
+        out += entry["shards"]
+        if isinstance(entry.get(FIELD), dict):
+            out.append(entry[FIELD])
+    return out
 
 
 def key_hashes(keys) -> np.ndarray:

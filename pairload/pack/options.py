@@ -68,7 +68,7 @@ class PackOptions:
     compress_level: int = codec.DEFAULT_LEVEL
     raw_target: str = DEVELOPED  # camera raw targets: developed by LibRaw (SID), or "packed" as the input (ELD)
     ratio_cap: float = 300.0  # camera raw inputs: the amplification ratio's ceiling (SID's 300)
-    index: str = "json"  # where the per-sample index goes: "binary" `<split>.index` files (version 5), or "json"
+    index: str = "binary"  # where the per-sample index goes: "binary" `<split>.index` files (version 5), or "json"
 
     def __post_init__(self) -> None:
         if self.index not in INDEXES:

@@ -197,8 +197,13 @@ def _take_over(out: Path, new: set[str]) -> None:
 
 
 def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
-          on_progress: Callable[[int, int], None] | None = None) -> dict:
-    """Write `out/train/{low,high}/NNNNN.png` (and `test/`), plus every pair's parameters in `out/synth.json`."""
+          on_progress: Callable[[int, int], None] | None = None, *, part=None) -> dict:
+    """Write `out/train/{low,high}/NNNNN.png` (and `test/`), plus every pair's parameters in `out/synth.json`.
+
+    `part` (a `parts.Part`): make only every N-th pair starting at the I-th (the same files the whole run would
+    write) and record them in `out/.synth-part-I-of-N.json`; the last part to finish writes `synth.json` from the
+    records, the document one run would write. Returns this run's document (a part still waiting: its own pairs,
+    with `"complete": false`)."""
     out = Path(out_dir)
     photos = _sources(options.source)
     width, height = options.size
@@ -207,7 +212,9 @@ def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
         jobs.extend((out, options.seed, split_id, split, i, width, height) for i in range(count))
     # the photo each pair starts from is its generator's first draw: grouping jobs by photo keeps decodes few
     jobs.sort(key=lambda job: int(_job_rng(job).integers(0, len(photos))))
-    _take_over(out, {f"{job[3]}/{job[4]:05d}" for job in jobs})
+    _take_over(out, {f"{job[3]}/{job[4]:05d}" for job in jobs})  # the same in every part: all of them may run it
+    if part is not None:
+        jobs = jobs[part.index::part.count]
     for split in {job[3] for job in jobs}:
         for side in ("low", "high"):
             (out / split / side).mkdir(parents=True, exist_ok=True)
@@ -227,7 +234,42 @@ def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
             results[key] = params
             if on_progress:
                 on_progress(len(results), len(jobs))
-    doc = {"complete": True, "seed": options.seed, "size": [width, height],
-           "source": options.source or "scikit-image", "pairs": dict(sorted(results.items()))}
-    write_json_atomic(out / "synth.json", doc)
-    return doc
+    head = {"complete": True, "seed": options.seed, "size": [width, height],
+            "source": options.source or "scikit-image"}
+    if part is None:
+        doc = {**head, "pairs": dict(sorted(results.items()))}
+        write_json_atomic(out / "synth.json", doc)
+        return doc
+    write_json_atomic(out / _record(part.index, part.count), {**head, "pairs": results})
+    return _finish_parts(out, part.count, head) or {**head, "complete": False, "pairs": dict(sorted(results.items()))}
+
+
+def _record(index: int, count: int) -> str:
+    return f".synth-part-{index:04d}-of-{count:04d}.json"
+
+
+def _finish_parts(out: Path, count: int, head: dict) -> dict | None:
+    """Once every part's record is in `out`: write synth.json from them (the bytes one run writes) and delete the
+    records; None while a part is missing. Parts take turns (a lock file) so that one of them writes it."""
+    import fcntl
+
+    fd = os.open(out / ".synth.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        records = [out / _record(i, count) for i in range(count)]
+        if not all(r.exists() for r in records):
+            return None
+        pairs: dict = {}
+        for r in records:
+            rec = json.loads(r.read_text(encoding="utf-8"))
+            if {k: rec[k] for k in head} != head:
+                raise ConfigError(f"{r}: a part of another synth run (seed, size or source differ); run every part "
+                                  "with the same options, or delete the .synth-part-* files")
+            pairs.update(rec["pairs"])
+        doc = {**head, "pairs": dict(sorted(pairs.items()))}
+        write_json_atomic(out / "synth.json", doc)
+        for r in records:
+            r.unlink()
+        return doc
+    finally:
+        os.close(fd)

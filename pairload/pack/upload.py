@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import OutputError, PairloadError
-from ..format import schema
+from ..format import binindex, schema
 from ..format.stamps import stamp
 from ..format.atomic import write_json_atomic
 from ..remote.urls import filesystem, redact, scheme
@@ -211,7 +211,8 @@ class _Destination:
             names = [str(p).rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False)]
         for name in names:
             m = _TEMP.match(name)
-            if m and (schema.is_shard_name(m.group("target")) or m.group("target") == schema.MANIFEST):
+            target = m.group("target") if m else ""
+            if m and (schema.is_shard_name(target) or binindex.is_index_name(target) or target == schema.MANIFEST):
                 self.remove(name)
 
 
@@ -273,9 +274,11 @@ class _Ledger:
             return
         with self.lock:
             for entry in doc["splits"].values():
-                for sh in entry.get("shards", []) if isinstance(entry, dict) else []:
+                files = entry.get("shards", []) if isinstance(entry, dict) else []
+                files = list(files) + ([entry[binindex.FIELD]] if isinstance(entry.get(binindex.FIELD), dict) else [])
+                for sh in files:
                     name = sh.get("file") if isinstance(sh, dict) else None
-                    if isinstance(name, str) and schema.is_shard_name(name):
+                    if isinstance(name, str) and (schema.is_shard_name(name) or binindex.is_index_name(name)):
                         self.owned.add(name)
                         if isinstance(sh.get("bytes"), int) and isinstance(sh.get("sha256"), str):
                             self.remote[name] = [sh["bytes"], sh["sha256"]]
@@ -352,7 +355,8 @@ def _staged(folder: Path, ledger: _Ledger, stamp: str) -> dict | None:
 
 
 def _shards(doc: dict) -> list[dict]:
-    return [sh for entry in doc["splits"].values() for sh in entry["shards"]]
+    """The files of a pack that go up before its manifest: the shards and (version 5) the index files."""
+    return binindex.pack_files(doc)
 
 
 # ------------------------------------------------------------------ one upload
