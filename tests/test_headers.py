@@ -114,6 +114,14 @@ def exif_bytes(orientation: int = 1, description: str = "") -> bytes:
     return exif.tobytes()
 
 
+def exif_segment(x_resolution_type: int) -> bytes:
+    """An APP1 Exif segment whose IFD0 holds ResolutionUnit (SHORT 2) and XResolution of this type, count 1."""
+    entries = [struct.pack(">HHII", 0x0128, 3, 1, 2 << 16),
+               struct.pack(">HHII", 0x011A, x_resolution_type, 1, 38 if x_resolution_type == 5 else 72 << 24)]
+    tiff = b"MM\0*" + struct.pack(">IH", 8, len(entries)) + b"".join(entries) + bytes(4) + struct.pack(">II", 72, 1)
+    return segment(0xE1, b"Exif\0\0" + tiff)
+
+
 def common_files() -> dict[str, bytes]:
     """Files the direct read must answer itself (None would be a regression to Pillow's cost)."""
     rgb, rgba, gray = pixels(3), pixels(4), pixels(1)
@@ -178,6 +186,7 @@ def common_files() -> dict[str, bytes]:
     base = jpeg_photo()
     files["fill-bytes.jpg"] = after_soi(base, b"\xff\xff\xff")[:2] + base[2:3] + b"\xff\xff" + base[3:]
     files["junk-rst-stuffed.jpg"] = after_soi(base, segment(0xFE, b"note") + b"junk\x00" + b"\xff\xd0\xff\x00zz")
+    files["exif-rational-dpi.jpg"] = after_soi(cv2_bytes(".jpg", rgb), exif_segment(5))  # JFIF gives no dpi
     files["truncated-in-scan.jpg"] = base[:base.find(b"\xff\xda") + 16]
     files["truncated-in-idat.png"] = files["cv2-rgb8.png"][:60]
     return files
@@ -219,6 +228,8 @@ def odd_files() -> dict[str, bytes]:
         "short-dqt.jpg": after_soi(base, segment(0xDB, bytes(10))),
         "short-jfif.jpg": base[:2] + segment(0xE0, b"JFIF\0") + base[2:],
         "short-icc.jpg": after_soi(base, segment(0xE2, b"ICC_PROFILE\0\x01")),
+        "exif-byte-dpi.jpg": after_soi(cv2_bytes(".jpg", rgb), exif_segment(1)),  # Pillow's dpi read fails
+        "two-exif.jpg": after_soi(base, exif_segment(5) + exif_segment(5)),
         "photoshop.jpg": after_soi(base, segment(0xED, b"Photoshop 3.0\x008BIM\x04\x04\0\0\0\0\0\0")),
         "mpo.jpg": mpo.getvalue(),
         "truncated-segment.jpg": base[:sof + 6],

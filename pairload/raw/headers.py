@@ -61,19 +61,41 @@ _U16LE, _U32LE = struct.Struct("<H"), struct.Struct("<I")
 
 
 class _File:
-    """The first bytes of an open file, and any other range of it read on demand; a short answer means EOF."""
+    """An open file read forward through one window: the first read, then FIRST_READ bytes from wherever a read
+    falls outside it. A short answer means EOF."""
 
-    __slots__ = ("fd", "head", "whole")
+    __slots__ = ("fd", "head", "whole", "base", "window")
 
     def __init__(self, fd: int):
         self.fd = fd
-        self.head = os.read(fd, FIRST_READ)
+        self.head = self.window = os.read(fd, FIRST_READ)
+        self.base = 0
         self.whole = len(self.head) < FIRST_READ  # the file ends within the first read
 
     def get(self, off: int, n: int) -> bytes:
-        if off + n <= len(self.head) or self.whole:
+        at = off - self.base
+        if 0 <= at and at + n <= len(self.window):
+            return self.window[at:at + n]
+        if self.whole:
             return self.head[off:off + n]
-        return os.pread(self.fd, n, off)
+        self.window, self.base = os.pread(self.fd, max(n, FIRST_READ), off), off
+        return self.window[:n]
+
+    def find_ff(self, off: int) -> int | None:
+        """The offset of the next 0xFF at or after `off`; None at EOF or past MAX_WALK."""
+        if self.whole:
+            at = self.head.find(b"\xff", off)
+            return at if 0 <= at < MAX_WALK else None
+        while off < MAX_WALK:
+            if not 0 <= off - self.base < len(self.window):
+                self.window, self.base = os.pread(self.fd, FIRST_READ, off), off
+                if not self.window:
+                    return None
+            at = self.window.find(b"\xff", off - self.base)
+            if at >= 0:
+                return self.base + at
+            off = self.base + len(self.window)
+        return None
 
 
 def read_header(path) -> Header | None:
@@ -167,39 +189,40 @@ def _iccp_ok(data: bytes) -> bool:
 # 0xC0 on has a segment. SOFn (and DHP, which Pillow reads as one) give the size.
 _NO_SEGMENT = frozenset(range(0xD0, 0xDA)) | {0xC8} | frozenset(range(0xF0, 0xFE))
 _SOF = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF, 0xDE})
-_SOS, _DQT, _APP0, _APP2, _APP13, _APP14 = 0xDA, 0xDB, 0xE0, 0xE2, 0xED, 0xEE
+_SOS, _DQT, _APP0, _APP1, _APP2, _APP13, _APP14, _APP15 = 0xDA, 0xDB, 0xE0, 0xE1, 0xE2, 0xED, 0xEE, 0xEF
 
 
 def _jpeg(f: _File) -> tuple[int, int, int] | None:
     """Walk the markers as Pillow's JpegImageFile does, up to the first SOS: fill bytes (0xFF 0xFF), stuffed zeros
     and junk between segments are skipped the same way, and every segment Pillow reads must be whole and parse."""
     pos, size, icc_short = 3, None, False  # pos: the byte after the 0xFF of the first marker after SOI
+    exif, jfif_dpi = None, False
     while True:
-        marker = f.get(pos, 1)
-        if not marker:
+        head = f.get(pos, 3)  # the marker's code and, for a segment, its length
+        if not head:
             return None
-        code = marker[0]
+        code = head[0]
         pos += 1
         if code == 0xFF:  # a fill byte: the next byte is the marker
             continue
-        if code == 0x00 or code < 0xC0:  # a stuffed zero is skipped; another code is "no marker found"
+        if code < 0xC0:  # a stuffed zero is skipped; another code is "no marker found"
             if code:
                 return None
-            pos = _next_ff(f, pos)
+            pos = f.find_ff(pos)
             if pos is None:
                 return None
             pos += 1
             continue
         if code not in _NO_SEGMENT:
-            raw_length = f.get(pos, 2)
-            if len(raw_length) < 2:
+            if len(head) < 3:
                 return None
-            n = max(_U16.unpack(raw_length)[0] - 2, 0)
+            n = max((head[1] << 8 | head[2]) - 2, 0)
             if pos + 2 + n > MAX_WALK:
                 return None
-            wants = n if code in _SOF or code == _DQT else min(n, 32)  # the bytes parsed; the rest need only exist
-            body = f.get(pos + 2, wants)
-            if len(body) < wants or (n > wants and len(f.get(pos + 1 + n, 1)) < 1):
+            # the bytes parsed (all of SOFn and DQT, the start of APPn); the rest need only exist
+            wants = n if code in _SOF or code == _DQT else min(n, 32) if _APP0 <= code <= _APP15 else 0
+            body = f.get(pos + 2, wants) if wants else b""
+            if len(body) < wants or (n > wants and not f.get(pos + 1 + n, 1)):
                 return None
             if code in _SOF:
                 if icc_short:
@@ -208,32 +231,27 @@ def _jpeg(f: _File) -> tuple[int, int, int] | None:
                 if size is None:
                     return None
             elif code == _SOS:
-                return (*size, 8) if size is not None else None
-            elif code == _DQT and not _dqt_ok(body):
-                return None
-            elif _APP0 <= code <= 0xEF:
+                if size is None or (exif is not None and not jfif_dpi and not _exif_dpi_ok(exif)):
+                    return None
+                return (*size, 8)
+            elif code == _DQT:
+                if not _dqt_ok(body):
+                    return None
+            elif wants:
                 if not _app_ok(code, body, n):
                     return None
                 icc_short |= code == _APP2 and body.startswith(b"ICC_PROFILE\0") and n < 14
+                jfif_dpi |= code == _APP0 and body.startswith(b"JFIF") and n >= 12 and body[7] in (1, 2)
+                if code == _APP1 and body.startswith(b"Exif\0\0"):
+                    if exif is not None:  # Pillow joins a second one to the first
+                        return None
+                    exif = f.get(pos + 2, n)
             pos += 2 + n
         # Pillow reads one byte after a marker and skips anything up to the next 0xFF
-        pos = _next_ff(f, pos)
+        pos = f.find_ff(pos)
         if pos is None:
             return None
         pos += 1
-
-
-def _next_ff(f: _File, pos: int) -> int | None:
-    """The position of the next 0xFF at or after `pos`, None at EOF or past MAX_WALK."""
-    while pos < MAX_WALK:
-        window = f.get(pos, 4096)
-        if not window:
-            return None
-        at = window.find(b"\xff")
-        if at >= 0:
-            return pos + at
-        pos += len(window)
-    return None
 
 
 def _jpeg_sof(body: bytes) -> tuple[int, int] | None:
@@ -242,6 +260,36 @@ def _jpeg_sof(body: bytes) -> tuple[int, int] | None:
     if len(body) < 6 or body[0] != 8 or body[5] not in (1, 3, 4) or (len(body) - 6) % 3:
         return None
     return _U16.unpack_from(body, 1)[0], _U16.unpack_from(body, 3)[0]
+
+
+def _exif_dpi_ok(exif: bytes) -> bool:
+    """Whether Pillow reads the dpi from this Exif segment without raising (it does, without a JFIF density): IFD0
+    lacks ResolutionUnit or XResolution, or holds them as one SHORT and one RATIONAL inside the block. Anything
+    else (another type, a count over 1, an offset out of the block, a second Exif prefix) goes to Pillow."""
+    tiff = exif[6:]
+    if len(tiff) < 8 or tiff[:4] not in (b"II*\0", b"MM\0*"):
+        return False
+    u16, u32 = (_U16LE, _U32LE) if tiff[0] == 0x49 else (_U16, _U32)
+    ifd = u32.unpack_from(tiff, 4)[0]
+    if ifd + 2 > len(tiff):
+        return False
+    count = u16.unpack_from(tiff, ifd)[0]
+    if ifd + 2 + 12 * count > len(tiff):
+        return False
+    found: dict[int, tuple[int, int, int]] = {}
+    for at in range(ifd + 2, ifd + 2 + 12 * count, 12):
+        tag, kind = u16.unpack_from(tiff, at)[0], u16.unpack_from(tiff, at + 2)[0]
+        if tag in (_RESOLUTION_UNIT, _X_RESOLUTION):
+            if tag in found:
+                return False
+            found[tag] = (kind, u32.unpack_from(tiff, at + 4)[0], u32.unpack_from(tiff, at + 8)[0])
+    if len(found) < 2:
+        return True  # Pillow's KeyError: 72 dpi
+    unit, x = found[_RESOLUTION_UNIT], found[_X_RESOLUTION]
+    return unit[:2] == (3, 1) and x[:2] == (5, 1) and x[2] + 8 <= len(tiff)
+
+
+_RESOLUTION_UNIT, _X_RESOLUTION = 0x0128, 0x011A
 
 
 def _dqt_ok(body: bytes) -> bool:
