@@ -7,8 +7,9 @@ it returns None and `decode.probe` asks Pillow, so that every refusal keeps Pill
 (tests/test_headers.py holds the two side by side). Accepted files are those that reach the image data: a PNG's
 first IDAT, a JPEG's first SOS.
 
-Cost on the 2-core CI machine (Python 3.11, page cache warm, 600×400 files): about 8 µs per PNG or JPEG file
-(open, one 4 KiB read, close, parse) against about 70 µs for Pillow's `Image.open`.
+Cost per file (2-core development VM, Python 3.11, page cache warm, 600×400 images, best of 9 passes over 400
+files; open, one 4 KiB read, close, parse): PNG 9 µs, JPEG 15 µs (33 µs with a 20 KB Exif block), against 60, 75
+and 123 µs through Pillow's `Image.open` (`decode.probe_image`).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class Header:
         return ("uint8" if to_8bit else self.dtype), self.channels
 
 
-FIRST_READ = 4096  # one read covers a PNG's IHDR and a JPEG up to its first APPn; the rest is read where needed
+FIRST_READ = 4096  # one read covers most headers; a longer one (a big Exif APP1) is read on, doubling
 MAX_WALK = 1 << 20  # header bytes walked before giving up (a PNG's text, a JPEG's ICC profile split over APP2s)
 # Pillow's default decompression-bomb limit: images beyond it take Pillow's path, whose answer for them is its own
 # (it reads their size with the limit lifted, and their bit depth from a PNG's IHDR only)
@@ -61,41 +62,36 @@ _U16LE, _U32LE = struct.Struct("<H"), struct.Struct("<I")
 
 
 class _File:
-    """An open file read forward through one window: the first read, then FIRST_READ bytes from wherever a read
-    falls outside it. A short answer means EOF."""
+    """The first bytes of an open file (`data`), read further on demand, doubling, up to MAX_WALK."""
 
-    __slots__ = ("fd", "head", "whole", "base", "window")
+    __slots__ = ("fd", "data", "whole")
 
     def __init__(self, fd: int):
         self.fd = fd
-        self.head = self.window = os.read(fd, FIRST_READ)
-        self.base = 0
-        self.whole = len(self.head) < FIRST_READ  # the file ends within the first read
+        self.data = os.read(fd, FIRST_READ)
+        self.whole = len(self.data) < FIRST_READ  # `data` is the whole file
 
-    def get(self, off: int, n: int) -> bytes:
-        at = off - self.base
-        if 0 <= at and at + n <= len(self.window):
-            return self.window[at:at + n]
-        if self.whole:
-            return self.head[off:off + n]
-        self.window, self.base = os.pread(self.fd, max(n, FIRST_READ), off), off
-        return self.window[:n]
+    def has(self, end: int) -> bool:
+        """Whether the file holds `end` bytes, which `data` then holds (False past MAX_WALK)."""
+        if end <= len(self.data):
+            return True
+        if self.whole or end > MAX_WALK:
+            return False
+        want = min(max(end, 2 * len(self.data)), MAX_WALK) - len(self.data)
+        more = os.pread(self.fd, want, len(self.data))
+        self.data += more
+        self.whole = len(more) < want
+        return end <= len(self.data)
 
     def find_ff(self, off: int) -> int | None:
         """The offset of the next 0xFF at or after `off`; None at EOF or past MAX_WALK."""
-        if self.whole:
-            at = self.head.find(b"\xff", off)
-            return at if 0 <= at < MAX_WALK else None
-        while off < MAX_WALK:
-            if not 0 <= off - self.base < len(self.window):
-                self.window, self.base = os.pread(self.fd, FIRST_READ, off), off
-                if not self.window:
-                    return None
-            at = self.window.find(b"\xff", off - self.base)
+        while True:
+            at = self.data.find(b"\xff", off)
             if at >= 0:
-                return self.base + at
-            off = self.base + len(self.window)
-        return None
+                return at
+            off = max(off, len(self.data))
+            if not self.has(off + 1):
+                return None
 
 
 def read_header(path) -> Header | None:
@@ -107,7 +103,7 @@ def read_header(path) -> Header | None:
         return None
     try:
         f = _File(fd)
-        head = f.head
+        head = f.data
         if head.startswith(b"\x89PNG\r\n\x1a\n"):
             found = _png(f)
         elif head.startswith(b"\xff\xd8\xff"):
@@ -142,32 +138,32 @@ _TRNS_MIN = {0: 2, 2: 6}  # gray needs one 16-bit value, truecolour three
 
 
 def _png(f: _File) -> tuple[int, int, int] | None:
-    ihdr = f.get(8, 25)
-    if len(ihdr) < 25 or ihdr[:8] != b"\x00\x00\x00\x0dIHDR":
+    if not f.has(33) or f.data[8:16] != b"\x00\x00\x00\x0dIHDR":
         return None
-    width, height = _U32.unpack_from(ihdr, 8)[0], _U32.unpack_from(ihdr, 12)[0]
-    depth, colour, compression, filtering, interlace = ihdr[16:21]
+    ihdr = f.data[16:29]
+    width, height = _U32.unpack_from(ihdr, 0)[0], _U32.unpack_from(ihdr, 4)[0]
+    depth, colour, compression, filtering, interlace = ihdr[8:13]
     if (depth, colour) not in _PNG_MODES or compression or filtering or interlace > 1:
         return None
-    if zlib.crc32(ihdr[4:21]) != _U32.unpack_from(ihdr, 21)[0]:
+    if zlib.crc32(f.data[12:29]) != _U32.unpack_from(f.data, 29)[0]:
         return None
     pos = 33
     while True:
-        head = f.get(pos, 8)
-        if len(head) < 8:
+        if not f.has(pos + 8):
             return None
-        length, kind = _U32.unpack_from(head)[0], head[4:]
+        length, kind = _U32.unpack_from(f.data, pos)[0], f.data[pos + 4:pos + 8]
         if kind == b"IDAT":
             return height, width, depth
         least = _TRNS_MIN.get(colour, 0) if kind == b"tRNS" else _PNG_MIN_LENGTH.get(kind)
-        if least is None or length < least or pos + 12 + length > MAX_WALK:
+        end = pos + 8 + length
+        if least is None or length < least or not f.has(end + 4):
             return None
-        body = f.get(pos + 8, length + 4)
-        if len(body) < length + 4 or zlib.crc32(body[:length], zlib.crc32(kind)) != _U32.unpack_from(body, length)[0]:
+        body = f.data[pos + 8:end]
+        if zlib.crc32(body, zlib.crc32(kind)) != _U32.unpack_from(f.data, end)[0]:
             return None
-        if kind == b"iCCP" and not _iccp_ok(body[:length]):
+        if kind == b"iCCP" and not _iccp_ok(body):
             return None
-        pos += 12 + length
+        pos = end + 4
 
 
 def _iccp_ok(data: bytes) -> bool:
@@ -197,11 +193,13 @@ def _jpeg(f: _File) -> tuple[int, int, int] | None:
     and junk between segments are skipped the same way, and every segment Pillow reads must be whole and parse."""
     pos, size, icc_short = 3, None, False  # pos: the byte after the 0xFF of the first marker after SOI
     exif, jfif_dpi = None, False
+    data = f.data  # what has been read so far; read on only where a segment runs past it (f.has)
     while True:
-        head = f.get(pos, 3)  # the marker's code and, for a segment, its length
-        if not head:
-            return None
-        code = head[0]
+        if pos >= len(data):
+            if not f.has(pos + 1):
+                return None
+            data = f.data
+        code = data[pos]
         pos += 1
         if code == 0xFF:  # a fill byte: the next byte is the marker
             continue
@@ -211,23 +209,21 @@ def _jpeg(f: _File) -> tuple[int, int, int] | None:
             pos = f.find_ff(pos)
             if pos is None:
                 return None
-            pos += 1
+            data, pos = f.data, pos + 1
             continue
         if code not in _NO_SEGMENT:
-            if len(head) < 3:
-                return None
-            n = max((head[1] << 8 | head[2]) - 2, 0)
-            if pos + 2 + n > MAX_WALK:
-                return None
-            # the bytes parsed (all of SOFn and DQT, the start of APPn); the rest need only exist
-            wants = n if code in _SOF or code == _DQT else min(n, 32) if _APP0 <= code <= _APP15 else 0
-            body = f.get(pos + 2, wants) if wants else b""
-            if len(body) < wants or (n > wants and not f.get(pos + 1 + n, 1)):
-                return None
-            if code in _SOF:
-                if icc_short:
+            if pos + 2 > len(data):
+                if not f.has(pos + 2):
                     return None
-                size = _jpeg_sof(body)
+                data = f.data
+            n = max((data[pos] << 8 | data[pos + 1]) - 2, 0)
+            start, pos = pos + 2, pos + 2 + n
+            if pos > len(data):  # Pillow reads every segment whole
+                if not f.has(pos):
+                    return None
+                data = f.data
+            if code in _SOF:
+                size = None if icc_short else _jpeg_sof(data[start:pos])
                 if size is None:
                     return None
             elif code == _SOS:
@@ -235,9 +231,10 @@ def _jpeg(f: _File) -> tuple[int, int, int] | None:
                     return None
                 return (*size, 8)
             elif code == _DQT:
-                if not _dqt_ok(body):
+                if not _dqt_ok(data[start:pos]):
                     return None
-            elif wants:
+            elif _APP0 <= code <= _APP15:
+                body = data[start:min(pos, start + 32)]
                 if not _app_ok(code, body, n):
                     return None
                 icc_short |= code == _APP2 and body.startswith(b"ICC_PROFILE\0") and n < 14
@@ -245,12 +242,13 @@ def _jpeg(f: _File) -> tuple[int, int, int] | None:
                 if code == _APP1 and body.startswith(b"Exif\0\0"):
                     if exif is not None:  # Pillow joins a second one to the first
                         return None
-                    exif = f.get(pos + 2, n)
-            pos += 2 + n
+                    exif = data[start:pos]
         # Pillow reads one byte after a marker and skips anything up to the next 0xFF
-        pos = f.find_ff(pos)
-        if pos is None:
-            return None
+        if pos >= len(data) or data[pos] != 0xFF:
+            pos = f.find_ff(pos)
+            if pos is None:
+                return None
+            data = f.data
         pos += 1
 
 
@@ -321,12 +319,12 @@ _BMP_INFO_SIZES = frozenset({40, 52, 56, 64, 108, 124})  # BITMAPINFOHEADER to B
 def _bmp(f: _File) -> tuple[int, int, int] | None:
     """Uncompressed BMP of 24 or 32 bits, or 1, 4 or 8 bits with a palette Pillow accepts. Others (16 bits, which
     Pillow reads as `BGR;15`, bitfields, RLE, OS/2 headers) go to Pillow."""
-    info = f.get(14, 4)
-    if len(info) < 4 or _U32LE.unpack(info)[0] not in _BMP_INFO_SIZES:
+    if not f.has(18):
         return None
-    hd = f.get(18, 36)
-    if len(hd) < 36 or len(f.get(14 + _U32LE.unpack(info)[0] - 1, 1)) < 1:
+    info_size = _U32LE.unpack_from(f.data, 14)[0]
+    if info_size not in _BMP_INFO_SIZES or not f.has(14 + info_size):
         return None
+    hd = f.data[18:54]
     width, raw_height = _U32LE.unpack_from(hd, 0)[0], _U32LE.unpack_from(hd, 4)[0]
     height = 2**32 - raw_height if hd[7] == 0xFF else raw_height  # top-down rows: a negative height
     bits, compression = _U16LE.unpack_from(hd, 10)[0], _U32LE.unpack_from(hd, 12)[0]
@@ -343,7 +341,7 @@ _PNM_SPACE = b" \t\n\x0b\x0c\r"
 def _pnm(f: _File) -> tuple[int, int, int] | None:
     """P1 to P6, tokenized as Pillow's PpmImageFile does (comments from '#' to the end of the line, even inside a
     token; tokens of at most 10 characters); its header must lie within the first read. 16 bits: a maxval over 255."""
-    data = f.head
+    data = f.data
     if len(data) < 3 or data[2] not in _PNM_SPACE:
         return None
     pos, values = 3, []
