@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -29,17 +30,22 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--pairs", type=int, default=2000, help="synthetic pairs to make and pack (default 2000)")
     ap.add_argument("--workers", type=int, default=os.cpu_count(), help="processes (default: all cores)")
     ap.add_argument("--size", default="600x400", help="WIDTHxHEIGHT of the synthetic pairs (default 600x400)")
-    ap.add_argument("--work", type=Path, help="folder for the pairs and the shards (default: a new temporary one)")
+    ap.add_argument("--work", type=Path, help="folder for the pairs and the shards, kept for the next run (default: "
+                    "a new temporary one, removed after)")
     ap.add_argument("--raw", type=Path, help="pack this raw folder instead of synthetic pairs")
     ap.add_argument("--sample", type=int, default=200, help="pairs timed one by one for the breakdown (default 200)")
     ap.add_argument("--repeat", type=int, default=1, help="measure the bounds and the pack this many times, "
                     "interleaved, and analyse the fastest of each (for a busy machine; default 1)")
-    ap.add_argument("--keep", action="store_true", help="keep the shards the pack wrote")
+    ap.add_argument("--keep", action="store_true", help="keep the shards the pack wrote (and a temporary WORK)")
     ap.add_argument("--out", type=Path, help="write the JSON report here too")
     args = ap.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-pack-"))
-    report = run(work, args.pairs, args.workers, raw=args.raw, size=parse_wxh(args.size), sample=args.sample,
-                 repeat=args.repeat, keep=args.keep, log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    try:
+        report = run(work, args.pairs, args.workers, raw=args.raw, size=parse_wxh(args.size), sample=args.sample,
+                     repeat=args.repeat, keep=args.keep, log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    finally:
+        if args.work is None and not args.keep:  # a folder of our own: the pairs go with it
+            shutil.rmtree(work, ignore_errors=True)
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
