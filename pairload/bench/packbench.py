@@ -246,14 +246,15 @@ def breakdown(pairs: list[Pair], folder: Path, workers: int) -> dict:
     """Each per-pair cost of the pack, timed with perf_counter in this process over `pairs`: the header probe (and
     Pillow's, which it replaced), the decode of both files, their CRC-32s, their pwrite into a shard-like file, then
     that file's sha256 read-back and fsync (as `jobs.hash_file` does) per pair; the pool's start and its round trip
-    per job (a Job out, a JobResult back, through W workers)."""
+    per job (a Job out, a JobResult back, through W workers). One process alone: what W processes writing into the
+    page cache at once cost more shows in the pack's decode phase against the decode bound (`analysis.lost_s`)."""
     silence_cv2()
     costs = dict.fromkeys(("probe", "probe_pillow", "decode", "crc32", "pwrite", "hash", "fsync"), 0.0)
-    path = folder / "breakdown.bin"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     if pairs:  # the first calls import Pillow and OpenCV's codecs: not a per-pair cost
         probe_image(pairs[0].low)
         decode(pairs[0].low, to_8bit=False)
+    path = folder / "breakdown.bin"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         off = 0
         for p in pairs:
