@@ -1,24 +1,22 @@
-"""Reading image files for packing: cheap header probes (Pillow for images, numpy's header reader for `.npy`, LibRaw
-for camera raw), exact decodes (OpenCV) into RGB uint8 or uint16, `.npy` arrays taken as they are, camera raw packed
-or developed (`decode_camera`), and the hint for a pair whose sizes an EXIF rotation transposed. Policy, the same
-for both images of a pair: gray replicated to RGB, alpha dropped, 16 bits kept (converted to 8 with rounding under
-`to_8bit`), EXIF orientation ignored (pixels as stored)."""
+"""Reading image files for packing: cheap header probes (`headers` for PNG, JPEG, BMP and PNM, Pillow for other
+images, numpy's header reader for `.npy`, LibRaw for camera raw), exact decodes (OpenCV) into RGB uint8 or uint16,
+`.npy` arrays taken as they are, camera raw packed or developed (`decode_camera`), and the hint for a pair whose sizes
+an EXIF rotation transposed. Policy, the same for both images of a pair: gray replicated to RGB, alpha dropped, 16
+bits kept (converted to 8 with rounding under `to_8bit`), EXIF orientation ignored (pixels as stored)."""
 
 from __future__ import annotations
 
 import os
 import threading
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ImageError
 from .filetypes import NUMPY_EXTS, is_camera_raw
+from .headers import ARRAY_CHANNELS, Header, read_header
 
-ARRAY_DTYPES = ("uint8", "uint16")  # what a .npy image may hold; stored as it is
-ARRAY_CHANNELS = range(1, 5)
 
 
 def _cv2_limit(name: str, default: int) -> int:
@@ -51,31 +49,6 @@ def check_decodable_size(path: Path, height: int, width: int) -> None:
                      "to a larger number of pixels")
 
 
-@dataclass(frozen=True)
-class Header:
-    """What a file's header says of the pixels pack stores from it: size, element type (`uint8` or `uint16`, the
-    file's own) and channels (3 for an image: gray is replicated and alpha dropped; a `.npy`'s own)."""
-
-    height: int
-    width: int
-    dtype: str = "uint8"
-    channels: int = 3
-    raw: object = None  # a camera raw file: its `camera.RawInfo` (the fields above are then the packed mosaic's)
-
-    def __post_init__(self) -> None:
-        if self.dtype not in ARRAY_DTYPES or self.channels not in ARRAY_CHANNELS:
-            raise ImageError(f"header of {self.height}x{self.width}: {self.dtype} ×{self.channels} is not a pixel type "
-                             f"pack stores (expected {' or '.join(ARRAY_DTYPES)} with 1 to 4 channels)")
-
-    @property
-    def hw(self) -> tuple[int, int]:
-        return self.height, self.width
-
-    def stored(self, to_8bit: bool) -> tuple[str, int]:
-        """(dtype, channels) of the array pack stores from this file (`to_8bit`: 16 bits become 8)."""
-        return ("uint8" if to_8bit else self.dtype), self.channels
-
-
 def is_array(path: Path) -> bool:
     return path.suffix.lower() in NUMPY_EXTS
 
@@ -86,7 +59,9 @@ def probe_size(path: Path) -> tuple[int, int]:
 
 
 def probe(path: Path) -> Header:
-    """The file's `Header`, without decoding pixels; a file pack cannot store is an ImageError naming it."""
+    """The file's `Header`, without decoding pixels; a file pack cannot store is an ImageError naming it. PNG, JPEG,
+    BMP and PNM headers are read directly (`headers.read_header`); any other image, or one that reader passes on,
+    is opened with Pillow (`probe_image`)."""
     if is_array(path):
         return probe_array(path)
     if is_camera_raw(path):
@@ -94,6 +69,16 @@ def probe(path: Path) -> Header:
 
         info = camera.probe(path)
         return Header(*info.packed_hw, "uint16", 4, raw=info)
+    header = read_header(path)
+    if header is None:
+        return probe_image(path)
+    check_decodable_size(path, header.height, header.width)
+    return header
+
+
+def probe_image(path: Path) -> Header:
+    """An image's `Header` as Pillow's `Image.open` reads it (no pixels decoded); a file it cannot open, or one too
+    large to decode, is an ImageError naming it."""
     from PIL import Image, UnidentifiedImageError
 
     bits = 8
