@@ -178,7 +178,8 @@ def test_a_node_killed_mid_run_stops_the_other_and_both_resume_to_the_uninterrup
     import torch
 
     run = tmp_path / "run"
-    args = ("--save-every-steps", "1", "--dist-timeout", "10")
+    args = ("--save-every-steps", "1", "--dist-timeout", "30")  # 10 s timed out on a loaded 2-core CI machine
+    # before step 1 (4 ranks and 2 agents on 2 cores); a lost peer is still noticed in seconds
     with TwoNodes(tmp_path, server.url, *args, tag="cut") as nodes:
         deadline = time.monotonic() + WAIT
         while not (run / "last.pt").exists():  # the first checkpoint: after step 1 of epoch 1
@@ -187,11 +188,11 @@ def test_a_node_killed_mid_run_stops_the_other_and_both_resume_to_the_uninterrup
         nodes.kill(1)  # torchrun and its ranks, all at once, like a node that loses power
         killed = time.monotonic()
         assert nodes.wait(0, timeout=60) != [0], nodes.tails()
-        assert time.monotonic() - killed < 30  # 3 x --dist-timeout; a lost peer is noticed at once (about 2 s here)
+        assert time.monotonic() - killed < 90  # 3 x --dist-timeout; a lost peer is noticed at once (about 2 s here)
     state = torch.load(run / "last.pt", weights_only=False)
     assert state["epoch"] < EPOCHS, "the kill came after the run ended; nothing was interrupted"
     log = nodes.logs[0].read_text()
-    assert "a collective got no answer from the other ranks within --dist-timeout 10 s" in log, nodes.tails()
+    assert "a collective got no answer from the other ranks within --dist-timeout 30 s" in log, nodes.tails()
 
     with TwoNodes(tmp_path, server.url, *args, "--resume", tag="resume") as nodes:
         assert nodes.wait() == [0, 0], nodes.tails()
