@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import multiprocessing as mp
 import os
 import zlib
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ import numpy as np
 
 from ..errors import ImageError, OutputError, PairloadError
 from ..format import codec
-from ..forking import start_method
+from ..forking import pool_context
 from ..raw.decode import Header, decode, decode_camera, silence_cv2
 from ..raw.decode import probe as probe_header
 from .guard import output_error, writing
@@ -87,9 +86,9 @@ def close_fds() -> None:
 
 
 def start_pool(workers: int):
-    # fork starts workers at once, where it is safe (`forking`): an OpenMP pool that torch started, for one, would
-    # hang LibRaw's development in a forked worker
-    return mp.get_context(start_method()).Pool(workers, initializer=_init_worker)
+    # started where it is safe and fast (`forking.pool_context`): an OpenMP pool that torch started, for one,
+    # would hang LibRaw's development in a worker forked from this process
+    return pool_context((__name__,)).Pool(workers, initializer=_init_worker)
 
 
 def _init_worker() -> None:
@@ -104,6 +103,13 @@ def probe(path: str | Path) -> Header | str:
         return probe_header(Path(path))
     except PairloadError as exc:
         return str(exc)
+
+
+def probe_many(paths: list[str]) -> list:
+    """`probe` of each path; equal headers are one object, which pickle then sends back once (the parent's cost per
+    file, not the workers', bounds the probe of a large pack)."""
+    canon: dict = {}
+    return [h if isinstance(h, str) else canon.setdefault(h, h) for h in map(probe, paths)]
 
 
 def _side(job: Job, path: Path, header, as_: str, out_hw: tuple[int, int]):

@@ -17,7 +17,7 @@ from ..format.columns import write_columns
 from ..raw.decode import Header, orientation_hint, target_size
 from ..raw.discover import Pair, find_pairs
 from . import guard, parts
-from .jobs import close_fds, probe, start_pool
+from .jobs import close_fds, probe_many, start_pool
 from .manifest import assemble, skeleton
 from .options import PackOptions, PackReport
 from .parts import Part
@@ -250,6 +250,9 @@ def finish(out: Path, count: int | None, report: PackReport, *, required: bool =
     return report
 
 
+PROBE_BATCH = 256  # files a worker probes per job: 16 workers share 8,000 files in 32 jobs
+
+
 def _probe_all(pairs: list[Pair], pool, chunk: int = 1 << 16) -> list:
     """Each pair's low and high `Header` (or the one-line error), probed a chunk of files at a time; equal headers
     are kept once, so that two million files of a few sizes cost a list of references."""
@@ -257,8 +260,9 @@ def _probe_all(pairs: list[Pair], pool, chunk: int = 1 << 16) -> list:
     out: list = []
     files = (f for pair in pairs for f in pair.files())
     while names := list(itertools.islice(files, chunk)):
-        found = pool.imap(probe, names, chunksize=64) if pool else map(probe, names)
-        out.extend(h if isinstance(h, str) else canon.setdefault(h, h) for h in found)
+        batches = [names[i:i + PROBE_BATCH] for i in range(0, len(names), PROBE_BATCH)]
+        for found in pool.imap(probe_many, batches) if pool else map(probe_many, batches):
+            out.extend(h if isinstance(h, str) else canon.setdefault(h, h) for h in found)
     return out
 
 
