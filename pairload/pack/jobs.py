@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import multiprocessing as mp
 import os
 import zlib
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ import numpy as np
 
 from ..errors import ImageError, OutputError, PairloadError
 from ..format import codec
-from ..forking import pool_context
+from ..forking import start_method
 from ..raw.decode import Header, decode, decode_camera, silence_cv2
 from ..raw.decode import probe as probe_header
 from .guard import output_error, writing
@@ -86,9 +87,10 @@ def close_fds() -> None:
 
 
 def start_pool(workers: int):
-    # started where it is safe and fast (`forking.pool_context`): an OpenMP pool that torch started, for one,
-    # would hang LibRaw's development in a worker forked from this process
-    return pool_context((__name__,)).Pool(workers, initializer=_init_worker)
+    # fork starts workers at once, where it is safe (`forking`): an OpenMP pool that torch started, for one, would
+    # hang LibRaw's development in a forked worker. (A fork server started single-threaded was tried: the CLI's
+    # pack was no faster, its spawned workers starting while the folders are listed.)
+    return mp.get_context(start_method()).Pool(workers, initializer=_init_worker)
 
 
 def _init_worker() -> None:
