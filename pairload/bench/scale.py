@@ -545,9 +545,9 @@ def plot(report: dict, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    plain = FuncFormatter(lambda v, _: f"{v:,.3g}")
+    plain = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 100 else f"{v:.3g}")
     panels = {"time": "wall time (s)", "memory": "peak or private memory (MB)", "index": "index bytes per pair",
               "loader": "loader start-up (s)"}
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
@@ -559,14 +559,20 @@ def plot(report: dict, path: Path) -> None:
         ax.plot([n for n, _ in points], [v / scale for _, v in points], marker="o", linewidth=1.2,
                 label=name.removesuffix(" bytes").removesuffix(" s") + (f" (slope {slope})" if slope is not None
                                                                          else ""))
+    sizes = sorted({n for points in series(report).values() for n, _ in points})
     for panel, ax in drawn.items():
         ax.set_ylabel(panels[panel])
         ax.set_xscale("log")
-        ax.set_yscale("log")
+        ax.set_xticks(sizes)  # the measured sizes only, in plain numbers: 100,000, not 1e+05
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("pairs (log scale)")
+        if panel == "index":  # flat is the point: a linear axis from 0, not a zoom into a few hundredths
+            ax.set_ylim(0, max([*ax.get_ylim(), 1]) * 1.3)
+        else:
+            ax.set_yscale("log")
         for axis in (ax.xaxis, ax.yaxis):  # plain numbers: 2,000 and 56.6, not 2×10³ and 5.66×10¹
             axis.set_major_formatter(plain)
-            axis.set_minor_formatter(plain)
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.grid(True, which="both", linewidth=0.3, color="#cccccc")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, frameon=False)
