@@ -90,8 +90,8 @@ def command_lines() -> list[tuple[str, str, str]]:
     for page in PAGES:
         text = page.read_text(encoding="utf-8")
         pieces = []
-        for block in re.findall(r"^```(?:bash|sh)?\n(.*?)^```", text, re.S | re.M):
-            pieces += block.replace("\\\n", " ").splitlines()
+        for block in re.findall(r"^```(?:bash|sh|text)?\n(.*?)^```", text, re.S | re.M):
+            pieces += re.sub(r"\n[ \t]+", " ", block.replace("\\\n", " ")).splitlines()  # continued lines
         prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
         pieces += [span.replace("\n", " ") for span in re.findall(r"`([^`]+)`", prose)]
         for piece in pieces:
@@ -118,11 +118,8 @@ def test_every_option_shown_on_a_command_line_exists():
 
 def test_the_cli_reference_lists_every_option():
     options = cli_options()
-    rows = {}
-    for line in (DOCS / "cli.md").read_text(encoding="utf-8").splitlines():
-        m = re.match(r"\| `pairload ([a-z-]+)", line)
-        if m:
-            rows[m.group(1)] = line
+    sections = re.split(r"^## ", (DOCS / "cli.md").read_text(encoding="utf-8"), flags=re.M)
+    rows = {s.split()[1]: s for s in sections if s.startswith("pairload ")}  # "pairload pack\n\n```text…"
     train = (DOCS / "training.md").read_text(encoding="utf-8")
     synopsis = train[train.index("`torchrun --nproc_per_node=N -m pairload.train"):]
     listed = {cmd: synopsis[:synopsis.index("` (")] if cmd == "train" else rows[cmd] for cmd in options}
