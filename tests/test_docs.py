@@ -120,9 +120,9 @@ def test_the_cli_reference_lists_every_option():
     options = cli_options()
     sections = re.split(r"^## ", (DOCS / "cli.md").read_text(encoding="utf-8"), flags=re.M)
     rows = {s.split()[1]: s for s in sections if s.startswith("pairload ")}  # "pairload pack\n\n```text…"
-    train = (DOCS / "training.md").read_text(encoding="utf-8")
-    synopsis = train[train.index("`torchrun --nproc_per_node=N -m pairload.train"):]
-    listed = {cmd: synopsis[:synopsis.index("` (")] if cmd == "train" else rows[cmd] for cmd in options}
+    synopsis, = [b for b in re.findall(r"^```text\n(.*?)^```", (DOCS / "training.md").read_text(encoding="utf-8"),
+                                       re.S | re.M) if "-m pairload.train" in b]  # the reference loop's options
+    listed = {cmd: synopsis if cmd == "train" else rows[cmd] for cmd in options}
     missing = [(cmd, sorted(names)) for cmd, opts in options.items() for names in opts
                if not any(re.search(rf"{n}(?![\w-])", listed[cmd]) for n in names)]
     assert not missing, f"options missing from the CLI reference (cli.md, training.md's synopsis): {missing}"
