@@ -1,7 +1,9 @@
-"""Every Python code block of the README runs as written, in a folder laid out as the README assumes (`shards/`,
-`shards/lol`, `shards/synth`), each in a fresh interpreter with no main guard."""
+"""Every Python code block of the README and of the documentation site (`docs/*.md`) runs as written, in a folder
+laid out as they assume (`raw/`, `shards/`, `shards/lol`, `shards/synth`, `shards/sid`), each in a fresh interpreter
+with no main guard; so do their `pairload verify`/`pairload info` lines whose folder exists there."""
 
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -11,8 +13,24 @@ import pytest
 
 from conftest import has_module, make_raw
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def fenced(lang: str) -> list[tuple[str, str]]:
+    """(where, text) of every ```lang block: where is "README.md:2" (the page and the block's number on it)."""
+    out = []
+    for page in PAGES:
+        blocks = re.findall(rf"^```{lang}\n(.*?)^```", page.read_text(encoding="utf-8"), re.S | re.M)
+        out += [(f"{page.relative_to(ROOT).as_posix()}:{n}", block) for n, block in enumerate(blocks)]
+    return out
+
+
+BLOCKS = fenced("python")
+# a `pairload verify DIR` or `pairload info DIR` in a shell block: cheap, and its inputs may exist in the folder
+COMMANDS = sorted({part.strip() for _, block in fenced("bash") for line in block.splitlines()
+                   for part in line.split("#")[0].split("&&")
+                   if re.fullmatch(r"pairload (verify|info) [\w./-]+", part.strip())})
 
 
 @pytest.fixture(scope="module")
@@ -32,16 +50,29 @@ def workdir(tmp_path_factory):
     return root
 
 
-def test_the_readme_has_its_examples():
-    assert len(BLOCKS) >= 4 and any("make_loader" in b for b in BLOCKS)
+def test_the_readme_and_the_docs_have_their_examples():
+    readme = [b for where, b in BLOCKS if where.startswith("README.md:")]
+    assert readme and all("make_loader" in b for b in readme)  # pack → load → train, in Python
+    docs = [b for where, b in BLOCKS if where.startswith("docs/")]
+    assert len(docs) >= 5 and any("paired_inputs" in b for b in docs) and any("load_state_dict" in b for b in docs)
+    assert "pairload verify shards/" in COMMANDS
 
 
-@pytest.mark.parametrize("number", range(len(BLOCKS)))
-def test_every_readme_python_block_runs_as_written(workdir, number):
-    block = BLOCKS[number]
+@pytest.mark.parametrize("where, block", BLOCKS, ids=[where for where, _ in BLOCKS])
+def test_every_python_block_runs_as_written(workdir, where, block):
     if "nvidia.dali" in block and not has_module("nvidia.dali"):
         pytest.skip("needs nvidia-dali")
     if "shards/sid" in block and not (workdir / "shards" / "sid").is_dir():
         pytest.skip("needs rawpy and tifffile (pip install 'pairload[raw]' tifffile)")
     res = subprocess.run([sys.executable, "-c", block], cwd=workdir, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, f"README block {number} failed:\n{block}\n{res.stderr[-3000:]}"
+    assert res.returncode == 0, f"{where} failed:\n{block}\n{res.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_shell_lines_whose_folder_exists_run(workdir, command):
+    argv = shlex.split(command)
+    if not (workdir / argv[2]).exists():
+        pytest.skip(f"{argv[2]} is not in the prepared folder")
+    res = subprocess.run([sys.executable, "-m", "pairload.cli", *argv[1:]], cwd=workdir, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, f"{command} failed:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
