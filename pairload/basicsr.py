@@ -84,7 +84,7 @@ def _refuse_unknown(train: Mapping) -> None:
     if unknown:
         raise ConfigError(f"{WHERE}: {', '.join(unknown)} not understood: pairload cannot tell whether "
                           f"{'it changes' if len(unknown) == 1 else 'they change'} the samples; remove "
-                          f"{'it' if len(unknown) == 1 else 'them'} from the options given to loader_options (it maps "
+                          f"{'it' if len(unknown) == 1 else 'them'} from the options given to loader_options (it reads "
                           f"{', '.join(MAPPED + SCHEDULE_KEYS)} and ignores {', '.join(IGNORED)})")
     kind = train.get("type")
     if kind is not None and kind not in PAIRED_TYPES:
@@ -238,6 +238,7 @@ class BasicSRBatches:
         return self.as_dict(batch)
 
     def __iter__(self) -> Iterator[dict]:
+        self._close()
         for batch in self.loader:
             yield self.as_dict(batch)
 

@@ -123,7 +123,7 @@ def test_restormer_progressive_training_becomes_a_schedule():
 @pytest.mark.parametrize("changes, message", [
     ({"cache_data": True, "N_frames": 5},
      r"^BasicSR options datasets.train: N_frames, cache_data not understood: pairload cannot tell whether they change "
-     r"the samples; remove them from the options given to loader_options \(it maps gt_size, "),
+     r"the samples; remove them from the options given to loader_options \(it reads gt_size, "),
     ({"type": "Dataset_GaussianDenoising"},
      r"datasets.train.type=Dataset_GaussianDenoising: expected a paired dataset \(PairedImageDataset, "
      r"Dataset_PairedImage\)"),
