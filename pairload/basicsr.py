@@ -69,7 +69,9 @@ def loader_options(opt: Mapping) -> dict[str, Any]:
             out[key] = _whole(top, key, 0, minimum=0 if key == "rank" else 1, where="BasicSR options")
     total_iter = None
     if isinstance(top.get("train"), Mapping) and top["train"].get("total_iter") is not None:
-        total_iter = _whole(top["train"], "total_iter", 1, where="BasicSR options train")
+        given = top["train"]["total_iter"]  # BasicSR takes int(total_iter): YAMLs write `!!float 3e5` too
+        whole = {"total_iter": int(given) if isinstance(given, float) and given.is_integer() else given}
+        total_iter = _whole(whole, "total_iter", 1, where="BasicSR options train")
     stages = _stages(train, total_iter)
     if len(stages) > 1:
         out["schedule"] = stages

@@ -110,6 +110,8 @@ def test_restormer_progressive_training_becomes_a_schedule():
     short = copy.deepcopy(RESTORMER)
     short["train"]["total_iter"] = 156000  # the stages from 156000 on are never reached
     assert loader_options(short)["schedule"] == [(0, 128, 8), (92000, 160, 5)]
+    short["train"]["total_iter"] = 2e5  # `total_iter: !!float 2e5`, which BasicSR takes as int(...)
+    assert loader_options(short)["schedule"][-1] == (156000, 192, 4)
     capped = copy.deepcopy(RESTORMER["datasets"]["train"])  # train.py cuts stages from gt_size x batch_size_per_gpu
     capped.update(gt_size=192, batch_size_per_gpu=4)
     assert loader_options(capped)["schedule"][:4] == [(0, 128, 4), (92000, 160, 4), (156000, 192, 4),
