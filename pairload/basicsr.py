@@ -1,0 +1,266 @@
+"""BasicSR-family training code (BasicSR, Restormer, Retinexformer, NAFNet) on pairload batches: `loader_options`
+maps a BasicSR options dict to `make_loader` arguments (refusing what pairload cannot reproduce), and
+`BasicSRBatches` hands the loader's batches over as BasicSR's prefetchers do, in the dict form its models'
+`feed_data` takes. Needs neither basicsr nor torchvision; torch is imported when batches are converted."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Iterator
+
+from .errors import ConfigError
+
+WHERE = "BasicSR options datasets.train"
+# paired datasets whose training samples are a random crop of a stored pair, flipped/rotated, in [0, 1]: what a
+# pairload split is; other types synthesise inputs (noise, frames) and would be silently replaced
+PAIRED_TYPES = ("PairedImageDataset", "Dataset_PairedImage")
+MAPPED = ("gt_size", "batch_size_per_gpu", "use_hflip", "use_flip", "use_rot", "geometric_augs",
+          "dataset_enlarge_ratio", "use_shuffle", "num_worker_per_gpu", "mini_batch_sizes", "gt_sizes", "iters",
+          "scale", "type")
+# where the pairs come from (the folders `pairload pack` read) and how BasicSR's own DataLoader runs: replaced by
+# the shard folder and the pairload loader, with no effect on the samples
+IGNORED = ("name", "phase", "dataroot_gt", "dataroot_lq", "meta_info_file", "filename_tmpl", "io_backend",
+           "prefetch_mode", "pin_memory", "persistent_workers", "num_prefetch_queue")
+SCHEDULE_KEYS = ("mini_batch_sizes", "gt_sizes", "iters")
+
+
+def loader_options(opt: Mapping) -> dict[str, Any]:
+    """`make_loader` keyword arguments from a BasicSR options dict: the whole parsed options (its
+    `datasets: train:` part is read, with `manual_seed`, `rank`, `world_size`, `scale` and `train: total_iter`
+    beside it) or the `datasets: train:` dict alone.
+
+    gt_size → crop; batch_size_per_gpu → batch_size (per rank, as in BasicSR); dataset_enlarge_ratio → repeats;
+    use_shuffle → shuffle; num_worker_per_gpu → num_workers; manual_seed → seed; rank/world_size as BasicSR's
+    `parse_options` sets them. Augmentation: pairload draws one of the eight orientations of the dihedral group
+    (`pairload.dihedral`) uniformly per sample, or none, so use_hflip (use_flip) and use_rot both true, or
+    geometric_augs true (Restormer's `random_augmentation`), → augment=True; all false or absent → augment=False;
+    horizontal flips alone, or use_rot without use_hflip, are refused. Restormer's progressive training
+    (mini_batch_sizes, gt_sizes and iters, lists of one length: iters are each stage's length in iterations) →
+    `schedule=[(step, crop, batch), ...]` with stage i starting at step sum(iters[:i]) and, as Restormer's train.py
+    cuts its stage windows and mini-batches from the gt_size × batch_size_per_gpu batch, crop min(gt_sizes[i],
+    gt_size) and batch min(mini_batch_sizes[i], batch_size_per_gpu); stages starting at or after total_iter are
+    left out, and a one-stage schedule is plain crop and batch_size. Keys naming the source folders and BasicSR's
+    DataLoader mechanics are ignored (`IGNORED`); any other key is refused by name, as are mean/std, color: y and
+    scale other than 1 (they change the samples; pairload's are the stored pairs in [0, 1])."""
+    if not isinstance(opt, Mapping):
+        raise ConfigError(f"BasicSR options: expected a dict (the parsed YAML), found {type(opt).__name__}")
+    top: Mapping = {}
+    if "datasets" in opt:
+        top = opt
+        datasets = opt["datasets"]
+        if not isinstance(datasets, Mapping) or not isinstance(datasets.get("train"), Mapping):
+            raise ConfigError("BasicSR options: no datasets: train: section; pass the options parsed from the "
+                              "training YAML, or its datasets: train: dict")
+        train = datasets["train"]
+    else:
+        train = opt
+    _refuse_unknown(train)
+    _check_samples(train, top)
+    out: dict[str, Any] = {"augment": _augment(train)}
+    out["repeats"] = _whole(train, "dataset_enlarge_ratio", 1)
+    if train.get("use_shuffle") is not None:
+        out["shuffle"] = _flag(train, "use_shuffle")
+    if train.get("num_worker_per_gpu") is not None:
+        out["num_workers"] = _whole(train, "num_worker_per_gpu", 0, minimum=0)
+    if top.get("manual_seed") is not None:
+        out["seed"] = _whole(top, "manual_seed", 0, minimum=0, where="BasicSR options")
+    for key in ("rank", "world_size"):
+        if top.get(key) is not None:
+            out[key] = _whole(top, key, 0, minimum=0 if key == "rank" else 1, where="BasicSR options")
+    total_iter = None
+    if isinstance(top.get("train"), Mapping) and top["train"].get("total_iter") is not None:
+        given = top["train"]["total_iter"]  # BasicSR takes int(total_iter): YAMLs write `!!float 3e5` too
+        whole = {"total_iter": int(given) if isinstance(given, float) and given.is_integer() else given}
+        total_iter = _whole(whole, "total_iter", 1, where="BasicSR options train")
+    stages = _stages(train, total_iter)
+    if len(stages) > 1:
+        out["schedule"] = stages
+    else:
+        out["crop"], out["batch_size"] = stages[0][1], stages[0][2]
+    return out
+
+
+def _refuse_unknown(train: Mapping) -> None:
+    unknown = sorted(str(k) for k in train if k not in MAPPED and k not in IGNORED and k not in SCHEDULE_KEYS
+                     and k not in ("mean", "std", "color"))
+    if unknown:
+        raise ConfigError(f"{WHERE}: {', '.join(unknown)} not understood: pairload cannot tell whether "
+                          f"{'it changes' if len(unknown) == 1 else 'they change'} the samples; remove "
+                          f"{'it' if len(unknown) == 1 else 'them'} from the options given to loader_options (it reads "
+                          f"{', '.join(MAPPED + SCHEDULE_KEYS)} and ignores {', '.join(IGNORED)})")
+    kind = train.get("type")
+    if kind is not None and kind not in PAIRED_TYPES:
+        raise ConfigError(f"{WHERE}.type={kind}: expected a paired dataset ({', '.join(PAIRED_TYPES)}) whose samples "
+                          "are crops of stored pairs; pack the pairs this dataset makes with `pairload pack`, or keep "
+                          "BasicSR's own loader for it")
+
+
+def _check_samples(train: Mapping, top: Mapping) -> None:
+    """Refuse the keys that make BasicSR's samples differ from the stored pairs in [0, 1]."""
+    for where, scope in (("BasicSR options", top), (WHERE, train)):
+        scale = scope.get("scale", 1)
+        if scale is not None and scale != 1:
+            raise ConfigError(f"{where}.scale={scale}: expected 1; pairload crops input and target at one size (a "
+                              "packed camera raw input is the only other relation, set by the split): train "
+                              "super-resolution with BasicSR's own loader")
+    given = [k for k in ("mean", "std") if train.get(k) is not None]
+    if given:
+        shown = ", ".join(f"{k}={train[k]}" for k in given)
+        raise ConfigError(f"{WHERE}: {shown}: BasicSR would normalise the samples, loader_options gives pairload's "
+                          "in [0, 1]; remove mean/std from the options and pass "
+                          "BasicSRBatches(loader, normalize=Normalize(mean, std))")
+    if str(train.get("color", "")).lower() == "y":
+        raise ConfigError(f"{WHERE}.color=y: BasicSR would train on the Y channel, pairload batches are the stored "
+                          "channels; pack Y images, or remove color: y")
+
+
+def _flag(scope: Mapping, key: str, where: str = WHERE) -> bool:
+    value = scope[key]
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}.{key}={value!r}: expected true or false")
+    return value
+
+
+def _whole(scope: Mapping, key: str, default: int, *, minimum: int = 1, where: str = WHERE) -> int:
+    value = scope.get(key, default)
+    if value is None:
+        value = default
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{where}.{key}={value!r}: expected a whole number, at least {minimum}")
+    return value
+
+
+def _augment(train: Mapping) -> bool:
+    """use_hflip/use_flip, use_rot and geometric_augs → pairload's augment (see `loader_options`)."""
+    flips = [k for k in ("use_hflip", "use_flip") if train.get(k) is not None]
+    hflip = {k: _flag(train, k) for k in flips}
+    if len(set(hflip.values())) > 1:
+        raise ConfigError(f"{WHERE}: use_hflip={train['use_hflip']} but use_flip={train['use_flip']} (two names of "
+                          "one switch: BasicSR reads use_hflip, older copies use_flip); give them one value")
+    h = any(hflip.values())
+    rot = _flag(train, "use_rot") if train.get("use_rot") is not None else False
+    if h != rot:
+        flip_key = flips[0] if flips else "use_hflip"
+        what = ("horizontal flips alone" if h else
+                "vertical flips and transposes without horizontal flips (four of the eight orientations)")
+        raise ConfigError(f"{WHERE}: {flip_key}={h}, use_rot={rot} ({what}) cannot be mapped: pairload draws all "
+                          "eight orientations of the dihedral group (augment=True) or none; set both true (or both "
+                          "false)")
+    if train.get("geometric_augs") is not None:
+        geo = _flag(train, "geometric_augs")
+        if (flips or "use_rot" in train) and geo != h:
+            raise ConfigError(f"{WHERE}: geometric_augs={geo} but use_hflip/use_rot are {h} (Restormer's datasets read "
+                              "geometric_augs, BasicSR's use_hflip/use_rot); give them one value")
+        return geo
+    return h
+
+
+def _int_list(train: Mapping, key: str) -> list[int]:
+    value = train[key]
+    if not isinstance(value, (list, tuple)) or not value or any(
+            isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in value):
+        raise ConfigError(f"{WHERE}.{key}={value!r}: expected a list of positive whole numbers")
+    return list(value)
+
+
+def _stages(train: Mapping, total_iter: int | None) -> list[tuple[int, int, int]]:
+    """(step, crop, batch) of each stage: one stage from gt_size and batch_size_per_gpu, or Restormer's."""
+    given = [k for k in SCHEDULE_KEYS if train.get(k) is not None]
+    cap_crop = _whole(train, "gt_size", 0) if train.get("gt_size") is not None else None
+    cap_batch = _whole(train, "batch_size_per_gpu", 0) if train.get("batch_size_per_gpu") is not None else None
+    if not given:
+        for key, value in (("gt_size", cap_crop), ("batch_size_per_gpu", cap_batch)):
+            if value is None:
+                what, e = ("the crop side", 128) if key == "gt_size" else ("the batch size per rank", 8)
+                raise ConfigError(f"{WHERE}: no {key}; pairload needs {what} (e.g. {key}: {e}), or Restormer's "
+                                  "mini_batch_sizes, gt_sizes and iters")
+        return [(0, cap_crop, cap_batch)]
+    if len(given) < len(SCHEDULE_KEYS):
+        missing = [k for k in SCHEDULE_KEYS if k not in given]
+        raise ConfigError(f"{WHERE}: {', '.join(given)} without {', '.join(missing)}: progressive training needs "
+                          "mini_batch_sizes, gt_sizes and iters, one entry per stage")
+    batches, crops, iters = (_int_list(train, k) for k in SCHEDULE_KEYS)
+    if not len(batches) == len(crops) == len(iters):
+        raise ConfigError(f"{WHERE}: mini_batch_sizes has {len(batches)} entries, gt_sizes {len(crops)}, iters "
+                          f"{len(iters)}; give one entry per stage in each")
+    stages, step = [], 0
+    for b, c, n in zip(batches, crops, iters):
+        if total_iter is None or step < total_iter:
+            stages.append((step, c if cap_crop is None else min(c, cap_crop),
+                           b if cap_batch is None else min(b, cap_batch)))
+        step += n
+    return stages
+
+
+class BasicSRBatches:
+    """A pairload loader behind BasicSR's prefetcher interface (`CPUPrefetcher`/`CUDAPrefetcher`): `next()` gives
+    the next batch of the loader's current epoch, None once the epoch is over (and again until `reset()`);
+    `reset()` starts the loader's current epoch anew (`set_epoch(e)` first, as BasicSR's loop does with its
+    sampler); iterating gives one epoch's batches. The loader already delivers on its device one batch ahead, as
+    the CUDA prefetcher does.
+
+    Each batch is a dict: `lq` and `gt` float32 N×C×H×W on the loader's device, from `normalize.pair(batch)`
+    (default `Normalize()`: values in [0, 1], each member type divided by its range: 255 for uint8, 65535 for
+    uint16, camera raw included; `RawNormalize()` levels camera raw by its black and white levels instead), and
+    `lq_path`, `gt_path`: lists of the rows' shard keys ("source/key" when sources are mixed). The original file
+    names are recorded in each sample's `.json` member but batches do not carry them; the key is the input's
+    path below its split's low folder with '/' as '+', other characters escaped and the extension dropped
+    (`pairload.format.schema.key_from_relpath`): enough to name outputs, which is what BasicSR uses paths for."""
+
+    def __init__(self, loader, normalize=None):
+        if normalize is None:
+            from .batch import Normalize
+
+            normalize = Normalize(mean=(0.0,), std=(1.0,))  # one value for every channel: 1, 3 or 4 (raw)
+        if not callable(getattr(normalize, "pair", None)):
+            raise ConfigError(f"BasicSRBatches: normalize={normalize!r}: expected an object with pair(batch) -> "
+                              "(input, target), e.g. pairload.Normalize(mean, std) or pairload.RawNormalize()")
+        self.loader, self.normalize = loader, normalize
+        self._on = None  # the device `normalize` was last moved to
+        self._it: Iterator | None = None
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def set_epoch(self, epoch: int) -> None:
+        """The loader's `set_epoch` (BasicSR's loop calls its sampler's; with pairload the loader is the sampler)."""
+        self.loader.set_epoch(epoch)
+
+    def reset(self) -> None:
+        self._close()
+        self._it = iter(self.loader)
+
+    def next(self) -> dict | None:
+        if self._it is None:
+            self._it = iter(self.loader)
+        try:
+            batch = next(self._it)
+        except StopIteration:
+            return None
+        return self.as_dict(batch)
+
+    def __iter__(self) -> Iterator[dict]:
+        self._close()
+        for batch in self.loader:
+            yield self.as_dict(batch)
+
+    def as_dict(self, batch) -> dict:
+        """One `PairBatch` as BasicSR's `PairedImageDataset` batches are: {'lq', 'gt', 'lq_path', 'gt_path'}."""
+        import torch
+
+        device = batch.low.device
+        if isinstance(self.normalize, torch.nn.Module) and self._on != device:
+            self.normalize.to(device)
+            self._on = device
+        lq, gt = self.normalize.pair(batch)
+        return {"lq": lq, "gt": gt, "lq_path": list(batch.keys), "gt_path": list(batch.keys)}
+
+    def close(self) -> None:
+        """End the epoch under way (its workers' batches are let go) and close the loader."""
+        self._close()
+        self.loader.close()
+
+    def _close(self) -> None:
+        if self._it is not None and hasattr(self._it, "close"):
+            self._it.close()  # a generator left half-way would hold the loader's ring and workers until collected
+        self._it = None
