@@ -70,8 +70,8 @@ class Display:
         top = float(np.iinfo(m.np_dtype).max)
         x = pixels.astype(np.float64)
         if self.packed:
-            black, white = (np.asarray(levels[:4], np.float64), float(levels[4])) if levels is not None and \
-                self.levels else (np.zeros(4), top)
+            known = self.levels and levels is not None
+            black, white = (np.asarray(levels[:4], np.float64), float(levels[4])) if known else (np.zeros(4), top)
             planes = (x - black) / (white - black)
             x = np.stack([planes[..., 0], (planes[..., 1] + planes[..., 3]) / 2, planes[..., 2]], axis=-1)
             if self.amplify and ratio is not None:
