@@ -72,6 +72,14 @@ def test_a_batch_sheet_shows_the_loaders_crops_of_the_same_seed(packed):
     assert len(codes) > 1  # the batch is augmented: the sheet shows flips
 
 
+def test_the_cli_crop_is_width_by_height_and_implies_the_batch(packed, tmp_path):
+    out = tmp_path / "batch.png"
+    assert main(["preview", str(packed), "--crop", "24x16", "-n", "3", "--tile-height", "0", "--out", str(out)]) == 0
+    sheet = preview(packed, PreviewOptions(batch=True, n=3, crop=(16, 24), tile_height=0))
+    np.testing.assert_array_equal(read_png(out), sheet.image)
+    assert {t.region(sheet.image).shape for t in sheet.tiles} == {(16, 24, 3)}
+
+
 def test_16_bit_and_packed_bayer_splits_are_shown_through_the_stated_transforms(tmp_path):
     members = Members(low=Member("uint16", 4), high=Member("uint16", 3), scale=2)
     arrays = write_typed_split(tmp_path / "typed", members, [(6, 10), (8, 6), (6, 10)], per_shard=2)
