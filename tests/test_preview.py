@@ -37,6 +37,7 @@ def test_the_cli_sheet_shows_the_stored_pixels_of_seeded_pairs(packed, tmp_path,
     assert "input shown: uint8 as stored" in sheet.header and "target shown: uint8 as stored" in sheet.header
     ds = open_shards(packed)
     keys = [t.key for t in sheet.tiles[::2]]
+    assert sheet.labels == tuple((key, "56x40", "train/low | train/high") for key in keys)
     assert len(set(keys)) == 5 and keys == sorted(keys)  # distinct pairs, in index order
     assert keys != list(ds.keys[:5]) or len(ds) == 5  # chosen at random, not the first five
     for t in sheet.tiles:
@@ -68,6 +69,9 @@ def test_a_batch_sheet_shows_the_loaders_crops_of_the_same_seed(packed):
         np.testing.assert_array_equal(low, orient(stored[y:y + crop[0], x:x + crop[1]], code))
         np.testing.assert_array_equal(high, 255 - low)  # the target cut and oriented as its input
         assert (low[..., 0] == int(key)).all()
+        orientation = "+".join(n for bit, n in ((4, "t"), (2, "v"), (1, "h")) if code & bit) or "as stored"
+        assert sheet.labels[k] == (key, f"window at x {x}, y {y} of 56x40", f"orientation {orientation}",
+                                   "train/low | train/high")
         codes.add(code)
     assert len(codes) > 1  # the batch is augmented: the sheet shows flips
 
@@ -116,6 +120,25 @@ def test_camera_raw_inputs_are_shown_by_their_levels_and_ratio(tmp_path):
             rgb = np.stack([planes[..., 0], (planes[..., 1] + planes[..., 3]) / 2, planes[..., 2]], axis=-1)
             want = np.rint(255 * np.clip(rgb * ratio, 0, 1) ** (1 / 2.2)).astype(np.uint8)
             np.testing.assert_array_equal(sheet.tile(k, side), want)
+
+
+def test_a_url_is_previewed_through_the_cache_as_the_local_folder_is(packed, tmp_path):
+    from pairload.bench.httpserver import StaticServer
+
+    with StaticServer(packed) as srv:
+        for batch in (False, True):
+            out = tmp_path / f"{batch}.png"
+            argv = ["preview", srv.url, "-n", "3", "--cache-dir", str(tmp_path / "c"), "--out", str(out)]
+            assert main(argv + (["--crop", "16"] if batch else [])) == 0
+            local = preview(packed, PreviewOptions(n=3, batch=batch, crop=16))
+            tiles = [(t.key, t.side, t.top, t.left, t.height, t.width) for t in local.tiles]
+            remote = preview(srv.url, PreviewOptions(n=3, batch=batch, crop=16), cache_dir=tmp_path / "c")
+            assert [(t.key, t.side, t.top, t.left, t.height, t.width) for t in remote.tiles] == tiles
+            picture = read_png(out)
+            for t in local.tiles:  # the pixels are the same; the header names the URL instead of the folder
+                np.testing.assert_array_equal(t.region(picture), t.region(local.image))
+            assert remote.header[0].startswith(srv.url) and remote.labels == local.labels  # folders via the cache
+            assert local.labels[0][-1] == "train/low | train/high"
 
 
 @pytest.mark.parametrize("args, message", [

@@ -64,11 +64,13 @@ class Tile:
 
 @dataclass(frozen=True)
 class Sheet:
-    """A rendered contact sheet: `image` HxWx3 uint8 RGB, the `tiles` drawn on it, the `header` lines it states."""
+    """A rendered contact sheet: `image` HxWx3 uint8 RGB, the `tiles` drawn on it, the `header` lines it states and
+    each pair's label lines (`labels`, in pair order)."""
 
     image: np.ndarray
     tiles: tuple[Tile, ...]
     header: tuple[str, ...]
+    labels: tuple[tuple[str, ...], ...] = ()
 
     def tile(self, pair: int, side: str) -> np.ndarray:
         """The pixels of one tile, as they lie on the sheet."""
@@ -157,7 +159,7 @@ def render(cells: list[Cell], header: list[str], tile_height: int, columns: int 
             tiles.append(Tile(k, cell.key, side, top, x, img.shape[0], img.shape[1]))
         labels.append((left, top + image_h + 3, cell.lines))
     image = _draw_text(canvas, font, head, labels, cell_w)
-    return Sheet(image=image, tiles=tuple(tiles), header=tuple(header))
+    return Sheet(image=image, tiles=tuple(tiles), header=tuple(header), labels=tuple(cell.lines for cell in cells))
 
 
 def _draw_text(canvas: np.ndarray, font, head: list[str], labels: list, cell_w: int) -> np.ndarray:

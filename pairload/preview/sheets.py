@@ -107,12 +107,13 @@ def _batch(ds: ShardDataset, o: PreviewOptions) -> Sheet:
         loader.set_epoch(0)
         plan = loader.plan()[0]
         batch = next(iter(loader))
-    rows = plan.index.tolist()
-    if list(batch.keys) != [ds.keys[i] for i in rows]:
-        raise ConfigError("the loader's first batch is not its planned one (a pairload bug: please report it)")
+        rows = plan.index.tolist()
+        if list(batch.keys) != [ds.keys[i] for i in rows]:
+            raise ConfigError("the loader's first batch is not its planned one (a pairload bug: please report it)")
+        # copied out, and the labels read, while the loader holds its buffers and a remote split's shards
+        lows, highs = _hwc(batch.low), _hwc(batch.high)
+        paths = source_paths(ds, rows)
     low_d, high_d = displays(ds.members, ds.sensor, o.display)
-    paths = source_paths(ds, rows)
-    lows, highs = _hwc(batch.low), _hwc(batch.high)
     cells = []
     for k, i in enumerate(rows):
         levels, ratio, high_levels = _sensor(ds, i)
@@ -156,7 +157,7 @@ def _hwc(t) -> np.ndarray:
     """An NxCxHxW CPU tensor (uint8 or uint16) as an NxHxWxC numpy array of the same type."""
     import torch
 
-    t = t.permute(0, 2, 3, 1).contiguous()
+    t = t.permute(0, 2, 3, 1).contiguous().clone()  # its own memory: the loader's buffers go back when it closes
     if t.dtype == torch.uint16:  # numpy has no view of torch's uint16 in every torch version: its bits as int16
         return t.view(torch.int16).numpy().view(np.uint16)
     return t.numpy()
