@@ -271,14 +271,22 @@ def verify(
 def info(
     shards_dir: str = typer.Argument(..., help=SHARDS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    sizes: bool = typer.Option(False, "--sizes", help="Print a histogram of each split's image sizes (WxH of the "
+                               "inputs: pairs), from the index alone (no pixel is read)."),
     storage_option: StorageOptions = None,
 ) -> None:
     """Per-split counts, bytes, compression and image sizes (a URL: from its manifest alone)."""
+    from .read.info import size_histogram
     from .read.shards import info as run
 
     splits = run(shards_dir, storage_options=storage_options(storage_option, shards_dir))
     if as_json:
         print(json.dumps(splits, indent=2))
+        return
+    if sizes:
+        for name, s in splits.items():
+            for line in size_histogram(name, s):
+                out.print(line, highlight=False, markup=False)
         return
     table = Table("split", "pairs", "shards", "bytes", "compression", "members", "sizes (WxH: pairs)")
     for name, s in splits.items():
@@ -287,6 +295,66 @@ def info(
                       "none" if s["compression"] == "none" else f"{s['compression']}, {_ratio(s, short=True)}",
                       members, ", ".join(f"{k}: {v}" for k, v in s["sizes"].items()))
     out.print(table)
+
+
+PREVIEW_FLAGS = {"n": "-n", "crop": "--crop", "tile_height": "--tile-height", "columns": "--columns",
+                 "display": "--display", "out": "--out"}
+
+
+@app.command()
+def preview(
+    shards_dir: str = typer.Argument(..., help=SHARDS_HELP),
+    out_png: Path = typer.Option(..., "--out", help="The PNG to write (atomically)."),
+    split: str = typer.Option("train", help="Split to show."),
+    n: int = typer.Option(16, "-n", help="Pairs to show (all of a smaller split)."),
+    batch: bool = typer.Option(False, "--batch", help="Show the first batch a ram loader cuts on the CPU (its crops "
+                               "and flips, the same on input and target) instead of stored pairs."),
+    crop: Optional[str] = typer.Option(None, help="The loader's crop for --batch (implies it): N (square), WxH, or "
+                                       "'whole' (whole images); default 128."),
+    seed: int = typer.Option(0, help="Seed of the pairs chosen (and of the loader's plan with --batch)."),
+    tile_height: int = typer.Option(128, help="Every image is scaled to this height (area averaging when shrinking, "
+                                    "nearest neighbour when enlarging); 0: stored size, no resampling."),
+    columns: int = typer.Option(0, help="Pairs per row (0: about square)."),
+    display: str = typer.Option("range", help="range: uint8 as stored, uint16 over its type's range, camera raw "
+                                "by its levels and ratio with gamma 1/2.2; stretch: each image's 0.5th-99.5th "
+                                "percentiles stretched to 0-255 after that. The sheet states which."),
+    cache_dir: Optional[Path] = typer.Option(None, help="A URL's shards are cached here (default: "
+                                             "~/.cache/pairload)."),
+    storage_option: StorageOptions = None,
+) -> None:
+    """A contact sheet (PNG) of pairs: input | target with key, size and source folders, or a loader's augmented
+    batch, so that misalignment shows at a glance."""
+    from .errors import ConfigError
+    from .preview import PreviewOptions, preview as run, write_sheet
+
+    try:
+        opts = PreviewOptions(split=split, n=n, seed=seed, batch=batch or crop is not None,
+                              crop=_crop(crop), tile_height=tile_height, columns=columns, display=display)
+        sheet = run(shards_dir, opts, cache_dir=cache_dir or default_cache_dir(),
+                    storage_options=storage_options(storage_option, shards_dir))
+        write_sheet(sheet, out_png)
+    except ConfigError as exc:  # said with this command's flags (-n, --tile-height, ...)
+        raise ConfigError(in_cli_terms(exc, PREVIEW_FLAGS)) from None
+    h, w = sheet.image.shape[:2]
+    out.print(f"wrote {out_png}: {len(sheet.tiles) // 2} pairs of split {split}"
+              + (" as the loader cut them" if opts.batch else "") + f", {w}x{h} px", highlight=False, markup=False)
+
+
+def _crop(text: str | None):
+    """--crop: None (the default, 128), N, WxH (as (height, width)) or 'whole' (None: whole images)."""
+    from .errors import ConfigError
+
+    if text is None:
+        return 128
+    text = text.strip().lower()
+    if text == "whole":
+        return None
+    if text.isdigit():
+        return int(text)
+    w, sep, h = text.partition("x")
+    if sep and w.strip().isdigit() and h.strip().isdigit():
+        return int(h), int(w)
+    raise ConfigError.for_value("crop", text, "expected N (square), WxH or 'whole'")
 
 
 def _cuda() -> bool:

@@ -1,5 +1,6 @@
 """What a shard folder or URL holds, from its manifest (and a version-5 split's index file): `read_manifest_at`
-(the checked manifest) and `info` (per split: samples, shards, bytes, compression, image sizes, the index file)."""
+(the checked manifest), `info` (per split: samples, shards, bytes, compression, image sizes, the index file) and
+`size_histogram` (a split's image sizes as text)."""
 
 from __future__ import annotations
 
@@ -79,3 +80,21 @@ def _sensor(entry: dict, rows) -> str:
     ratios = f"ratio {low:g}" + (f" to {high:g}" if high > low else "")
     return (f"camera raw from {', '.join(doc['low'].get('cameras', []))} ({'/'.join(doc['low'].get('patterns', []))}), "
             f"target {doc['high']['kind']}, {ratios}")
+
+
+def size_histogram(split: str, entry: dict, *, width: int = 40, top: int = 20) -> list[str]:
+    """A split's image sizes as text lines (`info`'s entry for it): a heading, then one line per size, most pairs
+    first, 'WxH  bar  pairs' with bars of up to `width` characters; past `top` sizes, one line sums the rest."""
+    sizes = sorted(entry["sizes"].items(), key=lambda kv: (-kv[1], kv[0]))
+    shown, rest = sizes[:top], sizes[top:]
+    most = max((c for _, c in sizes), default=1)
+    pad = max((len(s) for s, _ in shown), default=0)
+    digits = len(str(most))
+    lines = [f"{split}: {entry['samples']} pairs, {len(sizes)} size{'s' if len(sizes) != 1 else ''} (WxH of the "
+             "inputs: pairs)"]
+    for size, count in shown:
+        bar = "#" * max(1, round(width * count / most))
+        lines.append(f"  {size:>{pad}}  {bar:<{width}}  {count:>{digits}}")
+    if rest:
+        lines.append(f"  ... and {len(rest)} other sizes: {sum(c for _, c in rest)} pairs")
+    return lines

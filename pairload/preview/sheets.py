@@ -1,0 +1,163 @@
+"""The two contact sheets of `pairload preview`: stored pairs chosen at random (`PreviewOptions.batch` False), or the
+first batch a `ram` loader on the CPU cuts from them (input and target at one window, oriented alike), each pair
+labelled with its key, size and source folders, the display transforms and resampling stated in the header.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..dihedral import HFLIP, TRANSPOSE, VFLIP
+from ..errors import ConfigError, OutputError
+from ..format.atomic import write_bytes_atomic
+from ..plan.crops import check_crop
+from ..read.shards import ShardDataset, open_shards
+from .display import check_mode, displays
+from .meta import folders, source_paths
+from .render import Cell, Sheet, check_tile_height, render, resampling
+
+ORIENTATION = "orientation: t transposed, v flipped vertically, h flipped horizontally (applied in that order)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreviewOptions:
+    """What a sheet shows. `n` pairs of `split` (all of a smaller split), chosen with `seed`; `batch`: the first
+    batch of epoch 0 of `make_loader("ram", ..., crop=crop, seed=seed)` on the CPU instead of stored pairs (`crop`:
+    a side, (height, width), or None for whole images); `tile_height`: pixels every image is scaled to (0: stored
+    size); `columns`: pairs per row (0: about square); `display`: "range" or "stretch" (`display.Display`)."""
+
+    split: str = "train"
+    n: int = 16
+    seed: int = 0
+    batch: bool = False
+    crop: Any = 128
+    tile_height: int = 128
+    columns: int = 0
+    display: str = "range"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
+            raise ConfigError.for_value("n", self.n, "expected at least 1 pair to show")
+        if not isinstance(self.columns, int) or self.columns < 0:
+            raise ConfigError.for_value("columns", self.columns, "expected 0 (about square) or pairs per row")
+        check_tile_height(self.tile_height)
+        check_mode(self.display)
+        if self.batch:
+            object.__setattr__(self, "crop", check_crop(self.crop))
+
+
+def preview(shards: str | os.PathLike | ShardDataset, options: PreviewOptions = PreviewOptions(), *,
+            cache_dir: str | os.PathLike | None = None, storage_options: dict | None = None) -> Sheet:
+    """The sheet `options` asks for, over a shard folder or URL (`cache_dir`, `storage_options`: as `open_shards`)."""
+    ds = open_shards(shards, options.split, cache_dir=cache_dir, storage_options=storage_options)
+    if not isinstance(ds, ShardDataset):
+        raise ConfigError("preview shows one shard folder; pass a folder or URL, not a mix of sources")
+    if len(ds) == 0:
+        raise ConfigError(f"{ds.where}: split {options.split!r} holds no pairs; choose another split "
+                          f"(`pairload info {ds.where}` lists them)")
+    return (_batch if options.batch else _pairs)(ds, options)
+
+
+def write_sheet(sheet: Sheet, path: str | os.PathLike) -> Path:
+    """Write `sheet` as a PNG at `path` (atomically: a temporary file renamed into place)."""
+    path = Path(path)
+    if path.suffix.lower() != ".png":
+        raise ConfigError.for_value("out", path, "expected a file name ending in .png")
+    if not path.parent.is_dir():
+        raise OutputError(f"{path}: the folder {path.parent} does not exist; create it or write the PNG elsewhere")
+    write_bytes_atomic(path, sheet.png())
+    return path
+
+
+def _pairs(ds: ShardDataset, o: PreviewOptions) -> Sheet:
+    chosen = np.sort(np.random.default_rng(o.seed).choice(len(ds), size=min(o.n, len(ds)), replace=False))
+    low_d, high_d = displays(ds.members, ds.sensor, o.display)
+    paths = source_paths(ds, chosen)
+    cells = []
+    token = ds.acquire(chosen)
+    try:
+        for i in chosen.tolist():
+            low, high = ds.arrays(i)
+            levels, ratio, high_levels = _sensor(ds, i)
+            h, w = (int(v) for v in ds.sizes[i])
+            cells.append(Cell(ds.keys[i], (low_d(low, levels, ratio), high_d(high, high_levels)),
+                              (ds.keys[i], _size(ds, w, h) + (f", ratio {ratio:g}" if ratio is not None else ""),
+                               folders(paths.get(i)))))
+    finally:
+        ds.release(token)
+    what = "all" if len(chosen) == len(ds) else f"{len(chosen)} of"
+    header = [f"{ds.where}, split {o.split}: {what} {len(ds)} pairs" + (
+        f" chosen at random (seed {o.seed}), in index order" if len(chosen) < len(ds) else "")
+              + "; left input, right target; sizes WxH; under each: key, size, source folders (input | target)",
+              *_common(low_d, high_d, o)]
+    return render(cells, header, o.tile_height, o.columns)
+
+
+def _batch(ds: ShardDataset, o: PreviewOptions) -> Sheet:
+    from ..loaders import make_loader
+
+    size = min(o.n, len(ds))
+    with make_loader("ram", ds, split=o.split, batch_size=size, crop=o.crop, seed=o.seed, num_workers=0,
+                     device="cpu") as loader:
+        loader.set_epoch(0)
+        plan = loader.plan()[0]
+        batch = next(iter(loader))
+        rows = plan.index.tolist()
+        if list(batch.keys) != [ds.keys[i] for i in rows]:
+            raise ConfigError("the loader's first batch is not its planned one (a pairload bug: please report it)")
+        # copied out, and the labels read, while the loader holds its buffers and a remote split's shards
+        lows, highs = _hwc(batch.low), _hwc(batch.high)
+        paths = source_paths(ds, rows)
+    low_d, high_d = displays(ds.members, ds.sensor, o.display)
+    cells = []
+    for k, i in enumerate(rows):
+        levels, ratio, high_levels = _sensor(ds, i)
+        h, w = (int(v) for v in ds.sizes[i])
+        where = f"window at x {int(plan.x[k])}, y {int(plan.y[k])} of {_size(ds, w, h)}"
+        cells.append(Cell(ds.keys[i], (low_d(lows[k], levels, ratio), high_d(highs[k], high_levels)),
+                          (ds.keys[i], where, _orientation(int(plan.code[k])), folders(paths.get(i)))))
+    crop = "whole images" if o.crop is None else (f"crop {o.crop}" if isinstance(o.crop, int)
+                                                 else f"crop {o.crop[1]}x{o.crop[0]} (WxH)")
+    header = [f"{ds.where}, split {o.split}: batch 0 of epoch 0 of make_loader('ram', batch_size={size}, "
+              f"{crop}, seed={o.seed}) on the CPU, {len(ds)} pairs in the split; left input, right target, each pair "
+              "cut at one window (input pixels) and oriented alike",
+              ORIENTATION, *_common(low_d, high_d, o)]
+    return render(cells, header, o.tile_height, o.columns)
+
+
+def _common(low_d, high_d, o: PreviewOptions) -> list[str]:
+    return [f"input shown: {low_d.describe()}", f"target shown: {high_d.describe()}", resampling(o.tile_height)]
+
+
+def _size(ds: ShardDataset, w: int, h: int) -> str:
+    s = ds.members.scale
+    return f"{w}x{h}" if s == 1 else f"{w}x{h} (target {w * s}x{h * s})"
+
+
+def _sensor(ds: ShardDataset, i: int):
+    """(input levels, ratio, target levels) of sample i of a camera raw split; Nones for an image split."""
+    rows = ds.sensor
+    if rows is None:
+        return None, None, None
+    return (np.asarray(rows.levels[i]), float(rows.ratio[i]),
+            None if rows.levels_high is None else np.asarray(rows.levels_high[i]))
+
+
+def _orientation(code: int) -> str:
+    bits = [name for bit, name in ((TRANSPOSE, "t"), (VFLIP, "v"), (HFLIP, "h")) if code & bit]
+    return "orientation " + ("+".join(bits) if bits else "as stored")
+
+
+def _hwc(t) -> np.ndarray:
+    """An NxCxHxW CPU tensor (uint8 or uint16) as an NxHxWxC numpy array of the same type."""
+    import torch
+
+    t = t.permute(0, 2, 3, 1).contiguous().clone()  # its own memory: the loader's buffers go back when it closes
+    if t.dtype == torch.uint16:  # numpy has no view of torch's uint16 in every torch version: its bits as int16
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()

@@ -1,0 +1,180 @@
+"""`pairload preview`: the tiles of a sheet are the stored pixels (through the stated display transform) or the
+loader's crops of the same seed (the same window and orientation on input and target); errors are one line; `info
+--sizes` counts every size of the pack."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from conftest import make_raw
+from pairload import make_loader, open_shards
+from pairload.cli import main
+from pairload.dihedral import orient
+from pairload.format.members import Member, Members
+from pairload.pack.writer import PackOptions, pack
+from pairload.preview import PreviewOptions, preview
+from typed_split import write_typed_split
+
+
+def read_png(path: Path) -> np.ndarray:
+    image = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    assert image is not None and image.dtype == np.uint8
+    return image[..., ::-1]
+
+
+def test_the_cli_sheet_shows_the_stored_pixels_of_seeded_pairs(packed, tmp_path, capsys):
+    out = tmp_path / "grid.png"
+    assert main(["preview", str(packed), "-n", "5", "--seed", "3", "--tile-height", "0", "--out", str(out)]) == 0
+    assert f"wrote {out}: 5 pairs of split train" in capsys.readouterr().out
+    picture = read_png(out)
+    sheet = preview(packed, PreviewOptions(n=5, seed=3, tile_height=0))
+    np.testing.assert_array_equal(picture, sheet.image)  # the PNG is the sheet the library lays out
+    assert "input shown: uint8 as stored" in sheet.header and "target shown: uint8 as stored" in sheet.header
+    ds = open_shards(packed)
+    keys = [t.key for t in sheet.tiles[::2]]
+    assert sheet.labels == tuple((key, "56x40", "train/low | train/high") for key in keys)
+    assert len(set(keys)) == 5 and keys == sorted(keys)  # distinct pairs, in index order
+    assert keys != list(ds.keys[:5]) or len(ds) == 5  # chosen at random, not the first five
+    for t in sheet.tiles:
+        low, high = ds.arrays(list(ds.keys).index(t.key))
+        np.testing.assert_array_equal(t.region(picture), low if t.side == "input" else high)
+    # scaled tiles: a 40-row image at 80 rows is each pixel repeated (nearest), as the sheet states
+    sheet = preview(packed, PreviewOptions(n=2, seed=3, tile_height=80))
+    assert any("nearest neighbour when enlarging" in line for line in sheet.header)
+    low, high = ds.arrays(list(ds.keys).index(sheet.tiles[0].key))
+    np.testing.assert_array_equal(sheet.tile(0, "input"), low.repeat(2, axis=0).repeat(2, axis=1))
+    np.testing.assert_array_equal(sheet.tile(0, "target"), high.repeat(2, axis=0).repeat(2, axis=1))
+
+
+def test_a_batch_sheet_shows_the_loaders_crops_of_the_same_seed(packed):
+    crop = (16, 24)
+    sheet = preview(packed, PreviewOptions(batch=True, n=6, crop=crop, seed=7, tile_height=0))
+    with make_loader("ram", packed, batch_size=6, crop=crop, seed=7) as loader:
+        plan = loader.plan()[0]
+        batch = next(iter(loader))
+    ds = open_shards(packed)
+    assert [t.key for t in sheet.tiles[::2]] == batch.keys
+    codes = set()
+    for k, key in enumerate(batch.keys):
+        low, high = sheet.tile(k, "input"), sheet.tile(k, "target")
+        np.testing.assert_array_equal(low, batch.low[k].permute(1, 2, 0).numpy())
+        np.testing.assert_array_equal(high, batch.high[k].permute(1, 2, 0).numpy())
+        stored = ds.arrays(int(plan.index[k]))[0]
+        y, x, code = int(plan.y[k]), int(plan.x[k]), int(plan.code[k])
+        np.testing.assert_array_equal(low, orient(stored[y:y + crop[0], x:x + crop[1]], code))
+        np.testing.assert_array_equal(high, 255 - low)  # the target cut and oriented as its input
+        assert (low[..., 0] == int(key)).all()
+        orientation = "+".join(n for bit, n in ((4, "t"), (2, "v"), (1, "h")) if code & bit) or "as stored"
+        assert sheet.labels[k] == (key, f"window at x {x}, y {y} of 56x40", f"orientation {orientation}",
+                                   "train/low | train/high")
+        codes.add(code)
+    assert len(codes) > 1  # the batch is augmented: the sheet shows flips
+
+
+def test_the_cli_crop_is_width_by_height_and_implies_the_batch(packed, tmp_path):
+    out = tmp_path / "batch.png"
+    assert main(["preview", str(packed), "--crop", "24x16", "-n", "3", "--tile-height", "0", "--out", str(out)]) == 0
+    sheet = preview(packed, PreviewOptions(batch=True, n=3, crop=(16, 24), tile_height=0))
+    np.testing.assert_array_equal(read_png(out), sheet.image)
+    assert {t.region(sheet.image).shape for t in sheet.tiles} == {(16, 24, 3)}
+
+
+def test_16_bit_and_packed_bayer_splits_are_shown_through_the_stated_transforms(tmp_path):
+    members = Members(low=Member("uint16", 4), high=Member("uint16", 3), scale=2)
+    arrays = write_typed_split(tmp_path / "typed", members, [(6, 10), (8, 6), (6, 10)], per_shard=2)
+    sheet = preview(tmp_path / "typed", PreviewOptions(n=3, tile_height=0))
+    assert any("uint16 v x 255/65535 (the type's range), no gamma" in line for line in sheet.header)
+    assert any("packed Bayer R,G,B,G planes as RGB" in line and "gamma 1/2.2" in line for line in sheet.header)
+    for k, t in enumerate(sheet.tiles[::2]):
+        low, high = arrays[t.key]
+        want = (high.astype(np.uint32) * 255 + 32767) // 65535  # rounding v * 255/65535 in integers
+        np.testing.assert_array_equal(sheet.tile(k, "target"), want)
+        planes = low / 65535.0
+        rgb = np.stack([planes[..., 0], (planes[..., 1] + planes[..., 3]) / 2, planes[..., 2]], axis=-1)
+        np.testing.assert_array_equal(sheet.tile(k, "input"), np.rint(255 * rgb ** (1 / 2.2)).astype(np.uint8))
+        assert sheet.tile(k, "input").shape[:2] == low.shape[:2]  # at the planes' size: half the target's
+
+
+def test_camera_raw_inputs_are_shown_by_their_levels_and_ratio(tmp_path):
+    pytest.importorskip("rawpy")
+    pytest.importorskip("tifffile")
+    from test_pack_camera import sid_tree
+
+    sid_tree(tmp_path / "SID", scenes=[1])
+    pack(tmp_path / "SID" / "Sony", tmp_path / "out", PackOptions(workers=1, raw_target="packed"))
+    ds = open_shards(tmp_path / "out")
+    sheet = preview(tmp_path / "out", PreviewOptions(n=4, tile_height=0))
+    assert any("(v - black)/(white - black) with the recorded levels x the pair's ratio" in line
+               for line in sheet.header)
+    for k, t in enumerate(sheet.tiles[::2]):
+        i = list(ds.keys).index(t.key)
+        low, high = ds.arrays(i)
+        for side, pixels, levels, ratio in (("input", low, ds.sensor.levels[i], float(ds.sensor.ratio[i])),
+                                            ("target", high, ds.sensor.levels_high[i], 1.0)):
+            planes = (pixels - levels[:4]) / (levels[4] - levels[:4])
+            rgb = np.stack([planes[..., 0], (planes[..., 1] + planes[..., 3]) / 2, planes[..., 2]], axis=-1)
+            want = np.rint(255 * np.clip(rgb * ratio, 0, 1) ** (1 / 2.2)).astype(np.uint8)
+            np.testing.assert_array_equal(sheet.tile(k, side), want)
+
+
+def test_a_url_is_previewed_through_the_cache_as_the_local_folder_is(packed, tmp_path):
+    from pairload.bench.httpserver import StaticServer
+
+    with StaticServer(packed) as srv:
+        for batch in (False, True):
+            out = tmp_path / f"{batch}.png"
+            argv = ["preview", srv.url, "-n", "3", "--cache-dir", str(tmp_path / "c"), "--out", str(out)]
+            assert main(argv + (["--crop", "16"] if batch else [])) == 0
+            local = preview(packed, PreviewOptions(n=3, batch=batch, crop=16))
+            tiles = [(t.key, t.side, t.top, t.left, t.height, t.width) for t in local.tiles]
+            remote = preview(srv.url, PreviewOptions(n=3, batch=batch, crop=16), cache_dir=tmp_path / "c")
+            assert [(t.key, t.side, t.top, t.left, t.height, t.width) for t in remote.tiles] == tiles
+            picture = read_png(out)
+            for t in local.tiles:  # the pixels are the same; the header names the URL instead of the folder
+                np.testing.assert_array_equal(t.region(picture), t.region(local.image))
+            assert remote.header[0].startswith(srv.url) and remote.labels == local.labels  # folders via the cache
+            assert local.labels[0][-1] == "train/low | train/high"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-n", "0"], "error: -n 0: expected at least 1 pair to show"),
+    (["--split", "val"], "error: {shards}/manifest.json: no split 'val'; this folder has ['test', 'train']"),
+    (["--crop", "41"], "error: crop 41 is larger than sample"),
+    (["--display", "log"], "error: --display log: expected range or stretch"),
+    (["--out", "{tmp}/grid.jpg"], "error: --out {tmp}/grid.jpg: expected a file name ending in .png"),
+])
+def test_bad_options_exit_1_with_one_line(packed, tmp_path, capsys, args, message):
+    args = [a.format(tmp=tmp_path) for a in args]
+    argv = ["preview", str(packed), *args] + ([] if "--out" in args else ["--out", str(tmp_path / "g.png")])
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(message.format(shards=packed, tmp=tmp_path))
+    assert not list(tmp_path.glob("*.png")) and not list(tmp_path.glob(".*partial"))
+
+
+@pytest.mark.parametrize("index", ["binary", "json"])
+def test_info_sizes_counts_every_size_of_the_pack(tmp_path, capsys, index):
+    sizes = [(40, 56), (32, 48), (40, 56), (64, 30), (40, 56), (32, 48)]
+    make_raw(tmp_path / "raw", len(sizes), split="train", sizes=sizes)
+    make_raw(tmp_path / "raw", 2, split="test", start=100, size=(24, 24))
+    pack(tmp_path / "raw", tmp_path / "s", PackOptions(workers=1, index=index))
+    assert main(["info", str(tmp_path / "s"), "--sizes"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    seen: dict[str, Counter] = {}
+    for line in lines:
+        if not line.startswith(" "):
+            split = line.split(":")[0]
+            seen[split] = Counter()
+            continue
+        size, *_, count = line.split()
+        seen[split][size] = int(count)
+    assert seen == {"train": Counter({f"{w}x{h}": c for (h, w), c in Counter(sizes).items()}),
+                    "test": Counter({"24x24": 2})}
+    assert "train: 6 pairs, 3 sizes (WxH of the inputs: pairs)" in lines
+    assert lines.index("  56x40  " + "#" * 40 + "  3") == lines.index("train: 6 pairs, 3 sizes (WxH of the inputs: "
+                                                                          "pairs)") + 1  # most pairs first
