@@ -114,6 +114,9 @@ class TrainerLoader:
             self._start[epoch + 1] = (counted, 0)
 
     def close(self) -> None:
+        if self._running is not None:
+            self._running.close()
+            self._running = None
         self.loader.close()
 
 
@@ -123,7 +126,8 @@ class PairDataModule(pl.LightningDataModule):
     `kind`, `batch_size` (per device), `crop`, `seed`, `num_workers` and every other keyword go to `make_loader`;
     the Trainer gives the rank, world size and device (the batches are made on it: `training_step` receives a
     `PairBatch` of uint8 tensors, to normalise there). `val_split` (None: no validation batches) is read whole
-    (no crop), unshuffled, each image once across devices, `val_batch_size` at a time. The loader's state is saved
+    (no crop), unshuffled, each image once across devices, `val_batch_size` at a time, from `val_source` (default:
+    `source`; needed when `source` mixes several folders). The loader's state is saved
     in every checkpoint; `fit(ckpt_path=...)` resumes it mid-epoch, on any number of devices. The Trainer is asked
     to call `train_dataloader()` each epoch (`reload_dataloaders_every_n_epochs=1`; the same loader comes back) so
     that it re-reads the epoch's length, which changes after a resume on another number of devices or under a
@@ -131,13 +135,18 @@ class PairDataModule(pl.LightningDataModule):
 
     def __init__(self, source: str | os.PathLike | dict, kind: str = "ram", *, batch_size: int | None = None,
                  crop: Any = REQUIRED, split: str = "train", seed: int = 0, num_workers: int = 0,
-                 val_split: str | None = None, val_batch_size: int = 1, **options: Any):
+                 val_split: str | None = None, val_batch_size: int = 1, val_source: str | os.PathLike | None = None,
+                 **options: Any):
         super().__init__()
         given = sorted(set(options) & set(FROM_TRAINER))
         if given:
             raise ConfigError(f"PairDataModule: {', '.join(given)} given, but a Lightning run takes them from the "
                               f"Trainer ({', '.join(FROM_TRAINER[name] for name in given)}); leave them out")
+        if val_split is not None and val_source is None and isinstance(source, dict):
+            raise ConfigError(f"PairDataModule: val_split={val_split!r} with a mix of sources ({', '.join(source)}); "
+                              "name the shard folder to validate on with val_source=...")
         self.source, self.kind, self.split, self.val_split = source, kind, split, val_split
+        self.val_source = source if val_source is None else val_source
         self.options = dict(batch_size=batch_size, crop=crop, seed=seed, num_workers=num_workers, **options)
         self.val_batch_size = val_batch_size
         self._train: TrainerLoader | None = None
@@ -179,7 +188,7 @@ class PairDataModule(pl.LightningDataModule):
             # whole images: the ram loader reads any split of shards (dali-file's source is the raw folder)
             kind = "dali-file" if self.kind == "dali-file" else "ram"
             remote = {k: v for k, v in self.options.items() if k in REMOTE_OPTIONS}
-            loader = make_loader(kind, self.source, split=self.val_split, batch_size=self.val_batch_size, crop=None,
+            loader = make_loader(kind, self.val_source, split=self.val_split, batch_size=self.val_batch_size, crop=None,
                                  last_batch="partial", augment=False, shuffle=False, seed=self.options["seed"],
                                  num_workers=self.options["num_workers"], **remote, **self._placement())
             self._val = TrainerLoader(loader)

@@ -285,6 +285,11 @@ def test_validation_batches_are_whole_images_each_once(tmp_path):
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
+    from pairload import ConfigError
+
+    with pytest.raises(ConfigError, match=r"PairDataModule: val_split='test' with a mix of sources \(a, b\); name the "
+                       r"shard folder to validate on with val_source=\.\.\."):
+        PairDataModule({"a": shards, "b": shards}, batch_size=2, crop=CROP, val_split="test")
     for val_split, expected in (("test", [(["00200", "00201"], (2, 3, 24, 32)), (["00202"], (1, 3, 24, 32))]),
                                 (None, [])):
         model = Val()
