@@ -31,10 +31,10 @@ GPU = DemoSizes(pairs=256, test=16, size=(600, 400), crop=256, batch=32, width=3
 def sizes_note(sizes: DemoSizes) -> str:
     """What the demo's loader chart can and cannot say at its sizes."""
     if sizes.crop >= 256 and sizes.batch >= 32:
-        return "demo sizes; the README's measured table has the full-length runs"
+        return "demo sizes; docs/benchmarks.md has the full-length runs"
     return (f"toy sizes (crop {sizes.crop}, batch {sizes.batch}, {sizes.size[0]}x{sizes.size[1]}, "
             f"{sizes.seconds:.0f} s per loader): per-batch costs dominate, so kinds rank differently than at crop 256 "
-            "and batch 32 (see the README's measured table)")
+            "and batch 32 (see docs/benchmarks.md)")
 
 
 def run_demo(workdir: str | Path = "pairload-demo", *, device: str = "auto",

@@ -5,7 +5,7 @@ Checked: every sample is seen once per epoch across the 4 ranks and the data (di
 (step, rank, row) order) is a one-node 4-rank run's; each node downloads each shard it needs once (ram: every shard
 exactly twice in all, once per node cache, though 4 ranks read it); a node killed with SIGKILL mid-run makes the
 other one exit with an error within --dist-timeout, and both restarted with --resume end where an uninterrupted run
-ends. One host cannot show what separate hosts or NCCL across nodes would add (see the README).
+ends. One host cannot show what separate hosts or NCCL across nodes would add (see docs/multinode.md).
 
 Every launch of 4 ranks costs 10-20 s on a 2-core machine, so all three tests are marked slow: the one-node
 reference run (once per module) 13-19 s, the ram test 17-22 s, the wds test 15-25 s, the kill and resume test
