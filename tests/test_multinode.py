@@ -38,7 +38,8 @@ WAIT = 240  # seconds any one launch may take before it is killed and the test f
 def env() -> dict:
     """The subprocesses import this checkout's pairload (not another one installed in the environment)."""
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+    # unbuffered: a node that hangs still shows in its log how far it got
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
 
 
 def free_port() -> int:
@@ -60,7 +61,9 @@ class TwoNodes:
     """Two torchrun agents (the "nodes") of 2 ranks each, started together, joined by a c10d rendezvous on a free
     port; node i caches shards in root/cache{i} and logs to root/node{i}-{tag}.log; both write root/run (the shared
     storage --out needs: global rank 0 writes it and every rank reads last.pt on --resume). With c10d torchrun
-    assigns the node ranks itself (a --node-rank would be ignored). Leaving the `with` block kills whatever of both
+    assigns the node ranks itself (a --node-rank would be ignored). Node 0 hosts the rendezvous store (`is_host`):
+    both agents see 127.0.0.1 as their own address, and left to infer it both may try to host it (a CI run sat 240 s
+    with both nodes silent). Leaving the `with` block kills whatever of both
     nodes still runs, ranks included."""
 
     def __init__(self, root: Path, url: str, *extra: str, tag: str):
@@ -76,7 +79,8 @@ class TwoNodes:
     def _start(self, root: Path, url: str, port: int, extra: tuple[str, ...], tag: str) -> None:
         for i in (0, 1):
             cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=2",
-                   "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={tag}", "-m",
+                   "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={tag}",
+                   f"--rdzv-conf=is_host={int(i == 0)}", "-m",
                    "pairload.train", "--shards", url, "--cache-dir", str(root / f"cache{i}"), *TINY,
                    "--out", str(root / "run"), *extra]
             with open(self.logs[i], "w") as log:
