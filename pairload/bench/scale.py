@@ -552,14 +552,15 @@ def plot(report: dict, path: Path) -> None:
               "loader": "loader start-up (s)"}
     fig, axes = plt.subplots(2, 2, figsize=(11, 8))
     drawn = dict(zip(panels, axes.flat))
-    for name, points in series(report).items():
+    lines = series(report)
+    for name, points in lines.items():
         ax = drawn[_panel(name)]
         scale = 2**20 if name.endswith(" bytes") else 1
         slope = growth(points)
         ax.plot([n for n, _ in points], [v / scale for _, v in points], marker="o", linewidth=1.2,
                 label=name.removesuffix(" bytes").removesuffix(" s") + (f" (slope {slope})" if slope is not None
                                                                          else ""))
-    sizes = sorted({n for points in series(report).values() for n, _ in points})
+    sizes = sorted({n for points in lines.values() for n, _ in points})
     for panel, ax in drawn.items():
         ax.set_ylabel(panels[panel])
         ax.set_xscale("log")

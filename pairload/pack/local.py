@@ -120,9 +120,7 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     owned = guard.owned(out, journal) | keep
     guard.write_journal(out, owned, [r.name + schema.PARTIAL_SUFFIX for r in rows])  # a kill from here on still knows
     (out / schema.MANIFEST).unlink(missing_ok=True)  # its shards are about to be replaced
-    for r, part in zip(rows, run.partial_files):
-        with guard.writing(out / r.name):
-            os.replace(part, out / r.name)
+    _rename_into_place(out, rows, run.partial_files)
     for stale in sorted(owned - keep):
         (out / stale).unlink(missing_ok=True)
     schema.fsync_dir(out)
@@ -132,6 +130,13 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     (out / guard.JOURNAL).unlink(missing_ok=True)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _rename_into_place(out: Path, rows, partial_files: list[str]) -> None:
+    """Each written shard from its temporary name to its own (the caller then fsyncs the folder)."""
+    for r, partial in zip(rows, partial_files):
+        with guard.writing(out / r.name):
+            os.replace(partial, out / r.name)
 
 
 def _abandon(run: Run, pool) -> None:
@@ -175,16 +180,14 @@ def _pack_part(discovery, raw: Path, out: Path, options: PackOptions, pool, work
         journal = guard.read_journal(out)
         guard.write_journal(out, guard.owned(out, journal), sorted(guard.journal_names(journal, "partials")))
         (out / schema.MANIFEST).unlink(missing_ok=True)
-    for r, partial in zip(rows, run.partial_files):
-        with guard.writing(out / r.name):
-            os.replace(partial, out / r.name)
+    _rename_into_place(out, rows, run.partial_files)
     schema.fsync_dir(out)
     with guard.writing(out / part.record):
         parts.write_record(out, part, fingerprint, dict(skel, index=options.index), rows)
     journal_path.unlink(missing_ok=True)
     report.splits = {}
     for r in rows:
-        s = report.splits.setdefault(r.split, {"samples": 0, "shards": 0, "bytes": 0, "pixel_bytes": 0})
+        s = report.splits.setdefault(r.split, {"samples": 0, "shards": 0, "bytes": 0})  # the manifest's, if last
         s["samples"] += r.samples
         s["shards"] += 1
         s["bytes"] += r.bytes
