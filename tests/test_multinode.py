@@ -13,8 +13,10 @@ reference run (once per module) 13-19 s, the ram test 17-22 s, the wds test 15-2
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -38,8 +40,10 @@ WAIT = 240  # seconds any one launch may take before it is killed and the test f
 def env() -> dict:
     """The subprocesses import this checkout's pairload (not another one installed in the environment)."""
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    # unbuffered: a node that hangs still shows in its log how far it got
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+    # unbuffered, and torchrun's agent logging its steps (LOGLEVEL): a node that hangs shows in its log how far it got;
+    # gloo on the loopback interface, not on whatever address the host name resolves to
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", "LOGLEVEL": "INFO",
+            "PYTHONFAULTHANDLER": "1", "GLOO_SOCKET_IFNAME": "lo"}
 
 
 def free_port() -> int:
@@ -62,9 +66,11 @@ class TwoNodes:
     port; node i caches shards in root/cache{i} and logs to root/node{i}-{tag}.log; both write root/run (the shared
     storage --out needs: global rank 0 writes it and every rank reads last.pt on --resume). With c10d torchrun
     assigns the node ranks itself (a --node-rank would be ignored). Node 0 hosts the rendezvous store (`is_host`):
-    both agents see 127.0.0.1 as their own address, and left to infer it both may try to host it (a CI run sat 240 s
-    with both nodes silent). Leaving the `with` block kills whatever of both
-    nodes still runs, ranks included."""
+    both agents see 127.0.0.1 as their own address, and left to infer it both may try to host it. Each agent's
+    address is 127.0.0.1 (`--local-addr`): left out, torchrun publishes `socket.getfqdn()` as the ranks' master
+    address, a reverse-DNS lookup that may be slow or unresolvable on a machine without DNS (CI runs sat 240 s with
+    both nodes silent). A launch that runs past its time has every process's stack printed into its log before it
+    is killed. Leaving the `with` block kills whatever of both nodes still runs, ranks included."""
 
     def __init__(self, root: Path, url: str, *extra: str, tag: str):
         port = free_port()
@@ -80,7 +86,7 @@ class TwoNodes:
         for i in (0, 1):
             cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=2",
                    "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={tag}",
-                   f"--rdzv-conf=is_host={int(i == 0)}", "-m",
+                   f"--rdzv-conf=is_host={int(i == 0)}", "--local-addr=127.0.0.1", "-m",
                    "pairload.train", "--shards", url, "--cache-dir", str(root / f"cache{i}"), *TINY,
                    "--out", str(root / "run"), *extra]
             with open(self.logs[i], "w") as log:
@@ -92,7 +98,21 @@ class TwoNodes:
         try:
             return [p.wait(timeout=max(0.1, deadline - time.monotonic())) for p in procs]
         except subprocess.TimeoutExpired:
-            pytest.fail(f"still running after {timeout:.0f} s\n{self.tails()}")
+            self.dump_stacks()
+            pytest.fail(f"still running after {timeout:.0f} s\n{self.tails(8000)}")
+
+    def dump_stacks(self) -> None:
+        """Every thread's stack of each rank (SIGUSR1, `pairload.train` prints them) and then of each agent (SIGABRT
+        with PYTHONFAULTHANDLER), into the node logs."""
+        import psutil
+
+        agents = [psutil.Process(p.pid) for p in self.procs if p.poll() is None]
+        for sig, procs in ((signal.SIGUSR1, [c for a in agents for c in a.children(recursive=True)]),
+                           (signal.SIGABRT, agents)):
+            for proc in procs:
+                with contextlib.suppress(psutil.Error):
+                    proc.send_signal(sig)
+            time.sleep(2)
 
     def kill(self, node: int) -> None:
         kill_tree(self.procs[node].pid)

@@ -222,6 +222,45 @@ def test_two_processes_asking_for_one_shard_download_it_once(big_blob, tmp_path)
     assert srv.gets("x.tar") == ["/x.tar"]  # one download, counted by the server
 
 
+def test_a_process_queued_for_a_download_gets_the_shard_while_the_downloader_keeps_using_it(big_blob, tmp_path):
+    """Two ranks of a node both find a shard missing and both queue for the download: the one that downloads it
+    goes on holding it (shared) for as long as it trains on it, so the other must take the finished file instead
+    of waiting for the download lock (a two-node CI run hung so until its wait ran out)."""
+    import fcntl
+    import select
+
+    srv, sha, size = big_blob
+    cache = tmp_path / "c"
+    (cache / "locks").mkdir(parents=True)
+    lock = cache / "locks" / f"{sha}.lock"
+    gate = os.open(lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(gate, fcntl.LOCK_SH)  # a third process checking the cache: both below find the shard missing and
+    # wait for the download lock until it lets go
+    hold = "sys.stdout.flush(); sys.stdin.read()"  # keeps its hold on the shard until stdin closes
+    script = _fetch_script(f"{srv.url}/x.tar", sha, size, cache) + hold
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        while not all(any(os.path.realpath(f"/proc/{p.pid}/fd/{fd}") == str(lock)
+                          for fd in os.listdir(f"/proc/{p.pid}/fd")) for p in procs):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+            time.sleep(0.02)
+        time.sleep(0.3)  # both past their first look (shared, shard missing)
+        os.close(gate)
+        outs, deadline = {}, time.monotonic() + 30  # the download takes 2 s at 1 MB/s
+        while len(outs) < 2 and time.monotonic() < deadline:
+            for p in procs:
+                if p.pid not in outs and select.select([p.stdout], [], [], 0.05)[0]:
+                    outs[p.pid] = p.stdout.readline()
+        assert sorted(outs.values()) == ["downloads 0\n", "downloads 1\n"], outs
+        assert srv.gets("x.tar") == ["/x.tar"]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def test_kill_9_during_a_download_leaves_nothing_the_next_start_uses(big_blob, tmp_path):
     srv, sha, size = big_blob
     script = _fetch_script(f"{srv.url}/x.tar", sha, size, tmp_path / "c")

@@ -5,10 +5,12 @@
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import math
 import os
 import random
+import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -180,8 +182,11 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
 
 def main(argv: list[str] | None = None, prog: str = "python -m pairload.train", parent: int | None = None) -> int:
     """The command: parse, join the ranks, run; a PairloadError is one line on stderr and exit code 1. Under
-    torchrun the rank exits when `parent` (the process that started it: the torchrun agent) dies."""
+    torchrun the rank exits when `parent` (the process that started it: the torchrun agent) dies. `kill -USR1 PID`
+    prints every thread's stack of a rank that seems stuck (to stderr) and lets it go on."""
     parent = os.getppid() if parent is None else parent
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         cfg = parse_args(argv, prog, description=__doc__)
         info = dist_info(cfg.device)

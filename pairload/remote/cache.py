@@ -257,15 +257,21 @@ class ShardCache:
                 self.counters.hits += 1
                 return self.path(sha, suffix)
         deadline = time.monotonic() + wait
-        for _ in range(4):  # a shard evicted between its download and the shared lock is fetched again
+        there = lambda: self.has(sha, size, suffix)  # noqa: E731 - only ever renamed into place whole and verified
+        evicted = 0
+        while evicted < 4:  # a shard evicted between its download and the shared lock is fetched again
             fd = self._lock(sha, fcntl.LOCK_SH, deadline, url)
-            if self.has(sha, size, suffix):
+            if there():
                 self._touch(sha, suffix)
                 self.counters.hits += 1
                 self._register(sha, fd)
                 return self.path(sha, suffix)
             os.close(fd)
-            fd = self._lock(sha, fcntl.LOCK_EX, deadline, url)
+            # another process may be downloading it, and once done it holds it shared for as long as it uses it:
+            # the exclusive lock is then never free, so the wait ends as soon as the file is there too
+            fd = self._lock(sha, fcntl.LOCK_EX, deadline, url, unless=there)
+            if fd is None:
+                continue  # finished elsewhere meanwhile: take it shared
             try:
                 if not self.has(sha, size, suffix):  # another process may have finished it meanwhile
                     self._download(url, sha, size, suffix)
@@ -279,6 +285,7 @@ class ShardCache:
                 self._register(sha, fd)
                 return self.path(sha, suffix)
             os.close(fd)
+            evicted += 1
         raise LoaderError(f"{redact(url)}: downloaded into {self.root} but evicted again before it could be used, 4 "
                           "times; the cache_limit is too small for the shards in use on this node: raise it")
 
@@ -291,15 +298,20 @@ class ShardCache:
                 held.count += 1
                 os.close(fd)
 
-    def _lock(self, sha: str, mode: int, deadline: float, url: str) -> int:
+    def _lock(self, sha: str, mode: int, deadline: float, url: str,
+              unless: Callable[[], bool] = lambda: False) -> int | None:
         """A new descriptor of the shard's lock file, locked in `mode`; polled so a stopped process holding the lock
-        exclusively becomes an error instead of a hang."""
+        exclusively becomes an error instead of a hang. None (nothing held) as soon as `unless()` holds while
+        waiting."""
         fd = self._open_lock(sha)
         while True:
             try:
                 fcntl.flock(fd, mode | fcntl.LOCK_NB)
                 return fd
             except BlockingIOError:
+                if unless():
+                    os.close(fd)
+                    return None
                 if time.monotonic() > deadline:
                     os.close(fd)
                     raise FetchError(f"{redact(url)}: waited for another process of this node to finish downloading "
