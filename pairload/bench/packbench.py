@@ -6,6 +6,7 @@ writing and fsyncing as many bytes as the pack's shards), the pack itself, and e
 from __future__ import annotations
 
 import hashlib
+import mmap
 import multiprocessing as mp
 import os
 import platform
@@ -13,10 +14,10 @@ import resource
 import shutil
 import sys
 import time
-import zlib
 from pathlib import Path
 
 from ..forking import start_method
+from ..format.crc import crc32
 from ..pack import PackOptions, pack
 from ..pack.jobs import Job, JobResult, start_pool
 from ..pack.synth import SynthOptions, synth
@@ -112,6 +113,7 @@ def facts(work: Path, workers: int) -> dict:
         "cpu_model": _cpu_model(), "memory_gb": _memory_gb(), "output_filesystem": _filesystem(work),
         "python": sys.version.split()[0], "numpy": np.__version__, "opencv": cv2.__version__,
         "pillow": PIL.__version__, "pool_start_method": start_method(), "workers": workers,
+        "crc32": crc32.__module__ or "zlib",
     }
 
 
@@ -245,8 +247,8 @@ def _echo(job: Job) -> JobResult:
 def breakdown(pairs: list[Pair], folder: Path, workers: int) -> dict:
     """Each per-pair cost of the pack, timed with perf_counter in this process over `pairs`: the header probe (and
     Pillow's, which it replaced), the decode of both files, their CRC-32s, their pwrite into a shard-like file, then
-    that file's sha256 read-back and fsync (as `jobs.hash_file` does) per pair; the pool's start and its round trip
-    per job (a Job out, a JobResult back, through W workers). One process alone: what W processes writing into the
+    that file's sha256 read-back and fsync (as `shardhash.ShardHasher` does) per pair; the pool's start and its round
+    trip per job (a Job out, a JobResult back, through W workers). One process alone: what W processes writing into the
     page cache at once cost more shows in the pack's decode phase against the decode bound (`analysis.lost_s`)."""
     silence_cv2()
     costs = dict.fromkeys(("probe", "probe_pillow", "decode", "crc32", "pwrite", "hash", "fsync"), 0.0)
@@ -269,7 +271,7 @@ def breakdown(pairs: list[Pair], folder: Path, workers: int) -> dict:
             low, _ = decode(p.low, to_8bit=False, expect=hl)
             high, _ = decode(p.high, to_8bit=False, expect=hh)
             t3 = time.perf_counter()
-            zlib.crc32(low), zlib.crc32(high)
+            crc32(low), crc32(high)
             t4 = time.perf_counter()
             for arr in (low, high):
                 view = memoryview(arr).cast("B")
@@ -281,9 +283,10 @@ def breakdown(pairs: list[Pair], folder: Path, workers: int) -> dict:
                 costs[key] += b - a
         t0 = time.perf_counter()
         digest = hashlib.sha256()
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 22):
-                digest.update(chunk)
+        with mmap.mmap(fd, os.fstat(fd).st_size, prot=mmap.PROT_READ) as mm:  # as ShardHasher reads it: no copy
+            view = memoryview(mm)
+            digest.update(view)
+            view.release()
         t1 = time.perf_counter()
         os.fsync(fd)
         costs["hash"], costs["fsync"] = t1 - t0, time.perf_counter() - t1

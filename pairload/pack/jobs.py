@@ -1,14 +1,12 @@
 """The work pack's worker processes do: the pool itself, header probes, one job per pair (decode it, then either
-write its pixels in place into a planned shard or return them as zstd frames) and hashing a finished shard.
-Everything here runs in a worker, or in the parent when there is one process."""
+write its pixels in place into a planned shard or return them as zstd frames). Everything here runs in a worker,
+or in the parent when there is one process."""
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import multiprocessing as mp
 import os
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,10 +14,11 @@ import numpy as np
 
 from ..errors import ImageError, OutputError, PairloadError
 from ..format import codec
+from ..format.crc import crc32
 from ..forking import start_method
 from ..raw.decode import Header, decode, decode_camera, silence_cv2
 from ..raw.decode import probe as probe_header
-from .guard import output_error, writing
+from .guard import output_error
 
 
 IMAGE = "image"  # a Job's file decoded as an image or a .npy (else `decode.PACKED` / `decode.DEVELOPED`)
@@ -161,15 +160,6 @@ def run_job(job: Job) -> JobResult:
             _pwrite(job.file, [(low, job.low_off)] + ([(high, job.high_off)] if high is not None else []))
         except OSError as exc:  # the disk filled up under us: the shard is to blame, not the pair being written
             return JobResult(job.index, error=str(output_error(Path(job.file), exc)), output_failed=True)
-    return JobResult(job.index, notes, zlib.crc32(low), zlib.crc32(high) if high is not None else None, *frames,
+    return JobResult(job.index, notes, crc32(low), crc32(high) if high is not None else None, *frames,
                      levels=levels, levels_high=levels_high)
 
-
-def hash_file(path: str) -> str:
-    """The sha256 of a finished shard, which is fsynced on the way (where a delayed write finds the disk full)."""
-    h = hashlib.sha256()
-    with writing(Path(path)), open(path, "rb") as fh:
-        while chunk := fh.read(1 << 22):
-            h.update(chunk)
-        os.fsync(fh.fileno())
-    return h.hexdigest()

@@ -5,7 +5,6 @@ the workers' zstd frames appended in key order, one shard after the other. Both 
 from __future__ import annotations
 
 import bisect
-import functools
 import hashlib
 import itertools
 import os
@@ -20,10 +19,11 @@ from ..format import sensor as fmt
 from ..format.members import Members
 from ..raw.discover import Pair
 from . import guard
-from .jobs import Job, JobResult, close_fds, hash_file, run_job
+from .jobs import Job, JobResult, close_fds, run_job
 from .options import PackOptions, PackReport
 from .sensor import CameraPlan
 from .rows import RowsBuilder, ShardRows
+from .shardhash import ShardHasher
 from .shardplan import ShardPlan, lay_out
 
 ShardDone = Callable[[str, str, str, int], None]  # (shard name, partial file, sha256, bytes)
@@ -116,10 +116,17 @@ def _chunks(iterable, n: int, max_bytes: int | None = None):
         yield chunk
 
 
+def hash_threads(workers: int) -> int:
+    """Threads hashing shards as they fill: one keeps up with about four workers' decoding (sha256 of a pair's
+    pixels costs about a fifth of their decode), and each shard in flight has at most one."""
+    return max(2, min(16, workers // 4 + 1))
+
+
 def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRows]:
     """Raw members: every offset planned first, each shard created at its final size, pixels written in place by the
-    workers; a shard is hashed and fsynced as soon as its last pair is in. The samples are laid out a chunk at a
-    time while the workers decode the chunk before (memory bounded by the chunk, not by the pack or the shard)."""
+    workers; a shard is hashed while it fills, as far as its samples are in (`ShardHasher`), and fsynced once its
+    last one is. The samples are laid out a chunk at a time while the workers decode the chunk before (memory
+    bounded by the chunk, not by the pack or the shard)."""
     out, options, pool = run.out, run.options, run.pool
     guard.check_free_space(out, sum(plan.size for plan in plans), inputs.out_sizes)
     run.journal_partials(plans)
@@ -127,8 +134,11 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
     builders: list[RowsBuilder | None] = [None] * len(plans)
     rows: list[ShardRows | None] = [None] * len(plans)
     remaining = [plan.count for plan in plans]
-    hashing: list = [None] * len(plans)
-    finished = _on_hashed(plans, run.partial_files, run.on_shard)
+    ends: list[list[int] | None] = [None] * len(plans)  # each laid sample's end offset, while its shard fills
+    finished_places: list[bytearray | None] = [None] * len(plans)
+    whole = [0] * len(plans)  # the samples from a shard's start that are all in
+    hasher = ShardHasher(hash_threads(options.workers or os.cpu_count() or 1),
+                         _on_hashed(plans, run.partial_files, run.on_shard))
     firsts = [plan.first for plan in plans]
     total, done = sum(plan.count for plan in plans), 0
 
@@ -143,10 +153,13 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
                 fds[number] = os.dup(fh.fileno())
                 fh.close()
                 builders[number] = inputs.rows(plans[number], False)
+                ends[number], finished_places[number] = [], bytearray(plans[number].count)
+                hasher.open(number, str(part), plans[number].size)
             with guard.writing(out / plans[number].partial_name):
                 for off, data in pieces:
                     os.pwrite(fds[number], data, off)
             builders[number].laid(i, lay, lead)
+            ends[number].append(lay.end)
             yield inputs.job(plans[number].first + i, lead < 0, options, file=run.partial_files[number],
                              low_off=lay.low_data, high_off=lay.high_data if lead < 0 else None), lay.end - lay.start
 
@@ -154,19 +167,25 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
         nonlocal done
         for res in results:
             number = bisect.bisect_right(firsts, res.index) - 1
-            builders[number].result(res.index - plans[number].first, res.check())
+            place = res.index - plans[number].first
+            builders[number].result(place, res.check())
             remaining[number] -= 1
             if remaining[number] == 0:
                 os.close(fds[number])
                 fds[number] = -1
                 builder, builders[number] = builders[number], None
                 rows[number] = builder.finish(plans[number].size, "")
-                if pool:  # hash and fsync a finished shard while later ones decode
-                    hashing[number] = pool.apply_async(hash_file, (run.partial_files[number],),
-                                                       callback=functools.partial(finished, number))
-                else:  # one process: hash it now, so that on_shard hears of it at once
-                    hashing[number] = hash_file(run.partial_files[number])
-                    finished(number, hashing[number])
+                ends[number] = finished_places[number] = None
+                hasher.ready(number, plans[number].size, final=True)
+            else:
+                marks = finished_places[number]
+                marks[place] = 1
+                start = k = whole[number]
+                while k < len(marks) and marks[k]:
+                    k += 1
+                if k > start:
+                    whole[number] = k
+                    hasher.ready(number, ends[number][k - 1])
             done += 1
             if run.on_progress:
                 run.on_progress(done, total)
@@ -181,16 +200,17 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
             pending = started
         if pending is not None:
             collect(pending)
+        close_fds()  # pwrite has put every pixel in the page cache; fsync flushes them whoever wrote them
+        t_finish = time.perf_counter()
+        run.report.phases["decode"] = t_finish - t_decode
+        for number in range(len(plans)):
+            rows[number].sha256 = hasher.digest(number).result()
+        run.report.phases["hash_fsync_tail"] = time.perf_counter() - t_finish
     finally:
+        hasher.close()
         for fd in fds:
             if fd is not None and fd >= 0:
                 os.close(fd)
-    close_fds()  # pwrite has put every pixel in the page cache; fsync flushes them whoever wrote them
-    t_finish = time.perf_counter()
-    run.report.phases["decode"] = t_finish - t_decode
-    for number, h in enumerate(hashing):
-        rows[number].sha256 = h.get() if pool else h
-    run.report.phases["hash_fsync_tail"] = time.perf_counter() - t_finish
     return rows
 
 

@@ -66,12 +66,15 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
     every pairs list under RAW that is not one of the `given` pairs files (real paths)."""
     # the real paths of the packed files as sorted 64-bit hashes: a million pairs cost 16 MB, not a set of paths
     used = np.unique(np.fromiter((path_hash(real_path(p)) for pair in out.pairs for p in pair.files()),
-                                 dtype=np.uint64, count=2 * len(out.pairs)))
+                                 dtype=np.int64, count=2 * len(out.pairs)))
 
-    def is_used(path: Path) -> bool:
-        h = np.uint64(path_hash(real_path(path)))
-        k = int(np.searchsorted(used, h))
-        return k < len(used) and used[k] == h
+    def used_of(folder: Path, names: list[str]) -> np.ndarray:
+        """For each of a folder's files: is it (its real path) one of the packed files?"""
+        where = str(folder)
+        hashes = np.fromiter((path_hash(real_path(f"{where}/{name}")) for name in names), dtype=np.int64,
+                             count=len(names))
+        k = np.minimum(np.searchsorted(used, hashes), max(0, len(used) - 1))
+        return used[k] == hashes if len(used) else np.zeros(len(names), dtype=bool)
     unmatched = set(out.skipped_low) | set(out.skipped_high)
     deep = [d.relative_to(raw).as_posix() + "/" for d in (scan.too_deep if scan else ())]
     unknown = {d.relative_to(raw).as_posix() + "/": w for d, w in (scan.unknown_split if scan else {}).items()}
@@ -83,14 +86,14 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
         hints.setdefault((where or ".", SAME_FILE), f"{_HINTS[SAME_FILE]} (as {kept})")
     for folder, names in walk(raw):
         where = folder.relative_to(raw).as_posix()
-        for name in names:
+        for name, is_used in zip(names, used_of(folder, names).tolist()):
             ext = os.path.splitext(name)[1].lower()
             rel = f"{where}/{name}" if where != "." else name
             if ext in LIST_EXTS and real_path(folder / name) not in given and is_pairs_list(folder / name):
                 groups.setdefault((where, PAIRS_LIST), []).append(name)
                 hints[(where, PAIRS_LIST)] = _pairs_list_hint(folder, groups[(where, PAIRS_LIST)])
                 continue
-            if ext not in IMAGE_LIKE_EXTS or is_used(folder / name) or rel in dropped:
+            if ext not in IMAGE_LIKE_EXTS or is_used or rel in dropped:
                 continue
             reason, hint = _reason(raw, where, rel, ext, unmatched, deep, unknown, bool(given))
             groups.setdefault((where, reason), []).append(name)

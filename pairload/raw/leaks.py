@@ -98,7 +98,7 @@ def refuse_self_pairs_and_leaks(pairs: list[Pair], origins: list[tuple[str, str]
     # paths took hundreds), and only the few that could be one image in two splits are looked at as paths.
     names = {name: k for k, name in enumerate(sorted({p.split for p in pairs}))}
     split_of = np.repeat(np.fromiter((names[p.split] for p in pairs), dtype=np.int32, count=len(pairs)), 2)
-    real = np.fromiter((path_hash(real_path(f)) for p in pairs for f in p.files()), dtype=np.uint64,
+    real = np.fromiter((path_hash(real_path(f)) for p in pairs for f in p.files()), dtype=np.int64,
                        count=2 * len(pairs))
     order = np.argsort(real, kind="stable")  # positions of one real file together, first occurrence first
     starts = np.flatnonzero(np.r_[True, real[order][1:] != real[order][:-1]])

@@ -4,7 +4,6 @@ is resolved once and a file's own link is looked up in its folder's listing."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 
@@ -16,10 +15,10 @@ class RealPaths:
         self._folders: dict[str, tuple[str, frozenset[str] | None]] = {}  # folder -> (real folder, its links)
 
     def __call__(self, path: str | os.PathLike) -> str:
-        text = os.fspath(path)
-        folder, name = os.path.split(text)
-        if not os.path.isabs(text) or name in ("", ".", ".."):
-            return os.path.realpath(text)
+        text = path if type(path) is str else os.fspath(path)
+        folder, _, name = text.rpartition("/")
+        if not folder or not text.startswith("/") or name in ("", ".", "..") or "//" in text:
+            return os.path.realpath(text)  # relative, the root's own files, or not plain: the standard way
         known = self._folders.get(folder)
         if known is None:
             try:
@@ -27,14 +26,16 @@ class RealPaths:
                     links = frozenset(e.name for e in entries if e.is_symlink())
             except OSError:
                 links = None  # unreadable: every file of it goes through os.path.realpath
-            known = self._folders[folder] = (os.path.realpath(folder), links)
+            real = os.path.realpath(folder)
+            known = self._folders[folder] = (real if real != "/" else "", links)
         real, links = known
         if links is None or name in links:
             return os.path.realpath(text)
-        return os.path.join(real, name)
+        return f"{real}/{name}"
 
 
 def path_hash(path: str) -> int:
-    """A 64-bit hash of a path, for sets of a million of them kept as arrays (a collision is checked by the caller
-    where it matters)."""
-    return int.from_bytes(hashlib.blake2b(path.encode("utf-8", "surrogateescape"), digest_size=8).digest(), "little")
+    """A 64-bit hash of a path (signed, numpy's int64), for sets of a million of them kept as arrays: valid within
+    one process only (Python's string hash is seeded per process), which is all discovery needs; a collision is
+    checked by the caller where it matters."""
+    return hash(path)

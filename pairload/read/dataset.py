@@ -12,7 +12,6 @@ from __future__ import annotations
 import mmap
 import os
 import weakref
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import numpy as np
 from ..errors import ConfigError, LoaderError, ShardError
 from ..format import codec, schema
 from ..format.binindex import key_hashes
+from ..format.crc import crc32
 from ..format.stamps import Stamp, stamp, stamp_of
 from ..remote import urls
 from ..remote.cache import INDEX
@@ -324,7 +324,7 @@ class ShardDataset(ShardSource):
                 raise ShardError(f"{where} does not hold the {side.dtype} {tuple(idx.hw[i].tolist())} ×"
                                  f"{side.channels} .npy the manifest says; the shard is corrupt: run "
                                  "`pairload verify` and repack")
-            if zlib.crc32(memoryview(data)[len(header):]) != int(idx.crc[i, k]):
+            if crc32(memoryview(data)[len(header):]) != int(idx.crc[i, k]):
                 raise ShardError(f"{where}: pixels do not match their checksum; the shard is corrupt: run "
                                  "`pairload verify` and repack")
         self._checked[i] = True

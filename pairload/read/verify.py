@@ -10,7 +10,6 @@ import io
 import json
 import os
 import tarfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import numpy as np
 
 from ..errors import ConfigError, ShardError
 from ..format import codec, schema
+from ..format.crc import crc32
 from ..format.members import DEFAULT, Members
 from ..remote import urls
 
@@ -157,7 +157,7 @@ def _npy_header_size(where: str, name: str, data, idx: dict, k: int, side: int, 
 
 
 def _check_pixels(where: str, name: str, pixels, idx: dict, k: int, side: int) -> None:
-    if zlib.crc32(pixels) != idx["crc32"][k][side]:
+    if crc32(pixels) != idx["crc32"][k][side]:
         raise ShardError(f"{where}: key {idx['key'][k]}: {name} pixels do not match their checksum (the "
                          "shard is corrupt: restore it from a copy or repack)")
 
