@@ -92,8 +92,34 @@ def test_cold_runs_evict_the_shards_and_report_the_disk_bound(tiny, tmp_path):
     assert all(r["pairs_per_s"] > 0 and "of the disk bound" in r["reason"] for r in cold)
     disk = report["limits"]["disk"]
     assert disk["gb_per_s"] > 0 and disk["pairs_per_s"] > 0 and disk["bytes_read"] > 0
+    assert disk["resident_before"] <= 0.02
+    for r in cold:  # each repeat checked cold, timed from the loader's construction, its first batch within it
+        assert len(r["resident_before"]) == 2 and max(r["resident_before"]) <= 0.02 and not r["invalid"]
+        assert len(r["first_batch_s"]) == 2 and "first batch" in r["reason"]
+        epoch_s = [12 / rate for rate in r["repeats"]]  # the whole split (12 pairs) per repeat
+        assert all(0 < f <= e for f, e in zip(r["first_batch_s"], epoch_s))
     plot(report, tmp_path / "chart.png")
     assert (tmp_path / "chart.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_a_split_that_stays_cached_is_reported_not_cold_instead_of_timed(tiny):
+    """Pages another process (here: this one) maps and has read survive eviction: no repeat is cold, and the rows
+    say so instead of reporting a rate far above the disk's."""
+    from pairload.read.shards import ShardDataset
+
+    files = ShardDataset(str(tiny / "shards"), "train").files
+    held = [np.memmap(f, dtype=np.uint8, mode="r") for f in files]
+    assert all(int(m.sum()) >= 0 for m in held)  # every page read, and mapped until the end
+    cfg = BenchConfig(shards=str(tiny / "shards"), raw=None, loaders=("ram", "wds"), crop=32, batch_size=4, workers=1,
+                      seconds=0.4, repeats=2, device="cpu", cold=True)
+    report = run_bench(cfg)
+    del held
+    assert report["limits"]["disk"]["resident_before"] > 0.9
+    cold = [r for r in report["results"] if r["cold"]]
+    assert [r["status"] for r in cold] == ["invalid", "invalid"]
+    assert all(r["reason"].startswith("not cold: every repeat found the split in the page cache") for r in cold)
+    assert all(len(r["invalid"]) == 2 and not r["repeats"] and r["pairs_per_s"] == 0 for r in cold)
 
 
 def test_evict_really_empties_the_page_cache_of_a_shard(tiny):
@@ -116,6 +142,11 @@ def test_evict_really_empties_the_page_cache_of_a_shard(tiny):
     resident = sum(v & 1 for v in vec)
     del mm
     assert resident < pages / 2, f"{resident} of {pages} pages still cached"
+    from pairload.bench.bounds import resident_fraction  # the bench's own check agrees with this one
+
+    assert resident_fraction([shard]) == pytest.approx(resident / pages)
+    shard.read_bytes()
+    assert resident_fraction([shard]) == 1.0
 
 
 @pytest.mark.slow

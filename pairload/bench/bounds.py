@@ -28,9 +28,42 @@ def evict(files) -> None:
             os.close(fd)
 
 
+COLD_RESIDENT_MAX = 0.02  # a read is cold when at most this share of the files' bytes is in the page cache
+
+
+def resident_fraction(files) -> float:
+    """The share of the files' bytes in the page cache now (mincore on a mapping, which reads nothing); 1.0 where
+    the system cannot tell (no mincore): then nothing can be shown to be cold."""
+    import ctypes
+    import mmap
+
+    try:
+        mincore = ctypes.CDLL(None, use_errno=True).mincore
+    except (OSError, AttributeError):
+        return 1.0
+    total = cached = 0
+    for path in files:
+        size = os.path.getsize(path)
+        if not size:
+            continue
+        pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+        vec = (ctypes.c_ubyte * pages)()
+        mapped = np.memmap(path, dtype=np.uint8, mode="r")
+        try:
+            if mincore(ctypes.c_void_p(mapped.ctypes.data), ctypes.c_size_t(size), vec) != 0:
+                return 1.0
+        finally:
+            del mapped
+        total += pages
+        cached += int((np.frombuffer(vec, np.uint8) & 1).sum())  # the low bit: resident
+    return cached / total if total else 0.0
+
+
 def disk_bound(files, pair_bytes: int, seconds: float = 3.0) -> dict:
-    """Sequential read bandwidth of the shard files, cold, as a pairs/s bound (`pair_bytes`: one stored pair)."""
+    """Sequential read bandwidth of the shard files, cold, as a pairs/s bound (`pair_bytes`: one stored pair), with
+    the share of them still cached once evicted (`resident_before`: above COLD_RESIDENT_MAX, no read here is cold)."""
     evict(files)
+    resident = resident_fraction(files)
     buf = bytearray(8 << 20)
     n, t0 = 0, time.perf_counter()
     for path in files:
@@ -41,7 +74,8 @@ def disk_bound(files, pair_bytes: int, seconds: float = 3.0) -> dict:
             break
     dt = time.perf_counter() - t0
     evict(files)
-    return {"gb_per_s": n / dt / 1e9, "pairs_per_s": n / dt / pair_bytes, "bytes_read": n}
+    return {"gb_per_s": n / dt / 1e9, "pairs_per_s": n / dt / pair_bytes, "bytes_read": n,
+            "resident_before": round(resident, 4)}
 
 
 def h2d_bound(device: torch.device, pair_bytes: int, size: int = 256 * 2**20) -> dict:

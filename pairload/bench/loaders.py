@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import time
 from dataclasses import asdict
 from typing import Callable
@@ -84,7 +85,10 @@ def run_bench(cfg: BenchConfig, on_result: Callable[[Result], None] | None = Non
     for name in cold_entries(cfg.loaders) if cfg.cold else ():
         try:
             res = measure_cold(name, cfg, device, workers, ds.files)
-            res.reason = f"{res.pairs_per_s / limits['disk']['pairs_per_s']:.2f} of the disk bound"
+            if res.status == "ok":
+                res.reason = (f"{res.pairs_per_s / limits['disk']['pairs_per_s']:.2f} of the disk bound, first batch "
+                              f"{statistics.median(res.first_batch_s):.2f} s"
+                              + (f" ({len(res.invalid)} repeats not cold)" if res.invalid else ""))
         except (PairloadError, RuntimeError, OSError) as exc:
             res = failed(name, exc, cold=True)
         record(res)

@@ -11,7 +11,7 @@ import torch
 
 from ..hooks import StageTotals
 from ..recipes.timing import DataWait
-from .bounds import evict, sync
+from .bounds import COLD_RESIDENT_MAX, evict, resident_fraction, sync
 from .config import BenchConfig
 from .entries import build_loader, cut_path
 from .result import Result
@@ -77,31 +77,45 @@ def measure(name: str, loader, cfg: BenchConfig, device: torch.device, consumer:
 
 
 def measure_cold(name: str, cfg: BenchConfig, device: torch.device, workers: int, files) -> Result:
-    """Each repeat: the shards evicted, a new loader (so no process maps them) whose workers are started first (they
-    read no shard), then one whole epoch, timed from the moment it is asked for to its last batch: the rate at which
-    it reads a split that is not in memory, the pipeline's fill included. Only the first pass over a split is cold,
-    so a repeat is one epoch, not a time window."""
+    """Each repeat: the shards evicted and checked to be out of the page cache (`resident_before`; a repeat that finds
+    more than COLD_RESIDENT_MAX of them still cached is not timed but listed in `invalid`), then one whole epoch of a
+    new loader, timed from its construction to its last batch: everything the loader does before its first batch
+    (starting workers, mapping or registering the split) counts, as it does for a user. `first_batch_s`: from the
+    construction to the first batch. Only the first pass over a split is cold, so a repeat is one epoch, not a time
+    window. No repeat cold: the row's status is "invalid"."""
     res = Result(loader=name, cold=True)
     current: list = []  # the repeat's loader, for the memory sampler (none between repeats)
     with PeakMemory(lambda: processes_of(*current)) as mem:
         for r in range(cfg.repeats):
             evict(files)
+            cached = resident_fraction(files)
+            res.resident_before.append(round(cached, 4))
+            if cached > COLD_RESIDENT_MAX:
+                res.invalid.append(f"repeat {r + 1}: {cached:.0%} of the split still in the page cache after eviction")
+                continue
+            sync(device)
+            t0, first, n = time.perf_counter(), None, 0
             loader = build_loader(name, cfg, device, workers)
             current.append(loader)
             res.path = cut_path(name, loader)
             try:
-                loader.start_workers()
                 loader.set_epoch(r)
-                sync(device)
-                n, t0 = 0, time.perf_counter()
                 for batch in loader:
+                    if first is None:
+                        sync(device)
+                        first = time.perf_counter() - t0
                     n += batch.low.shape[0]
                 sync(device)
                 res.repeats.append(n / (time.perf_counter() - t0))
+                res.first_batch_s.append(round(first or 0.0, 4))
             finally:
                 current.clear()
                 loader.close()
                 del loader
+    if not res.repeats:
+        res.status = "invalid"
+        res.reason = (f"not cold: every repeat found the split in the page cache after eviction ({res.invalid[0]}); "
+                      "the shards are on a memory filesystem (tmpfs) or another process maps them")
+        return res
     res.summarise(cfg.pair_bytes(), mem.peak)
     return res
-

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 @dataclass
 class Result:
     loader: str
-    status: str = "ok"  # ok | skipped | failed
+    status: str = "ok"  # ok | skipped | failed | invalid (a cold row whose every repeat found the split cached)
     reason: str = ""
     pairs_per_s: float = 0.0
     pairs_per_s_min: float = 0.0
@@ -26,6 +26,11 @@ class Result:
     per_rank: list[float] = field(default_factory=list)  # with ranks > 1: each rank's median; pairs_per_s is their sum
     path: str = ""  # ram: "zero-copy" (the GPU cuts the crops), "workers" (why, when zero-copy was given up)
     stage_seconds: dict[str, float] = field(default_factory=dict)  # the loader's timed stages (`loader.hooks`), summed
+    # cold rows: per repeat, the share of the split cached once evicted, and the seconds from the loader's
+    # construction to its first batch; repeats not timed because the split stayed cached
+    resident_before: list[float] = field(default_factory=list)
+    first_batch_s: list[float] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
 
     def summarise(self, pair_bytes: int, peak_rss: int, node_total: bool = False) -> None:
         """Median (or, for concurrent ranks, the node's sum) and spread of the repeats, MB/s of delivered crops
