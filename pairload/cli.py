@@ -92,9 +92,9 @@ def synth(
     with _progress("synth") as update:
         doc = run(out_dir, opts, on_progress=update, part=which)
     if not doc["complete"]:
-        out.print(f"part {which}: wrote {len(doc['pairs'])} pairs to {out_dir}; the last part writes synth.json")
+        out.print(f"part {which}: wrote {doc['count']} pairs to {out_dir}; the last part writes synth.json")
         return
-    out.print(f"wrote {len(doc['pairs'])} pairs ({pairs} train, {test} test) of {size} to {out_dir}")
+    out.print(f"wrote {doc['count']} pairs ({pairs} train, {test} test) of {size} to {out_dir}")
 
 
 def _part(text: str | None):

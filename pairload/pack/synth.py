@@ -9,6 +9,7 @@ with scikit-image are used, which gives pairload an embedded default dataset. Sa
 from __future__ import annotations
 
 import functools
+import heapq
 import json
 import os
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from ..raw.decode import decode_rgb
 from ..raw.discover import IMAGE_EXTS
 from ..raw.filetypes import NUMPY_EXTS
 from ..errors import ConfigError, MissingDependencyError, PairloadError
-from ..format.atomic import write_bytes_atomic, write_json_atomic
+from ..format.atomic import atomic_open, write_bytes_atomic
 
 PHOTO_EXTS = IMAGE_EXTS - NUMPY_EXTS  # photographs to darken: .npy arrays are not sRGB photos
 BUNDLED = ("astronaut", "chelsea", "coffee", "rocket")
@@ -143,6 +144,12 @@ def _write_png(path: Path, rgb: np.ndarray) -> None:
 
 _photos: list[tuple[str, str]] = []
 
+# every pair's parameters, one row per pair (about 70 bytes: a million pairs cost 70 MB, not a dict each), written
+# into synth.json as the same JSON a dict per pair gives
+PARAMS = np.dtype([("done", "?"), ("source", "<i4"), ("scale", "<f8"), ("y", "<i4"), ("x", "<i4"), ("hflip", "?"),
+                   ("exposure", "<f8"), ("gains", "<f8", (3,)), ("photons", "<f8"), ("read_noise", "<f8")])
+SPLITS = ("train", "test")  # split_id 0 and 1; a pair's row is its split's base plus its number
+
 
 def _init_worker(photos: list[tuple[str, str]]) -> None:
     import cv2
@@ -152,20 +159,64 @@ def _init_worker(photos: list[tuple[str, str]]) -> None:
 
 
 def _job_rng(job: tuple) -> np.random.Generator:
-    _, seed, split_id, _, i, _, _ = job
+    _, seed, split_id, i, _, _ = job
     return np.random.default_rng([seed, split_id, i])
 
 
-def _make_pair(job: tuple[Path, int, int, str, int, int, int]) -> tuple[str, dict]:
-    out, seed, split_id, split, i, width, height = job
+def _make_pair(job: tuple[Path, int, int, int, int, int]) -> tuple[int, int, tuple]:
+    """Write one pair; (split_id, number, its parameters as a PARAMS row without `done`)."""
+    out, seed, split_id, i, width, height = job
     rng = _job_rng(job)
-    name, where = _photos[int(rng.integers(0, len(_photos)))]
-    high, crop = _crop(_photo(where), width, height, rng)
+    source = int(rng.integers(0, len(_photos)))
+    high, crop = _crop(_photo(_photos[source][1]), width, height, rng)
     low, params = darken(high, rng)
-    stem = f"{i:05d}"
+    stem, split = f"{i:05d}", SPLITS[split_id]
     _write_png(out / split / "high" / f"{stem}.png", high)
     _write_png(out / split / "low" / f"{stem}.png", low)
-    return f"{split}/{stem}", {"source": name, **crop, **params}
+    return split_id, i, (True, source, crop["scale"], crop["y"], crop["x"], crop["hflip"], params["exposure"],
+                         params["gains"], params["photons"], params["read_noise"])
+
+
+def _row_params(row, names: list[str]) -> dict:
+    """A PARAMS row as the pair's dict in synth.json."""
+    return {"source": names[int(row["source"])], "scale": float(row["scale"]), "y": int(row["y"]),
+            "x": int(row["x"]), "hflip": bool(row["hflip"]), "exposure": float(row["exposure"]),
+            "gains": [float(g) for g in row["gains"]], "photons": float(row["photons"]),
+            "read_noise": float(row["read_noise"])}
+
+
+def _numbers_in_key_order(count: int) -> np.ndarray:
+    """0 … count-1 in the order of their keys' text (`00009` < `00010`, but `100000` < `99999`)."""
+    if count <= 100_000:
+        return np.arange(count)
+    return np.argsort(np.array([f"{i:05d}" for i in range(count)]), kind="stable")
+
+
+def _keys_in_order(counts: dict[str, int]):
+    """(key, split, number) of every pair of `counts` ({split: pairs}), in key order."""
+    for split in sorted(counts):
+        for i in _numbers_in_key_order(counts[split]).tolist():
+            yield f"{split}/{i:05d}", split, i
+
+
+def _write_doc(path: Path, head: dict, keys, value) -> None:
+    """synth.json (atomically): `head`'s fields, then "pairs": {key: value(key, …) for each of `keys`}, written as
+    it goes: the bytes `json.dump` of the whole document gives, without the document in memory."""
+    def dumps(obj) -> str:
+        return json.dumps(obj, separators=(",", ":"))
+
+    with atomic_open(path, "w") as fh:
+        fh.write("{" + "".join(f"{dumps(k)}:{dumps(v)}," for k, v in head.items()) + '"pairs":{')
+        batch: list[str] = []
+        first = True
+        for item in keys:
+            batch.append(f"{dumps(item[0])}:{dumps(value(*item))}")
+            if len(batch) >= 4096:
+                fh.write(("" if first else ",") + ",".join(batch))
+                first, batch = False, []
+        if batch:
+            fh.write(("" if first else ",") + ",".join(batch))
+        fh.write("}}")
 
 
 def _pair_files(out: Path, key: str) -> list[Path]:
@@ -173,27 +224,35 @@ def _pair_files(out: Path, key: str) -> list[Path]:
     return [out / split / side / f"{stem}.png" for side in ("low", "high")]
 
 
-def _take_over(out: Path, new: set[str]) -> None:
-    """Make OUT hold exactly the new pairs: refuse files synth did not write, delete old pairs that are not
-    re-made. synth.json lists every pair file OUT may hold (old and new) from now until the run completes, so
-    a killed run is taken over the same way."""
+def _take_over(out: Path, counts: dict[str, int]) -> None:
+    """Make OUT hold exactly the new pairs (`counts`: {split: pairs}): refuse files synth did not write, delete old
+    pairs that are not re-made. synth.json lists every pair file OUT may hold (old and new) from now until the run
+    completes, so a killed run is taken over the same way."""
     try:
         old = set(json.loads((out / "synth.json").read_text(encoding="utf-8"))["pairs"])
     except (OSError, ValueError, KeyError, TypeError):
         old = set()
-    ours = {p for key in old | new for p in _pair_files(out, key)}
-    foreign = sorted(p for split in ("train", "test") for side in ("low", "high") if (out / split / side).is_dir()
-                     for p in (out / split / side).iterdir() if p not in ours and not p.name.startswith("."))
+
+    def new(key: str) -> bool:
+        split, _, stem = key.partition("/")
+        return stem.isdigit() and stem == f"{int(stem):05d}" and int(stem) < counts.get(split, 0)
+
+    foreign = sorted(p for split in SPLITS for side in ("low", "high") if (out / split / side).is_dir()
+                     for p in (out / split / side).iterdir()
+                     if not p.name.startswith(".") and not (p.name.endswith(".png") and (
+                         new(key := f"{split}/{p.name[:-4]}") or key in old)))
     if foreign:
         raise ConfigError(f"{foreign[0].parent}: holds {len(foreign)} file(s) that pairload synth did not write "
                           f"(e.g. {foreign[0].name}); synth into an empty or new folder, so that the pairs on disk "
                           "are exactly those synth.json describes")
-    for key in sorted(old - new):
+    gone = sorted(key for key in old if not new(key))
+    for key in gone:
         for p in _pair_files(out, key):
             p.unlink(missing_ok=True)
-    if old or new:
+    if old or any(counts.values()):
         out.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(out / "synth.json", {"complete": False, "pairs": {k: None for k in sorted(old | new)}})
+        keys = heapq.merge(_keys_in_order(counts), ((k, None, None) for k in gone))  # gone: listed, as deleted
+        _write_doc(out / "synth.json", {"complete": False}, keys, lambda *_: None)
 
 
 def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
@@ -201,56 +260,89 @@ def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
     """Write `out/train/{low,high}/NNNNN.png` (and `test/`), plus every pair's parameters in `out/synth.json`.
 
     `part` (a `parts.Part`): make only every N-th pair starting at the I-th (the same files the whole run would
-    write) and record them in `out/.synth-part-I-of-N.json`; the last part to finish writes `synth.json` from the
-    records, the document one run would write. Returns this run's document (a part still waiting: its own pairs,
-    with `"complete": false`)."""
+    write) and record them in `out/.synth-part-I-of-N.npz`; the last part to finish writes `synth.json` from the
+    records, the document one run would write. Returns the run's summary: synth.json's fields but its pairs, and
+    `count`, the pairs this run (or part) made (`complete` false: a part still waiting for others). Memory stays
+    about 70 bytes per pair plus the workers, whatever the number of pairs."""
     out = Path(out_dir)
     photos = _sources(options.source)
     width, height = options.size
-    jobs = []
-    for split_id, (split, count) in enumerate((("train", options.pairs), ("test", options.test))):
-        jobs.extend((out, options.seed, split_id, split, i, width, height) for i in range(count))
+    counts = {"train": options.pairs, "test": options.test}
+    base = {"train": 0, "test": options.pairs}
     # the photo each pair starts from is its generator's first draw: grouping jobs by photo keeps decodes few
-    jobs.sort(key=lambda job: int(_job_rng(job).integers(0, len(photos))))
-    _take_over(out, {f"{job[3]}/{job[4]:05d}" for job in jobs})  # the same in every part: all of them may run it
+    photo = np.fromiter((int(np.random.default_rng([options.seed, split_id, i]).integers(0, len(photos)))
+                         for split_id, split in enumerate(SPLITS) for i in range(counts[split])),
+                        dtype=np.int32, count=options.pairs + options.test)
+    order = np.argsort(photo, kind="stable")  # rows (train then test) in the order the jobs are made
+    del photo
+    _take_over(out, {k: v for k, v in counts.items() if v})  # the same in every part: all of them may run it
     if part is not None:
-        jobs = jobs[part.index::part.count]
-    for split in {job[3] for job in jobs}:
-        for side in ("low", "high"):
-            (out / split / side).mkdir(parents=True, exist_ok=True)
-    results = {}
+        order = order[part.index::part.count]
+    for split in SPLITS:
+        if counts[split]:
+            for side in ("low", "high"):
+                (out / split / side).mkdir(parents=True, exist_ok=True)
+
+    def jobs():
+        for row in order.tolist():
+            split_id = int(row >= options.pairs)
+            yield out, options.seed, split_id, row - base[SPLITS[split_id]], width, height
+
+    table = np.zeros(options.pairs + options.test, dtype=PARAMS)
+    made = 0
+
+    def keep(result) -> None:
+        nonlocal made
+        split_id, i, row = result
+        table[base[SPLITS[split_id]] + i] = row
+        made += 1
+        if on_progress:
+            on_progress(made, len(order))
+
     if options.workers > 1:
         import multiprocessing as mp
 
         with mp.get_context("spawn").Pool(options.workers, initializer=_init_worker, initargs=(photos,)) as pool:
-            for key, params in pool.imap_unordered(_make_pair, jobs, chunksize=4):
-                results[key] = params
-                if on_progress:
-                    on_progress(len(results), len(jobs))
+            for result in pool.imap_unordered(_make_pair, jobs(), chunksize=4):
+                keep(result)
     else:
         _init_worker(photos)
-        for job in jobs:
-            key, params = _make_pair(job)
-            results[key] = params
-            if on_progress:
-                on_progress(len(results), len(jobs))
+        for job in jobs():
+            keep(_make_pair(job))
     head = {"complete": True, "seed": options.seed, "size": [width, height],
             "source": options.source or "scikit-image"}
+    names = [name for name, _ in photos]
     if part is None:
-        doc = {**head, "pairs": dict(sorted(results.items()))}
-        write_json_atomic(out / "synth.json", doc)
-        return doc
-    write_json_atomic(out / _record(part.index, part.count), {**head, "pairs": results})
-    return _finish_parts(out, part.count, head) or {**head, "complete": False, "pairs": dict(sorted(results.items()))}
+        _write_final(out, head, table, names, counts, base)
+        return {**head, "count": made}
+    _write_record(out / _record(part.index, part.count), head, table, names)
+    complete = _finish_parts(out, part.count, head, counts, base)
+    return {**head, "complete": complete, "count": made}
+
+
+def _write_final(out: Path, head: dict, table: np.ndarray, names: list[str], counts: dict, base: dict) -> None:
+    def value(key: str, split: str, i: int) -> dict:
+        return _row_params(table[base[split] + i], names)
+
+    _write_doc(out / "synth.json", head, _keys_in_order({k: v for k, v in counts.items() if v}), value)
 
 
 def _record(index: int, count: int) -> str:
-    return f".synth-part-{index:04d}-of-{count:04d}.json"
+    return f".synth-part-{index:04d}-of-{count:04d}.npz"
 
 
-def _finish_parts(out: Path, count: int, head: dict) -> dict | None:
+def _write_record(path: Path, head: dict, table: np.ndarray, names: list[str]) -> None:
+    """A part's record: its rows of the table (the others not done), the run's head and the photos' names."""
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, table=table, head=np.array(json.dumps(head)), names=np.array(json.dumps(names)))
+    write_bytes_atomic(path, buf.getvalue())
+
+
+def _finish_parts(out: Path, count: int, head: dict, counts: dict, base: dict) -> bool:
     """Once every part's record is in `out`: write synth.json from them (the bytes one run writes) and delete the
-    records; None while a part is missing. Parts take turns (a lock file) so that one of them writes it."""
+    records; False while a part is missing. Parts take turns (a lock file) so that one of them writes it."""
     import fcntl
 
     fd = os.open(out / ".synth.lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -258,18 +350,22 @@ def _finish_parts(out: Path, count: int, head: dict) -> dict | None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         records = [out / _record(i, count) for i in range(count)]
         if not all(r.exists() for r in records):
-            return None
-        pairs: dict = {}
+            return False
+        table, names = None, None
         for r in records:
-            rec = json.loads(r.read_text(encoding="utf-8"))
-            if {k: rec[k] for k in head} != head:
-                raise ConfigError(f"{r}: a part of another synth run (seed, size or source differ); run every part "
-                                  "with the same options, or delete the .synth-part-* files")
-            pairs.update(rec["pairs"])
-        doc = {**head, "pairs": dict(sorted(pairs.items()))}
-        write_json_atomic(out / "synth.json", doc)
+            with np.load(r) as rec:
+                if json.loads(str(rec["head"])) != head or (table is not None and len(rec["table"]) != len(table)):
+                    raise ConfigError(f"{r}: a part of another synth run (seed, size, source or pairs differ); run "
+                                      "every part with the same options, or delete the .synth-part-* files")
+                part_table = rec["table"]
+                names = json.loads(str(rec["names"]))
+            if table is None:
+                table = part_table
+            else:
+                table[part_table["done"]] = part_table[part_table["done"]]
+        _write_final(out, head, table, names, counts, base)
         for r in records:
             r.unlink()
-        return doc
+        return True
     finally:
         os.close(fd)
