@@ -286,6 +286,18 @@ def test_repack_over_an_older_pack_removes_its_stale_shards(raw, tmp_path):
     assert len(open_shards(out)) == 8
 
 
+def test_repack_without_a_split_removes_its_shards_and_its_index_file(raw, tmp_path):
+    import shutil
+
+    out = tmp_path / "out"
+    pack(raw, out, PackOptions(workers=1))
+    assert (out / "test.index").exists() and list(out.glob("test-*.tar"))
+    shutil.rmtree(raw / "test")
+    pack(raw, out, PackOptions(workers=1))
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["manifest.json", "train-000000.tar",
+                                                                                  "train.index"]
+
+
 def test_packing_imports_neither_torch_nor_dali():
     code = ("import sys, pairload, pairload.pack.writer, pairload.pack.synth, pairload.read.shards, "
             "pairload.raw.discover\n"

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import ConfigError, OutputError, PairloadError
-from ..format import schema
+from ..format import binindex, schema
 from ..format.atomic import is_temp_of, write_json_atomic
 from ..units import human_bytes
 
@@ -86,15 +86,18 @@ def remove_partials(folder: Path, journal: dict) -> None:
 
 
 def owned(folder: Path, journal: dict) -> set[str]:
-    """Shard files pack may replace or delete: those the current manifest lists and those a killed pack's journal
-    lists. Any other file, even one named like a shard (`imagenet-000000.tar`), is the user's and stays."""
+    """Shard and split index files pack may replace or delete: those the current manifest lists and those a killed
+    pack's journal lists (so a split the new pack no longer has leaves no `<split>.index` behind). Any other file,
+    even one named like a shard (`imagenet-000000.tar`), is the user's and stays."""
     names: set[str] = set()
     try:
-        names.update(sh["file"] for entry in schema.read_manifest(folder)["splits"].values() for sh in entry["shards"])
+        splits = schema.read_manifest(folder)["splits"].values()
+        names.update(sh["file"] for entry in splits for sh in entry["shards"])
+        names.update(entry[binindex.FIELD]["file"] for entry in splits if isinstance(entry.get(binindex.FIELD), dict))
     except (PairloadError, KeyError, TypeError):
         pass
     names.update(journal_names(journal, "owned"))
-    return {name for name in names if schema.is_shard_name(name)}
+    return {name for name in names if schema.is_shard_name(name) or binindex.is_index_name(name)}
 
 
 # ------------------------------------------------------------------ refusals

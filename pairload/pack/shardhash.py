@@ -56,10 +56,11 @@ class _Shard:
 
 
 class ShardHasher:
-    """`open(number, path, size)`, then `ready(number, upto)` as the shard fills and `ready(number, size, final=True)`
-    once its last sample is in; `digest(number)` is a Future of its sha256 (an OutputError naming the file if it
-    could not be read back or fsynced). `on_done(number, sha256)` runs on a hashing thread and must not raise.
-    `close()` stops the threads (a failed pack: whatever they were doing is abandoned)."""
+    """`open(number, path, size)` for shards 0, 1, 2…, then `ready(number, upto)` as a shard fills and
+    `ready(number, size, final=True)` once its last sample is in; `digest(number)` is a Future of its sha256 (an
+    OutputError naming the file if it could not be read back or fsynced). `on_done(number, sha256)` hears of the
+    shards in their order (an upload then goes shard by shard, as the pack lays them out), on a hashing thread; it must
+    not raise. `close()` stops the threads (a failed pack: whatever they were doing is abandoned)."""
 
     def __init__(self, threads: int, on_done: Callable[[int, str], None] = lambda number, digest: None):
         self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="pairload-sha256")
@@ -67,6 +68,9 @@ class ShardHasher:
         self._shards: dict[int, _Shard] = {}
         self._stop = False
         self._on_done = on_done
+        self._told = threading.Lock()  # on_done in shard order: the next shard to tell of, and the digests waiting
+        self._next = 0
+        self._waiting: dict[int, str] = {}
 
     def open(self, number: int, path: str, size: int) -> None:
         with self._lock:
@@ -100,7 +104,14 @@ class ShardHasher:
             digest = shard.sha.hexdigest()
             shard.sha = None
             shard.digest.set_result(digest)
-            self._on_done(number, digest)
+            self._tell(number, digest)
+
+    def _tell(self, number: int, digest: str) -> None:
+        with self._told:
+            self._waiting[number] = digest
+            while self._next in self._waiting:
+                self._on_done(self._next, self._waiting.pop(self._next))
+                self._next += 1
 
     def _hash(self, fd: int, shard: _Shard) -> bool:
         """Hash what is ready, as it becomes ready; True once the shard is whole, hashed and fsynced."""
