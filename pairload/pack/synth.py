@@ -149,6 +149,7 @@ _photos: list[tuple[str, str]] = []
 PARAMS = np.dtype([("done", "?"), ("source", "<i4"), ("scale", "<f8"), ("y", "<i4"), ("x", "<i4"), ("hflip", "?"),
                    ("exposure", "<f8"), ("gains", "<f8", (3,)), ("photons", "<f8"), ("read_noise", "<f8")])
 SPLITS = ("train", "test")  # split_id 0 and 1; a pair's row is its split's base plus its number
+CHUNK = 4096  # jobs handed to the pool at a time: what bounds the parent's memory besides the table
 
 
 def _init_worker(photos: list[tuple[str, str]]) -> None:
@@ -189,7 +190,7 @@ def _numbers_in_key_order(count: int) -> np.ndarray:
     """0 … count-1 in the order of their keys' text (`00009` < `00010`, but `100000` < `99999`)."""
     if count <= 100_000:
         return np.arange(count)
-    return np.argsort(np.array([f"{i:05d}" for i in range(count)]), kind="stable")
+    return np.argsort(np.char.zfill(np.arange(count).astype("U12"), 5), kind="stable")
 
 
 def _keys_in_order(counts: dict[str, int]):
@@ -283,10 +284,9 @@ def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
             for side in ("low", "high"):
                 (out / split / side).mkdir(parents=True, exist_ok=True)
 
-    def jobs():
-        for row in order.tolist():
-            split_id = int(row >= options.pairs)
-            yield out, options.seed, split_id, row - base[SPLITS[split_id]], width, height
+    def jobs(rows: np.ndarray) -> list[tuple]:
+        return [(out, options.seed, int(row >= options.pairs), row - (options.pairs if row >= options.pairs else 0),
+                 width, height) for row in rows.tolist()]
 
     table = np.zeros(options.pairs + options.test, dtype=PARAMS)
     made = 0
@@ -299,16 +299,22 @@ def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
         if on_progress:
             on_progress(made, len(order))
 
+    chunks = [order[k:k + CHUNK] for k in range(0, len(order), CHUNK)]  # views: the jobs are made a chunk at a time
     if options.workers > 1:
         import multiprocessing as mp
 
         with mp.get_context("spawn").Pool(options.workers, initializer=_init_worker, initargs=(photos,)) as pool:
-            for result in pool.imap_unordered(_make_pair, jobs(), chunksize=4):
-                keep(result)
+            pending = None  # the pool takes a whole iterable at once: it gets a chunk while it works on the one before
+            for chunk in chunks + [None]:
+                started = pool.imap_unordered(_make_pair, jobs(chunk), chunksize=4) if chunk is not None else None
+                for result in pending or ():
+                    keep(result)
+                pending = started
     else:
         _init_worker(photos)
-        for job in jobs():
-            keep(_make_pair(job))
+        for chunk in chunks:
+            for job in jobs(chunk):
+                keep(_make_pair(job))
     head = {"complete": True, "seed": options.seed, "size": [width, height],
             "source": options.source or "scikit-image"}
     names = [name for name, _ in photos]
