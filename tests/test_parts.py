@@ -99,6 +99,15 @@ def test_a_killed_part_run_again_alone_completes_the_pack(raw, reference, tmp_pa
     assert files(out) == reference
 
 
+def test_parts_over_a_finished_pack_of_the_same_raw_leave_the_one_machine_bytes(raw, reference, tmp_path):
+    out = tmp_path / "shards"
+    opts = PackOptions(shard_size=64 * 1024, workers=1, index="binary")
+    pack(raw, out, opts)  # an earlier pack there: its shards and index files are the parts' to replace
+    for i in (1, 0, 2):
+        pack(raw, out, opts, part=Part(i, 3))
+    assert files(out) == reference
+
+
 def test_finish_refuses_while_a_part_is_missing_and_names_it(raw, reference, tmp_path):
     out = tmp_path / "shards"
     for i in (0, 2):

@@ -239,11 +239,11 @@ def finish(out: Path, count: int | None, report: PackReport, *, required: bool =
         index = skel.pop("index")
         guard.remove_partials(out, {})  # a killed finisher's temporary manifest
         report.waiting = []
-        manifest = assemble(skel, rows, report, index, _index_writer(out))
         journal = guard.read_journal(out)
         keep = {r.name for r in rows}
-        for stale in sorted(guard.owned(out, journal) - keep):
+        for stale in sorted(guard.owned(out, journal) - keep):  # old shards and index files: before the new index
             (out / stale).unlink(missing_ok=True)
+        manifest = assemble(skel, rows, report, index, _index_writer(out))
         with guard.writing(out / schema.MANIFEST):
             write_json_atomic(out / schema.MANIFEST, manifest)
         (out / guard.JOURNAL).unlink(missing_ok=True)
