@@ -181,9 +181,11 @@ def pack(
     if finish:
         from .pack.writer import finish_parts
 
-        report = finish_parts(shards_dir, which.count if which else None)
+        report = finish_parts(shards_dir, which.count if which else None, storage_options=options or None,
+                              staging=staging)
+        where = f"{report.url}/manifest.json" if report.url else Path(shards_dir) / "manifest.json"
         out.print(f"finished: {report.pairs} pairs in {sum(s['shards'] for s in report.splits.values())} shards; "
-                  f"wrote {Path(shards_dir) / 'manifest.json'}", highlight=False, markup=False)
+                  f"wrote {where}", highlight=False, markup=False)
         return
     with _progress("pack") as update:
         report = run(raw_dir, shards_dir, opts, on_progress=update, staging=staging, storage_options=options,

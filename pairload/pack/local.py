@@ -88,7 +88,7 @@ def _plan(discovery, raw: Path, options: PackOptions, pool, report: PackReport, 
     return inputs, plans, skel
 
 
-def _index_writer(out: Path):
+def index_writer(out: Path):
     def write(name: str, columns) -> tuple[str, int]:
         with guard.writing(out / name):
             return write_columns(out / name, columns)
@@ -124,7 +124,7 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     for stale in sorted(owned - keep):
         (out / stale).unlink(missing_ok=True)
     schema.fsync_dir(out)
-    manifest = assemble(skel, rows, report, options.index, _index_writer(out))
+    manifest = assemble(skel, rows, report, options.index, index_writer(out))
     with guard.writing(out / schema.MANIFEST):
         write_json_atomic(out / schema.MANIFEST, manifest)
     (out / guard.JOURNAL).unlink(missing_ok=True)
@@ -202,39 +202,21 @@ def finish(out: Path, count: int | None, report: PackReport, *, required: bool =
     left to the last part (`report.waiting`)."""
     with guard.finish_lock(out):
         records = parts.records_in(out)
-        counts = sorted({p.count for p in records})
-        if count is None:
-            if not counts:
-                raise OutputError(f"{out}: no part of a pack made with --part I/N is here (no .pairload-part-*.record "
-                                  "file); run `pairload pack RAW OUT --part I/N` for every part first")
-            if len(counts) > 1:
-                raise OutputError(f"{out}: holds parts of packs in {' and '.join(map(str, counts))} parts; delete the "
-                                  ".pairload-part-* files of the pack you do not want, then finish again")
-            count = counts[0]
+        count = parts.choose_count(set(records), count, str(out))
         gone = parts.missing(out, count)
         if gone:
             if required:
-                shown = ", ".join(f"{i}/{count}" for i in gone[:10]) + (" …" if len(gone) > 10 else "")
-                raise OutputError(f"{out}: part {shown} of {count} has not finished (no "
-                                  f"{Part(gone[0], count).record}); run `pairload pack RAW {out} --part "
-                                  f"{gone[0]}/{count}` (the same RAW and options), then finish again")
+                raise OutputError(parts.missing_message(str(out), gone, count))
             report.waiting = gone
             return report
         recs = [parts.read_record(records[Part(i, count)]) for i in range(count)]
-        for rec in recs[1:]:
-            if rec.fingerprint != recs[0].fingerprint:
-                raise OutputError(f"{out / rec.part.record}: part {rec.part} belongs to another pack than part "
-                                  f"{recs[0].part} (other RAW files or options); run it again with the same RAW and "
-                                  "options as the others")
-        rows = [r for rec in recs for r in rec.rows]
+        rows = parts.one_pack(recs, lambda rec: str(out / rec.part.record))
         for r in rows:
             try:
                 size = (out / r.name).stat().st_size
             except FileNotFoundError:
                 size = None
-            if size != r.bytes:
-                raise OutputError(f"{out / r.name}: {'missing' if size is None else f'{size} bytes'}, part records "
-                                  f"say {r.bytes} bytes; run its part again, then finish again")
+            parts.check_shard(str(out / r.name), size, r.bytes)
         skel = dict(recs[0].skeleton)
         index = skel.pop("index")
         guard.remove_partials(out, {})  # a killed finisher's temporary manifest
@@ -243,7 +225,7 @@ def finish(out: Path, count: int | None, report: PackReport, *, required: bool =
         keep = {r.name for r in rows}
         for stale in sorted(guard.owned(out, journal) - keep):  # old shards and index files: before the new index
             (out / stale).unlink(missing_ok=True)
-        manifest = assemble(skel, rows, report, index, _index_writer(out))
+        manifest = assemble(skel, rows, report, index, index_writer(out))
         with guard.writing(out / schema.MANIFEST):
             write_json_atomic(out / schema.MANIFEST, manifest)
         (out / guard.JOURNAL).unlink(missing_ok=True)

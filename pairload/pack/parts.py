@@ -148,3 +148,43 @@ def check_records(out: Path, part: Part, print_: str) -> None:
 def missing(out: Path, count: int) -> list[int]:
     have = {p.index for p in records_in(out) if p.count == count}
     return [i for i in range(count) if i not in have]
+
+
+# Finishing, wherever the records lie (a folder, or a URL: `bucketparts`); `where` names the place in messages.
+
+def choose_count(found: set[Part], count: int | None, where: str) -> int:
+    """The number of parts to finish: `count`, or the one the parts found say."""
+    if count is not None:
+        return count
+    counts = sorted({p.count for p in found})
+    if not counts:
+        raise OutputError(f"{where}: no part of a pack made with --part I/N is here (no .pairload-part-*.record "
+                          "file); run `pairload pack RAW OUT --part I/N` for every part first")
+    if len(counts) > 1:
+        raise OutputError(f"{where}: holds parts of packs in {' and '.join(map(str, counts))} parts; delete the "
+                          ".pairload-part-* files of the pack you do not want, then finish again")
+    return counts[0]
+
+
+def missing_message(where: str, gone: list[int], count: int) -> str:
+    shown = ", ".join(f"{i}/{count}" for i in gone[:10]) + (" …" if len(gone) > 10 else "")
+    return (f"{where}: part {shown} of {count} has not finished (no {Part(gone[0], count).record}); run `pairload "
+            f"pack RAW {where} --part {gone[0]}/{count}` (the same RAW and options), then finish again")
+
+
+def one_pack(recs: list[Record], where_of) -> list[ShardRows]:
+    """Every part's rows in shard order, once all records are of one pack (else an error naming the odd one,
+    `where_of(record)`)."""
+    for rec in recs[1:]:
+        if rec.fingerprint != recs[0].fingerprint:
+            raise OutputError(f"{where_of(rec)}: part {rec.part} belongs to another pack than part {recs[0].part} "
+                              "(other RAW files or options); run it again with the same RAW and options as the "
+                              "others")
+    return [r for rec in recs for r in rec.rows]
+
+
+def check_shard(where: str, size: int | None, expected: int) -> None:
+    """A shard a record lists must be there, at its size, before the manifest names it."""
+    if size != expected:
+        raise OutputError(f"{where}: {'missing' if size is None else f'{size} bytes'}, part records say {expected} "
+                          "bytes; run its part again, then finish again")

@@ -63,13 +63,13 @@ def pack_to_url(raw_dir: str | os.PathLike, url: str, options: PackOptions = Pac
                 on_upload: Callable[[str, str], None] | None = None) -> PackReport:
     """Pack `raw_dir` into `staging` (default: `default_staging(url)`) and upload it to `url`; see the module doc."""
     start = time.perf_counter()
-    _refuse_read_only(url)
+    refuse_read_only(url)
     raw = Path(raw_dir)
     folder = Path(staging) if staging is not None else default_staging(url)
     guard.check_output_outside_raw(raw, folder)
     folder.mkdir(parents=True, exist_ok=True)
-    with _staging_lock(folder):
-        session = _Session(url, storage_options, raw, folder, options.overwrite, on_upload)
+    with staging_lock(folder):
+        session = Session(url, storage_options, raw, folder, options.overwrite, on_upload)
         try:
             report = _stage_and_upload(session, raw, folder, options, on_progress, own_folder=staging is None)
         finally:
@@ -83,7 +83,7 @@ def pack_to_url(raw_dir: str | os.PathLike, url: str, options: PackOptions = Pac
     return report
 
 
-def _stage_and_upload(session: "_Session", raw: Path, folder: Path, options: PackOptions, on_progress,
+def _stage_and_upload(session: "Session", raw: Path, folder: Path, options: PackOptions, on_progress,
                       own_folder: bool) -> PackReport:
     ledger = session.ledger
     stamp = _stamp(raw, options)
@@ -112,7 +112,7 @@ def _stage_and_upload(session: "_Session", raw: Path, folder: Path, options: Pac
 
 # ------------------------------------------------------------------ the destination
 
-def _refuse_read_only(url: str) -> None:
+def refuse_read_only(url: str) -> None:
     if scheme(url) in READ_ONLY:
         raise OutputError(f"{redact(url)}: an HTTP(S) URL is read-only, `pairload pack` cannot write there; pack into "
                           "a local folder or a bucket and serve that folder")
@@ -122,7 +122,7 @@ class _LocalGone(Exception):
     """The local file being uploaded was renamed before it was opened (a partial shard that became a shard)."""
 
 
-class _Destination:
+class Destination:
     """The folder at `url`, through its fsspec filesystem, with every backend error turned into an OutputError."""
 
     def __init__(self, url: str, storage_options: dict | None):
@@ -361,7 +361,7 @@ def _shards(doc: dict) -> list[dict]:
 
 # ------------------------------------------------------------------ one upload
 
-class _Session:
+class Session:
     """The destination, the ledger and the one thread that changes the destination, in order: shards as they are
     finished (`submit`), then, from `finish`, the shards no longer listed and the manifest."""
 
@@ -371,7 +371,7 @@ class _Session:
         self.overwrite, self.on_upload = overwrite, on_upload
         self.ledger = _Ledger(folder, _destination_id(url, storage_options))
         self.report = UploadReport(url=redact(url.rstrip("/")), staging=folder)
-        self.dest: _Destination | None = None
+        self.dest: Destination | None = None
         self.old_manifest: bytes | None = None  # the manifest at the destination, until it is deleted
         self.queue: queue.Queue = queue.Queue()
         self.thread: threading.Thread | None = None
@@ -381,7 +381,7 @@ class _Session:
     def start(self) -> None:
         """Check the destination (before anything is decoded) and start the upload thread. Called once the pack's
         worker processes exist: the backend's own I/O thread starts here, after them."""
-        self.dest = _Destination(self.url, self.storage_options)
+        self.dest = Destination(self.url, self.storage_options)
         self.dest.check()
         self.dest.remove_temps()
         self.old_manifest = self.dest.read(schema.MANIFEST)
@@ -442,15 +442,19 @@ class _Session:
             self.thread.join()
             self.thread = None
 
+    def wait(self) -> None:
+        """Every submitted shard uploaded (or the first error raised); the upload thread is done."""
+        self._drain()
+        if self.error is not None:
+            raise self.error
+
     def finish(self, doc: dict) -> None:
         """Upload the shards not uploaded yet (all of them when the staging pack was reused), wait for the upload
         thread, delete the shards the new manifest does not list, then put the manifest: last."""
         for sh in _shards(doc):  # the pack called submit() for every shard it wrote before it returned
             if sh["file"] not in self.submitted:
                 self.submit(sh["file"], str(self.folder / sh["file"]), sh["sha256"], sh["bytes"])
-        self._drain()
-        if self.error is not None:
-            raise self.error
+        self.wait()
         keep = {sh["file"] for sh in _shards(doc)}
         for name in sorted(self.ledger.owned - keep):
             self._retire_manifest()
@@ -473,7 +477,7 @@ class _Session:
             self._drain()
 
 
-def _staging_lock(folder: Path):
+def staging_lock(folder: Path):
     """One upload at a time per staging folder (the pack inside it takes the packer's own lock too)."""
     return guard.exclusive(folder / LOCK, OutputError(
         f"{folder}: another `pairload pack` is uploading from this staging folder (it holds {LOCK}); wait for it to "

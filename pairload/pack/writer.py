@@ -26,15 +26,17 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
     `storage_options` go to the fsspec backend, `on_upload(event, name)` reports each "uploaded", "skipped" or
     "deleted" object in order.
 
-    `part`: make only that part of the pack (see `parts`; a local or shared folder): every part plans alike and
-    writes its own shards, and the last one to finish writes the manifest; `finish_parts` does it by hand."""
+    `part`: make only that part of the pack (see `parts`; a local or shared folder, or a URL: `bucketparts`): every
+    part plans alike and writes its own shards, and the last one to finish writes the manifest; `finish_parts` does
+    it by hand."""
     from ..remote.urls import is_url, local_path
 
     if is_url(shards_dir):
-        if part is not None:
-            raise ConfigError(f"{shards_dir}: --part packs into a folder that every part reaches (a shared file "
-                              "system), not yet into a URL; pack the parts into a shared folder, then copy it to the "
-                              "bucket with your storage's tool (e.g. `aws s3 sync FOLDER URL`)")
+        if part is not None and part.count > 1:
+            from .bucketparts import pack_part_to_url
+
+            return pack_part_to_url(raw_dir, os.fspath(shards_dir), options, on_progress, part=part, staging=staging,
+                                    storage_options=storage_options, keep_staging=keep_staging, on_upload=on_upload)
         from .upload import pack_to_url
 
         return pack_to_url(raw_dir, os.fspath(shards_dir), options, on_progress, staging=staging,
@@ -45,12 +47,19 @@ def pack(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, options: Pac
     return pack_folder(raw_dir, local_path(shards_dir), options, on_progress, part=part)
 
 
-def finish_parts(shards_dir: str | os.PathLike, count: int | None = None) -> PackReport:
-    """Write the manifest of a pack made with `part=` once every part's record is in `shards_dir`; raises an
-    OutputError naming the missing parts before."""
+def finish_parts(shards_dir: str | os.PathLike, count: int | None = None, *, storage_options: dict | None = None,
+                 staging: str | os.PathLike | None = None) -> PackReport:
+    """Write the manifest of a pack made with `part=` once every part's record is in `shards_dir` (a folder, or a
+    URL with its `storage_options`; `staging`: a local folder for the records meanwhile); raises an OutputError
+    naming the missing parts before."""
     from pathlib import Path
 
-    from ..remote.urls import local_path
+    from ..remote.urls import is_url, local_path
+
+    if is_url(shards_dir):
+        from .bucketparts import finish_url
+
+        return finish_url(os.fspath(shards_dir), count, storage_options, staging)
 
     out = Path(local_path(shards_dir))
     return finish(out, count, PackReport(shards_dir=out))
