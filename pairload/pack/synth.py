@@ -196,8 +196,10 @@ def _numbers_in_key_order(count: int) -> np.ndarray:
 def _keys_in_order(counts: dict[str, int]):
     """(key, split, number) of every pair of `counts` ({split: pairs}), in key order."""
     for split in sorted(counts):
-        for i in _numbers_in_key_order(counts[split]).tolist():
-            yield f"{split}/{i:05d}", split, i
+        numbers = _numbers_in_key_order(counts[split])
+        for start in range(0, len(numbers), 1 << 16):  # a Python int each, a slice at a time
+            for i in numbers[start:start + (1 << 16)].tolist():
+                yield f"{split}/{i:05d}", split, i
 
 
 def _write_doc(path: Path, head: dict, keys, value) -> None:
