@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import io
 import json
 import math
 import os
@@ -180,13 +181,23 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     return history
 
 
+def _stacks_on_usr1() -> None:
+    """`kill -USR1 PID`: every thread's stack on stderr. Not where stderr is no file (called in-process, under a
+    capturing test runner): the dump is a debugging aid, never a reason to fail."""
+    if not hasattr(signal, "SIGUSR1"):
+        return
+    try:
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        pass
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m pairload.train", parent: int | None = None) -> int:
     """The command: parse, join the ranks, run; a PairloadError is one line on stderr and exit code 1. Under
     torchrun the rank exits when `parent` (the process that started it: the torchrun agent) dies. `kill -USR1 PID`
     prints every thread's stack of a rank that seems stuck (to stderr) and lets it go on."""
     parent = os.getppid() if parent is None else parent
-    if hasattr(signal, "SIGUSR1"):
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    _stacks_on_usr1()
     try:
         cfg = parse_args(argv, prog, description=__doc__)
         info = dist_info(cfg.device)
