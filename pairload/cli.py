@@ -446,7 +446,8 @@ def bench_loaders(
               f"one core copying crops {lim['copy']['pairs_per_s_per_core']:,.0f} pairs/s"
               + (f"; {dec['format']} decode {dec['pairs_per_s_per_core']:,.0f} pairs/s per core, "
                  f"{dec['pairs_per_s_all_cores']:,.0f} on {dec['cores']} cores" if dec else "")
-              + (f"; disk {disk['gb_per_s']:.2f} GB/s sequential, cold = {disk['pairs_per_s']:,.0f} pairs/s"
+              + (f"; disk {disk['gb_per_s']:.2f} GB/s cold ({disk.get('streams', 1)} stream(s), the better of 1 "
+                 f"and {disk.get('parallel_streams', 1)}) = {disk['pairs_per_s']:,.0f} pairs/s"
                  if disk else ""), highlight=False)
     if out_json:
         write_json_atomic(out_json, report)

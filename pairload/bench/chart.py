@@ -36,7 +36,8 @@ def plot(report: dict, path: str | os.PathLike, targets: dict[str, float] | None
         lines.append((lim["decode"]["pairs_per_s_all_cores"],
                       f"{lim['decode']['format']} decode, {lim['decode']['cores']} cores", "#ff7f0e"))
     if lim.get("disk"):
-        lines.append((lim["disk"]["pairs_per_s"], "disk, sequential, cold", "#8c564b"))
+        lines.append((lim["disk"]["pairs_per_s"], f"disk, cold ({lim['disk'].get('streams', 1)} stream(s))",
+                      "#8c564b"))
     if lim.get("train_step_pairs_per_s"):
         lines.append((lim["train_step_pairs_per_s"], "reference U-Net training step", "#2ca02c"))
     for x, label, color in lines:

@@ -66,7 +66,8 @@ def run_bench(cfg: BenchConfig, on_result: Callable[[Result], None] | None = Non
     limits = {"h2d": h2d_bound(device, pair_bytes), "decode": decode_rate(cfg.raw, cfg.split),
               "copy": copy_rate(cfg.shards, cfg.split, cfg.crop)}
     if cfg.cold:
-        limits["disk"] = disk_bound(ds.files, sum(ds.shard_bytes) // len(ds))  # bytes stored per pair
+        limits["disk"] = disk_bound(ds.files, sum(ds.shard_bytes) // len(ds),  # bytes stored per pair
+                                    streams=min(8, max(2, workers)))
     consumer = make_consumer(device, cfg.crop) if cfg.consumer == "unet" else None
     results = []
 
