@@ -98,3 +98,34 @@ def test_parts_replace_an_older_pack_of_the_same_raw_and_delete_its_stale_shards
     expected = local_pack(raw, tmp_path / "local", bigger)
     assert old - set(expected)  # the old pack had shards the new one does not
     assert s3.objects(bucket, "ds/") == expected
+
+
+def test_a_part_killed_mid_pack_runs_again_from_its_own_staging_folder(raw, tmp_path, s3):
+    import shutil
+    import signal
+    import time
+
+    from pairload.pack.bucketparts import default_staging
+
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/ds"
+    staging = default_staging(f"{url}#.pairload-part-0001-of-0003.record")  # the part's own, as users get it
+    args = [sys.executable, "-m", "pairload.cli", "pack", str(raw), url, "--part", "1/3", "--shard-size", "64KB",
+            "--workers", "1", *s3_flags(s3)]
+    try:
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not list(staging.glob("*.tar.partial")) and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        p.send_signal(signal.SIGKILL)
+        p.communicate()
+        if p.returncode == 0:
+            pytest.skip("part 1 finished before it could be killed")
+        assert list(staging.glob("*.tar.partial"))  # a half-written shard the kill left behind
+        res = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        for i in (0, 2):
+            part_to_s3(raw, url, s3, tmp_path, i, 3)
+        assert s3.objects(bucket, "ds/") == local_pack(raw, tmp_path / "local")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

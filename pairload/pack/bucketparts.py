@@ -54,8 +54,8 @@ def pack_part_to_url(raw_dir, url: str, options: PackOptions, on_progress: Calla
         try:
             session.start()  # the destination checked, and another RAW's manifest refused, before any decode
             local = dataclasses.replace(options, overwrite=True) if staging is None else options
-            if staging is None:  # pairload's own staging folder of this part: an earlier try's records are stale
-                for old in folder.glob(".pairload-part-*"):
+            if staging is None:  # pairload's own staging folder of this part: an earlier try's record is stale (its
+                for old in folder.glob(".pairload-part-*.record"):  # journal stays: it names a killed try's partials)
                     old.unlink(missing_ok=True)
             report = pack_folder(raw, folder, local, on_progress, part=part)
             rec = parts.read_record(folder / part.record)
