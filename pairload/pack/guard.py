@@ -151,7 +151,8 @@ def in_the_way(path: Path, more: int = 0) -> str:
     """The refusal for a file under a partial shard's name that no pack's journal lists."""
     also = f" (and {more} more such files)" if more else ""
     return (f"{path}: this pack would write its temporary shard under this name, and the file there was not written "
-            f"by `pairload pack` (no pack's journal {JOURNAL} lists it){also}; move or delete it, or pack into another "
+            f"by `pairload pack` (neither the pack's journal {JOURNAL} nor a part's .pairload-part-*.journal lists "
+            f"it){also}; move or delete it, or pack into another "
             "folder")
 
 
