@@ -10,7 +10,7 @@ import pytest
 from pairload import OutputError
 from pairload.pack.writer import PackOptions, Part, finish_parts, pack
 
-from conftest import make_raw
+from conftest import kill_when_written, make_raw
 
 OPTS = PackOptions(workers=1, shard_size=64 * 1024)
 
@@ -102,9 +102,6 @@ def test_parts_replace_an_older_pack_of_the_same_raw_and_delete_its_stale_shards
 
 def test_a_part_killed_mid_pack_runs_again_from_its_own_staging_folder(raw, tmp_path, s3):
     import shutil
-    import signal
-    import time
-
     from pairload.pack.bucketparts import default_staging
 
     bucket = s3.bucket()
@@ -113,14 +110,8 @@ def test_a_part_killed_mid_pack_runs_again_from_its_own_staging_folder(raw, tmp_
     args = [sys.executable, "-m", "pairload.cli", "pack", str(raw), url, "--part", "1/3", "--shard-size", "64KB",
             "--workers", "1", *s3_flags(s3)]
     try:
-        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while not list(staging.glob("*.tar.partial")) and p.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.002)
-        p.send_signal(signal.SIGKILL)
-        p.communicate()
-        if p.returncode == 0:
-            pytest.skip("part 1 finished before it could be killed")
+        kill_when_written(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+                          staging, "*.tar.partial")
         assert list(staging.glob("*.tar.partial"))  # a half-written shard the kill left behind
         res = subprocess.run(args, capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, res.stderr
@@ -129,3 +120,14 @@ def test_a_part_killed_mid_pack_runs_again_from_its_own_staging_folder(raw, tmp_
         assert s3.objects(bucket, "ds/") == local_pack(raw, tmp_path / "local")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def test_no_keep_staging_removes_what_the_part_wrote_and_nothing_else(raw, tmp_path, s3):
+    bucket = s3.bucket()
+    staging = tmp_path / "mine"
+    staging.mkdir()
+    (staging / "notes.txt").write_text("a user's file")
+    report = pack(raw, f"s3://{bucket}/ds", OPTS, part=Part(0, 3), staging=staging, keep_staging=False,
+                  storage_options=s3.storage_options)
+    assert not report.upload.kept and [p.name for p in staging.iterdir()] == ["notes.txt"]
+    assert any(name.endswith(".tar") for name in s3.objects(bucket, "ds/"))  # uploaded before it was removed

@@ -28,7 +28,7 @@ from .local import index_writer, pack_folder
 from .manifest import assemble
 from .options import PackOptions, PackReport
 from .parts import Part
-from .upload import Destination, Session, refuse_read_only, staging_lock, default_staging
+from .upload import Destination, Session, default_staging, refuse_read_only, remove_staging, staging_lock
 
 CLAIM = re.compile(r"^\.pairload-part-(\d{4})-of-(\d{4})\.json$")
 REPLACED = ".pairload-parts-replaced.json"
@@ -72,10 +72,10 @@ def pack_part_to_url(raw_dir, url: str, options: PackOptions, on_progress: Calla
                                             required=False)
         finally:
             session.stop()
-    report.part = str(part)
     report.url, report.upload = session.report.url, session.report
-    if not keep_staging:
-        shutil.rmtree(folder, ignore_errors=True)
+    if not keep_staging:  # what this part wrote there, as a one-machine upload removes its own
+        remove_staging(folder, [r.name for r in rec.rows] + [part.record, f"{part.record}.lock", part.journal,
+                                                             claim_name(part), REPLACED, guard.FINISH_LOCK])
         session.report.kept = False
     report.seconds = time.perf_counter() - start
     return report
@@ -98,13 +98,8 @@ def finish_url(url: str, count: int | None, storage_options: dict | None = None,
 
 def _claims(dest: Destination) -> dict[Part, str]:
     """{part: its plan's fingerprint} of every claim at the destination."""
-    with dest.errors(None, "listing the folder"):
-        try:
-            names = [str(p).rsplit("/", 1)[-1] for p in dest.fs.ls(dest.root, detail=False)]
-        except FileNotFoundError:
-            names = []
     found = {}
-    for name in names:
+    for name in dest.names():
         m = CLAIM.match(name)
         if m:
             try:

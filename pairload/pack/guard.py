@@ -18,6 +18,7 @@ from ..units import human_bytes
 
 JOURNAL = ".pairload-pack.json"  # the shard files a pack is replacing, written before it touches any of them
 LOCK = ".pairload-pack.lock"
+FINISH_LOCK = ".pairload-finish.lock"  # the parts of a pack in one folder take turns at its journal and manifest
 
 
 # ------------------------------------------------------------------ write failures
@@ -225,7 +226,7 @@ def finish_lock(folder: Path):
     """The parts of a pack take turns at the folder's shared state (the journal, the manifest): wait for it."""
     import fcntl
 
-    fd = os.open(folder / ".pairload-finish.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(folder / FINISH_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -76,7 +76,7 @@ def pack_to_url(raw_dir: str | os.PathLike, url: str, options: PackOptions = Pac
             session.stop()
     upload = session.report
     if not keep_staging:
-        _remove_staging(folder)
+        remove_staging(folder)
         upload.kept = False
     report.url, report.upload = upload.url, upload
     report.seconds = time.perf_counter() - start
@@ -202,14 +202,20 @@ class Destination:
             except FileNotFoundError:
                 pass
 
+    def names(self) -> list[str]:
+        """The names of the objects in the folder (none where it does not exist yet)."""
+        with self.errors(None, "listing the folder"):
+            try:
+                return [str(p).rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False)]
+            except FileNotFoundError:
+                return []
+
     def remove_temps(self) -> None:
         """Delete what a killed upload left under pack's temporary names (only backends without atomic puts use
         them): `.<shard or manifest>.<pid>.upload`."""
         if self.atomic:
             return
-        with self.errors(None, "listing the folder"):
-            names = [str(p).rsplit("/", 1)[-1] for p in self.fs.ls(self.root, detail=False)]
-        for name in names:
+        for name in self.names():
             m = _TEMP.match(name)
             target = m.group("target") if m else ""
             if m and (schema.is_shard_name(target) or binindex.is_index_name(target) or target == schema.MANIFEST):
@@ -502,9 +508,10 @@ def _report_from_manifest(doc: dict, folder: Path) -> PackReport:
     return report
 
 
-def _remove_staging(folder: Path) -> None:
-    """--no-keep-staging: delete what pack wrote in the staging folder, and the folder when nothing else is left."""
-    names = [schema.MANIFEST, LEDGER, LOCK, guard.LOCK, guard.JOURNAL]
+def remove_staging(folder: Path, extra: list[str] = ()) -> None:
+    """--no-keep-staging: delete what pack wrote in the staging folder (and the `extra` files a part of a pack
+    wrote there), and the folder when nothing else is left."""
+    names = [schema.MANIFEST, LEDGER, LOCK, guard.LOCK, guard.JOURNAL, *extra]
     try:
         names += [sh["file"] for sh in _shards(schema.read_manifest(folder))]
     except PairloadError:
