@@ -94,6 +94,21 @@ def packed(raw: Path, tmp_path: Path) -> Path:
     return out
 
 
+def kill_when_written(proc, folder: Path, pattern: str, timeout: float = 120) -> None:
+    """SIGKILL `proc` as soon as a file matching `pattern` (a half-written shard, say) appears in `folder`, and
+    reap it; skip the test if it finished before it could be killed."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not list(folder.glob(pattern)) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    if proc.returncode == 0:
+        pytest.skip("it finished before it could be killed")
+
+
 def kill_tree(pid: int) -> None:
     """SIGKILL process `pid` and every process under it at once, as a machine losing power would. Killing torchrun's
     process group is not enough: torchrun starts each rank in a session of its own (`start_new_session`), so its

@@ -4,10 +4,8 @@ and in which order; a killed part run again alone completes it; refusals name th
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +15,8 @@ from PIL import Image
 from pairload.errors import ConfigError, OutputError
 from pairload.pack.parts import Part
 from pairload.pack.writer import PackOptions, finish_parts, pack
+
+from conftest import kill_when_written
 
 PAIRS = 30
 
@@ -86,14 +86,7 @@ def test_a_killed_part_run_again_alone_completes_the_pack(raw, reference, tmp_pa
     for i in (0, 2):
         pack(raw, out, PackOptions(shard_size=64 * 1024, workers=1, index="binary"), part=Part(i, 3))
     assert not (out / "manifest.json").exists()
-    p = cli(str(raw), str(out), "--part", "1/3", *OPTS)
-    deadline = time.monotonic() + 120
-    while not list(out.glob("*.partial")) and p.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.002)
-    p.send_signal(signal.SIGKILL)
-    p.communicate()
-    if p.returncode == 0:
-        pytest.skip("part 1 finished before it could be killed")
+    kill_when_written(cli(str(raw), str(out), "--part", "1/3", *OPTS), out, "*.partial")
     assert not (out / "manifest.json").exists()
     pack(raw, out, PackOptions(shard_size=64 * 1024, workers=1, index="binary"), part=Part(1, 3))
     assert files(out) == reference

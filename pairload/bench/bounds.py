@@ -93,18 +93,17 @@ def disk_bound(files, pair_bytes: int, seconds: float = 3.0, streams: int = 4) -
     files = list(files)
     evict(files)
     resident = resident_fraction(files)
-    rates = {}
-    for n in (1, max(2, streams)):
+    parallel = max(2, streams)
+    read: dict[int, tuple[int, float]] = {}  # streams -> (bytes, seconds)
+    for n in (1, parallel):
         evict(files)
-        got, dt = _read_rate(files, seconds, n)
-        rates[n] = (got, dt)
+        read[n] = _read_rate(files, seconds, n)
     evict(files)
-    best = max(rates, key=lambda n: rates[n][0] / rates[n][1])
-    got, dt = rates[best]
-    return {"gb_per_s": got / dt / 1e9, "pairs_per_s": got / dt / pair_bytes, "bytes_read": got,
-            "streams": best, "sequential_gb_per_s": rates[1][0] / rates[1][1] / 1e9,
-            "parallel_gb_per_s": rates[max(2, streams)][0] / rates[max(2, streams)][1] / 1e9,
-            "parallel_streams": max(2, streams), "resident_before": round(resident, 4)}
+    rate = {n: got / dt for n, (got, dt) in read.items()}  # bytes/s
+    best = max(rate, key=rate.get)
+    return {"gb_per_s": rate[best] / 1e9, "pairs_per_s": rate[best] / pair_bytes, "bytes_read": read[best][0],
+            "streams": best, "sequential_gb_per_s": rate[1] / 1e9, "parallel_gb_per_s": rate[parallel] / 1e9,
+            "parallel_streams": parallel, "resident_before": round(resident, 4)}
 
 
 def h2d_bound(device: torch.device, pair_bytes: int, size: int = 256 * 2**20) -> dict:
