@@ -1,12 +1,21 @@
 """How worker processes start: fork only while this process runs a single thread, native ones included. A lock held
 by another thread at fork time is never released in the child (an OpenMP pool torch started, DALI's executor threads),
-so a forked worker can wait forever; spawn starts a fresh interpreter instead."""
+so a forked worker can wait forever; spawn starts a fresh interpreter instead (0.5-0.8 s for 16 workers, most of a
+1,000-pair pack's overhead).
+
+numpy and OpenCV each load an OpenBLAS whose pthread pool starts with the library, so any process that imported them
+runs 2 + (2 x cores - 2) threads. Those pools are idle between BLAS calls, and OpenBLAS shuts them down itself before
+every fork (its `pthread_atfork` handler): `start_method` does the same first, where no other Python thread could be
+inside a BLAS call, and then counts. OpenBLAS starts its pool again on its next call."""
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import os
 import threading
+
+_PTHREADS = 1  # openblas_get_parallel(): 0 sequential, 1 its own pthread pool, 2 OpenMP (threads not its own)
 
 
 def threads() -> int:
@@ -17,6 +26,41 @@ def threads() -> int:
         return threading.active_count()
 
 
+def _openblas_libraries() -> list[str]:
+    """Paths of the OpenBLAS libraries loaded in this process (numpy's, OpenCV's, …)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split(None, 5)[5].strip() for line in maps if line.count(" ") >= 5 and "openblas" in line}
+    except OSError:
+        return []
+    return sorted(p for p in paths if "openblas" in os.path.basename(p) and os.path.isfile(p))
+
+
+def quiesce_blas() -> int:
+    """Shut down the idle thread pools of the loaded pthread OpenBLAS builds, as OpenBLAS does before a fork; returns
+    how many it shut down. Only while this is Python's only thread, so that no BLAS call can be running."""
+    if threading.active_count() != 1:
+        return 0
+    done = 0
+    for path in _openblas_libraries():
+        try:
+            lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        except OSError:
+            continue
+        parallel = next((getattr(lib, name) for name in ("openblas_get_parallel", "scipy_openblas_get_parallel64_",
+                                                         "scipy_openblas_get_parallel")
+                         if hasattr(lib, name)), None)
+        if parallel is None or not hasattr(lib, "blas_thread_shutdown_") or parallel() != _PTHREADS:
+            continue
+        lib.blas_thread_shutdown_()
+        done += 1
+    return done
+
+
 def start_method() -> str:
-    """"fork" where it is safe now, else "spawn"."""
-    return "fork" if "fork" in mp.get_all_start_methods() and threads() == 1 else "spawn"
+    """"fork" where it is safe now (idle OpenBLAS pools shut down first), else "spawn"."""
+    if "fork" not in mp.get_all_start_methods():
+        return "spawn"
+    if threads() > 1:
+        quiesce_blas()
+    return "fork" if threads() == 1 else "spawn"

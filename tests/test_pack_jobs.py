@@ -2,6 +2,7 @@
 with the same notes and CRCs, and a failed job says whose fault it is (the pair's or the output's)."""
 
 import io
+import os
 import zlib
 from pathlib import Path
 
@@ -74,3 +75,22 @@ def test_a_job_needs_exactly_one_destination(pair):
         job(pair)
     with pytest.raises(ValueError, match="either a shard file"):
         job(pair, file="x", level=3)
+
+
+def test_idle_openblas_pools_are_shut_down_so_the_pack_forks_its_workers_and_blas_still_works():
+    """numpy and OpenCV each start an OpenBLAS thread pool on import; `start_method` shuts those idle pools down (as
+    OpenBLAS itself does before a fork) and then finds one thread, so workers fork instead of spawning 16
+    interpreters. OpenBLAS starts its pool again on its next call, and its results are unchanged."""
+    import subprocess
+    import sys
+
+    code = ("import os, numpy as np, cv2\n"
+            "from pairload.forking import start_method, threads\n"
+            "a = np.arange(40000, dtype=np.float64).reshape(200, 200) % 7; want = a @ a\n"
+            "before = threads()\n"
+            "print(before, start_method(), threads(), bool((a @ a == want).all()))\n")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2"}  # a pool even on a 1-core machine
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    before, method, after, same = res.stdout.split()
+    assert int(before) > 1, "the test needs OpenBLAS pools running"
+    assert (method, after, same) == ("fork", "1", "True"), res.stderr[-2000:]
