@@ -31,8 +31,9 @@ KIND_LIST = (
          "packed shards, the whole split in the page cache (strided deal); on a GPU the kernel cuts from it",
          {"deal": "strided"}, ("resident", "zero_copy", "pin_budget", "prefetch", "timeout", *_REMOTE)),
     Kind("wds", "pairload.loaders.host:HostLoader",
-         "packed shards streamed a window of shards at a time (by-shard deal): splits larger than memory",
-         {"deal": "by_shard"}, ("shuffle_buffer", "prefetch", "timeout", *_REMOTE)),
+         "packed shards streamed a window of shards at a time (by-shard deal): splits larger than memory; on a GPU "
+         "the kernel cuts from the window's pages", {"deal": "by_shard"},
+         ("shuffle_buffer", "zero_copy", "pin_budget", "prefetch", "timeout", *_REMOTE)),
     Kind("dali-external", "pairload.loaders.dali:DaliExternalLoader",
          "packed shards fed to a DALI pipeline (external_source)"),
     Kind("dali-file", "pairload.loaders.dali:DaliFileLoader",
@@ -44,7 +45,7 @@ LOADER_KINDS = tuple(KINDS)
 
 # `bench-loaders`' rows: every kind (a kind's variants right after it), then the baselines; the rows' options live
 # in `pairload.bench.entries` (a new kind is benchmarked as it is, with no entry there)
-BENCH_VARIANTS = {"ram": ("ram-workers", "ram-resident")}
+BENCH_VARIANTS = {"ram": ("ram-workers", "ram-resident"), "wds": ("wds-workers",)}
 BASELINES = ("cv2-disk", "naive-pil")
 BENCH_ENTRIES = tuple(name for k in KIND_LIST for name in (k.name, *BENCH_VARIANTS.get(k.name, ()))) + BASELINES
 

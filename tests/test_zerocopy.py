@@ -11,7 +11,7 @@ import torch
 
 from pairload import make_loader
 from pairload.errors import ConfigError, ShardError
-from pairload.loaders import zerocopy
+from pairload.loaders import pins, zerocopy
 from pairload.read.shards import open_shards
 
 from conftest import make_raw
@@ -95,6 +95,54 @@ def test_without_triton_the_reason_names_it(monkeypatch, shards):
     monkeypatch.setattr(builtins, "__import__", no_triton)
     got = zerocopy.decide(open_shards(shards), torch.device("cuda", 0), requested=None, budget=None)
     assert not got.use and "Triton is not importable" in got.why
+
+
+def test_the_pieces_the_schedule_registers_cover_every_byte_each_batch_reads(shards):
+    """`pins.Grid`: each sample's input and target bytes lie inside the pieces it names; a run's schedule lists
+    every piece once, in the order the batches first read them, and the last batch reading each."""
+    ds = open_shards(shards)
+    loader = make_loader("wds", shards, batch_size=4, crop=16, seed=3, shuffle_buffer=8)
+    plans = loader.plan_for(0)
+    for chunk in (4096, 3 * 4096, None):
+        grid = pins.Grid(ds, chunk)
+        idx, members = ds.index, ds.members
+        for i in range(len(ds)):
+            h, w = (int(v) for v in ds.sizes[i])
+            for off, n in ((int(idx.low[i]), members.low.nbytes(h, w)),
+                           (int(idx.high[i]), members.high.nbytes(h * members.scale, w * members.scale))):
+                pieces = range(grid.lo[i], grid.hi[i] + 1)
+                assert all(grid.shard[p] == idx.shard[i] for p in pieces)
+                begin = min(grid.start[p] for p in pieces)
+                end = max(grid.start[p] + grid.nbytes[p] for p in pieces)
+                assert begin <= off and off + n <= end
+        sched = grid.schedule(plans)
+        assert len(set(sched.order.tolist())) == len(sched.order)
+        seen, last = [], {}
+        for b, bp in enumerate(plans):
+            need = set(sched.pieces(b).tolist())
+            want = {p for i in bp.index for p in range(grid.lo[i], grid.hi[i] + 1)}
+            assert need == want
+            seen += [p for p in sorted(want, key=lambda p: sched.order.tolist().index(p)) if p not in seen]
+            assert sched.order[:sched.upto[b]].tolist() == seen  # batches 0..b first read exactly these
+            last.update(dict.fromkeys(want, b))
+        assert {p: int(sched.last[p]) for p in last} == last
+        assert (sched.last >= 0).sum() == len(last)
+        assert sched.bytes_to[-1] == grid.nbytes[sched.order].sum()
+
+
+def test_wds_on_a_cpu_keeps_its_workers_and_refuses_what_cannot_stream(shards):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loader = make_loader("wds", shards, batch_size=4, crop=16, shuffle_buffer=8)
+    assert loader.path == "workers" and loader.path_note == ""
+    with pytest.raises(ConfigError, match=r"zero_copy=True: device cpu is not a CUDA device"):
+        make_loader("wds", shards, batch_size=4, crop=16, shuffle_buffer=8, zero_copy=True)
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) resident; this kind accepts .*zero_copy"):
+        make_loader("wds", shards, batch_size=4, crop=16, resident=True)
+    ds = open_shards(shards)
+    window = __import__("pairload.loaders.wds", fromlist=["x"]).pinned_window(ds, 8)
+    got = zerocopy.decide(ds, torch.device("cuda", 0), requested=None, budget=window.need - 1, need=window.need)
+    assert not got.use and "a shuffle window of shards and the next one" in got.why and "shuffle_buffer" in got.why
 
 
 # ------------------------------------------------------------------------------------- on a GPU
@@ -199,7 +247,7 @@ def test_a_replaced_or_truncated_shard_is_a_named_error_not_wrong_pixels(tmp_pat
     os.truncate(shard, shard.stat().st_size // 2)  # the GPU still reads the pinned pages: the pack as it was
     import time
 
-    time.sleep(zerocopy.CHECK_S + 0.1)
+    time.sleep(pins.CHECK_S + 0.1)
     with pytest.raises(ShardError, match=rf"{shard.name}: \d+ bytes, the manifest says \d+; the shard is truncated"):
         for _ in it:
             pass
@@ -208,12 +256,91 @@ def test_a_replaced_or_truncated_shard_is_a_named_error_not_wrong_pixels(tmp_pat
 
 @gpu
 def test_a_refused_registration_falls_back_with_the_drivers_reason(shards, monkeypatch):
-    monkeypatch.setattr(zerocopy, "_register", lambda ptr, nbytes: 1)  # the driver says no (cudaErrorInvalidValue)
-    with pytest.warns(UserWarning, match=r"ram loader: the workers cut the crops .*cudaHostRegister of .*failed"):
+    monkeypatch.setattr(pins.Driver, "register", classmethod(lambda cls, ptr, nbytes: 1))  # the driver says no
+    refused = (r"registering the first shard failed \(registering .* of .*train-.*\.tar with cuda.* failed: "
+               r"CUDA driver error 1")
+    with pytest.warns(UserWarning, match=r"ram loader: the workers cut the crops .*" + refused):
         loader = make_loader("ram", shards, batch_size=4, crop=16, device="cuda")
-    assert not loader.zero_copy and "cudaHostRegister" in loader.path_note
-    with pytest.raises(ConfigError, match=r"zero_copy=True: cudaHostRegister of"):
+    assert not loader.zero_copy and "CUDA driver error 1" in loader.path_note
+    with pytest.raises(ConfigError, match=r"zero_copy=True: " + refused):
         make_loader("ram", shards, batch_size=4, crop=16, device="cuda", zero_copy=True)
+    with pytest.warns(UserWarning, match=r"wds loader: the workers cut the crops .*" + refused):
+        streamed = make_loader("wds", shards, batch_size=4, crop=16, device="cuda", shuffle_buffer=8)
+    assert streamed.path == "workers"
+
+
+@gpu
+@pytest.mark.parametrize("crop", [16, 37])
+def test_wds_zero_copy_equals_its_workers_across_window_moves_and_gives_the_pages_back(shards, crop, monkeypatch):
+    """The by-shard deal through the kernel: a window of shards registered at a time, pieces unregistered once their
+    last batch is cut; batches bit-identical to the worker path's over several epochs and every orientation."""
+    monkeypatch.setattr(pins, "CHUNK", 4096)  # small pieces: many of them, sample bytes across piece boundaries
+    opts = dict(batch_size=4, crop=crop, seed=13, device="cuda", shuffle_buffer=8)
+    with make_loader("wds", shards, zero_copy=True, **opts) as zc, \
+            make_loader("wds", shards, zero_copy=False, num_workers=2, **opts) as workers:
+        assert zc.path == "zero-copy" and workers.path == "workers"
+        memory = zc.cutter.memory
+        peak = []
+        got = []
+        for e in (0, 1, 2):
+            zc.set_epoch(e)
+            for b in zc:
+                got.append((b.keys, b.low.cpu(), b.high.cpu(), b.padded.cpu()))
+                peak.append(memory.pinned)
+        same(got, run(workers, (0, 1, 2)))
+        total = sum(open_shards(shards).shard_bytes)
+        assert max(peak) < total  # never the whole split: windows come and go
+        for _keys, low, high, _ in got:  # the pixels name their pair: the target is 255 - input
+            assert torch.equal(high.int(), 255 - low.int())
+
+
+@gpu
+def test_wds_zero_copy_resumes_on_another_world_size_and_mixes(shards):
+    opts = dict(batch_size=4, crop=16, seed=9, device="cuda", shuffle_buffer=8)
+    first = make_loader("wds", shards, zero_copy=True, **opts)
+    it = iter(first)
+    seen = [next(it).keys for _ in range(2)]
+    state = first.state_dict()
+    first.close()
+    for rank in (0, 1):
+        zc = make_loader("wds", shards, zero_copy=True, rank=rank, world_size=2, **opts)
+        workers = make_loader("wds", shards, zero_copy=False, rank=rank, world_size=2, **opts)
+        zc.load_state_dict(state)
+        workers.load_state_dict(state)
+        rest = run(zc, (0, 1))
+        same(rest, run(workers, (0, 1)))
+        seen += [keys for keys, *_ in rest]
+    assert len(seen) > 2
+    mix = {"a": shards, "b": shards}
+    mopts = dict(batch_size=5, crop=16, seed=2, device="cuda", weights={"a": 1, "b": 3}, epoch_size=40,
+                 shuffle_buffer=8)
+    same(run(make_loader("wds", mix, zero_copy=True, **mopts)), run(make_loader("wds", mix, zero_copy=False, **mopts)))
+
+
+@gpu
+def test_wds_zero_copy_names_a_shard_truncated_mid_window(tmp_path):
+    """A shard truncated while the loader runs: pinned pages keep the pack as it was, a piece not yet registered
+    cannot be (the file is shorter): either way a ShardError naming the file, never a SIGBUS or wrong pixels."""
+    from pairload.pack import PackOptions, pack
+
+    make_raw(tmp_path / "raw", 48, size=(40, 56))
+    pack(tmp_path / "raw", tmp_path / "s", PackOptions(workers=1, shard_size=64 * 1024))
+    opts = dict(batch_size=2, crop=16, seed=1, device="cuda", shuffle_buffer=4)
+    ref = run(make_loader("wds", tmp_path / "s", zero_copy=False, **opts), (0,))
+    loader = make_loader("wds", tmp_path / "s", zero_copy=True, **opts)
+    it = iter(loader)
+    first = next(it)
+    assert torch.equal(first.low.cpu(), ref[0][1])
+    shards = sorted((tmp_path / "s").glob("train-*.tar"))
+    for shard in shards:
+        os.truncate(shard, shard.stat().st_size // 2)
+    import time
+
+    time.sleep(pins.CHECK_S + 0.1)
+    with pytest.raises(ShardError, match=r"train-\d+\.tar: \d+ bytes, the manifest says \d+; the shard is truncated"):
+        for _ in it:
+            pass
+    loader.close()
 
 
 @gpu

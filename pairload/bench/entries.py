@@ -55,6 +55,7 @@ ENTRIES: dict[str, Entry] = {
     "ram-workers": Entry("ram", {"zero_copy": False}, max_workers=RAM_WORKERS),
     "ram-resident": Entry("ram", {"resident": True}, max_workers=RAM_WORKERS),
     "wds": Entry("wds", cold=True),
+    "wds-workers": Entry("wds", {"zero_copy": False}, cold=True),
     "dali-external": Entry("dali-external", requires=DALI),
     "dali-file": Entry("dali-file", reads_raw=True, requires=DALI),
     "cv2-disk": Entry(baseline=Cv2DiskPairs, pin=True, reads_raw=True),
@@ -65,7 +66,7 @@ for _kind in LOADER_KINDS:  # a kind registered in `pairload.kinds` is benchmark
     ENTRIES.setdefault(_kind, Entry(_kind))
 
 # the kinds whose loaders say which path cuts the crops (`zero_copy`, and `path_note` when the GPU does not)
-CUT_PATH_KINDS = ("ram", "dali-external")
+CUT_PATH_KINDS = ("ram", "wds", "dali-external")
 
 
 def cold_entries(names) -> list[str]:

@@ -4,8 +4,9 @@ ready and the callback that gives its memory back:
 
 - `workers` (`ring.WorkerCuts`): worker processes (or this process) copy the windows out of the memory-mapped
   shards into a shared host ring; the device stage copies them over and orients them.
-- `zero-copy` (`zerocopy.KernelCuts` over `Registration`): a GPU kernel cuts the oriented windows straight out of
-  the registered page cache.
+- `zero-copy` (`zerocopy.KernelCuts` over `pins.Pins`): a GPU kernel cuts the oriented windows straight out of
+  the page cache, registered piece by piece as the plan reads it (the whole split for `ram`, a window of shards at a
+  time for `wds`).
 - `resident` (`zerocopy.KernelCuts` over `DeviceCopy` on CUDA; `resident.DeviceStore` elsewhere): the split is
   copied to the device once and cut there.
 
@@ -30,13 +31,14 @@ class Choice:
 
 def choose(ds, cfg, plan_for, device, *, zero_copy: bool | None, resident: bool, pin_budget: int | None,
            num_workers: int, prefetch: int, timeout: float, name: str, who: str, apply_codes: bool,
-           hold: int = 0) -> Choice:
+           hold: int = 0, streaming: bool = False, need: int | None = None, ahead: int | None = None) -> Choice:
     """The cutter for a loader over `ds` on `device`: the GPU kernel (zero-copy, or resident) when it can run, else
     the resident gather (resident=True without the kernel), else the workers. `zero_copy`: True (must: refuse
     with a ConfigError if it cannot), False (never), None (when it can, with a warning naming the reason when not).
-    `apply_codes`: the host path orients the windows itself (a CPU device)."""
-    source, why = zerocopy.setup(ds, device, requested=zero_copy, budget=pin_budget, resident=resident, who=who,
-                                 stacklevel=5)
+    `apply_codes`: the host path orients the windows itself (a CPU device). `streaming`, `need`, `ahead`: the
+    split is read a window at a time (the wds deal; `zerocopy.setup`)."""
+    source, why = zerocopy.setup(ds, device, requested=zero_copy, budget=pin_budget, resident=resident,
+                                 streaming=streaming, need=need, ahead=ahead, who=who, stacklevel=5)
     if source is not None:
         return Choice(zerocopy.KernelCuts(source, device, "resident" if resident else "zero-copy"), why)
     if resident:

@@ -14,7 +14,7 @@ from .base import LoaderOptions, PlannedLoader, RemoteOptions
 from .device import DeviceStage
 from .cutters import Cutter, choose
 from .ram import warn_if_larger_than_memory
-from .wds import by_shard_window
+from .wds import by_shard_window, pinned_window
 
 
 class HostLoader(PlannedLoader):
@@ -25,7 +25,8 @@ class HostLoader(PlannedLoader):
 
     strided: the whole split is cached (a remote one made local whole); `zero_copy`, `resident`, `pin_budget` choose
     the cutter (`cutters.choose`). by_shard: `shuffle_buffer` samples (whole shards) are shuffled together and
-    remote shards are fetched ahead of use; the workers cut (the kernel registers a whole split)."""
+    remote shards are fetched ahead of use; on a CUDA device the kernel cuts them from the page cache, a window of
+    shards registered at a time (`zero_copy`, `pin_budget` as for strided), else the workers."""
 
     def __init__(self, source: str | os.PathLike | ShardDataset | dict, opts: LoaderOptions, *,
                  deal: str = "strided", prefetch: int = 4, timeout: float = 300.0, zero_copy: bool | None = None,
@@ -41,13 +42,14 @@ class HostLoader(PlannedLoader):
         remote = RemoteOptions(cache_dir, cache_limit, storage_options, kind=kind)
         self.ds = remote.open(source, opts.split, whole=deal == "strided")
         shards = None
+        window = None
         if deal == "by_shard":
-            if resident or zero_copy:
-                raise ConfigError(f"{'resident' if resident else 'zero_copy'}=True: the by-shard deal (wds) streams "
-                                  "the split a window at a time; the ram loader keeps it whole")
-            zero_copy = False
+            if resident:
+                raise ConfigError("resident=True: the by-shard deal (wds) streams the split a window at a time; the "
+                                  "ram loader keeps it whole")
             self.shuffle_buffer = by_shard_window(self.ds, opts, shuffle_buffer, cache_limit)
             shards = Shards(self.ds.shard_samples, self.shuffle_buffer)
+            window = pinned_window(self.ds, self.shuffle_buffer)
         elif shuffle_buffer is not None:
             raise ConfigError("shuffle_buffer: the strided deal (ram) shuffles the whole split; it is an option of "
                               "the by-shard deal (wds)")
@@ -60,7 +62,8 @@ class HostLoader(PlannedLoader):
         # on a CPU device the host side applies the flips while copying (nearly free there, a full pass later)
         choice = choose(self.ds, self.cfg, self.plan_for, self.device, zero_copy=zero_copy, resident=resident,
                         pin_budget=pin_budget, num_workers=opts.num_workers, prefetch=prefetch, timeout=timeout,
-                        name=f"pairload-{kind}", who=kind, apply_codes=self.device.type != "cuda")
+                        name=f"pairload-{kind}", who=kind, apply_codes=self.device.type != "cuda",
+                        streaming=window is not None, need=window and window.need, ahead=window and window.ahead)
         self.cutter: Cutter = choice.cutter
         self.path_note = choice.why  # why the GPU does not cut the crops ('' if it does, or on a CPU device)
         if deal == "strided":

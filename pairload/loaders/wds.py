@@ -13,6 +13,8 @@ offsets the manifest records instead of being parsed member by member.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import ConfigError
 from ..read.shards import ShardDataset
 from ..units import human_bytes
@@ -52,3 +54,21 @@ def by_shard_window(ds: ShardDataset, opts: LoaderOptions, shuffle_buffer: int |
     if ds.remote and cache_limit is not None:
         _check_window(ds, window, cache_limit)
     return window
+
+
+@dataclass(frozen=True)
+class PinnedWindow:
+    """What the GPU kernel pins of a streamed split (`pins.Pins`): `ahead` bytes registered beyond what the current
+    batch reads (the next window, locally; two shards of a remote split, whose node cache holds them), `need` the
+    most pinned at once (a window being read, what is read ahead, a shard at each end)."""
+
+    need: int
+    ahead: int
+
+
+def pinned_window(ds: ShardDataset, shuffle_buffer: int) -> PinnedWindow:
+    per_sample = max((b / max(1, n) for b, n in zip(ds.shard_bytes, ds.shard_samples)), default=0)
+    window = int(min(len(ds), shuffle_buffer) * per_sample)
+    shard = max(ds.shard_bytes, default=0)
+    ahead = 2 * shard if ds.remote else window + shard
+    return PinnedWindow(need=window + ahead + 2 * shard, ahead=ahead)

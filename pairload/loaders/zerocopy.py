@@ -23,11 +23,7 @@ happen (the CPU never touches the maps on this path).
 
 from __future__ import annotations
 
-import ctypes
-import threading
 import warnings
-import time
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,13 +32,13 @@ import torch
 from ..batch import sides_of
 from ..dihedral import HFLIP, TRANSPOSE, VFLIP
 from ..format.members import BatchLayout
-from ..errors import ConfigError, LoaderError
+from ..errors import ConfigError, PairloadError
 from ..units import human_bytes
 from ..plan import BatchPlan
 from .cut import Cut
+from .pins import Pins, _DriverError
 from .resident import check_room
 
-CHECK_S = 0.5  # seconds between checks that the registered shard files are still the ones on disk
 BUDGET_FRACTION = 0.5  # default pinning budget: this fraction of the memory available when the loader starts
 
 # cudaHostRegister flags (cuda_runtime_api.h)
@@ -75,13 +71,16 @@ def triton_missing() -> str | None:
     return None
 
 
-def decide(ds, device: torch.device, *, requested: bool | None, budget: int | None, resident: bool = False) -> Decision:
+def decide(ds, device: torch.device, *, requested: bool | None, budget: int | None, resident: bool = False,
+           need: int | None = None) -> Decision:
     """Use the zero-copy path for `ds` on `device`? `requested`: True (must: refuse with a ConfigError if it
     cannot), False (never), None (when it can, else the worker path with the reason). `budget`: bytes of shard
-    files that may be pinned (None: `default_budget()`); not used for `resident` (the device holds the copy)."""
+    files that may be pinned (None: `default_budget()`); not used for `resident` (the device holds the copy).
+    `need`: the bytes pinned at once at most (a streamed split's window and what is read ahead; None: the whole
+    split)."""
     if requested is False:
         return Decision(False)
-    why = _why_not(ds, device, budget, resident)
+    why = _why_not(ds, device, budget, resident, need)
     if why is None:
         return Decision(True)
     if requested:
@@ -93,18 +92,20 @@ def _refused(why: str) -> ConfigError:
     return ConfigError(f"zero_copy=True: {why}; leave zero_copy unset to fall back to the worker path")
 
 
-def _why_not(ds, device: torch.device, budget: int | None, resident: bool) -> str | None:
+def _why_not(ds, device: torch.device, budget: int | None, resident: bool, need: int | None) -> str | None:
     if device.type != "cuda":
         return f"device {device} is not a CUDA device (the GPU kernel reads the page cache over PCIe)"
     if any(part.index.compression for part in _parts(ds)):
         return ("the split is compressed (pack --compress zstd): its images are decoded by CPU workers; repack "
                 "without --compress for the zero-copy path")
     if not resident:
-        need = sum(ds.shard_bytes)
         budget = default_budget() if budget is None else budget
-        if need > budget:
-            return (f"the split's shards are {human_bytes(need)}, more than the pinning budget of "
+        if need is None and sum(ds.shard_bytes) > budget:
+            return (f"the split's shards are {human_bytes(sum(ds.shard_bytes))}, more than the pinning budget of "
                     f"{human_bytes(budget)} (pin_budget=; default half of the memory available)")
+        if need is not None and need > budget:
+            return (f"a shuffle window of shards and the next one are {human_bytes(need)}, more than the pinning "
+                    f"budget of {human_bytes(budget)} (pin_budget=, or a smaller shuffle_buffer)")
     return triton_missing()
 
 
@@ -116,139 +117,23 @@ def _parts(ds) -> list:
 # ---------------------------------------------------------------------------------------------- registration
 
 
-class _Driver:
-    """The few CUDA driver calls torch does not expose, from libcuda (present wherever a CUDA device is)."""
-
-    _lib = None
-
-    @classmethod
-    def lib(cls):
-        if cls._lib is None:
-            cls._lib = ctypes.CDLL("libcuda.so.1")
-        return cls._lib
-
-    @classmethod
-    def device_pointer(cls, host_ptr: int) -> int:
-        """The device address of registered host memory (cuMemHostGetDevicePointer)."""
-        out = ctypes.c_uint64(0)
-        err = cls.lib().cuMemHostGetDevicePointer_v2(ctypes.byref(out), ctypes.c_void_p(host_ptr), ctypes.c_uint(0))
-        if err:
-            raise LoaderError(f"cuMemHostGetDevicePointer failed with CUDA driver error {err}")
-        return int(out.value)
-
-
-_registered: dict[int, int] = {}  # host address -> registrations in this process (one map may serve two loaders)
-_lock = threading.Lock()
-
-
-def _cuda_error(code: int) -> str:
+def register(ds, device: torch.device, *, budget: int | None, streaming: bool, ahead: int | None = None
+             ) -> tuple[Pins | None, str]:
+    """(pins, '') or (None, why): the shard maps registered piece by piece as the plan reads them (`pins.Pins`). A
+    driver that cannot do it (an old libcuda) is a reason to fall back, not an error; a refused registration shows in
+    the self-test."""
     try:
-        return torch.cuda.cudart().cudaGetErrorString(code)
-    except Exception:  # noqa: BLE001
-        return f"error {int(code)}"
-
-
-def _register(ptr: int, nbytes: int) -> int:
-    with _lock:
-        if _registered.get(ptr):
-            _registered[ptr] += 1
-            return 0
-        code = int(torch.cuda.cudart().cudaHostRegister(ptr, nbytes, _PORTABLE | _MAPPED | _READ_ONLY))
-        if code == 0:
-            _registered[ptr] = 1
-        return code
-
-
-def _unregister(ptr: int) -> None:
-    with _lock:
-        left = _registered.get(ptr, 0) - 1
-        if left > 0:
-            _registered[ptr] = left
-            return
-        _registered.pop(ptr, None)
-        torch.cuda.cudart().cudaHostUnregister(ptr)
-
-
-def _address_tables(source, ds, device: torch.device, place) -> None:
-    """Set `source.low`, `source.high` (int64 device address of each sample's pixels) and `source.width` (each
-    sample's width), on the device; `place(part, number, size)` puts shard `number` of `part` where the kernel
-    reads it and returns its device address."""
-    low, high = [], []
-    for part in _parts(ds):
-        base = np.array([place(part, number, size) for number, size in enumerate(part.shard_bytes)], dtype=np.int64)
-        idx = part.index
-        low.append(base[idx.shard] + idx.low)
-        high.append(base[idx.shard] + idx.high)
-    source.low = torch.from_numpy(np.concatenate(low)).to(device)
-    source.high = torch.from_numpy(np.concatenate(high)).to(device)
-    source.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
-
-
-class Registration:
-    """Every shard file of `ds` mapped and registered with the device; `low`/`high`: int64 device addresses of each
-    sample's pixels (on the device), `width`: each sample's width. `close()` (or garbage collection) unregisters."""
-
-    def __init__(self, ds, device: torch.device):
-        self.ds, self.device = ds, device
-        self.maps: list[np.ndarray] = []  # kept alive while registered
-        self.ptrs: list[int] = []
-        self._finalizer = weakref.finalize(self, Registration._release, self.ptrs)
-        with torch.cuda.device(device):
-            _address_tables(self, ds, device, self._register)
-        self._checked = time.monotonic()
-
-    def _register(self, part, number: int, size: int) -> int:
-        mm = part.shard_map(number)
-        ptr = mm.ctypes.data
-        code = _register(ptr, size)
-        if code:
-            raise _RegistrationRefused(f"cudaHostRegister of {part.name(number)} ({human_bytes(size)}) failed: "
-                                       f"{_cuda_error(code)}")
-        self.maps.append(mm)
-        self.ptrs.append(ptr)
-        return _Driver.device_pointer(ptr)
-
-    def check(self, force: bool = False) -> None:
-        """At most every CHECK_S seconds (`force`: now): raise if a shard file was truncated or replaced since it was
-        registered."""
-        now = time.monotonic()
-        if force or now - self._checked >= CHECK_S:
-            self._checked = now
-            self.ds.check_files()
-
-    @staticmethod
-    def _release(ptrs: list[int]) -> None:
-        for ptr in ptrs:
-            try:
-                _unregister(ptr)
-            except Exception:  # noqa: BLE001 - interpreter shutdown
-                pass
-        ptrs.clear()
-
-    @property
-    def closed(self) -> bool:
-        return not self._finalizer.alive
-
-    def close(self) -> None:
-        self._finalizer()
-        self.maps.clear()
-
-
-class _RegistrationRefused(Exception):
-    pass
-
-
-def register(ds, device: torch.device) -> tuple[Registration | None, str]:
-    """(registration, '') or (None, why): a refusal by the driver (memory-lock limits, an IOMMU, a file system the
-    driver cannot pin) is a reason to fall back, not an error."""
-    try:
-        return Registration(ds, device), ""
-    except _RegistrationRefused as exc:
-        return None, str(exc)
+        return Pins(ds, device, budget=default_budget() if budget is None else budget, streaming=streaming,
+                    ahead=ahead), ""
+    except (OSError, AttributeError, _DriverError) as exc:
+        return None, f"the CUDA driver cannot register the page cache here ({exc})"
 
 
 class DeviceCopy:
-    """`resident=True`: every shard file copied once into device memory, the same addresses as `Registration`."""
+    """`resident=True`: every shard file copied once into device memory; `low`/`high`: each sample's device address
+    there, `width`: its width (the tables `pins.Pins` keeps for the page cache)."""
+
+    streaming = False
 
     def __init__(self, ds, device: torch.device):
         need = sum(ds.shard_bytes)
@@ -256,7 +141,16 @@ class DeviceCopy:
         self.ds, self.device = ds, device
         self.store = torch.empty(need, dtype=torch.uint8, device=device)
         self._filled = 0
-        _address_tables(self, ds, device, self._copy)
+        low, high = [], []
+        for part in _parts(ds):
+            base = np.array([self._copy(part, number, size) for number, size in enumerate(part.shard_bytes)],
+                            dtype=np.int64)
+            idx = part.index
+            low.append(base[idx.shard] + idx.low)
+            high.append(base[idx.shard] + idx.high)
+        self.low = torch.from_numpy(np.concatenate(low)).to(device)
+        self.high = torch.from_numpy(np.concatenate(high)).to(device)
+        self.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
 
     def _copy(self, part, number: int, size: int) -> int:
         start, self._filled = self._filled, self._filled + size
@@ -267,6 +161,21 @@ class DeviceCopy:
 
     def check(self, force: bool = False) -> None:
         """The device holds its own copy: changes on disk cannot reach it."""
+
+    def begin(self, plans) -> None:
+        """Everything is on the device already (as are `wait`, `done`, `reap`, `warm`: nothing to do)."""
+
+    def wait(self, b: int) -> None:
+        pass
+
+    def done(self, b: int, event) -> None:
+        pass
+
+    def reap(self, block: bool = False) -> None:
+        pass
+
+    def warm(self, samples) -> None:
+        pass
 
     @property
     def closed(self) -> bool:
@@ -387,7 +296,7 @@ class Launch:
 def cut(source, plan: torch.Tensor, start: int, layout: BatchLayout | Launch, scale: int = 1,
         out: torch.Tensor | None = None) -> torch.Tensor:
     """The block (laid out by `layout`, `members.BatchLayout`; a stacked uint8 layout as its (2, n, h, w, C) tensor)
-    of the windows in columns start..start+n of `plan` (`plan_tensor`), cut from `source` (a `Registration` or
+    of the windows in columns start..start+n of `plan` (`plan_tensor`), cut from `source` (a `pins.Pins` or
     `DeviceCopy`) on the current stream. `layout` may be a `Launch` worked out before (per batch shape)."""
     global _kernel
     if _kernel is None:
@@ -413,8 +322,8 @@ class KernelCuts:
     on_device = True
 
     def __init__(self, memory, device: torch.device, path: str = "zero-copy"):
-        """`memory`: what the kernel reads, the registered shard maps (`Registration`) or the split's device copy
-        (`DeviceCopy`)."""
+        """`memory`: what the kernel reads, the shard maps registered piece by piece (`pins.Pins`) or the split's
+        device copy (`DeviceCopy`)."""
         self.memory, self.device, self.path = memory, device, path
         self.members = memory.ds.members
         self.stream = torch.cuda.Stream(device)
@@ -434,13 +343,18 @@ class KernelCuts:
 
     def cuts(self, run: tuple, plans: list[BatchPlan], reclaim=None, *, augment: bool = True, hw=None,
              events: bool = True, group: int = 1):
-        """A `Cut` per plan, each cut on `self.stream` with the event that marks it ready (`events`); `group` > 1:
-        up to that many batches of one shape per launch."""
+        """A `Cut` per plan, each cut on `self.stream` with the event that marks it ready (`events`; a streamed
+        split records them anyway: its pieces go back once their last batch is done); `group` > 1: up to that many
+        batches of one shape per launch."""
         if not plans:
             return
         hw = self.memory.ds.sizes if hw is None else hw
         self._reopen()
         self.memory.check(force=True)
+        if self.memory.streaming:
+            self.stream.synchronize()  # what the last run left pinned may go back now
+        self.memory.begin(plans)
+        events = events or self.memory.streaming
         with torch.cuda.stream(self.stream):  # the whole run's plan goes to the device in one copy
             plan = plan_tensor(plans, self.device, augment)
         start, b = 0, 0
@@ -455,11 +369,15 @@ class KernelCuts:
             layout = launch.layout
             together = launch if k == 1 else self._launch(k * n, h, w)
             with torch.cuda.stream(self.stream):
+                for j in range(k):  # every piece of the page cache these batches read is registered
+                    self.memory.wait(b + j)
                 block = cut(self.memory, plan, start, together)
                 ready = None
                 if events:
                     ready = torch.cuda.Event()
                     ready.record(self.stream)
+            for j in range(k):
+                self.memory.done(b + j, ready)
             if k == 1:
                 yield Cut(plans[b], layout, block, True, ready)
                 b += 1
@@ -483,13 +401,13 @@ class KernelCuts:
         if isinstance(self.memory, DeviceCopy):
             self.memory = DeviceCopy(self.memory.ds, self.device)
             return
-        try:
-            self.memory = Registration(self.memory.ds, self.device)
-        except _RegistrationRefused as exc:
-            raise LoaderError(f"registering the shards again after close() failed: {exc}") from None
+        old = self.memory
+        self.memory = Pins(old.ds, self.device, budget=old.budget, streaming=old.streaming, ahead=old.ahead)
 
     def close(self) -> None:
-        """Unpin the pages (or free the device copy); the next run registers them again."""
+        """Unpin the pages (or free the device copy) once the kernels reading them are done; the next run registers
+        them again."""
+        self.stream.synchronize()
         self.memory.close()
 
 
@@ -503,11 +421,15 @@ def self_test(source, ds, device: torch.device) -> str:
     members = ds.members
     layout = members.batch(1, ch, cw)
     try:
+        source.warm([0])
+    except PairloadError as exc:
+        return f"registering the first shard failed ({exc})"
+    try:
         got = layout.views(cut(source, plan, 0, layout, members.scale).cpu().numpy().reshape(-1))
     except Exception as exc:  # noqa: BLE001 - any failure to build or run the kernel means: not here
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         return f"the GPU kernel could not be built or run ({type(exc).__name__}: {first})"
-    low, high = ds.arrays(0)
+    low, high = ds.arrays(0)  # read by the CPU after the device: a failure above never touched the map
     s = members.scale
     if not (np.array_equal(got[0][0], low[h - ch:, w - cw:])
             and np.array_equal(got[1][0], high[(h - ch) * s:, (w - cw) * s:])):
@@ -517,16 +439,19 @@ def self_test(source, ds, device: torch.device) -> str:
 
 
 def setup(ds, device: torch.device, *, requested: bool | None, budget: int | None, resident: bool = False,
-          who: str = "ram", stacklevel: int = 4) -> tuple[Registration | DeviceCopy | None, str]:
-    """What a loader's GPU kernel reads (the registered shard maps, or with `resident` a device copy), or None and
-    why not: refused with a ConfigError when `requested` is True, else a one-line warning naming the reason (none on
-    a CPU device, where the path was never a candidate)."""
+          streaming: bool = False, need: int | None = None, ahead: int | None = None, who: str = "ram",
+          stacklevel: int = 4) -> tuple[Pins | DeviceCopy | None, str]:
+    """What a loader's GPU kernel reads (the shard maps, registered as the plan reads them, or with `resident` a
+    device copy), or None and why not: refused with a ConfigError when `requested` is True, else a one-line warning
+    naming the reason (none on a CPU device, where the path was never a candidate). `streaming`, `need`, `ahead`: a
+    split read a window at a time (`pins.Pins`, `decide`)."""
     if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0):
         raise ConfigError(f"pin_budget={budget!r}: expected a positive number of bytes")
-    decision = decide(ds, device, requested=requested, budget=budget, resident=resident)
+    decision = decide(ds, device, requested=requested, budget=budget, resident=resident, need=need)
     source, why = None, decision.why
     if decision.use:
-        source, why = (DeviceCopy(ds, device), "") if resident else register(ds, device)
+        source, why = (DeviceCopy(ds, device), "") if resident else register(ds, device, budget=budget,
+                                                                             streaming=streaming, ahead=ahead)
         if source is not None:
             why = self_test(source, ds, device)
             if why:

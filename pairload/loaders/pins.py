@@ -1,0 +1,484 @@
+"""The page cache registered with the device a piece at a time, in the order the plan reads it (the memory the
+zero-copy kernel of `zerocopy` cuts from).
+
+Each shard map is cut into pieces (`Grid`): CHUNK bytes each where the device reads registered memory at its host
+address (`host_pointers`, every 64-bit Linux GPU with unified addressing), else whole shards. For a run of planned
+batches, `Grid.schedule` lists the pieces in the order the batches first read them and the batch that reads each last.
+A thread (`Pins`) registers the pieces in that order (`cuMemHostRegister`, read-only), the disk read ahead of it
+(`madvise(MADV_WILLNEED)` on the next pieces: many reads in flight). So:
+
+- the first batch of a cold split is cut as soon as its own pieces are in, not after the whole split is read;
+- `streaming` (the `wds` deal, a window of shards at a time): a piece goes back (unregistered, its remote shard
+  released to the node cache) once the batch that reads it last is cut, and the thread registers at most `ahead`
+  bytes beyond what the current batch needs. Without `streaming` (`ram`) the pieces stay registered, as the whole
+  split did before.
+
+The kernel reads each sample at `low[i]`/`high[i]` (device addresses, set here shard by shard as the shards are
+mapped). A batch is only launched once every piece it reads is registered (`wait`), and a piece is only unregistered
+once the kernels that read it are done (their event). Pinned pages are never evicted; a shard truncated or replaced on
+disk is found by `check` (a named error; the GPU keeps reading the pinned pages, never a SIGBUS), and a registration
+the kernel refuses because the file shrank names the shard too.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import LoaderError, PairloadError
+from ..units import human_bytes
+
+CHUNK = 4 << 20  # bytes per registered piece (a multiple of the page size): a 600x400 pair spans one or two
+READ_AHEAD = 8  # pieces whose disk reads are started ahead of the one being registered
+CHECK_S = 0.5  # seconds between checks that the registered shard files are still the ones on disk
+WAIT_S = 300.0  # a batch waits this long for its pieces before the loader gives up, naming them
+
+# cuMemHostRegister flags (cuda.h): PORTABLE, DEVICEMAP, READ_ONLY
+_FLAGS = 1 | 2 | 8
+_CAN_USE_HOST_POINTER = 91  # CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM
+_MADV_WILLNEED = 3
+
+
+class Driver:
+    """The CUDA driver calls torch does not expose (libcuda, present wherever a CUDA device is). ctypes releases the
+    GIL around each call, so a registration that reads the disk does not stop the loading thread."""
+
+    _lib = None
+    _libc = None
+
+    @classmethod
+    def lib(cls):
+        if cls._lib is None:
+            cls._lib = ctypes.CDLL("libcuda.so.1")
+        return cls._lib
+
+    @classmethod
+    def check(cls, code: int, what: str) -> None:
+        if code:
+            name = ctypes.c_char_p()
+            cls.lib().cuGetErrorString(int(code), ctypes.byref(name))
+            raise _DriverError(f"{what} failed: CUDA driver error {code} ({(name.value or b'?').decode()})")
+
+    @classmethod
+    def current_context(cls) -> int:
+        ctx = ctypes.c_void_p()
+        cls.check(cls.lib().cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+        return ctx.value or 0
+
+    @classmethod
+    def set_context(cls, ctx: int) -> None:
+        cls.check(cls.lib().cuCtxSetCurrent(ctypes.c_void_p(ctx)), "cuCtxSetCurrent")
+
+    @classmethod
+    def host_pointers(cls, device: torch.device) -> bool:
+        """Whether `device` reads registered host memory at its host address."""
+        dev, value = ctypes.c_int(), ctypes.c_int()
+        cls.check(cls.lib().cuDeviceGet(ctypes.byref(dev), ctypes.c_int(device.index or 0)), "cuDeviceGet")
+        cls.check(cls.lib().cuDeviceGetAttribute(ctypes.byref(value), ctypes.c_int(_CAN_USE_HOST_POINTER), dev),
+                  "cuDeviceGetAttribute")
+        return bool(value.value)
+
+    @classmethod
+    def register(cls, ptr: int, nbytes: int) -> int:
+        return int(cls.lib().cuMemHostRegister_v2(ctypes.c_void_p(ptr), ctypes.c_size_t(nbytes),
+                                                  ctypes.c_uint(_FLAGS)))
+
+    @classmethod
+    def unregister(cls, ptr: int) -> None:
+        cls.lib().cuMemHostUnregister(ctypes.c_void_p(ptr))
+
+    @classmethod
+    def device_pointer(cls, ptr: int) -> int:
+        out = ctypes.c_uint64(0)
+        cls.check(cls.lib().cuMemHostGetDevicePointer_v2(ctypes.byref(out), ctypes.c_void_p(ptr), ctypes.c_uint(0)),
+                  "cuMemHostGetDevicePointer")
+        return int(out.value)
+
+    @classmethod
+    def willneed(cls, ptr: int, nbytes: int) -> None:
+        """Start reading these pages of a file map (advice: errors ignored)."""
+        if cls._libc is None:
+            cls._libc = ctypes.CDLL(None, use_errno=True)
+        cls._libc.madvise(ctypes.c_void_p(ptr), ctypes.c_size_t(nbytes), ctypes.c_int(_MADV_WILLNEED))
+
+
+class _DriverError(Exception):
+    pass
+
+
+# host address -> registrations in this process (one map may serve two loaders over one dataset)
+_registered: dict[int, int] = {}
+_lock = threading.Lock()
+
+
+def register(ptr: int, nbytes: int) -> int:
+    """Register [ptr, ptr + nbytes) (counted: a range registered already is only counted again); the driver's code."""
+    with _lock:
+        if _registered.get(ptr):
+            _registered[ptr] += 1
+            return 0
+    code = Driver.register(ptr, nbytes)  # outside the lock: it may read the disk
+    if code == 0:
+        with _lock:
+            _registered[ptr] = _registered.get(ptr, 0) + 1
+    return code
+
+
+def unregister(ptr: int) -> None:
+    with _lock:
+        left = _registered.get(ptr, 0) - 1
+        if left > 0:
+            _registered[ptr] = left
+            return
+        _registered.pop(ptr, None)
+    Driver.unregister(ptr)
+
+
+# ---------------------------------------------------------------------------------------------- the pieces
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A run's pieces: `order` (piece ids in the order the batches first read them), `upto[b]` (how many of `order`
+    batches 0..b read), `of_batch[b]:of_batch[b+1]` (where batch b's pieces lie in `reads`), `last[p]` (the last batch
+    reading piece p, -1: none)."""
+
+    order: np.ndarray
+    upto: np.ndarray
+    bytes_to: np.ndarray  # bytes_to[k]: bytes of order[:k]
+    reads: np.ndarray
+    of_batch: np.ndarray
+    last: np.ndarray
+
+    def pieces(self, b: int) -> np.ndarray:
+        return self.reads[self.of_batch[b]:self.of_batch[b + 1]]
+
+
+class Grid:
+    """The split's shards cut into pieces of `chunk` bytes (None: one piece per shard). Shard s (the dataset's global
+    numbering: a mix's sources one after another) has pieces first[s] .. first[s+1]-1; sample i's bytes (input and
+    target) lie in pieces lo[i] .. hi[i]."""
+
+    def __init__(self, ds, chunk: int | None):
+        self.chunk = chunk
+        sizes = np.asarray(ds.shard_bytes, dtype=np.int64)
+        counts = np.ones(len(sizes), dtype=np.int64) if chunk is None else np.maximum(1, -(-sizes // chunk))
+        self.first = np.concatenate([[0], np.cumsum(counts)])
+        self.count = int(self.first[-1])
+        self.shard = np.repeat(np.arange(len(sizes)), counts)  # each piece's shard
+        local = np.arange(self.count) - self.first[self.shard]
+        self.start = local * (chunk or 0)  # each piece's first byte in its shard
+        self.nbytes = sizes[self.shard] - self.start if chunk is None else np.minimum(chunk, sizes[self.shard]
+                                                                                       - self.start)
+        members = ds.members
+        lo, hi, shard_of = [], [], []
+        base = 0
+        for part in ds.sources:
+            idx = part.index
+            hw = np.asarray(idx.hw, dtype=np.int64)
+            low_n = hw[:, 0] * hw[:, 1] * members.low.pixel_bytes
+            high_n = hw[:, 0] * hw[:, 1] * members.scale ** 2 * members.high.pixel_bytes
+            low, high = np.asarray(idx.low, dtype=np.int64), np.asarray(idx.high, dtype=np.int64)
+            begin, end = np.minimum(low, high), np.maximum(low + low_n, high + high_n)
+            s = np.asarray(idx.shard, dtype=np.int64) + base
+            if chunk is None:
+                lo.append(self.first[s])
+                hi.append(self.first[s])
+            else:
+                lo.append(self.first[s] + begin // chunk)
+                hi.append(self.first[s] + (np.maximum(end, begin + 1) - 1) // chunk)
+            shard_of.append(s)
+            base += len(part.shard_bytes)
+        self.lo = np.concatenate(lo) if lo else np.zeros(0, np.int64)
+        self.hi = np.concatenate(hi) if hi else np.zeros(0, np.int64)
+        self.sample_shard = np.concatenate(shard_of) if shard_of else np.zeros(0, np.int64)
+
+    def schedule(self, plans) -> Schedule:
+        """The pieces a run's batches read (`plans`: `BatchPlan`s with `.index`), in first-read order."""
+        n = len(plans)
+        index = np.concatenate([bp.index for bp in plans]).astype(np.int64) if n else np.zeros(0, np.int64)
+        batch = np.repeat(np.arange(n), [len(bp) for bp in plans])
+        lo, hi = self.lo[index], self.hi[index]
+        span = hi - lo + 1
+        starts = np.repeat(lo - np.concatenate([[0], np.cumsum(span)[:-1]]), span)
+        reads = starts + np.arange(int(span.sum()))  # each sample's pieces, lo..hi, in plan order
+        read_batch = np.repeat(batch, span)
+        ids, first_at = np.unique(reads, return_index=True)
+        by_first = np.argsort(first_at, kind="stable")
+        order, first_batch = ids[by_first], read_batch[first_at[by_first]]
+        upto = np.searchsorted(first_batch, np.arange(n), side="right")
+        last = np.full(self.count, -1, dtype=np.int64)
+        last[reads] = read_batch  # later reads overwrite earlier ones: the last batch reading each piece
+        of_batch = np.searchsorted(read_batch, np.arange(n + 1), side="left")
+        bytes_to = np.concatenate([[0], np.cumsum(self.nbytes[order])])
+        return Schedule(order, upto, bytes_to, reads, of_batch, last)
+
+
+# ---------------------------------------------------------------------------------------------- registration
+
+
+class Pins:
+    """The pieces of `ds` registered with `device` as a run's batches need them (see the module's doc). `budget`:
+    bytes read ahead may pin at most (the pieces the current batch reads are registered whatever it says);
+    `streaming`: pieces go back after their last batch; `ahead`: bytes registered beyond the current batch's
+    (None: up to the budget)."""
+
+    def __init__(self, ds, device: torch.device, *, budget: int, streaming: bool, ahead: int | None = None,
+                 stream: torch.cuda.Stream | None = None):
+        self.ds, self.device, self.budget, self.streaming = ds, device, int(budget), streaming
+        with torch.cuda.device(device):
+            torch.cuda.current_stream(device)  # the device's context exists and is current here
+            self._ctx = Driver.current_context()
+            self.host_pointers = Driver.host_pointers(device)
+        self.grid = Grid(ds, CHUNK if self.host_pointers else None)
+        self.ahead = self.budget if ahead is None else int(ahead)
+        self._state = np.zeros(self.grid.count, dtype=bool)  # registered
+        self._ptr = np.zeros(self.grid.count, dtype=np.int64)
+        self._live = np.zeros(len(ds.shard_bytes), dtype=np.int64)  # registered pieces per shard
+        self._base = np.zeros(len(ds.shard_bytes), dtype=np.int64)  # each mapped shard's device address
+        self._tables_at = np.zeros(len(ds.shard_bytes), dtype=np.int64)  # the base the tables hold for it
+        self._tokens: dict[int, object] = {}  # shard -> what holds it in the node cache (remote sources)
+        self._maps: dict[int, np.ndarray] = {}
+        self.pinned = 0  # bytes registered now
+        self._cond = threading.Condition()
+        self._sched: Schedule | None = None
+        self._pos = 0  # next entry of the schedule's order the thread registers
+        self._front = 0  # entries of the order the current batch needs
+        self._error: BaseException | None = None
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._releasing: deque = deque()  # (event, pieces) to unregister once the event is done (streaming)
+        self._checked = time.monotonic()
+        self.stream = stream
+        self._tables()
+
+    # -- the device's address tables: sample i's input at low[i], target at high[i]
+    def _tables(self) -> None:
+        low, high = [], []
+        for part in self.ds.sources:
+            low.append(np.asarray(part.index.low, dtype=np.int64))
+            high.append(np.asarray(part.index.high, dtype=np.int64))
+        low = np.concatenate(low) if low else np.zeros(0, np.int64)
+        high = np.concatenate(high) if high else np.zeros(0, np.int64)
+        self.low_off = torch.from_numpy(low).to(self.device)
+        self.high_off = torch.from_numpy(high).to(self.device)
+        self.low = torch.zeros_like(self.low_off)
+        self.high = torch.zeros_like(self.high_off)
+        self.width = torch.from_numpy(np.ascontiguousarray(self.ds.sizes[:, 1], dtype=np.int64)).to(self.device)
+        shard = self.grid.sample_shard
+        # samples of shard s are samples[s]..samples[s+1]-1 (a shard's samples follow the previous shard's)
+        self._samples = np.searchsorted(shard, np.arange(len(self.ds.shard_bytes) + 1), side="left")
+
+    def _point(self, shards) -> None:
+        """Write the device addresses of these (registered) shards' samples, on the current stream."""
+        for s in shards:
+            base = int(self._base[s])
+            if base == self._tables_at[s]:
+                continue
+            a, b = int(self._samples[s]), int(self._samples[s + 1])
+            torch.add(self.low_off[a:b], base, out=self.low[a:b])
+            torch.add(self.high_off[a:b], base, out=self.high[a:b])
+            self._tables_at[s] = base
+
+    # -- the consumer: one run at a time
+    def begin(self, plans) -> Schedule:
+        """Start registering what this run's batches read, in the order they read it. Streaming, what an earlier
+        run left registered and this one does not read goes back (the caller has waited for its kernels)."""
+        sched = self.grid.schedule(plans)
+        if self.streaming:
+            self.reap(block=True)
+            self._unregister(np.flatnonzero(self._state & (sched.last < 0)))
+        with self._cond:
+            self._raise()
+            self._sched, self._pos, self._front = sched, 0, 0
+            self._cond.notify_all()
+        if self.ds.remote and len(plans):
+            self.ds.want(np.concatenate([bp.index for bp in plans]))  # downloads start in the order of use
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="pairload-pins", daemon=True)
+            self._thread.start()
+        return sched
+
+    def wait(self, b: int) -> None:
+        """Return once every piece batch b reads is registered (and the tables point at them)."""
+        sched = self._sched
+        need = sched.pieces(b)
+        deadline = time.monotonic() + WAIT_S
+        with self._cond:
+            self._front = max(self._front, int(sched.upto[b]))
+            self._cond.notify_all()
+            while not self._state[need].all():
+                self._raise()
+                if not self._cond.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic()))) and \
+                        time.monotonic() >= deadline:
+                    missing = need[~self._state[need]]
+                    names = ", ".join(self.ds.name(int(s)) for s in np.unique(self.grid.shard[missing])[:3])
+                    raise LoaderError(f"batch {b} waited {WAIT_S:.0f} s for its shards to be read and registered "
+                                      f"with {self.device} ({names}); is the disk or the network stalled?")
+            shards = np.unique(self.grid.shard[need])
+        self._point(shards.tolist())
+
+    def done(self, b: int, event) -> None:
+        """Batch b is cut once `event` is done: streaming, its last pieces go back then."""
+        if self.streaming:
+            sched = self._sched
+            need = sched.pieces(b)
+            last = need[sched.last[need] == b]
+            if len(last):
+                self._releasing.append((event, np.unique(last)))
+        self.reap()
+
+    def reap(self, block: bool = False) -> None:
+        """Unregister the pieces whose last batch is done (all of them with `block`)."""
+        while self._releasing and (block or self._releasing[0][0] is None or self._releasing[0][0].query()):
+            event, pieces = self._releasing.popleft()
+            if event is not None:
+                event.synchronize()
+            self._unregister(pieces)
+
+    def check(self, force: bool = False) -> None:
+        """At most every CHECK_S seconds (`force`: now): raise if a shard file was truncated or replaced."""
+        now = time.monotonic()
+        if force or now - self._checked >= CHECK_S:
+            self._checked = now
+            self.ds.check_files()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            err = self._error
+            if isinstance(err, PairloadError):
+                raise err
+            raise LoaderError(f"registering the shards with {self.device} failed: {err}") from err
+
+    # -- the thread
+    def _run(self) -> None:
+        try:
+            Driver.set_context(self._ctx)
+            while True:
+                with self._cond:
+                    piece = self._next()
+                    if piece is None:
+                        return
+                self._register(piece)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            with self._cond:
+                self._error = exc
+                self._cond.notify_all()
+
+    def _next(self) -> int | None:
+        """The next piece to register, waiting while the read-ahead is as far as it may go; None: stop."""
+        while True:
+            if self._stop:
+                return None
+            sched = self._sched
+            if sched is not None and self._pos < len(sched.order):
+                piece = int(sched.order[self._pos])
+                if self._state[piece]:
+                    self._pos += 1
+                    continue
+                size = int(self.grid.nbytes[piece])
+                needed_now = self._pos < self._front
+                ahead = int(sched.bytes_to[self._pos] - sched.bytes_to[self._front]) if not needed_now else 0
+                if needed_now or (ahead + size <= self.ahead and self.pinned + size <= self.budget):
+                    self._pos += 1
+                    return piece
+            self._cond.wait(timeout=0.5)
+
+    def _map(self, s: int) -> np.ndarray:
+        mm = self._maps.get(s)
+        if mm is None:
+            if self.ds.remote and s not in self._tokens:
+                part, local = self._part(s)
+                first = part.index.shard.searchsorted(local)
+                self._tokens[s] = part.acquire([int(first)])  # fetched, verified and held in the node cache
+            part, local = self._part(s)
+            mm = self._maps[s] = part.shard_map(local)
+        return mm
+
+    def _part(self, s: int):
+        for part in self.ds.sources:
+            if s < len(part.shard_bytes):
+                return part, s
+            s -= len(part.shard_bytes)
+        raise IndexError(s)
+
+    def _register(self, piece: int) -> None:
+        s = int(self.grid.shard[piece])
+        mm = self._map(s)
+        start, size = int(self.grid.start[piece]), int(self.grid.nbytes[piece])
+        host = mm.ctypes.data
+        sched = self._sched
+        # the disk reads of the next pieces start now: they are in flight while this one is pinned
+        for nxt in sched.order[self._pos:self._pos + READ_AHEAD] if sched is not None else ():
+            t = int(self.grid.shard[nxt])
+            if t == s or t in self._maps:
+                other = self._maps[t].ctypes.data
+                Driver.willneed(other + int(self.grid.start[nxt]), int(self.grid.nbytes[nxt]))
+        code = register(host + start, size)
+        if code:
+            part, local = self._part(s)
+            part.check_shards([int(part.index.shard.searchsorted(local))])  # a truncated file: its named error
+            raise LoaderError(f"registering {human_bytes(size)} of {self.ds.name(s)} with {self.device} failed: "
+                              f"CUDA driver error {code}; zero_copy=False uses the worker processes instead")
+        base = host if self.host_pointers else Driver.device_pointer(host)
+        with self._cond:
+            self._ptr[piece] = host + start
+            self._state[piece] = True
+            self._base[s] = base
+            self._live[s] += 1
+            self.pinned += size
+            self._cond.notify_all()
+
+    def _unregister(self, pieces) -> None:
+        freed = []
+        with self._cond:
+            for piece in pieces:
+                piece = int(piece)
+                if not self._state[piece]:
+                    continue
+                unregister(int(self._ptr[piece]))
+                self._state[piece] = False
+                self.pinned -= int(self.grid.nbytes[piece])
+                s = int(self.grid.shard[piece])
+                self._live[s] -= 1
+                if self._live[s] == 0:
+                    freed.append(s)
+            for s in freed:  # a shard with nothing registered: its map (and its place in the node cache) goes
+                self._maps.pop(s, None)
+                self._base[s] = 0
+                token = self._tokens.pop(s, None)
+                if token is not None:
+                    part, _ = self._part(s)
+                    part.release(token)
+            self._cond.notify_all()
+        if freed and self.ds.remote:
+            self.ds.drop_evicted()
+
+    def warm(self, samples) -> None:
+        """Register these samples' pieces now, in this thread, and point the tables at them (the self-test)."""
+        for piece in np.unique(np.concatenate([np.arange(self.grid.lo[i], self.grid.hi[i] + 1) for i in samples])):
+            if not self._state[piece]:
+                self._register(int(piece))
+        self._point(np.unique(self.grid.sample_shard[np.asarray(samples)]).tolist())
+
+    @property
+    def closed(self) -> bool:
+        return self._stop
+
+    def close(self) -> None:
+        """Stop the thread and unregister everything (the caller has waited for its kernels)."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._releasing.clear()
+        self._unregister(np.flatnonzero(self._state))
+
