@@ -12,6 +12,7 @@ import torch
 from pairload import make_loader
 from pairload.errors import ConfigError, ShardError
 from pairload.loaders import pins, zerocopy
+from pairload.loaders.wds import pinned_window
 from pairload.read.shards import open_shards
 
 from conftest import make_raw
@@ -140,7 +141,7 @@ def test_wds_on_a_cpu_keeps_its_workers_and_refuses_what_cannot_stream(shards):
     with pytest.raises(ConfigError, match=r"unknown option\(s\) resident; this kind accepts .*zero_copy"):
         make_loader("wds", shards, batch_size=4, crop=16, resident=True)
     ds = open_shards(shards)
-    window = __import__("pairload.loaders.wds", fromlist=["x"]).pinned_window(ds, 8)
+    window = pinned_window(ds, 8, 1)
     got = zerocopy.decide(ds, torch.device("cuda", 0), requested=None, budget=window.need - 1, need=window.need)
     assert not got.use and "a shuffle window of shards and the next one" in got.why and "shuffle_buffer" in got.why
 
@@ -275,11 +276,16 @@ def test_wds_zero_copy_equals_its_workers_across_window_moves_and_gives_the_page
     """The by-shard deal through the kernel: a window of shards registered at a time, pieces unregistered once their
     last batch is cut; batches bit-identical to the worker path's over several epochs and every orientation."""
     monkeypatch.setattr(pins, "CHUNK", 4096)  # small pieces: many of them, sample bytes across piece boundaries
+    ds = open_shards(shards)
+    window = pinned_window(ds, 8, 1)
+    assert window.need < sum(ds.shard_bytes)
     opts = dict(batch_size=4, crop=crop, seed=13, device="cuda", shuffle_buffer=8)
-    with make_loader("wds", shards, zero_copy=True, **opts) as zc, \
+    # a budget below the split's size: the window streams
+    with make_loader("wds", shards, zero_copy=True, pin_budget=window.need, **opts) as zc, \
             make_loader("wds", shards, zero_copy=False, num_workers=2, **opts) as workers:
         assert zc.path == "zero-copy" and workers.path == "workers"
         memory = zc.cutter.memory
+        assert memory.streaming
         peak = []
         got = []
         for e in (0, 1, 2):
@@ -288,8 +294,14 @@ def test_wds_zero_copy_equals_its_workers_across_window_moves_and_gives_the_page
                 got.append((b.keys, b.low.cpu(), b.high.cpu(), b.padded.cpu()))
                 peak.append(memory.pinned)
         same(got, run(workers, (0, 1, 2)))
-        total = sum(open_shards(shards).shard_bytes)
+        total = sum(ds.shard_bytes)
         assert max(peak) < total  # never the whole split: windows come and go
+    # within the budget: registered once, kept across epochs as ram's (registering costs more than reading)
+    with make_loader("wds", shards, zero_copy=True, **opts) as kept:
+        assert not kept.cutter.memory.streaming
+        first = run(kept, (0, 1, 2))
+        assert kept.cutter.memory.pinned == sum(ds.shard_bytes)
+        same(first, got)
         for _keys, low, high, _ in got:  # the pixels name their pair: the target is 255 - input
             assert torch.equal(high.int(), 255 - low.int())
 

@@ -49,7 +49,7 @@ class HostLoader(PlannedLoader):
                                   "ram loader keeps it whole")
             self.shuffle_buffer = by_shard_window(self.ds, opts, shuffle_buffer, cache_limit)
             shards = Shards(self.ds.shard_samples, self.shuffle_buffer)
-            window = pinned_window(self.ds, self.shuffle_buffer)
+            window = pinned_window(self.ds, self.shuffle_buffer, pin_budget)
         elif shuffle_buffer is not None:
             raise ConfigError("shuffle_buffer: the strided deal (ram) shuffles the whole split; it is an option of "
                               "the by-shard deal (wds)")

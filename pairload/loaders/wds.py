@@ -66,7 +66,16 @@ class PinnedWindow:
     ahead: int
 
 
-def pinned_window(ds: ShardDataset, shuffle_buffer: int) -> PinnedWindow:
+def pinned_window(ds: ShardDataset, shuffle_buffer: int, budget: int | None = None) -> PinnedWindow | None:
+    """What the kernel pins at most while it streams `ds`; None when it need not stream: a local split within the
+    pinning budget (`budget`, None: the default) stays registered once read, as `ram`'s does. Registering costs
+    more than reading the page cache (about 5 GB/s of pages on the H100 host against tens for the kernel), so a
+    split that fits is registered once, not once per epoch; a remote split streams through the node cache."""
+    if not ds.remote:
+        from .zerocopy import default_budget
+
+        if sum(ds.shard_bytes) <= (default_budget() if budget is None else budget):
+            return None
     per_sample = max((b / max(1, n) for b, n in zip(ds.shard_bytes, ds.shard_samples)), default=0)
     window = int(min(len(ds), shuffle_buffer) * per_sample)
     shard = max(ds.shard_bytes, default=0)

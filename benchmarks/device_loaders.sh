@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# bench-loaders on the GPU host in one device call: 1,024 synthetic 600x400 pairs in 64 MB shards (made once), then
+# for each TREE:LOADERS given (TREE a folder holding a `pairload` package: "." is this checkout, another is carried,
+# e.g. the previous commit's for an interleaved A/B) `bench-loaders --cold` with those loaders, each result written to
+# $OUT as soon as it is done. Run from the repository root there, with `.devwheels/extra` carried:
+#   bash benchmarks/device_loaders.sh .:ram,wds,wds-workers .devwheels/prev:ram,wds .:ram,wds
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .devwheels/extra/*.whl
+work=/tmp/bench-loaders
+if [ ! -f "$work/shards/manifest.json" ]; then
+  PYTHONPATH=/tmp/site:$PWD python3 -m pairload.cli synth "$work/raw" --pairs 1024 --test 0 --workers "$(nproc)" >/dev/null
+  PYTHONPATH=/tmp/site:$PWD python3 -m pairload.cli pack "$work/raw" "$work/shards" --shard-size 64MB --workers 0 >/dev/null
+fi
+k=0
+for arg in "$@"; do
+  tree=${arg%%:*}; loaders=${arg#*:}
+  k=$((k + 1))
+  name=$(basename "$(cd "$tree" && pwd)")
+  PYTHONPATH=/tmp/site:$(cd "$tree" && pwd) python3 -P -m pairload.cli bench-loaders "$work/shards" --loaders "$loaders" \
+    --seconds "${SECONDS_PER_LOADER:-4}" --cold --out "$OUT/loaders-$k-$name.json" > "$OUT/loaders-$k-$name.log" 2>&1
+  echo "== $k $tree ($(PYTHONPATH=$(cd "$tree" && pwd) python3 -P -c 'import pairload, os; print(os.path.dirname(pairload.__file__))')): rc $?"; tail -25 "$OUT/loaders-$k-$name.log" | cut -c1-200
+done
