@@ -18,5 +18,6 @@ for arg in "$@"; do
   name=$(basename "$(cd "$tree" && pwd)")
   PYTHONPATH=/tmp/site:$(cd "$tree" && pwd) python3 -P -m pairload.cli bench-loaders "$work/shards" --loaders "$loaders" \
     --seconds "${SECONDS_PER_LOADER:-4}" --cold --out "$OUT/loaders-$k-$name.json" > "$OUT/loaders-$k-$name.log" 2>&1
-  echo "== $k $tree ($(PYTHONPATH=$(cd "$tree" && pwd) python3 -P -c 'import pairload, os; print(os.path.dirname(pairload.__file__))')): rc $?"; tail -25 "$OUT/loaders-$k-$name.log" | cut -c1-200
+  rc=$?
+  echo "== $k $tree ($(PYTHONPATH=$(cd "$tree" && pwd) python3 -P -c 'import pairload, os; print(os.path.dirname(pairload.__file__))')): rc $rc"; tail -25 "$OUT/loaders-$k-$name.log" | cut -c1-200
 done
