@@ -249,7 +249,12 @@ class Pins:
         self._cond = threading.Condition()
         self._sched: Schedule | None = None
         self._pos = 0  # next entry of the schedule's order the thread registers
+        self._done = 0  # entries of the order registered (the thread goes in order: all of order[:_done])
+        self._advised = 0  # entries of the order whose disk reads were started
         self._front = 0  # entries of the order the current batch needs
+        self._gen = 0  # runs begun: a registration of an earlier run's schedule does not move `_done`
+        self._idle = False  # the thread waits for the current batch to move on
+        self._stale: set[int] = set()  # shards mapped anew since the tables were last pointed
         self._error: BaseException | None = None
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -296,7 +301,8 @@ class Pins:
             self._unregister(np.flatnonzero(self._state & (sched.last < 0)))
         with self._cond:
             self._raise()
-            self._sched, self._pos, self._front = sched, 0, 0
+            self._sched, self._pos, self._done, self._advised, self._front = sched, 0, 0, 0, 0
+            self._gen += 1
             self._cond.notify_all()
         if self.ds.remote and len(plans):
             self.ds.want(np.concatenate([bp.index for bp in plans]))  # downloads start in the order of use
@@ -306,23 +312,30 @@ class Pins:
         return sched
 
     def wait(self, b: int) -> None:
-        """Return once every piece batch b reads is registered (and the tables point at them)."""
-        sched = self._sched
-        need = sched.pieces(b)
+        """Return once every piece batch b reads is registered (and the tables point at them). The thread registers
+        in the schedule's order, so batches 0..b's pieces are order[:upto[b]]; those batch b reads are still
+        registered (a piece goes back only after its last batch). Once they are in: two comparisons."""
+        upto = int(self._sched.upto[b])
+        if upto > self._front:
+            self._front = upto
+            if self._idle:
+                with self._cond:
+                    self._cond.notify_all()
+        if self._done >= upto and not self._stale:
+            return
         deadline = time.monotonic() + WAIT_S
         with self._cond:
-            self._front = max(self._front, int(sched.upto[b]))
-            self._cond.notify_all()
-            while not self._state[need].all():
+            while self._done < upto:
                 self._raise()
                 if not self._cond.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic()))) and \
                         time.monotonic() >= deadline:
+                    need = self._sched.pieces(b)
                     missing = need[~self._state[need]]
                     names = ", ".join(self.ds.name(int(s)) for s in np.unique(self.grid.shard[missing])[:3])
                     raise LoaderError(f"batch {b} waited {WAIT_S:.0f} s for its shards to be read and registered "
                                       f"with {self.device} ({names}); is the disk or the network stalled?")
-            shards = np.unique(self.grid.shard[need])
-        self._point(shards.tolist())
+            stale, self._stale = self._stale, set()
+        self._point(sorted(stale))
 
     def done(self, b: int, event) -> None:
         """Batch b is cut once `event` is done: streaming, its last pieces go back then."""
@@ -365,7 +378,12 @@ class Pins:
                     piece = self._next()
                     if piece is None:
                         return
+                    gen = self._gen
                 self._register(piece)
+                with self._cond:
+                    if gen == self._gen:
+                        self._done = self._pos  # every entry before it is done: the thread goes in order
+                    self._cond.notify_all()
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
             with self._cond:
                 self._error = exc
@@ -381,13 +399,16 @@ class Pins:
                 piece = int(sched.order[self._pos])
                 if self._state[piece]:
                     self._pos += 1
+                    self._done = self._pos
                     continue
                 size = int(self.grid.nbytes[piece])
                 needed_now = self._pos < self._front
                 ahead = int(sched.bytes_to[self._pos] - sched.bytes_to[self._front]) if not needed_now else 0
                 if needed_now or (ahead + size <= self.ahead and self.pinned + size <= self.budget):
                     self._pos += 1
+                    self._idle = False
                     return piece
+            self._idle = True
             self._cond.wait(timeout=0.5)
 
     def _map(self, s: int) -> np.ndarray:
@@ -413,13 +434,7 @@ class Pins:
         mm = self._map(s)
         start, size = int(self.grid.start[piece]), int(self.grid.nbytes[piece])
         host = mm.ctypes.data
-        sched = self._sched
-        # the disk reads of the next pieces start now: they are in flight while this one is pinned
-        for nxt in sched.order[self._pos:self._pos + READ_AHEAD] if sched is not None else ():
-            t = int(self.grid.shard[nxt])
-            if t == s or t in self._maps:
-                other = self._maps[t].ctypes.data
-                Driver.willneed(other + int(self.grid.start[nxt]), int(self.grid.nbytes[nxt]))
+        self._read_ahead()
         code = register(host + start, size)
         if code:
             part, local = self._part(s)
@@ -430,10 +445,28 @@ class Pins:
         with self._cond:
             self._ptr[piece] = host + start
             self._state[piece] = True
+            if self._base[s] != base:
+                self._stale.add(s)
             self._base[s] = base
             self._live[s] += 1
             self.pinned += size
             self._cond.notify_all()
+
+    def _read_ahead(self) -> None:
+        """Start the disk reads of the next READ_AHEAD pieces (each once): they are in flight while this one is
+        pinned. A remote shard not fetched yet is left to its registration (fetching it would wait here)."""
+        sched = self._sched
+        if sched is None:
+            return
+        end = min(len(sched.order), self._pos + READ_AHEAD)
+        for k in range(max(self._advised, self._pos), end):
+            nxt = int(sched.order[k])
+            t = int(self.grid.shard[nxt])
+            if t not in self._maps and self.ds.remote:
+                continue
+            mm = self._map(t)
+            Driver.willneed(mm.ctypes.data + int(self.grid.start[nxt]), int(self.grid.nbytes[nxt]))
+        self._advised = max(self._advised, end)
 
     def _unregister(self, pieces) -> None:
         freed = []
@@ -461,11 +494,14 @@ class Pins:
             self.ds.drop_evicted()
 
     def warm(self, samples) -> None:
-        """Register these samples' pieces now, in this thread, and point the tables at them (the self-test)."""
+        """Register these samples' pieces now, in this thread, and point the tables at them (the self-test; before
+        any run begins)."""
         for piece in np.unique(np.concatenate([np.arange(self.grid.lo[i], self.grid.hi[i] + 1) for i in samples])):
             if not self._state[piece]:
                 self._register(int(piece))
-        self._point(np.unique(self.grid.sample_shard[np.asarray(samples)]).tolist())
+        with self._cond:
+            stale, self._stale = self._stale, set()
+        self._point(sorted(stale))
 
     @property
     def closed(self) -> bool:
