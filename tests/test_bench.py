@@ -209,7 +209,9 @@ def test_every_entry_is_built_from_its_row_of_the_table(tiny):
         assert resident.resident and not ram.resident and ram.zero_copy is False
         assert ram.opts.num_workers == 8 and cut_path("ram-workers", ram).startswith("workers")
     with build_loader("wds", cfg, cpu, 12) as wds:
-        assert wds.opts.num_workers == 12 and cut_path("wds", wds) == ""
+        assert wds.opts.num_workers == 12 and cut_path("wds", wds) == "workers"  # a CPU: no reason to give
+    with build_loader("wds-workers", cfg, cpu, 12) as wds:
+        assert wds.path == "workers" and cut_path("wds-workers", wds) == "workers"
     baseline = build_loader("cv2-disk", cfg, cpu, 0)
     assert isinstance(baseline, TorchBaseline)
     with pytest.raises(Skip, match="needs --raw"):

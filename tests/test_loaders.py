@@ -263,7 +263,7 @@ def test_normalize():
 
 def test_one_option_name_for_cpu_parallelism_and_unknown_options_are_named(shards24):
     with pytest.raises(ConfigError, match=r"make_loader\('wds'\): unknown option\(s\) resident; this kind accepts "
-                                          r"cache_dir, cache_limit, prefetch, shuffle_buffer"):
+                                          r"cache_dir, cache_limit, pin_budget, prefetch, shuffle_buffer"):
         make_loader("wds", shards24, batch_size=2, crop=16, resident=True)
     with pytest.raises(ConfigError, match=r"unknown option\(s\) num_threads; .*num_workers for every kind"):
         make_loader("ram", shards24, batch_size=2, crop=16, num_threads=4)
