@@ -305,6 +305,22 @@ def test_cache_limit_streams_wds_within_it_and_ram_refuses_a_larger_split(data, 
         assert cache.counters.evicted > 0 and cache.used() <= 4 * shard
 
 
+@pytest.mark.gpu
+def test_wds_zero_copy_streams_remote_shards_through_a_small_node_cache(data, server, tmp_path):
+    """On a GPU the kernel cuts a remote split's windows from the node cache's pages: each shard held (and pinned)
+    only while its batches are cut, so a cache of 4 shards streams 6; batches equal the local worker path's."""
+    shard = max(open_shards(data).shard_bytes)
+    opts = dict(batch_size=2, crop=16, seed=1, shuffle_buffer=4, device="cuda")
+    with make_loader("wds", data, zero_copy=False, **opts) as local, \
+            make_loader("wds", server.url, cache_dir=tmp_path / "c", cache_limit=4 * shard, zero_copy=True,
+                        **opts) as remote:
+        assert remote.path == "zero-copy" and remote.cutter.memory.streaming
+        got = epochs(remote, 3)
+        assert same(epochs(local, 3), got)
+        cache = remote.ds._feed.cache
+        assert cache.counters.evicted > 0 and cache.used() <= 4 * shard
+
+
 def test_parse_bytes():
     assert parse_bytes("500GB") == 500 << 30 and parse_bytes("1.5k") == 1536 and parse_bytes("4096") == 4096
     with pytest.raises(ConfigError, match=r"--cache-limit 'lots': expected a size such as 500GB"):

@@ -26,6 +26,9 @@ def endless(loader):
         epoch += 1
 
 
+WARM_BATCHES_MAX = 2000  # the warm-up's first epoch, at most this many batches
+
+
 def measure(name: str, loader, cfg: BenchConfig, device: torch.device, consumer: Callable | None,
             base_free: int | None) -> Result:
     res = Result(loader=name, path=cut_path(name, loader))
@@ -37,7 +40,10 @@ def measure(name: str, loader, cfg: BenchConfig, device: torch.device, consumer:
     stages = StageTotals()
     with PeakMemory(pids) as mem:
         warm_end = time.perf_counter() + max(0.5, 0.3 * per_window)
-        for _ in range(2):  # at least two batches, then until the warm-up time is over
+        # at least one whole epoch (the zero-copy path registers the split as its first epoch reads it) or two
+        # batches, then until the warm-up time is over
+        first = max(2, min(len(loader), WARM_BATCHES_MAX)) if hasattr(loader, "__len__") else 2
+        for _ in range(first):
             batch = next(it)
             if consumer:
                 consumer(batch.low, batch.high)

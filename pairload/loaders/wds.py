@@ -59,8 +59,9 @@ def by_shard_window(ds: ShardDataset, opts: LoaderOptions, shuffle_buffer: int |
 @dataclass(frozen=True)
 class PinnedWindow:
     """What the GPU kernel pins of a streamed split (`pins.Pins`): `ahead` bytes registered beyond what the current
-    batch reads (the next window, locally; two shards of a remote split, whose node cache holds them), `need` the
-    most pinned at once (a window being read, what is read ahead, a shard at each end)."""
+    batch reads (the next window, locally; one shard of a remote split, whose node cache must also hold the shards
+    downloaded ahead), `need` the most pinned at once (a window being read, what is read ahead, a shard at each
+    end)."""
 
     need: int
     ahead: int
@@ -79,5 +80,5 @@ def pinned_window(ds: ShardDataset, shuffle_buffer: int, budget: int | None = No
     per_sample = max((b / max(1, n) for b, n in zip(ds.shard_bytes, ds.shard_samples)), default=0)
     window = int(min(len(ds), shuffle_buffer) * per_sample)
     shard = max(ds.shard_bytes, default=0)
-    ahead = 2 * shard if ds.remote else window + shard
+    ahead = shard if ds.remote else window + shard
     return PinnedWindow(need=window + ahead + 2 * shard, ahead=ahead)
