@@ -4,6 +4,7 @@ hold the parts. `BenchConfig`, `plot` and `evict` stay importable from here for 
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import statistics
@@ -48,6 +49,7 @@ def _warm(name: str, cfg: BenchConfig, device: torch.device, workers: int, consu
     finally:
         loader.close()
         del loader
+        gc.collect()  # a loader kept by a reference cycle keeps its shard maps, and a cold run could not evict them
 
 
 def run_bench(cfg: BenchConfig, on_result: Callable[[Result], None] | None = None) -> dict:

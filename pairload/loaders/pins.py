@@ -191,8 +191,10 @@ class Grid:
                 lo.append(self.first[s])
                 hi.append(self.first[s])
             else:
+                # the kernel reads aligned 4-byte words: up to 3 bytes past a sample's end (still in its shard)
+                last = np.minimum(np.maximum(end, begin + 1) + 3, sizes[s]) - 1
                 lo.append(self.first[s] + begin // chunk)
-                hi.append(self.first[s] + (np.maximum(end, begin + 1) - 1) // chunk)
+                hi.append(self.first[s] + last // chunk)
             shard_of.append(s)
             base += len(part.shard_bytes)
         self.lo = np.concatenate(lo) if lo else np.zeros(0, np.int64)
@@ -301,7 +303,10 @@ class Pins:
             self._unregister(np.flatnonzero(self._state & (sched.last < 0)))
         with self._cond:
             self._raise()
-            self._sched, self._pos, self._done, self._advised, self._front = sched, 0, 0, 0, 0
+            # what is registered already (all of it, from the second epoch of a split that stays): done now
+            missing = ~self._state[sched.order]
+            ready = int(missing.argmax()) if missing.any() else len(sched.order)
+            self._sched, self._pos, self._done, self._advised, self._front = sched, ready, ready, ready, 0
             self._gen += 1
             self._cond.notify_all()
         if self.ds.remote and len(plans):
@@ -400,6 +405,7 @@ class Pins:
                 if self._state[piece]:
                     self._pos += 1
                     self._done = self._pos
+                    self._cond.notify_all()  # a batch may wait for exactly this entry
                     continue
                 size = int(self.grid.nbytes[piece])
                 needed_now = self._pos < self._front
