@@ -179,6 +179,8 @@ def test_zero_copy_equals_the_workers_bit_for_bit_in_every_orientation(shards, c
         assert set(codes.tolist()) == set(range(8))  # every flip/transpose combination is exercised
         first = run(zc, (0, 1, 2))
         same(first, run(workers, (0, 1, 2)))
+        # registered piece by piece as epoch 0 read it, then each shard again as one range (`Pins.settle`)
+        assert sorted(zc.cutter.memory._whole) == list(range(len(open_shards(shards).shard_bytes)))
         for _keys, low, high, _ in run(zc, (3,)):  # the pixels name their pair: the target is 255 - input
             assert torch.equal(high.int(), 255 - low.int())
         zc.close()  # unpins; iterating again registers the shards again

@@ -168,6 +168,9 @@ class DeviceCopy:
     def wait(self, b: int) -> None:
         pass
 
+    def settle(self, stream) -> None:
+        pass
+
     def done(self, b: int, event) -> None:
         pass
 
@@ -353,6 +356,8 @@ class KernelCuts:
         self.memory.check(force=True)
         if self.memory.streaming:
             self.stream.synchronize()  # what the last run left pinned may go back now
+        else:
+            self.memory.settle(self.stream)  # shards read whole by now: one registration each
         self.memory.begin(plans)
         events = events or self.memory.streaming
         with torch.cuda.stream(self.stream):  # the whole run's plan goes to the device in one copy
