@@ -515,15 +515,15 @@ class Pins:
         if self.streaming:
             return
         g = self.grid
-        def pieces(s: int) -> slice:
+        def span(s: int) -> slice:
             return slice(g.first[s], g.first[s + 1])
 
         with self._cond:
             whole = [s for s in range(len(self._live)) if s not in self._whole and self._live[s]
-                     and self._state[pieces(s)][g.read[pieces(s)]].all()]
+                     and self._state[span(s)][g.read[span(s)]].all()]
         with _lock:  # a piece another loader over this dataset registered too stays as it is
             whole = [s for s in whole
-                     if all(_registered.get(int(p), 0) <= 1 for p in self._ptr[pieces(s)][self._state[pieces(s)]])]
+                     if all(_registered.get(int(p), 0) <= 1 for p in self._ptr[span(s)][self._state[span(s)]])]
         if not whole:
             return
         stream.synchronize()
