@@ -21,7 +21,7 @@ for arg in "$@"; do
   k=$((k + 1))
   name=$(basename "$(cd "$tree" && pwd)")
   PYTHONPATH=/tmp/site:$(cd "$tree" && pwd) python3 -P -m pairload.cli bench-loaders "$work/shards" --loaders "$loaders" \
-    --seconds "${SECONDS_PER_LOADER:-4}" ${BENCH_ARGS:---cold} --out "$OUT/loaders-$k-$name.json" > "$OUT/loaders-$k-$name.log" 2>&1
+    --seconds "${SECONDS_PER_LOADER:-4}" ${BENCH_ARGS:---cold} --out "$OUT/loaders-$k-$name.json" > "/tmp/loaders-$k-$name.log" 2>&1
   rc=$?
-  echo "== $k $tree ($(PYTHONPATH=$(cd "$tree" && pwd) python3 -P -c 'import pairload, os; print(os.path.dirname(pairload.__file__))')): rc $rc"; tail -25 "$OUT/loaders-$k-$name.log" | cut -c1-200
+  echo "== $k $tree ($(PYTHONPATH=$(cd "$tree" && pwd) python3 -P -c 'import pairload, os; print(os.path.dirname(pairload.__file__))')): rc $rc"; tail -25 "/tmp/loaders-$k-$name.log" | cut -c1-200
 done
