@@ -1,23 +1,25 @@
 """Zero-copy crops on a CUDA device: the GPU cuts each planned window straight out of the page cache.
 
 The shard files of the split are memory-mapped read-only (the maps every worker of `ram` would use, so the node
-still holds one copy of the split) and each map is registered with the device (`cudaHostRegister`, read-only and
-mapped): its page-cache pages are pinned and the GPU reads them over PCIe through unified addressing. One Triton
-kernel then writes every planned window of a batch, both images and the planned transpose/flips applied in the
-same pass, into the batch tensor on the loader's side stream. No worker process and no host copy is involved; the
-planner still decides every window and orientation, so the batches equal the worker path's bit for bit.
+still holds one copy of the split) and registered with the device piece by piece as the plan reads them
+(`pins.Pins`: read-only and mapped, the page-cache pages pinned, the GPU reading them over PCIe through unified
+addressing). One Triton kernel then writes every planned window of a batch, both images and the planned
+transpose/flips applied in the same pass, into the batch tensor on the loader's side stream. No worker process and
+no host copy is involved; the planner still decides every window and orientation, so the batches equal the worker
+path's bit for bit. `wds` uses it too: its split stays registered when it fits the pinning budget, else a window of
+shards is registered at a time (`streaming`).
 
 `resident=True` uses the same kernel: the shard files are copied once into device memory and the kernel reads
-them there.
+them there (`DeviceCopy`).
 
 When it is not used (`decide` says why, in one line): a CPU device; a compressed split (its frames are decoded in
-workers); no Triton in this torch install; a split larger than the pinning budget (default half of the memory
-available); a registration the driver refuses, or a kernel Triton cannot build or that reads other bytes than the
-CPU (`self_test`; the error is named). The worker path then runs as before.
+workers); no Triton in this torch install; a split (or, streaming, a window and the next) larger than the pinning
+budget (default half of the memory available); a registration the driver refuses, or a kernel Triton cannot build
+or that reads other bytes than the CPU (`self_test`; the error is named). The worker path then runs as before.
 
-Pinned pages cannot be evicted or moved while the loader lives, and a shard truncated or replaced on disk does not
-change what the GPU reads (the pinned pages are the pack as it was when the loader opened it): the loader checks
-the files every `CHECK_S` seconds and stops with a named error, so batches never mix two packs and no SIGBUS can
+Pinned pages cannot be evicted or moved while they are registered, and a shard truncated or replaced on disk does
+not change what the GPU reads (the pinned pages are the pack as it was when the loader opened it): the loader checks
+the files every `pins.CHECK_S` seconds and stops with a named error, so batches never mix two packs and no SIGBUS can
 happen (the CPU never touches the maps on this path).
 """
 
