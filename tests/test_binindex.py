@@ -298,3 +298,15 @@ def test_an_index_of_200k_pairs_costs_a_process_under_64_bytes_a_pair(tmp_path):
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["bytes"] / n < 64 and got["took"] < 1.0, got
 
+
+
+def test_a_batch_of_keys_is_gathered_at_once_and_equals_one_by_one():
+    """`Keys.take` (a batch's keys in one numpy gather) gives exactly the keys indexing gives, any order, repeats,
+    negative indices, multi-byte and empty keys; an index out of range is an IndexError, as indexing's."""
+    keys = ["a", "bé", "", "ccc", "日本/0001", "x" * 300, "\udcff-raw"]
+    k = Keys(*Keys.encode(keys))
+    rng = np.random.default_rng(0)
+    for idx in ([0], [6, 0, 3], [2], [1, 1, 4], [-1, 0, -7], [], rng.integers(0, len(keys), 50).tolist()):
+        assert k.take(idx) == [k[i] for i in idx] == [keys[i] for i in idx]
+    with pytest.raises(IndexError, match="of 7"):
+        k.take([7])

@@ -296,7 +296,8 @@ class PlannedLoader(StatefulEpochs):
 
     def _keys(self, bp: BatchPlan) -> list[str]:
         """The shard keys of a planned batch's rows."""
-        return [self.keys[i] for i in bp.index.tolist()]
+        take = getattr(self.keys, "take", None)  # a version-5 split's `columns.Keys`: one gather for the batch
+        return take(bp.index) if take is not None else [self.keys[i] for i in bp.index.tolist()]
 
     def _source(self, bp: BatchPlan) -> list[str] | None:
         """The source name of each of a planned batch's rows (None: one source)."""
