@@ -362,6 +362,8 @@ class KernelCuts:
             self.memory.settle(self.stream)  # shards read whole by now: one registration each
         self.memory.begin(plans)
         events = events or self.memory.streaming
+        if self.memory.streaming:  # a group's batches are pinned at once: a streamed window keeps one at a time
+            group = 1
         with torch.cuda.stream(self.stream):  # the whole run's plan goes to the device in one copy
             plan = plan_tensor(plans, self.device, augment)
         start, b = 0, 0
