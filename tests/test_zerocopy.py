@@ -263,6 +263,25 @@ def ends_naming_the_truncated_shard(it, loader, name: str) -> None:
 
 
 @gpu
+def test_a_loader_dropped_without_close_gives_its_pinned_pages_back(shards):
+    """Its registering thread holds it only weakly: collected, its registrations go (as close() would)."""
+    import gc
+
+    gc.collect()
+    before = dict(pins._registered)
+    for kind, extra in (("ram", {}), ("wds", {"shuffle_buffer": 8})):
+        loader = make_loader(kind, shards, batch_size=4, crop=16, device="cuda", zero_copy=True, **extra)
+        next(iter(loader))
+        assert len(pins._registered) > len(before)
+        thread = loader.cutter.memory._thread
+        del loader
+        gc.collect()
+        assert pins._registered == before, kind
+        thread.join(timeout=5)
+        assert not thread.is_alive()
+
+
+@gpu
 def test_a_refused_registration_falls_back_with_the_drivers_reason(shards, monkeypatch):
     monkeypatch.setattr(pins.Driver, "register", classmethod(lambda cls, ptr, nbytes: 1))  # the driver says no
     refused = (r"registering the first shard failed \(registering .* of .*train-.*\.tar with cuda.* failed: "

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 
@@ -74,6 +75,15 @@ class Driver:
     @classmethod
     def set_context(cls, ctx: int) -> None:
         cls.check(cls.lib().cuCtxSetCurrent(ctypes.c_void_p(ctx)), "cuCtxSetCurrent")
+
+    @classmethod
+    def push_context(cls, ctx: int) -> None:
+        cls.check(cls.lib().cuCtxPushCurrent_v2(ctypes.c_void_p(ctx)), "cuCtxPushCurrent")
+
+    @classmethod
+    def pop_context(cls) -> None:
+        out = ctypes.c_void_p()
+        cls.lib().cuCtxPopCurrent_v2(ctypes.byref(out))
 
     @classmethod
     def host_pointers(cls, device: torch.device) -> bool:
@@ -235,8 +245,7 @@ class Pins:
     `streaming`: pieces go back after their last batch; `ahead`: bytes registered beyond the current batch's
     (None: up to the budget)."""
 
-    def __init__(self, ds, device: torch.device, *, budget: int, streaming: bool, ahead: int | None = None,
-                 stream: torch.cuda.Stream | None = None):
+    def __init__(self, ds, device: torch.device, *, budget: int, streaming: bool, ahead: int | None = None):
         self.ds, self.device, self.budget, self.streaming = ds, device, int(budget), streaming
         with torch.cuda.device(device):
             torch.cuda.current_stream(device)  # the device's context exists and is current here
@@ -267,7 +276,11 @@ class Pins:
         self._thread: threading.Thread | None = None
         self._releasing: deque = deque()  # (event, pieces) to unregister once the event is done (streaming)
         self._checked = time.monotonic()
-        self.stream = stream
+        self._held: dict[int, int] = {}  # host address -> 1, every registration this object made and holds
+        # a loader dropped without close(): its registrations go when this object does (its thread holds only a
+        # weak reference to it)
+        self._finalizer = weakref.finalize(self, _release_all, self._held, self._ctx, self.device)
+        self._finalizer.atexit = False  # at exit the process's registrations end with it
         self._tables()
 
     # -- the device's address tables: sample i's input at low[i], target at high[i]
@@ -316,8 +329,9 @@ class Pins:
             self._cond.notify_all()
         if self.ds.remote and len(plans):
             self.ds.want(np.concatenate([bp.index for bp in plans]))  # downloads start in the order of use
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="pairload-pins", daemon=True)
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=_registrar, args=(weakref.ref(self), self._cond, self._ctx),
+                                            name="pairload-pins", daemon=True)
             self._thread.start()
         return sched
 
@@ -379,28 +393,10 @@ class Pins:
                 raise err
             raise LoaderError(f"registering the shards with {self.device} failed: {err}") from err
 
-    # -- the thread
-    def _run(self) -> None:
-        try:
-            Driver.set_context(self._ctx)
-            while True:
-                with self._cond:
-                    piece = self._next()
-                    if piece is None:
-                        return
-                    gen = self._gen
-                self._register(piece)
-                with self._cond:
-                    if gen == self._gen:
-                        self._done = self._pos  # every entry before it is done: the thread goes in order
-                    self._cond.notify_all()
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            with self._cond:
-                self._error = exc
-                self._cond.notify_all()
-
+    # -- the thread (`_registrar`)
     def _next(self) -> int | None:
-        """The next piece to register, waiting while the read-ahead is as far as it may go; None: stop."""
+        """The next piece to register; _WAIT while the read-ahead is as far as it may go; None: stop. Under the
+        lock."""
         while True:
             if self._stop:
                 return None
@@ -420,7 +416,7 @@ class Pins:
                     self._idle = False
                     return piece
             self._idle = True
-            self._cond.wait(timeout=0.5)
+            return _WAIT
 
     def _map(self, s: int) -> np.ndarray:
         mm = self._maps.get(s)
@@ -454,6 +450,7 @@ class Pins:
                               f"CUDA driver error {code}; zero_copy=False uses the worker processes instead")
         base = host if self.host_pointers else Driver.device_pointer(host)
         with self._cond:
+            self._held[host + start] = 1
             self._ptr[piece] = host + start
             self._state[piece] = True
             if self._base[s] != base:
@@ -489,6 +486,7 @@ class Pins:
                 s = int(self.grid.shard[piece])
                 if s not in self._whole:
                     unregister(int(self._ptr[piece]))
+                    self._held.pop(int(self._ptr[piece]), None)
                 self._state[piece] = False
                 self.pinned -= int(self.grid.nbytes[piece])
                 self._live[s] -= 1
@@ -496,6 +494,7 @@ class Pins:
                     freed.append(s)
             for s in freed:  # a shard with nothing registered: its map (and its place in the node cache) goes
                 if s in self._whole:
+                    self._held.pop(self._whole[s], None)
                     unregister(self._whole.pop(s))
                 self._maps.pop(s, None)
                 self._base[s] = 0
@@ -533,12 +532,15 @@ class Pins:
                 host = self._maps[s].ctypes.data
                 for piece in pieces[self._state[pieces]]:
                     unregister(int(self._ptr[piece]))
+                    self._held.pop(int(self._ptr[piece]), None)
                 code = register(host, int(self.ds.shard_bytes[s]))
                 if code:  # as it was: the pieces again (the driver took them before)
                     for piece in pieces[self._state[pieces]]:
-                        register(int(self._ptr[piece]), int(g.nbytes[piece]))
+                        if register(int(self._ptr[piece]), int(g.nbytes[piece])) == 0:
+                            self._held[int(self._ptr[piece])] = 1
                     continue
                 self._whole[s] = host
+                self._held[host] = 1
                 added = pieces[~self._state[pieces]]
                 self._state[added] = True
                 self.pinned += int(g.nbytes[added].sum())
@@ -569,4 +571,65 @@ class Pins:
             self._thread = None
         self._releasing.clear()
         self._unregister(np.flatnonzero(self._state))
+        self._finalizer()  # nothing left to release; not again at collection
 
+
+_WAIT = -1  # `Pins._next`: nothing to register now
+
+
+def _registrar(ref, cond: threading.Condition, ctx: int) -> None:
+    """The registering thread of a `Pins` (`ref`: a weak reference, so that a dropped loader's pins can go; the
+    thread ends then, at `close()`, or when its run is done and begins again with the next)."""
+    try:
+        Driver.set_context(ctx)
+    except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+        pins = ref()
+        if pins is not None:
+            with cond:
+                pins._error = exc
+                cond.notify_all()
+        return
+    while True:
+        pins = ref()
+        if pins is None:
+            return
+        try:
+            with cond:
+                piece = pins._next()
+                gen = pins._gen
+            if piece is None:
+                return
+            if piece == _WAIT:
+                del pins  # not held while waiting
+                with cond:
+                    cond.wait(timeout=0.5)
+                continue
+            pins._register(piece)
+            with cond:
+                if gen == pins._gen:
+                    pins._done = pins._pos  # every entry before it is done: the thread goes in order
+                cond.notify_all()
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            with cond:
+                pins._error = exc
+                cond.notify_all()
+            return
+        finally:
+            pins = None
+
+
+def _release_all(held: dict[int, int], ctx: int, device: torch.device) -> None:
+    """Unregister what a `Pins` still holds (collected without `close()`), once the device's kernels are done."""
+    if not held:
+        return
+    try:
+        torch.cuda.synchronize(device)
+        Driver.push_context(ctx)
+    except Exception:  # noqa: BLE001 - interpreter shutdown: the process's registrations end with it
+        return
+    try:
+        for ptr in list(held):
+            unregister(ptr)
+        held.clear()
+    finally:
+        Driver.pop_context()
