@@ -170,13 +170,25 @@ class Schedule:
         return self.reads[self.of_batch[b]:self.of_batch[b + 1]]
 
 
+def sample_offsets(ds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(shard, low, high) of every sample of `ds` (a mix's sources one after another): its shard in the dataset's
+    global numbering, and where its input's and its target's pixels start in that shard."""
+    shard, low, high, base = [], [], [], 0
+    for part in ds.sources:
+        idx = part.index
+        shard.append(np.asarray(idx.shard, dtype=np.int64) + base)
+        low.append(np.asarray(idx.low, dtype=np.int64))
+        high.append(np.asarray(idx.high, dtype=np.int64))
+        base += len(part.shard_bytes)
+    return tuple(np.concatenate(c) if c else np.zeros(0, np.int64) for c in (shard, low, high))
+
+
 class Grid:
     """The split's shards cut into pieces of `chunk` bytes (None: one piece per shard). Shard s (the dataset's global
     numbering: a mix's sources one after another) has pieces first[s] .. first[s+1]-1; sample i's bytes (input and
     target) lie in pieces lo[i] .. hi[i]."""
 
     def __init__(self, ds, chunk: int | None):
-        self.chunk = chunk
         sizes = np.asarray(ds.shard_bytes, dtype=np.int64)
         counts = np.ones(len(sizes), dtype=np.int64) if chunk is None else np.maximum(1, -(-sizes // chunk))
         self.first = np.concatenate([[0], np.cumsum(counts)])
@@ -186,34 +198,25 @@ class Grid:
         self.start = local * (chunk or 0)  # each piece's first byte in its shard
         self.nbytes = sizes[self.shard] - self.start if chunk is None else np.minimum(chunk, sizes[self.shard]
                                                                                        - self.start)
-        members = ds.members
-        lo, hi, shard_of = [], [], []
-        base = 0
-        for part in ds.sources:
-            idx = part.index
-            hw = np.asarray(idx.hw, dtype=np.int64)
+        self.sample_shard, self.low, self.high = sample_offsets(ds)
+        s = self.sample_shard
+        if chunk is None:
+            self.lo = self.hi = self.first[s]
+        else:
+            members = ds.members
+            hw = np.asarray(ds.sizes, dtype=np.int64)
             low_n = hw[:, 0] * hw[:, 1] * members.low.pixel_bytes
             high_n = hw[:, 0] * hw[:, 1] * members.scale ** 2 * members.high.pixel_bytes
-            low, high = np.asarray(idx.low, dtype=np.int64), np.asarray(idx.high, dtype=np.int64)
-            begin, end = np.minimum(low, high), np.maximum(low + low_n, high + high_n)
-            s = np.asarray(idx.shard, dtype=np.int64) + base
-            if chunk is None:
-                lo.append(self.first[s])
-                hi.append(self.first[s])
-            else:
-                # the kernel reads aligned 4-byte words: up to 3 bytes past a sample's end (still in its shard)
-                last = np.minimum(np.maximum(end, begin + 1) + 3, sizes[s]) - 1
-                lo.append(self.first[s] + begin // chunk)
-                hi.append(self.first[s] + last // chunk)
-            shard_of.append(s)
-            base += len(part.shard_bytes)
-        self.lo = np.concatenate(lo) if lo else np.zeros(0, np.int64)
-        self.hi = np.concatenate(hi) if hi else np.zeros(0, np.int64)
+            begin = np.minimum(self.low, self.high)
+            end = np.maximum(self.low + low_n, self.high + high_n)
+            # the kernel reads aligned 4-byte words: up to 3 bytes past a sample's end (still in its shard)
+            last = np.minimum(np.maximum(end, begin + 1) + 3, sizes[s]) - 1
+            self.lo = self.first[s] + begin // chunk
+            self.hi = self.first[s] + last // chunk
         read = np.zeros(self.count + 1, dtype=np.int64)  # pieces some sample reads (not a shard's tar trailer alone)
         np.add.at(read, self.lo, 1)
         np.add.at(read, self.hi + 1, -1)
         self.read = np.cumsum(read[:-1]) > 0
-        self.sample_shard = np.concatenate(shard_of) if shard_of else np.zeros(0, np.int64)
 
     def schedule(self, plans) -> Schedule:
         """The pieces a run's batches read (`plans`: `BatchPlan`s with `.index`), in first-read order."""
@@ -276,7 +279,7 @@ class Pins:
         self._thread: threading.Thread | None = None
         self._releasing: deque = deque()  # (event, pieces) to unregister once the event is done (streaming)
         self._checked = time.monotonic()
-        self._held: dict[int, int] = {}  # host address -> 1, every registration this object made and holds
+        self._held: set[int] = set()  # the host address of every registration this object made and holds
         # a loader dropped without close(): its registrations go when this object does (its thread holds only a
         # weak reference to it)
         self._finalizer = weakref.finalize(self, _release_all, self._held, self._ctx, self.device)
@@ -285,14 +288,8 @@ class Pins:
 
     # -- the device's address tables: sample i's input at low[i], target at high[i]
     def _tables(self) -> None:
-        low, high = [], []
-        for part in self.ds.sources:
-            low.append(np.asarray(part.index.low, dtype=np.int64))
-            high.append(np.asarray(part.index.high, dtype=np.int64))
-        low = np.concatenate(low) if low else np.zeros(0, np.int64)
-        high = np.concatenate(high) if high else np.zeros(0, np.int64)
-        self.low_off = torch.from_numpy(low).to(self.device)
-        self.high_off = torch.from_numpy(high).to(self.device)
+        self.low_off = torch.from_numpy(self.grid.low).to(self.device)
+        self.high_off = torch.from_numpy(self.grid.high).to(self.device)
         self.low = torch.zeros_like(self.low_off)
         self.high = torch.zeros_like(self.high_off)
         self.width = torch.from_numpy(np.ascontiguousarray(self.ds.sizes[:, 1], dtype=np.int64)).to(self.device)
@@ -422,9 +419,8 @@ class Pins:
         mm = self._maps.get(s)
         if mm is None:
             if self.ds.remote and s not in self._tokens:
-                part, local = self._part(s)
-                first = part.index.shard.searchsorted(local)
-                self._tokens[s] = part.acquire([int(first)])  # fetched, verified and held in the node cache
+                part, first = self._first_sample(s)
+                self._tokens[s] = part.acquire([first])  # fetched, verified and held in the node cache
             part, local = self._part(s)
             mm = self._maps[s] = part.shard_map(local)
         return mm
@@ -436,21 +432,36 @@ class Pins:
             s -= len(part.shard_bytes)
         raise IndexError(s)
 
+    def _first_sample(self, s: int):
+        """(the split holding shard s, the number there of its first sample)."""
+        part, local = self._part(s)
+        return part, int(part.index.shard.searchsorted(local))
+
+    def _pin(self, ptr: int, nbytes: int) -> int:
+        """`register`, held by this object until `_unpin`; the driver's code."""
+        code = register(ptr, nbytes)
+        if code == 0:
+            self._held.add(ptr)
+        return code
+
+    def _unpin(self, ptr: int) -> None:
+        unregister(ptr)
+        self._held.discard(ptr)
+
     def _register(self, piece: int) -> None:
         s = int(self.grid.shard[piece])
         mm = self._map(s)
         start, size = int(self.grid.start[piece]), int(self.grid.nbytes[piece])
         host = mm.ctypes.data
         self._read_ahead()
-        code = register(host + start, size)
+        code = self._pin(host + start, size)
         if code:
-            part, local = self._part(s)
-            part.check_shards([int(part.index.shard.searchsorted(local))])  # a truncated file: its named error
+            part, first = self._first_sample(s)
+            part.check_shards([first])  # a truncated file: its named error
             raise LoaderError(f"registering {human_bytes(size)} of {self.ds.name(s)} with {self.device} failed: "
                               f"CUDA driver error {code}; zero_copy=False uses the worker processes instead")
         base = host if self.host_pointers else Driver.device_pointer(host)
         with self._cond:
-            self._held[host + start] = 1
             self._ptr[piece] = host + start
             self._state[piece] = True
             if self._base[s] != base:
@@ -485,8 +496,7 @@ class Pins:
                     continue
                 s = int(self.grid.shard[piece])
                 if s not in self._whole:
-                    unregister(int(self._ptr[piece]))
-                    self._held.pop(int(self._ptr[piece]), None)
+                    self._unpin(int(self._ptr[piece]))
                 self._state[piece] = False
                 self.pinned -= int(self.grid.nbytes[piece])
                 self._live[s] -= 1
@@ -494,8 +504,7 @@ class Pins:
                     freed.append(s)
             for s in freed:  # a shard with nothing registered: its map (and its place in the node cache) goes
                 if s in self._whole:
-                    self._held.pop(self._whole[s], None)
-                    unregister(self._whole.pop(s))
+                    self._unpin(self._whole.pop(s))
                 self._maps.pop(s, None)
                 self._base[s] = 0
                 token = self._tokens.pop(s, None)
@@ -531,16 +540,12 @@ class Pins:
                 pieces = np.arange(g.first[s], g.first[s + 1])
                 host = self._maps[s].ctypes.data
                 for piece in pieces[self._state[pieces]]:
-                    unregister(int(self._ptr[piece]))
-                    self._held.pop(int(self._ptr[piece]), None)
-                code = register(host, int(self.ds.shard_bytes[s]))
-                if code:  # as it was: the pieces again (the driver took them before)
+                    self._unpin(int(self._ptr[piece]))
+                if self._pin(host, int(self.ds.shard_bytes[s])):  # as it was: the pieces again (taken before)
                     for piece in pieces[self._state[pieces]]:
-                        if register(int(self._ptr[piece]), int(g.nbytes[piece])) == 0:
-                            self._held[int(self._ptr[piece])] = 1
+                        self._pin(int(self._ptr[piece]), int(g.nbytes[piece]))
                     continue
                 self._whole[s] = host
-                self._held[host] = 1
                 added = pieces[~self._state[pieces]]
                 self._state[added] = True
                 self.pinned += int(g.nbytes[added].sum())
@@ -618,7 +623,7 @@ def _registrar(ref, cond: threading.Condition, ctx: int) -> None:
             pins = None
 
 
-def _release_all(held: dict[int, int], ctx: int, device: torch.device) -> None:
+def _release_all(held: set[int], ctx: int, device: torch.device) -> None:
     """Unregister what a `Pins` still holds (collected without `close()`), once the device's kernels are done."""
     if not held:
         return

@@ -28,10 +28,15 @@ def auto_shuffle_buffer(pair_bytes: int) -> int:
     return max(1, SHUFFLE_BYTES // max(1, pair_bytes))
 
 
+def window_bytes(ds: ShardDataset, shuffle_buffer: int) -> int:
+    """Bytes of shards one shuffle window holds at most (its samples at the largest bytes per sample of a shard)."""
+    per_sample = max((b / max(1, n) for b, n in zip(ds.shard_bytes, ds.shard_samples)), default=0)
+    return int(min(len(ds), shuffle_buffer) * per_sample)
+
+
 def _check_window(ds: ShardDataset, shuffle_buffer: int, cache_limit: int) -> None:
     """A cache_limit must hold the shards of one shuffle window and the next shard, or streaming cannot go on."""
-    per_sample = max(b / max(1, n) for b, n in zip(ds.shard_bytes, ds.shard_samples))
-    need = int(min(len(ds), shuffle_buffer) * per_sample) + 2 * max(ds.shard_bytes)
+    need = window_bytes(ds, shuffle_buffer) + 2 * max(ds.shard_bytes)
     if cache_limit < need:
         raise ConfigError(f"{ds.where}: cache_limit={human_bytes(cache_limit)} cannot hold one shuffle window of "
                           f"shards ({shuffle_buffer} samples) and the next ones ({human_bytes(need)}); raise "
@@ -77,8 +82,7 @@ def pinned_window(ds: ShardDataset, shuffle_buffer: int, budget: int | None = No
 
         if sum(ds.shard_bytes) <= (default_budget() if budget is None else budget):
             return None
-    per_sample = max((b / max(1, n) for b, n in zip(ds.shard_bytes, ds.shard_samples)), default=0)
-    window = int(min(len(ds), shuffle_buffer) * per_sample)
+    window = window_bytes(ds, shuffle_buffer)
     shard = max(ds.shard_bytes, default=0)
     ahead = shard if ds.remote else window + shard
     return PinnedWindow(need=window + ahead + 2 * shard, ahead=ahead)

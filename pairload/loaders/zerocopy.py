@@ -38,13 +38,10 @@ from ..errors import ConfigError, PairloadError
 from ..units import human_bytes
 from ..plan import BatchPlan
 from .cut import Cut
-from .pins import Pins, _DriverError
+from .pins import Pins, _DriverError, sample_offsets
 from .resident import check_room
 
 BUDGET_FRACTION = 0.5  # default pinning budget: this fraction of the memory available when the loader starts
-
-# cudaHostRegister flags (cuda_runtime_api.h)
-_PORTABLE, _MAPPED, _READ_ONLY = 1, 2, 8
 
 
 @dataclass(frozen=True)
@@ -143,15 +140,11 @@ class DeviceCopy:
         self.ds, self.device = ds, device
         self.store = torch.empty(need, dtype=torch.uint8, device=device)
         self._filled = 0
-        low, high = [], []
-        for part in _parts(ds):
-            base = np.array([self._copy(part, number, size) for number, size in enumerate(part.shard_bytes)],
-                            dtype=np.int64)
-            idx = part.index
-            low.append(base[idx.shard] + idx.low)
-            high.append(base[idx.shard] + idx.high)
-        self.low = torch.from_numpy(np.concatenate(low)).to(device)
-        self.high = torch.from_numpy(np.concatenate(high)).to(device)
+        base = np.array([self._copy(part, number, size) for part in _parts(ds)
+                         for number, size in enumerate(part.shard_bytes)], dtype=np.int64)
+        shard, low, high = sample_offsets(ds)
+        self.low = torch.from_numpy(base[shard] + low).to(device)
+        self.high = torch.from_numpy(base[shard] + high).to(device)
         self.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
 
     def _copy(self, part, number: int, size: int) -> int:
