@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pairs", type=int, default=2000, help="synthetic pairs to make and pack (default 2000)")
     ap.add_argument("--workers", type=int, default=os.cpu_count(), help="processes (default: all cores)")
+    ap.add_argument("--pack-workers", type=int, help="the pack's workers, where not --workers (the bounds use "
+                    "--workers processes)")
     ap.add_argument("--size", default="600x400", help="WIDTHxHEIGHT of the synthetic pairs (default 600x400)")
     ap.add_argument("--work", type=Path, help="folder for the pairs and the shards, kept for the next run (default: "
                     "a new temporary one, removed after)")
@@ -42,7 +44,8 @@ def main(argv: list[str] | None = None) -> dict:
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-pack-"))
     try:
         report = run(work, args.pairs, args.workers, raw=args.raw, size=parse_wxh(args.size), sample=args.sample,
-                     repeat=args.repeat, keep=args.keep, log=lambda msg: print(msg, file=sys.stderr, flush=True))
+                     repeat=args.repeat, keep=args.keep, pack_workers=args.pack_workers,
+                     log=lambda msg: print(msg, file=sys.stderr, flush=True))
     finally:
         if args.work is None and not args.keep:  # a folder of our own: the pairs go with it
             shutil.rmtree(work, ignore_errors=True)

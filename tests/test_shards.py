@@ -5,6 +5,7 @@ import pytest
 
 from indexes import shard_index
 from pairload import ShardError, open_shards
+from pairload.format import schema
 from pairload.read.shards import info, verify
 
 from conftest import make_raw, pair_pixels
@@ -169,3 +170,31 @@ def test_a_mix_maps_every_shard_of_its_sources(packed):
     assert len(mix.shard_map(last)) == b.files[-1].stat().st_size
     with pytest.raises(IndexError, match="past the last shard"):
         mix.shard_map(last + 1)
+
+
+def test_tar_headers_are_the_bytes_tarfile_writes_for_every_name():
+    """`schema.tar_header` builds short ASCII names' blocks itself: byte for byte what tarfile writes, whatever the
+    name's characters and length (99 is the longest that fits a ustar block; 100 and non-ASCII take a pax header) and
+    the size; and tarfile reads back the name and size."""
+    import io
+    import random
+    import string
+    import tarfile
+
+    rnd = random.Random(7)
+    names = ["a", "x" * 98, "x" * 99, "x" * 100, "k+0001.low.npy", "é.json", "sp ace/.json"]
+    names += ["".join(rnd.choice(string.printable[:95]) for _ in range(rnd.randint(1, 99))) for _ in range(300)]
+    for name in names:
+        for size in (0, 1, 511, 512, 720_128, 0o77777777776, 0o77777777777):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = size, schema.TAR_MTIME, schema.TAR_MODE
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            want = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+            got = schema.tar_header(name, size)
+            assert got == want, (name, size)
+            assert schema.header_size(name, size) == len(got)
+        archive = schema.tar_header(name, 5) + b"hello".ljust(512, b"\0") + bytes(1024)
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tf:
+            member = tf.next()
+            assert (member.name, member.size, tf.extractfile(member).read()) == (name, 5, b"hello")

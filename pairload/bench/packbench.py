@@ -30,11 +30,12 @@ MB = 1e6
 # ------------------------------------------------------------------------------------------------------ the run
 
 def run(work: Path, pairs: int, workers: int, *, raw: Path | None = None, size: tuple[int, int] = (600, 400),
-        sample: int = 200, repeat: int = 1, keep: bool = False, log=print) -> dict:
+        sample: int = 200, repeat: int = 1, keep: bool = False, pack_workers: int | None = None, log=print) -> dict:
     """Every measurement, as one JSON-ready dict. `work` holds the synthetic pairs (unless `raw` names a folder to
     pack instead) and the output folder; `sample` pairs are timed one by one for the breakdown. With `repeat` > 1
     the bounds and the pack are measured that many times, interleaved, and the fastest of each is analysed (on a
-    busy machine the fastest is the least disturbed); every run is kept under `runs`."""
+    busy machine the fastest is the least disturbed); every run is kept under `runs`. `pack_workers`: the pack's
+    workers, where not `workers` (the bounds always use `workers` processes)."""
     work.mkdir(parents=True, exist_ok=True)
     out = work / "shards"
     shutil.rmtree(out, ignore_errors=True)
@@ -45,7 +46,7 @@ def run(work: Path, pairs: int, workers: int, *, raw: Path | None = None, size: 
     find_s = time.perf_counter() - t0
     warm_page_cache(found)
     report = {"benchmark": "pack", "facts": facts(work, workers), "raw": str(raw), "pairs": len(found),
-              "workers": workers, "find_pairs_s": find_s}
+              "workers": workers, "pack_workers": pack_workers or workers, "find_pairs_s": find_s}
     headers = [(probe(p.low), probe(p.high)) for p in found]
     runs: dict[str, list] = {"decode_bound": [], "pack": [], "write_bound": []}
     for k in range(repeat):
@@ -53,7 +54,7 @@ def run(work: Path, pairs: int, workers: int, *, raw: Path | None = None, size: 
         runs["decode_bound"].append(decode_bound(found, headers, workers))
         log(f"decode bound {runs['decode_bound'][-1]['pairs_per_s']:.0f} pairs/s; pack")
         shutil.rmtree(out, ignore_errors=True)
-        runs["pack"].append(pack_once(raw, out, workers))
+        runs["pack"].append(pack_once(raw, out, pack_workers or workers))
         log(f"pack {runs['pack'][-1]['pairs_per_s']:.0f} pairs/s; write bound")
         shard_bytes = runs["pack"][-1]["shard_bytes"]
         if not (keep and k == repeat - 1):

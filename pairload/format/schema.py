@@ -115,7 +115,16 @@ def npy_header(height: int, width: int) -> bytes:
 
 
 def tar_header(name: str, size: int) -> bytes:
-    """A deterministic tar header: fixed mtime, owner and mode, so the same input gives the same bytes."""
+    """A deterministic tar header: fixed mtime, owner and mode, so the same input gives the same bytes. A short
+    ASCII name takes one ustar block, made from tarfile's own block for another name (a pack writes three headers a
+    pair, and tarfile's are most of the parent's work per pair besides hashing); any other name goes through
+    tarfile, which adds the pax header it needs."""
+    if len(name) < 100 and name.isascii() and size < 0o77777777777 and "\0" not in name:
+        return _ustar_block(name, size)
+    return _tarfile_header(name, size)
+
+
+def _tarfile_header(name: str, size: int) -> bytes:
     info = tarfile.TarInfo(name)
     info.size = size
     info.mtime = TAR_MTIME
@@ -124,6 +133,26 @@ def tar_header(name: str, size: int) -> bytes:
     info.uname = info.gname = ""
     info.type = tarfile.REGTYPE
     return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+
+
+_TEMPLATE: list[bytearray] = []  # tarfile's block for a one-letter name of size 0, with its checksum blanked
+
+
+def _ustar_block(name: str, size: int) -> bytes:
+    """`_tarfile_header(name, size)` for a short ASCII name: the name (NUL-padded to 100 bytes), the size (11 octal
+    digits and a NUL) and the checksum (six octal digits, NUL, space: the sum of the block's bytes with the checksum
+    field read as spaces) written into tarfile's block for another name, so every other field is tarfile's."""
+    if not _TEMPLATE:
+        block = bytearray(_tarfile_header("x", 0))
+        block[0:100] = bytes(100)
+        block[148:156] = b" " * 8
+        _TEMPLATE.append(block)
+    block = bytearray(_TEMPLATE[0])
+    raw = name.encode("ascii")
+    block[0:len(raw)] = raw
+    block[124:136] = b"%011o\0" % size
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
 
 
 def header_size(name: str, size: int) -> int:
@@ -180,7 +209,9 @@ class SampleLayout:
 def layout_sample(key: str, height: int, width: int, meta: bytes, start: int,
                   shared_high: int | None = None, members: Members = DEFAULT
                   ) -> tuple[SampleLayout, list[tuple[int, bytes]]]:
-    """Lay out one sample at `start`; returns the layout and the (offset, bytes) header pieces to write.
+    """Lay out one sample at `start`; returns the layout and the (offset, bytes) header pieces to write: two, one
+    from `start` to the low image's pixels (the JSON member whole, its padding, the low member's tar and .npy
+    headers) and the high member's headers (none when the target is shared), so that a pack writes them in two calls.
 
     `shared_high`: the pixel offset of another sample's target in the same shard (format version 2): this sample
     then has no `.high.npy` member of its own, and its `.json` names the sample whose target it uses. `members`:
@@ -193,19 +224,20 @@ def layout_sample(key: str, height: int, width: int, meta: bytes, start: int,
     offsets: dict[str, int] = {}
     if shared_high is not None:
         offsets[HIGH] = shared_high
+    head, head_at = [], pos  # the bytes from head_at on, up to the next pixels
     for suffix in MEMBER_ORDER if shared_high is None else (META, LOW):
         npy = npys.get(suffix, b"")
         size = len(meta) if suffix == META else len(npy) + sizes[suffix]
         hdr = tar_header(member_name(key, suffix), size)
-        pieces.append((pos, hdr))
         pos += len(hdr)
         if suffix == META:
-            pieces.append((pos, meta))
+            head += [hdr, meta, bytes(padded(size) - size)]
             offsets[suffix] = pos
         else:
-            pieces.append((pos, npy))
+            pieces.append((head_at, b"".join(head + [hdr, npy])))
             offsets[suffix] = pos + len(npy)
         pos += padded(size)
+        head, head_at = ([], pos) if suffix != META else (head, head_at)
     layout = SampleLayout(
         key=key, height=height, width=width, start=start, meta_data=offsets[META], meta_size=len(meta),
         low_data=offsets[LOW], high_data=offsets[HIGH], end=pos,

@@ -97,21 +97,26 @@ class Inputs:
                 yield number, i, lay, lead, pieces
 
 
-def _chunks(iterable, n: int, max_bytes: int | None = None):
+def _chunks(iterable, n: int, max_bytes: int | None = None, first: int | None = None):
     """Lists of up to `n` items; with `max_bytes`, the items are (item, bytes) pairs and a list also ends once its
-    bytes reach `max_bytes` (the items are then given without their sizes)."""
+    bytes reach `max_bytes` (the items are then given without their sizes). `first`: the first list holds at most
+    this many items, and each next one twice as many as the one before, up to `n` (the workers start on a few jobs
+    instead of waiting while a whole chunk is laid out)."""
     it = iter(iterable)
+    limit = n if first is None else max(1, min(first, n))
     if max_bytes is None:
-        while chunk := list(itertools.islice(it, n)):
+        while chunk := list(itertools.islice(it, limit)):
             yield chunk
+            limit = min(n, 2 * limit)
         return
     chunk, size = [], 0
     for item, nbytes in it:
         chunk.append(item)
         size += nbytes
-        if len(chunk) >= n or size >= max_bytes:
+        if len(chunk) >= limit or size >= max_bytes:
             yield chunk
             chunk, size = [], 0
+            limit = min(n, 2 * limit)
     if chunk:
         yield chunk
 
@@ -193,7 +198,8 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
     t_decode = time.perf_counter()
     try:
         pending = None
-        for chunk in _chunks(jobs(), CHUNK, CHUNK_BYTES):  # the next is laid out while the workers decode this one
+        # the next chunk is laid out while the workers decode this one; the first is small, so that they start at once
+        for chunk in _chunks(jobs(), CHUNK, CHUNK_BYTES, first=2 * (options.workers or os.cpu_count() or 1)):
             started = pool.imap_unordered(run_job, chunk, chunksize=2) if pool else map(run_job, chunk)
             if pending is not None:
                 collect(pending)
