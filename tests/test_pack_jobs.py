@@ -94,3 +94,19 @@ def test_idle_openblas_pools_are_shut_down_so_the_pack_forks_its_workers_and_bla
     before, method, after, same = res.stdout.split()
     assert int(before) > 1, "the test needs OpenBLAS pools running"
     assert (method, after, same) == ("fork", "1", "True"), res.stderr[-2000:]
+
+
+def test_spread_interleaves_a_chunks_shards_evenly_and_keeps_each_shards_order():
+    from pairload.pack.shardwrite import spread
+
+    chunk = [Job(i, Path(f"{i}.png"), Path(f"{i}h.png"), (4, 4), (4, 4), (4, 4), False, file=f"s{i // 10}",
+                 low_off=0) for i in range(5, 35)]  # shard s0: 5 jobs, s1 and s2: 10 each, s3: 5
+    out = spread(chunk)
+    assert sorted(j.index for j in out) == [j.index for j in chunk]  # every job once
+    for name in ("s0", "s1", "s2", "s3"):  # each shard's jobs in their own order…
+        mine = [j.index for j in out if j.file == name]
+        assert mine == sorted(mine)
+        places = [k for k, j in enumerate(out) if j.file == name]  # …spread over the whole chunk
+        assert places[0] < len(out) / 4 and places[-1] >= 3 * len(out) / 4, (name, places)
+    single = [j for j in chunk if j.file == "s1"]
+    assert spread(single) == single

@@ -219,7 +219,7 @@ def write_bound(folder: Path, total: int, pair_bytes: int, shard_size: int, work
 
 def pack_once(raw: Path, out: Path, workers: int) -> dict:
     """`pairload.pack.pack` with W workers: wall time, pairs/s, the report's phases (and the rest of the wall time,
-    `other`: planning, creating the partial shards, the manifest), the CPU seconds of this process (the pack's
+    `other`: what no phase covers, such as creating the partial shards), the CPU seconds of this process (the pack's
     parent) and of its workers, what it wrote."""
     self0, kids0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -322,10 +322,11 @@ def _pool_costs(pairs: list[Pair], folder: Path, workers: int) -> dict:
 
 def analyse(report: dict) -> dict:
     """Where the pack stands against its bounds. `lost_s`: the pack's wall time beyond what the decode bound
-    allows for its pairs, phase by phase (`probe`: from the start to the probes' end, the pool's start and
-    `find_pairs` included; `decode`: the decode phase's excess over the bound; `other`: planning, creating the
-    partial shards, the manifest). `predicted_ratio`: what the per-pair work in the workers (probe, decode, CRC-32,
-    pwrite, hash) allows at best, with nothing else in the way."""
+    allows for its pairs, phase by phase (`find`: from the start to the pairs found, the pool's start included;
+    `probe`: the headers; `plan`: the shards' boundaries; `decode`: the decode phase's excess over the bound;
+    `finish`: the workers joined, the shards renamed, the manifest; `other`: the rest). `predicted_ratio`: what
+    the per-pair work in the workers (probe, decode, CRC-32, pwrite, hash) allows at best, with nothing else in the
+    way."""
     bound, packed = report["decode_bound"]["pairs_per_s"], report["pack"]["pairs_per_s"]
     ms = report["breakdown"]["ms_per_pair"]
     work = {k: ms[k] for k in ("probe", "decode", "crc32", "pwrite", "hash")}  # CPU work per pair, in some worker

@@ -43,14 +43,15 @@ def pack_folder(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, optio
         discovery = find_pairs(raw_dir, low_dir=options.low_dir, high_dir=options.high_dir,
                                pairs_file=options.pairs_file, skip_unmatched=options.skip_unmatched,
                                split_names=dict(options.split_names), name_template=options.name_template)
+        clock = (start, time.perf_counter())  # when the pack started, and when its pairs were found
         out.mkdir(parents=True, exist_ok=True)
         if part is not None:
             with guard.part_lock(out, part.record):
-                return _pack_part(discovery, Path(raw_dir), out, options, pool, workers, start, on_progress, part)
+                return _pack_part(discovery, Path(raw_dir), out, options, pool, workers, clock, on_progress, part)
         with guard.folder_lock(out):
             if on_start:
                 on_start()
-            return _pack_locked(discovery, Path(raw_dir), out, options, pool, workers, start, on_progress, on_shard)
+            return _pack_locked(discovery, Path(raw_dir), out, options, pool, workers, clock, on_progress, on_shard)
     except BaseException:
         if pool:
             pool.terminate()
@@ -67,13 +68,17 @@ def _report(discovery, out: Path, workers: int, options: PackOptions) -> PackRep
     return report
 
 
-def _plan(discovery, raw: Path, options: PackOptions, pool, report: PackReport, start: float
+def _plan(discovery, raw: Path, options: PackOptions, pool, report: PackReport, clock: tuple[float, float]
           ) -> tuple[Inputs, list[ShardPlan], dict]:
     """What every part of a pack computes alike: the headers, the camera plan, the member types, every shard's
-    boundaries and the manifest's skeleton."""
+    boundaries and the manifest's skeleton. `clock`: when the pack started and when its pairs were found (the
+    report's "find" phase, the pool's start included)."""
+    report.phases["find"] = clock[1] - clock[0]
+    t0 = time.perf_counter()
     pairs = target_groups(discovery.pairs)
     probes = _probe_pairs(pairs, pool, options)
-    report.phases["probe"] = time.perf_counter() - start
+    t1 = time.perf_counter()
+    report.phases["probe"] = t1 - t0
     resized = options.resize is not None or options.max_side is not None
     camera = plan_camera(raw, pairs, probes, raw_target=options.raw_target, ratio_cap=options.ratio_cap,
                          to_8bit=options.to_8bit, resized=resized)
@@ -85,6 +90,7 @@ def _plan(discovery, raw: Path, options: PackOptions, pool, report: PackReport, 
     inputs = Inputs(pairs, probes, sizes, out_sizes, members, camera)
     plans = plan_shards(pairs, sizes, out_sizes, options.shard_size, members)
     skel = skeleton(discovery, raw, options, members, camera)
+    report.phases["plan"] = time.perf_counter() - t1
     return inputs, plans, skel
 
 
@@ -95,7 +101,7 @@ def index_writer(out: Path):
     return write
 
 
-def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, workers: int, start: float,
+def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, workers: int, clock: tuple[float, float],
                  on_progress, on_shard: ShardDone | None = None) -> PackReport:
     if not options.overwrite:
         guard.check_manifest_replaceable(out, raw)
@@ -105,13 +111,14 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     run = Run(out=out, options=options, pool=pool, journal=journal, report=report, on_progress=on_progress,
               on_shard=on_shard)
     try:
-        inputs, plans, skel = _plan(discovery, raw, options, pool, report, start)
+        inputs, plans, skel = _plan(discovery, raw, options, pool, report, clock)
         write = write_compressed if options.compress else write_raw
         rows = write(run, inputs, plans)
     except BaseException:
         _abandon(run, pool)
         guard.forget_partials(out, journal)
         raise
+    written = time.perf_counter()
     if pool:
         pool.close()
         pool.join()
@@ -128,7 +135,8 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     with guard.writing(out / schema.MANIFEST):
         write_json_atomic(out / schema.MANIFEST, manifest)
     (out / guard.JOURNAL).unlink(missing_ok=True)
-    report.seconds = time.perf_counter() - start
+    report.phases["finish"] = time.perf_counter() - written  # the workers joined, the shards renamed, the manifest
+    report.seconds = time.perf_counter() - clock[0]
     return report
 
 
@@ -150,7 +158,7 @@ def _abandon(run: Run, pool) -> None:
         Path(part).unlink(missing_ok=True)
 
 
-def _pack_part(discovery, raw: Path, out: Path, options: PackOptions, pool, workers: int, start: float,
+def _pack_part(discovery, raw: Path, out: Path, options: PackOptions, pool, workers: int, clock: tuple[float, float],
                on_progress, part: Part) -> PackReport:
     """Part `part` of the pack: its shards and its record, then the manifest if it is the last part to finish."""
     if not options.overwrite:
@@ -162,7 +170,7 @@ def _pack_part(discovery, raw: Path, out: Path, options: PackOptions, pool, work
     run = Run(out=out, options=options, pool=pool, journal={}, report=report, on_progress=on_progress,
               part_journal=journal_path)
     try:
-        inputs, plans, skel = _plan(discovery, raw, options, pool, report, start)
+        inputs, plans, skel = _plan(discovery, raw, options, pool, report, clock)
         fingerprint = parts.fingerprint(skel, inputs, plans)
         parts.check_records(out, part, fingerprint)
         owner = parts.owners(plans, part.count)
@@ -192,7 +200,7 @@ def _pack_part(discovery, raw: Path, out: Path, options: PackOptions, pool, work
         s["shards"] += 1
         s["bytes"] += r.bytes
     finish(out, part.count, report, required=False)
-    report.seconds = time.perf_counter() - start
+    report.seconds = time.perf_counter() - clock[0]
     return report
 
 

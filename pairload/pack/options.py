@@ -130,7 +130,7 @@ class PackReport:
     waiting: list[int] = field(default_factory=list)  # parts whose records the manifest still waits for
     finished: bool = False  # this run wrote the manifest of a pack made in parts
     workers: int = 1
-    phases: dict[str, float] = field(default_factory=dict)  # seconds spent probing, decoding, hashing+fsync
+    phases: dict[str, float] = field(default_factory=dict)  # seconds: find, probe, plan, decode, hash_fsync_tail…
     compression: str | None = None
     url: str | None = None  # a pack into a URL: where (shards_dir is then its local staging folder)
     upload: UploadReport | None = None  # a pack into a URL: what was uploaded, skipped and deleted

@@ -121,6 +121,21 @@ def _chunks(iterable, n: int, max_bytes: int | None = None, first: int | None = 
         yield chunk
 
 
+def spread(chunk: list[Job]) -> list[Job]:
+    """A chunk's jobs reordered so that each of its shards' samples are spread evenly over it (their offsets are
+    planned: any order writes the same bytes). Several shards then fill at once, each at a fraction of the workers'
+    rate: a shard is hashed by one thread, slower than 16 workers filling it alone, so a shard filled alone at the
+    end of a pack left a backlog to hash (and fsync) after the last decode."""
+    groups: dict[str | None, list[Job]] = {}
+    for job in chunk:
+        groups.setdefault(job.file, []).append(job)
+    if len(groups) < 2:
+        return chunk
+    ranked = sorted(((k + 0.5) / len(jobs), n, k) for n, jobs in enumerate(groups.values()) for k in range(len(jobs)))
+    lists = list(groups.values())
+    return [lists[n][k] for _, n, k in ranked]
+
+
 def hash_threads(workers: int) -> int:
     """Threads hashing shards as they fill: one keeps up with about four workers' decoding (sha256 of a pair's
     pixels costs about a fifth of their decode), and each shard in flight has at most one."""
@@ -200,6 +215,7 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
         pending = None
         # the next chunk is laid out while the workers decode this one; the first is small, so that they start at once
         for chunk in _chunks(jobs(), CHUNK, CHUNK_BYTES, first=2 * (options.workers or os.cpu_count() or 1)):
+            chunk = spread(chunk)
             started = pool.imap_unordered(run_job, chunk, chunksize=2) if pool else map(run_job, chunk)
             if pending is not None:
                 collect(pending)
