@@ -120,8 +120,7 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
         raise
     written = time.perf_counter()
     if pool:
-        pool.close()
-        pool.join()
+        pool.close()  # the workers exit while the shards are renamed and the manifest written; joined at the end
 
     keep = {r.name for r in rows}
     owned = guard.owned(out, journal) | keep
@@ -135,7 +134,9 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     with guard.writing(out / schema.MANIFEST):
         write_json_atomic(out / schema.MANIFEST, manifest)
     (out / guard.JOURNAL).unlink(missing_ok=True)
-    report.phases["finish"] = time.perf_counter() - written  # the workers joined, the shards renamed, the manifest
+    if pool:
+        pool.join()
+    report.phases["finish"] = time.perf_counter() - written  # the shards renamed, the manifest, the workers joined
     report.seconds = time.perf_counter() - clock[0]
     return report
 

@@ -216,7 +216,9 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
         # the next chunk is laid out while the workers decode this one; the first is small, so that they start at once
         for chunk in _chunks(jobs(), CHUNK, CHUNK_BYTES, first=2 * (options.workers or os.cpu_count() or 1)):
             chunk = spread(chunk)
-            started = pool.imap_unordered(run_job, chunk, chunksize=2) if pool else map(run_job, chunk)
+            # one job per task: the workers' last tasks end closer together (two pairs a task left up to a pair's
+            # decode of idle cores at the end), for one more message per pair
+            started = pool.imap_unordered(run_job, chunk, chunksize=1) if pool else map(run_job, chunk)
             if pending is not None:
                 collect(pending)
             pending = started
