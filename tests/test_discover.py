@@ -308,3 +308,14 @@ def test_a_split_column_that_disagrees_with_split_equals_file_is_refused(tmp_pat
                                            r"as --pairs-file test=.*pairs.tsv; an option never overrides the file"):
         find_pairs(raw, pairs_file=f"test={pf}")
     assert {s: len(p) for s, p in find_pairs(raw, pairs_file=pf).splits().items()} == {"test": 1, "train": 1}
+
+
+def test_a_link_to_a_packed_image_elsewhere_is_not_reported_and_a_stray_image_beside_it_is(tmp_path):
+    raw = tmp_path / "raw"
+    make_raw(raw, 2, split="train")
+    (raw / "notes").mkdir()
+    (raw / "notes" / "copy.png").symlink_to(raw / "train" / "low" / "00000.png")  # the packed file, by another path
+    (raw / "notes" / "stray.png").write_bytes((raw / "train" / "high" / "00001.png").read_bytes())
+    found = find_pairs(raw)
+    assert len(found.pairs) == 2
+    assert [(u.folder, u.names) for u in found.unused] == [("notes", ("stray.png",))]

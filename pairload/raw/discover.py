@@ -63,14 +63,14 @@ def find_pairs(
         sides = SideFolders(raw, low_dir, high_dir, split_names or {})
         for split, path in files:
             read_pairs_file(raw, path, check_split_name(split) if split else None, out, origins, sides)
-        refuse_self_pairs_and_leaks(out.pairs, origins, listed=True, real_path=real_path)
+        real = refuse_self_pairs_and_leaks(out.pairs, origins, listed=True, real_path=real_path)
     else:
         found = scan(raw, low_dir, high_dir, {k.lower(): v for k, v in (split_names or {}).items()})
         pairs_from_folders(raw, found.units, skip_unmatched, split_names or {}, name_template, out)
         dropped = drop_repeated_files(raw, out, real_path)
         out.pairs.sort(key=lambda p: (p.split, p.key))
-        refuse_self_pairs_and_leaks(out.pairs, [(str(raw), "")] * len(out.pairs), listed=False,
-                                    real_path=real_path)
+        real = refuse_self_pairs_and_leaks(out.pairs, [(str(raw), "")] * len(out.pairs), listed=False,
+                                           real_path=real_path)
     if not out.pairs:
         raise no_pairs(raw, low_dir, high_dir, bool(files))
     seen: dict[tuple[str, str], Pair] = {}
@@ -81,5 +81,5 @@ def find_pairs(
                                f"{p.split!r}; rename one of them")
         seen[(p.split, p.key)] = p
     out.pairs.sort(key=lambda p: (p.split, p.key))
-    inventory(raw, out, found, dropped, {real_path(path) for _, path in files}, real_path)
+    inventory(raw, out, found, dropped, {real_path(path) for _, path in files}, real_path, real)
     return out

@@ -60,21 +60,35 @@ def _reason(raw: Path, where: str, rel: str, ext: str, unmatched: set[str], deep
                             "with --low-dir/--high-dir, or list the pairs in a --pairs-file")
 
 
+def _member(sorted_hashes: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    """For each of `hashes`: is it in `sorted_hashes` (sorted, unique)?"""
+    if not len(sorted_hashes):
+        return np.zeros(len(hashes), dtype=bool)
+    k = np.minimum(np.searchsorted(sorted_hashes, hashes), len(sorted_hashes) - 1)
+    return sorted_hashes[k] == hashes
+
+
 def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, str], given: set[str],
-              real_path: RealPaths) -> None:
+              real_path: RealPaths, real: np.ndarray) -> None:
     """Every image-like file under RAW that is in no pair goes into `out.unused`, per folder and reason, and so does
-    every pairs list under RAW that is not one of the `given` pairs files (real paths)."""
-    # the real paths of the packed files as sorted 64-bit hashes: a million pairs cost 16 MB, not a set of paths
-    used = np.unique(np.fromiter((path_hash(real_path(p)) for pair in out.pairs for p in pair.files()),
-                                 dtype=np.int64, count=2 * len(out.pairs)))
+    every pairs list under RAW that is not one of the `given` pairs files (real paths). `real`: the 64-bit hashes of
+    the packed files' real paths (`refuse_self_pairs_and_leaks` made them)."""
+    # the packed files as sorted 64-bit hashes, of their real paths and of the paths they were found by: a million
+    # pairs cost 32 MB, not sets of paths; a file found by its own path needs no real path
+    used = np.unique(real)
+    found = np.unique(np.fromiter((path_hash(p) for pair in out.pairs for p in pair.files()), dtype=np.int64,
+                                  count=2 * len(out.pairs)))
 
     def used_of(folder: Path, names: list[str]) -> np.ndarray:
         """For each of a folder's files: is it (its real path) one of the packed files?"""
         where = str(folder)
-        hashes = np.fromiter((path_hash(real_path(f"{where}/{name}")) for name in names), dtype=np.int64,
-                             count=len(names))
-        k = np.minimum(np.searchsorted(used, hashes), max(0, len(used) - 1))
-        return used[k] == hashes if len(used) else np.zeros(len(names), dtype=bool)
+        paths = [f"{where}/{name}" for name in names]
+        hit = _member(found, np.fromiter((path_hash(p) for p in paths), dtype=np.int64, count=len(paths)))
+        rest = np.flatnonzero(~hit)
+        if len(rest):  # reached another way (a link to a packed file, or the folder by a linked path)
+            hit[rest] = _member(used, np.fromiter((path_hash(real_path(paths[k])) for k in rest.tolist()),
+                                                  dtype=np.int64, count=len(rest)))
+        return hit
     unmatched = set(out.skipped_low) | set(out.skipped_high)
     deep = [d.relative_to(raw).as_posix() + "/" for d in (scan.too_deep if scan else ())]
     unknown = {d.relative_to(raw).as_posix() + "/": w for d, w in (scan.unknown_split if scan else {}).items()}

@@ -70,36 +70,38 @@ def drop_repeated_files(raw: Path, out: Discovery, real_path: RealPaths) -> dict
 
 
 def refuse_self_pairs_and_leaks(pairs: list[Pair], origins: list[tuple[str, str]], listed: bool,
-                                real_path: RealPaths) -> None:
+                                real_path: RealPaths) -> np.ndarray:
     """Refuse a pair whose low and high are one file (one path, a link to the other, or identical bytes) and an
     image in two splits (one file, or two files with identical bytes: test data leaking into training). The pairs
     file and the folder walk both go through here; `origins[i]` is (where pair i came from, for the start of the
     message; a short reference to it), `listed` says the fix is editing a line rather than a folder.
 
-    Only files that could be one image are compared: same size, then the first MiB, then all bytes."""
+    Only files that could be one image are compared: same size, then the first MiB, then all bytes. Returns the
+    64-bit hashes (`path_hash`) of every pair's files' real paths, low then high (`inventory` takes them)."""
     fix_leak = "keep one line" if listed else _FIX_FOLDERS
     sizes = np.zeros(2 * len(pairs), dtype=np.int64)
+    # Files are compared by a 64-bit hash of their real path in arrays (a million pairs: 32 MB, where a dict of
+    # paths took hundreds), and only the few that could be one image in two splits are looked at as paths.
+    real = np.zeros(2 * len(pairs), dtype=np.int64)
     for n, (p, (where, _)) in enumerate(zip(pairs, origins)):
         low, high = p.files()
         if low == high:
             raise PairingError(f"{where}: the low and the high image are the same file {p.low_rel}; "
                                "a pair needs two images")
-        if real_path(low) == real_path(high):
+        real_low, real_high = real_path(low), real_path(high)
+        if real_low == real_high:
             raise PairingError(f"{where}: the low {p.low_rel} and the high {p.high_rel} are the same file (one links "
                                "to the other); a pair needs two images: put the real input or target in its place")
+        real[2 * n], real[2 * n + 1] = path_hash(real_low), path_hash(real_high)
         sizes[2 * n], sizes[2 * n + 1] = _size(low), _size(high)
         if sizes[2 * n] == sizes[2 * n + 1] and filecmp.cmp(low, high, shallow=False):
             raise PairingError(f"{where}: the low {p.low_rel} and the high {p.high_rel} hold identical bytes; a pair "
                                "needs two different images (one side is probably a copy of the other): put the "
                                "real input or target in its place, or remove the pair")
     if not pairs:
-        return
-    # Files are compared by a 64-bit hash of their real path in arrays (a million pairs: 32 MB, where a dict of
-    # paths took hundreds), and only the few that could be one image in two splits are looked at as paths.
+        return real
     names = {name: k for k, name in enumerate(sorted({p.split for p in pairs}))}
     split_of = np.repeat(np.fromiter((names[p.split] for p in pairs), dtype=np.int32, count=len(pairs)), 2)
-    real = np.fromiter((path_hash(real_path(f)) for p in pairs for f in p.files()), dtype=np.int64,
-                       count=2 * len(pairs))
     order = np.argsort(real, kind="stable")  # positions of one real file together, first occurrence first
     starts = np.flatnonzero(np.r_[True, real[order][1:] != real[order][:-1]])
     first_of = np.empty(len(real), dtype=np.int64)  # per position: the position where its file first occurs
@@ -152,3 +154,4 @@ def refuse_self_pairs_and_leaks(pairs: list[Pair], origins: list[tuple[str, str]
         ref = f", {a_short}" if a_short else ""
         raise PairingError(f"{b_where}: {b_rel} (split {b_split!r}) holds the same bytes as {a_rel} (split "
                            f"{a_split!r}{ref}); an image in two splits leaks test data into training: {fix_leak}")
+    return real
