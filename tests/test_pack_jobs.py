@@ -110,3 +110,17 @@ def test_spread_interleaves_a_chunks_shards_evenly_and_keeps_each_shards_order()
         assert places[0] < len(out) / 4 and places[-1] >= 3 * len(out) / 4, (name, places)
     single = [j for j in chunk if j.file == "s1"]
     assert spread(single) == single
+
+
+def test_a_task_holds_one_large_pair_and_several_small_ones():
+    from pairload.pack.shardwrite import task_size
+
+    def chunk(h, w):
+        return [Job(i, Path(f"{i}.png"), Path(f"{i}h.png"), (h, w), (h, w), (h, w), False, file="s", low_off=0)
+                for i in range(8)]
+
+    assert task_size(chunk(400, 600)) == 1  # the workers' last tasks end together
+    assert task_size(chunk(3000, 4000)) == 1
+    assert task_size(chunk(256, 256)) == 3
+    assert task_size(chunk(16, 16)) == 16  # a round trip per tiny pair would cost the parent more than the decode
+    assert task_size([]) == 16

@@ -136,6 +136,17 @@ def spread(chunk: list[Job]) -> list[Job]:
     return [lists[n][k] for _, n, k in ranked]
 
 
+TASK_PIXELS = 240_000  # pixels of a pair's stored size that make one pool task (a 600x400 pair: one job a task)
+
+
+def task_size(chunk: list[Job]) -> int:
+    """Jobs per pool task: one for large pairs, so that the workers' last tasks end together (two 600x400 pairs a
+    task left up to a pair's decode of idle cores at the end), more for small ones, up to 16, since a task's round trip
+    costs the pack's process about as much as decoding a small pair."""
+    pixels = sum(job.out_hw[0] * job.out_hw[1] for job in chunk) / max(1, len(chunk))
+    return max(1, min(16, int(TASK_PIXELS // max(1.0, pixels))))
+
+
 def hash_threads(workers: int) -> int:
     """Threads hashing shards as they fill: one keeps up with about four workers' decoding (sha256 of a pair's
     pixels costs about a fifth of their decode), and each shard in flight has at most one."""
@@ -216,9 +227,7 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
         # the next chunk is laid out while the workers decode this one; the first is small, so that they start at once
         for chunk in _chunks(jobs(), CHUNK, CHUNK_BYTES, first=2 * (options.workers or os.cpu_count() or 1)):
             chunk = spread(chunk)
-            # one job per task: the workers' last tasks end closer together (two pairs a task left up to a pair's
-            # decode of idle cores at the end), for one more message per pair
-            started = pool.imap_unordered(run_job, chunk, chunksize=1) if pool else map(run_job, chunk)
+            started = pool.imap_unordered(run_job, chunk, chunksize=task_size(chunk)) if pool else map(run_job, chunk)
             if pending is not None:
                 collect(pending)
             pending = started
