@@ -131,8 +131,8 @@ def spread(chunk: list[Job]) -> list[Job]:
         groups.setdefault(job.file, []).append(job)
     if len(groups) < 2:
         return chunk
-    ranked = sorted(((k + 0.5) / len(jobs), n, k) for n, jobs in enumerate(groups.values()) for k in range(len(jobs)))
     lists = list(groups.values())
+    ranked = sorted(((k + 0.5) / len(jobs), n, k) for n, jobs in enumerate(lists) for k in range(len(jobs)))
     return [lists[n][k] for _, n, k in ranked]
 
 
