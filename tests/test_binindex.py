@@ -306,7 +306,9 @@ def test_a_batch_of_keys_is_gathered_at_once_and_equals_one_by_one():
     keys = ["a", "bé", "", "ccc", "日本/0001", "x" * 300, "\udcff-raw"]
     k = Keys(*Keys.encode(keys))
     rng = np.random.default_rng(0)
-    for idx in ([0], [6, 0, 3], [2], [1, 1, 4], [-1, 0, -7], [], rng.integers(0, len(keys), 50).tolist()):
+    many = rng.integers(-len(keys), len(keys), Keys.GATHER_FROM + 50).tolist()  # numpy's gather of the bytes
+    for idx in ([0], [6, 0, 3], [2], [1, 1, 4], [-1, 0, -7], [], rng.integers(0, len(keys), 50).tolist(), many,
+                [2] * Keys.GATHER_FROM):
         assert k.take(idx) == [k[i] for i in idx] == [keys[i] for i in idx]
     with pytest.raises(IndexError, match="of 7"):
         k.take([7])

@@ -128,6 +128,7 @@ class Keys(Sequence):
     million keys cost two arrays (shared, when mapped), not a million Python strings."""
 
     __slots__ = ("blob", "ends")
+    GATHER_FROM = 256  # `take` of this many keys or more gathers their bytes with numpy (fewer: a slice each)
 
     def __init__(self, blob: np.ndarray, ends: np.ndarray):
         self.blob, self.ends = blob, ends
@@ -156,11 +157,25 @@ class Keys(Sequence):
         if idx.min() < -n or idx.max() >= n:
             raise IndexError(f"keys {idx.tolist()} of {n}")
         idx = idx % n
-        ends = self.ends[idx].tolist()
-        starts = self.ends[idx - 1].tolist()  # idx 0 reads the last end: its start is 0
-        view = memoryview(self.blob)
-        return [str(view[(s if i else 0):e], "utf-8", "surrogateescape")
-                for i, s, e in zip(idx.tolist(), starts, ends)]
+        ends = self.ends[idx]
+        starts = np.where(idx > 0, self.ends[idx - 1], 0)
+        # the keys' bytes joined with NULs (no key holds one: they are file names), decoded once and split: one
+        # decode for all of them, not one per key
+        if len(idx) < self.GATHER_FROM:
+            view = memoryview(self.blob)
+            joined = b"\0".join([view[s:e] for s, e in zip(starts.tolist(), ends.tolist())])
+        else:  # many keys: their bytes gathered by numpy at once
+            lengths = ends - starts
+            sizes = lengths + 1
+            pos = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # place within its key
+            out = np.zeros(len(pos), dtype=np.uint8)
+            body = pos < np.repeat(lengths, sizes)  # the rest: each key's NUL
+            out[body] = self.blob[(np.repeat(starts, sizes) + pos)[body]]
+            joined = out[:-1].tobytes()
+        keys = joined.decode("utf-8", "surrogateescape").split("\0")
+        if len(keys) != len(idx):  # a key with a NUL in it after all: one at a time
+            return [self._one(int(i)) for i in idx]
+        return keys
 
     def __getitem__(self, i):
         if isinstance(i, slice):

@@ -29,6 +29,7 @@ class Cut:
     release: Callable[[], None] | None = None
     sides: tuple | None = None  # device cuts: (low, high) N×H×W×C tensors when they are not one block (a slice of
     #                             a group cut by one launch)
+    nchw: tuple | None = None  # device cuts: the same sides as N×C×H×W views (what a `PairBatch` holds)
 
     @property
     def on_device(self) -> bool:

@@ -22,6 +22,7 @@ class DeviceStage:
         self.cuda = device.type == "cuda"
         self._stream = torch.cuda.Stream(device) if self.cuda else None
         self._copying: deque = deque()  # (release callback, event) of host buffers whose copy may still run
+        self._handed: tuple = (None, None)  # (event, stream) of the last batch handed over
 
     def put(self, cut: Cut, keys: list[str], padded: torch.Tensor, source: list[str] | None = None, *,
             augment: bool = True, sensor: SensorBatch | None = None):
@@ -36,7 +37,9 @@ class DeviceStage:
     def _put(self, cut: Cut, keys: list[str], padded: torch.Tensor, source: list[str] | None, augment: bool):
         # a cut not yet oriented is oriented here by its plan's codes (all 0 without `augment`: nothing to do)
         code = torch.from_numpy(cut.plan.code) if augment and not cut.oriented else None
-        if cut.on_device:  # the kernel and the resident gather cut oriented windows
+        if cut.nchw is not None:  # the kernel's cuts: already the batch's views
+            return PairBatch(low=cut.nchw[0], high=cut.nchw[1], keys=keys, padded=padded, source=source), cut.ready
+        if cut.on_device:  # the resident gather cuts oriented windows
             return oriented_batch(cut.layout, cut.block, keys, padded, source, cut.sides), cut.ready
         host = torch.from_numpy(cut.layout.shaped(cut.block))
         if not self.cuda:
@@ -64,11 +67,17 @@ class DeviceStage:
             release()
 
     def handover(self, batch: PairBatch, ready) -> PairBatch:
+        """Make the caller's stream wait for `ready` and keep the batch's memory until that stream is done with it.
+        Batches cut by one launch share their event and their memory (views of one block, and of one run's padding
+        flags): after the first of them on a stream, there is nothing left to do for the others."""
         if ready is not None:
             stream = torch.cuda.current_stream(self.device)
+            if (ready, stream) == self._handed:
+                return batch
             stream.wait_event(ready)
             for t in (batch.low, batch.high, batch.padded):
                 t.record_stream(stream)
+            self._handed = (ready, stream)
         return batch
 
     def one_ahead(self, produced):

@@ -112,13 +112,16 @@ class HostLoader(PlannedLoader):
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
         padded = self._padded_on(plans) if self.cutter.on_device else self._padded
         sensor = self._sensor_on(plans)
-        # the GPU kernel cuts KERNEL_GROUP batches of one shape per launch (a launch costs ~80 us of Python)
-        group = {"group": KERNEL_GROUP} if self.cutter.path in ("zero-copy", "resident") else {}
-        produced = (self._stage.put(cut, self._keys(cut.plan), padded(cut.plan), self._source(cut.plan),
+        keys = self._keys_on(plans)
+        group = {"group": KERNEL_GROUP[self.cutter.path]} if self.cutter.path in KERNEL_GROUP else {}
+        produced = (self._stage.put(cut, keys(cut.plan), padded(cut.plan), self._source(cut.plan),
                                     augment=self.cfg.augment, sensor=sensor(cut.plan))
                     for cut in self.cutter.cuts((epoch, consumed), plans, self._stage.reclaim, **group))
         yield from self._stage.one_ahead(produced)  # batch k+1 is copied while the caller works on batch k
 
 
 HOST_DEALS = ("strided", "by_shard")
-KERNEL_GROUP = 4
+# batches of one shape the GPU kernel cuts per launch (a launch costs 20-40 us of Python): from the page cache the
+# kernel waits on PCIe and 4 are plenty; a resident split is cut at 0.7M+ pairs a second, where the launches would
+# cost a third of the time (16 batches of 256x256 crops are a 200 MB block)
+KERNEL_GROUP = {"zero-copy": 4, "resident": 16}

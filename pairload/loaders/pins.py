@@ -38,6 +38,7 @@ from ..units import human_bytes
 CHUNK = 4 << 20  # bytes per registered piece (a multiple of the page size): a 600x400 pair spans one or two
 READ_AHEAD = 8  # pieces whose disk reads are started ahead of the one being registered
 CHECK_S = 0.5  # seconds between checks that the registered shard files are still the ones on disk
+VECTOR = 16  # bytes the kernel reads at once: it may read up to VECTOR - 1 bytes beyond a sample's pixels
 WAIT_S = 300.0  # a batch waits this long for its pieces before the loader gives up, naming them
 
 # cuMemHostRegister flags (cuda.h): PORTABLE, DEVICEMAP, READ_ONLY
@@ -209,8 +210,9 @@ class Grid:
             high_n = hw[:, 0] * hw[:, 1] * members.scale ** 2 * members.high.pixel_bytes
             begin = np.minimum(self.low, self.high)
             end = np.maximum(self.low + low_n, self.high + high_n)
-            # the kernel reads aligned 4-byte words: up to 3 bytes past a sample's end (still in its shard)
-            last = np.minimum(np.maximum(end, begin + 1) + 3, sizes[s]) - 1
+            # the kernel reads 16-byte aligned vectors: up to 15 bytes past a sample's end (still in its shard: tar
+            # files are whole 512-byte blocks) and before its start (in the same piece: pieces are page-aligned)
+            last = np.minimum(np.maximum(end, begin + 1) + VECTOR - 1, sizes[s]) - 1
             self.lo = self.first[s] + begin // chunk
             self.hi = self.first[s] + last // chunk
         read = np.zeros(self.count + 1, dtype=np.int64)  # pieces some sample reads (not a shard's tar trailer alone)
