@@ -38,6 +38,34 @@ def ceiling_kernel(out_ptr, anchor, src_off, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def bytes_kernel(out_ptr, low_addr, high_addr, width, plan, start, total, n, h, w, BLOCK: tl.constexpr):
+    """`zerocopy.cut` for uint8 RGB pairs of one size with one byte load per byte (no words, no gather): what a
+    resident copy (device memory, no PCIe requests) is cut at."""
+    row = tl.program_id(0)
+    side = tl.program_id(1)
+    j = row // h
+    r = row % h
+    col = plan + start + j
+    i = tl.load(col)
+    base = tl.where(side == 0, tl.load(low_addr + i), tl.load(high_addr + i))
+    src_w = tl.load(width + i)
+    y = tl.load(col + total)
+    x = tl.load(col + 2 * total)
+    code = tl.load(col + 3 * total)
+    k = tl.arange(0, BLOCK)
+    mask = k < w * 3
+    px = tl.load((base + ((y + r) * src_w + x) * 3 + k).to(tl.pointer_type(tl.uint8)), mask=mask)
+    c = k // 3
+    hflip = (code & 1) != 0
+    vflip = (code & 2) != 0
+    transpose = (code & 4) != 0
+    oi = tl.where(transpose, tl.where(vflip, h - 1 - c, c), tl.where(vflip, h - 1 - r, r))
+    oj = tl.where(transpose, tl.where(hflip, w - 1 - r, r), tl.where(hflip, w - 1 - c, c))
+    dst = out_ptr + tl.where(side == 0, 0, n.to(tl.int64) * h * w * 3) + ((j.to(tl.int64) * h + oi) * w + oj) * 3
+    tl.store(dst + k % 3, px, mask=mask)
+
+
+@triton.jit
 def rows_kernel(out_ptr, anchor, src_off, PITCH_WORDS: tl.constexpr, SHIFT_WORDS: tl.constexpr,
                 ROW_WORDS: tl.constexpr, WORDS: tl.constexpr):
     """Program p reads ROW_WORDS words at word PITCH_WORDS * p + SHIFT_WORDS of the registered range (rows as a
@@ -129,6 +157,20 @@ def main() -> None:
         assert torch.equal(ref, zerocopy.cut(source, plan, 0, members.batch(n, h, h)))
 
     anchor = torch.zeros(16, dtype=torch.int32, device=dev)  # the 16-byte aligned base the kernels address from
+
+    # byte loads from device memory (the resident copy)
+    ref = zerocopy.cut(copy, plan, 0, members.batch(n, h, h)).reshape(-1)
+    for g in (4, 16):
+        for warps in (2, 4):
+            out = torch.empty(2 * g * n * h * h * 3, dtype=torch.uint8, device=dev)
+            def go(k, g=g, out=out, warps=warps):
+                bytes_kernel[(g * n * h, 2)](out, copy.low, copy.high, copy.width, plan, k * g * n, plan.shape[1],
+                                             g * n, h, h, BLOCK=triton.next_power_of_2(h * 3), num_warps=warps)
+            go(0)
+            torch.cuda.synchronize()
+            got = torch.cat([out[:n * h * h * 3], out[g * n * h * h * 3:(g * n + n) * h * h * 3]])
+            note(f"resident bytes g{g} w{warps} equal", bool(torch.equal(got, ref)))
+            note(f"resident bytes g{g} w{warps}", (nb // g) * g * n / gpu_time(go, nb // g))
 
     # the SMs' zero-copy ceiling: one shard read whole (registered), 16-byte loads
     shard0 = pins._maps.get(0)

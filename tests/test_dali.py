@@ -99,6 +99,26 @@ def test_dali_external_runs_on_into_the_next_epoch_and_still_jumps_exactly(data,
     resumed.close()
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("schedule", [None, "0:16:4,3:12:2,5:8:3"])
+def test_dali_external_feeds_several_batches_an_iteration_and_splits_them_exactly(data, schedule):
+    """On a GPU the kernel's launches are fed whole (up to ITERATION_BATCHES batches of one shape per DALI iteration)
+    and split again: every batch equals ram's, across shape changes, a short last group and the next epochs."""
+    from pairload.loaders.dali.api import DaliExternalLoader
+
+    kw = dict(batch_size=4, crop=16, seed=21, last_batch="partial", schedule=schedule) if schedule else dict(
+        batch_size=4, crop=16, seed=21, last_batch="partial")
+    ram = make_loader("ram", data / "shards", **kw)
+    loader = make_loader("dali-external", data / "shards", device="cuda", **kw)
+    assert isinstance(loader, DaliExternalLoader) and loader.zero_copy
+    for epoch in (0, 1, 2):
+        want, got = collect(ram, epoch), collect(loader, epoch)
+        assert loader._per_iteration == DaliExternalLoader.ITERATION_BATCHES > 1
+        assert [b[0] for b in got] == [b[0] for b in want] and len(got) == len(ram)
+        assert all(torch.equal(x[i], y[i]) for x, y in zip(got, want) for i in (1, 2, 3))
+    loader.close()
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("last_batch,ws", [("drop", 1), ("drop", 2), ("pad", 2), ("partial", 1)])
 def test_dali_external_batches_equal_ram_batches(data, device, last_batch, ws):

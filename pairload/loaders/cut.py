@@ -30,6 +30,8 @@ class Cut:
     sides: tuple | None = None  # device cuts: (low, high) N×H×W×C tensors when they are not one block (a slice of
     #                             a group cut by one launch)
     nchw: tuple | None = None  # device cuts: the same sides as N×C×H×W views (what a `PairBatch` holds)
+    group: tuple | None = None  # device cuts: (low, high) N×H×W×C of every batch its launch cut (one object per
+    #                             launch, shared by those batches' cuts)
 
     @property
     def on_device(self) -> bool:

@@ -403,8 +403,9 @@ class KernelCuts:
             low, high = (block[0], block[1]) if block.dim() == 5 else sides_of(together.layout, block)
             lows, highs = low.split(n), high.split(n)
             nchw = zip(low.permute(0, 3, 1, 2).split(n), high.permute(0, 3, 1, 2).split(n))
+            whole = (low, high)
             for j, chw in enumerate(nchw):
-                yield Cut(plans[b + j], layout, None, True, ready, sides=(lows[j], highs[j]), nchw=chw)
+                yield Cut(plans[b + j], layout, None, True, ready, sides=(lows[j], highs[j]), nchw=chw, group=whole)
             start += k * n
             b += k
 

@@ -8,7 +8,7 @@ import dataclasses
 
 from nvidia.dali.pipeline import Pipeline
 
-from ...batch import batch_from_hwc
+from ...batch import PairBatch, batch_from_hwc
 from ...errors import ConfigError
 from ...plan import BatchPlan, PlanConfig
 from ..base import LoaderOptions, check_options
@@ -24,13 +24,28 @@ class _AsPairBatch:
 
     def _convert(self, outputs, bp: BatchPlan):
         low, high = pair_tensors(outputs, self.device, self._share, len(bp))
-        batch = batch_from_hwc(low, high, self._keys(bp), self._padded_now(bp), self._source(bp))
+        batch = batch_from_hwc(low, high, self._keys_now(bp), self._padded_now(bp), self._source(bp))
         batch.sensor = self._sensor_now(bp)
         return batch
 
+    def _convert_many(self, outputs, plans: tuple) -> list[PairBatch]:
+        sizes = [len(bp) for bp in plans]
+        low, high = pair_tensors(outputs, self.device, self._share, sum(sizes))
+        lows, highs = low.permute(0, 3, 1, 2).split(sizes), high.permute(0, 3, 1, 2).split(sizes)
+        return [PairBatch(low=lo, high=hi, keys=self._keys_now(bp), padded=self._padded_now(bp),
+                          source=self._source(bp), sensor=self._sensor_now(bp))
+                for bp, lo, hi in zip(plans, lows, highs)]
+
 
 class DaliExternalLoader(_AsPairBatch, ExternalSource):
-    """make_loader("dali-external"): `ExternalSource` through a pipeline that returns its crops."""
+    """make_loader("dali-external"): `ExternalSource` through a pipeline that returns its crops. On a GPU where the
+    kernel cuts the crops, each iteration of that pipeline carries ITERATION_BATCHES planned batches (one launch of
+    the kernel), split again when they come out."""
+
+    ITERATION_BATCHES = 4
+
+    def _iteration_batches(self) -> int:
+        return self.ITERATION_BATCHES if self._zero is not None else 1
 
 
 class DaliFileLoader(_AsPairBatch, FileSource):

@@ -22,6 +22,7 @@ from .source import PairedSource
 
 _CUT_GROUP = 4  # batches cut by one launch
 _CUT_AHEAD = _CUT_GROUP + 2  # batches cut before the one fed: a group's kernel is done before DALI needs it
+_LAUNCHES_AHEAD = 1  # several batches an iteration: launches cut beyond the one fed
 
 
 class ExternalSource(PairedSource):
@@ -146,7 +147,38 @@ class ExternalSource(PairedSource):
                                   before=lambda: self._zero.stream.wait_stream(torch.cuda.current_stream(self.device)))
         return [TensorListGPU(to_dlpack(side)) for side in sides]  # DLPack: no per-call probing of the tensor
 
+    def _device_iterations(self, run: tuple, plans: list[BatchPlan]):
+        """`_per_iteration` planned batches per DALI iteration: each launch of the kernel (up to that many batches of
+        one shape, `Cut.group`) is fed as one DALI batch of all their samples, with _LAUNCHES_AHEAD more launched
+        behind it, so that the device keeps cutting while DALI takes it."""
+        ahead: deque = deque()
+        current: list[Cut] = []
+        for cut in self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=self._per_iteration):
+            if current and cut.group is not current[0].group:
+                ahead.append(current)
+                current = []
+                if len(ahead) > _LAUNCHES_AHEAD:
+                    yield self._ready_iteration(run, ahead.popleft())
+            current.append(cut)
+        if current:
+            ahead.append(current)
+        while ahead:
+            yield self._ready_iteration(run, ahead.popleft())
+
+    def _ready_iteration(self, run: tuple, cuts: list[Cut]) -> list:
+        ready = cuts[0].ready
+        if not ready.query():
+            ready.synchronize()
+        self.run_state.fed.append((run, tuple(cut.plan for cut in cuts)))
+        sides = cuts[0].group
+        self._hold_until_consumed(lambda kept=sides: None,
+                                  before=lambda: self._zero.stream.wait_stream(torch.cuda.current_stream(self.device)))
+        return [TensorListGPU(to_dlpack(side)) for side in sides]
+
     def _inputs(self, run: tuple, plans: list[BatchPlan]):
+        if self._zero_active and self._per_iteration > 1:
+            yield from self._device_iterations(run, plans)
+            return
         if self._zero_active:
             yield from self._device_inputs(run, plans)
             return

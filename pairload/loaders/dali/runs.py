@@ -21,7 +21,9 @@ class RunState:
         self.at: tuple | None = None
         self.defining: Run | None = None  # the run a pipeline is being defined for
         self.runs: list[Run] = []  # the runs the current graph was made for
-        self.fed: deque = deque(maxlen=4096)  # (run, BatchPlan) of each batch fed to DALI, in order
+        # (run, BatchPlan) of each batch fed to DALI, in order; (run, (BatchPlan, ...)) for an iteration that carries
+        # several planned batches
+        self.fed: deque = deque(maxlen=4096)
         self.queued: deque = deque()  # runs the feed is to deliver next
         self.last_run: Run | None = None  # the run the feed started last
         self.cancel = False  # the consumer left the run being fed: the feed ends it at its next batch
@@ -78,7 +80,8 @@ class RunState:
         self.queued.append(run)
 
     def take(self) -> tuple:
-        """(run, BatchPlan) of the oldest batch fed and not yet delivered ((None, None) when there is none)."""
+        """(run, BatchPlan or the tuple of an iteration's plans) fed first and not yet delivered ((None, None) when
+        there is none)."""
         return self.fed.popleft() if self.fed else (None, None)
 
     # ---------------------------------------------------------------- the feed

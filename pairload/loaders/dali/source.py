@@ -43,6 +43,7 @@ class PairedSource(PlannedLoader):
         ref = weakref.ref(self)
         atexit.register(lambda: (src := ref()) is not None and src.close())
         self._share = False  # the outputs are viewed, not copied (set when a pipeline is built)
+        self._per_iteration = 1  # planned batches per DALI iteration of the pipeline being run (`_iteration_batches`)
 
     # ------------------------------------------------------------------ graph and feed
 
@@ -51,15 +52,23 @@ class PairedSource(PlannedLoader):
         pipe = Pipeline.current()
         if pipe is None:
             raise ConfigError("paired_inputs() makes DALI nodes: call it inside a @pipeline_def function")
-        if pipe.max_batch_size != self.cfg.max_batch:
+        per = self._iteration_batches() if self._binding.how == "default" else 1
+        if pipe.max_batch_size != self.cfg.max_batch * per:
             raise ConfigError(f"the pipeline's batch_size is {pipe.max_batch_size} but the paired source plans batches "
                               f"of up to {self.cfg.max_batch}; give the pipeline that batch size")
+        self._per_iteration = per
         attach(pipe, self)
         depth = pipe.prefetch_queue_depth  # how many fed batches the pipeline may still read (no_copy inputs)
         state = self.run_state
         state.queue_depth = sum(depth.values()) if isinstance(depth, dict) else int(depth)
         state.reset(runs=self._runs_served(state.defining or (self.epoch, self._consumed(self.epoch))))
         return self._graph(pipe.device_id is not None)
+
+    def _iteration_batches(self) -> int:
+        """Planned batches the default pipeline takes per iteration (one DALI batch of their samples): DALI costs about
+        0.2 ms an iteration whatever its size (`benchmarks/dali_batch_micro.py`), so a loader that can feed several
+        batches at once does. Pipelines users bind take one planned batch per iteration."""
+        return 1
 
     def _feed(self) -> Feed:
         """What the graph's `fn.external_source` iterates."""
@@ -99,7 +108,8 @@ class PairedSource(PlannedLoader):
         self._binding = Binding.of(pipeline, self)
 
     def _default_pipeline(self):
-        @pipeline_def(batch_size=self.cfg.max_batch, num_threads=self._threads(), device_id=device_id(self.device),
+        @pipeline_def(batch_size=self.cfg.max_batch * self._iteration_batches(), num_threads=self._threads(),
+                      device_id=device_id(self.device),
                       prefetch_queue_depth=self.prefetch, seed=self.cfg.seed & 0x7FFFFFFF)
         def pipe():
             nodes = self.nodes()
@@ -181,6 +191,11 @@ class PairedSource(PlannedLoader):
         state.delivering()
         self._padded_now = self._padded_on(plans)
         self._sensor_now = self._sensor_on(plans)
+        self._keys_now = self._keys_on(plans)
+        if self._per_iteration > 1:
+            yield from self._iterations(pipe, run, plans)
+            state.ended(run)
+            return
         timed = self.hooks.timed
         for b, bp in enumerate(plans):
             try:
@@ -203,6 +218,36 @@ class PairedSource(PlannedLoader):
             yield batch
         state.ended(run)
 
+    def _iterations(self, pipe, run: tuple, plans: list[BatchPlan]):
+        """The batches of a run when each DALI iteration carries several planned batches (fed together, in plan
+        order: `RunState.fed` holds the tuple of their plans): each iteration's outputs split into them."""
+        state, timed, b = self.run_state, self.hooks.timed, 0
+        while b < len(plans):
+            try:
+                with timed("schedule_run"):
+                    pipe.schedule_run()
+                with timed("outputs"):
+                    outputs = pipe.outputs()
+            except StopIteration:
+                raise LoaderError(f"{self.where}: the DALI pipeline ended after {b} of {len(plans)} batches of epoch "
+                                  f"{run[0]}") from None
+            except (RuntimeError, ValueError) as exc:
+                self._discard()
+                raise (self._diagnose(plans, b) or dali_error(exc, self.where)) from None
+            fed_run, fed = state.take()
+            if fed_run != run or not isinstance(fed, tuple) or not all(
+                    got is want or np.array_equal(got.index, want.index) for got, want in zip(fed, plans[b:b + len(fed)])):
+                raise LoaderError(f"{self.where}: internal: DALI delivered batches fed for {fed_run} where epoch "
+                                  f"{run[0]} batch {b} was expected")
+            with timed("convert"):
+                batches = self._convert_many(self._checked(outputs, fed[0], b), fed)
+            b += len(fed)
+            yield from batches
+
+    def _convert_many(self, outputs, plans: tuple) -> list:
+        """One iteration's outputs as the batches of `plans` (`_iterations`)."""
+        raise NotImplementedError
+
     def _checked(self, outputs, bp: BatchPlan, b: int) -> tuple:
         n = len(self.output_map)
         if len(outputs) == n + 3 and self.KIND == "file":
@@ -222,7 +267,7 @@ class PairedSource(PlannedLoader):
     def _convert(self, outputs, bp: BatchPlan):
         n = len(bp)
         out = named_tensors(outputs, self.output_map, n, self._pipe.device_id, self._share)
-        out["keys"] = self._keys(bp)
+        out["keys"] = self._keys_now(bp)
         out["padded"] = self._padded(bp)
         if self.groups:
             out["source"] = self._source(bp)
