@@ -236,7 +236,7 @@ class PairedSource(PlannedLoader):
                 raise (self._diagnose(plans, b) or dali_error(exc, self.where)) from None
             fed_run, fed = state.take()
             expected = plans[b:b + len(fed)] if isinstance(fed, tuple) else ()
-            if fed_run != run or not expected or not all(
+            if fed_run != run or not expected or len(expected) != len(fed) or not all(
                     got is want or np.array_equal(got.index, want.index) for got, want in zip(fed, expected)):
                 raise LoaderError(f"{self.where}: internal: DALI delivered batches fed for {fed_run} where epoch "
                                   f"{run[0]} batch {b} was expected")
