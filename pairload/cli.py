@@ -385,8 +385,8 @@ def bench_loaders(
     repeats: int = typer.Option(3, help="Timed windows per loader; the median is reported."),
     device: str = typer.Option("auto", help="auto, cpu or cuda[:k]."),
     consumer: str = typer.Option("none", help="none, or unet: feed a training step and report data-wait."),
-    cold: bool = typer.Option(False, help="Also run ram and wds with the shards evicted from the page cache before "
-                              "each repeat, next to the disk's sequential read bound."),
+    cold: bool = typer.Option(False, help="Also run ram, wds and dali-external with the shards evicted from the page "
+                              "cache before each repeat, next to the disk's read bound."),
     ranks: int = typer.Option(1, help="Run that many ranks at once, each with its own loader on its own GPU and its "
                               "share of the cores (--workers per rank, default cores/ranks - 1); reports the node's "
                               "total and the per-rank spread."),

@@ -38,7 +38,7 @@ class BenchConfig:
     repeats: int = 3
     device: str = "auto"
     consumer: str = "none"  # or "unet": each batch feeds a training step of the reference model
-    cold: bool = False  # also measure `ram` and `wds` with the shards evicted from the page cache before each repeat
+    cold: bool = False  # also measure `ram`, `wds` and `dali-external` with the shards evicted before each repeat
     ranks: int = 1  # >1: that many concurrent ranks, each with its own loader (and GPU), splitting the node's cores
     members: object = None  # the split's `Members` where no manifest says them (the raw bench's baselines)
 

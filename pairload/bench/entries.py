@@ -56,7 +56,7 @@ ENTRIES: dict[str, Entry] = {
     "ram-resident": Entry("ram", {"resident": True}, max_workers=RAM_WORKERS),
     "wds": Entry("wds", cold=True),
     "wds-workers": Entry("wds", {"zero_copy": False}, cold=True),
-    "dali-external": Entry("dali-external", requires=DALI),
+    "dali-external": Entry("dali-external", requires=DALI, cold=True),
     "dali-file": Entry("dali-file", reads_raw=True, requires=DALI),
     "cv2-disk": Entry(baseline=Cv2DiskPairs, pin=True, reads_raw=True),
     "naive-pil": Entry(baseline=NaivePilPairs, reads_raw=True),
