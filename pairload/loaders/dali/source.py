@@ -198,17 +198,7 @@ class PairedSource(PlannedLoader):
             return
         timed = self.hooks.timed
         for b, bp in enumerate(plans):
-            try:
-                with timed("schedule_run"):  # run() in two steps: DALI's run() adds ~10 us of API checks per batch
-                    pipe.schedule_run()
-                with timed("outputs"):
-                    outputs = pipe.outputs()
-            except StopIteration:
-                raise LoaderError(f"{self.where}: the DALI pipeline ended after {b} of {len(plans)} batches of epoch "
-                                  f"{epoch}") from None
-            except (RuntimeError, ValueError) as exc:
-                self._discard()
-                raise (self._diagnose(plans, b) or dali_error(exc, self.where)) from None
+            outputs = self._run_once(pipe, run, plans, b)
             fed_run, fed = state.take()
             if fed_run != run or (fed is not bp and not np.array_equal(fed.index, bp.index)):
                 raise LoaderError(f"{self.where}: internal: DALI delivered a batch fed for {fed_run} where epoch "
@@ -218,29 +208,34 @@ class PairedSource(PlannedLoader):
             yield batch
         state.ended(run)
 
+    def _run_once(self, pipe, run: tuple, plans: list[BatchPlan], b: int):
+        """One iteration's outputs (batch b of the run comes next); DALI's failures as pairload's errors."""
+        timed = self.hooks.timed
+        try:
+            with timed("schedule_run"):  # run() in two steps: DALI's run() adds ~10 us of API checks per batch
+                pipe.schedule_run()
+            with timed("outputs"):
+                return pipe.outputs()
+        except StopIteration:
+            raise LoaderError(f"{self.where}: the DALI pipeline ended after {b} of {len(plans)} batches of epoch "
+                              f"{run[0]}") from None
+        except (RuntimeError, ValueError) as exc:
+            self._discard()
+            raise (self._diagnose(plans, b) or dali_error(exc, self.where)) from None
+
     def _iterations(self, pipe, run: tuple, plans: list[BatchPlan]):
         """The batches of a run when each DALI iteration carries several planned batches (fed together, in plan
         order: `RunState.fed` holds the tuple of their plans): each iteration's outputs split into them."""
-        state, timed, b = self.run_state, self.hooks.timed, 0
+        state, b = self.run_state, 0
         while b < len(plans):
-            try:
-                with timed("schedule_run"):
-                    pipe.schedule_run()
-                with timed("outputs"):
-                    outputs = pipe.outputs()
-            except StopIteration:
-                raise LoaderError(f"{self.where}: the DALI pipeline ended after {b} of {len(plans)} batches of epoch "
-                                  f"{run[0]}") from None
-            except (RuntimeError, ValueError) as exc:
-                self._discard()
-                raise (self._diagnose(plans, b) or dali_error(exc, self.where)) from None
+            outputs = self._run_once(pipe, run, plans, b)
             fed_run, fed = state.take()
             expected = plans[b:b + len(fed)] if isinstance(fed, tuple) else ()
             if fed_run != run or not expected or len(expected) != len(fed) or not all(
                     got is want or np.array_equal(got.index, want.index) for got, want in zip(fed, expected)):
                 raise LoaderError(f"{self.where}: internal: DALI delivered batches fed for {fed_run} where epoch "
                                   f"{run[0]} batch {b} was expected")
-            with timed("convert"):
+            with self.hooks.timed("convert"):
                 batches = self._convert_many(self._checked(outputs, fed[0], b), fed)
             b += len(fed)
             yield from batches
