@@ -4,6 +4,7 @@ kernel straight out of the page cache."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections import deque
 
@@ -22,7 +23,7 @@ from .source import PairedSource
 
 _CUT_GROUP = 4  # batches cut by one launch
 _CUT_AHEAD = _CUT_GROUP + 2  # batches cut before the one fed: a group's kernel is done before DALI needs it
-_LAUNCHES_AHEAD = 1  # several batches an iteration: launches cut beyond the one fed
+_LAUNCHES_AHEAD = 2  # several batches an iteration: launches cut beyond the one fed
 
 
 class ExternalSource(PairedSource):
@@ -54,6 +55,7 @@ class ExternalSource(PairedSource):
         # the kernel's cuts feed a GPU pipeline; a CPU pipeline (or no kernel) takes the workers' ring
         self._zero = choice.cutter if choice.cutter.on_device else None
         self._zero_active = False  # the graph being run takes device batches from `_zero`
+        self._launched: dict = {}  # run -> its launches, the first made while the run before it was fed
         self._host = choice.cutter if self._zero is None else WorkerCuts(
             self.ds, self.cfg, self.plan_for, pin=self.device.type == "cuda", **host)
 
@@ -88,6 +90,7 @@ class ExternalSource(PairedSource):
         self.ds.close_remote()
 
     def _release_held(self) -> None:
+        self._launched = {}  # launches made ahead for a run that will not be fed now
         if self.run_state.held and self._zero_active:  # outputs drained or dropped unseen: DALI may still read them
             torch.cuda.synchronize(self.device)
         self.run_state.release_held()
@@ -150,20 +153,35 @@ class ExternalSource(PairedSource):
     def _device_iterations(self, run: tuple, plans: list[BatchPlan]):
         """`_per_iteration` planned batches per DALI iteration: each launch of the kernel (up to that many batches of
         one shape, `Cut.group`) is fed as one DALI batch of all their samples, with _LAUNCHES_AHEAD more launched
-        behind it, so that the device keeps cutting while DALI takes it."""
+        behind it, so that the device keeps cutting while DALI takes it. When the feed runs on into the next epoch,
+        that epoch's first launches go out before this one's last are fed: its setup (plan, schedule, the plan's
+        upload) then runs while the device still cuts, not while it waits (an epoch of a small split is a few
+        launches)."""
+        launches = self._launched.pop(run, None) or self._launches(run, plans)
         ahead: deque = deque()
-        current: list[Cut] = []
-        for cut in self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=self._per_iteration):
-            if current and cut.group is not current[0].group:
-                ahead.append(current)
-                current = []
-                if len(ahead) > _LAUNCHES_AHEAD:
-                    yield self._ready_iteration(run, ahead.popleft())
-            current.append(cut)
-        if current:
-            ahead.append(current)
+        for cuts in launches:
+            ahead.append(cuts)
+            if len(ahead) > _LAUNCHES_AHEAD:
+                yield self._ready_iteration(run, ahead.popleft())
+        state = self.run_state
+        if ahead and state.follow and not state.cancel:
+            following = (run[0] + 1, ())
+            more = self._launches(following, self.plan_for(*following))
+            first = list(itertools.islice(more, _LAUNCHES_AHEAD))
+            self._launched = {following: itertools.chain(first, more)}
         while ahead:
             yield self._ready_iteration(run, ahead.popleft())
+
+    def _launches(self, run: tuple, plans: list[BatchPlan]):
+        """The kernel's launches for a run, each as the list of its batches' cuts (launched when it is yielded)."""
+        cuts: list[Cut] = []
+        rows = 0
+        for cut in self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=self._per_iteration):
+            cuts.append(cut)
+            rows += len(cut.plan)
+            if rows == cut.group[0].shape[0]:  # every batch of this launch
+                yield cuts
+                cuts, rows = [], 0
 
     def _ready_iteration(self, run: tuple, cuts: list[Cut]) -> list:
         ready = cuts[0].ready

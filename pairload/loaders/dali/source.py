@@ -235,8 +235,8 @@ class PairedSource(PlannedLoader):
                     got is want or np.array_equal(got.index, want.index) for got, want in zip(fed, expected)):
                 raise LoaderError(f"{self.where}: internal: DALI delivered batches fed for {fed_run} where epoch "
                                   f"{run[0]} batch {b} was expected")
-            with self.hooks.timed("convert"):
-                batches = self._convert_many(self._checked(outputs, fed[0], b), fed)
+            with self.hooks.timed("convert"):  # this run's own plans: the feed may have planned the run again
+                batches = self._convert_many(self._checked(outputs, expected[0], b), tuple(expected))
             b += len(fed)
             yield from batches
 
