@@ -203,8 +203,8 @@ def _build_kernel():
         write them where the planned orientation puts them in the side's (n, rows, cols, C) block of `out_ptr`
         (the input block at byte 0, the target block at `high_offset`). A side's pixel is PIX_LOW or PIX_HIGH bytes;
         the target is SCALE times the input's height and width (its window at SCALE times the input's corner).
-        The row is read as 16-byte aligned vectors of 4-byte words (each thread asks for 16 contiguous bytes: 1.07x
-        the 4-byte loads over PCIe on the H100, and those were 1.2x single bytes), CHUNK bytes at a time, and its
+        The row is read as 16-byte aligned vectors of 4-byte words (each thread asks for 16 contiguous bytes: 1.04-
+        1.09x the 4-byte loads over PCIe on the H100, and those were 1.2x single bytes), CHUNK bytes at a time, and its
         bytes picked out of them (`tl.gather`). The words are addressed from `anchor` (an int32 device tensor at the
         16-byte aligned address `anchor_addr`) so that Triton knows their alignment and issues vector loads.
         `plan`: int64 (4, total) rows index, y, x, code of a run's samples; this batch is columns start..start+n."""

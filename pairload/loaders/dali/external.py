@@ -138,15 +138,18 @@ class ExternalSource(PairedSource):
             yield self._ready_batch(run, ahead.popleft())
 
     def _ready_batch(self, run: tuple, cut: Cut) -> list:
-        ready = cut.ready
-        if not ready.query():  # done long ago, but for an epoch's first batches
+        return self._to_dali(run, cut.plan, cut.ready, cut.device_sides())
+
+    def _to_dali(self, run: tuple, fed, ready, sides) -> list:
+        """A cut block's (low, high) as DALI's inputs, once its kernel is done (`ready`; long done but for an epoch's
+        first batches); `fed`: its plan, or the tuple of an iteration's plans."""
+        if not ready.query():
             ready.synchronize()
-        self.run_state.fed.append((run, cut.plan))
-        pixels, sides = cut.block, cut.device_sides()
+        self.run_state.fed.append((run, fed))
         # DALI reads the memory until it is past the batch: kept here (so DALI's release never frees it) for `_hold`
         # batches. DALI copies it to its output on its own stream, and the current stream has waited for the
         # outputs taken so far: the cutting stream waits for it before the memory of the oldest goes back to torch
-        self._hold_until_consumed(lambda kept=(pixels, sides): None,
+        self._hold_until_consumed(lambda kept=sides: None,
                                   before=lambda: self._zero.stream.wait_stream(torch.cuda.current_stream(self.device)))
         return [TensorListGPU(to_dlpack(side)) for side in sides]  # DLPack: no per-call probing of the tensor
 
@@ -184,14 +187,7 @@ class ExternalSource(PairedSource):
                 cuts, rows = [], 0
 
     def _ready_iteration(self, run: tuple, cuts: list[Cut]) -> list:
-        ready = cuts[0].ready
-        if not ready.query():
-            ready.synchronize()
-        self.run_state.fed.append((run, tuple(cut.plan for cut in cuts)))
-        sides = cuts[0].group
-        self._hold_until_consumed(lambda kept=sides: None,
-                                  before=lambda: self._zero.stream.wait_stream(torch.cuda.current_stream(self.device)))
-        return [TensorListGPU(to_dlpack(side)) for side in sides]
+        return self._to_dali(run, tuple(cut.plan for cut in cuts), cuts[0].ready, cuts[0].group)
 
     def _inputs(self, run: tuple, plans: list[BatchPlan]):
         if self._zero_active and self._per_iteration > 1:
