@@ -225,16 +225,29 @@ def _cut(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int,
     for crop in {c for _, c in batches}:
         which = [i for i, (_, c) in enumerate(batches) if c == crop]
         rows = np.concatenate([batches[i][0] for i in which], axis=1)
-        idx = rows[0]
-        y, x, code = sample_params(key_hash[idx], hw[idx], seed=cfg.seed, epoch=epoch, crop=crop, augment=cfg.augment,
-                                   draw=rows[2] if rows[2].any() else None)
-        padded = rows[1].astype(bool)
-        start = 0
-        for i in which:
-            sl = slice(start, start + batches[i][0].shape[1])
-            start = sl.stop
-            out[i] = BatchPlan(idx[sl], y[sl], x[sl], code[sl], padded[sl], crop)
+        for i, plan in zip(which, _plans(cfg, key_hash, hw, epoch, rows, [batches[i][0].shape[1] for i in which],
+                                          crop)):
+            out[i] = plan
     return out
+
+
+def _plans(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int, rows: np.ndarray, sizes: list[int],
+           crop) -> list[BatchPlan]:
+    """The BatchPlans of consecutive batches of `sizes` rows of (3, n) `rows` (index, padded, draw), one crop."""
+    idx = rows[0]
+    y, x, code = sample_params(key_hash[idx], hw[idx], seed=cfg.seed, epoch=epoch, crop=crop, augment=cfg.augment,
+                               draw=rows[2] if rows[2].any() else None)
+    columns = (idx, y, x, code, rows[1].astype(bool))
+    # batches of one size (all but perhaps the last) as the rows of one reshape: numpy makes their views, not Python
+    size = sizes[0] if sizes else 0
+    whole = next((k for k, s in enumerate(sizes) if s != size), len(sizes))
+    pieces = [list(c[:whole * size].reshape(whole, size)) for c in columns] if size else [[] for _ in columns]
+    plans = [BatchPlan(*parts, crop) for parts in zip(*pieces)]
+    start = whole * size
+    for s in sizes[whole:]:
+        plans.append(BatchPlan(*(c[start:start + s] for c in columns), crop))
+        start += s
+    return plans
 
 
 def plan_epoch(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int, *, deal: str = "strided",
@@ -253,8 +266,8 @@ def plan_epoch(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int
         batches = (_scheduled(cfg, rows, t, consumed) if d.strided else _scheduled_blocks(cfg, rows, t, consumed, d))
         return _cut(cfg, key_hash, hw, epoch, batches)
     rows = share_rows(cfg, n, epoch, deal=deal, consumed=consumed, groups=groups, shards=shards)
-    bs = cfg.batch_size
-    return _cut(cfg, key_hash, hw, epoch, [(rows[:, s:s + bs], cfg.crop) for s in range(0, rows.shape[1], bs)])
+    bs, length = cfg.batch_size, rows.shape[1]
+    return _plans(cfg, key_hash, hw, epoch, rows, [min(bs, length - s) for s in range(0, length, bs)], cfg.crop)
 
 
 def num_batches(cfg: PlanConfig, n: int, epoch: int = 0, deal: str = "strided") -> int:
