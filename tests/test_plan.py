@@ -291,3 +291,26 @@ def test_the_by_shard_order_keeps_windows_of_whole_shards_together():
     assert order.tolist() != DEALS["by_shard"].order(24, seed=3, epoch=1, shards=Shards(counts, 8)).tolist()
     in_order = DEALS["by_shard"].order(24, seed=3, epoch=0, shuffle=False, shards=Shards(counts, 8))
     assert in_order.tolist() == list(range(24))
+
+
+@pytest.mark.parametrize("sizes", [[4, 4, 4, 2], [6], [], [5, 5, 1, 1], [3, 1, 3], [2, 2, 2, 2]])
+def test_batches_cut_from_one_reshape_equal_slices_of_the_whole(sizes):
+    """`_plans` makes the leading batches of one size as the rows of one reshape: each equals the same rows sliced out
+    of a single batch of all of them, in order, whatever the sizes after the first change."""
+    from pairload.plan.epochs import _plans
+
+    n = sum(sizes)
+    rng = np.random.default_rng(len(sizes))
+    rows = np.stack([rng.permutation(n), rng.integers(0, 2, n), rng.integers(0, 1 << 30, n)]).astype(np.int64)
+    key_hash = rng.integers(0, 1 << 62, n).astype(np.uint64)
+    hw = np.stack([rng.integers(40, 60, n), rng.integers(40, 60, n)], axis=1)
+    cfg = PlanConfig(batch_size=max(sizes, default=1), crop=16, seed=3)
+    got = _plans(cfg, key_hash, hw, 2, rows, sizes, 16)
+    (one,) = _plans(cfg, key_hash, hw, 2, rows, [n], 16) if n else (None,)
+    assert [len(bp) for bp in got] == sizes
+    start = 0
+    for bp in got:
+        for field in ("index", "y", "x", "code", "padded"):
+            assert np.array_equal(getattr(bp, field), getattr(one, field)[start:start + len(bp)]), field
+        assert bp.crop == 16
+        start += len(bp)
