@@ -13,6 +13,7 @@ import torch
 
 import pairload.loaders.dali.external as external
 from pairload import make_loader
+from pairload.bench.measure import pairs_over
 
 
 def main() -> None:
@@ -23,19 +24,11 @@ def main() -> None:
     loader = make_loader("dali-external", shards, batch_size=32, crop=256, device="cuda")
     stream = torch.cuda.Stream() if variant == "sidestream" else torch.cuda.current_stream()
 
-    def run(epochs) -> int:
-        n = 0
-        for epoch in epochs:
-            loader.set_epoch(epoch)
-            for batch in loader:
-                n += len(batch)
-        return n
-
     with torch.cuda.stream(stream):
-        run(range(3))
+        pairs_over(loader, range(3))
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        n = run(range(3, 60))
+        n = pairs_over(loader, range(3, 60))
         torch.cuda.synchronize()
     print(f"{variant}: {n / (time.perf_counter() - t0):,.0f} pairs/s")
     loader.close()

@@ -12,25 +12,18 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from pairload import make_loader
+from pairload.bench.measure import pairs_over
 
 
 def main() -> None:
     shards, kind = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else "dali-external")
     loader = make_loader(kind, shards, batch_size=32, crop=256, device="cuda")
 
-    def run(epochs) -> int:
-        n = 0
-        for epoch in epochs:
-            loader.set_epoch(epoch)
-            for batch in loader:
-                n += len(batch)
-        return n
-
-    run(range(3))
+    pairs_over(loader, range(3))
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         t0 = time.perf_counter()
-        n = run(range(3, 13))
+        n = pairs_over(loader, range(3, 13))
         torch.cuda.synchronize()
         wall = time.perf_counter() - t0
     print(f"{kind}: {n / wall:,.0f} pairs/s over {wall * 1e3:.0f} ms")

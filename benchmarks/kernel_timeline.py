@@ -13,6 +13,7 @@ import torch
 
 import pairload.loaders.zerocopy as zerocopy
 from pairload import make_loader
+from pairload.bench.measure import pairs_over
 
 launches = []  # (loading thread's time, start event, end event)
 _cut = zerocopy.cut
@@ -33,20 +34,14 @@ def main() -> None:
     kind = sys.argv[2] if len(sys.argv) > 2 else "dali-external"
     loader = make_loader(kind, sys.argv[1], batch_size=32, crop=256, device="cuda")
 
-    def run(epochs) -> None:
-        for epoch in epochs:
-            loader.set_epoch(epoch)
-            for _batch in loader:
-                pass
-
-    run(range(3))
+    pairs_over(loader, range(3))
     torch.cuda.synchronize()
     launches.clear()
     base = torch.cuda.Event(enable_timing=True)
     base.record()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    run(range(3, 13))
+    pairs_over(loader, range(3, 13))
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
     rows = [(t - t0, base.elapsed_time(b) / 1e3, base.elapsed_time(e) / 1e3) for t, b, e in launches][5:-5]

@@ -4,6 +4,7 @@
 - `ceiling`: a kernel reading one large registered range with 16-byte loads (the SMs' zero-copy bound over PCIe);
 - `cut gN`: `pairload.loaders.zerocopy.cut` over the page cache (registered whole) and over a device copy
   (`resident`), N batches per launch, GPU time only (CUDA events around the launches);
+- `resident bytes gN wW`: the cut from the device copy with one byte load per byte (no words, no gather);
 - `rows of 768 B at S`: rows of a crop's length read at offset S of a 128-byte line (what partial lines cost);
 - `dma gN`: the windows copied by the copy engine, one 2D copy per window and side (`cuMemcpy3DBatchAsync`), into a
   staging block (no orientation), with the CPU time of building and issuing the copies.

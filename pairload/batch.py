@@ -131,17 +131,6 @@ def _final(t: torch.Tensor, dtype: str) -> torch.Tensor:
     return t if t.dtype == TORCH_DTYPES[dtype] else t.view(TORCH_DTYPES[dtype])
 
 
-def oriented_batch(layout, block: torch.Tensor, keys: Sequence[str], padded: torch.Tensor,
-                   source: list[str] | None = None, sides: tuple | None = None) -> PairBatch:
-    """An oriented device block (or its `sides`) → PairBatch of N×C×H×W views, with as few tensor operations as the
-    layout allows (this runs once per batch at ~100k pairs/s)."""
-    if sides is None and block.dim() == 5:
-        out = block.permute(0, 1, 4, 2, 3)
-        return PairBatch(low=out[0], high=out[1], keys=list(keys), padded=padded, source=source)
-    low, high = sides if sides is not None else sides_of(layout, block)
-    return batch_from_hwc(low, high, keys, padded, source)
-
-
 def batch_from_hwc(low: torch.Tensor, high: torch.Tensor, keys: Sequence[str], padded: torch.Tensor,
                    source: list[str] | None = None) -> PairBatch:
     """Already oriented N×H×W×C tensors (as DALI delivers them) → PairBatch with N×C×H×W views."""

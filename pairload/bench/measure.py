@@ -27,6 +27,16 @@ def endless(loader):
         epoch += 1
 
 
+def pairs_over(loader, epochs) -> int:
+    """Iterate `loader` over these epochs, from the start of each; the pairs it delivered."""
+    n = 0
+    for epoch in epochs:
+        loader.set_epoch(epoch)
+        for batch in loader:
+            n += len(batch)
+    return n
+
+
 WARM_BATCHES_MAX = 2000  # the warm-up's first epoch, at most this many batches
 
 

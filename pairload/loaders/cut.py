@@ -9,15 +9,14 @@ from typing import Callable, Iterator, Protocol
 
 import numpy as np
 
-from ..batch import sides_of
 from ..format.members import BatchLayout
 from ..plan import BatchPlan
 
 
 @dataclass
 class Cut:
-    """One planned batch, cut. `block`: laid out by `layout`, flat uint8 bytes or a stacked layout's (2, n, h, w, C)
-    array (a numpy array in host memory, or a torch tensor on the device); `oriented`: the plan's codes are
+    """One planned batch, cut. `block`: a host cut's numpy array laid out by `layout`, flat uint8 bytes or a stacked
+    layout's (2, n, h, w, C) array (None for a device cut: its `sides`); `oriented`: the plan's codes are
     applied; `ready`: a CUDA event recorded once the block is complete (None: complete now); `release`: gives the
     block's memory back once the consumer is done with it (None: nothing to give back)."""
 
@@ -27,8 +26,8 @@ class Cut:
     oriented: bool
     ready: object = None
     release: Callable[[], None] | None = None
-    sides: tuple | None = None  # device cuts: (low, high) N×H×W×C tensors when they are not one block (a slice of
-    #                             a group cut by one launch)
+    sides: tuple | None = None  # device cuts: (low, high) N×H×W×C tensors in the split's dtypes (views of the
+    #                             block their launch cut)
     nchw: tuple | None = None  # device cuts: the same sides as N×C×H×W views (what a `PairBatch` holds)
     group: tuple | None = None  # device cuts: (low, high) N×H×W×C of every batch its launch cut (one object per
     #                             launch, shared by those batches' cuts)
@@ -40,10 +39,6 @@ class Cut:
     def host_sides(self) -> tuple[np.ndarray, np.ndarray]:
         """(low, high) numpy views of a host cut."""
         return self.layout.views(self.block)
-
-    def device_sides(self):
-        """(low, high) N×H×W×C tensors of a device cut, in the split's dtypes."""
-        return self.sides if self.sides is not None else sides_of(self.layout, self.block)
 
 
 class Cutter(Protocol):

@@ -12,7 +12,7 @@ from collections import deque
 
 import torch
 
-from ..batch import PairBatch, SensorBatch, make_batch, oriented_batch
+from ..batch import PairBatch, SensorBatch, batch_from_hwc, make_batch
 from .cut import Cut
 
 
@@ -40,7 +40,7 @@ class DeviceStage:
         if cut.nchw is not None:  # the kernel's cuts: already the batch's views
             return PairBatch(low=cut.nchw[0], high=cut.nchw[1], keys=keys, padded=padded, source=source), cut.ready
         if cut.on_device:  # the resident gather cuts oriented windows
-            return oriented_batch(cut.layout, cut.block, keys, padded, source, cut.sides), cut.ready
+            return batch_from_hwc(*cut.sides, keys, padded, source), cut.ready
         host = torch.from_numpy(cut.layout.shaped(cut.block))
         if not self.cuda:
             batch = make_batch(cut.layout, host if cut.release is None else host.clone(), code, keys, padded, source)

@@ -138,7 +138,7 @@ class ExternalSource(PairedSource):
             yield self._ready_batch(run, ahead.popleft())
 
     def _ready_batch(self, run: tuple, cut: Cut) -> list:
-        return self._to_dali(run, cut.plan, cut.ready, cut.device_sides())
+        return self._to_dali(run, cut.plan, cut.ready, cut.sides)
 
     def _to_dali(self, run: tuple, fed, ready, sides) -> list:
         """A cut block's (low, high) as DALI's inputs, once its kernel is done (`ready`; long done but for an epoch's
