@@ -9,7 +9,7 @@
 - `dma gN`: the windows copied by the copy engine, one 2D copy per window and side (`cuMemcpy3DBatchAsync`), into a
   staging block (no orientation), with the CPU time of building and issuing the copies.
 
-    python benchmarks/zerocopy_bound.py SHARDS [--crop 256] [--batch 32] [--out F.json]
+    python benchmarks/zerocopy_bound.py SHARDS [--crop 256] [--batch 32] [--resident-only] [--out F.json]
 """
 
 from __future__ import annotations
@@ -106,6 +106,7 @@ def main() -> None:
     ap.add_argument("--crop", type=int, default=256)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--out")
+    ap.add_argument("--resident-only", action="store_true", help="only the resident copy's rows and tiles")
     a = ap.parse_args()
     dev = torch.device("cuda")
     n, h = a.batch, a.crop
@@ -138,7 +139,7 @@ def main() -> None:
     members = ds.members
     copy = zerocopy.DeviceCopy(ds, dev)
 
-    for name, source in (("zero-copy", pins), ("resident", copy)):
+    for name, source in () if a.resident_only else (("zero-copy", pins), ("resident", copy)):
         ref = zerocopy.cut(source, plan, 0, members.batch(n, h, h))
         for g in (1, 4, 16, 64):
             launch = zerocopy.Launch.of(members.batch(g * n, h, h))
@@ -156,6 +157,27 @@ def main() -> None:
             torch.cuda.synchronize()
             note(f"{name} launch g{g} us", cpu * 1e6, "us")
         assert torch.equal(ref, zerocopy.cut(source, plan, 0, members.batch(n, h, h)))
+
+    # the resident copy cut by rows (the page cache's kernel) against by tiles (`pairload.loaders.tiles`: what a
+    # device copy of 8-bit RGB is cut by), tile sizes and warps
+    from pairload.loaders import tiles
+
+    launch = zerocopy.Launch.of(members.batch(16 * n, h, h))
+    rows_out = zerocopy.cut(copy, plan, 0, launch, tiled=False)
+    t = gpu_time(lambda k: zerocopy.cut(copy, plan, k * 16 * n, launch, out=rows_out, tiled=False), nb // 16)
+    note("resident rows g16", (nb // 16) * 16 * n / t)
+    rows_ref = zerocopy.cut(copy, plan, 0, launch, tiled=False)
+    for tile in (32, 64):
+        for warps in (4, 8):
+            tiles.TILE, tiles.WARPS = tile, warps
+            out = zerocopy.cut(copy, plan, 0, launch, tiled=True)
+            note(f"resident tiles{tile} w{warps} g16 equal", bool(torch.equal(out, rows_ref)))
+            t = gpu_time(lambda k, out=out: zerocopy.cut(copy, plan, k * 16 * n, launch, out=out, tiled=True),
+                         nb // 16)
+            note(f"resident tiles{tile} w{warps} g16", (nb // 16) * 16 * n / t)
+    tiles.TILE, tiles.WARPS = 64, 4
+    if a.resident_only:
+        return done(loader, results, a.out)
 
     anchor = torch.zeros(16, dtype=torch.int32, device=dev)  # the 16-byte aligned base the kernels address from
 
@@ -269,9 +291,13 @@ def main() -> None:
                 break
             finally:
                 torch.cuda.set_stream(torch.cuda.default_stream())
+    done(loader, results, a.out)
+
+
+def done(loader, results: dict, out: str | None) -> None:
     loader.close()
-    if a.out:
-        with open(a.out, "w") as f:
+    if out:
+        with open(out, "w") as f:
             json.dump(results, f, indent=1)
 
 

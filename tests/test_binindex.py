@@ -300,9 +300,12 @@ def test_an_index_of_200k_pairs_costs_a_process_under_64_bytes_a_pair(tmp_path):
 
 
 
-def test_a_batch_of_keys_is_gathered_at_once_and_equals_one_by_one():
-    """`Keys.take` (a batch's keys in one numpy gather) gives exactly the keys indexing gives, any order, repeats,
-    negative indices, multi-byte and empty keys; an index out of range is an IndexError, as indexing's."""
+@pytest.mark.parametrize("decode_up_to", [Keys.DECODE_UP_TO, 0])
+def test_a_batch_of_keys_is_gathered_at_once_and_equals_one_by_one(monkeypatch, decode_up_to):
+    """`Keys.take` (a batch's keys from the keys decoded once, or, for a split of more keys than DECODE_UP_TO, in
+    one numpy gather or a slice each) gives exactly the keys indexing gives, any order, repeats, negative indices,
+    multi-byte and empty keys; an index out of range is an IndexError, as indexing's."""
+    monkeypatch.setattr(Keys, "DECODE_UP_TO", decode_up_to)
     keys = ["a", "bé", "", "ccc", "日本/0001", "x" * 300, "\udcff-raw"]
     k = Keys(*Keys.encode(keys))
     rng = np.random.default_rng(0)

@@ -203,6 +203,30 @@ def test_zero_copy_whole_images_and_a_resident_split_equal_the_workers(tmp_path)
 
 
 @gpu
+@pytest.mark.parametrize("tile", [16, 64])
+def test_a_resident_split_cut_by_tiles_equals_the_workers_in_every_orientation(tmp_path, monkeypatch, tile):
+    """8-bit RGB windows whose width is a multiple of 4 are cut from the device copy by tiles (`loaders.tiles`):
+    windows of several tiles and of part of one, square (every code) and not; 37 is cut by rows."""
+    from pairload.loaders import tiles
+    from pairload.pack import PackOptions, pack
+
+    monkeypatch.setattr(tiles, "TILE", tile)
+    make_raw(tmp_path / "raw", 12, sizes=[(150, 170), (160, 160), (133, 201)] * 4)
+    pack(tmp_path / "raw", tmp_path / "s", PackOptions(workers=1, shard_size=256 * 1024))
+    for crop in (128, 36, (64, 100), 37):
+        opts = dict(batch_size=5, crop=crop, seed=7, device="cuda", last_batch="pad")
+        resident = make_loader("ram", tmp_path / "s", resident=True, **opts)
+        assert resident.path == "resident"
+        if crop in (128, 36):
+            codes = np.concatenate([bp.code for e in range(4) for bp in resident.plan_for(e)])
+            assert set(codes.tolist()) == set(range(8))
+        got = run(resident, range(4))
+        same(got, run(make_loader("ram", tmp_path / "s", zero_copy=False, **opts), range(4)))
+        for _keys, low, high, _ in got:  # the pixels name their pair: the target is 255 - input
+            assert torch.equal(high.int(), 255 - low.int())
+
+
+@gpu
 def test_zero_copy_with_shared_targets(tmp_path):
     from test_datasets import Replica, packed
 

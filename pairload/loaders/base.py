@@ -342,6 +342,8 @@ class PlannedLoader(StatefulEpochs):
         """`padded(bp)` on the loader's device for the batches of one run (views of one copy: `_run_on_device`)."""
         if self.device.type != "cuda" or not plans:
             return lambda bp: self._padded(bp).to(self.device)
+        if not np.concatenate([bp.padded for bp in plans]).any():  # no padding (most runs): nothing copied
+            return self._views(plans, torch.zeros(sum(len(bp) for bp in plans), dtype=torch.bool, device=self.device))
         return self._run_on_device(plans, [bp.padded for bp in plans])
 
     def _sensor_on(self, plans: list[BatchPlan]) -> Callable[[BatchPlan], SensorBatch | None]:
@@ -360,11 +362,12 @@ class PlannedLoader(StatefulEpochs):
         values = torch.from_numpy(np.concatenate(rows))
         if self.device.type == "cuda":
             values = values.pin_memory()
-        values = values.to(self.device, non_blocking=True)
-        views, start = {}, 0
-        for bp in plans:
-            views[id(bp)] = values[start:start + len(bp)]
-            start += len(bp)
+        return self._views(plans, values.to(self.device, non_blocking=True))
+
+    @staticmethod
+    def _views(plans: list[BatchPlan], values: torch.Tensor) -> Callable[[BatchPlan], torch.Tensor]:
+        """`view(bp)`: each planned batch's rows of `values` (the run's rows, in plan order)."""
+        views = dict(zip(map(id, plans), values.split([len(bp) for bp in plans])))
         return lambda bp: views[id(bp)]
 
     def plan(self) -> list[BatchPlan]:

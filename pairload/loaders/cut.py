@@ -26,11 +26,18 @@ class Cut:
     oriented: bool
     ready: object = None
     release: Callable[[], None] | None = None
-    sides: tuple | None = None  # device cuts: (low, high) N×H×W×C tensors in the split's dtypes (views of the
-    #                             block their launch cut)
-    nchw: tuple | None = None  # device cuts: the same sides as N×C×H×W views (what a `PairBatch` holds)
+    sides: tuple | None = None  # the resident gather's cuts: (low, high) N×H×W×C tensors in the split's dtypes
+    nchw: tuple | None = None  # the kernel's cuts: (low, high) as N×C×H×W views of the block their launch cut
+    #                            (what a `PairBatch` holds; `hwc()` gives either as N×H×W×C)
     group: tuple | None = None  # device cuts: (low, high) N×H×W×C of every batch its launch cut (one object per
     #                             launch, shared by those batches' cuts)
+
+    def hwc(self) -> tuple:
+        """A device cut's (low, high) as N×H×W×C tensors in the split's dtypes (`sides`, or views of `nchw`)."""
+        if self.sides is not None:
+            return self.sides
+        low, high = self.nchw
+        return low.permute(0, 2, 3, 1), high.permute(0, 2, 3, 1)
 
     @property
     def on_device(self) -> bool:

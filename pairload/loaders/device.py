@@ -16,13 +16,20 @@ from ..batch import PairBatch, SensorBatch, batch_from_hwc, make_batch
 from .cut import Cut
 
 
+def _current_stream_id(index: int) -> int:
+    """The id of the caller's current stream on device `index` (what `torch.cuda.current_stream(d).stream_id` is,
+    without making a Stream object: a few us a batch at a million pairs a second)."""
+    return torch._C._cuda_getCurrentStream(index)[0]
+
+
 class DeviceStage:
     def __init__(self, device: torch.device):
         self.device = device
         self.cuda = device.type == "cuda"
         self._stream = torch.cuda.Stream(device) if self.cuda else None
         self._copying: deque = deque()  # (release callback, event) of host buffers whose copy may still run
-        self._handed: tuple = (None, None)  # (event, stream) of the last batch handed over
+        self._handed: tuple = (None, None)  # (event, stream id) of the last batch handed over
+        self._index = (torch.cuda.current_device() if device.index is None else device.index) if self.cuda else None
 
     def put(self, cut: Cut, keys: list[str], padded: torch.Tensor, source: list[str] | None = None, *,
             augment: bool = True, sensor: SensorBatch | None = None):
@@ -40,7 +47,7 @@ class DeviceStage:
         if cut.nchw is not None:  # the kernel's cuts: already the batch's views
             return PairBatch(low=cut.nchw[0], high=cut.nchw[1], keys=keys, padded=padded, source=source), cut.ready
         if cut.on_device:  # the resident gather cuts oriented windows
-            return batch_from_hwc(*cut.sides, keys, padded, source), cut.ready
+            return batch_from_hwc(*cut.hwc(), keys, padded, source), cut.ready
         host = torch.from_numpy(cut.layout.shaped(cut.block))
         if not self.cuda:
             batch = make_batch(cut.layout, host if cut.release is None else host.clone(), code, keys, padded, source)
@@ -71,13 +78,14 @@ class DeviceStage:
         Batches cut by one launch share their event and their memory (views of one block, and of one run's padding
         flags): after the first of them on a stream, there is nothing left to do for the others."""
         if ready is not None:
-            stream = torch.cuda.current_stream(self.device)
-            if (ready, stream) == self._handed:
+            stream_id = _current_stream_id(self._index)
+            if ready is self._handed[0] and stream_id == self._handed[1]:
                 return batch
+            stream = torch.cuda.current_stream(self.device)
             stream.wait_event(ready)
             for t in (batch.low, batch.high, batch.padded):
                 t.record_stream(stream)
-            self._handed = (ready, stream)
+            self._handed = (ready, stream_id)
         return batch
 
     def one_ahead(self, produced):

@@ -37,6 +37,8 @@ from ..format.members import BatchLayout
 from ..errors import ConfigError, PairloadError
 from ..units import human_bytes
 from ..plan import BatchPlan
+from ..plan.crops import crop_size
+from . import tiles
 from .cut import Cut
 from .pins import Pins, _DriverError, sample_offsets
 from .resident import check_room
@@ -266,10 +268,26 @@ def _build_kernel():
 
 
 def plan_tensor(plans: list[BatchPlan], device: torch.device, augment: bool) -> torch.Tensor:
-    """A run's windows as one int64 (4, samples) device tensor: index, y, x, code (0 without `augment`)."""
-    field = lambda name: np.concatenate([getattr(bp, name) for bp in plans])  # noqa: E731
-    code = field("code") if augment else np.zeros(sum(len(bp) for bp in plans), dtype=np.int64)
-    return torch.from_numpy(np.stack([field("index"), field("y"), field("x"), code]).astype(np.int64)).to(device)
+    """A run's windows as one int64 (4, samples) device tensor: index, y, x, code (0 without `augment`), copied on
+    the current stream from page-locked memory (a copy from pageable memory would make this thread wait for every
+    kernel queued on the stream)."""
+    rows = np.empty((4, sum(len(bp) for bp in plans)), dtype=np.int64)
+    for k, name in enumerate(("index", "y", "x", "code") if augment else ("index", "y", "x")):
+        np.concatenate([getattr(bp, name) for bp in plans], out=rows[k])
+    if not augment:
+        rows[3] = 0
+    host = torch.from_numpy(rows)
+    if device.type == "cuda":
+        host = host.pin_memory()
+    return host.to(device, non_blocking=True)
+
+
+def out_shapes(plans: list[BatchPlan], hw: np.ndarray) -> list[tuple[int, int]]:
+    """Each planned batch's window height and width (one crop for every batch of a run: worked out once)."""
+    crops = {bp.crop for bp in plans}
+    if len(crops) == 1 and crop_size(plans[0].crop) is not None:
+        return [crop_size(plans[0].crop)] * len(plans)
+    return [bp.out_hw(hw) for bp in plans]
 
 
 @dataclass(frozen=True)
@@ -283,6 +301,7 @@ class Launch:
     words: int
     pix_low: int  # bytes of one input pixel, and of one target pixel
     pix_high: int
+    tiles: bool  # a device copy of these windows may be cut by tiles (`tiles.applies`)
 
     @staticmethod
     def of(layout: BatchLayout, scale: int = 1) -> "Launch":
@@ -293,23 +312,29 @@ class Launch:
         # H100, benchmarks/zerocopy_bound.py)
         words = min(256, 1 << ((widest + 15) // 4).bit_length())
         shape = layout.stacked_shape if layout.stacked and layout.low.dtype == "uint8" else (layout.total,)
-        return Launch(layout, scale, shape, (n * h * scale, 2), words, pix_low, pix_high)
+        return Launch(layout, scale, shape, (n * h * scale, 2), words, pix_low, pix_high,
+                      tiles.applies(pix_low, pix_high, scale, w) and layout.low.dtype == layout.high.dtype == "uint8")
 
 
 def cut(source, plan: torch.Tensor, start: int, layout: BatchLayout | Launch, scale: int = 1,
-        out: torch.Tensor | None = None) -> torch.Tensor:
+        out: torch.Tensor | None = None, tiled: bool | None = None) -> torch.Tensor:
     """The block (laid out by `layout`, `members.BatchLayout`; a stacked uint8 layout as its (2, n, h, w, C) tensor)
     of the windows in columns start..start+n of `plan` (`plan_tensor`), cut from `source` (a `pins.Pins` or
-    `DeviceCopy`) on the current stream. `layout` may be a `Launch` worked out before (per batch shape)."""
+    `DeviceCopy`) on the current stream. `layout` may be a `Launch` worked out before (per batch shape). `tiled`:
+    cut a device copy by tiles (`tiles`; None: where it applies), else by rows (what the page cache is cut by)."""
     global _kernel
-    if _kernel is None:
-        _kernel = _build_kernel()
     launch = layout if isinstance(layout, Launch) else Launch.of(layout, scale)
     lay = launch.layout
     if out is None:
         out = torch.empty(launch.out_shape, dtype=torch.uint8, device=plan.device)
     n, h, w, _ = lay.low_shape
-    if n:
+    if tiled is None:
+        tiled = launch.tiles and isinstance(source, DeviceCopy)
+    if n and tiled:
+        tiles.cut(out, _anchor(out.device), source, plan, start, n, h, w, lay.high_offset)
+    elif n:
+        if _kernel is None:
+            _kernel = _build_kernel()
         anchor = _anchor(out.device)
         _kernel[launch.grid](out, anchor, anchor.data_ptr(), source.low, source.high, source.width, plan, start,
                              plan.shape[1], n, h, w, lay.high_offset, WORDS=launch.words, PIX_LOW=launch.pix_low,
@@ -358,10 +383,12 @@ class KernelCuts:
         return []
 
     def cuts(self, run: tuple, plans: list[BatchPlan], reclaim=None, *, augment: bool = True, hw=None,
-             events: bool = True, group: int = 1):
+             events: bool = True, group: int = 1, settle_at: int = 0):
         """A `Cut` per plan, each cut on `self.stream` with the event that marks it ready (`events`; a streamed
         split records them anyway: its pieces go back once their last batch is done); `group` > 1: up to that many
-        batches of one shape per launch."""
+        batches of one shape per launch. A split that stays registered is registered again shard by shard
+        (`Pins.settle`) before launch number `settle_at` of the run (0: before it starts; later: when the run is cut
+        ahead of its use, e.g. the next epoch while this one ends)."""
         if not plans:
             return
         hw = self.memory.ds.sizes if hw is None else hw
@@ -369,7 +396,7 @@ class KernelCuts:
         self.memory.check(force=True)
         if self.memory.streaming:
             self.stream.synchronize()  # what the last run left pinned may go back now
-        else:
+        elif settle_at == 0:
             self.memory.settle(self.stream)  # shards read whole by now: one registration each
         self.memory.begin(plans)
         events = events or self.memory.streaming
@@ -377,13 +404,17 @@ class KernelCuts:
             group = 1
         with torch.cuda.stream(self.stream):  # the whole run's plan goes to the device in one copy
             plan = plan_tensor(plans, self.device, augment)
-        start, b = 0, 0
+        shapes = out_shapes(plans, hw)
+        start, b, launched = 0, 0, 0
         while b < len(plans):
+            if launched == settle_at > 0 and not self.memory.streaming:
+                self.memory.settle(self.stream)
+            launched += 1
             self.memory.check()
-            h, w = plans[b].out_hw(hw)
+            h, w = shapes[b]
             n = len(plans[b])
             k = 1
-            while k < group and b + k < len(plans) and len(plans[b + k]) == n and plans[b + k].out_hw(hw) == (h, w):
+            while k < group and b + k < len(plans) and len(plans[b + k]) == n and shapes[b + k] == (h, w):
                 k += 1
             launch = self._launch(n, h, w)
             layout = launch.layout
@@ -401,11 +432,10 @@ class KernelCuts:
             # each batch's sides are views of the group's block, made for the whole group at once (a few tensor
             # operations per launch, none per batch: at a million pairs a second a batch has ~30 us in all)
             low, high = (block[0], block[1]) if block.dim() == 5 else sides_of(together.layout, block)
-            lows, highs = low.split(n), high.split(n)
-            nchw = zip(low.permute(0, 3, 1, 2).split(n), high.permute(0, 3, 1, 2).split(n))
             whole = (low, high)
-            for j, chw in enumerate(nchw):
-                yield Cut(plans[b + j], layout, None, True, ready, sides=(lows[j], highs[j]), nchw=chw, group=whole)
+            lows, highs = low.permute(0, 3, 1, 2).split(n), high.permute(0, 3, 1, 2).split(n)
+            for j in range(k):
+                yield Cut(plans[b + j], layout, None, True, ready, nchw=(lows[j], highs[j]), group=whole)
             start += k * n
             b += k
 

@@ -14,20 +14,38 @@ from ..format.binindex import key_hashes  # noqa: F401
 from .crops import Crop, windows
 
 
+_M64 = (1 << 64) - 1
+
+
 def _splitmix(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        z = x + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
+    """SplitMix64's finaliser of each uint64 of `x` (a new array; array arithmetic wraps without warnings)."""
+    z = np.asarray(x, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    t = z >> np.uint64(30)
+    z ^= t
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    np.right_shift(z, np.uint64(27), out=t)
+    z ^= t
+    z *= np.uint64(0x94D049BB133111EB)
+    np.right_shift(z, np.uint64(31), out=t)
+    z ^= t
+    return z
+
+
+def _splitmix_int(x: int) -> int:
+    """`_splitmix` of one value, in Python integers (no arrays for the one number an epoch's stream starts from)."""
+    z = (x + 0x9E3779B97F4A7C15) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
 
 
 def _stream(key_hash: np.ndarray, seed: int, epoch: int, stream: int, draw: np.ndarray | None = None) -> np.ndarray:
-    base = np.array([(seed & 0xFFFFFFFF) << 32 | (epoch & 0xFFFFFF) << 8 | stream], dtype=np.uint64)
-    if draw is not None:  # the k-th draw of a sample in an epoch (repeats, mixing): draw 0 is the plain epoch's
-        with np.errstate(over="ignore"):
-            base = base + np.asarray(draw, dtype=np.uint64) * np.uint64(0xD1B54A32D192ED03)
-    return _splitmix(np.asarray(key_hash, dtype=np.uint64) ^ _splitmix(base))
+    base = (seed & 0xFFFFFFFF) << 32 | (epoch & 0xFFFFFF) << 8 | stream
+    if draw is None:
+        return _splitmix(np.asarray(key_hash, dtype=np.uint64) ^ np.uint64(_splitmix_int(base)))
+    # the k-th draw of a sample in an epoch (repeats, mixing): draw 0 is the plain epoch's
+    mixed = np.uint64(base) + np.asarray(draw, dtype=np.uint64) * np.uint64(0xD1B54A32D192ED03)
+    return _splitmix(np.asarray(key_hash, dtype=np.uint64) ^ _splitmix(mixed))
 
 
 def sample_params(key_hash: np.ndarray, hw: np.ndarray, *, seed: int, epoch: int, crop: Crop,

@@ -242,10 +242,11 @@ def _plans(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int, ro
     size = sizes[0] if sizes else 0
     whole = next((k for k, s in enumerate(sizes) if s != size), len(sizes))
     pieces = [list(c[:whole * size].reshape(whole, size)) for c in columns] if size else [[] for _ in columns]
-    plans = [BatchPlan(*parts, crop) for parts in zip(*pieces)]
+    made = BatchPlan.made
+    plans = [made(*parts, crop) for parts in zip(*pieces)]
     start = whole * size
     for s in sizes[whole:]:
-        plans.append(BatchPlan(*(c[start:start + s] for c in columns), crop))
+        plans.append(made(*(c[start:start + s] for c in columns), crop))
         start += s
     return plans
 

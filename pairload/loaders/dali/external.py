@@ -138,7 +138,7 @@ class ExternalSource(PairedSource):
             yield self._ready_batch(run, ahead.popleft())
 
     def _ready_batch(self, run: tuple, cut: Cut) -> list:
-        return self._to_dali(run, cut.plan, cut.ready, cut.sides)
+        return self._to_dali(run, cut.plan, cut.ready, cut.hwc())
 
     def _to_dali(self, run: tuple, fed, ready, sides) -> list:
         """A cut block's (low, high) as DALI's inputs, once its kernel is done (`ready`; long done but for an epoch's
@@ -169,17 +169,21 @@ class ExternalSource(PairedSource):
         state = self.run_state
         if ahead and state.follow and not state.cancel:
             following = (run[0] + 1, ())
-            more = self._launches(following, self.plan_for(*following))
+            # the shards are registered again whole (`Pins.settle`: ~0.1 s for a split read cold) once the next epoch
+            # is under way, not while this one's last batches wait for it
+            more = self._launches(following, self.plan_for(*following), settle_at=_LAUNCHES_AHEAD)
             first = list(itertools.islice(more, _LAUNCHES_AHEAD))
             self._launched = {following: itertools.chain(first, more)}
         while ahead:
             yield self._ready_iteration(run, ahead.popleft())
 
-    def _launches(self, run: tuple, plans: list[BatchPlan]):
-        """The kernel's launches for a run, each as the list of its batches' cuts (launched when it is yielded)."""
+    def _launches(self, run: tuple, plans: list[BatchPlan], settle_at: int = 0):
+        """The kernel's launches for a run, each as the list of its batches' cuts (launched when it is yielded);
+        `settle_at`: `KernelCuts.cuts`'."""
         cuts: list[Cut] = []
         rows = 0
-        for cut in self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=self._per_iteration):
+        for cut in self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=self._per_iteration,
+                                   settle_at=settle_at):
             cuts.append(cut)
             rows += len(cut.plan)
             if rows == cut.group[0].shape[0]:  # every batch of this launch
