@@ -383,12 +383,11 @@ class KernelCuts:
         return []
 
     def cuts(self, run: tuple, plans: list[BatchPlan], reclaim=None, *, augment: bool = True, hw=None,
-             events: bool = True, group: int = 1, settle_at: int = 0):
+             events: bool = True, group: int = 1, settle: bool = True):
         """A `Cut` per plan, each cut on `self.stream` with the event that marks it ready (`events`; a streamed
         split records them anyway: its pieces go back once their last batch is done); `group` > 1: up to that many
-        batches of one shape per launch. A split that stays registered is registered again shard by shard
-        (`Pins.settle`) before launch number `settle_at` of the run (0: before it starts; later: when the run is cut
-        ahead of its use, e.g. the next epoch while this one ends)."""
+        batches of one shape per launch. `settle`: first register a split that stays registered again shard by
+        shard (`settle`); False when the run is cut ahead of its use (the next epoch while this one ends)."""
         if not plans:
             return
         hw = self.memory.ds.sizes if hw is None else hw
@@ -396,8 +395,8 @@ class KernelCuts:
         self.memory.check(force=True)
         if self.memory.streaming:
             self.stream.synchronize()  # what the last run left pinned may go back now
-        elif settle_at == 0:
-            self.memory.settle(self.stream)  # shards read whole by now: one registration each
+        elif settle:
+            self.settle()
         self.memory.begin(plans)
         events = events or self.memory.streaming
         if self.memory.streaming:  # a group's batches are pinned at once: a streamed window keeps one at a time
@@ -405,11 +404,8 @@ class KernelCuts:
         with torch.cuda.stream(self.stream):  # the whole run's plan goes to the device in one copy
             plan = plan_tensor(plans, self.device, augment)
         shapes = out_shapes(plans, hw)
-        start, b, launched = 0, 0, 0
+        start, b = 0, 0
         while b < len(plans):
-            if launched == settle_at > 0 and not self.memory.streaming:
-                self.memory.settle(self.stream)
-            launched += 1
             self.memory.check()
             h, w = shapes[b]
             n = len(plans[b])
@@ -438,6 +434,12 @@ class KernelCuts:
                 yield Cut(plans[b + j], layout, None, True, ready, nchw=(lows[j], highs[j]), group=whole)
             start += k * n
             b += k
+
+    def settle(self) -> None:
+        """Register the shards read whole by now again as one range each (`Pins.settle`: ~0.1 s after a split was
+        read cold, then nothing), once the kernels reading their pieces are done."""
+        if not self.memory.streaming:
+            self.memory.settle(self.stream)
 
     def _reopen(self) -> None:
         """After `close()`: register the shards (or copy them to the device) again."""

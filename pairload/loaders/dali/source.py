@@ -168,6 +168,9 @@ class PairedSource(PlannedLoader):
         state.queue(run)
         return self._pipe
 
+    def _run_starts(self) -> None:
+        """The consumer starts taking a run's batches (what was fed ahead of it is queued in the pipeline)."""
+
     def _discard(self) -> None:
         self._pipe = None
         self.run_state.dropped()
@@ -188,6 +191,7 @@ class PairedSource(PlannedLoader):
         state = self.run_state
         state.start(follow=self.KIND == "external")
         pipe = self._ready_for(run)
+        self._run_starts()
         state.delivering()
         self._padded_now = self._padded_on(plans)
         self._sensor_now = self._sensor_on(plans)
