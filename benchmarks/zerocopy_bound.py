@@ -5,6 +5,8 @@
 - `cut gN`: `pairload.loaders.zerocopy.cut` over the page cache (registered whole) and over a device copy
   (`resident`), N batches per launch, GPU time only (CUDA events around the launches);
 - `resident bytes gN wW`: the cut from the device copy with one byte load per byte (no words, no gather);
+- `resident rows g16` / `resident tilesT wW g16`: the device copy cut by rows (the page cache's kernel) and by TxT tiles
+  with W warps (`pairload.loaders.tiles`, what cuts a resident split of 8-bit RGB), checked equal;
 - `rows of 768 B at S`: rows of a crop's length read at offset S of a 128-byte line (what partial lines cost);
 - `dma gN`: the windows copied by the copy engine, one 2D copy per window and side (`cuMemcpy3DBatchAsync`), into a
   staging block (no orientation), with the CPU time of building and issuing the copies.
