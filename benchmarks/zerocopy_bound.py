@@ -28,6 +28,7 @@ import triton.language as tl
 
 from pairload import make_loader
 from pairload.loaders import zerocopy
+from pairload.loaders.kernel_plan import window as _window
 from pairload.loaders.pins import Driver
 
 
@@ -48,13 +49,7 @@ def bytes_kernel(out_ptr, low_addr, high_addr, width, plan, start, total, n, h, 
     side = tl.program_id(1)
     j = row // h
     r = row % h
-    col = plan + start + j
-    i = tl.load(col)
-    base = tl.where(side == 0, tl.load(low_addr + i), tl.load(high_addr + i))
-    src_w = tl.load(width + i)
-    y = tl.load(col + total)
-    x = tl.load(col + 2 * total)
-    code = tl.load(col + 3 * total)
+    base, src_w, y, x, code = _window(plan, start, j, total, side, low_addr, high_addr, width)
     k = tl.arange(0, BLOCK)
     mask = k < w * 3
     px = tl.load((base + ((y + r) * src_w + x) * 3 + k).to(tl.pointer_type(tl.uint8)), mask=mask)

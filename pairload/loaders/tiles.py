@@ -28,7 +28,7 @@ TILE = 64  # pixels on a side of a tile (64: 1024 programs for a batch of 32 cro
 WARPS = 4
 
 _kernel = None
-_HF = _VF = _TR = None  # the orientation bits as Triton constants, set by _build
+_HF = _VF = _TR = _window = None  # the orientation bits as Triton constants and `kernel_plan.window`: _build
 
 
 def applies(pix_low: int, pix_high: int, scale: int, w: int) -> bool:
@@ -40,8 +40,10 @@ def _build():
     import triton
     import triton.language as tl
 
+    from .kernel_plan import window
+
     # the orientation bits (`pairload.dihedral`) as compile-time constants the kernel reads as globals
-    globals().update(_HF=tl.constexpr(HFLIP), _VF=tl.constexpr(VFLIP), _TR=tl.constexpr(TRANSPOSE))
+    globals().update(_HF=tl.constexpr(HFLIP), _VF=tl.constexpr(VFLIP), _TR=tl.constexpr(TRANSPOSE), _window=window)
 
     @triton.jit
     def cut_tiles(out_words, anchor, anchor_addr, low_addr, high_addr, width, plan, start, total, h, w, high_words,
@@ -59,13 +61,7 @@ def _build():
         t = pid % per
         i0 = (t // tiles_w) * TILE
         j0 = (t % tiles_w) * TILE
-        col = plan + start + j
-        i = tl.load(col)
-        base = tl.where(side == 0, tl.load(low_addr + i), tl.load(high_addr + i))
-        src_w = tl.load(width + i)
-        y = tl.load(col + total)
-        x = tl.load(col + 2 * total)
-        code = tl.load(col + 3 * total)
+        base, src_w, y, x, code = _window(plan, start, j, total, side, low_addr, high_addr, width)
         hflip = (code & _HF) != 0
         vflip = (code & _VF) != 0
         turned = (code & _TR) != 0

@@ -188,15 +188,17 @@ class DeviceCopy:
 # ---------------------------------------------------------------------------------------------- the kernel
 
 _kernel = None
-_HF = _VF = _TR = None  # the orientation bits as Triton constants, set by _build_kernel
+_HF = _VF = _TR = _window = None  # the orientation bits as Triton constants and `kernel_plan.window`: _build_kernel
 
 
 def _build_kernel():
     import triton
     import triton.language as tl
 
+    from .kernel_plan import window
+
     # the orientation bits (`pairload.dihedral`) as compile-time constants the kernel reads as globals
-    globals().update(_HF=tl.constexpr(HFLIP), _VF=tl.constexpr(VFLIP), _TR=tl.constexpr(TRANSPOSE))
+    globals().update(_HF=tl.constexpr(HFLIP), _VF=tl.constexpr(VFLIP), _TR=tl.constexpr(TRANSPOSE), _window=window)
 
     @triton.jit
     def cut(out_ptr, anchor, anchor_addr, low_addr, high_addr, width, plan, start, total, n, h, w, high_offset,
@@ -228,13 +230,10 @@ def _build_kernel():
         row_bytes = tl.where(row < n * hs, ws * pix, 0)
         j = row // hs
         r = row % hs
-        col = plan + start + tl.minimum(j, n - 1)
-        i = tl.load(col)
-        base = tl.where(side == 0, tl.load(low_addr + i), tl.load(high_addr + i))
-        src_w = tl.load(width + i) * scale
-        y = tl.load(col + total) * scale
-        x = tl.load(col + 2 * total) * scale
-        code = tl.load(col + 3 * total)
+        base, src_w, y, x, code = _window(plan, start, tl.minimum(j, n - 1), total, side, low_addr, high_addr, width)
+        src_w = src_w * scale
+        y = y * scale
+        x = x * scale
         begin = base + ((y + r) * src_w + x) * pix
         aligned = begin - (begin % 16)  # the vectors may reach 15 bytes before and after the row: still in the shard
         shift = (begin - aligned).to(tl.int32)
