@@ -15,6 +15,7 @@ import time
 import torch
 
 from pairload import make_loader
+from pairload.bench.measure import endless
 
 
 def main() -> None:
@@ -34,14 +35,7 @@ def main() -> None:
 
     loader.plan_for = timed_plan
 
-    def endless():
-        epoch = 0
-        while True:
-            loader.set_epoch(epoch)
-            yield from loader
-            epoch += 1
-
-    batches = endless()
+    batches = endless(loader)
     t = time.perf_counter()
     while time.perf_counter() - t < 1.5:
         next(batches)

@@ -339,27 +339,28 @@ class PlannedLoader(StatefulEpochs):
         return torch.from_numpy(bp.padded.copy())
 
     def _padded_on(self, plans: list[BatchPlan]) -> Callable[[BatchPlan], torch.Tensor]:
-        """`padded(bp)` on the loader's device for the batches of one run (views of one copy: `_run_on_device`)."""
+        """`padded(bp)` on the loader's device for the batches of one run (views of one copy: `_on_device`)."""
         if self.device.type != "cuda" or not plans:
             return lambda bp: self._padded(bp).to(self.device)
-        if not np.concatenate([bp.padded for bp in plans]).any():  # no padding (most runs): nothing copied
-            return self._views(plans, torch.zeros(sum(len(bp) for bp in plans), dtype=torch.bool, device=self.device))
-        return self._run_on_device(plans, [bp.padded for bp in plans])
+        flags = np.concatenate([bp.padded for bp in plans])
+        if not flags.any():  # no padding (most runs): nothing copied
+            return self._views(plans, torch.zeros(len(flags), dtype=torch.bool, device=self.device))
+        return self._on_device(plans, flags)
 
     def _sensor_on(self, plans: list[BatchPlan]) -> Callable[[BatchPlan], SensorBatch | None]:
         """`sensor(bp)`: a planned batch's camera raw facts on the loader's device (None for an image split), as
-        views of one copy per run (`_run_on_device`)."""
+        views of one copy per run (`_on_device`)."""
         if self.sensor_rows is None or not plans:
             return lambda bp: None
-        views = self._run_on_device(plans, [sensor_table(self.sensor_rows.take(bp.index)) for bp in plans])
+        views = self._on_device(plans, np.concatenate([sensor_table(self.sensor_rows.take(bp.index)) for bp in plans]))
         return lambda bp: SensorBatch(views(bp))
 
-    def _run_on_device(self, plans: list[BatchPlan], rows: list[np.ndarray]) -> Callable[[BatchPlan], torch.Tensor]:
-        """`view(bp)`: the per-batch `rows` (one array per plan, first axis the batch's samples) on the loader's
+    def _on_device(self, plans: list[BatchPlan], rows: np.ndarray) -> Callable[[BatchPlan], torch.Tensor]:
+        """`view(bp)`: a run's `rows` (the batches' rows in plan order, first axis the samples) on the loader's
         device, as views of one copy made on the current stream from page-locked memory (a copy per batch from
         pageable memory would wait for every kernel queued before it; a tensor made per batch costs ~35 us of
         launch)."""
-        values = torch.from_numpy(np.concatenate(rows))
+        values = torch.from_numpy(rows)
         if self.device.type == "cuda":
             values = values.pin_memory()
         return self._views(plans, values.to(self.device, non_blocking=True))

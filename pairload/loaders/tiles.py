@@ -12,10 +12,10 @@ for a transposed window). Here each program cuts a TILE×TILE tile of one side o
 3. transposes the tile when the window is (the planner only transposes square windows), and
 4. packs four pixels into three words and stores them, so every store writes a whole word of the batch.
 
-What it cuts is what `zerocopy.cut` and the workers cut, bit for bit (`tests/test_tiles.py` runs it in Triton's
-interpreter against the numpy reference; the GPU tests compare it with the worker path). It applies to uint8
-pixels of three bytes on both sides at one size, windows whose width is a multiple of 4 pixels (each output row is
-whole words); `applies` says so, and anything else is cut by `zerocopy.cut`.
+What it cuts is what `zerocopy.cut` and the workers cut, bit for bit (the GPU tests in `tests/test_zerocopy.py`
+compare it with the worker path; it was written against the numpy reference in Triton's interpreter,
+`TRITON_INTERPRET=1`). It applies to uint8 RGB on both sides at one size, windows whose width is a multiple of 4
+pixels (each output row is whole words); `applies` says so, and anything else is cut by `zerocopy.cut`.
 """
 
 from __future__ import annotations
@@ -31,9 +31,12 @@ _kernel = None
 _HF = _VF = _TR = _window = None  # the orientation bits as Triton constants and `kernel_plan.window`: _build
 
 
-def applies(pix_low: int, pix_high: int, scale: int, w: int) -> bool:
-    """Whether `cut` can cut windows `w` pixels wide of a split with these pixel sizes (bytes) and target scale."""
-    return pix_low == pix_high == 3 and scale == 1 and w % 4 == 0
+def applies(layout, scale: int) -> bool:
+    """Whether `cut` can cut the windows of a batch laid out by `layout` (`members.BatchLayout`) of a split whose
+    target is `scale` times its input's size: uint8 RGB on both sides, one size, a width of whole words."""
+    low, high = layout.low, layout.high
+    return (low.dtype == high.dtype == "uint8" and low.pixel_bytes == high.pixel_bytes == 3 and scale == 1
+            and layout.low_shape[2] % 4 == 0)
 
 
 def _build():

@@ -283,9 +283,9 @@ def plan_tensor(plans: list[BatchPlan], device: torch.device, augment: bool) -> 
 
 def out_shapes(plans: list[BatchPlan], hw: np.ndarray) -> list[tuple[int, int]]:
     """Each planned batch's window height and width (one crop for every batch of a run: worked out once)."""
-    crops = {bp.crop for bp in plans}
-    if len(crops) == 1 and crop_size(plans[0].crop) is not None:
-        return [crop_size(plans[0].crop)] * len(plans)
+    size = crop_size(plans[0].crop)
+    if size is not None and all(bp.crop == plans[0].crop for bp in plans):
+        return [size] * len(plans)
     return [bp.out_hw(hw) for bp in plans]
 
 
@@ -311,8 +311,7 @@ class Launch:
         # H100, benchmarks/zerocopy_bound.py)
         words = min(256, 1 << ((widest + 15) // 4).bit_length())
         shape = layout.stacked_shape if layout.stacked and layout.low.dtype == "uint8" else (layout.total,)
-        return Launch(layout, scale, shape, (n * h * scale, 2), words, pix_low, pix_high,
-                      tiles.applies(pix_low, pix_high, scale, w) and layout.low.dtype == layout.high.dtype == "uint8")
+        return Launch(layout, scale, shape, (n * h * scale, 2), words, pix_low, pix_high, tiles.applies(layout, scale))
 
 
 def cut(source, plan: torch.Tensor, start: int, layout: BatchLayout | Launch, scale: int = 1,
