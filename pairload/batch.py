@@ -7,7 +7,7 @@ become float.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import torch
 from torch import nn
@@ -109,33 +109,41 @@ def sides_of(layout, flat: torch.Tensor, work: bool = False) -> tuple[torch.Tens
     return low, high.view(table[layout.high.dtype]).view(layout.high_shape)
 
 
-def make_batch(layout, flat: torch.Tensor, code: torch.Tensor | None, keys: Sequence[str], padded: torch.Tensor,
-               source: list[str] | None = None) -> PairBatch:
-    """A batch laid out by `layout` in `flat` (flat uint8 bytes, or the (2, N, H, W, C) tensor of a stacked layout)
-    → PairBatch of N×C×H×W views, oriented by `code` (None: already oriented). Sides of one shape and type are
-    transformed together."""
+class Rows(NamedTuple):
+    """What a `PairBatch` holds besides its pixels, for one planned batch (see `PairBatch`)."""
+
+    keys: list[str]
+    padded: torch.Tensor
+    source: list[str] | None = None
+    sensor: SensorBatch | None = None
+
+
+def oriented_sides(layout, block: torch.Tensor, code: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(low, high) N×H×W×C of a block laid out by `layout` (flat uint8 bytes, or the (2, N, H, W, C) tensor of a
+    stacked layout), oriented by `code` (None: already oriented). A stacked block is oriented as one tensor."""
+    if code is None:
+        return sides_of(layout, block)
     if layout.stacked:
-        both = flat if flat.dim() == 5 else flat[:layout.total].view(TORCH_DTYPES[layout.low.dtype]).view(
+        both = block if block.dim() == 5 else block[:layout.total].view(TORCH_DTYPES[layout.low.dtype]).view(
             layout.stacked_shape)
-        if both.dtype != _WORK_DTYPES[layout.low.dtype]:
-            both = both.view(_WORK_DTYPES[layout.low.dtype])
-        out = apply_codes(both, code).permute(0, 1, 4, 2, 3)
-        low, high = out[0], out[1]
-    else:
-        low, high = (apply_codes(side, code).permute(0, 3, 1, 2) for side in sides_of(layout, flat, work=True))
-    return PairBatch(low=_final(low, layout.low.dtype), high=_final(high, layout.high.dtype), keys=list(keys),
-                     padded=padded, source=source)
+        both = apply_codes(both.view(_WORK_DTYPES[layout.low.dtype]), code)
+        return _final(both[0], layout.low.dtype), _final(both[1], layout.high.dtype)
+    low, high = (apply_codes(side, code) for side in sides_of(layout, block, work=True))
+    return _final(low, layout.low.dtype), _final(high, layout.high.dtype)
 
 
 def _final(t: torch.Tensor, dtype: str) -> torch.Tensor:
     return t if t.dtype == TORCH_DTYPES[dtype] else t.view(TORCH_DTYPES[dtype])
 
 
-def batch_from_hwc(low: torch.Tensor, high: torch.Tensor, keys: Sequence[str], padded: torch.Tensor,
-                   source: list[str] | None = None) -> PairBatch:
-    """Already oriented N×H×W×C tensors (as DALI delivers them) → PairBatch with N×C×H×W views."""
-    return PairBatch(low=low.permute(0, 3, 1, 2), high=high.permute(0, 3, 1, 2), keys=list(keys), padded=padded,
-                     source=source)
+def batches_of(low: torch.Tensor, high: torch.Tensor, rows: Sequence[Rows]) -> list[PairBatch]:
+    """The one converter into `PairBatch`: oriented N×H×W×C sides holding the rows of one or more planned batches, in
+    order (a kernel launch cuts several; DALI delivers one) → one batch of N×C×H×W views per `Rows`."""
+    low, high = low.permute(0, 3, 1, 2), high.permute(0, 3, 1, 2)
+    if len(rows) == 1:
+        return [PairBatch(low, high, list(rows[0].keys), *rows[0][1:])]
+    sizes = [len(r.keys) for r in rows]
+    return [PairBatch(lo, hi, list(r.keys), *r[1:]) for lo, hi, r in zip(low.split(sizes), high.split(sizes), rows)]
 
 
 FULL_SCALE = {torch.uint8: 255.0, torch.uint16: 65535.0}  # the value that means 1.0, per stored integer type

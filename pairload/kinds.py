@@ -27,10 +27,10 @@ class Kind:
 
 _REMOTE = ("cache_dir", "cache_limit", "storage_options")
 KIND_LIST = (
-    Kind("ram", "pairload.loaders.host:HostLoader",
+    Kind("ram", "pairload.loaders.shards:ShardLoader",
          "packed shards, the whole split in the page cache (strided deal); on a GPU the kernel cuts from it",
          {"deal": "strided"}, ("resident", "zero_copy", "pin_budget", "prefetch", "timeout", *_REMOTE)),
-    Kind("wds", "pairload.loaders.host:HostLoader",
+    Kind("wds", "pairload.loaders.shards:ShardLoader",
          "packed shards streamed a window of shards at a time (by-shard deal): splits larger than memory; on a GPU "
          "the kernel cuts from the window's pages", {"deal": "by_shard"},
          ("shuffle_buffer", "zero_copy", "pin_budget", "prefetch", "timeout", *_REMOTE)),

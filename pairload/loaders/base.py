@@ -10,7 +10,7 @@ from typing import Callable, Iterator, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from ..batch import SensorBatch
+from ..batch import Rows, SensorBatch
 from ..devices import resolve_device
 from ..format.sensor import table as sensor_table
 from ..hooks import Hooks
@@ -370,6 +370,15 @@ class PlannedLoader(StatefulEpochs):
         """`view(bp)`: each planned batch's rows of `values` (the run's rows, in plan order)."""
         views = dict(zip(map(id, plans), values.split([len(bp) for bp in plans])))
         return lambda bp: views[id(bp)]
+
+    def _rows_on(self, plans: list[BatchPlan], on_device: bool) -> Callable[[BatchPlan], Rows]:
+        """`rows(bp)`: what each planned batch of one run holds besides its pixels (`batch.Rows`), asked in plan
+        order; its padding flags on the loader's device when the batch is cut there (`on_device`), else on the
+        host (the device stage copies them with the batch)."""
+        padded = self._padded_on(plans) if on_device else self._padded
+        sensor = self._sensor_on(plans)
+        keys = self._keys_on(plans)
+        return lambda bp: Rows(keys(bp), padded(bp), self._source(bp), sensor(bp))
 
     def plan(self) -> list[BatchPlan]:
         return self.plan_for(self.epoch, self._consumed(self.epoch))

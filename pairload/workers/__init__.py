@@ -3,5 +3,5 @@ so they import neither torch nor the user's `__main__`, and scripts need no main
 loader's shared ring, opens the shards it is given, and executes tasks: it never plans. Numpy only.
 
 `windows` holds the one task kind (cut a planned batch's windows into a ring slot), `serve` the loop and its
-messages; `pairload.loaders.ring` is the parent side.
+messages; `pairload.cut.workers` is the parent side.
 """

@@ -8,7 +8,7 @@ import dataclasses
 
 from nvidia.dali.pipeline import Pipeline
 
-from ...batch import PairBatch, batch_from_hwc
+from ...batch import PairBatch, batches_of
 from ...errors import ConfigError
 from ...plan import BatchPlan, PlanConfig
 from ..base import LoaderOptions, check_options
@@ -22,19 +22,12 @@ from .source import PairedSource
 class _AsPairBatch:
     """The loaders: a source iterated through its default pipeline, each batch a `PairBatch` on the device."""
 
-    def _convert(self, outputs, bp: BatchPlan):
-        low, high = pair_tensors(outputs, self.device, self._share, len(bp))
-        batch = batch_from_hwc(low, high, self._keys_now(bp), self._padded_now(bp), self._source(bp))
-        batch.sensor = self._sensor_now(bp)
-        return batch
+    def _convert(self, outputs, bp: BatchPlan) -> PairBatch:
+        return self._convert_many(outputs, (bp,))[0]
 
     def _convert_many(self, outputs, plans: tuple) -> list[PairBatch]:
-        sizes = [len(bp) for bp in plans]
-        low, high = pair_tensors(outputs, self.device, self._share, sum(sizes))
-        lows, highs = low.permute(0, 3, 1, 2).split(sizes), high.permute(0, 3, 1, 2).split(sizes)
-        return [PairBatch(low=lo, high=hi, keys=self._keys_now(bp), padded=self._padded_now(bp),
-                          source=self._source(bp), sensor=self._sensor_now(bp))
-                for bp, lo, hi in zip(plans, lows, highs)]
+        low, high = pair_tensors(outputs, self.device, self._share, sum(len(bp) for bp in plans))
+        return batches_of(low, high, [self._rows_now(bp) for bp in plans])
 
 
 class DaliExternalLoader(_AsPairBatch, ExternalSource):

@@ -15,9 +15,8 @@ from torch.utils.dlpack import to_dlpack
 
 from ...plan import BatchPlan
 from ..base import LoaderOptions, RemoteOptions
-from ..cut import Cut
-from ..cutters import choose
-from ..ring import WorkerCuts
+from ...cut import Cut, Request, choose
+from ...cut.workers import WorkerCuts
 from .graph import PairedNodes, augment, dihedral_matrices
 from .source import PairedSource
 
@@ -48,16 +47,18 @@ class ExternalSource(PairedSource):
         self.sensor_rows = self.ds.sensor
         self._flip_on_device = False
         host = dict(num_workers=opts.num_workers, prefetch=prefetch, timeout=timeout, name="pairload-dali",
-                    apply_codes=self.device.type != "cuda", hold=self._hold)
-        choice = choose(self.ds, self.cfg, self.plan_for, self.device, zero_copy=zero_copy, resident=False,
-                        pin_budget=pin_budget, who="dali-external", **host)
+                    hold=self._hold, hooks=self.hooks)
+        choice = choose(Request(ds=self.ds, cfg=self.cfg, plan_for=self.plan_for, device=self.device,
+                                who="dali-external", zero_copy=zero_copy, pin_budget=pin_budget, **{
+                                    k: v for k, v in host.items() if k != "name"}))
         self.path_note = choice.why
         # the kernel's cuts feed a GPU pipeline; a CPU pipeline (or no kernel) takes the workers' ring
         self._zero = choice.cutter if choice.cutter.on_device else None
         self._zero_active = False  # the graph being run takes device batches from `_zero`
         self._launched: dict = {}  # run -> its launches, the first made while the run before it was fed
         self._host = choice.cutter if self._zero is None else WorkerCuts(
-            self.ds, self.cfg, self.plan_for, pin=self.device.type == "cuda", **host)
+            self.ds, self.cfg, self.plan_for, pin=self.device.type == "cuda", apply_codes=self.device.type != "cuda",
+            **host)
 
     @property
     def _hold(self) -> int:
@@ -73,6 +74,11 @@ class ExternalSource(PairedSource):
     def zero_copy(self) -> bool:
         """True when the device cuts the windows (on a GPU pipeline; a CPU pipeline still uses the workers)."""
         return self._zero is not None
+
+    @property
+    def cutter(self):
+        """The cutter feeding the pipeline: the kernel's on a GPU pipeline where it runs, else the workers'."""
+        return self._zero if self._zero_active or (self._zero is not None and self._host.pool is None) else self._host
 
     def start_workers(self) -> None:
         if self._zero is None:
@@ -136,14 +142,14 @@ class ExternalSource(PairedSource):
         and a batch is fed after its event completed, which it has by then: the GPU cuts faster than DALI takes."""
         ahead: deque = deque()
         for cut in self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=_CUT_GROUP):
-            ahead.append(cut)
-            if len(ahead) > _CUT_AHEAD:
-                yield self._ready_batch(run, ahead.popleft())
+            low, high = cut.sides()
+            sizes = [len(bp) for bp in cut.plans]
+            for bp, lo, hi in zip(cut.plans, low.split(sizes), high.split(sizes)):
+                ahead.append((bp, cut.ready, (lo, hi)))
+            while len(ahead) > _CUT_AHEAD:
+                yield self._to_dali(run, *ahead.popleft())
         while ahead:
-            yield self._ready_batch(run, ahead.popleft())
-
-    def _ready_batch(self, run: tuple, cut: Cut) -> list:
-        return self._to_dali(run, cut.plan, cut.ready, cut.hwc())
+            yield self._to_dali(run, *ahead.popleft())
 
     def _to_dali(self, run: tuple, fed, ready, sides) -> list:
         """A cut block's (low, high) as DALI's inputs, once its kernel is done (`ready`; long done but for an epoch's
@@ -160,15 +166,15 @@ class ExternalSource(PairedSource):
 
     def _device_iterations(self, run: tuple, plans: list[BatchPlan]):
         """`_per_iteration` planned batches per DALI iteration: each launch of the kernel (up to that many batches of
-        one shape, `Cut.group`) is fed as one DALI batch of all their samples, with _LAUNCHES_AHEAD more launched
+        one shape, one `Cut`) is fed as one DALI batch of all their samples, with _LAUNCHES_AHEAD more launched
         behind it, so that the device keeps cutting while DALI takes it. When the feed runs on into the next epoch,
         that epoch's first launches go out before this one's last are fed: its setup (plan, schedule, the plan's
         upload) then runs while the device still cuts, not while it waits (an epoch of a small split is a few
         launches)."""
         launches = self._launched.pop(run, None) or self._launches(run, plans)
         ahead: deque = deque()
-        for cuts in launches:
-            ahead.append(cuts)
+        for cut in launches:
+            ahead.append(cut)
             if len(ahead) > _LAUNCHES_AHEAD:
                 yield self._ready_iteration(run, ahead.popleft())
         state = self.run_state
@@ -184,20 +190,13 @@ class ExternalSource(PairedSource):
             yield self._ready_iteration(run, ahead.popleft())
 
     def _launches(self, run: tuple, plans: list[BatchPlan], settle: bool = True):
-        """The kernel's launches for a run, each as the list of its batches' cuts (launched when it is yielded);
-        `settle`: `KernelCuts.cuts`'."""
-        cuts: list[Cut] = []
-        rows = 0
-        for cut in self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=self._per_iteration,
-                                   settle=settle):
-            cuts.append(cut)
-            rows += len(cut.plan)
-            if rows == cut.group[0].shape[0]:  # every batch of this launch
-                yield cuts
-                cuts, rows = [], 0
+        """The kernel's launches for a run, one `Cut` each (launched when it is yielded); `settle`:
+        `KernelCuts.cuts`'."""
+        return self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=self._per_iteration,
+                               settle=settle)
 
-    def _ready_iteration(self, run: tuple, cuts: list[Cut]) -> list:
-        return self._to_dali(run, tuple(cut.plan for cut in cuts), cuts[0].ready, cuts[0].group)
+    def _ready_iteration(self, run: tuple, cut: Cut) -> list:
+        return self._to_dali(run, cut.plans, cut.ready, cut.sides())
 
     def _inputs(self, run: tuple, plans: list[BatchPlan]):
         if self._zero_active and self._per_iteration > 1:
@@ -207,11 +206,11 @@ class ExternalSource(PairedSource):
             yield from self._device_inputs(run, plans)
             return
         for cut in self._host.cuts(run, plans):
-            bp = cut.plan
+            (bp,) = cut.plans
             self.run_state.fed.append((run, bp))
             if cut.release is not None:
                 self._hold_until_consumed(cut.release)
-            batch = list(cut.host_sides())
+            batch = list(cut.sides())
             if self._flip_on_device:
                 batch.append(dihedral_matrices(bp.code, self._out_hw_index(bp.index, bp.crop)))
             yield batch

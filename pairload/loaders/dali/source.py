@@ -193,9 +193,7 @@ class PairedSource(PlannedLoader):
         pipe = self._ready_for(run)
         self._run_starts()
         state.delivering()
-        self._padded_now = self._padded_on(plans)
-        self._sensor_now = self._sensor_on(plans)
-        self._keys_now = self._keys_on(plans)
+        self._rows_now = self._rows_on(plans, on_device=True)
         if self._per_iteration > 1:
             yield from self._iterations(pipe, run, plans)
             state.ended(run)
@@ -267,13 +265,13 @@ class PairedSource(PlannedLoader):
     def _convert(self, outputs, bp: BatchPlan):
         n = len(bp)
         out = named_tensors(outputs, self.output_map, n, self._pipe.device_id, self._share)
-        out["keys"] = self._keys_now(bp)
+        rows = self._rows_now(bp)
+        out["keys"] = rows.keys
         out["padded"] = self._padded(bp)
         if self.groups:
-            out["source"] = self._source(bp)
-        sensor = self._sensor_now(bp)
-        if sensor is not None:
-            out["sensor"] = sensor
+            out["source"] = rows.source
+        if rows.sensor is not None:
+            out["sensor"] = rows.sensor
         return out
 
     def _out_hw_index(self, index: np.ndarray, crop: int | None) -> np.ndarray:

@@ -1,49 +1,61 @@
-"""The one loader over packed shards: planned batches cut by one cutter (`cutters`), then the one device stage
-(`device.DeviceStage`), one batch ahead of the caller. The kinds `ram` and `wds` are this loader with another deal
-(`pairload.kinds`): strided over the whole split (`ram.py` says what that implies), or by shard (`wds.py`)."""
+"""The loader over packed shards (`ShardLoader`; the kinds `ram` and `wds`): planned batches cut by one cutter
+(`pairload.cut.paths.choose`), then the one device stage (`pairload.cut.handover.DeviceStage`), one batch ahead of
+the caller. The two kinds differ in their deal (`pairload.plan.deals`) and in what that implies here:
+
+- `ram` (the strided deal) caches the whole split: the shards are memory-mapped read-only, so every worker and
+  every rank on a node reads the one copy held in the page cache; a remote split is made local whole first. On a
+  CUDA device the kernel cuts the crops straight from the registered page cache (or, `resident=True`, from a copy
+  in device memory).
+- `wds` (the by-shard deal, `byshard`) streams: each rank reads its own block of the epoch's shard order a window
+  of shards at a time, so splits larger than memory or on shared storage train at the disk's speed.
+"""
 
 from __future__ import annotations
 
 import os
+import warnings
 
-
+from ..cut import Cutter, Request, choose
+from ..cut.handover import DeviceStage
 from ..errors import ConfigError
 from ..plan import BatchPlan, Shards
 from ..read.shards import ShardDataset
 from .base import LoaderOptions, PlannedLoader, RemoteOptions
-from .device import DeviceStage
-from .cutters import Cutter, choose
-from .ram import warn_if_larger_than_memory
-from .wds import by_shard_window, pinned_window
+from .byshard import by_shard_window, pinned_window
+
+# how each deal reads the split: cached whole ("ram"), or streamed a window of shards at a time ("wds")
+DEAL_KINDS = {"strided": ("ram", "caches"), "by_shard": ("wds", "streams")}
+# batches of one shape the GPU kernel cuts per launch: from the page cache the kernel waits on PCIe and a few are
+# plenty; a resident split is cut fast enough that the launches' Python would show
+KERNEL_GROUP = {"zero-copy": 4, "resident": 16}
 
 
-class HostLoader(PlannedLoader):
+class ShardLoader(PlannedLoader):
     """Planned batches of packed shards, dealt by `deal` ("strided": the `ram` kind; "by_shard": `wds`), cut by one
-    cutter (`cutters.choose`: the GPU kernel from the page cache or a resident copy, or `num_workers` worker
+    cutter (`pairload.cut.paths`: the GPU kernel from the page cache or a resident copy, or `num_workers` worker
     processes, or this process with none) and handed to the caller's stream one batch ahead. `timeout`: seconds to
     wait for a batch from the workers before a `LoaderError` names the stopped or stuck ones.
 
-    strided: the whole split is cached (a remote one made local whole); `zero_copy`, `resident`, `pin_budget` choose
-    the cutter (`cutters.choose`). by_shard: `shuffle_buffer` samples (whole shards) are shuffled together and
-    remote shards are fetched ahead of use; on a CUDA device the kernel cuts them from the page cache, a window of
-    shards registered at a time (`zero_copy`, `pin_budget` as for strided), else the workers."""
+    `zero_copy`, `resident`, `pin_budget` choose the cut path (`pairload.cut.paths.choose`). by_shard:
+    `shuffle_buffer` samples (whole shards) are shuffled together and remote shards are fetched ahead of use; on a
+    CUDA device the kernel cuts them from the page cache, a window of shards registered at a time."""
 
     def __init__(self, source: str | os.PathLike | ShardDataset | dict, opts: LoaderOptions, *,
                  deal: str = "strided", prefetch: int = 4, timeout: float = 300.0, zero_copy: bool | None = None,
                  resident: bool = False, pin_budget: int | None = None, shuffle_buffer: int | None = None,
                  cache_dir: str | os.PathLike | None = None, cache_limit: int | None = None,
                  storage_options: dict | None = None):
-        if deal not in HOST_DEALS:
+        if deal not in DEAL_KINDS:
             raise ConfigError(f"deal={deal!r}: the loaders over shards deal 'strided' (ram) or 'by_shard' (wds)")
         if prefetch < 1:
             raise ConfigError(f"prefetch={prefetch}: expected at least 1 batch")
         self.DEAL = deal
-        kind = "ram" if deal == "strided" else "wds"
-        remote = RemoteOptions(cache_dir, cache_limit, storage_options, kind=kind)
-        self.ds = remote.open(source, opts.split, whole=deal == "strided")
-        shards = None
-        window = None
-        if deal == "by_shard":
+        self.kind, reads = DEAL_KINDS[deal]
+        self.streams = reads == "streams"
+        remote = RemoteOptions(cache_dir, cache_limit, storage_options, kind=self.kind)
+        self.ds = remote.open(source, opts.split, whole=not self.streams)
+        shards = window = None
+        if self.streams:
             if resident:
                 raise ConfigError("resident=True: the by-shard deal (wds) streams the split a window at a time; the "
                                   "ram loader keeps it whole")
@@ -58,22 +70,22 @@ class HostLoader(PlannedLoader):
         self.sensor_rows = self.ds.sensor
         self.prefetch = prefetch
         self.resident = resident
-        self._stage = DeviceStage(self.device)
-        # on a CPU device the host side applies the flips while copying (nearly free there, a full pass later)
-        choice = choose(self.ds, self.cfg, self.plan_for, self.device, zero_copy=zero_copy, resident=resident,
-                        pin_budget=pin_budget, num_workers=opts.num_workers, prefetch=prefetch, timeout=timeout,
-                        name=f"pairload-{kind}", who=kind, apply_codes=self.device.type != "cuda",
-                        streaming=window is not None, need=window and window.need, ahead=window and window.ahead)
+        self._stage = DeviceStage(self.device, self.hooks)
+        choice = choose(Request(ds=self.ds, cfg=self.cfg, plan_for=self.plan_for, device=self.device, who=self.kind,
+                                zero_copy=zero_copy, resident=resident, pin_budget=pin_budget,
+                                streaming=window is not None, need=window and window.need,
+                                ahead=window and window.ahead, num_workers=opts.num_workers, prefetch=prefetch,
+                                timeout=timeout, hooks=self.hooks))
         self.cutter: Cutter = choice.cutter
         self.path_note = choice.why  # why the GPU does not cut the crops ('' if it does, or on a CPU device)
-        if deal == "strided":
-            warn_if_larger_than_memory(self.ds)
+        if not self.streams:
+            _warn_if_larger_than_memory(self.ds)
         elif len(self) == 0:
             raise ConfigError(f"split {opts.split!r}: with {self.cfg.world_size} ranks no rank fills one batch of "
                               f"{self.cfg.batch_size}; lower batch_size or use last_batch='pad' or 'partial'")
 
     def _deal_name(self) -> str:
-        return f"by_shard, shuffle buffer {self.shuffle_buffer}" if self.DEAL == "by_shard" else self.DEAL
+        return f"by_shard, shuffle buffer {self.shuffle_buffer}" if self.streams else self.DEAL
 
     @property
     def skipped(self) -> int:
@@ -87,11 +99,11 @@ class HostLoader(PlannedLoader):
     @property
     def zero_copy(self) -> bool:
         """True when the device cuts the crops itself (from the page cache, or from its resident copy)."""
-        return self.cutter.path in ("zero-copy", "resident")
+        return self.cutter.on_device
 
     @property
     def path(self) -> str:
-        """How batches are cut: "workers", "zero-copy", "resident" or "gather" (a resident split without the kernel)."""
+        """How batches are cut: "zero-copy", "resident" or "workers" (`pairload.cut.paths.PATHS`)."""
         return self.cutter.path
 
     def start_workers(self) -> None:
@@ -110,18 +122,18 @@ class HostLoader(PlannedLoader):
         self.ds.close_remote()
 
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
-        padded = self._padded_on(plans) if self.cutter.on_device else self._padded
-        sensor = self._sensor_on(plans)
-        keys = self._keys_on(plans)
-        group = {"group": KERNEL_GROUP[self.cutter.path]} if self.cutter.path in KERNEL_GROUP else {}
-        produced = (self._stage.put(cut, keys(cut.plan), padded(cut.plan), self._source(cut.plan),
-                                    augment=self.cfg.augment, sensor=sensor(cut.plan))
-                    for cut in self.cutter.cuts((epoch, consumed), plans, self._stage.reclaim, **group))
-        yield from self._stage.one_ahead(produced)  # batch k+1 is copied while the caller works on batch k
+        rows = self._rows_on(plans, on_device=self.cutter.on_device)
+        options = {"group": KERNEL_GROUP[self.cutter.path]} if self.cutter.path in KERNEL_GROUP else {}
+        cuts = self.cutter.cuts((epoch, consumed), plans, self._stage.reclaim, **options)
+        yield from self._stage.one_ahead(cuts, rows, augment=self.cfg.augment)  # batch k+1 is cut while k is used
 
 
-HOST_DEALS = ("strided", "by_shard")
-# batches of one shape the GPU kernel cuts per launch (a launch costs 20-40 us of Python): from the page cache the
-# kernel waits on PCIe and 4 are plenty; a resident split is cut at 0.7M+ pairs a second, where the launches would
-# cost a third of the time (16 batches of 256x256 crops are a 200 MB block)
-KERNEL_GROUP = {"zero-copy": 4, "resident": 16}
+def _warn_if_larger_than_memory(ds: ShardDataset) -> None:
+    import psutil
+
+    mem = psutil.virtual_memory()
+    room = mem.available + getattr(mem, "cached", 0)
+    if ds.nbytes > 0.9 * room:
+        warnings.warn(f"split {ds.split!r} is {ds.nbytes / 1e9:.1f} GB, more than the memory that could cache it "
+                      f"({room / 1e9:.1f} GB): every epoch of the ram loader will read from disk at random; the wds "
+                      "loader reads each rank's shards a window at a time", stacklevel=4)

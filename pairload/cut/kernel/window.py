@@ -1,10 +1,9 @@
-"""How the GPU kernels read a run's plan: the one Triton function that finds a planned window (imported only when a
-kernel is built, so only where Triton is).
+"""How a kernel reads a run's plan: the one Triton function that finds a planned window (a future kernel, e.g. one
+fusing a degradation into the cut, finds its windows with it too). Imported only where a kernel is built.
 
-A run's plan is an int64 (4, total) device tensor (`zerocopy.plan_tensor`: each sample's index, top row, left column
-and orientation code), and the memory a kernel cuts from gives each sample's first byte on either side (`low_addr`,
-`high_addr`) and its width in pixels (`width`): `pins.Pins` for the page cache, `zerocopy.DeviceCopy` for a resident
-copy.
+A run's plan is an int64 (4, total) device tensor (`plan_tensor`: each sample's index, top row, left column and
+orientation code), and the `Memory` a kernel cuts from gives each sample's first byte on either side (`low_addr`,
+`high_addr`) and its width in pixels (`width`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""The page cache registered with the device a piece at a time, in the order the plan reads it (the memory the
-zero-copy kernel of `zerocopy` cuts from).
+"""The page cache registered with the device a piece at a time, in the order the plan reads it (the `Memory` the
+zero-copy path's kernel cuts from).
 
 Each shard map is cut into pieces (`Grid`): CHUNK bytes each where the device reads registered memory at its host
 address (`host_pointers`, every 64-bit Linux GPU with unified addressing), else whole shards. For a run of planned
 batches, `Grid.schedule` lists the pieces in the order the batches first read them and the batch that reads each last.
-A thread (`Pins`) registers the pieces in that order (`cuMemHostRegister`, read-only), the disk read ahead of it
+A thread (`PageCache`) registers the pieces in that order (`cuMemHostRegister`, read-only), the disk read ahead of it
 (`madvise(MADV_WILLNEED)` on the next pieces: many reads in flight). So:
 
 - the first batch of a cold split is cut as soon as its own pieces are in, not after the whole split is read;
@@ -22,7 +22,6 @@ the kernel refuses because the file shrank names the shard too.
 
 from __future__ import annotations
 
-import ctypes
 import threading
 import time
 import weakref
@@ -32,124 +31,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import LoaderError, PairloadError
-from ..units import human_bytes
+from ...errors import LoaderError, PairloadError
+from ...units import human_bytes
+from .driver import Driver, register, registered, unregister
 
 CHUNK = 4 << 20  # bytes per registered piece (a multiple of the page size): a 600x400 pair spans one or two
 READ_AHEAD = 8  # pieces whose disk reads are started ahead of the one being registered
 CHECK_S = 0.5  # seconds between checks that the registered shard files are still the ones on disk
 VECTOR = 16  # bytes the kernel reads at once: it may read up to VECTOR - 1 bytes beyond a sample's pixels
 WAIT_S = 300.0  # a batch waits this long for its pieces before the loader gives up, naming them
-
-# cuMemHostRegister flags (cuda.h): PORTABLE, DEVICEMAP, READ_ONLY
-_FLAGS = 1 | 2 | 8
-_CAN_USE_HOST_POINTER = 91  # CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM
-_MADV_WILLNEED = 3
-
-
-class Driver:
-    """The CUDA driver calls torch does not expose (libcuda, present wherever a CUDA device is). ctypes releases the
-    GIL around each call, so a registration that reads the disk does not stop the loading thread."""
-
-    _lib = None
-    _libc = None
-
-    @classmethod
-    def lib(cls):
-        if cls._lib is None:
-            cls._lib = ctypes.CDLL("libcuda.so.1")
-        return cls._lib
-
-    @classmethod
-    def check(cls, code: int, what: str) -> None:
-        if code:
-            name = ctypes.c_char_p()
-            cls.lib().cuGetErrorString(int(code), ctypes.byref(name))
-            raise _DriverError(f"{what} failed: CUDA driver error {code} ({(name.value or b'?').decode()})")
-
-    @classmethod
-    def current_context(cls) -> int:
-        ctx = ctypes.c_void_p()
-        cls.check(cls.lib().cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
-        return ctx.value or 0
-
-    @classmethod
-    def set_context(cls, ctx: int) -> None:
-        cls.check(cls.lib().cuCtxSetCurrent(ctypes.c_void_p(ctx)), "cuCtxSetCurrent")
-
-    @classmethod
-    def push_context(cls, ctx: int) -> None:
-        cls.check(cls.lib().cuCtxPushCurrent_v2(ctypes.c_void_p(ctx)), "cuCtxPushCurrent")
-
-    @classmethod
-    def pop_context(cls) -> None:
-        out = ctypes.c_void_p()
-        cls.lib().cuCtxPopCurrent_v2(ctypes.byref(out))
-
-    @classmethod
-    def host_pointers(cls, device: torch.device) -> bool:
-        """Whether `device` reads registered host memory at its host address."""
-        dev, value = ctypes.c_int(), ctypes.c_int()
-        cls.check(cls.lib().cuDeviceGet(ctypes.byref(dev), ctypes.c_int(device.index or 0)), "cuDeviceGet")
-        cls.check(cls.lib().cuDeviceGetAttribute(ctypes.byref(value), ctypes.c_int(_CAN_USE_HOST_POINTER), dev),
-                  "cuDeviceGetAttribute")
-        return bool(value.value)
-
-    @classmethod
-    def register(cls, ptr: int, nbytes: int) -> int:
-        return int(cls.lib().cuMemHostRegister_v2(ctypes.c_void_p(ptr), ctypes.c_size_t(nbytes),
-                                                  ctypes.c_uint(_FLAGS)))
-
-    @classmethod
-    def unregister(cls, ptr: int) -> None:
-        cls.lib().cuMemHostUnregister(ctypes.c_void_p(ptr))
-
-    @classmethod
-    def device_pointer(cls, ptr: int) -> int:
-        out = ctypes.c_uint64(0)
-        cls.check(cls.lib().cuMemHostGetDevicePointer_v2(ctypes.byref(out), ctypes.c_void_p(ptr), ctypes.c_uint(0)),
-                  "cuMemHostGetDevicePointer")
-        return int(out.value)
-
-    @classmethod
-    def willneed(cls, ptr: int, nbytes: int) -> None:
-        """Start reading these pages of a file map (advice: errors ignored)."""
-        if cls._libc is None:
-            cls._libc = ctypes.CDLL(None, use_errno=True)
-        cls._libc.madvise(ctypes.c_void_p(ptr), ctypes.c_size_t(nbytes), ctypes.c_int(_MADV_WILLNEED))
-
-
-class _DriverError(Exception):
-    pass
-
-
-# host address -> registrations in this process (one map may serve two loaders over one dataset)
-_registered: dict[int, int] = {}
-_lock = threading.Lock()
-
-
-def register(ptr: int, nbytes: int) -> int:
-    """Register [ptr, ptr + nbytes) (counted: a range registered already is only counted again); the driver's code."""
-    with _lock:
-        if _registered.get(ptr):
-            _registered[ptr] += 1
-            return 0
-    code = Driver.register(ptr, nbytes)  # outside the lock: it may read the disk
-    if code == 0:
-        with _lock:
-            _registered[ptr] = _registered.get(ptr, 0) + 1
-    return code
-
-
-def unregister(ptr: int) -> None:
-    with _lock:
-        left = _registered.get(ptr, 0) - 1
-        if left > 0:
-            _registered[ptr] = left
-            return
-        _registered.pop(ptr, None)
-    Driver.unregister(ptr)
-
 
 # ---------------------------------------------------------------------------------------------- the pieces
 
@@ -244,7 +134,7 @@ class Grid:
 # ---------------------------------------------------------------------------------------------- registration
 
 
-class Pins:
+class PageCache:
     """The pieces of `ds` registered with `device` as a run's batches need them (see the module's doc). `budget`:
     bytes read ahead may pin at most (the pieces the current batch reads are registered whatever it says);
     `streaming`: pieces go back after their last batch; `ahead`: bytes registered beyond the current batch's
@@ -519,8 +409,8 @@ class Pins:
 
     def settle(self, stream) -> None:
         """A split that stays registered (not streaming): each shard whose pieces are all in is registered again as
-        one range. The device reads a few large registrations faster than many small ones (4 MiB pieces cost the
-        H100 about 10% of `ram`'s warm rate against whole shards); small pieces only serve the first epoch's start.
+        one range. The device reads a few large registrations faster than many small ones; small pieces only serve the
+        first epoch's start.
         Call between runs: it waits for `stream` (the kernels reading the pieces) first, once."""
         if self.streaming:
             return
@@ -531,9 +421,8 @@ class Pins:
         with self._cond:
             whole = [s for s in range(len(self._live)) if s not in self._whole and self._live[s]
                      and self._state[span(s)][g.read[span(s)]].all()]
-        with _lock:  # a piece another loader over this dataset registered too stays as it is
-            whole = [s for s in whole
-                     if all(_registered.get(int(p), 0) <= 1 for p in self._ptr[span(s)][self._state[span(s)]])]
+        counts = registered()  # a piece another loader over this dataset registered too stays as it is
+        whole = [s for s in whole if all(counts.get(int(p), 0) <= 1 for p in self._ptr[span(s)][self._state[span(s)]])]
         if not whole:
             return
         stream.synchronize()
@@ -564,6 +453,10 @@ class Pins:
             stale, self._stale = self._stale, set()
         self._point(sorted(stale))
 
+    def reopen(self) -> "PageCache":
+        """The same registration, made again after `close()` (the next run registers what it reads)."""
+        return PageCache(self.ds, self.device, budget=self.budget, streaming=self.streaming, ahead=self.ahead)
+
     @property
     def closed(self) -> bool:
         return self._stop
@@ -581,11 +474,11 @@ class Pins:
         self._finalizer()  # nothing left to release; not again at collection
 
 
-_WAIT = -1  # `Pins._next`: nothing to register now
+_WAIT = -1  # `PageCache._next`: nothing to register now
 
 
 def _registrar(ref, cond: threading.Condition, ctx: int) -> None:
-    """The registering thread of a `Pins` (`ref`: a weak reference, so that a dropped loader's pins can go; the
+    """The registering thread of a `PageCache` (`ref`: a weak reference, so that a dropped loader's pins can go; the
     thread ends then, at `close()`, or when its run is done and begins again with the next)."""
     try:
         Driver.set_context(ctx)
@@ -626,7 +519,7 @@ def _registrar(ref, cond: threading.Condition, ctx: int) -> None:
 
 
 def _release_all(held: set[int], ctx: int, device: torch.device) -> None:
-    """Unregister what a `Pins` still holds (collected without `close()`), once the device's kernels are done."""
+    """Unregister what a `PageCache` still holds (collected without `close()`), once the device's kernels are done."""
     if not held:
         return
     try:

@@ -1,5 +1,5 @@
-"""The one execution engine between the planner and the device stage: worker processes, one shared ring, and
-the loop that feeds planned batches through them (`WorkerCuts`, used by `ram`, `wds` and `dali-external`).
+"""The `workers` cut path: worker processes copy planned windows out of the memory-mapped shards into one shared host
+ring, and `WorkerCuts` feeds a run's plans through them (the host-side cutter of `ram`, `wds` and `dali-external`).
 
 Workers are started as `python -m pairload.workers` (`pairload.workers`), each on a private socket: they import
 neither torch nor the user's script, so they stay small, start in well under a second, and a script needs no
@@ -33,11 +33,12 @@ import torch
 from .. import errors
 from ..errors import ConfigError, LoaderError, WorkerError
 from ..format.members import DEFAULT, Members
+from ..hooks import Hooks
 from ..plan import BatchPlan, PlanConfig
 from ..plan.crops import crop_size
 from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY, SHM_DIR
 from ..workers.windows import WindowTask, fill
-from .cut import Cut
+from .payload import Cut
 
 Run = tuple  # (epoch, consumed): one pass over an epoch, or over the rest of a started one
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding `pairload`, for the workers' path
@@ -305,13 +306,14 @@ class WorkerCuts:
 
     def __init__(self, ds, cfg: PlanConfig, plan_for: Callable[[int, tuple], list[BatchPlan]], *,
                  num_workers: int, prefetch: int, pin: bool, apply_codes: bool, name: str, hold: int = 0,
-                 timeout: float = 300.0):
+                 timeout: float = 300.0, hooks: Hooks | None = None):
         if not timeout > 0:
             raise ConfigError(f"timeout={timeout}: expected a positive number of seconds to wait for a batch")
         self.ds, self.cfg, self.plan_for, self.timeout = ds, cfg, plan_for, timeout
         self.members: Members = ds.members
         self.num_workers, self.pin, self.apply_codes, self.name = num_workers, pin, apply_codes, name
         self.prefetch, self.hold = prefetch, hold
+        self.hooks = hooks or Hooks()
         self.pool: WorkerPool | None = None
         self._pending: deque = deque()  # (run, batch, slot) submitted to workers, in delivery order
         self._free: deque = deque()
@@ -389,7 +391,7 @@ class WorkerCuts:
                             self.ds.drop_evicted()
                     finally:
                         self.ds.release(token)
-                    yield Cut(bp, layout, host, self.apply_codes)
+                    yield Cut((bp,), layout, host, self.apply_codes)
         except LoaderError:
             self.close()  # the other workers stop too; the next iteration starts fresh ones
             raise
@@ -466,8 +468,9 @@ class WorkerCuts:
             if (got, bb) != (run, b):
                 raise LoaderError(f"internal: the ring delivered epoch {got[0]} batch {bb} where epoch {run[0]} "
                                   f"batch {b} was expected")
-            self._wait(slot)
+            with self.hooks.timed("wait"):
+                self._wait(slot)
             layout = self.members.batch(len(bp), *bp.out_hw(self.ds.sizes))
-            yield Cut(bp, layout, pool.ring[slot], self.apply_codes,
+            yield Cut((bp,), layout, pool.ring[slot], self.apply_codes,
                       release=lambda slot=slot, pool=pool: self._release(slot, pool))
             nxt = self._submit(*nxt, reclaim)

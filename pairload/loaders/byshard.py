@@ -1,4 +1,4 @@
-"""The by-shard deal of the shard loader (`host.HostLoader`; the `wds` kind), for splits larger than memory or on
+"""The by-shard deal of the shard loader (`shards.ShardLoader`; the `wds` kind), for splits larger than memory or on
 shared storage: each rank reads its own block of the epoch's shard order, a window of shards at a time (the
 "by_shard" deal of `pairload.plan.deals`).
 
@@ -63,10 +63,10 @@ def by_shard_window(ds: ShardDataset, opts: LoaderOptions, shuffle_buffer: int |
 
 @dataclass(frozen=True)
 class PinnedWindow:
-    """What the GPU kernel pins of a streamed split (`pins.Pins`): `ahead` bytes registered beyond what the current
-    batch reads (the next window, locally; one shard of a remote split, whose node cache must also hold the shards
-    downloaded ahead), `need` the most pinned at once (a window being read, what is read ahead, a shard at each
-    end)."""
+    """What the GPU kernel pins of a streamed split (`pairload.cut.memory.pages.PageCache`): `ahead` bytes
+    registered beyond what the current batch reads (the next window, locally; one shard of a remote split, whose
+    node cache must also hold the shards downloaded ahead), `need` the most pinned at once (a window being read,
+    what is read ahead, a shard at each end)."""
 
     need: int
     ahead: int
@@ -78,7 +78,7 @@ def pinned_window(ds: ShardDataset, shuffle_buffer: int, budget: int | None = No
     more than reading the page cache (about 5 GB/s of pages on the H100 host against tens for the kernel), so a
     split that fits is registered once, not once per epoch; a remote split streams through the node cache."""
     if not ds.remote:
-        from .zerocopy import default_budget
+        from ..cut.paths import default_budget
 
         if sum(ds.shard_bytes) <= (default_budget() if budget is None else budget):
             return None

@@ -1,0 +1,133 @@
+"""The device cutter (paths `zero-copy` and `resident`): planned batches cut by the kernel (`pairload.cut.kernel`)
+straight out of a `Memory` (the registered page cache, or the split's device copy) on a side stream of its own.
+No worker process and no host copy is involved; the planner still decides every window and orientation, so the
+batches equal the workers' bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import PairloadError
+from ..hooks import Hooks
+from ..plan import BatchPlan
+from . import kernel
+from .kernel import Launch
+from .payload import Cut
+
+
+class KernelCuts:
+    """Planned batches cut by the kernel from `memory` on `self.stream`, each `Cut` a device block with the event that
+    marks it ready. `group` > 1: up to that many consecutive batches of one shape are cut by one launch into one
+    block (one `Cut` holding their plans), which spares the per-launch Python of the others."""
+
+    on_device = True
+
+    def __init__(self, memory, device: torch.device, path: str, hooks: Hooks | None = None):
+        self.memory, self.device, self.path = memory, device, path
+        self.hooks = hooks or Hooks()
+        self.members = memory.ds.members
+        self.stream = torch.cuda.Stream(device)
+        self._launches: dict[tuple[int, int, int], Launch] = {}  # per (n, h, w): worked out once
+
+    def _launch(self, n: int, h: int, w: int) -> Launch:
+        launch = self._launches.get((n, h, w))
+        if launch is None:
+            launch = self._launches[(n, h, w)] = Launch.of(self.members.batch(n, h, w), self.members.scale)
+        return launch
+
+    def start(self) -> None:
+        """Nothing to start: no worker processes."""
+
+    def worker_pids(self) -> list[int]:
+        return []
+
+    def cuts(self, run: tuple, plans: list[BatchPlan], reclaim=None, *, augment: bool = True, hw=None,
+             events: bool = True, group: int = 1, settle: bool = True):
+        """The run's plans as `Cut`s, each cut on `self.stream` with the event that marks it ready (`events`; a
+        streamed memory records them anyway: what a batch read goes back once it is cut); `group` > 1: up to that
+        many batches of one shape per launch and `Cut`. `settle`: first let a memory that stays lay itself out for
+        faster reads (`Memory.settle`); False when the run is cut ahead of its use (the next epoch while this one
+        ends)."""
+        if not plans:
+            return
+        hw = self.memory.ds.sizes if hw is None else hw
+        if self.memory.closed:
+            self.memory = self.memory.reopen()
+        memory = self.memory
+        memory.check(force=True)
+        if memory.streaming:
+            self.stream.synchronize()  # what the last run left pinned may go back now
+            group = 1  # a launch's batches are pinned at once: a streamed window keeps one at a time
+        elif settle:
+            self.settle()
+        with self.hooks.timed("plan"):
+            memory.begin(plans)
+            with torch.cuda.stream(self.stream):  # the whole run's plan goes to the device in one copy
+                plan = kernel.plan_tensor(plans, self.device, augment)
+            shapes = kernel.out_shapes(plans, hw)
+        events = events or memory.streaming
+        start, b = 0, 0
+        while b < len(plans):
+            memory.check()
+            h, w = shapes[b]
+            n = len(plans[b])
+            k = 1
+            while k < group and b + k < len(plans) and len(plans[b + k]) == n and shapes[b + k] == (h, w):
+                k += 1
+            launch = self._launch(k * n, h, w)
+            with torch.cuda.stream(self.stream):
+                with self.hooks.timed("wait"):
+                    for j in range(k):  # everything these batches read is readable by the device
+                        memory.wait(b + j)
+                with self.hooks.timed("launch"):
+                    block = kernel.cut(memory, plan, start, launch)
+                ready = None
+                if events:
+                    ready = torch.cuda.Event()
+                    ready.record(self.stream)
+            for j in range(k):
+                memory.done(b + j, ready)
+            yield Cut(tuple(plans[b:b + k]), launch.layout, block, True, ready)
+            start += k * n
+            b += k
+
+    def settle(self) -> None:
+        """Let a memory that stays registered lay itself out again (`Memory.settle`), once the kernels reading it are
+        done."""
+        if not self.memory.streaming:
+            self.memory.settle(self.stream)
+
+    def close(self) -> None:
+        """Give the memory back (unpin the pages, or free the device copy) once the kernels reading it are done; the
+        next run makes it again."""
+        self.stream.synchronize()
+        self.memory.close()
+
+
+def self_test(memory, ds, device: torch.device) -> str:
+    """Cut the first sample's window once on the device and compare it with the CPU's slice: '' when they are equal,
+    else why the path cannot be used (Triton could not build or launch the kernel, e.g. without a C compiler, or
+    the device read other bytes than the CPU)."""
+    h, w = (int(v) for v in ds.sizes[0])
+    ch, cw = min(h, 8), min(w, 8)
+    plan = torch.tensor([[0], [h - ch], [w - cw], [0]], dtype=torch.int64, device=device)
+    members = ds.members
+    launch = Launch.of(members.batch(1, ch, cw), members.scale)
+    try:
+        memory.warm([0])
+    except PairloadError as exc:
+        return f"registering the first shard failed ({exc})"
+    try:
+        got = launch.layout.views(kernel.cut(memory, plan, 0, launch).cpu().numpy().reshape(-1))
+    except Exception as exc:  # noqa: BLE001 - any failure to build or run the kernel means: not here
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        return f"the GPU kernel could not be built or run ({type(exc).__name__}: {first})"
+    low, high = ds.arrays(0)  # read by the CPU after the device: a failure above never touched the map
+    s = members.scale
+    if not (np.array_equal(got[0][0], low[h - ch:, w - cw:])
+            and np.array_equal(got[1][0], high[(h - ch) * s:, (w - cw) * s:])):
+        return (f"the GPU read other bytes than the CPU for {ds.keys[0]} (a driver that maps registered memory "
+                "elsewhere)")
+    return ""

@@ -1,0 +1,193 @@
+"""The cut paths as one table, and the one choice between them (as `make_loader` reads `pairload.kinds`). A path is
+a way of turning a run's `BatchPlan`s into `Cut`s: what it requires, the reason it gives when it cannot run here,
+and how its cutter is built.
+
+- `zero-copy`: the kernel cuts the oriented windows straight out of the page cache, registered piece by piece as the
+  plan reads it (`memory.pages.PageCache`: the whole split for `ram`, a window of shards at a time for `wds`).
+- `resident`: the split is copied to the device once (`memory.resident.DeviceCopy`) and the kernel cuts it there.
+- `workers`: worker processes (or the loading process) copy the windows out of the memory-mapped shards into a
+  shared host ring (`workers.WorkerCuts`); the device stage copies them over and orients them.
+
+`choose` goes down the candidates a request allows and takes the first that runs; a faster path that could not
+run is named in one line (a warning, or a `ConfigError` when it was asked for with `zero_copy=True`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from ..errors import ConfigError
+from ..hooks import Hooks
+from ..units import human_bytes
+from .payload import Cutter
+
+BUDGET_FRACTION = 0.5  # default pinning budget: this fraction of the memory available when the loader starts
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """What a loader asks of its cutter. `zero_copy`: True (the device must cut: refuse with a ConfigError if it
+    cannot), False (never), None (when it can, else the workers with a warning naming the reason). `resident`: the
+    device cuts from a copy of the split in its memory. `pin_budget`: bytes of shard files the page cache may pin
+    (None: `default_budget()`). A streamed split (the by-shard deal): `streaming`, `need` (bytes pinned at once at
+    most) and `ahead` (bytes registered beyond the current batch). The rest goes to the workers."""
+
+    ds: object
+    cfg: object
+    plan_for: Callable
+    device: torch.device
+    who: str
+    zero_copy: bool | None = None
+    resident: bool = False
+    pin_budget: int | None = None
+    streaming: bool = False
+    need: int | None = None
+    ahead: int | None = None
+    num_workers: int = 0
+    prefetch: int = 4
+    timeout: float = 300.0
+    hold: int = 0
+    hooks: Hooks = field(default_factory=Hooks)
+
+    def __post_init__(self) -> None:
+        b = self.pin_budget
+        if b is not None and (not isinstance(b, int) or isinstance(b, bool) or b <= 0):
+            raise ConfigError(f"pin_budget={b!r}: expected a positive number of bytes")
+
+
+@dataclass(frozen=True)
+class CutPath:
+    """One row of the table: `requires` (what users read in the docs), `why_not(request)` (None: it can run here,
+    else the one-line reason) and `build(request)` (its cutter, or the reason it could not be made after all: a
+    registration the driver refuses, a kernel Triton cannot build, a device that reads other bytes)."""
+
+    name: str
+    requires: str
+    why_not: Callable[[Request], str | None]
+    build: Callable[[Request], "Cutter | str"]
+
+
+@dataclass(frozen=True)
+class Choice:
+    cutter: Cutter
+    why: str  # why the device does not cut ('' when it does, or when it was never a candidate)
+
+
+def default_budget() -> int:
+    """Bytes of shard files the zero-copy path may pin by default: half of the memory available now."""
+    import psutil
+
+    return int(BUDGET_FRACTION * psutil.virtual_memory().available)
+
+
+def triton_missing() -> str | None:
+    """Why Triton cannot run here (None: it can)."""
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - any import failure means: not available
+        return f"Triton is not importable ({type(exc).__name__}: {exc}); it ships with CUDA builds of torch"
+    return None
+
+
+def _kernel_why_not(r: Request) -> str | None:
+    if r.device.type != "cuda":
+        return f"device {r.device} is not a CUDA device (the GPU kernel cuts the crops)"
+    if any(part.index.compression for part in r.ds.sources):
+        return ("the split is compressed (pack --compress zstd): its images are decoded by CPU workers; repack "
+                "without --compress for the zero-copy path")
+    return triton_missing()
+
+
+def _pages_why_not(r: Request) -> str | None:
+    why = _kernel_why_not(r)
+    if why is not None:
+        return why
+    budget = default_budget() if r.pin_budget is None else r.pin_budget
+    if r.need is None and sum(r.ds.shard_bytes) > budget:
+        return (f"the split's shards are {human_bytes(sum(r.ds.shard_bytes))}, more than the pinning budget of "
+                f"{human_bytes(budget)} (pin_budget=; default half of the memory available)")
+    if r.need is not None and r.need > budget:
+        return (f"a shuffle window of shards and the next one are {human_bytes(r.need)}, more than the pinning "
+                f"budget of {human_bytes(budget)} (pin_budget=, or a smaller shuffle_buffer)")
+    return None
+
+
+def _kernel_cutter(r: Request, memory, path: str) -> "Cutter | str":
+    from .gpu import KernelCuts, self_test
+
+    why = self_test(memory, r.ds, r.device)
+    if why:
+        memory.close()
+        return why
+    return KernelCuts(memory, r.device, path, r.hooks)
+
+
+def _pages(r: Request) -> "Cutter | str":
+    from .memory.driver import DriverError
+    from .memory.pages import PageCache
+
+    try:
+        memory = PageCache(r.ds, r.device, budget=default_budget() if r.pin_budget is None else r.pin_budget,
+                           streaming=r.streaming, ahead=r.ahead)
+    except (OSError, AttributeError, DriverError) as exc:  # an old libcuda: fall back, not an error
+        return f"the CUDA driver cannot register the page cache here ({exc})"
+    return _kernel_cutter(r, memory, "zero-copy")
+
+
+def _resident(r: Request) -> "Cutter | str":
+    from .memory.resident import DeviceCopy
+
+    return _kernel_cutter(r, DeviceCopy(r.ds, r.device), "resident")
+
+
+def _workers(r: Request) -> Cutter:
+    from .workers import WorkerCuts
+
+    cuda = r.device.type == "cuda"
+    # on a CPU device the host side applies the flips while copying (nearly free there, a full pass later)
+    return WorkerCuts(r.ds, r.cfg, r.plan_for, num_workers=r.num_workers, prefetch=r.prefetch, pin=cuda,
+                      apply_codes=not cuda, name=f"pairload-{r.who}", hold=r.hold, timeout=r.timeout,
+                      hooks=r.hooks)
+
+
+PATHS = {p.name: p for p in (
+    CutPath("zero-copy", "a CUDA device, Triton, an uncompressed split whose shards (or, streaming, a shuffle window "
+            "of them) fit the pinning budget, a driver that registers page-cache pages", _pages_why_not, _pages),
+    CutPath("resident", "a CUDA device, Triton, an uncompressed split that fits in 80% of the free device memory",
+            _kernel_why_not, _resident),
+    CutPath("workers", "nothing: numpy-only processes (or the loading process) and a shared host ring",
+            lambda r: None, _workers),
+)}
+
+
+def candidates(r: Request) -> tuple[str, ...]:
+    """The paths a request allows, fastest first."""
+    if r.zero_copy is False:
+        return ("workers",)
+    return ("resident" if r.resident else "zero-copy", "workers")
+
+
+def choose(r: Request, stacklevel: int = 5) -> Choice:
+    """The cutter for `r`: the first candidate path that runs here. A device path that was asked for and cannot run
+    is a ConfigError; one that was only preferred is a one-line warning naming the reason (none on a CPU device,
+    where the device never cuts)."""
+    why = ""
+    for name in candidates(r):
+        path = PATHS[name]
+        reason = path.why_not(r)
+        cutter = path.build(r) if reason is None else reason
+        if not isinstance(cutter, str):
+            if why:
+                if r.zero_copy:
+                    raise ConfigError(f"zero_copy=True: {why}; leave zero_copy unset to fall back to the worker path")
+                if r.device.type == "cuda":
+                    warnings.warn(f"{r.who} loader: the workers cut the crops (not the GPU): {why}",
+                                  stacklevel=stacklevel)
+            return Choice(cutter, why if r.device.type == "cuda" else "")
+        why = why or cutter
+    raise AssertionError("the workers path always runs")
