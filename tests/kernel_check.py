@@ -11,7 +11,7 @@ import torch
 
 from pairload.dihedral import CODES, orient
 from pairload.format.members import DEFAULT, Member, Members
-from pairload.loaders import zerocopy
+from pairload.cut import kernel
 
 
 class Source:
@@ -42,7 +42,7 @@ def check(members: Members, device: torch.device, n: int = 3, H: int = 12, W: in
     for code in CODES:
         plan = torch.tensor(np.stack([np.arange(n), ys, xs, np.full(n, code)]), dtype=torch.int64, device=device)
         layout = members.batch(n, h, w)
-        low, high = layout.views(zerocopy.cut(src, plan, 0, layout, s).cpu().numpy().reshape(-1))
+        low, high = layout.views(kernel.cut(src, plan, 0, kernel.Launch.of(layout, s)).cpu().numpy().reshape(-1))
         for j, (lo, hi) in enumerate(imgs):
             y, x = ys[j], xs[j]
             bad += not np.array_equal(low[j], orient(lo[y:y + h, x:x + w], code))

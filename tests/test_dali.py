@@ -113,7 +113,7 @@ def test_dali_external_feeds_several_batches_an_iteration_and_splits_them_exactl
     assert isinstance(loader, DaliExternalLoader) and loader.zero_copy
     for epoch in (0, 1, 2):
         want, got = collect(ram, epoch), collect(loader, epoch)
-        assert loader._per_iteration == DaliExternalLoader.ITERATION_BATCHES > 1
+        assert loader.per_iteration == DaliExternalLoader.ITERATION_BATCHES > 1
         assert [b[0] for b in got] == [b[0] for b in want] and len(got) == len(ram)
         assert all(torch.equal(x[i], y[i]) for x, y in zip(got, want) for i in (1, 2, 3))
     loader.close()
@@ -147,7 +147,7 @@ def test_whole_images_for_validation(data, kind):
 def test_out_of_step_reader_is_caught(data, monkeypatch):
     from pairload.dali import DaliFileLoader
 
-    real = DaliFileLoader._file_lists
+    real = DaliFileLoader.file_lists
 
     def drifted(self, order):
         lists = real(self, order)
@@ -156,7 +156,7 @@ def test_out_of_step_reader_is_caught(data, monkeypatch):
         return lists
 
     loader = make_loader("dali-file", data / "raw", batch_size=4, crop=16)
-    monkeypatch.setattr(DaliFileLoader, "_file_lists", drifted)
+    monkeypatch.setattr(DaliFileLoader, "file_lists", drifted)
     with pytest.raises(PairingError, match=r"the low and high readers are out of step at epoch 0, batch 0"):
         list(loader)
 

@@ -13,7 +13,8 @@ TORCH_FREE = ["pairload.format.schema", "pairload.format.atomic", "pairload.raw"
               "pairload.dihedral", "pairload.plan.crops", "pairload.units", "pairload.hooks", "pairload.recipes.config",
               "pairload.remote.urls", "pairload.format.stamps", "pairload.raw.camera", "pairload.format.sensor",
               "pairload.pack.sensor", "pairload.bench.rawdata"]
-LIBRARY = ["pairload.loaders", "pairload.loaders.ram", "pairload.loaders.wds", "pairload.batch", "pairload.devices"]
+LIBRARY = ["pairload.loaders", "pairload.loaders.shards", "pairload.loaders.byshard", "pairload.cut",
+           "pairload.batch", "pairload.devices"]
 RECIPES = ["pairload.recipes.train", "pairload.recipes.model", "pairload.recipes.timing", "pairload.recipes.metrics"]
 
 

@@ -244,7 +244,7 @@ def test_a_stopped_worker_is_named_after_the_timeout_instead_of_hanging(packed):
 
 
 def test_a_shm_too_small_for_the_ring_says_how_to_fix_it(packed, monkeypatch):
-    import pairload.loaders.ring as ring
+    import pairload.cut.workers as ring
 
     real = os.statvfs
 

@@ -41,7 +41,7 @@ def test_drop_pad_partial_when_the_split_does_not_divide():
                                                                     np.full((n, 2), 8), 0)] == [4, 4, 3]
 
 
-def test_plans_are_reproducible_and_change_with_the_epoch():
+def testsized_plans_are_reproducible_and_change_with_the_epoch():
     keys = [f"k{i}" for i in range(40)]
     hw = np.array([[50 + i, 60 + 2 * i] for i in range(40)])
     cfg = PlanConfig(batch_size=8, crop=32, seed=3)
@@ -98,7 +98,7 @@ def mixed_cfg(rank=0, ws=1, bs=8, **kw):
                       weights={"real": 1, "synth": 3}, epoch_size=2000, **kw)
 
 
-def mixed_plans(epoch, ws, bs=8, **kw):
+def mixedsized_plans(epoch, ws, bs=8, **kw):
     n = sum(s for _, s in MIX_GROUPS)
     keys = key_hashes([f"k{i}" for i in range(n)])
     hw = np.full((n, 2), 40)
@@ -109,7 +109,7 @@ def mixed_plans(epoch, ws, bs=8, **kw):
 def test_mixing_follows_the_weights_in_every_batch_and_uses_up_a_source_before_repeating(ws):
     real = []
     for epoch in range(3):
-        ranks = mixed_plans(epoch, ws)
+        ranks = mixedsized_plans(epoch, ws)
         assert len({len(p) for p in ranks}) == 1  # every rank the same batch count
         idx = np.concatenate([bp.index for plans in ranks for bp in plans])
         share = (idx < 485).mean()
@@ -295,9 +295,9 @@ def test_the_by_shard_order_keeps_windows_of_whole_shards_together():
 
 @pytest.mark.parametrize("sizes", [[4, 4, 4, 2], [6], [], [5, 5, 1, 1], [3, 1, 3], [2, 2, 2, 2]])
 def test_batches_cut_from_one_reshape_equal_slices_of_the_whole(sizes):
-    """`_plans` makes the leading batches of one size as the rows of one reshape: each equals the same rows sliced out
-    of a single batch of all of them, in order, whatever the sizes after the first change."""
-    from pairload.plan.epochs import _plans
+    """`sized_plans` makes the leading batches of one size as the rows of one reshape: each equals the same rows
+    sliced out of a single batch of all of them, in order, whatever the sizes after the first change."""
+    from pairload.plan.epochs import sized_plans
 
     n = sum(sizes)
     rng = np.random.default_rng(len(sizes))
@@ -305,8 +305,8 @@ def test_batches_cut_from_one_reshape_equal_slices_of_the_whole(sizes):
     key_hash = rng.integers(0, 1 << 62, n).astype(np.uint64)
     hw = np.stack([rng.integers(40, 60, n), rng.integers(40, 60, n)], axis=1)
     cfg = PlanConfig(batch_size=max(sizes, default=1), crop=16, seed=3)
-    got = _plans(cfg, key_hash, hw, 2, rows, sizes, 16)
-    (one,) = _plans(cfg, key_hash, hw, 2, rows, [n], 16) if n else (None,)
+    got = sized_plans(cfg, key_hash, hw, 2, rows, sizes, 16)
+    (one,) = sized_plans(cfg, key_hash, hw, 2, rows, [n], 16) if n else (None,)
     assert [len(bp) for bp in got] == sizes
     start = 0
     for bp in got:

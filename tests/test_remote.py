@@ -301,7 +301,7 @@ def test_cache_limit_streams_wds_within_it_and_ram_refuses_a_larger_split(data, 
     with make_loader("wds", data, **opts) as local, \
             make_loader("wds", server.url, cache_dir=tmp_path / "c", cache_limit=4 * shard, **opts) as remote:
         assert same(epochs(local), epochs(remote))
-        cache = remote.ds._feed.cache
+        cache = remote.ds.node_cache
         assert cache.counters.evicted > 0 and cache.used() <= 4 * shard
 
 
@@ -317,7 +317,7 @@ def test_wds_zero_copy_streams_remote_shards_through_a_small_node_cache(data, se
         assert remote.path == "zero-copy" and remote.cutter.memory.streaming
         got = epochs(remote, 3)
         assert same(epochs(local, 3), got)
-        cache = remote.ds._feed.cache
+        cache = remote.ds.node_cache
         assert cache.counters.evicted > 0 and cache.used() <= 4 * shard
 
 

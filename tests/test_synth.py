@@ -94,7 +94,7 @@ def pairs_of(out) -> dict:
 def test_keys_past_99999_are_written_in_the_order_of_their_text():
     """synth.json lists its pairs sorted by key, as a dict sorted by key would: `train/100000` before
     `train/99999`, written without every key in memory."""
-    from pairload.pack.synth import _keys_in_order
+    from pairload.pack.synth import keys_in_order
 
-    got = [key for key, _, _ in _keys_in_order({"train": 100_012, "test": 3})]
+    got = [key for key, _, _ in keys_in_order({"train": 100_012, "test": 3})]
     assert got == sorted([f"train/{i:05d}" for i in range(100_012)] + [f"test/{i:05d}" for i in range(3)])

@@ -126,7 +126,7 @@ def test_a_rank_reads_its_own_block_of_shards_one_window_at_a_time(shards):
 
 def test_shuffle_windows_are_bounded_by_memory_and_part_of_the_plan(shards):
     from pairload import ConfigError
-    from pairload.loaders.wds import SHUFFLE_BYTES, auto_shuffle_buffer
+    from pairload.loaders.byshard import SHUFFLE_BYTES, auto_shuffle_buffer
 
     big = 3840 * 2160 * 6  # 4K pairs: 50 MB each
     assert auto_shuffle_buffer(big) == SHUFFLE_BYTES // big == 21

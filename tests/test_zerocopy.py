@@ -1,4 +1,4 @@
-"""The zero-copy `ram` path (pairload/loaders/zerocopy.py): the GPU cuts the planned windows straight out of the
+"""The device cut paths (`pairload.cut`: zero-copy and resident): the GPU cuts the planned windows straight out of the
 page cache. Without a GPU: when it is used and why not. With one (marked gpu): batches equal the worker path's bit
 for bit, on data whose pixels name the pair, row and column."""
 
@@ -11,8 +11,10 @@ import torch
 
 from pairload import make_loader
 from pairload.errors import ConfigError, ShardError
-from pairload.loaders import pins, zerocopy
-from pairload.loaders.wds import pinned_window
+from pairload.cut import kernel
+from pairload.cut.memory import driver, pages
+from pairload.cut.paths import PATHS, Request, default_budget
+from pairload.loaders.byshard import pinned_window
 from pairload.read.shards import open_shards
 
 from conftest import make_raw
@@ -33,9 +35,15 @@ def shards(tmp_path_factory):
 # ------------------------------------------------------------------------------------- without a GPU
 
 
+def why_not(ds, device, path="zero-copy", **request):
+    """The reason the cut path `path` gives for not running on `device` (None: it can)."""
+    return PATHS[path].why_not(Request(ds=ds, cfg=None, plan_for=None, device=torch.device(device), who="test",
+                                       **request))
+
+
 def test_a_cpu_device_keeps_the_worker_path_without_a_note(shards):
     ds = open_shards(shards)
-    assert zerocopy.decide(ds, torch.device("cpu"), requested=None, budget=None) == zerocopy.Decision(False, "")
+    assert "not a CUDA device" in why_not(ds, "cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no note on a CPU: nothing was given up
         loader = make_loader("ram", shards, batch_size=4, crop=16)
@@ -51,20 +59,17 @@ def test_zero_copy_true_refuses_what_cannot_run_it(shards):
 def test_a_split_beyond_the_pinning_budget_falls_back_and_says_how_much(shards):
     ds = open_shards(shards)
     total = sum(ds.shard_bytes)
-    got = zerocopy.decide(ds, torch.device("cuda", 0), requested=None, budget=total - 1)
-    assert not got.use
-    assert "more than the pinning budget" in got.why and "pin_budget=" in got.why
-    with pytest.raises(ConfigError, match=r"zero_copy=True: the split's shards are .* more than the pinning budget"):
-        zerocopy.decide(ds, torch.device("cuda", 0), requested=True, budget=total - 1)
+    got = why_not(ds, "cuda", pin_budget=total - 1)
+    assert "more than the pinning budget" in got and "pin_budget=" in got
     # the budget does not apply to a resident split (the device holds that copy, nothing is pinned)
-    resident = zerocopy.decide(ds, torch.device("cuda", 0), requested=None, budget=1, resident=True)
-    assert resident.use or "Triton" in resident.why
+    resident = why_not(ds, "cuda", "resident", pin_budget=1)
+    assert resident is None or "Triton" in resident
 
 
 def test_the_default_budget_is_half_the_available_memory():
     import psutil
 
-    assert 0 < zerocopy.default_budget() <= psutil.virtual_memory().available
+    assert 0 < default_budget() <= psutil.virtual_memory().available
 
 
 def test_a_compressed_split_keeps_its_decoding_workers(tmp_path):
@@ -73,8 +78,8 @@ def test_a_compressed_split_keeps_its_decoding_workers(tmp_path):
 
     make_raw(tmp_path / "raw", 4)
     pack(tmp_path / "raw", tmp_path / "z", PackOptions(workers=1, compress="zstd"))
-    got = zerocopy.decide(open_shards(tmp_path / "z"), torch.device("cuda", 0), requested=None, budget=None)
-    assert not got.use and "compressed" in got.why and "repack without --compress" in got.why
+    got = why_not(open_shards(tmp_path / "z"), "cuda")
+    assert "compressed" in got and "repack without --compress" in got
 
 
 @pytest.mark.parametrize("bad", [0, -5, 1.5, "1GB"])
@@ -94,18 +99,17 @@ def test_without_triton_the_reason_names_it(monkeypatch, shards):
         return real(name, *a, **k)
 
     monkeypatch.setattr(builtins, "__import__", no_triton)
-    got = zerocopy.decide(open_shards(shards), torch.device("cuda", 0), requested=None, budget=None)
-    assert not got.use and "Triton is not importable" in got.why
+    assert "Triton is not importable" in why_not(open_shards(shards), "cuda")
 
 
 def test_the_pieces_the_schedule_registers_cover_every_byte_each_batch_reads(shards):
-    """`pins.Grid`: each sample's input and target bytes lie inside the pieces it names; a run's schedule lists
+    """`pages.Grid`: each sample's input and target bytes lie inside the pieces it names; a run's schedule lists
     every piece once, in the order the batches first read them, and the last batch reading each."""
     ds = open_shards(shards)
     loader = make_loader("wds", shards, batch_size=4, crop=16, seed=3, shuffle_buffer=8)
     plans = loader.plan_for(0)
     for chunk in (4096, 3 * 4096, None):
-        grid = pins.Grid(ds, chunk)
+        grid = pages.Grid(ds, chunk)
         idx, members = ds.index, ds.members
         for i in range(len(ds)):
             h, w = (int(v) for v in ds.sizes[i])
@@ -142,8 +146,8 @@ def test_wds_on_a_cpu_keeps_its_workers_and_refuses_what_cannot_stream(shards):
         make_loader("wds", shards, batch_size=4, crop=16, resident=True)
     ds = open_shards(shards)
     window = pinned_window(ds, 8, 1)
-    got = zerocopy.decide(ds, torch.device("cuda", 0), requested=None, budget=window.need - 1, need=window.need)
-    assert not got.use and "a shuffle window of shards and the next one" in got.why and "shuffle_buffer" in got.why
+    got = why_not(ds, "cuda", pin_budget=window.need - 1, need=window.need)
+    assert "a shuffle window of shards and the next one" in got and "shuffle_buffer" in got
 
 
 # ------------------------------------------------------------------------------------- on a GPU
@@ -179,8 +183,8 @@ def test_zero_copy_equals_the_workers_bit_for_bit_in_every_orientation(shards, c
         assert set(codes.tolist()) == set(range(8))  # every flip/transpose combination is exercised
         first = run(zc, (0, 1, 2))
         same(first, run(workers, (0, 1, 2)))
-        # registered piece by piece as epoch 0 read it, then each shard again as one range (`Pins.settle`)
-        assert sorted(zc.cutter.memory._whole) == list(range(len(open_shards(shards).shard_bytes)))
+        # registered piece by piece as epoch 0 read it, then each shard again as one range (`PageCache.settle`)
+        assert zc.cutter.memory.whole_shards == list(range(len(open_shards(shards).shard_bytes)))
         for _keys, low, high, _ in run(zc, (3,)):  # the pixels name their pair: the target is 255 - input
             assert torch.equal(high.int(), 255 - low.int())
         zc.close()  # unpins; iterating again registers the shards again
@@ -203,14 +207,10 @@ def test_zero_copy_whole_images_and_a_resident_split_equal_the_workers(tmp_path)
 
 
 @gpu
-@pytest.mark.parametrize("tile", [16, 64])
-def test_a_resident_split_cut_by_tiles_equals_the_workers_in_every_orientation(tmp_path, monkeypatch, tile):
-    """8-bit RGB windows whose width is a multiple of 4 are cut from the device copy by tiles (`loaders.tiles`):
-    windows of several tiles and of part of one, square (every code) and not; 37 is cut by rows."""
-    from pairload.loaders import tiles
+def test_a_resident_split_equals_the_workers_in_every_orientation(tmp_path):
+    """Windows cut from the device copy: square (every code) and not, widths of whole words and not."""
     from pairload.pack import PackOptions, pack
 
-    monkeypatch.setattr(tiles, "TILE", tile)
     make_raw(tmp_path / "raw", 12, sizes=[(150, 170), (160, 160), (133, 201)] * 4)
     pack(tmp_path / "raw", tmp_path / "s", PackOptions(workers=1, shard_size=256 * 1024))
     for crop in (128, 36, (64, 100), 37):
@@ -279,7 +279,7 @@ def ends_naming_the_truncated_shard(it, loader, name: str) -> None:
     """The rest of `it` stops with the ShardError naming `name` (a pattern) once the files are next checked."""
     import time
 
-    time.sleep(pins.CHECK_S + 0.1)
+    time.sleep(pages.CHECK_S + 0.1)
     with pytest.raises(ShardError, match=rf"{name}: \d+ bytes, the manifest says \d+; the shard is truncated"):
         for _ in it:
             pass
@@ -294,23 +294,23 @@ def test_a_loader_dropped_without_close_gives_its_pinned_pages_back(shards):
     import gc
 
     gc.collect()
-    before = dict(pins._registered)
+    before = driver.registered()
     for kind, extra in (("ram", {}), ("wds", {"shuffle_buffer": 8})):
         loader = make_loader(kind, shards, batch_size=4, crop=16, device="cuda", zero_copy=True, **extra)
         next(iter(loader))
-        assert len(pins._registered) > len(before)
-        thread = loader.cutter.memory._thread
+        assert len(driver.registered()) > len(before)
+        thread = loader.cutter.memory.thread
         del loader
         gc.collect()
         thread.join(timeout=5)
         assert not thread.is_alive(), kind
         gc.collect()  # what the thread held last may sit in a reference cycle
-        assert pins._registered == before, kind
+        assert driver.registered() == before, kind
 
 
 @gpu
 def test_a_refused_registration_falls_back_with_the_drivers_reason(shards, monkeypatch):
-    monkeypatch.setattr(pins.Driver, "register", classmethod(lambda cls, ptr, nbytes: 1))  # the driver says no
+    monkeypatch.setattr(driver.Driver, "register", classmethod(lambda cls, ptr, nbytes: 1))  # the driver says no
     refused = (r"registering the first shard failed \(registering .* of .*train-.*\.tar with cuda.* failed: "
                r"CUDA driver error 1")
     with pytest.warns(UserWarning, match=r"ram loader: the workers cut the crops .*" + refused):
@@ -328,7 +328,7 @@ def test_a_refused_registration_falls_back_with_the_drivers_reason(shards, monke
 def test_wds_zero_copy_equals_its_workers_across_window_moves_and_gives_the_pages_back(shards, crop, monkeypatch):
     """The by-shard deal through the kernel: a window of shards registered at a time, pieces unregistered once their
     last batch is cut; batches bit-identical to the worker path's over several epochs and every orientation."""
-    monkeypatch.setattr(pins, "CHUNK", 4096)  # small pieces: many of them, sample bytes across piece boundaries
+    monkeypatch.setattr(pages, "CHUNK", 4096)  # small pieces: many of them, sample bytes across piece boundaries
     ds = open_shards(shards)
     window = pinned_window(ds, 8, 1)
     assert window.need < sum(ds.shard_bytes)
@@ -353,9 +353,9 @@ def test_wds_zero_copy_equals_its_workers_across_window_moves_and_gives_the_page
     with make_loader("wds", shards, zero_copy=True, **opts) as kept:
         assert not kept.cutter.memory.streaming
         first = run(kept, (0, 1, 2))
-        # read piece by piece in epoch 0, then each shard registered again whole (`Pins.settle`)
+        # read piece by piece in epoch 0, then each shard registered again whole (`PageCache.settle`)
         assert kept.cutter.memory.pinned == sum(ds.shard_bytes)
-        assert sorted(kept.cutter.memory._whole) == list(range(len(ds.shard_bytes)))
+        assert kept.cutter.memory.whole_shards == list(range(len(ds.shard_bytes)))
         same(first, got)
         for _keys, low, high, _ in got:  # the pixels name their pair: the target is 255 - input
             assert torch.equal(high.int(), 255 - low.int())
@@ -427,7 +427,7 @@ def test_dali_reads_a_batch_only_after_the_kernel_has_cut_it(shards, monkeypatch
     """external_source takes the cut batches without a copy: DALI must order its reads after the stream that cuts
     them. A GPU sleep queued before every cut makes a read that does not wait see unwritten memory."""
     pytest.importorskip("nvidia.dali")
-    real = zerocopy.cut
+    real = kernel.cut
 
     def slow(*a, **k):
         torch.cuda._sleep(50_000_000)  # tens of ms of GPU time on the cut's stream, before the cut
@@ -436,7 +436,7 @@ def test_dali_reads_a_batch_only_after_the_kernel_has_cut_it(shards, monkeypatch
     opts = dict(batch_size=6, crop=24, seed=4, device="cuda")
     expected = run(make_loader("ram", shards, zero_copy=False, **opts), (0, 1))
     zc = make_loader("dali-external", shards, **opts)  # its start-up self-test uses the real kernel
-    monkeypatch.setattr(zerocopy, "cut", slow)
+    monkeypatch.setattr(kernel, "cut", slow)
     try:
         assert zc.zero_copy
         same(run(zc, (0, 1)), expected)
@@ -449,7 +449,7 @@ def test_a_kernel_that_cannot_run_falls_back_with_its_error(shards, monkeypatch)
     def broken(*a, **k):
         raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")
 
-    monkeypatch.setattr(zerocopy, "cut", broken)
+    monkeypatch.setattr(kernel, "cut", broken)
     with pytest.warns(UserWarning, match=r"the GPU kernel could not be built or run \(RuntimeError: Failed to find C"):
         loader = make_loader("ram", shards, batch_size=4, crop=16, device="cuda")
     assert not loader.zero_copy and len(list(loader)) == len(loader)

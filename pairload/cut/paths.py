@@ -94,27 +94,21 @@ def triton_missing() -> str | None:
     return None
 
 
-def _kernel_why_not(r: Request) -> str | None:
+def _kernel_why_not(r: Request, pinned: bool = False) -> str | None:
+    """Why the kernel cannot cut `r`'s split here; `pinned`: it would read the page cache, within the budget."""
     if r.device.type != "cuda":
         return f"device {r.device} is not a CUDA device (the GPU kernel cuts the crops)"
     if any(part.index.compression for part in r.ds.sources):
         return ("the split is compressed (pack --compress zstd): its images are decoded by CPU workers; repack "
                 "without --compress for the zero-copy path")
-    return triton_missing()
-
-
-def _pages_why_not(r: Request) -> str | None:
-    why = _kernel_why_not(r)
-    if why is not None:
-        return why
     budget = default_budget() if r.pin_budget is None else r.pin_budget
-    if r.need is None and sum(r.ds.shard_bytes) > budget:
+    if pinned and r.need is None and sum(r.ds.shard_bytes) > budget:
         return (f"the split's shards are {human_bytes(sum(r.ds.shard_bytes))}, more than the pinning budget of "
                 f"{human_bytes(budget)} (pin_budget=; default half of the memory available)")
-    if r.need is not None and r.need > budget:
+    if pinned and r.need is not None and r.need > budget:
         return (f"a shuffle window of shards and the next one are {human_bytes(r.need)}, more than the pinning "
                 f"budget of {human_bytes(budget)} (pin_budget=, or a smaller shuffle_buffer)")
-    return None
+    return triton_missing()
 
 
 def _kernel_cutter(r: Request, memory, path: str) -> "Cutter | str":
@@ -157,7 +151,8 @@ def _workers(r: Request) -> Cutter:
 
 PATHS = {p.name: p for p in (
     CutPath("zero-copy", "a CUDA device, Triton, an uncompressed split whose shards (or, streaming, a shuffle window "
-            "of them) fit the pinning budget, a driver that registers page-cache pages", _pages_why_not, _pages),
+            "of them) fit the pinning budget, a driver that registers page-cache pages",
+            lambda r: _kernel_why_not(r, pinned=True), _pages),
     CutPath("resident", "a CUDA device, Triton, an uncompressed split that fits in 80% of the free device memory",
             _kernel_why_not, _resident),
     CutPath("workers", "nothing: numpy-only processes (or the loading process) and a shared host ring",

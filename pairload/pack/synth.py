@@ -193,7 +193,7 @@ def _numbers_in_key_order(count: int) -> np.ndarray:
     return np.argsort(np.char.zfill(np.arange(count).astype("U12"), 5), kind="stable")
 
 
-def _keys_in_order(counts: dict[str, int]):
+def keys_in_order(counts: dict[str, int]):
     """(key, split, number) of every pair of `counts` ({split: pairs}), in key order."""
     for split in sorted(counts):
         numbers = _numbers_in_key_order(counts[split])
@@ -254,7 +254,7 @@ def _take_over(out: Path, counts: dict[str, int]) -> None:
             p.unlink(missing_ok=True)
     if old or any(counts.values()):
         out.mkdir(parents=True, exist_ok=True)
-        keys = heapq.merge(_keys_in_order(counts), ((k, None, None) for k in gone))  # gone: listed, as deleted
+        keys = heapq.merge(keys_in_order(counts), ((k, None, None) for k in gone))  # gone: listed, as deleted
         _write_doc(out / "synth.json", {"complete": False}, keys, lambda *_: None)
 
 
@@ -332,7 +332,7 @@ def _write_final(out: Path, head: dict, table: np.ndarray, names: list[str], cou
     def value(key: str, split: str, i: int) -> dict:
         return _row_params(table[base[split] + i], names)
 
-    _write_doc(out / "synth.json", head, _keys_in_order({k: v for k, v in counts.items() if v}), value)
+    _write_doc(out / "synth.json", head, keys_in_order({k: v for k, v in counts.items() if v}), value)
 
 
 def _record(index: int, count: int) -> str:

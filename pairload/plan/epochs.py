@@ -225,13 +225,13 @@ def _cut(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int,
     for crop in {c for _, c in batches}:
         which = [i for i, (_, c) in enumerate(batches) if c == crop]
         rows = np.concatenate([batches[i][0] for i in which], axis=1)
-        for i, plan in zip(which, _plans(cfg, key_hash, hw, epoch, rows, [batches[i][0].shape[1] for i in which],
+        for i, plan in zip(which, sized_plans(cfg, key_hash, hw, epoch, rows, [batches[i][0].shape[1] for i in which],
                                           crop)):
             out[i] = plan
     return out
 
 
-def _plans(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int, rows: np.ndarray, sizes: list[int],
+def sized_plans(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int, rows: np.ndarray, sizes: list[int],
            crop) -> list[BatchPlan]:
     """The BatchPlans of consecutive batches of `sizes` rows of (3, n) `rows` (index, padded, draw), one crop."""
     idx = rows[0]
@@ -268,7 +268,7 @@ def plan_epoch(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int
         return _cut(cfg, key_hash, hw, epoch, batches)
     rows = share_rows(cfg, n, epoch, deal=deal, consumed=consumed, groups=groups, shards=shards)
     bs, length = cfg.batch_size, rows.shape[1]
-    return _plans(cfg, key_hash, hw, epoch, rows, [min(bs, length - s) for s in range(0, length, bs)], cfg.crop)
+    return sized_plans(cfg, key_hash, hw, epoch, rows, [min(bs, length - s) for s in range(0, length, bs)], cfg.crop)
 
 
 def num_batches(cfg: PlanConfig, n: int, epoch: int = 0, deal: str = "strided") -> int:

@@ -133,6 +133,11 @@ class ShardDataset(ShardSource):
     def remote(self) -> bool:
         return self._feed is not None
 
+    @property
+    def node_cache(self):
+        """The node-local cache a remote split's shards are fetched into (None for a local split)."""
+        return None if self._feed is None else self._feed.cache
+
     def _numbers(self, indices) -> list[int]:
         """The shards of these samples, in order of first use."""
         shard = self.index.shard[np.asarray(indices, dtype=np.int64)]

@@ -453,6 +453,16 @@ class PageCache:
             stale, self._stale = self._stale, set()
         self._point(sorted(stale))
 
+    @property
+    def whole_shards(self) -> list[int]:
+        """The shards registered again as one range each (`settle`)."""
+        return sorted(self._whole)
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The thread registering pieces ahead of the batches (None before the first run)."""
+        return self._thread
+
     def reopen(self) -> "PageCache":
         """The same registration, made again after `close()` (the next run registers what it reads)."""
         return PageCache(self.ds, self.device, budget=self.budget, streaming=self.streaming, ahead=self.ahead)

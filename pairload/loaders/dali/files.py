@@ -113,7 +113,7 @@ class FileSource(PairedSource):
                            batch_size=cfg.batch_size, last_batch=cfg.last_batch, shuffle=cfg.shuffle,
                            deal=self.DEAL, consumed=consumed) for r in range(cfg.world_size)]
 
-    def _file_lists(self, order: np.ndarray) -> dict[str, tuple[list[str], list[int]]]:
+    def file_lists(self, order: np.ndarray) -> dict[str, tuple[list[str], list[int]]]:
         """Per reader, (files, labels) in reading order; a pair's label is its index in the split, on both sides."""
         labels = [int(i) for i in order]
         return {"low": ([str(self.pairs[i].low) for i in order], labels),
@@ -153,7 +153,7 @@ class FileSource(PairedSource):
         anchor = fed.pop(0) if crop is not None else None
         matrix = fed.pop(0) if self.cfg.augment else None
         outs, labs = [], []
-        for name, (files, labels) in self._file_lists(order).items():
+        for name, (files, labels) in self.file_lists(order).items():
             data, label = fn.readers.file(files=files, labels=labels, name=name, **shard)
             if crop is not None:
                 shape = types.Constant(np.array([crop, crop], dtype=np.int32), device="cpu")

@@ -47,6 +47,11 @@ class PairedSource(PlannedLoader):
 
     # ------------------------------------------------------------------ graph and feed
 
+    @property
+    def per_iteration(self) -> int:
+        """Planned batches each DALI iteration of the pipeline being run carries."""
+        return self._per_iteration
+
     def nodes(self) -> PairedNodes:
         """The aligned (low, high) uint8 HWC DataNodes for the pipeline being defined (on the GPU when it has one)."""
         pipe = Pipeline.current()
