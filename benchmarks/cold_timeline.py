@@ -31,7 +31,7 @@ def one_epoch(shards: str, kind: str, epoch: int, files: list[str]) -> dict:
     t0 = time.perf_counter()
     loader = make_loader(kind, shards, batch_size=32, crop=256, device="cuda")
     built = time.perf_counter() - t0
-    memory = (loader._zero if kind.startswith("dali") else loader.cutter).memory
+    memory = loader.cutter.memory
 
     def poll() -> None:
         while not stop.is_set():

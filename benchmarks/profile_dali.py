@@ -37,7 +37,7 @@ def main() -> None:
 
     from pairload import make_loader
     from pairload.loaders.base import LoaderOptions
-    from pairload.loaders.ring import WorkerCuts
+    from pairload.cut.workers import WorkerCuts
     from pairload.read.shards import ShardDataset
 
     ap = argparse.ArgumentParser()
@@ -65,7 +65,7 @@ def main() -> None:
             for cut in host.cuts(run, host.plan_for(*run)):
                 if cut.release is not None:
                     cut.release()
-                yield len(cut.plan)
+                yield cut.rows
 
         rows.append({"what": "host", "workers": w, "pairs_per_s": round(_rate(host_epoch, a.seconds, lambda: None))})
         host.close()

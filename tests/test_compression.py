@@ -245,7 +245,7 @@ def test_a_full_disk_while_writing_a_compressed_shard_names_it_and_leaves_nothin
         raise OSError(errno.ENOSPC, "No space left on device")
 
     out = tmp_path / "out"
-    monkeypatch.setattr(shardwrite.CompressedShards, "_put", full)
+    monkeypatch.setattr(shardwrite.CompressedShards, "put", full)
     with pytest.raises(OutputError, match=rf"^{out}/test-000000.tar.partial: the disk is full"):
         pack(both[0].parent / "raw", out, PackOptions(workers=1, compress="zstd"))
     monkeypatch.undo()

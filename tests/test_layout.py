@@ -106,3 +106,51 @@ def test_no_import_cycle_and_no_private_name_across_packages():
     for mod in graph:
         if mod not in state:
             visit(mod, [mod])
+
+
+# attributes with a leading underscore that belong to other libraries (os._exit, namedtuple._replace,
+# torch.cuda._sleep, argparse's _actions): not pairload's privates
+NOT_PAIRLOAD = {"_exit", "_replace", "_asdict", "_fields", "_sleep", "_actions"}
+
+
+def _private_reads(path) -> list[str]:
+    """Where a test or benchmark file reads a private name of pairload: `from pairload… import _x`, `obj._x` on any
+    object but `self`/`cls` (a test's own helper classes), and `setattr(obj, "_x", …)` (monkeypatching one)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pairload"):
+            found += [f"{path}:{node.lineno}: imports {a.name}" for a in node.names if _private(a.name)]
+        elif isinstance(node, ast.Attribute) and _private(node.attr) and node.attr not in NOT_PAIRLOAD and not (
+                isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            found.append(f"{path}:{node.lineno}: reads .{node.attr}")
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "setattr"
+              and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+              and isinstance(node.args[1].value, str) and _private(node.args[1].value)):
+            found.append(f"{path}:{node.lineno}: patches {node.args[1].value}")
+    return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_tests_and_benchmarks_use_only_public_names_of_pairload():
+    """Benchmarks see inside a loader through its hooks (`pairload.hooks`) and public attributes; tests likewise."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = [hit for folder in ("tests", "benchmarks") for path in sorted((root / folder).rglob("*.py"))
+             for hit in _private_reads(path)]
+    assert found == []
+
+
+def test_no_module_of_the_package_is_over_600_lines():
+    from pathlib import Path
+
+    import pairload
+
+    long = {str(p): n for p in Path(pairload.__file__).parent.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600}
+    assert long == {}

@@ -334,10 +334,11 @@ class CompressedShards:
         with guard.writing(Path(self.fh.name)):
             for off, data in pieces:
                 if off > self.pos:  # tar's zero padding up to the next 512-byte block
-                    self._put(bytes(off - self.pos))
-                self._put(data)
+                    self.put(bytes(off - self.pos))
+                self.put(data)
 
-    def _put(self, data: bytes) -> None:
+    def put(self, data: bytes) -> None:
+        """Append bytes to the open shard (hashed as they go)."""
         self.fh.write(data)
         self.hash.update(data)
         self.pos += len(data)
@@ -347,7 +348,7 @@ class CompressedShards:
         if self.fh is None:
             return
         with guard.writing(Path(self.fh.name)):
-            self._put(bytes(self.plans[-1].size - self.pos))
+            self.put(bytes(self.plans[-1].size - self.pos))
             self.fh.flush()
             os.fsync(self.fh.fileno())
             self.fh.close()

@@ -242,11 +242,10 @@ def sized_plans(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: in
     size = sizes[0] if sizes else 0
     whole = next((k for k, s in enumerate(sizes) if s != size), len(sizes))
     pieces = [list(c[:whole * size].reshape(whole, size)) for c in columns] if size else [[] for _ in columns]
-    made = BatchPlan.made
-    plans = [made(*parts, crop) for parts in zip(*pieces)]
+    plans = [BatchPlan(*parts, crop) for parts in zip(*pieces)]
     start = whole * size
     for s in sizes[whole:]:
-        plans.append(made(*(c[start:start + s] for c in columns), crop))
+        plans.append(BatchPlan(*(c[start:start + s] for c in columns), crop))
         start += s
     return plans
 

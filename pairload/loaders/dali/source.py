@@ -19,6 +19,17 @@ from .graph import Binding, Feed, PairedNodes, attach, device_id
 from .runs import RunState
 
 
+# sources alive now: a pipeline left running into the next epoch must stop before the interpreter tears down what it
+# reads. One hook for the process; a source that is collected leaves the set by itself.
+_LIVE: "weakref.WeakSet[PairedSource]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live() -> None:
+    for source in list(_LIVE):
+        source.close()
+
+
 class PairedSource(PlannedLoader):
     """The planner's aligned crops as DALI inputs, epoch after epoch: call `paired_inputs(source)` inside a
     `@pipeline_def` function, then iterate with `PairedIterator`. The two kinds are subclasses:
@@ -39,9 +50,7 @@ class PairedSource(PlannedLoader):
         self._binding = Binding()
         self._pipe = None
         self.run_state = RunState(queue_depth=prefetch)
-        # a pipeline left running into the next epoch must stop before the interpreter tears down what it reads
-        ref = weakref.ref(self)
-        atexit.register(lambda: (src := ref()) is not None and src.close())
+        _LIVE.add(self)  # closed at exit if still alive (`_close_live`)
         self._share = False  # the outputs are viewed, not copied (set when a pipeline is built)
         self._per_iteration = 1  # planned batches per DALI iteration of the pipeline being run (`_iteration_batches`)
 
