@@ -12,7 +12,7 @@ TORCH_FREE = ["pairload.format.schema", "pairload.format.atomic", "pairload.raw"
               "pairload.workers.serve", "pairload.plan", "pairload.kinds", "pairload.errors", "pairload.format.members",
               "pairload.dihedral", "pairload.plan.crops", "pairload.units", "pairload.hooks", "pairload.recipes.config",
               "pairload.remote.urls", "pairload.format.stamps", "pairload.raw.camera", "pairload.format.sensor",
-              "pairload.pack.sensor"]
+              "pairload.pack.sensor", "pairload.bench.rows"]
 LIBRARY = ["pairload.loaders", "pairload.loaders.ram", "pairload.loaders.wds", "pairload.batch", "pairload.devices"]
 RECIPES = ["pairload.recipes.train", "pairload.recipes.model", "pairload.recipes.timing", "pairload.recipes.metrics"]
 

@@ -1,5 +1,5 @@
 """The benchmark's entries as one table (entry name -> `make_loader` kind and options, or a baseline Dataset), and
-building an entry's loader from it: adding an entry is one line of `ENTRIES` (and its name in `pairload.kinds`)."""
+building an entry's loader from it: adding an entry is one line of `ENTRIES` (and its name in `rows`)."""
 
 from __future__ import annotations
 
