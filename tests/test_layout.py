@@ -57,7 +57,7 @@ def test_the_planner_and_the_workers_never_import_the_loaders(module):
         assert not [m for m in loaded if m.startswith("pairload.plan")], "workers execute, they never plan"
 
 
-def _package_imports() -> dict[str, set[tuple[str, str]]]:
+def package_imports() -> dict[str, set[tuple[str, str]]]:
     """module -> {(module imported, name taken)} for every module of `pairload`, lazy imports included, relative
     imports resolved; names that are modules resolve to them."""
     import ast
@@ -88,7 +88,7 @@ def _package_imports() -> dict[str, set[tuple[str, str]]]:
 
 
 def test_no_import_cycle_and_no_private_name_across_packages():
-    graph = _package_imports()
+    graph = package_imports()
     private = [f"{mod} imports {target}.{name}" for mod, deps in graph.items() for target, name in deps
                if name.startswith("_") and not name.startswith("__") and target.split(".")[:2] != mod.split(".")[:2]]
     assert private == []
