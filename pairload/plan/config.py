@@ -98,8 +98,8 @@ class BatchPlan:
     @classmethod
     def made(cls, index: np.ndarray, y: np.ndarray, x: np.ndarray, code: np.ndarray, padded: np.ndarray,
              crop: Crop) -> "BatchPlan":
-        """`BatchPlan(index, y, x, code, padded, crop)`, made by filling its fields directly (0.8 against 2 us: the
-        planner makes one per batch, and at a million pairs a second a batch has ~30 us in all)."""
+        """`BatchPlan(index, y, x, code, padded, crop)`, made by filling its fields directly rather than through the
+        frozen dataclass's `__init__`: the planner makes one per batch, so its cost is paid on every batch's path."""
         bp = object.__new__(cls)
         fields = bp.__dict__
         fields["index"], fields["y"], fields["x"], fields["code"], fields["padded"] = index, y, x, code, padded
