@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Pack throughput against its bounds, in one run (`pairload.bench.packbench`): the decode bound (W processes
+"""Pack throughput against its bounds, in one run (`benchlib.packbench`): the decode bound (W processes
 decoding as pack's workers do), the output disk's write bound (W processes writing and fsyncing the shards' bytes),
 the pack with W workers, and its per-pair costs timed in one process (probe, decode, CRC-32, pwrite, hash, fsync,
 the pool). Synthetic 600x400 PNG pairs are made with `pairload synth` (reused when WORK already holds them).
@@ -20,9 +20,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pairload.bench.packbench import run
-from pairload.format.atomic import write_json_atomic
-from pairload.pack.options import parse_wxh
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, also under `python -P` or from elsewhere
+
+from benchlib.packbench import run  # noqa: E402
+from pairload.format.atomic import write_json_atomic  # noqa: E402
+from pairload.pack.options import parse_wxh  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -4,10 +4,10 @@
 
     python benchmarks/bench_raw.py WORKDIR [--pairs 16] [--crop 512] [--batch 8] [--seconds 4] [--out F.json]
 
-Writes WORKDIR/tree (SID-named DNGs, 4256×2848 Bayer, Sony's levels; `pairload.bench.rawdata.write_sid_tree`),
+Writes WORKDIR/tree (SID-named DNGs, 4256×2848 Bayer, Sony's levels; `benchlib.rawdata.write_sid_tree`),
 WORKDIR/npy (the converted copy: 2128×1424×4 packed inputs and 4256×2848×3 developed targets, as .npy) and
 WORKDIR/shards (`pairload pack`, the target developed by LibRaw), timing each, then measures every row of
-`pairload.bench.rawbench.RAW_LOADERS` warm (crop in input pixels; the target's crop is twice that). The report is
+`benchlib.rawbench.RAW_LOADERS` warm (crop in input pixels; the target's crop is twice that). The report is
 rewritten after each row, so a run cut short keeps what it measured.
 """
 
@@ -16,8 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, also under `python -P` or from elsewhere
 
 
 def folder_bytes(path: Path) -> int:
@@ -37,8 +40,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("raw-bench.json"))
     args = ap.parse_args()
 
-    from pairload.bench.rawbench import RAW_LOADERS, run_raw_bench
-    from pairload.bench.rawdata import write_arrays, write_sid_tree
+    from benchlib.rawbench import RAW_LOADERS, run_raw_bench
+    from benchlib.rawdata import write_arrays, write_sid_tree
     from pairload.pack.writer import PackOptions, pack
 
     tree, npy, shards = args.workdir / "tree", args.workdir / "npy", args.workdir / "shards"

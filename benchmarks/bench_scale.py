@@ -8,7 +8,7 @@ index's bytes per pair, the loader's start-up and private memory on 1..R ranks, 
 DIR/raw-N is reused when complete, so a million pairs are made once. The report is written after every step, and a
 later command with the same --out adds to it (a run cut by a time limit keeps what it measured; run the rest with
 --steps or --sizes). Peak memory per child: its main process and the largest of its workers (VmHWM, sampled every
-50 ms) and the exact peak over the whole tree (wait4's rusage). The logic is `pairload.bench.scale`.
+50 ms) and the exact peak over the whole tree (wait4's rusage). The logic is `benchlib.scale`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ import os
 import sys
 from pathlib import Path
 
-from pairload.bench.scale import STEPS, ScaleConfig, run
-from pairload.errors import ConfigError
-from pairload.pack.options import parse_wxh
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchlib, also under `python -P` or from elsewhere
+
+from benchlib.scale import STEPS, ScaleConfig, run  # noqa: E402
+from pairload.errors import ConfigError  # noqa: E402
+from pairload.pack.options import parse_wxh  # noqa: E402
 
 
 def ints(text: str) -> tuple[int, ...]:

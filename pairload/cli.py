@@ -19,7 +19,8 @@ from rich.table import Table
 
 from .errors import PairloadError, in_cli_terms
 from .units import human_bytes
-from .kinds import BENCH_ENTRIES, kind_help
+from .bench.rows import BENCH_ENTRIES
+from .kinds import kind_help
 from .remote.urls import default_cache_dir, storage_options
 
 # plain click help (rich_markup_mode=None): rich's panels cut option descriptions with "…" at 80 columns

@@ -1,7 +1,7 @@
 """How worker processes start: fork only while this process runs a single thread, native ones included. A lock held
 by another thread at fork time is never released in the child (an OpenMP pool torch started, DALI's executor threads),
-so a forked worker can wait forever; spawn starts a fresh interpreter instead (0.5-0.8 s for 16 workers, most of a
-1,000-pair pack's overhead).
+so a forked worker can wait forever; spawn starts a fresh interpreter instead (a start-up cost per pool that weighs
+most on a small pack).
 
 numpy and OpenCV each load an OpenBLAS whose pthread pool starts with the library, so any process that imported them
 runs 2 + (2 x cores - 2) threads. Those pools are idle between BLAS calls, and OpenBLAS shuts them down itself before

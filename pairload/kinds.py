@@ -1,4 +1,4 @@
-"""The registry of loader kinds and of the benchmark's entries: adding a kind is one `Kind` here (the class that
+"""The registry of loader kinds: adding a kind is one `Kind` here (the class that
 executes it and its preset options); `make_loader`, `bench-loaders`, the reference loop and the CLI's help all read
 this table. Torch-free on purpose: the CLI lists the kinds without importing torch (`pairload pack --help` stays
 fast); classes are named by import path and imported when a loader is made."""
@@ -41,13 +41,6 @@ KIND_LIST = (
 )
 KINDS = {k.name: k for k in KIND_LIST}
 LOADER_KINDS = tuple(KINDS)
-
-
-# `bench-loaders`' rows: every kind (a kind's variants right after it), then the baselines; the rows' options live
-# in `pairload.bench.entries` (a new kind is benchmarked as it is, with no entry there)
-BENCH_VARIANTS = {"ram": ("ram-workers", "ram-resident"), "wds": ("wds-workers",)}
-BASELINES = ("cv2-disk", "naive-pil")
-BENCH_ENTRIES = tuple(name for k in KIND_LIST for name in (k.name, *BENCH_VARIANTS.get(k.name, ()))) + BASELINES
 
 
 def kind_help() -> str:

@@ -8,6 +8,7 @@ caught by one comparison; the pair index can be read back from any pixel's first
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import cv2
@@ -15,6 +16,9 @@ import numpy as np
 import pytest
 
 from s3server import s3  # noqa: F401 - the session's S3-compatible server (moto), for tests of URL destinations
+
+# the benchmarks' own code (`benchlib`: no part of the package) is tested too, and its DNG writer builds test data
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 def pair_pixels(index: int, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:

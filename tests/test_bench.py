@@ -8,7 +8,7 @@ import pytest
 
 from pairload.bench.loaders import BenchConfig, plot, run_bench
 from pairload.errors import ConfigError
-from pairload.kinds import BENCH_ENTRIES as ALL
+from pairload.bench.rows import BENCH_ENTRIES as ALL
 from pairload.pack.writer import PackOptions, pack
 
 from conftest import has_module, make_raw
@@ -201,7 +201,7 @@ def test_every_entry_is_built_from_its_row_of_the_table(tiny):
 
     from pairload.bench.baselines import TorchBaseline
     from pairload.bench.entries import ENTRIES, Entry, Skip, build_loader, cut_path
-    from pairload.kinds import BASELINES
+    from pairload.bench.rows import BASELINES
 
     assert list(ENTRIES) and set(ENTRIES) == set(ALL)
     assert {n for n, e in ENTRIES.items() if e.kind is None} == set(BASELINES)

@@ -1,4 +1,4 @@
-"""The scale benchmark (`pairload.bench.scale`, run by benchmarks/bench_scale.py): a child's peak memory is its own;
+"""The scale benchmark (`benchlib.scale`, run by benchmarks/bench_scale.py): a child's peak memory is its own;
 on the smallest path (200 synthetic pairs, one part, the loader on 1 and 2 ranks, real child processes) the report's
 numbers agree with each other and with N, a failing child is reported by its stderr, and later commands add to it."""
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from pairload.bench.scale import NOT_SUPPORTED, ScaleConfig, run, run_one
+from benchlib.scale import NOT_SUPPORTED, ScaleConfig, run, run_one
 from pairload.errors import ConfigError
 
 N = 200

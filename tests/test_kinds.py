@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pairload import ConfigError, make_loader
-from pairload.kinds import BASELINES, BENCH_ENTRIES, KINDS, kind_help
+from pairload.bench.rows import BASELINES, BENCH_ENTRIES
+from pairload.kinds import KINDS, kind_help
 
 from conftest import raw_and_shards
 

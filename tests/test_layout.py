@@ -12,7 +12,7 @@ TORCH_FREE = ["pairload.format.schema", "pairload.format.atomic", "pairload.raw"
               "pairload.workers.serve", "pairload.plan", "pairload.kinds", "pairload.errors", "pairload.format.members",
               "pairload.dihedral", "pairload.plan.crops", "pairload.units", "pairload.hooks", "pairload.recipes.config",
               "pairload.remote.urls", "pairload.format.stamps", "pairload.raw.camera", "pairload.format.sensor",
-              "pairload.pack.sensor", "pairload.bench.rawdata"]
+              "pairload.pack.sensor", "pairload.bench.rows"]
 LIBRARY = ["pairload.loaders", "pairload.loaders.shards", "pairload.loaders.byshard", "pairload.cut",
            "pairload.batch", "pairload.devices"]
 RECIPES = ["pairload.recipes.train", "pairload.recipes.model", "pairload.recipes.timing", "pairload.recipes.metrics"]
@@ -58,7 +58,7 @@ def test_the_planner_and_the_workers_never_import_the_loaders(module):
         assert not [m for m in loaded if m.startswith("pairload.plan")], "workers execute, they never plan"
 
 
-def _package_imports() -> dict[str, set[tuple[str, str]]]:
+def package_imports() -> dict[str, set[tuple[str, str]]]:
     """module -> {(module imported, name taken)} for every module of `pairload`, lazy imports included, relative
     imports resolved; names that are modules resolve to them."""
     import ast
@@ -89,7 +89,7 @@ def _package_imports() -> dict[str, set[tuple[str, str]]]:
 
 
 def test_no_import_cycle_and_no_private_name_across_packages():
-    graph = _package_imports()
+    graph = package_imports()
     private = [f"{mod} imports {target}.{name}" for mod, deps in graph.items() for target, name in deps
                if name.startswith("_") and not name.startswith("__") and target.split(".")[:2] != mod.split(".")[:2]]
     assert private == []

@@ -3,6 +3,7 @@ as the mosaics it made, the converted arrays, both baselines' crops against an i
 same mosaic at the same window, the wrapped DataLoader on a worker, and the measurement's report."""
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -13,11 +14,10 @@ import pytest
 pytest.importorskip("rawpy")
 pytest.importorskip("tifffile")
 
-from pairload.bench.rawbaselines import (LibRawPairs, NpyPairs, RawPairs, RawTorchBaseline,  # noqa: E402
-                                         normalise)
-from pairload.bench.rawbench import run_raw_bench  # noqa: E402
-from pairload.bench.rawdata import (SONY_BLACK, SONY_WHITE, sid_mosaics, sid_pairs, write_arrays,  # noqa: E402
-                                    write_dng, write_sid_tree)
+from benchlib.rawbaselines import LibRawPairs, NpyPairs, RawPairs, RawTorchBaseline, normalise  # noqa: E402
+from benchlib.rawbench import run_raw_bench  # noqa: E402
+from benchlib.rawdata import (SONY_BLACK, SONY_WHITE, sid_mosaics, sid_pairs, write_arrays, write_dng,  # noqa: E402
+                              write_sid_tree)
 from pairload.errors import ConfigError, MissingDependencyError, PairingError  # noqa: E402
 from pairload.raw.camera import develop, read_mosaic  # noqa: E402
 
@@ -163,6 +163,9 @@ def test_refusals_name_what_to_change(tree, tmp_path, monkeypatch):
 
 
 def test_the_data_side_never_imports_torch():
-    code = "import sys, pairload.bench.rawdata; print('torch' in sys.modules)"
+    import benchlib
+
+    where = os.path.dirname(os.path.dirname(benchlib.__file__))
+    code = f"import sys; sys.path.insert(0, {where!r}); import benchlib.rawdata; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

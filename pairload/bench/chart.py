@@ -7,7 +7,7 @@ import os
 import textwrap
 
 from ..format.atomic import atomic_open
-from ..kinds import BASELINES
+from .rows import BASELINES
 
 
 def plot(report: dict, path: str | os.PathLike, targets: dict[str, float] | None = None, note: str = "") -> None:

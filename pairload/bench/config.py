@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import ConfigError
-from ..kinds import BENCH_ENTRIES as ALL
+from .rows import BENCH_ENTRIES as ALL
 
 
 

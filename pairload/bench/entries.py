@@ -1,5 +1,5 @@
 """The benchmark's entries as one table (entry name -> `make_loader` kind and options, or a baseline Dataset), and
-building an entry's loader from it: adding an entry is one line of `ENTRIES` (and its name in `pairload.kinds`)."""
+building an entry's loader from it: adding an entry is one line of `ENTRIES` (and its name in `rows`)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class Entry:
                               "no cap")
 
 
-RAM_WORKERS = 8  # 8 workers already reach the host's copy bandwidth
+RAM_WORKERS = 8  # a cap: past a few workers the host's copy bandwidth, not their number, bounds the rate
 
 ENTRIES: dict[str, Entry] = {
     # "ram" as users get it (on a GPU the zero-copy path when it can run); "ram-workers": the worker path always

@@ -17,7 +17,7 @@ from .members import Member
 from .schema import ZSTD, npy_header  # noqa: F401 - npy_header: the default member's header, which tests take from here
 
 INSTALL = "pip install 'pairload[zstd]'"
-LEVELS = range(1, 23)  # zstd's levels; 1-3 compress at hundreds of MB/s per core, 19-22 at a few MB/s
+LEVELS = range(1, 23)  # zstd's levels: the lowest compress fast, the highest far slower for a little more
 DEFAULT_LEVEL = 3
 
 _local = threading.local()  # per thread (and, after a fork, per process): {"dctx": ..., level: cctx}

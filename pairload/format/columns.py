@@ -130,7 +130,7 @@ class Keys(Sequence):
     __slots__ = ("blob", "ends", "_decoded")
     GATHER_FROM = 256  # `take` of this many keys or more gathers their bytes with numpy (fewer: a slice each)
     DECODE_UP_TO = 1 << 16  # `take` from a split of at most this many keys decodes them all once (a few MB of
-    #                         strings) and picks from the list: ~30x faster than gathering their bytes each time
+    #                         strings) and picks from the list, instead of gathering and decoding their bytes each time
 
     def __init__(self, blob: np.ndarray, ends: np.ndarray):
         self.blob, self.ends = blob, ends

@@ -1,6 +1,6 @@
-"""`crc32`: the CRC-32 of the index (zlib's polynomial), from ISA-L where `isal` is installed (about 4x faster than
-zlib's on a pair's pixels, which pack computes once per image and verify once per read) and from zlib otherwise. Both
-give the same value for the same bytes."""
+"""`crc32`: the CRC-32 of the index (zlib's polynomial), from ISA-L where `isal` is installed (faster than zlib's
+on a pair's pixels, which pack computes once per image and verify once per read) and from zlib otherwise. Both give
+the same value for the same bytes."""
 
 from __future__ import annotations
 

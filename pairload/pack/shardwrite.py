@@ -124,7 +124,7 @@ def _chunks(iterable, n: int, max_bytes: int | None = None, first: int | None = 
 def spread(chunk: list[Job]) -> list[Job]:
     """A chunk's jobs reordered so that each of its shards' samples are spread evenly over it (their offsets are
     planned: any order writes the same bytes). Several shards then fill at once, each at a fraction of the workers'
-    rate: a shard is hashed by one thread, slower than 16 workers filling it alone, so a shard filled alone at the
+    rate: a shard is hashed by one thread, slower than all the workers filling it alone, so a shard filled alone at the
     end of a pack left a backlog to hash (and fsync) after the last decode."""
     groups: dict[str | None, list[Job]] = {}
     for job in chunk:
@@ -148,8 +148,8 @@ def task_size(chunk: list[Job]) -> int:
 
 
 def hash_threads(workers: int) -> int:
-    """Threads hashing shards as they fill: one keeps up with about four workers' decoding (sha256 of a pair's
-    pixels costs about a fifth of their decode), and each shard in flight has at most one."""
+    """Threads hashing shards as they fill: one per four workers, since hashing a pair's pixels costs a fraction
+    of decoding them, so one thread keeps up with several workers; each shard in flight has at most one."""
     return max(2, min(16, workers // 4 + 1))
 
 

@@ -7,9 +7,8 @@ it returns None and `decode.probe` asks Pillow, so that every refusal keeps Pill
 (tests/test_headers.py holds the two side by side). Accepted files are those that reach the image data: a PNG's
 first IDAT, a JPEG's first SOS.
 
-Cost per file (2-core development VM, Python 3.11, page cache warm, 600×400 images, best of 9 passes over 400
-files; open, one 4 KiB read, close, parse): PNG 9 µs, JPEG 15 µs (33 µs with a 20 KB Exif block), against 60, 75
-and 123 µs through Pillow's `Image.open` (`decode.probe_image`).
+Why: pack probes every file before it decodes any, and one read of the first bytes parsed here costs a fraction of
+opening the file through Pillow's `Image.open` (`decode.probe_image`).
 """
 
 from __future__ import annotations

@@ -16,13 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-from ..forking import start_method
-from ..format.crc import crc32
-from ..pack import PackOptions, pack
-from ..pack.jobs import Job, JobResult, start_pool
-from ..pack.synth import SynthOptions, synth
-from ..raw.decode import decode, probe, probe_image, silence_cv2
-from ..raw.discover import Pair, find_pairs
+from pairload.forking import start_method
+from pairload.format.crc import crc32
+from pairload.pack import PackOptions, pack
+from pairload.pack.jobs import Job, JobResult, start_pool
+from pairload.pack.synth import SynthOptions, synth
+from pairload.raw.decode import decode, probe, probe_image, silence_cv2
+from pairload.raw.discover import Pair, find_pairs
 
 MB = 1e6
 

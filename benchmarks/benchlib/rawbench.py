@@ -14,17 +14,18 @@ from typing import Callable
 
 import torch
 
-from ..errors import ConfigError, PairloadError
-from ..format.members import Member, Members
-from .baselines import TorchBaseline
-from .bounds import h2d_bound, sync
-from .config import BenchConfig
-from .entries import Skip
-from .loaders import device_name
-from .measure import measure
+from pairload.bench.baselines import TorchBaseline
+from pairload.bench.bounds import h2d_bound, sync
+from pairload.bench.config import BenchConfig
+from pairload.bench.entries import Skip
+from pairload.bench.loaders import device_name
+from pairload.bench.measure import measure
+from pairload.bench.result import Result, failed
+from pairload.errors import ConfigError, PairloadError
+from pairload.format.members import Member, Members
+
 from .rawbaselines import LibRawPairs, NpyPairs, RawTorchBaseline
 from .rawdata import ARRAYS_INDEX, sid_pairs
-from .result import Result, failed
 
 
 SID_MEMBERS = Members(Member("uint16", 4), Member("uint16", 3), scale=2)  # what every row delivers
@@ -42,14 +43,14 @@ def _libraw(root: Path, arrays: Path, cfg: BenchConfig, device: torch.device, wo
 
 def _npy(root: Path, arrays: Path, cfg: BenchConfig, device: torch.device, workers: int) -> TorchBaseline:
     if not (arrays / ARRAYS_INDEX).is_file():
-        raise Skip(f"no converted arrays in {arrays} (write them with pairload.bench.rawdata.write_arrays)")
+        raise Skip(f"no converted arrays in {arrays} (write them with benchlib.rawdata.write_arrays)")
     return RawTorchBaseline(NpyPairs(arrays, cfg.crop), batch_size=cfg.batch_size, device=device, workers=workers,
                             pin=True)
 
 
 def _pairload(kind: str, **options) -> Callable:
     def build(root: Path, arrays: Path, cfg: BenchConfig, device: torch.device, workers: int):
-        from ..loaders import make_loader
+        from pairload.loaders import make_loader
 
         if not (Path(cfg.shards) / "manifest.json").is_file():
             raise Skip(f"no pack in {cfg.shards} (pairload pack {root} {cfg.shards})")

@@ -24,12 +24,15 @@ from pathlib import Path
 
 import psutil
 
-from ..errors import ConfigError
-from ..format.atomic import atomic_open
+import pairload
+from pairload.errors import ConfigError
+from pairload.format.atomic import atomic_open
 
 STEPS = ("synth", "pack", "verify", "index", "loader")
 MANIFEST = "manifest.json"
 NOT_SUPPORTED = "parts: not supported by this pairload"
+PAIRLOAD_TREE = Path(pairload.__file__).resolve().parents[1]  # the pairload measured: the children import it too
+BENCHMARKS = Path(__file__).resolve().parents[1]  # the children import `benchlib` from here
 _STATUS_KEYS = ("VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem")
 
 
@@ -138,7 +141,7 @@ class Children:
 
     def __enter__(self) -> "Children":
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [str(Path(__file__).resolve().parents[2]), *filter(None, [os.environ.get("PYTHONPATH")])]))
+            [str(PAIRLOAD_TREE), str(BENCHMARKS), *filter(None, [os.environ.get("PYTHONPATH")])]))
         self.start = time.perf_counter()
         for i, argv in enumerate(self.argvs):
             with open(self.dir / f"{i}.out", "wb") as out, open(self.dir / f"{i}.err", "wb") as err:
@@ -375,8 +378,8 @@ def probe_loader(spec: str) -> None:
     t0 = time.perf_counter()
     import torch  # noqa: F401 - imported before the baseline on purpose
 
-    from ..kinds import KINDS
-    from ..loaders import make_loader
+    from pairload.kinds import KINDS
+    from pairload.loaders import make_loader
 
     KINDS[a["kind"]].load()
     gc.collect()
@@ -402,7 +405,7 @@ def step_loader(cfg: ScaleConfig, n: int, ranks: int) -> dict:
         return skip
     results = Path(tempfile.mkdtemp(prefix="pairload-scale-loader-"))
     try:
-        code = "import sys; from pairload.bench.scale import probe_loader; probe_loader(sys.argv[1])"
+        code = "import sys; from benchlib.scale import probe_loader; probe_loader(sys.argv[1])"
         argvs = [[sys.executable, "-c", code, json.dumps(
             {"shards": str(cfg.reference(n)), "rank": r, "ranks": ranks, "kind": cfg.loader, "batch": cfg.batch_size,
              "crop": cfg.crop, "result": str(results / f"{r}.json")})] for r in range(ranks)]
@@ -471,8 +474,6 @@ def _disk(path: Path) -> dict:
 
 
 def machine(cfg: ScaleConfig) -> dict:
-    from .. import __version__
-
     cpu = ""
     try:
         cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -482,8 +483,8 @@ def machine(cfg: ScaleConfig) -> dict:
     return {"node": platform.node(), "cpu_count": os.cpu_count(), "cpu_model": cpu or platform.processor(),
             "memory_bytes": psutil.virtual_memory().total, "python": platform.python_version(),
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "disk": _disk(cfg.work),
-            "pairload": {"version": __version__, "path": str(Path(__file__).resolve().parents[1]),
-                         **_git_commit(Path(__file__).resolve().parents[2])}}
+            "pairload": {"version": pairload.__version__, "path": str(PAIRLOAD_TREE / "pairload"),
+                         **_git_commit(PAIRLOAD_TREE)}}
 
 
 def series(report: dict) -> dict[str, list[tuple[int, float]]]:
@@ -540,7 +541,7 @@ def _panel(name: str) -> str:
 
 def plot(report: dict, path: Path) -> None:
     """Four log-log panels against N (time, peak memory, index bytes/pair, loader start-up), each line labelled
-    with its slope, written atomically as a PNG in the style of `chart.plot`."""
+    with its slope, written atomically as a PNG in the style of `pairload.bench.chart.plot`."""
     import matplotlib
 
     matplotlib.use("Agg")

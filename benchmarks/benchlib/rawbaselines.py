@@ -14,9 +14,10 @@ import numpy as np
 import torch
 from torch.utils.data import RandomSampler
 
-from ..errors import ConfigError, ImageError, ShardError
-from ..raw.camera import develop, read_mosaic
-from .baselines import FolderPairs, TorchBaseline
+from pairload.bench.baselines import FolderPairs, TorchBaseline
+from pairload.errors import ConfigError, ImageError, ShardError
+from pairload.raw.camera import develop, read_mosaic
+
 from .rawdata import ARRAYS_INDEX, SidPair
 
 DEVELOPED_MAX = 65535  # LibRaw's 16-bit output: the target's white
@@ -87,7 +88,7 @@ class NpyPairs(RawCrops):
             index = json.loads((self.arrays / ARRAYS_INDEX).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ShardError(f"{self.arrays / ARRAYS_INDEX}: cannot read the arrays' index ({exc}); convert the tree "
-                             "with pairload.bench.rawdata.write_arrays") from None
+                             "with benchlib.rawdata.write_arrays") from None
         super().__init__(sorted(index.items()), crop)
 
     def __getitem__(self, i: int):
