@@ -302,8 +302,8 @@ class PlannedLoader(StatefulEpochs):
 
     def _keys_on(self, plans: list[BatchPlan]) -> Callable[[BatchPlan], list[str]]:
         """`keys(bp)` for the batches of one run, asked in plan order: the keys of the next batches are taken together
-        (one `Keys.take` of about KEYS_AT_ONCE keys, not one per batch: at a million pairs a second, a batch has
-        ~30 us in all)."""
+        (one `Keys.take` of about KEYS_AT_ONCE keys, not one per batch: a fast cut leaves a batch little Python
+        time)."""
         take = getattr(self.keys, "take", None)
         if take is None or not plans:
             return self._keys
@@ -358,8 +358,7 @@ class PlannedLoader(StatefulEpochs):
     def _on_device(self, plans: list[BatchPlan], rows: np.ndarray) -> Callable[[BatchPlan], torch.Tensor]:
         """`view(bp)`: a run's `rows` (the batches' rows in plan order, first axis the samples) on the loader's
         device, as views of one copy made on the current stream from page-locked memory (a copy per batch from
-        pageable memory would wait for every kernel queued before it; a tensor made per batch costs ~35 us of
-        launch)."""
+        pageable memory would wait for every kernel queued before it, and one copy per batch costs launches)."""
         values = torch.from_numpy(rows)
         if self.device.type == "cuda":
             values = values.pin_memory()

@@ -75,8 +75,8 @@ class PinnedWindow:
 def pinned_window(ds: ShardDataset, shuffle_buffer: int, budget: int | None = None) -> PinnedWindow | None:
     """What the kernel pins at most while it streams `ds`; None when it need not stream: a local split within the
     pinning budget (`budget`, None: the default) stays registered once read, as `ram`'s does. Registering costs
-    more than reading the page cache (about 5 GB/s of pages on the H100 host against tens for the kernel), so a
-    split that fits is registered once, not once per epoch; a remote split streams through the node cache."""
+    far more than reading the registered page cache, so a split that fits is registered once, not once per epoch;
+    a remote split streams through the node cache."""
     if not ds.remote:
         from ..cut.paths import default_budget
 

@@ -66,8 +66,8 @@ class ExternalSource(PairedSource):
         return self.run_state.hold_limit
 
     def _threads(self) -> int:
-        # the workers cut; DALI's threads only stage the host-to-device copies, and 4 of them copy faster than 1
-        # (measured with benchmarks/dali_micro.py: benchmarks/results/)
+        # the workers cut; DALI's threads only stage the host-to-device copies, which several threads copy faster
+        # than one (benchmarks/dali_micro.py)
         return 4 if self.device.type == "cuda" else 1
 
     @property
@@ -109,12 +109,12 @@ class ExternalSource(PairedSource):
         self._zero_active = on_gpu and self._zero is not None
         if self._zero_active:  # the device cuts, flips included; DALI takes the batches on the device
             # no_copy: DALI reads the kernel's output, complete when it is fed (`_device_inputs`); a copy into
-            # DALI's buffers would cost ~50 us of host time per batch
+            # DALI's buffers would cost host time on every batch
             low, high = fn.external_source(source=self._feed(), num_outputs=2, batch=True, device="gpu",
                                            no_copy=True, cycle="raise", parallel=False)
             return PairedNodes(low, high, self)
         # with a GPU the flips/transposes run there, in one exact warp per batch: a flipped or transposed copy is
-        # ~20x slower than a straight one on the host (numpy strides); without one the workers flip while copying
+        # far slower than a straight one on the host (numpy strides); without one the workers flip while copying
         self._flip_on_device = on_gpu and self.cfg.augment
         self._host.set_hold(self._hold)
         if self._host.pool is not None and self._host.apply_codes == on_gpu:
@@ -180,7 +180,7 @@ class ExternalSource(PairedSource):
         state = self.run_state
         if ahead and state.follow and not state.cancel:
             following = (run[0] + 1, ())
-            # the shards are registered again whole (`KernelCuts.settle`: ~0.1 s after a split was read cold) when the
+            # the shards are registered again whole (`KernelCuts.settle`, after a split was read cold) when the
             # consumer starts that epoch (`_run_starts`), not while this one's last batches wait for it: DALI takes
             # the next epoch's first iterations before it hands over this one's last
             more = self._launches(following, self.plan_for(*following), settle=False)

@@ -79,8 +79,8 @@ class PairedSource(PlannedLoader):
         return self._graph(pipe.device_id is not None)
 
     def _iteration_batches(self) -> int:
-        """Planned batches the default pipeline takes per iteration (one DALI batch of their samples): DALI costs about
-        0.2 ms an iteration whatever its size (`benchmarks/dali_batch_micro.py`), so a loader that can feed several
+        """Planned batches the default pipeline takes per iteration (one DALI batch of their samples): DALI's cost per
+        iteration hardly depends on its size (`benchmarks/dali_batch_micro.py`), so a loader that can feed several
         batches at once does. Pipelines users bind take one planned batch per iteration."""
         return 1
 
@@ -228,7 +228,7 @@ class PairedSource(PlannedLoader):
         """One iteration's outputs (batch b of the run comes next); DALI's failures as pairload's errors."""
         timed = self.hooks.timed
         try:
-            with timed("schedule_run"):  # run() in two steps: DALI's run() adds ~10 us of API checks per batch
+            with timed("schedule_run"):  # run() in two steps: DALI's run() adds API checks to every batch
                 pipe.schedule_run()
             with timed("outputs"):
                 return pipe.outputs()
