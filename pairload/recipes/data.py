@@ -9,7 +9,7 @@ import threading
 import numpy as np
 
 from ..distributed import DistInfo
-from ..format import codec, schema
+from ..format import schema
 from ..format.members import DEFAULT, Members, members_of
 from ..format.sensor import has_sensor
 from ..loaders import make_loader
@@ -62,7 +62,7 @@ class TrainData:
         if not is_url(folder):
             return folder
         ds = ShardDataset(folder, split, cache=self.cache)
-        codec.require(ds.index.compression, f"{ds.where}: split {split!r} is compressed with zstd; reading it")
+        ds.index.encoding.require_for(ds.where, split, "reading it")
         return ds
 
     def train_source(self):
