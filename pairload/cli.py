@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .errors import PairloadError, in_cli_terms
+from .kinds import RAW, kinds_that, one_of
 from .units import human_bytes
 from .bench.rows import BENCH_ENTRIES
 from .kinds import kind_help
@@ -374,8 +375,8 @@ def _ratio(split: dict, short: bool = False) -> str:
 @app.command("bench-loaders")
 def bench_loaders(
     shards_dir: Path = typer.Argument(..., help="Folder written by `pairload pack`."),
-    raw: Optional[Path] = typer.Option(None, help="The raw folder the shards came from (for dali-file and the "
-                                       "baselines)."),
+    raw: Optional[Path] = typer.Option(None, help="The raw folder the shards came from (for "
+                                       f"{one_of(kinds_that(reads=RAW))} and the baselines)."),
     loaders: str = typer.Option(",".join(BENCH_ENTRIES), help="Comma-separated loaders to run: every kind of "
                                 "`pairload.kinds` (" + kind_help() + "), its variants and the baselines."),
     split: str = typer.Option("train", help="Split to read."),

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from .errors import ConfigError, MissingDependencyError
+from .kinds import RAW, lookup
 from .loaders import make_loader
 from .plan import REQUIRED
 
@@ -185,8 +186,9 @@ class PairDataModule(pl.LightningDataModule):
         if self.val_split is None:
             return []
         if self._val is None:
-            # whole images: the ram loader reads any split of shards (dali-file's source is the raw folder)
-            kind = "dali-file" if self.kind == "dali-file" else "ram"
+            # whole images: the ram loader reads any split of shards; a kind that reads the raw folders (dali-file)
+            # validates on them itself
+            kind = self.kind if lookup(self.kind).reads == RAW else "ram"
             remote = {k: v for k, v in self.options.items() if k in REMOTE_OPTIONS}
             loader = make_loader(kind, self.val_source, split=self.val_split, batch_size=self.val_batch_size, crop=None,
                                  last_batch="partial", augment=False, shuffle=False, seed=self.options["seed"],

@@ -178,6 +178,25 @@ def test_a_missing_zstandard_is_named_with_the_extra_that_installs_it(both, monk
     assert len(open_shards(both[0])[0][1]) == H  # nor does a raw pack
 
 
+def test_the_encoding_is_one_entry_of_the_table_and_the_manifest_keeps_its_strings(both):
+    import pickle
+
+    from pairload.format.encoding import ENCODINGS, RAW, STORED, ZSTD
+    from pairload.format.members import npy_file
+
+    assert ENCODINGS == {"raw": RAW, "zstd": ZSTD} and set(STORED) == {None, "zstd"}
+    plain, zstd = open_shards(both[0]), open_shards(both[1])
+    assert plain.index.encoding is RAW and plain.index.encoding.plain and not plain.index.encoding.sized
+    assert zstd.index.encoding is ZSTD and not zstd.index.encoding.plain and zstd.members.encoding is ZSTD
+    assert (plain.index.compression, zstd.index.compression) == (None, "zstd")  # the manifest's values, unchanged
+    assert pickle.loads(pickle.dumps(zstd.index)).encoding is ZSTD  # a worker gets the table's own entry
+    assert PackOptions(compress="zstd").encoding is ZSTD and PackOptions().encoding is RAW
+    image = pair_pixels(3, H, W)[0]
+    npy = npy_file(image)  # what an encoding encodes: the .npy file, as a raw shard holds it
+    assert np.array_equal(np.load(io.BytesIO(npy)), image)
+    assert ZSTD.decode(ZSTD.encode(npy, 3), len(npy)) == npy == RAW.decode(RAW.encode(npy, 0), len(npy))
+
+
 @pytest.mark.parametrize("opts, match", [
     (dict(compress="lz4"), r"--compress lz4: expected zstd \(leave it out for raw members\)"),
     (dict(compress="zstd", compress_level=0), r"--compress-level 0: expected 1 to 22"),

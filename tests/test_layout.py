@@ -11,8 +11,9 @@ TORCH_FREE = ["pairload.format.schema", "pairload.format.atomic", "pairload.raw"
               "pairload.raw.decode", "pairload.pack", "pairload.pack.synth", "pairload.read", "pairload.workers",
               "pairload.workers.serve", "pairload.plan", "pairload.kinds", "pairload.errors", "pairload.format.members",
               "pairload.dihedral", "pairload.plan.crops", "pairload.units", "pairload.hooks", "pairload.recipes.config",
-              "pairload.remote.urls", "pairload.format.stamps", "pairload.raw.camera", "pairload.format.sensor",
-              "pairload.pack.sensor", "pairload.bench.rows"]
+              "pairload.remote.urls", "pairload.remote.schemes", "pairload.pack.upload", "pairload.format.stamps",
+              "pairload.format.encoding", "pairload.raw.camera", "pairload.format.sensor", "pairload.pack.sensor",
+              "pairload.bench.rows"]
 LIBRARY = ["pairload.loaders", "pairload.loaders.shards", "pairload.loaders.byshard", "pairload.cut",
            "pairload.batch", "pairload.devices"]
 RECIPES = ["pairload.recipes.train", "pairload.recipes.model", "pairload.recipes.timing", "pairload.recipes.metrics"]

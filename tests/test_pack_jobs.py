@@ -12,6 +12,7 @@ import pytest
 
 from conftest import pair_pixels, write_rgb
 from pairload import ImageError, OutputError
+from pairload.format.encoding import ZSTD
 from pairload.pack.jobs import Job, run_job
 
 
@@ -31,19 +32,19 @@ def job(pair, **where) -> Job:
 
 def test_a_raw_job_and_a_compressed_job_store_the_same_pixels(pair, tmp_path):
     pytest.importorskip("zstandard")
-    from pairload.format import codec
+    from pairload.format.schema import npy_header
 
     _, _, low, high = pair
     size = 40 * 56 * 3
     shard = tmp_path / "s.tar.partial"
     shard.write_bytes(bytes(100 + 2 * size))
     raw = run_job(job(pair, file=str(shard), low_off=100, high_off=100 + size)).check()
-    zst = run_job(job(pair, level=3)).check()
+    zst = run_job(job(pair, encoding=ZSTD, level=3)).check()
 
     data = shard.read_bytes()
     assert data[100:100 + size] == low.tobytes() and data[100 + size:] == high.tobytes()
     for frame, pixels in ((zst.low_frame, low), (zst.high_frame, high)):
-        npy = codec.decompress(frame, len(codec.npy_header(40, 56)) + size)
+        npy = ZSTD.decode(frame, len(npy_header(40, 56)) + size)
         assert np.array_equal(np.load(io.BytesIO(npy)), pixels)
     assert raw.index == zst.index == 7 and raw.notes == zst.notes == ("low:gray",)
     assert (raw.crc_low, raw.crc_high) == (zst.crc_low, zst.crc_high) == (zlib.crc32(low), zlib.crc32(high))
@@ -60,7 +61,7 @@ def test_a_job_sharing_its_target_stores_only_the_low_image(pair, tmp_path):
 def test_an_unreadable_image_is_the_pairs_fault_and_a_missing_shard_the_outputs(pair, tmp_path):
     pair[0].write_bytes(b"not a png")
     with pytest.raises(ImageError, match=rf"^{pair[0]}"):
-        run_job(job(pair, level=3)).check()
+        run_job(job(pair, encoding=ZSTD, level=3)).check()
     write_rgb(pair[0], pair[3])
     missing = tmp_path / "gone" / "s.tar.partial"
     res = run_job(job(pair, file=str(missing), low_off=0, high_off=0))
@@ -75,6 +76,10 @@ def test_a_job_needs_exactly_one_destination(pair):
         job(pair)
     with pytest.raises(ValueError, match="either a shard file"):
         job(pair, file="x", level=3)
+    with pytest.raises(ValueError, match="either a shard file"):
+        job(pair, file="x", encoding=ZSTD, level=3)
+    with pytest.raises(ValueError, match="either a shard file"):
+        job(pair, encoding=ZSTD)
 
 
 def test_idle_openblas_pools_are_shut_down_so_the_pack_forks_its_workers_and_blas_still_works():

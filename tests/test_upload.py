@@ -12,7 +12,8 @@ import pytest
 
 from pairload import OutputError
 from pairload.errors import ConfigError
-from pairload.pack.upload import LEDGER, backend_error, default_staging
+from pairload.pack.upload import LEDGER, Destination, backend_error, default_staging, refuse_read_only
+from pairload.remote import schemes
 from pairload.pack.writer import PackOptions, pack
 from pairload.remote.urls import storage_options, redact
 
@@ -277,3 +278,14 @@ def test_a_compressed_pack_into_s3_uploads_every_shard_as_it_is_finished(raw, tm
     expected = local_pack(raw, tmp_path / "local", options)
     assert s3.objects(bucket, "z/") == expected and sum(n.endswith(".tar") for n in expected) > 1
     assert events[-1] == ("uploaded", "manifest.json") and len(events) == len(expected)
+
+
+def test_how_a_url_is_written_comes_from_the_scheme_table():
+    # object stores put each file in place; file systems (adl:// is Data Lake Gen1, memory://) go through a temp name
+    assert [schemes.lookup(s).object_store for s in ("s3", "S3A", "gs", "gcs", "az", "abfs", "abfss")] == [True] * 7
+    assert not any(schemes.lookup(s).object_store for s in ("adl", "memory", "sftp", "file", "hdfs"))
+    assert schemes.lookup("adl").extra == "azure" and not schemes.lookup("https").writable
+    assert not Destination("memory://pairload-table/ds", None).atomic
+    with pytest.raises(OutputError, match=r"^https://h/x: an HTTP\(S\) URL is read-only"):
+        refuse_read_only("https://h/x")
+    refuse_read_only("adl://store/ds")  # writable: nothing raised

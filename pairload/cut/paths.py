@@ -98,9 +98,10 @@ def _kernel_why_not(r: Request, pinned: bool = False) -> str | None:
     """Why the kernel cannot cut `r`'s split here; `pinned`: it would read the page cache, within the budget."""
     if r.device.type != "cuda":
         return f"device {r.device} is not a CUDA device (the GPU kernel cuts the crops)"
-    if any(part.index.compression for part in r.ds.sources):
-        return ("the split is compressed (pack --compress zstd): its images are decoded by CPU workers; repack "
-                "without --compress for the zero-copy path")
+    encoded = next((part.index.encoding for part in r.ds.sources if not part.index.encoding.plain), None)
+    if encoded is not None:
+        return (f"the split is compressed (pack --compress {encoded.name}): its images are decoded by CPU workers; "
+                "repack without --compress for the zero-copy path")
     budget = default_budget() if r.pin_budget is None else r.pin_budget
     if pinned and r.need is None and sum(r.ds.shard_bytes) > budget:
         return (f"the split's shards are {human_bytes(sum(r.ds.shard_bytes))}, more than the pinning budget of "

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import LoaderError, ShardError
-from . import sensor as sensor_doc
+from . import encoding, sensor as sensor_doc
 from .columns import ColumnFile, Keys
 from .stamps import Stamp, stamp, stamp_of
 
@@ -24,7 +24,7 @@ KEY_BYTES, KEY_END, KEY_HASH, SHARD = "key_bytes", "key_end", "key_hash", "shard
 # the columns every index holds, as (name, dtype, trailing shape); the others depend on the split
 COMMON = ((KEY_END, "<i8", ()), (KEY_HASH, "<u8", ()), (SHARD, "<i4", ()), ("hw", "<i8", (2,)), ("low", "<i8", ()),
           ("high", "<i8", ()), ("crc32", "<u4", (2,)))
-SIZED = (("low_bytes", "<i8", ()), ("high_bytes", "<i8", ()))  # a compressed split: each frame's length
+SIZED = (("low_bytes", "<i8", ()), ("high_bytes", "<i8", ()))  # an encoding that is not plain: each member's length
 SHARES = (("shares_high", "<i4", ()),)  # a pack where some sample shares another's target
 SENSOR = {sensor_doc.RATIO: ("<f8", ()), sensor_doc.EXPOSURE: ("<f8", (2,)), sensor_doc.LEVELS: ("<f8", (5,)),
           sensor_doc.LEVELS_HIGH: ("<f8", (5,))}
@@ -57,13 +57,14 @@ def key_hashes(keys) -> np.ndarray:
                        dtype=np.uint64, count=len(keys) if hasattr(keys, "__len__") else -1)
 
 
-def spec(entry: dict, compressed: bool, shares: bool) -> list[tuple[str, str, tuple]]:
-    """The columns of a split's index, (name, dtype, trailing shape) in file order."""
-    cols = list(COMMON) + (list(SIZED) if compressed else []) + (list(SHARES) if shares else [])
+def spec(entry: dict, sized: bool, shares: bool) -> list[tuple[str, str, tuple]]:
+    """The columns of a split's index, (name, dtype, trailing shape) in file order; `sized`: its encoding records
+    each member's stored length (`Encoding.sized`)."""
+    cols = list(COMMON) + (list(SIZED) if sized else []) + (list(SHARES) if shares else [])
     return cols + [(name, *SENSOR[name]) for name in sensor_doc.index_fields(entry)]
 
 
-def index_columns(keys, columns: dict[str, np.ndarray], entry: dict, compressed: bool, shares: bool
+def index_columns(keys, columns: dict[str, np.ndarray], entry: dict, sized: bool, shares: bool
                   ) -> dict[str, np.ndarray]:
     """The arrays of a split's index file, in `spec` order and dtypes: `keys` (strings), `columns` by name (the key
     hashes computed where absent)."""
@@ -73,7 +74,7 @@ def index_columns(keys, columns: dict[str, np.ndarray], entry: dict, compressed:
     columns.setdefault(KEY_HASH, key_hashes(keys))
     columns[KEY_END] = ends
     n = len(ends)
-    for name, dtype, shape in spec(entry, compressed, shares):
+    for name, dtype, shape in spec(entry, sized, shares):
         out[name] = np.ascontiguousarray(np.asarray(columns[name]).astype(dtype, copy=False).reshape((n, *shape)))
     return out
 
@@ -85,7 +86,7 @@ def open_index(path: str | os.PathLike, entry: dict, split: str, where: str) -> 
     n = int(entry["samples"])
     shares = "shares_high" in f.columns
     out = {}
-    for name, dtype, shape in spec(entry, entry.get("compression") is not None, shares):
+    for name, dtype, shape in spec(entry, encoding.of_entry(entry, where, split).sized, shares):
         out[name] = f.column(name, dtype, (n, *shape))
     blob = f.column(KEY_BYTES, "u1", (-1,))
     ends = f.column(KEY_END, "<i8", (n,))

@@ -1,20 +1,18 @@
-"""zstd frames for compressed image members (`pairload pack --compress zstd`, shard format version 3).
+"""zstd frames for compressed image members (`pairload pack --compress zstd`, shard format version 3): what the
+`zstd` entry of the encoding table (`encoding.ENCODINGS`) encodes and decodes with.
 
 A compressed member is a whole .npy file (header + pixels) as one zstd frame, with its decoded size and a content
 checksum in the frame. `zstandard` is optional (`pip install 'pairload[zstd]'`) and imported only when a compressed
 pack is written or read. Each thread of each process keeps one compressor per level and one decompressor, reused
-for every frame. Imports neither torch nor DALI.
+for every frame. Imports nothing of pairload but its errors (the encoding table imports this module), and neither
+torch nor DALI.
 """
 
 from __future__ import annotations
 
 import threading
 
-import numpy as np
-
 from ..errors import ConfigError
-from .members import Member
-from .schema import ZSTD, npy_header  # noqa: F401 - npy_header: the default member's header, which tests take from here
 
 INSTALL = "pip install 'pairload[zstd]'"
 LEVELS = range(1, 23)  # zstd's levels: the lowest compress fast, the highest far slower for a little more
@@ -24,7 +22,7 @@ _local = threading.local()  # per thread (and, after a fork, per process): {"dct
 
 
 class FrameError(Exception):
-    """A frame that does not decode to the .npy file expected (the caller names the shard and the member)."""
+    """A stored member that does not decode to the .npy file expected (the caller names the shard and the member)."""
 
 
 def zstandard(what: str = "reading compressed shards"):
@@ -36,12 +34,6 @@ def zstandard(what: str = "reading compressed shards"):
     return zstd
 
 
-def require(compression: str | None, what: str) -> None:
-    """Raise the ConfigError of `zstandard()` now if `compression` needs a package that is missing."""
-    if compression == ZSTD:
-        zstandard(what)
-
-
 def _state() -> dict:
     state = getattr(_local, "state", None)
     if state is None:
@@ -49,16 +41,13 @@ def _state() -> dict:
     return state
 
 
-def compress_npy(image: np.ndarray, level: int = DEFAULT_LEVEL) -> bytes:
-    """The .npy file of an H×W×C image of any member type (`members.DTYPES`; as numpy.save writes it, C-order) as
-    one zstd frame."""
+def compress(npy, level: int = DEFAULT_LEVEL) -> bytes:
+    """A .npy file (any buffer: header + pixels, `members.npy_file`) as one zstd frame."""
     state = _state()
     cctx = state.get(level)
     if cctx is None:
         cctx = state[level] = zstandard().ZstdCompressor(level=level, write_checksum=True, write_content_size=True)
-    h, w, c = image.shape
-    header = Member(image.dtype.name, c).npy_header(h, w)
-    return cctx.compress(b"".join((header, memoryview(np.ascontiguousarray(image)).cast("B"))))
+    return cctx.compress(npy)
 
 
 def decompress(frame, size: int) -> bytes:

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ShardError
+from .encoding import RAW, Encoding, of_entry
 
 # What a member may hold (little-endian): name -> (numpy dtype, torch dtype name, the torch dtype name it is moved
 # and flipped as: torch has few kernels for uint16, so its pixels travel as int16, the same bits). A new element
 # type is one entry here.
 DTYPE_TABLE = {"uint8": (np.dtype(np.uint8), "uint8", "uint8"), "uint16": (np.dtype(np.uint16), "uint16", "int16")}
 DTYPES = {name: row[0] for name, row in DTYPE_TABLE.items()}
-ENCODINGS = (None, "zstd")  # raw pixels, or each .npy file as one zstd frame (`pack --compress zstd`)
 FIELD = "members"  # manifest field of a split whose members are not the default
 
 
@@ -59,6 +59,14 @@ class Member:
         return f"{self.dtype} ×{self.channels}"
 
 
+def npy_file(image: np.ndarray) -> bytes:
+    """The .npy file of an H×W×C image of any member type (header + pixels, as numpy.save writes it, C order): what
+    an `Encoding` encodes."""
+    h, w, c = image.shape
+    header = Member(image.dtype.name, c).npy_header(h, w)
+    return b"".join((header, memoryview(np.ascontiguousarray(image)).cast("B")))
+
+
 @functools.lru_cache(maxsize=512)
 def _npy_header(dtype: str, channels: int, h: int, w: int) -> bytes:
     """The .npy (format 1.0) header numpy.save writes for a C-order H×W×C array (cached: readers compare it with the
@@ -73,18 +81,19 @@ def _npy_header(dtype: str, channels: int, h: int, w: int) -> bytes:
 class Members:
     """A split's members: `low` (input) and `high` (target), `scale` (the target is `scale` times the input's
     height and width: 2 for a packed Bayer input beside its developed image, 1 for everything else) and
-    `encoding` (None: raw pixels; "zstd")."""
+    `encoding` (how they are stored: an entry of `encoding.ENCODINGS`, raw pixels by default)."""
 
     low: Member = Member()
     high: Member = Member()
     scale: int = 1
-    encoding: str | None = None
+    encoding: Encoding = RAW
 
     def __post_init__(self) -> None:
         if not isinstance(self.scale, int) or isinstance(self.scale, bool) or not 1 <= self.scale <= 8:
             raise ShardError(f"members scale {self.scale!r}: expected a whole number from 1 to 8")
-        if self.encoding not in ENCODINGS:
-            raise ShardError(f"members encoding {self.encoding!r}: expected raw or zstd")
+        if not isinstance(self.encoding, Encoding):
+            raise ShardError(f"members encoding {self.encoding!r}: expected an entry of pairload.format.encoding."
+                             "ENCODINGS (raw or zstd)")
 
     @property
     def default(self) -> bool:
@@ -173,9 +182,10 @@ def _batch_layout(low: Member, high: Member, scale: int, n: int, h: int, w: int)
 DEFAULT = Members()
 
 
-def members_of(entry: dict, where: str, split: str, encoding: str | None = None) -> Members:
-    """The members of one split from its manifest entry (absent: the default), checked; a malformed value is a
-    ShardError naming the manifest and the split."""
+def members_of(entry: dict, where: str, split: str) -> Members:
+    """The members of one split from its manifest entry (absent: the default; its encoding from its
+    "compression"), checked; a malformed value is a ShardError naming the manifest and the split."""
+    encoding = of_entry(entry, where, split)
     doc = entry.get(FIELD)
     if doc is None:
         return Members(encoding=encoding)

@@ -19,7 +19,8 @@ import numpy as np
 
 from .atomic import PARTIAL_SUFFIX, fsync_dir, write_json_atomic  # noqa: F401 - part of the schema's API
 from ..errors import ShardError
-from . import binindex, sensor as sensor_doc
+from . import binindex, encoding as encodings, sensor as sensor_doc
+from .encoding import RAW, ZSTD, Encoding
 from .members import DEFAULT, Members, members_of
 from .sensor import SensorRows
 
@@ -37,10 +38,9 @@ LOW = "low.npy"
 HIGH = "high.npy"
 META = "json"
 MEMBER_ORDER = (META, LOW, HIGH)
-ZSTD = "zstd"  # the one compression (`pack --compress zstd`): each .npy file (header + pixels) as one zstd frame
-COMPRESSIONS = (ZSTD,)
-COMPRESSION = "compression"  # split field: the compression of its image members; absent for raw members
-ZST_SUFFIX = "zst"
+# how a split's image members are stored is its `encoding.Encoding` (raw pixels, or each .npy file as one zstd frame)
+COMPRESSIONS = encodings.COMPRESSIONS  # the split field's values ("zstd")
+COMPRESSION = encodings.FIELD  # split field: the encoding of its image members; absent for raw members
 LOW_BYTES, HIGH_BYTES = "low_bytes", "high_bytes"  # index fields of a compressed split: each frame's length
 HIGH_REF = "high_ref"  # .json field of a sample whose target is another sample's `.high.npy` (version 2)
 SHARES_HIGH = "shares_high"  # index field (version 2): per sample, the index in its shard whose target it uses, or -1
@@ -99,14 +99,14 @@ def member_name(key: str, suffix: str) -> str:
     return f"{key}.{suffix}"
 
 
-def image_suffix(suffix: str, compression: str | None) -> str:
-    """The member suffix of an image (`low.npy`) as stored: `low.npy.zst` in a compressed split."""
-    return f"{suffix}.{ZST_SUFFIX}" if compression else suffix
+def image_suffix(suffix: str, encoding: Encoding = RAW) -> str:
+    """The member suffix of an image (`low.npy`) as stored: `low.npy.zst` in a zstd split."""
+    return encoding.member_suffix(suffix)
 
 
-def member_order(compression: str | None) -> tuple[str, str, str]:
+def member_order(encoding: Encoding = RAW) -> tuple[str, str, str]:
     """The suffixes of one sample's members in shard order (`json`, then the low and the high image)."""
-    return META, image_suffix(LOW, compression), image_suffix(HIGH, compression)
+    return META, image_suffix(LOW, encoding), image_suffix(HIGH, encoding)
 
 
 def npy_header(height: int, width: int) -> bytes:
@@ -246,11 +246,12 @@ def layout_sample(key: str, height: int, width: int, meta: bytes, start: int,
 
 
 def layout_compressed_sample(key: str, height: int, width: int, meta: bytes, low: bytes, high: bytes | None,
-                             start: int, shared_high: tuple[int, int] | None = None
+                             start: int, shared_high: tuple[int, int] | None = None, encoding: Encoding = ZSTD
                              ) -> tuple[SampleLayout, list[tuple[int, bytes]]]:
-    """Lay out one compressed sample at `start` (format version 3): `<key>.json`, `<key>.low.npy.zst` and
-    `<key>.high.npy.zst`, whose payloads are `low` and `high`, each a .npy file as one zstd frame. Returns the layout
-    (low_data/high_data: where each frame starts) and the (offset, bytes) pieces to write, in file order.
+    """Lay out one sample of an encoding that is not plain at `start` (format version 3): `<key>.json`,
+    `<key>.low.npy.zst` and `<key>.high.npy.zst` (zstd), whose payloads are `low` and `high`, each a .npy file as
+    `encoding` stores it (one zstd frame). Returns the layout (low_data/high_data: where each member starts) and the
+    (offset, bytes) pieces to write, in file order.
 
     `shared_high`: (offset, length) of another sample's target frame in the same shard; this sample then has no
     high member of its own (high must be None)."""
@@ -261,7 +262,7 @@ def layout_compressed_sample(key: str, height: int, width: int, meta: bytes, low
         where[HIGH] = shared_high
     members = ((META, meta), (LOW, low)) + (((HIGH, high),) if shared_high is None else ())
     for suffix, payload in members:
-        hdr = tar_header(member_name(key, suffix if suffix == META else image_suffix(suffix, ZSTD)), len(payload))
+        hdr = tar_header(member_name(key, suffix if suffix == META else image_suffix(suffix, encoding)), len(payload))
         pieces.append((pos, hdr))
         pos += len(hdr)
         pieces.append((pos, payload))
@@ -355,10 +356,7 @@ def _check_split_entry(path: Path, split: str, entry: Any, binary: bool = False)
         raise bad("expected an object with a non-empty \"shards\" list")
     if not _SPLIT_SAFE.match(split):
         raise bad("the split name may only hold letters, digits, '_' and '-'")
-    if entry.get(COMPRESSION) is not None and entry[COMPRESSION] not in COMPRESSIONS:
-        raise ShardError(f"{path}: split {split!r}: \"{COMPRESSION}\" is {entry[COMPRESSION]!r}, this pairload reads "
-                         f"{', '.join(map(repr, COMPRESSIONS))} or none; repack with this version of `pairload pack`")
-    members_of(entry, path, split)  # a "members" value is checked here, with the split named
+    kinds = members_of(entry, path, split)  # "compression" and "members" are checked here, with the split named
     sensor_doc.check_doc(entry, path, split)
     if binary:
         _check_index_entry(entry.get(binindex.FIELD), split, bad)
@@ -381,7 +379,7 @@ def _check_split_entry(path: Path, split: str, entry: Any, binary: bool = False)
         if binary:
             continue
         idx = sh["index"]
-        sized = (LOW_BYTES, HIGH_BYTES) if entry.get(COMPRESSION) else ()
+        sized = (LOW_BYTES, HIGH_BYTES) if kinds.encoding.sized else ()
         extra = sized + ((SHARES_HIGH,) if SHARES_HIGH in idx else ()) + sensor_doc.index_fields(entry)
         for field in _INDEX_FIELDS + extra:
             if not isinstance(idx.get(field), list) or len(idx[field]) != sh["samples"]:
@@ -422,23 +420,19 @@ class SplitIndex:
     keys: Sequence[str]  # a tuple (versions 1-4), or `columns.Keys` over the mapped file
     shard: np.ndarray  # int32 (n,) shard number of each sample
     hw: np.ndarray  # int64 (n, 2) height, width
-    low: np.ndarray  # int64 (n,) offset of low pixels in its shard (compressed: of its zstd frame)
+    low: np.ndarray  # int64 (n,) offset of low pixels in its shard (an encoding not plain: of its stored member)
     high: np.ndarray  # int64 (n,)
     crc: np.ndarray  # uint32 (n, 2) CRC-32 of low and high pixels
     shard_samples: np.ndarray  # int64 (n_shards,)
     low_bytes: np.ndarray | None = None  # int64 (n,) bytes stored at `low`: the pixels, or the zstd frame
     high_bytes: np.ndarray | None = None
-    compression: str | None = None  # "zstd", or None: raw pixels at `low`/`high`
-    members: Members = DEFAULT  # element types and size relation (`hw` is the input's size)
+    members: Members = DEFAULT  # element types, size relation (`hw` is the input's size) and encoding
     sensor: SensorRows | None = None  # camera raw splits: each sample's ratio, exposures and levels
     key_hash: np.ndarray | None = None  # uint64 (n,) the planner's hash of each key (version 5; else computed)
     shares_high: np.ndarray | None = None  # int32 (n,) version 5: the sample of its shard whose target it uses, or -1
     mapped: MappedIndex | None = None  # version 5: the file the arrays view
 
     def __post_init__(self) -> None:
-        if self.members.encoding != self.compression:
-            object.__setattr__(self, "members", Members(self.members.low, self.members.high, self.members.scale,
-                                                        self.compression))
         if self.low_bytes is None:  # raw: the pixels themselves
             area = self.hw[:, 0] * self.hw[:, 1]
             s = self.members.scale
@@ -448,6 +442,18 @@ class SplitIndex:
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    @property
+    def encoding(self) -> Encoding:
+        """How the split's image members are stored (`encoding.ENCODINGS`): `encoding.plain` when the bytes at
+        `low`/`high` are the pixels themselves, as a GPU kernel or a view of the page cache can read them."""
+        return self.members.encoding
+
+    @property
+    def compression(self) -> str | None:
+        """The manifest's "compression" value: "zstd", or None for raw pixels. Kept for readers that compare the
+        string (pairload.loaders, until its rewrite); ask `encoding` instead."""
+        return self.members.encoding.stored
 
     def __reduce_ex__(self, protocol):
         if self.mapped is None:
@@ -470,8 +476,8 @@ def split_index(doc: dict, split: str, where: str = MANIFEST, index_at: str | os
     entry = splits[split]
     if doc.get("version", 1) >= VERSION_BINARY:
         return _mapped_index(split, entry, _index_file(entry[binindex.FIELD], split, where, index_at))
-    compression = entry.get(COMPRESSION)
-    fields = ("hw", "low", "high", "crc32") + ((LOW_BYTES, HIGH_BYTES) if compression else ())
+    members = members_of(entry, where, split)
+    fields = ("hw", "low", "high", "crc32") + ((LOW_BYTES, HIGH_BYTES) if members.encoding.sized else ())
     sensor_fields = sensor_doc.index_fields(entry)
     files, keys, shard, counts = [], [], [], []
     values: dict[str, list] = {name: [] for name in fields + sensor_fields}
@@ -490,11 +496,10 @@ def split_index(doc: dict, split: str, where: str = MANIFEST, index_at: str | os
     except (KeyError, TypeError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed shard entry ({exc!r}); repack") from None
     n = len(keys)
-    members = members_of(entry, where, split, compression)
     try:
         columns = {name: _integers(values[name], name, where, split, files, counts) for name in fields}
         sensor = sensor_doc.rows_from_columns(values, n, where, split) if sensor_fields else None
-        return _split_index(split, files, keys, shard, columns, counts, n, compression, members, sensor)
+        return _split_index(split, files, keys, shard, columns, counts, n, members, sensor)
     except (ValueError, TypeError, OverflowError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed index ({exc}); repack") from None
 
@@ -519,8 +524,7 @@ def _integers(values: list, field: str, where: str, split: str, files: list, cou
                      "the manifest is damaged or was edited: re-run the same `pairload pack` command to rewrite it")
 
 
-def _split_index(split, files, keys, shard, columns, counts, n, compression=None, members=DEFAULT,
-                 sensor=None) -> SplitIndex:
+def _split_index(split, files, keys, shard, columns, counts, n, members=DEFAULT, sensor=None) -> SplitIndex:
     sized = {name: np.asarray(columns[name], dtype=np.int64).reshape(n)
              for name in (LOW_BYTES, HIGH_BYTES) if name in columns}
     return SplitIndex(
@@ -533,7 +537,6 @@ def _split_index(split, files, keys, shard, columns, counts, n, compression=None
         high=np.asarray(columns["high"], dtype=np.int64).reshape(n),
         crc=np.asarray(columns["crc32"], dtype=np.uint32).reshape(n, 2),
         shard_samples=np.asarray(counts, dtype=np.int64),
-        compression=compression,
         members=members,
         sensor=sensor,
         **sized,
@@ -557,7 +560,6 @@ def _mapped_index(split: str, entry: dict, file: binindex.IndexFile) -> SplitInd
     keys, cols = binindex.open_index(file.path, entry, split, file.where)
     file.check_unchanged()  # the file mapped is the one whose sha256 was checked
     n = len(keys)
-    compression = entry.get(COMPRESSION)
     sensor = None
     fields = sensor_doc.index_fields(entry)
     if fields:
@@ -576,8 +578,7 @@ def _mapped_index(split: str, entry: dict, file: binindex.IndexFile) -> SplitInd
         shard_samples=np.array([sh["samples"] for sh in entry["shards"]], dtype=np.int64),
         low_bytes=cols.get(LOW_BYTES),
         high_bytes=cols.get(HIGH_BYTES),
-        compression=compression,
-        members=members_of(entry, file.where, split, compression),
+        members=members_of(entry, file.where, split),
         sensor=sensor,
         key_hash=cols[binindex.KEY_HASH],
         shares_high=cols.get(SHARES_HIGH),

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ImageError, OutputError, PairloadError
-from ..format import codec
+from ..format.encoding import RAW, Encoding
+from ..format.members import npy_file
 from ..format.crc import crc32
 from ..forking import start_method
 from ..raw.decode import Header, decode, decode_camera, silence_cv2
@@ -27,7 +28,8 @@ IMAGE = "image"  # a Job's file decoded as an image or a .npy (else `decode.PACK
 @dataclass(frozen=True)
 class Job:
     """Everything a worker needs to decode one pair and store it: written in place at `low_off`/`high_off` of the
-    partial shard `file` (raw members), or compressed at `level` and returned (`--compress zstd`)."""
+    partial shard `file` (a plain encoding: raw members), or encoded by `encoding` at `level` and returned
+    (`--compress zstd`)."""
 
     index: int
     low: Path
@@ -39,14 +41,17 @@ class Job:
     file: str | None = None  # raw members: the partial shard the pixels go into
     low_off: int | None = None
     high_off: int | None = None
-    level: int | None = None  # compressed members: the zstd level
+    encoding: Encoding = RAW  # how the members are stored (pickled by name)
+    level: int | None = None  # an encoding that is not plain: its level
     low_as: str = IMAGE  # how each file is stored: IMAGE, or a camera raw file PACKED or DEVELOPED
     high_as: str = IMAGE
     scale: int = 1  # the target is stored at this multiple of out_hw
 
     def __post_init__(self) -> None:
-        if (self.file is None) == (self.level is None):
-            raise ValueError(f"job {self.index}: give either a shard file (raw) or a zstd level (compressed)")
+        plain = self.encoding.plain
+        if plain != (self.file is not None) or plain != (self.level is None):
+            raise ValueError(f"job {self.index}: give either a shard file (plain: raw) or an encoding that is not "
+                             "plain and its level (zstd)")
 
 
 @dataclass(frozen=True)
@@ -149,9 +154,9 @@ def run_job(job: Job) -> JobResult:
     try:
         low, high, notes, levels, levels_high = _decode(job)
         frames = (None, None)
-        if job.level is not None:
-            frames = (codec.compress_npy(low, job.level),
-                      codec.compress_npy(high, job.level) if high is not None else None)
+        if not job.encoding.plain:
+            frames = (job.encoding.encode(npy_file(low), job.level),
+                      job.encoding.encode(npy_file(high), job.level) if high is not None else None)
     except Exception as exc:  # noqa: BLE001 - reported by the parent, naming the files
         text = str(exc) if isinstance(exc, PairloadError) else f"{job.low} / {job.high}: {type(exc).__name__}: {exc}"
         return JobResult(job.index, error=text)

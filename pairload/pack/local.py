@@ -59,7 +59,7 @@ def pack_folder(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, optio
 
 
 def _report(discovery, out: Path, workers: int, options: PackOptions) -> PackReport:
-    report = PackReport(shards_dir=out, workers=workers, compression=options.compress)
+    report = PackReport(shards_dir=out, workers=workers, compression=options.encoding.stored)
     report.skipped = discovery.skipped_low + discovery.skipped_high
     report.skipped_per_split = dict(discovery.skipped_per_split)
     report.layout = discovery.layout()
@@ -112,7 +112,7 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
               on_shard=on_shard)
     try:
         inputs, plans, skel = _plan(discovery, raw, options, pool, report, clock)
-        write = write_compressed if options.compress else write_raw
+        write = write_raw if options.encoding.plain else write_compressed
         rows = write(run, inputs, plans)
     except BaseException:
         _abandon(run, pool)
@@ -176,7 +176,7 @@ def _pack_part(discovery, raw: Path, out: Path, options: PackOptions, pool, work
         parts.check_records(out, part, fingerprint)
         owner = parts.owners(plans, part.count)
         mine = [plan for plan, o in zip(plans, owner) if o == part.index]
-        write = write_compressed if options.compress else write_raw
+        write = write_raw if options.encoding.plain else write_compressed
         rows = write(run, inputs, mine) if mine else []
     except BaseException:
         _abandon(run, pool)

@@ -12,6 +12,7 @@ import numpy as np
 from .. import __version__
 from ..format import binindex, schema
 from ..format import sensor as fmt
+from ..format.encoding import RAW, Encoding
 from ..format.members import DEFAULT, FIELD, Members, members_of
 from .options import INDEXES, PackOptions, PackReport
 from .rows import NOTES, ShardRows
@@ -25,12 +26,12 @@ def skeleton(discovery, raw, options: PackOptions, members: dict[str, Members] |
     """The manifest without its shards, index and decode notes: what every part of a pack computes alike."""
     members = members or {}
     camera = camera or CameraPlan({}, {}, [])
-    compressed = options.compress is not None
+    stored = options.encoding.stored  # the split field's value (None: raw members, left out)
     splits = {}
     for split in sorted({p.split for p in discovery.pairs}):
         entry = {"folders": discovery.sources.get(split, []), "pairing": discovery.rules.get(split, [])}
-        if compressed:
-            entry[schema.COMPRESSION] = options.compress
+        if stored is not None:
+            entry[schema.COMPRESSION] = stored
         typed = members.get(split, DEFAULT).to_doc()
         if typed is not None:
             entry[FIELD] = typed
@@ -39,8 +40,8 @@ def skeleton(discovery, raw, options: PackOptions, members: dict[str, Members] |
         splits[split] = entry
     options_doc = {"resize": list(options.resize) if options.resize else None, "max_side": options.max_side,
                    "to_8bit": options.to_8bit, "shard_size": options.shard_size}
-    if compressed:
-        options_doc.update(compress=options.compress, compress_level=options.compress_level)
+    if stored is not None:
+        options_doc.update(compress=stored, compress_level=options.compress_level)
     return {
         "created_by": f"pairload {__version__}",
         schema.RAW_DIR: str(raw.resolve()),
@@ -59,7 +60,8 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
     """The manifest of the shards `rows` (in shard order, every part's), with the skeleton's fixed fields;
     `write_index(file name, columns)` writes a split's binary index and returns its sha256 and size. Fills the
     report's per-split totals and decode notes on the way."""
-    compressed = any(schema.COMPRESSION in e for e in skel["splits"].values())
+    kinds = {split: members_of(entry, "manifest", split) for split, entry in skel["splits"].items()}
+    encoding = next((m.encoding for m in kinds.values() if not m.encoding.plain), RAW)  # one per pack
     shared = any(bool((r.columns["shares_high"] >= 0).any()) for r in rows)
     typed = any(FIELD in entry for entry in skel["splits"].values())
     notes: dict[str, list[str]] = {v: [] for v in NOTES.values()}
@@ -79,58 +81,55 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
         entry["shards"] = [{"file": r.name, "samples": r.samples, "bytes": r.bytes, "sha256": r.sha256} for r in parts]
         if index == JSON:
             for sh, r in zip(entry["shards"], parts):
-                sh["index"] = _json_index(r, entry, compressed, shared)
+                sh["index"] = _json_index(r, entry, kinds[split].encoding.sized, shared)
         else:
-            names = [f for f, _, _ in binindex.spec(entry, compressed, shared)]
+            sized = kinds[split].encoding.sized
+            names = [f for f, _, _ in binindex.spec(entry, sized, shared)]
             columns = {name: np.concatenate([r.columns[name] for r in parts]) for name in names
                        if name not in (binindex.KEY_END, binindex.KEY_HASH, binindex.SHARD)}
             columns[binindex.SHARD] = np.repeat(np.arange(len(parts), dtype=np.int32), [r.samples for r in parts])
             keys = [k for r in parts for k in r.keys]
             name = binindex.index_name(split)
-            sha, size = write_index(name, binindex.index_columns(keys, columns, entry, compressed, shared))
+            sha, size = write_index(name, binindex.index_columns(keys, columns, entry, sized, shared))
             entry[binindex.FIELD] = {"file": name, "bytes": size, "sha256": sha}
         splits[split] = entry
-        kinds = members_of(entry, "manifest", split, entry.get(schema.COMPRESSION))
         report.splits[split] = {"samples": entry["samples"], "shards": len(parts), "bytes": entry["bytes"],
-                                "pixel_bytes": sum(kinds.pair_bytes(int(h), int(w)) for h, w in hw)}
+                                "pixel_bytes": sum(kinds[split].pair_bytes(int(h), int(w)) for h, w in hw)}
     report.gray, report.alpha, report.converted_16bit = notes["gray"], notes["alpha"], notes["converted_16bit"]
-    # versions: 1 without shared targets (readable by every pairload), 2 with them, 3 compressed (older readers
+    # versions: 1 without shared targets (readable by every pairload), 2 with them, 3 not plain (older readers
     # refuse it by its version instead of taking the offsets of its frames for offsets of pixels), 4 with a split
     # whose members are not uint8 RGB (older readers would take its pixels for those), 5 with the index in binary
     # files (older readers find no index in the manifest)
     version = (schema.VERSION_BINARY if index == BINARY else schema.VERSION_TYPED if typed else
-               schema.VERSION_COMPRESSED if compressed else schema.VERSION if shared else 1)
+               schema.VERSION_COMPRESSED if not encoding.plain else schema.VERSION if shared else 1)
     top = {k: v for k, v in skel.items() if k != "splits"}
     doc_report = {"gray_replicated": notes["gray"], "alpha_dropped": notes["alpha"],
                   "converted_16bit": notes["converted_16bit"]}
     doc_report.update(top.pop("report"))
     return {"format": schema.FORMAT, "version": version, **{k: top[k] for k in ("created_by", schema.RAW_DIR)},
-            "layout": layout_doc(compressed, typed), "options": top["options"], "report": doc_report,
+            "layout": layout_doc(encoding, typed), "options": top["options"], "report": doc_report,
             "splits": splits}
 
 
-def _json_index(r: ShardRows, entry: dict, compressed: bool, shared: bool) -> dict:
+def _json_index(r: ShardRows, entry: dict, sized: bool, shared: bool) -> dict:
     """One shard's index as versions 1-4 keep it in the manifest."""
     c = r.columns
     index = {"key": list(r.keys), "hw": c["hw"].tolist(), "low": c["low"].tolist(), "high": c["high"].tolist(),
              "crc32": c["crc32"].tolist()}
     for name in fmt.index_fields(entry):
         index[name] = c[name].tolist()
-    if compressed:
+    if sized:
         index[schema.LOW_BYTES], index[schema.HIGH_BYTES] = c["low_bytes"].tolist(), c["high_bytes"].tolist()
     if shared:
         index[schema.SHARES_HIGH] = c["shares_high"].tolist()
     return index
 
 
-def layout_doc(compression: str | None, typed: bool = False) -> dict:
+def layout_doc(encoding: Encoding = RAW, typed: bool = False) -> dict:
     """The manifest's "layout": what the members hold and what the index's offsets point at."""
-    doc = {"members": list(schema.member_order(compression)), "dtype": "uint8", "channels": "RGB", "shape": "HxWx3",
-           "index_offsets": "byte offset of each array's pixels in its tar"}
+    doc = {"members": list(schema.member_order(encoding)), "dtype": "uint8", "channels": "RGB", "shape": "HxWx3",
+           "index_offsets": encoding.offsets_doc}
     if typed:  # informative only: readers take each split's types from its "members"
         doc.update(dtype=f"per split: its \"{FIELD}\" (uint8 ×3 where absent)", channels=f"per split: its \"{FIELD}\"",
                    shape="HxWxC")
-    if compression:
-        doc["index_offsets"] = ("byte offset of each image member's data (one zstd frame holding the .npy file) in "
-                                f"its tar; index.{schema.LOW_BYTES}/{schema.HIGH_BYTES}: the frame's length")
     return doc

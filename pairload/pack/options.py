@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..format import codec, schema
+from ..format.encoding import ZSTD, Encoding, from_option
 from ..raw.decode import DEVELOPED, PACKED
 from ..units import human_bytes, parse_bytes
 
@@ -65,7 +65,7 @@ class PackOptions:
     workers: int = 0  # 0: all cores
     overwrite: bool = False  # replace a manifest.json that is not this RAW's pack (another pack's, or a user's file)
     compress: str | None = None  # "zstd": each image member as one zstd frame (format version 3); None: raw
-    compress_level: int = codec.DEFAULT_LEVEL
+    compress_level: int = ZSTD.default_level  # the level of an encoding that has levels (`encoding.Encoding`)
     raw_target: str = DEVELOPED  # camera raw targets: developed by LibRaw (SID), or "packed" as the input (ELD)
     ratio_cap: float = 300.0  # camera raw inputs: the amplification ratio's ceiling (SID's 300)
     index: str = "binary"  # where the per-sample index goes: "binary" `<split>.index` files (version 5), or "json"
@@ -79,13 +79,12 @@ class PackOptions:
                               "LibRaw develops the target as SID does; packed: kept as a packed mosaic, raw-to-raw)")
         if isinstance(self.ratio_cap, bool) or not isinstance(self.ratio_cap, (int, float)) or not self.ratio_cap >= 1:
             raise ConfigError(f"--ratio-cap {self.ratio_cap}: expected a number of at least 1 (SID uses 300)")
-        if self.compress is not None and self.compress not in schema.COMPRESSIONS:
-            raise ConfigError(f"--compress {self.compress}: expected {' or '.join(schema.COMPRESSIONS)} (leave it out "
-                              "for raw members)")
-        if self.compress_level not in codec.LEVELS:
-            raise ConfigError(f"--compress-level {self.compress_level}: expected {codec.LEVELS.start} to "
-                              f"{codec.LEVELS.stop - 1} (default {codec.DEFAULT_LEVEL}; higher is smaller and slower)")
-        codec.require(self.compress, "--compress zstd")
+        encoding = from_option(self.compress)  # a ConfigError naming the values --compress takes
+        levels = encoding.levels
+        if levels and self.compress_level not in levels:
+            raise ConfigError(f"--compress-level {self.compress_level}: expected {levels.start} to {levels.stop - 1} "
+                              f"(default {encoding.default_level}; higher is smaller and slower)")
+        encoding.require(f"--compress {encoding.name}")
         if self.resize is not None and self.max_side is not None:
             raise ConfigError("--resize and --max-side cannot be used together; pick one")
         if self.resize is not None and self.resize[0] * self.resize[1] > MAX_RESIZE_PIXELS:
@@ -99,6 +98,11 @@ class PackOptions:
             raise ConfigError(f"--workers {self.workers}: expected 0 (all cores) or a positive number")
         if self.shard_size < MIN_SHARD_SIZE:
             raise ConfigError(f"shard size {self.shard_size} bytes is too small: use at least 64KB")
+
+    @property
+    def encoding(self) -> Encoding:
+        """How the image members are stored (`--compress`: an entry of `encoding.ENCODINGS`; raw by default)."""
+        return from_option(self.compress)
 
 
 @dataclass

@@ -17,7 +17,8 @@ NOTES = {"gray": "gray", "alpha": "alpha", "16bit": "converted_16bit"}  # a JobR
 @dataclass
 class ShardRows:
     """A finished shard: `columns` holds `hw`, `low`, `high`, `crc32`, `shares_high` (-1: its own target), and where
-    they apply `low_bytes`/`high_bytes` (compressed) and the sensor columns; `notes`: (file, what) in sample order."""
+    they apply `low_bytes`/`high_bytes` (an encoding that is `sized`) and the sensor columns; `notes`: (file, what)
+    in sample order."""
 
     split: str
     name: str
@@ -34,12 +35,12 @@ class RowsBuilder:
     comes back (`result`, in any order); `finish` makes the `ShardRows`. `exposures`: the camera plan's, for a
     sensor split (None otherwise); `packed_target`: its targets are packed raw, with levels of their own."""
 
-    def __init__(self, split: str, name: str, pairs: list, first: int, n: int, *, compressed: bool,
+    def __init__(self, split: str, name: str, pairs: list, first: int, n: int, *, sized: bool,
                  exposures: list | None = None, packed_target: bool = False):
         self.split, self.name, self.pairs, self.first, self.n = split, name, pairs, first, n
         self.cols = {"hw": np.zeros((n, 2), np.int64), "low": np.zeros(n, np.int64), "high": np.zeros(n, np.int64),
                      "shares_high": np.full(n, -1, np.int32), "crc32": np.zeros((n, 2), np.uint32)}
-        if compressed:
+        if sized:
             self.cols["low_bytes"], self.cols["high_bytes"] = np.zeros(n, np.int64), np.zeros(n, np.int64)
         self.exposures = exposures
         if exposures is not None:

@@ -83,11 +83,11 @@ class Inputs:
         return Job(k, pair.low, pair.high if own else None, self.probes[2 * k], self.probes[2 * k + 1],
                    self.out_sizes[k], options.to_8bit, **where, **self.camera.job_fields(pair))
 
-    def rows(self, plan: ShardPlan, compressed: bool) -> RowsBuilder:
+    def rows(self, plan: ShardPlan, sized: bool) -> RowsBuilder:
         doc = self.camera.docs.get(plan.split)
         exposures = None if doc is None else self.camera.exposures[plan.first:plan.first + plan.count]
         packed = doc is not None and fmt.LEVELS_HIGH in fmt.index_fields({fmt.FIELD: doc})
-        return RowsBuilder(plan.split, plan.name, self.pairs, plan.first, plan.count, compressed=compressed,
+        return RowsBuilder(plan.split, plan.name, self.pairs, plan.first, plan.count, sized=sized,
                            exposures=exposures, packed_target=packed)
 
     def laid_out(self, plans: list[ShardPlan]):
@@ -183,7 +183,7 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
                     fh.truncate(plans[number].size)
                 fds[number] = os.dup(fh.fileno())
                 fh.close()
-                builders[number] = inputs.rows(plans[number], False)
+                builders[number] = inputs.rows(plans[number], options.encoding.sized)
                 ends[number], finished_places[number] = [], bytearray(plans[number].count)
                 hasher.open(number, str(part), plans[number].size)
             with guard.writing(out / plans[number].partial_name):
@@ -259,7 +259,7 @@ def write_compressed(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[S
     shards = CompressedShards(run, inputs)
     total, done = sum(plan.count for plan in plans), 0
     slots = ((plans[number], lead, inputs.job(plans[number].first + i, lead < 0, options,
-                                              level=options.compress_level))
+                                              encoding=options.encoding, level=options.compress_level))
              for number, i, _, lead, _ in inputs.laid_out(plans))
     pending = None
     for chunk in itertools.chain(_chunks(slots, CHUNK), [None]):
@@ -310,7 +310,8 @@ class CompressedShards:
             self._open(raw_plan)
         plan = self.plans[-1]
         shared = None if lead < 0 else self.targets[lead][:2]
-        layout, pieces = schema.layout_compressed_sample(pair.key, hw[0], hw[1], meta, low, high, plan.end, shared)
+        layout, pieces = schema.layout_compressed_sample(pair.key, hw[0], hw[1], meta, low, high, plan.end, shared,
+                                                         self.run.options.encoding)
         self._write(pieces)
         if lead < 0:
             self.targets[plan.count] = (layout.high_data, layout.high_bytes, pair.key)
@@ -327,7 +328,7 @@ class CompressedShards:
         self.run.open_files.append(self.fh)
         self.run.partial_files.append(str(part))
         self.plans.append(plan)
-        self.builder, self.targets = self.inputs.rows(raw_plan, True), {}
+        self.builder, self.targets = self.inputs.rows(raw_plan, self.run.options.encoding.sized), {}
         self.hash, self.pos = hashlib.sha256(), 0
 
     def _write(self, pieces: list[tuple[int, bytes]]) -> None:

@@ -34,6 +34,7 @@ from ..errors import OutputError, PairloadError
 from ..format import binindex, schema
 from ..format.stamps import stamp
 from ..format.atomic import write_json_atomic
+from ..remote import schemes
 from ..remote.urls import filesystem, redact, scheme
 from . import guard
 from .local import pack_folder
@@ -41,12 +42,9 @@ from .options import PackOptions, PackReport, UploadReport
 
 LEDGER = ".pairload-upload.json"
 LOCK = ".pairload-upload.lock"
-# Object stores: an object appears only when its upload completes (one PUT, or the final call of a multipart upload;
-# a failed upload leaves the previous object, or none), so shards and the manifest are put under their own names.
-# Any other fsspec backend (sftp://, hdfs://, memory://…) may show a half-written file: there the upload goes to a
-# temporary name and is moved into place.
-ATOMIC_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl"})
-READ_ONLY = frozenset({"http", "https"})
+# How each scheme is written (read-only; an object store, whose objects appear only once complete; or a file system,
+# written under a temporary name and moved into place) is `pairload.remote.schemes`' table: `Scheme.writable`,
+# `Scheme.object_store`.
 _TEMP = re.compile(r"^\.(?P<target>.+)\.\d+\.upload$")
 
 
@@ -113,7 +111,7 @@ def _stage_and_upload(session: "Session", raw: Path, folder: Path, options: Pack
 # ------------------------------------------------------------------ the destination
 
 def refuse_read_only(url: str) -> None:
-    if scheme(url) in READ_ONLY:
+    if not schemes.lookup(scheme(url)).writable:
         raise OutputError(f"{redact(url)}: an HTTP(S) URL is read-only, `pairload pack` cannot write there; pack into "
                           "a local folder or a bucket and serve that folder")
 
@@ -130,7 +128,8 @@ class Destination:
         self.fs, path = filesystem(url, storage_options)
         self.root = path.rstrip("/")
         protocols = {self.fs.protocol} if isinstance(self.fs.protocol, str) else set(self.fs.protocol)
-        self.atomic = bool(protocols & ATOMIC_PUT) or scheme(url) in ATOMIC_PUT
+        # an object store by the URL's scheme or by the backend's protocols (a scheme fsspec maps to an object store)
+        self.atomic = any(schemes.lookup(p).object_store for p in (scheme(url), *protocols))
 
     def path(self, name: str) -> str:
         return f"{self.root}/{name}"

@@ -2,9 +2,9 @@
 manifest as they are opened, remote shards made local through the node's cache around their use.
 
 Pixels are never copied here: `ds[i]` returns views into `np.memmap`s of the tar files, so every process on a
-node that opens the same shards shares one copy of them in the page cache. A compressed split (`pack --compress
-zstd`) is the exception: `ds[i]` decodes both images of the sample, in the process that asks (a loader's worker),
-from the mapped frames into fresh arrays.
+node that opens the same shards shares one copy of them in the page cache. A split whose encoding is not plain
+(`pack --compress zstd`) is the exception: `ds[i]` decodes both images of the sample with its `Encoding`, in the
+process that asks (a loader's worker), from the mapped members into fresh arrays.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, LoaderError, ShardError
-from ..format import codec, schema
+from ..format import schema
+from ..format.encoding import FrameError
 from ..format.binindex import key_hashes
 from ..format.crc import crc32
 from ..format.stamps import Stamp, stamp, stamp_of
@@ -260,12 +261,12 @@ class ShardDataset(ShardSource):
     def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(low, high) views of sample i. The first time a sample is read, the .npy header in front of each image
         is compared with the expected one: a cheap guard against a shard that was damaged or replaced.
-        A compressed split: both images decoded into fresh read-only arrays; the first time a sample is decoded in
-        this process, its headers and the CRC-32 of its pixels are checked too."""
+        An encoding that is not plain (zstd): both images decoded into fresh read-only arrays; the first time a
+        sample is decoded in this process, its headers and the CRC-32 of its pixels are checked too."""
         idx = self.index
         h, w = int(idx.hw[i, 0]), int(idx.hw[i, 1])
         mm = self.shard_map(int(idx.shard[i]))
-        if idx.compression:
+        if not idx.encoding.plain:
             return self._decoded(i, mm, h, w)
         m = idx.members
         s = m.scale
@@ -296,7 +297,8 @@ class ShardDataset(ShardSource):
         self._checked[i] = True
 
     def _decoded(self, i: int, mm: np.ndarray, h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
-        """Sample i of a compressed split: each image's frame decoded into a fresh .npy file, pixels viewed in it."""
+        """Sample i of a split whose encoding is not plain: each image's stored member (a zstd frame) decoded into a
+        fresh .npy file, pixels viewed in it."""
         idx = self.index
         m = idx.members
         s = m.scale
@@ -306,10 +308,10 @@ class ShardDataset(ShardSource):
                 (schema.LOW, int(idx.low[i]), int(idx.low_bytes[i]), headers[0], m.low.nbytes(h, w)),
                 (schema.HIGH, int(idx.high[i]), int(idx.high_bytes[i]), headers[1], m.high.nbytes(h * s, w * s))):
             try:
-                files.append(codec.decompress(mm[off:off + n], len(header) + size))
-            except codec.FrameError as exc:
+                files.append(idx.encoding.decode(mm[off:off + n], len(header) + size))
+            except FrameError as exc:
                 raise ShardError(f"{self.root / idx.files[idx.shard[i]]}: key {idx.keys[i]}: {idx.keys[i]}."
-                                 f"{schema.image_suffix(member, idx.compression)} does not decode: {exc}; the shard "
+                                 f"{schema.image_suffix(member, idx.encoding)} does not decode: {exc}; the shard "
                                  "is corrupt: run `pairload verify` and repack") from None
         if not self._checked[i]:
             self._check_decoded(i, files, headers)
@@ -322,7 +324,7 @@ class ShardDataset(ShardSource):
         top of the decode, so paid once per sample and process, not on every read)."""
         idx = self.index
         for k, (member, data, header) in enumerate(zip((schema.LOW, schema.HIGH), files, headers)):
-            name = f"{idx.keys[i]}.{schema.image_suffix(member, idx.compression)}"
+            name = f"{idx.keys[i]}.{schema.image_suffix(member, idx.encoding)}"
             where = f"{self.root / idx.files[idx.shard[i]]}: key {idx.keys[i]}: {name}"
             if data[:len(header)] != header:
                 side = idx.members.side(k)

@@ -58,7 +58,7 @@ def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) 
                 "samples": len(idx),
                 "shards": len(idx.files),
                 "bytes": int(sum(sh["bytes"] for sh in entry["shards"])),
-                "compression": idx.compression or "none",
+                "compression": idx.encoding.stored or "none",
                 "pixel_bytes": int((idx.hw[:, 0] * idx.hw[:, 1]).sum()) * idx.members.bytes_per_input_pixel,
                 **({"members": idx.members.describe()} if not idx.members.default else {}),
                 **({"sensor": _sensor(entry, idx.sensor)} if idx.sensor is not None else {}),

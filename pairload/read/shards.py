@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 
-from ..format import codec
 from ..remote import urls
 from .dataset import ShardDataset
 from .info import info, read_manifest_at
@@ -45,6 +44,6 @@ def open_shards(path, split: str = "train", *, cache_dir: str | os.PathLike | No
 
 
 def _readable(ds: ShardDataset) -> ShardDataset:
-    """`ds`, once the package its compression needs is known to be installed (before any loader worker starts)."""
-    codec.require(ds.index.compression, f"{ds.where}: split {ds.split!r} is compressed with zstd; reading it")
+    """`ds`, once the package its encoding needs is known to be installed (before any loader worker starts)."""
+    ds.index.encoding.require_for(ds.where, ds.split, "reading it")
     return ds

@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, ShardError
-from ..format import codec, schema
+from ..format import schema
 from ..format.crc import crc32
+from ..format.encoding import Encoding, FrameError
 from ..format.members import DEFAULT, Members
 from ..remote import urls
 
@@ -31,10 +32,9 @@ class VerifyReport:
     leftover_bytes: int = 0
 
 
-def _check_shard(path: Path, entry: dict, compression: str | None = None, kinds: Members = DEFAULT,
-                 idx: dict | None = None) -> int:
+def _check_shard(path: Path, entry: dict, kinds: Members = DEFAULT, idx: dict | None = None) -> int:
     """Check one shard against its manifest entry; returns the number of samples, raises ShardError on the first
-    problem. `compression`: its split's (every compressed member is decoded and checked); `kinds`: its members;
+    problem. `kinds`: its split's members (an encoding that is not plain: every member is decoded and checked);
     `idx`: its samples' index entries (`shard_entries`; versions 1-4: the entry's "index")."""
     if not path.is_file():
         raise ShardError(f"{path}: missing (listed in {schema.MANIFEST}); copy it back or repack")
@@ -43,7 +43,8 @@ def _check_shard(path: Path, entry: dict, compression: str | None = None, kinds:
                          "was replaced: repack")
     idx = entry["index"] if idx is None else idx
     shares = _shares(path, idx)
-    expected = _expected_members(path, idx, shares, compression)
+    encoding = kinds.encoding
+    expected = _expected_members(path, idx, shares, encoding)
     mm = np.memmap(path, dtype=np.uint8, mode="r")
     where = f"{path.name}"
     seen: set[str] = set()
@@ -60,8 +61,8 @@ def _check_shard(path: Path, entry: dict, compression: str | None = None, kinds:
         if suffix == schema.META:
             _check_meta(where, member.name, data, idx, k, shares)
         else:
-            side = 0 if suffix == schema.image_suffix(schema.LOW, compression) else 1
-            (_check_frame if compression else _check_npy)(where, member, data, idx, k, side, kinds)
+            side = 0 if suffix == schema.image_suffix(schema.LOW, encoding) else 1
+            (_check_npy if encoding.plain else _check_frame)(where, member, data, idx, k, side, kinds)
         seen.add(member.name)
     missing = sorted(set(expected) - seen)
     if missing:
@@ -85,7 +86,7 @@ def shard_entries(index: schema.SplitIndex, number: int) -> dict[str, list]:
     rows = slice(start, start + int(index.shard_samples[number]))
     idx = {"key": list(index.keys[rows]), "hw": index.hw[rows].tolist(), "low": index.low[rows].tolist(),
            "high": index.high[rows].tolist(), "crc32": index.crc[rows].tolist()}
-    if index.compression:
+    if index.encoding.sized:
         idx[schema.LOW_BYTES], idx[schema.HIGH_BYTES] = index.low_bytes[rows].tolist(), index.high_bytes[rows].tolist()
     if index.shares_high is not None:
         idx[schema.SHARES_HIGH] = index.shares_high[rows].tolist()
@@ -102,12 +103,12 @@ def _shares(path: Path, idx: dict) -> list:
     return shares
 
 
-def _expected_members(path: Path, idx: dict, shares: list, compression: str | None) -> dict[str, tuple[int, str]]:
+def _expected_members(path: Path, idx: dict, shares: list, encoding: Encoding) -> dict[str, tuple[int, str]]:
     """member name -> (sample, suffix) of every member the index promises; a shared target is checked for being a
     stored target of the same size at the same place."""
-    sized = (schema.HIGH_BYTES,) if compression else ()
+    sized = (schema.HIGH_BYTES,) if encoding.sized else ()
     expected = {}
-    order = schema.member_order(compression)
+    order = schema.member_order(encoding)
     for k, key in enumerate(idx["key"]):
         lead = shares[k]
         if lead >= 0 and not (0 <= lead < len(idx["key"]) and shares[lead] < 0 and idx["high"][k] == idx["high"][lead]
@@ -177,7 +178,8 @@ def _check_npy(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: dict,
 
 def _check_frame(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: dict, k: int, side: int,
                  kinds: Members = DEFAULT) -> None:
-    """A compressed image member: where it lies, then decoded: its header and its pixels' CRC-32."""
+    """An image member of an encoding that is not plain (a zstd frame): where it lies, then decoded by its
+    encoding: its header and its pixels' CRC-32."""
     key, (h, w, _) = idx["key"][k], _shape(idx, k, side, kinds)
     off, size = idx["low" if side == 0 else "high"][k], idx[schema.LOW_BYTES if side == 0 else schema.HIGH_BYTES][k]
     if (member.offset_data, member.size) != (off, size):
@@ -185,8 +187,8 @@ def _check_frame(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: dic
                          f"manifest index says {size} bytes at byte {off}; repack")
     try:
         side_member = kinds.side(side)
-        npy = codec.decompress(data, len(side_member.npy_header(h, w)) + side_member.nbytes(h, w))
-    except codec.FrameError as exc:
+        npy = kinds.encoding.decode(data, len(side_member.npy_header(h, w)) + side_member.nbytes(h, w))
+    except FrameError as exc:
         raise ShardError(f"{where}: key {key}: {member.name} does not decode: {exc} (the shard is corrupt: restore "
                          "it from a copy or repack)") from None
     start = _npy_header_size(where, member.name, npy, idx, k, side, kinds)
@@ -216,11 +218,10 @@ def _verify_splits(doc: dict, where: str, local, index_at) -> VerifyReport:
     for split, entry in doc["splits"].items():
         index = schema.split_index(doc, split, where, index_at)  # every index entry has its shape and type
         kinds = index.members
-        compression = entry.get(schema.COMPRESSION)
-        codec.require(compression, f"{where}: split {split!r} is compressed with zstd; verifying it")
+        kinds.encoding.require_for(where, split, "verifying it")
         for k, sh in enumerate(entry["shards"]):
             idx = shard_entries(index, k) if binary else None
-            samples += _check_shard(local(split, k, sh), sh, compression, kinds, idx)
+            samples += _check_shard(local(split, k, sh), sh, kinds, idx)
             shards += 1
             nbytes += sh["bytes"]
         if sum(sh["samples"] for sh in entry["shards"]) != entry["samples"]:

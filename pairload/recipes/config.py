@@ -7,7 +7,7 @@ import argparse
 from dataclasses import asdict, dataclass, field, fields
 
 from ..errors import ConfigError
-from ..kinds import LOADER_KINDS
+from ..kinds import KINDS, LOADER_KINDS, RAW, SHARDS, Kind, kinds_that, one_of
 from ..plan.config import is_whole
 from ..remote.urls import is_url, storage_options
 
@@ -22,8 +22,10 @@ def option(default, help: str, metavar: str | None = None):
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     loader: str = option("ram", " | ".join(LOADER_KINDS) + " (the kinds of `pairload.kinds`)")
-    shards: str | None = option(None, "folder written by `pairload pack` (all loaders but dali-file)")
-    raw: str | None = option(None, "raw image folder (dali-file; also what `pairload pack` read)")
+    shards: str | None = option(None, "folder written by `pairload pack` (all loaders but "
+                                      f"{one_of(kinds_that(reads=RAW))})")
+    raw: str | None = option(None, f"raw image folder ({one_of(kinds_that(reads=RAW))}; also what `pairload pack` "
+                                   "read)")
     out: str | None = option(None, "run folder: config.json, metrics.jsonl, last.pt/best.pt, validation pictures")
     epochs: int = option(10, "total epochs (with --resume: the new total)")
     batch_size: int = option(32, "pairs per step on each rank")
@@ -74,11 +76,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "storage_option", tuple(self.storage_option or ()))
         self._check_types()
-        if self.loader not in LOADER_KINDS:
-            raise ConfigError(f"--loader {self.loader}: expected one of {', '.join(LOADER_KINDS)}")
-        if self.loader == "dali-file" and not self.raw:
-            raise ConfigError("--loader dali-file reads the raw image folders: pass --raw RAW_DIR")
-        if self.loader != "dali-file" and not self.shards:
+        if self.loader not in KINDS:
+            raise ConfigError(f"--loader {self.loader}: expected one of {', '.join(KINDS)}")
+        if self.kind.reads == RAW and not self.raw:
+            raise ConfigError(f"--loader {self.loader} reads the raw image folders: pass --raw RAW_DIR")
+        if self.kind.reads == SHARDS and not self.shards:
             raise ConfigError(f"--loader {self.loader} reads packed shards: pass --shards SHARDS_DIR (pairload pack)")
         if self.amp not in ("auto", "bf16", "fp16", "none"):
             raise ConfigError(f"--amp {self.amp}: expected auto, bf16, fp16 or none")
@@ -96,8 +98,9 @@ class TrainConfig:
         if self.dist_timeout <= 0:
             raise ConfigError(f"--dist-timeout {self.dist_timeout}: expected a positive number of seconds")
         if self.mix is not None:
-            if self.loader == "dali-file":
-                raise ConfigError("--mix reads shard folders: use --loader ram, wds or dali-external, not dali-file")
+            if not self.kind.mixes:
+                raise ConfigError(f"--mix reads shard folders: use --loader {one_of(kinds_that(mixes=True))}, not "
+                                  f"{self.loader}")
             mix_sources(self.mix)  # a malformed --mix is refused before anything starts
         if self.storage_option:
             storage_options(self.storage_option)  # a malformed item is refused now (without echoing it)
@@ -121,9 +124,15 @@ class TrainConfig:
                 raise ConfigError(f"{f.name}={value!r}: expected a number, found {type(value).__name__}",
                                   option=f.name, fix="pass a float")
 
+    @property
+    def kind(self) -> Kind:
+        """The entry of --loader in the kinds' registry (`pairload.kinds`): what it reads, whether it mixes."""
+        return KINDS[self.loader]
+
     def folders(self) -> list[str]:
-        """The shard folders (or URLs) the run trains on: the --mix's, or --shards (none for dali-file)."""
-        if self.loader == "dali-file":
+        """The shard folders (or URLs) the run trains on: the --mix's, or --shards (none for a kind that reads the
+        raw folders)."""
+        if self.kind.reads != SHARDS:
             return []
         if self.mix:
             return [folder for folder, _ in mix_sources(self.mix).values()]

@@ -9,9 +9,10 @@ import threading
 import numpy as np
 
 from ..distributed import DistInfo
-from ..format import codec, schema
+from ..format import schema
 from ..format.members import DEFAULT, Members, members_of
 from ..format.sensor import has_sensor
+from ..kinds import RAW, SHARDS
 from ..loaders import make_loader
 from ..read.shards import ShardDataset, ShardMix, open_shards, read_manifest_at
 from ..remote.cache import ShardCache
@@ -62,12 +63,12 @@ class TrainData:
         if not is_url(folder):
             return folder
         ds = ShardDataset(folder, split, cache=self.cache)
-        codec.require(ds.index.compression, f"{ds.where}: split {split!r} is compressed with zstd; reading it")
+        ds.index.encoding.require_for(ds.where, split, "reading it")
         return ds
 
     def train_source(self):
         cfg = self.cfg
-        if cfg.loader == "dali-file":
+        if cfg.kind.reads == RAW:
             return cfg.raw
         if not cfg.mix:
             return self.open(cfg.shards, cfg.train_split)
@@ -79,9 +80,9 @@ class TrainData:
 
     def members(self) -> tuple[Members, bool]:
         """The train split's members (`format.members`) and whether it is camera raw (its pairs carry ratios and
-        levels); raw image folders (dali-file) hold uint8 RGB."""
+        levels); raw image folders (a kind that reads them: dali-file) hold uint8 RGB."""
         cfg = self.cfg
-        if cfg.loader == "dali-file":
+        if cfg.kind.reads == RAW:
             return DEFAULT, False
         folder = next(iter(cfg.folders()))
         entry = self.manifest(folder)["splits"].get(cfg.train_split)
@@ -90,10 +91,11 @@ class TrainData:
         return members_of(entry, folder, cfg.train_split), has_sensor(entry)
 
     def fingerprint(self) -> str:
-        """A digest of the training data: the train split's shard hashes, or the raw pairs' paths (dali-file)."""
+        """A digest of the training data: the train split's shard hashes, or the raw pairs' paths (a kind that
+        reads the raw folders: dali-file)."""
         cfg = self.cfg
         h = hashlib.sha256()
-        if cfg.loader != "dali-file":
+        if cfg.kind.reads == SHARDS:
             for folder in cfg.folders():
                 for sh in self.manifest(folder)["splits"].get(cfg.train_split, {}).get("shards", []):
                     h.update(sh["sha256"].encode())
@@ -106,12 +108,13 @@ class TrainData:
 
 
 def build_train_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = None):
-    """One call for every kind: the shards (or the --mix of several), or the raw folders for dali-file."""
+    """One call for every kind: the shards (or the --mix of several), or the raw folders for a kind that reads
+    them (dali-file)."""
     data = data or TrainData(cfg)
     return make_loader(cfg.loader, data.train_source(), split=cfg.train_split, seed=cfg.seed, rank=info.rank,
                        world_size=info.world_size, device=str(info.device), last_batch="drop",
                        num_workers=cfg.workers, **cfg.plan_options(),
-                       **(cfg.remote_options() if cfg.loader != "dali-file" else {}))
+                       **(cfg.remote_options() if cfg.kind.reads == SHARDS else {}))
 
 
 def build_val_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = None):
@@ -123,8 +126,8 @@ def build_val_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = 
     common = dict(split=cfg.val_split, crop=None, rank=info.rank, world_size=info.world_size, device=str(info.device),
                   last_batch="partial", augment=False, shuffle=False)
     batch = cfg.val_batch_size
-    if not cfg.shards:
-        return make_loader("dali-file", cfg.raw, batch_size=batch, **common)
+    if not cfg.shards:  # a kind that reads the raw folders (TrainConfig asks the others for --shards)
+        return make_loader(cfg.loader, cfg.raw, batch_size=batch, **common)
     common.update(cfg.remote_options())
     ds = open_shards(data.open(cfg.shards, cfg.val_split), cfg.val_split)  # its index, mapped once for both uses
     if len(np.unique(ds.sizes, axis=0)) > 1:

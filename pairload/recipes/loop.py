@@ -100,10 +100,12 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
             loss = loss + cfg.ssim_weight * (1 - ssim(out, y).mean())
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
-        # One path for every precision, public API only: the scaler finds non-finite gradients on the device and a
-        # fused optimizer skips the update there (no host synchronisation per step, so the CPU keeps running ahead
-        # and loading stays hidden). DDP has averaged the gradients, so all ranks skip together. Outside fp16 the
-        # scale stays 1.0 (`skip_guard`).
+        # One path for every precision, public API only: `unscale_` finds non-finite gradients on the device and
+        # `scaler.step` skips the update for them, inside the fused optimizer on a GPU (no host synchronisation per
+        # step, so the CPU keeps running ahead and loading stays hidden; on a CPU the scaler checks on the host).
+        # DDP has averaged the gradients, so all ranks skip together. Outside fp16 the scale stays 1.0
+        # (`make_scaler`, and `update(1.0)` below): the scaler only skips. `bad` (the same non-finite gradients, seen
+        # in their norm) counts the step as skipped and its loss as 0.
         scaler.unscale_(optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad or float("inf"))
         bad = (~torch.isfinite(grad_norm)).float()

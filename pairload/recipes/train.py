@@ -59,8 +59,7 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     random.seed(cfg.seed)
     np.random.seed(cfg.seed)
     dev = info.device
-    if cfg.loader.startswith("dali"):
-        import pairload.dali  # noqa: F401 - raises MissingDependencyError with install advice
+    cfg.kind.require()  # DALI's kinds: raises MissingDependencyError with install advice
     data = TrainData(cfg)  # each manifest is read once, here, whatever needs it
     members, camera_raw = data.members()
     model_cfg = ModelConfig(width=cfg.width, depth=cfg.depth, in_channels=members.low.channels,

@@ -1,6 +1,8 @@
 """What differs between URL schemes, in one table: the pip extra that brings each fsspec backend, the storage
-options the backend expects nested, how a timeout is given to it, and how a shard is streamed from it. Every
-scheme-specific choice of the read side looks its scheme up here."""
+options the backend expects nested, how a timeout is given to it, how a shard is streamed from it, and how
+`pairload pack` writes there (read-only, an object store, or a file system). Every scheme-specific choice of the
+read side and of the write side (`pairload.pack.upload`) looks its scheme up here. Imports neither torch nor any
+fsspec backend (aiohttp only when an HTTP timeout is made)."""
 
 from __future__ import annotations
 
@@ -47,27 +49,42 @@ class Scheme:
     `nested`: storage options the backend reads from `client_kwargs` (the CLI's KEY=VALUE items are put there).
     `timeouts(seconds)`: the backend's options that bound connecting and each read. `whole_get`: a shard is
     streamed by one GET of its whole body (HTTP: no HEAD first, so a 403 is reported as such) instead of large
-    ranged blocks."""
+    ranged blocks.
+
+    The write side (`pairload pack RAW URL`): `writable`: pack may write there (HTTP(S) is read-only).
+    `object_store`: an object appears only once its upload completes (one PUT, or the final call of a multipart
+    upload; a failed upload leaves the previous object, or none), so pack puts each file under its own name, and the
+    first part of a path is a bucket, which must exist. Any other backend (a file system: sftp://, hdfs://, adl://,
+    memory://…) may show a half-written file: there pack uploads to a temporary name and moves it into place, and
+    makes the folder."""
 
     extra: str = ""
     nested: tuple[str, ...] = ()
     timeouts: Callable[[float], dict] = _no_timeouts
     whole_get: bool = False
     timeout_keys: tuple[str, ...] = ()  # top-level options by which a user already sets the timeout
+    writable: bool = True
+    object_store: bool = False
 
     def __post_init__(self) -> None:
         if not callable(self.timeouts):
             raise TypeError(f"Scheme.timeouts must be callable, not {self.timeouts!r}")
+        if self.object_store and not self.writable:
+            raise ValueError("Scheme: an object store pack cannot write to is not one; set writable=True or "
+                             "object_store=False")
 
 
-_HTTP = Scheme(extra="http", timeouts=_http_timeouts, whole_get=True, timeout_keys=("timeout",))
-_S3 = Scheme(extra="s3", nested=("endpoint_url", "region_name"), timeouts=_s3_timeouts)
-_GCS = Scheme(extra="gcs", timeouts=_gcs_timeouts)
-_AZURE = Scheme(extra="azure", timeouts=_azure_timeouts)
+_HTTP = Scheme(extra="http", timeouts=_http_timeouts, whole_get=True, timeout_keys=("timeout",), writable=False)
+_S3 = Scheme(extra="s3", nested=("endpoint_url", "region_name"), timeouts=_s3_timeouts, object_store=True)
+_GCS = Scheme(extra="gcs", timeouts=_gcs_timeouts, object_store=True)
+_AZURE = Scheme(extra="azure", timeouts=_azure_timeouts, object_store=True)  # Blob storage and Data Lake Gen2
+# Azure Data Lake Gen1 (adlfs' AzureDatalakeFileSystem): a hierarchical file system whose files are written block by
+# block (not an object store), and whose backend takes none of the blob timeouts above
+_ADL = Scheme(extra="azure")
 
 SCHEMES: dict[str, Scheme] = {"http": _HTTP, "https": _HTTP, "s3": _S3, "s3a": _S3, "gs": _GCS, "gcs": _GCS,
-                              "az": _AZURE, "abfs": _AZURE, "abfss": _AZURE}
-OTHER = Scheme()  # any other fsspec scheme: its backend's own defaults
+                              "az": _AZURE, "abfs": _AZURE, "abfss": _AZURE, "adl": _ADL}
+OTHER = Scheme()  # any other fsspec scheme: its backend's own defaults, written as a file system
 
 
 def lookup(scheme: str) -> Scheme:
