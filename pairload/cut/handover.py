@@ -53,8 +53,9 @@ class DeviceStage:
                 copied.record(self._stream)
                 sides = oriented_sides(cut.layout, block,
                                        None if code is None else code.to(self.device, non_blocking=True))
-                labels = [r._replace(padded=r.padded.to(self.device, non_blocking=True)) for r in labels]
-                batch = batches_of(*sides, labels)[0]
+                (r,) = labels
+                batch = batches_of(*sides, [Rows(r.keys, r.padded.to(self.device, non_blocking=True), r.source,
+                                                 r.sensor)])[0]
                 ready = torch.cuda.Event()
                 ready.record(self._stream)
             if cut.release is not None:
