@@ -182,8 +182,9 @@ def choose(r: Request, stacklevel: int = 5) -> Choice:
                 if r.zero_copy:
                     raise ConfigError(f"zero_copy=True: {why}; leave zero_copy unset to fall back to the worker path")
                 if r.device.type == "cuda":
-                    warnings.warn(f"{r.who} loader: the workers cut the crops (not the GPU): {why}",
-                                  stacklevel=stacklevel)
+                    note = ("the workers cut the crops (not the GPU from a resident copy)" if r.resident
+                            else "the workers cut the crops (not the GPU from the page cache)")
+                    warnings.warn(f"{r.who} loader: {note}: {why}", stacklevel=stacklevel)
             return Choice(cutter, why if r.device.type == "cuda" else "")
         why = why or cutter
     raise AssertionError("the workers path always runs")
