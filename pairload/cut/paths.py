@@ -8,8 +8,8 @@ and how its cutter is built.
 - `workers`: worker processes (or the loading process) copy the windows out of the memory-mapped shards into a
   shared host ring (`workers.WorkerCuts`); the device stage copies them over and orients them.
 
-`choose` goes down the candidates a request allows and takes the first that runs; a faster path that could not
-run is named in one line (a warning, or a `ConfigError` when it was asked for with `zero_copy=True`).
+`choose` takes a request's device path where it runs, else the workers; a device path that could not run is named
+in one line (a warning, or a `ConfigError` when it was asked for with `zero_copy=True`).
 """
 
 from __future__ import annotations
@@ -58,6 +58,10 @@ class Request:
         if b is not None and (not isinstance(b, int) or isinstance(b, bool) or b <= 0):
             raise ConfigError(f"pin_budget={b!r}: expected a positive number of bytes")
 
+    def budget(self) -> int:
+        """Bytes of shard files the page cache may pin: `pin_budget`, or `default_budget()` now."""
+        return default_budget() if self.pin_budget is None else self.pin_budget
+
 
 @dataclass(frozen=True)
 class CutPath:
@@ -102,7 +106,7 @@ def _kernel_why_not(r: Request, pinned: bool = False) -> str | None:
     if encoded is not None:
         return (f"the split is compressed (pack --compress {encoded.name}): its images are decoded by CPU workers; "
                 "repack without --compress for the zero-copy path")
-    budget = default_budget() if r.pin_budget is None else r.pin_budget
+    budget = r.budget() if pinned else 0
     if pinned and r.need is None and sum(r.ds.shard_bytes) > budget:
         return (f"the split's shards are {human_bytes(sum(r.ds.shard_bytes))}, more than the pinning budget of "
                 f"{human_bytes(budget)} (pin_budget=; default half of the memory available)")
@@ -127,8 +131,7 @@ def _pages(r: Request) -> "Cutter | str":
     from .memory.pages import PageCache
 
     try:
-        memory = PageCache(r.ds, r.device, budget=default_budget() if r.pin_budget is None else r.pin_budget,
-                           streaming=r.streaming, ahead=r.ahead)
+        memory = PageCache(r.ds, r.device, budget=r.budget(), streaming=r.streaming, ahead=r.ahead)
     except (OSError, AttributeError, DriverError) as exc:  # an old libcuda: fall back, not an error
         return f"the CUDA driver cannot register the page cache here ({exc})"
     return _kernel_cutter(r, memory, "zero-copy")
@@ -161,30 +164,24 @@ PATHS = {p.name: p for p in (
 )}
 
 
-def candidates(r: Request) -> tuple[str, ...]:
-    """The paths a request allows, fastest first."""
-    if r.zero_copy is False:
-        return ("workers",)
-    return ("resident" if r.resident else "zero-copy", "workers")
-
-
 def choose(r: Request, stacklevel: int = 5) -> Choice:
-    """The cutter for `r`: the first candidate path that runs here. A device path that was asked for and cannot run
-    is a ConfigError; one that was only preferred is a one-line warning naming the reason (none on a CPU device,
-    where the device never cuts)."""
+    """The cutter for `r`: its device path (`resident`, else `zero-copy`) where that runs here, else the `workers`
+    path, which always runs. A device path that was asked for (`zero_copy=True`) and cannot run is a ConfigError;
+    one that was only preferred is a one-line warning naming the reason (none on a CPU device, where the device never
+    cuts)."""
+    cuda = r.device.type == "cuda"
     why = ""
-    for name in candidates(r):
-        path = PATHS[name]
-        reason = path.why_not(r)
-        cutter = path.build(r) if reason is None else reason
-        if not isinstance(cutter, str):
-            if why:
-                if r.zero_copy:
-                    raise ConfigError(f"zero_copy=True: {why}; leave zero_copy unset to fall back to the worker path")
-                if r.device.type == "cuda":
-                    note = ("the workers cut the crops (not the GPU from a resident copy)" if r.resident
-                            else "the workers cut the crops (not the GPU from the page cache)")
-                    warnings.warn(f"{r.who} loader: {note}: {why}", stacklevel=stacklevel)
-            return Choice(cutter, why if r.device.type == "cuda" else "")
-        why = why or cutter
-    raise AssertionError("the workers path always runs")
+    if r.zero_copy is not False:
+        path = PATHS["resident" if r.resident else "zero-copy"]
+        why = path.why_not(r)
+        got = path.build(r) if why is None else why
+        if not isinstance(got, str):
+            return Choice(got, "")
+        why = got
+        if r.zero_copy:
+            raise ConfigError(f"zero_copy=True: {why}; leave zero_copy unset to fall back to the worker path")
+        if cuda:
+            note = ("the workers cut the crops (not the GPU from a resident copy)" if r.resident
+                    else "the workers cut the crops (not the GPU from the page cache)")
+            warnings.warn(f"{r.who} loader: {note}: {why}", stacklevel=stacklevel)
+    return Choice(PATHS["workers"].build(r), why if cuda else "")
