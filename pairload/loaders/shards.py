@@ -18,13 +18,14 @@ import warnings
 from ..cut import Cutter, Request, choose
 from ..cut.handover import DeviceStage
 from ..errors import ConfigError
-from ..plan import BatchPlan, Shards
+from ..plan import BatchPlan, Shards, get_deal
 from ..read.shards import ShardDataset
 from .base import LoaderOptions, PlannedLoader, RemoteOptions
 from .byshard import by_shard_window, pinned_window
 
-# how each deal reads the split: cached whole ("ram"), or streamed a window of shards at a time ("wds")
-DEAL_KINDS = {"strided": ("ram", "caches"), "by_shard": ("wds", "streams")}
+# the deals this loader executes, and the kind each is (`pairload.kinds`); whether a deal caches the split or
+# streams it is the deal's (`Deal.streams`)
+DEAL_KINDS = {"strided": "ram", "by_shard": "wds"}
 # batches of one shape the GPU kernel cuts per launch: from the page cache the kernel waits on PCIe and a few are
 # plenty; a resident split is cut fast enough that the launches' Python would show
 KERNEL_GROUP = {"zero-copy": 4, "resident": 16}
@@ -50,8 +51,8 @@ class ShardLoader(PlannedLoader):
         if prefetch < 1:
             raise ConfigError(f"prefetch={prefetch}: expected at least 1 batch")
         self.DEAL = deal
-        self.kind, reads = DEAL_KINDS[deal]
-        self.streams = reads == "streams"
+        self.kind = DEAL_KINDS[deal]
+        self.streams = get_deal(deal).streams
         remote = RemoteOptions(cache_dir, cache_limit, storage_options, kind=self.kind)
         self.ds = remote.open(source, opts.split, whole=not self.streams)
         shards = window = None

@@ -101,13 +101,16 @@ class Deal:
     """One deal: `order(n, seed=, epoch=, shuffle=, salt=, shards=)` gives the epoch's sample order,
     `take(rows, rank, world_size)` a rank's share of an evenly cut stream, and `after(rows, world_size, taken)`
     what is left once every rank has taken `taken` rows of its share. `unit`: rows of one source kept together
-    in a mixed epoch (the world size for strided deals, so that every rank gets every source)."""
+    in a mixed epoch (the world size for strided deals, so that every rank gets every source). `streams`: a rank
+    reads its share a window of shards at a time, so the split need not be cached whole (the by-shard deal); the
+    others read the whole split at random, which must be cached."""
 
     name: str
     order: Callable[..., np.ndarray]
     take: Callable[[np.ndarray, int, int], np.ndarray]
     after: Callable[[np.ndarray, int, int], np.ndarray]
     strided: bool
+    streams: bool = False
 
     def unit(self, world_size: int) -> int:
         return world_size if self.strided else 1
@@ -123,7 +126,7 @@ class Deal:
 DEALS: dict[str, Deal] = {
     "strided": Deal("strided", _permutation, _take_strided, _after_strided, strided=True),
     "contiguous": Deal("contiguous", _permutation, _take_block, _after_block, strided=False),
-    "by_shard": Deal("by_shard", shard_order, _take_block, _after_block, strided=False),
+    "by_shard": Deal("by_shard", shard_order, _take_block, _after_block, strided=False, streams=True),
 }
 
 
