@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..kinds import LOADER_KINDS
+from ..kinds import KINDS, LOADER_KINDS, RAW
 from .baselines import Cv2DiskPairs, FolderPairs, NaivePilPairs, TorchBaseline
 from .config import BenchConfig
 
@@ -23,8 +23,9 @@ class Skip(Exception):
 @dataclass(frozen=True)
 class Entry:
     """One row: a `make_loader` `kind` with its `options`, or a `baseline` Dataset class (kind None) behind a torch
-    DataLoader (`pin`: pinned host memory). `max_workers` caps --workers; `reads_raw`: the source is --raw (the
-    image folder) rather than the shards; `cold`: also measured with --cold; `requires`: a module that must import."""
+    DataLoader (`pin`: pinned host memory). `max_workers` caps --workers; `reads_raw`: a baseline's source is --raw
+    (the image folder) rather than the shards (a kind's entry in `pairload.kinds` says so for a kind: `raw`);
+    `cold`: also measured with --cold; `requires`: a module that must import."""
 
     kind: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
@@ -46,6 +47,11 @@ class Entry:
             raise ConfigError(f"bench entry max_workers={self.max_workers}: expected at least 1; leave it None for "
                               "no cap")
 
+    @property
+    def raw(self) -> bool:
+        """The source is --raw: a baseline's `reads_raw`, or its kind's entry says so (`Kind.reads`)."""
+        return self.reads_raw or (self.kind is not None and KINDS[self.kind].reads == RAW)
+
 
 RAM_WORKERS = 8  # a cap: past a few workers the host's copy bandwidth, not their number, bounds the rate
 
@@ -57,7 +63,7 @@ ENTRIES: dict[str, Entry] = {
     "wds": Entry("wds", cold=True),
     "wds-workers": Entry("wds", {"zero_copy": False}, cold=True),
     "dali-external": Entry("dali-external", requires=DALI, cold=True),
-    "dali-file": Entry("dali-file", reads_raw=True, requires=DALI),
+    "dali-file": Entry("dali-file", requires=DALI),
     "cv2-disk": Entry(baseline=Cv2DiskPairs, pin=True, reads_raw=True),
     "naive-pil": Entry(baseline=NaivePilPairs, reads_raw=True),
 }
@@ -92,12 +98,12 @@ def build_loader(name: str, cfg: BenchConfig, device: torch.device, workers: int
         workers = min(workers, entry.max_workers)
     if world_size > 1 and entry.baseline is not None:
         raise Skip("a baseline has no rank share: measured with --ranks 1 only")
-    if entry.reads_raw and cfg.raw is None:
+    if entry.raw and cfg.raw is None:
         raise Skip("needs --raw RAW_DIR (the images the shards were packed from)")
     if entry.kind is not None:
         from ..loaders import make_loader
 
-        return make_loader(entry.kind, cfg.raw if entry.reads_raw else cfg.shards, split=cfg.split,
+        return make_loader(entry.kind, cfg.raw if entry.raw else cfg.shards, split=cfg.split,
                            batch_size=cfg.batch_size, crop=cfg.crop, device=str(device), rank=rank,
                            world_size=world_size, num_workers=workers, **entry.options)
     from ..raw.discover import find_pairs

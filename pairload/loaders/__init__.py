@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..errors import ConfigError
-from ..kinds import KINDS
+from ..kinds import KINDS, lookup
 from ..plan import REQUIRED
 from .base import Loader, LoaderOptions, check_options
 
@@ -42,9 +41,7 @@ def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "tr
     shards, default 1 GiB of pairs), `prefetch`; DALI: `prefetch`, and for dali-file `low_dir`, `high_dir`,
     `pairs_file`. An unknown option is a ConfigError that lists the accepted ones.
     """
-    if kind not in KINDS:
-        raise ConfigError(f"loader kind {kind!r}: expected one of {', '.join(KINDS)}")
-    entry = KINDS[kind]
+    entry = lookup(kind)
     opts = LoaderOptions.build(split=split, batch_size=batch_size, crop=crop, seed=seed, rank=rank,
                                world_size=world_size, num_workers=num_workers, device=str(device),
                                last_batch=last_batch, augment=augment, shuffle=shuffle, repeats=repeats,

@@ -15,8 +15,7 @@ from torch.utils.dlpack import to_dlpack
 
 from ...plan import BatchPlan
 from ..base import LoaderOptions, RemoteOptions
-from ...cut import Cut, Request, choose
-from ...cut.workers import WorkerCuts
+from ...cut import PATHS, Cut, Request, choose
 from .graph import PairedNodes, augment, dihedral_matrices
 from .source import PairedSource
 
@@ -46,19 +45,17 @@ class ExternalSource(PairedSource):
                          key_hash=self.ds.key_hash)
         self.sensor_rows = self.ds.sensor
         self._flip_on_device = False
-        host = dict(num_workers=opts.num_workers, prefetch=prefetch, timeout=timeout, name="pairload-dali",
-                    hold=self._hold, hooks=self.hooks)
-        choice = choose(Request(ds=self.ds, cfg=self.cfg, plan_for=self.plan_for, device=self.device,
-                                who="dali-external", zero_copy=zero_copy, pin_budget=pin_budget, **{
-                                    k: v for k, v in host.items() if k != "name"}))
+        request = Request(ds=self.ds, cfg=self.cfg, plan_for=self.plan_for, device=self.device, who="dali-external",
+                          zero_copy=zero_copy, pin_budget=pin_budget, num_workers=opts.num_workers,
+                          prefetch=prefetch, timeout=timeout, hold=self._hold, hooks=self.hooks)
+        choice = choose(request)
         self.path_note = choice.why
+        self.cutter = choice.cutter  # the cutter `choose` picked: the kernel's where it runs, else the workers'
         # the kernel's cuts feed a GPU pipeline; a CPU pipeline (or no kernel) takes the workers' ring
         self._zero = choice.cutter if choice.cutter.on_device else None
         self._zero_active = False  # the graph being run takes device batches from `_zero`
         self._launched: dict = {}  # run -> its launches, the first made while the run before it was fed
-        self._host = choice.cutter if self._zero is None else WorkerCuts(
-            self.ds, self.cfg, self.plan_for, pin=self.device.type == "cuda", apply_codes=self.device.type != "cuda",
-            **host)
+        self._host = choice.cutter if self._zero is None else PATHS["workers"].build(request)
 
     @property
     def _hold(self) -> int:
@@ -74,11 +71,6 @@ class ExternalSource(PairedSource):
     def zero_copy(self) -> bool:
         """True when the device cuts the windows (on a GPU pipeline; a CPU pipeline still uses the workers)."""
         return self._zero is not None
-
-    @property
-    def cutter(self):
-        """The cutter feeding the pipeline: the kernel's on a GPU pipeline where it runs, else the workers'."""
-        return self._zero if self._zero_active or (self._zero is not None and self._host.pool is None) else self._host
 
     def start_workers(self) -> None:
         if self._zero is None:
