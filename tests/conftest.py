@@ -19,6 +19,10 @@ from s3server import s3  # noqa: F401 - the session's S3-compatible server (moto
 
 # the benchmarks' own code (`benchlib`: no part of the package) is tested too, and its DNG writer builds test data
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+# the tests mirror the package, a folder per subpackage; a test module may import another's helpers by name
+# (`from test_loaders import check_batch`) wherever the two sit
+sys.path[1:1] = sorted(str(d) for d in Path(__file__).resolve().parent.rglob("*") if d.is_dir()
+                       and not d.name.startswith((".", "_")))
 
 
 def pair_pixels(index: int, height: int, width: int) -> tuple[np.ndarray, np.ndarray]:

@@ -4,7 +4,7 @@ straight from the first bytes of a PNG, JPEG, BMP or PNM file, without Pillow. s
 `read_header` answers only where Pillow's `Image.open` would open the file and give the same answer; for any other
 format, and anything odd (a bad CRC, a truncated header, a chunk or segment Pillow parses in ways that can fail),
 it returns None and `decode.probe` asks Pillow, so that every refusal keeps Pillow's wording
-(tests/test_headers.py holds the two side by side). Accepted files are those that reach the image data: a PNG's
+(tests/raw/test_headers.py holds the two side by side). Accepted files are those that reach the image data: a PNG's
 first IDAT, a JPEG's first SOS.
 
 Why: pack probes every file before it decodes any, and one read of the first bytes parsed here costs a fraction of

@@ -18,7 +18,8 @@ HERE = Path(__file__).parent
 
 @pytest.mark.skipif(not has_module("triton"), reason="needs Triton (CUDA builds of torch ship it)")
 def test_kernel_cuts_every_orientation_of_every_member_type_like_the_reference():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE), os.environ.get("PYTHONPATH", "")]))
+    path = [str(HERE.parents[1]), str(HERE), os.environ.get("PYTHONPATH", "")]  # the repository, kernel_check.py
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
     device = "cuda" if cuda_available() else "cpu"
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"

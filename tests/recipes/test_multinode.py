@@ -30,7 +30,7 @@ from conftest import kill_tree, raw_and_shards
 
 pytest.importorskip("aiohttp")  # fsspec's HTTP backend (pip install 'pairload[http]')
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TRAIN, TEST, EPOCHS = 32, 2, 3  # 8 train shards of 4 pairs and 1 test shard; 2 pairs per rank: 4 steps per epoch
 TINY = ("--device", "cpu", "--crop", "32", "--batch-size", "2", "--width", "4", "--depth", "1", "--workers", "0",
         "--warmup-steps", "1", "--epochs", str(EPOCHS))

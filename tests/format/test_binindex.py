@@ -291,7 +291,7 @@ def test_an_index_of_200k_pairs_costs_a_process_under_64_bytes_a_pair(tmp_path):
         assert ds.keys[-1] == {synthetic_key(n - 1)!r}
         print(json.dumps({{"bytes": anon() - before, "took": took}}))  # the private memory the index costs
     """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH",
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH",
                                                                                                        "")]))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
