@@ -58,7 +58,9 @@ class PairBatch:
     half the target's size); keys: the shard key of each row ("source/key" when sources are mixed); padded: bool N,
     True for samples repeated to fill the last batch (last_batch='pad'); source: the source name of each row when
     sources are mixed, else None; sensor: a camera raw split's ratios and levels (`SensorBatch`, which
-    `RawNormalize` applies), else None."""
+    `RawNormalize` applies), else None; degradation: when the inputs are synthesized (`degrade=`), each parameter of
+    the model as an (N,) float32 tensor on the batch's device (NaN for rows of a source that is not synthesized),
+    else None."""
 
     low: torch.Tensor
     high: torch.Tensor
@@ -66,6 +68,7 @@ class PairBatch:
     padded: torch.Tensor
     source: list[str] | None = None
     sensor: SensorBatch | None = None
+    degradation: dict[str, torch.Tensor] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)

@@ -19,7 +19,7 @@ def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "tr
                 crop: Any = REQUIRED, seed: int = 0, rank: int = 0, world_size: int = 1, num_workers: int = 0,
                 device: Any = "cpu", last_batch: str = "drop", augment: bool = True, shuffle: bool = True,
                 repeats: int = 1, weights: dict | None = None, epoch_size: int | None = None, schedule: Any = (),
-                **backend: Any):
+                degrade: Any = None, degrade_sources: Any = (), **backend: Any):
     """A loader over `source` (a shard folder; the raw image folder for "dali-file") for this rank.
 
     Planning (every kind over shards): `repeats=k` passes over the split per epoch, each with fresh crops and flips.
@@ -29,6 +29,12 @@ def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "tr
     (folder, split). `schedule=[(step, crop, batch), …]` or "0:128:8,92000:160:5": from each global step on
     (batches per rank since epoch 0) batches of that crop and per-rank size; `batch_size`/`crop` are then the
     first stage's and may be left out.
+
+    Synthesis: `degrade="lowlight"` (a model of `pairload.synth.MODELS`, with ranges: "lowlight,gamma=2..3", or a
+    `pairload.synth.Degradation`) makes each sample's input from its target, with parameters and noise drawn from
+    (seed, epoch, key) (`PairBatch.degradation` holds them); a targets-only pack needs it, and a pair pack's stored
+    inputs are then ignored. With mixed sources, `degrade_sources=("synth",)` names the sources it applies to
+    (default: all).
 
     Every kind has `len()` (batches per epoch on this rank; `batches_in(e)` for any epoch), `set_epoch(e)`,
     `state_dict()`/`load_state_dict()`, `close()`, and yields `PairBatch`es on `device` of the split's member types
@@ -45,7 +51,8 @@ def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "tr
     opts = LoaderOptions.build(split=split, batch_size=batch_size, crop=crop, seed=seed, rank=rank,
                                world_size=world_size, num_workers=num_workers, device=str(device),
                                last_batch=last_batch, augment=augment, shuffle=shuffle, repeats=repeats,
-                               weights=weights or (), epoch_size=epoch_size, schedule=schedule or ())
+                               weights=weights or (), epoch_size=epoch_size, schedule=schedule or (),
+                               degrade=degrade, degrade_sources=degrade_sources)
     cls = entry.load()
     check_options(cls, backend, f"make_loader({kind!r})", entry.options)
     return cls(source, opts, **entry.preset, **backend)

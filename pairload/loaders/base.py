@@ -106,7 +106,7 @@ STATE_FORMAT = "pairload-loader-state"
 KEYS_AT_ONCE = 512  # a run's keys are taken this many at a time (`PlannedLoader._keys_on`)
 _PLAN_FIELDS = ("seed", "batch_size", "crop", "split", "last_batch", "shuffle", "augment", "samples", "deal")
 # fields a state written before they existed lacks; absent means this default
-_NEWER_FIELDS = {"repeats": 1, "mix": None, "schedule": None}
+_NEWER_FIELDS = {"repeats": 1, "mix": None, "schedule": None, "degrade": None}
 
 
 def check_options(cls, backend: dict, where: str, accepted=None) -> None:
@@ -142,7 +142,8 @@ def plan_fields(opts: LoaderOptions, samples: int, deal: str, groups=()) -> dict
     fields = {"seed": p.seed, "batch_size": p.batch_size, "crop": p.crop, "split": opts.split,
               "last_batch": str(p.last_batch), "shuffle": p.shuffle, "augment": p.augment, "samples": samples,
               "deal": deal,
-              "repeats": p.repeats, "mix": None, "schedule": None}
+              "repeats": p.repeats, "mix": None, "schedule": None,
+              "degrade": None if p.degrade is None else [p.degrade.describe(), list(p.degrade_sources)]}
     if p.mixed:
         fields["mix"] = {"sources": [[name, n] for name, n in groups], "weights": [[k, w] for k, w in p.weights],
                          "epoch_size": p.epoch_size}
@@ -271,8 +272,22 @@ class PlannedLoader(StatefulEpochs):
         self.device = opts.torch_device
         self._source_names = [name for name, n in self.groups for _ in range(n)] if self.groups else None
         self.sensor_rows = None  # camera raw splits: set by the loaders over shards (`format.sensor.SensorRows`)
+        self.synth_rows = self._synth_rows()  # bool per sample: its input is synthesized (None: all, or none)
         self._plans: dict[tuple, list[BatchPlan]] = {}
         self._init_state()
+
+    def _synth_rows(self) -> np.ndarray | None:
+        """Which samples `degrade` synthesizes when it names some of the mixed sources (None: every sample)."""
+        names = self.cfg.degrade_sources
+        if not names:
+            return None
+        known = [name for name, _ in self.groups]
+        unknown = sorted(set(names) - set(known))
+        if unknown:
+            raise ConfigError(f"degrade_sources names {', '.join(unknown)}, and the sources are "
+                              f"{', '.join(known) or 'one unnamed folder'}; name mixed sources "
+                              "(make_loader(kind, {'real': folder, 'synth': folder}, ...))")
+        return np.concatenate([np.full(n, name in names) for name, n in self.groups])
 
     def __len__(self) -> int:
         consumed = self._consumed(self.epoch)
@@ -385,9 +400,23 @@ class PlannedLoader(StatefulEpochs):
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple[tuple[int, int], ...]):
         raise NotImplementedError
 
+    def _synthesized(self, plans: list[BatchPlan], batches):
+        """The batches with their inputs synthesized (`degrade`): the planned batches, in plan order."""
+        from ..synth.execute import RunTables, synthesize
+
+        tables = RunTables(self.cfg.degrade, plans, self.synth_rows, self._on_device)
+        for bp, batch in zip(plans, batches):
+            with self.hooks.timed("synthesize"):
+                synthesize(self.cfg.degrade, batch, tables, bp)
+            yield batch
+
     def __iter__(self):
         epoch = self.epoch
         consumed = self._begin(epoch)
-        for batch in self._batches(epoch, self.plan_for(epoch, consumed), consumed):
+        plans = self.plan_for(epoch, consumed)
+        batches = self._batches(epoch, plans, consumed)
+        if self.cfg.degrade is not None:
+            batches = self._synthesized(plans, batches)
+        for batch in batches:
             self._delivered += 1  # counted when handed over: state_dict() after the step on it includes it
             yield batch

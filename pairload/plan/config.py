@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import numpy as np
 
@@ -91,6 +92,8 @@ class BatchPlan:
     code: np.ndarray
     padded: np.ndarray
     crop: Crop = None
+    synth: np.ndarray | None = None  # (n, columns) float32: each sample's degradation parameters (`degrade`)
+    noise: np.ndarray | None = None  # (n,) uint64: each sample's noise key
 
     def __len__(self) -> int:
         return len(self.index)
@@ -117,7 +120,9 @@ class PlanConfig:
     """What the planner decides from. `repeats`: passes over the split per epoch (fresh crops each time).
     `weights` ((source, weight), …) and `epoch_size`: a mixed epoch of `epoch_size` draws from several sources
     (see `_mixed_rows`). `schedule`: stages of crop and batch size by global step; `batch_size` and `crop` are then
-    its first stage's."""
+    its first stage's. `degrade`: the degradation that synthesizes each sample's input from its target
+    (`pairload.synth.Degradation`, or what `Degradation.of` reads); its parameters are planned per sample;
+    `degrade_sources`: the mixed sources it applies to (empty: all)."""
 
     batch_size: int | None = None
     crop: Crop | _Required = REQUIRED  # see `pairload.plan.crops`: 256, (192, 256) or None
@@ -131,8 +136,18 @@ class PlanConfig:
     weights: tuple[tuple[str, float], ...] = ()
     epoch_size: int | None = None
     schedule: tuple[Stage, ...] = ()
+    degrade: Any = None
+    degrade_sources: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        from ..synth import Degradation
+
+        object.__setattr__(self, "degrade", Degradation.of(self.degrade))
+        sources = (self.degrade_sources,) if isinstance(self.degrade_sources, str) else self.degrade_sources
+        object.__setattr__(self, "degrade_sources", tuple(str(s) for s in sources or ()))
+        if self.degrade_sources and self.degrade is None:
+            raise ConfigError(f"degrade_sources={list(self.degrade_sources)}: there is no degradation to apply; give "
+                              "degrade= too (e.g. degrade='lowlight')")
         for name in ("batch_size", "crop", "seed", "rank", "world_size", "repeats", "epoch_size"):
             value = getattr(self, name)
             if name == "crop" and isinstance(value, (tuple, list)):

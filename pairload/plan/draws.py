@@ -49,11 +49,13 @@ def _stream(key_hash: np.ndarray, seed: int, epoch: int, stream: int, draw: np.n
 
 
 def sample_params(key_hash: np.ndarray, hw: np.ndarray, *, seed: int, epoch: int, crop: Crop,
-                  augment: bool, draw: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  augment: bool, draw: np.ndarray | None = None,
+                  codes: tuple[int, ...] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Crop corner (y, x) and orientation code for each sample, from its key (and, for a sample drawn more than
     once in an epoch, which draw it is) alone: (y, x, code) int64 arrays. `crop`: a crop policy's setting
     (`pairload.plan.crops`); the corner is uniform over the places the window fits, and a window that is not
-    square is only flipped, never transposed."""
+    square is only flipped, never transposed. `codes`: the orientation codes allowed (a degradation model's
+    restriction; None: all eight), the drawn one mapped onto them."""
     key_hash = np.atleast_1d(np.asarray(key_hash, dtype=np.uint64))
     hw = np.asarray(hw, dtype=np.int64).reshape(-1, 2)
     n = len(key_hash)
@@ -66,6 +68,8 @@ def sample_params(key_hash: np.ndarray, hw: np.ndarray, *, seed: int, epoch: int
     if not augment:
         return y, x, np.zeros(n, dtype=np.int64)
     code = (_stream(key_hash, seed, epoch, 3, draw) & np.uint64(7)).astype(np.int64)
+    if codes is not None:
+        code = np.asarray(codes, dtype=np.int64)[code % len(codes)]
     return y, x, allowed(code, win[:, 0], win[:, 1])
 
 
@@ -75,3 +79,24 @@ def epoch_order(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tu
     if not shuffle:
         return np.arange(n, dtype=np.int64)
     return np.random.default_rng([seed & 0xFFFFFFFF, epoch, 0x5EED, *salt]).permutation(n).astype(np.int64)
+
+
+SYNTH_KEY = 31  # the stream of a sample's noise key (the Philox key of its synthesized pixels)
+SYNTH_FIRST = 32  # the stream of a sample's first degradation-parameter uniform (then 33, 34, ...)
+
+
+def uniforms(key_hash: np.ndarray, *, seed: int, epoch: int, count: int,
+             draw: np.ndarray | None = None) -> np.ndarray:
+    """(n, count) float64 uniforms in (0, 1) per sample, from its key alone (streams SYNTH_FIRST on): what a
+    degradation model turns into the sample's parameters."""
+    key_hash = np.atleast_1d(np.asarray(key_hash, dtype=np.uint64))
+    out = np.empty((len(key_hash), count), dtype=np.float64)
+    for j in range(count):
+        bits = _stream(key_hash, seed, epoch, SYNTH_FIRST + j, draw) >> np.uint64(11)
+        out[:, j] = (bits.astype(np.float64) + 0.5) * 2.0 ** -53
+    return out
+
+
+def noise_keys(key_hash: np.ndarray, *, seed: int, epoch: int, draw: np.ndarray | None = None) -> np.ndarray:
+    """(n,) uint64: each sample's noise key, from its key alone (stream SYNTH_KEY)."""
+    return _stream(np.atleast_1d(np.asarray(key_hash, dtype=np.uint64)), seed, epoch, SYNTH_KEY, draw)

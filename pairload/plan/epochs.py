@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import ConfigError
 from .config import BatchPlan, Groups, LastBatch, PlanConfig, stage_at
 from .deals import Deal, Shards, get_deal
-from .draws import sample_params
+from .draws import noise_keys, sample_params, uniforms
 from .mix import interleave, source_counts
 
 Consumed = tuple[tuple[int, int], ...]  # ((world_size, batches per rank), ...): how an epoch was started before
@@ -235,17 +235,23 @@ def sized_plans(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: in
            crop) -> list[BatchPlan]:
     """The BatchPlans of consecutive batches of `sizes` rows of (3, n) `rows` (index, padded, draw), one crop."""
     idx = rows[0]
+    draw = rows[2] if rows[2].any() else None
+    spec = cfg.degrade
     y, x, code = sample_params(key_hash[idx], hw[idx], seed=cfg.seed, epoch=epoch, crop=crop, augment=cfg.augment,
-                               draw=rows[2] if rows[2].any() else None)
+                               draw=draw, codes=spec.codes if spec is not None else None)
     columns = (idx, y, x, code, rows[1].astype(bool))
+    if spec is not None:
+        u = uniforms(key_hash[idx], seed=cfg.seed, epoch=epoch, count=spec.spec.uniforms, draw=draw)
+        columns += (spec.draw(u), noise_keys(key_hash[idx], seed=cfg.seed, epoch=epoch, draw=draw))
     # batches of one size (all but perhaps the last) as the rows of one reshape: numpy makes their views, not Python
     size = sizes[0] if sizes else 0
     whole = next((k for k, s in enumerate(sizes) if s != size), len(sizes))
-    pieces = [list(c[:whole * size].reshape(whole, size)) for c in columns] if size else [[] for _ in columns]
-    plans = [BatchPlan(*parts, crop) for parts in zip(*pieces)]
+    pieces = [list(c[:whole * size].reshape(whole, size, *c.shape[1:])) for c in columns] if size else [[] for _ in columns]
+    plans = [BatchPlan(*parts[:5], crop, *parts[5:]) for parts in zip(*pieces)]
     start = whole * size
     for s in sizes[whole:]:
-        plans.append(BatchPlan(*(c[start:start + s] for c in columns), crop))
+        parts = [c[start:start + s] for c in columns]
+        plans.append(BatchPlan(*parts[:5], crop, *parts[5:]))
         start += s
     return plans
 

@@ -1,0 +1,18 @@
+"""Synthesized low-light inputs: degradation models (`MODELS`) that make a sample's input from its target, with
+parameters the planner draws from (seed, epoch, key) and noise from a counter-based generator keyed the same way, so
+a synthesized pair is the same whatever batch, rank, loader kind or resume it arrives through. `Degradation` is what
+loaders take (`degrade=`). Numpy only here; the CUDA kernels live in `pairload.synth.kernels`."""
+
+from __future__ import annotations
+
+from .models import models
+from .spec import Degradation
+
+
+def __getattr__(name: str):
+    if name == "MODELS":
+        return models()
+    raise AttributeError(f"module 'pairload.synth' has no attribute {name!r}")
+
+
+__all__ = ["Degradation", "MODELS"]

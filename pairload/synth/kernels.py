@@ -1,0 +1,271 @@
+"""The degradation models as Triton kernels: one launch per batch on the current stream, one program per (sample,
+block of pixels), reading the oriented target and writing the input in place, with the random numbers, constants and
+order of operations of the numpy executors (`pairload.synth.rng`, `pairload.synth.models`). Imported only on a CUDA
+device."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .models.rawphysics import INVERSION_BELOW, KMAX
+from .rng import A, B, C, D, P_LOW
+
+BLOCK = 1024
+# the numpy executors' constants, as constexprs the kernels read
+A0 = tl.constexpr(A[0])
+A1 = tl.constexpr(A[1])
+A2 = tl.constexpr(A[2])
+A3 = tl.constexpr(A[3])
+A4 = tl.constexpr(A[4])
+A5 = tl.constexpr(A[5])
+B0 = tl.constexpr(B[0])
+B1 = tl.constexpr(B[1])
+B2 = tl.constexpr(B[2])
+B3 = tl.constexpr(B[3])
+B4 = tl.constexpr(B[4])
+C0 = tl.constexpr(C[0])
+C1 = tl.constexpr(C[1])
+C2 = tl.constexpr(C[2])
+C3 = tl.constexpr(C[3])
+C4 = tl.constexpr(C[4])
+C5 = tl.constexpr(C[5])
+D0 = tl.constexpr(D[0])
+D1 = tl.constexpr(D[1])
+D2 = tl.constexpr(D[2])
+D3 = tl.constexpr(D[3])
+PLOW = tl.constexpr(P_LOW)
+INV_BELOW = tl.constexpr(INVERSION_BELOW)
+KMAXF = tl.constexpr(float(KMAX))
+
+
+@triton.jit
+def _value(ptr, m):
+    """A stored value as int32 (uint16 members travel as int16 views: their bits, masked back to 0..65535)."""
+    return tl.load(ptr, mask=m, other=0).to(tl.int32) & 0xFFFF
+
+
+@triton.jit
+def _uniform(bits):
+    return ((bits >> 8).to(tl.float32) + 0.5) * 5.9604644775390625e-08
+
+
+@triton.jit
+def _normal(u):
+    q = u - 0.5
+    r = q * q
+    num = ((((A0 * r + A1) * r + A2) * r + A3) * r + A4) * r + A5
+    den = ((((B0 * r + B1) * r + B2) * r + B3) * r + B4) * r + 1.0
+    central = num * q / den
+    tail_p = tl.minimum(u, 1.0 - u)
+    t = tl.sqrt(-2.0 * tl.log(tail_p))
+    num = ((((C0 * t + C1) * t + C2) * t + C3) * t + C4) * t + C5
+    den = (((D0 * t + D1) * t + D2) * t + D3) * t + 1.0
+    tail = num / den
+    tail = tl.where(u > 0.5, -tail, tail)
+    return tl.where(tail_p < PLOW, tail, central)
+
+
+@triton.jit
+def _tukey(u, lam):
+    small = tl.abs(lam) < 1e-4
+    safe = tl.where(small, 1.0, lam)
+    q = (tl.exp2(safe * tl.log2(u)) - tl.exp2(safe * tl.log2(1.0 - u))) / safe
+    logistic = tl.log(u) - tl.log(1.0 - u)
+    return tl.where(small, logistic, q)
+
+
+@triton.jit
+def _window(code, i, j, H, W):
+    """Each output pixel's place in the un-oriented window (`rng.window_counter`): (counter, row)."""
+    j1 = tl.where((code & 1) != 0, W - 1 - j, j)
+    i1 = tl.where((code & 2) != 0, H - 1 - i, i)
+    t = (code & 4) != 0
+    r = tl.where(t, j1, i1)
+    s = tl.where(t, i1, j1)
+    width = tl.where(t, H, W)
+    return (r * width + s).to(tl.uint32), r
+
+
+@triton.jit
+def _encode(x, FULL: tl.constexpr):
+    curve = 1.055 * tl.exp2(tl.log2(x) * 0.4166666666666667) - 0.055
+    s = tl.where(x <= 0.0031308, x * 12.92, curve)
+    return tl.floor(s * FULL + 0.5)
+
+
+@triton.jit
+def _lowlight_channel(v, lut, a, b, g, gain, shot, read, bits, FULL: tl.constexpr):
+    lin = tl.load(lut + v)
+    d = b * tl.exp2(g * tl.log2(a * lin)) * gain
+    z = _normal(_uniform(bits))
+    x = tl.minimum(tl.maximum(d + tl.sqrt(shot * d + read) * z, 0.0), 1.0)
+    return _encode(x, FULL)
+
+
+@triton.jit
+def lowlight_kernel(high, low, lut, table, keys, codes, apply, H, W, TS,
+                    hn, hc, hh, hw, ln, lc, lh, lw, FULL: tl.constexpr, BLOCK: tl.constexpr, ROUNDS: tl.constexpr):
+    n = tl.program_id(0)
+    if tl.load(apply + n) != 0:
+        p = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        m = p < H * W
+        i = p // W
+        j = p % W
+        counter, row = _window(tl.load(codes + n), i, j, H, W)
+        key = tl.load(keys + n).to(tl.uint64, bitcast=True)
+        zero = counter * 0
+        r0, r1, r2, r3 = tl.philox(key, counter, zero, zero, zero, ROUNDS)
+        t = table + n * TS
+        a = tl.load(t)
+        b = tl.load(t + 1)
+        g = tl.load(t + 2)
+        gr = tl.load(t + 3)
+        gb = tl.load(t + 4)
+        shot = tl.load(t + 5)
+        read = tl.load(t + 6)
+        src = high + n * hn + i * hh + j * hw
+        dst = low + n * ln + i * lh + j * lw
+        out = _lowlight_channel(_value(src, m), lut, a, b, g, gr, shot, read, r0, FULL)
+        tl.store(dst, out.to(tl.int32).to(low.dtype.element_ty), mask=m)
+        out = _lowlight_channel(_value(src + hc, m), lut, a, b, g, 1.0, shot, read, r1, FULL)
+        tl.store(dst + lc, out.to(tl.int32).to(low.dtype.element_ty), mask=m)
+        out = _lowlight_channel(_value(src + 2 * hc, m), lut, a, b, g, gb, shot, read, r2, FULL)
+        tl.store(dst + 2 * lc, out.to(tl.int32).to(low.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _mix(t, row, x0, x1, x2):
+    return tl.load(t + 3 * row) * x0 + tl.load(t + 3 * row + 1) * x1 + tl.load(t + 3 * row + 2) * x2
+
+
+@triton.jit
+def _unprocess_channel(cam, mask, inv, dark, shot, read, forward, bits):
+    x = tl.minimum(tl.maximum(cam * tl.maximum(mask + (1.0 - mask) * inv, inv), 0.0), 1.0) * dark
+    x = x + tl.sqrt(shot * x + read) * _normal(_uniform(bits))
+    return tl.minimum(tl.maximum(x * forward, 0.0), 1.0)
+
+
+@triton.jit
+def _process_channel(t, row, n0, n1, n2, FULL: tl.constexpr):
+    x = tl.minimum(tl.maximum(_mix(t, row, n0, n1, n2), 0.0), 1.0)
+    x = tl.exp2(tl.log2(tl.maximum(x, 1e-8)) * 0.45454545454545453)
+    x = 3.0 * x * x - 2.0 * x * x * x
+    return tl.floor(x * FULL + 0.5)
+
+
+@triton.jit
+def unprocess_kernel(high, low, lut, table, keys, codes, apply, H, W, TS,
+                     hn, hc, hh, hw, ln, lc, lh, lw, FULL: tl.constexpr, BLOCK: tl.constexpr, ROUNDS: tl.constexpr):
+    n = tl.program_id(0)
+    if tl.load(apply + n) != 0:
+        p = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        m = p < H * W
+        i = p // W
+        j = p % W
+        counter, row = _window(tl.load(codes + n), i, j, H, W)
+        key = tl.load(keys + n).to(tl.uint64, bitcast=True)
+        zero = counter * 0
+        r0, r1, r2, r3 = tl.philox(key, counter, zero, zero, zero, ROUNDS)
+        t = table + n * TS
+        red = tl.load(t + 18)
+        blue = tl.load(t + 19)
+        rgb = tl.load(t + 20)
+        dark = tl.load(t + 21)
+        shot = tl.load(t + 22)
+        read = tl.load(t + 23)
+        src = high + n * hn + i * hh + j * hw
+        l0 = tl.load(lut + _value(src, m))
+        l1 = tl.load(lut + _value(src + hc, m))
+        l2 = tl.load(lut + _value(src + 2 * hc, m))
+        c0 = _mix(t, 0, l0, l1, l2)
+        c1 = _mix(t, 1, l0, l1, l2)
+        c2 = _mix(t, 2, l0, l1, l2)
+        gray = (c0 + c1 + c2) * 0.3333333432674408
+        mask = tl.maximum(gray - 0.9, 0.0) * 10.0
+        mask = mask * mask
+        n0 = _unprocess_channel(c0, mask, 1.0 / (red * rgb), dark, shot, read, red, r0)
+        n1 = _unprocess_channel(c1, mask, 1.0 / rgb, dark, shot, read, 1.0, r1)
+        n2 = _unprocess_channel(c2, mask, 1.0 / (blue * rgb), dark, shot, read, blue, r2)
+        dst = low + n * ln + i * lh + j * lw
+        tl.store(dst, _process_channel(t + 9, 0, n0, n1, n2, FULL).to(tl.int32).to(low.dtype.element_ty), mask=m)
+        tl.store(dst + lc, _process_channel(t + 9, 1, n0, n1, n2, FULL).to(tl.int32).to(low.dtype.element_ty), mask=m)
+        tl.store(dst + 2 * lc, _process_channel(t + 9, 2, n0, n1, n2, FULL).to(tl.int32).to(low.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _poisson(e, u):
+    small = e < INV_BELOW
+    p = tl.exp(-tl.where(small, e, 0.0))
+    cdf = p
+    k = tl.zeros_like(e)
+    active = small & (u > cdf)
+    kk = 1.0
+    go = tl.max(active.to(tl.int32), axis=0)
+    while (go > 0) & (kk < KMAXF):
+        p = p * e / kk
+        cdf = cdf + p
+        k = tl.where(active, kk, k)
+        active = active & (u > cdf)
+        kk += 1.0
+        go = tl.max(active.to(tl.int32), axis=0)
+    big = tl.maximum(tl.floor(e + tl.sqrt(e) * _normal(u) + 0.5), 0.0)
+    return tl.where(small, k, big)
+
+
+@triton.jit
+def _raw_channel(v, black, white, inv, K, read_s, lam, bias, row, shot_bits, read_bits, GAUSSIAN: tl.constexpr):
+    e = tl.maximum(v.to(tl.float32) - black, 0.0) * inv
+    shot = _poisson(e, _uniform(shot_bits)) * K
+    ur = _uniform(read_bits)
+    if GAUSSIAN:
+        read = read_s * _normal(ur)
+    else:
+        read = read_s * _tukey(ur, lam)
+    v = black + bias + shot + read + row
+    return tl.minimum(tl.maximum(tl.floor(v + 0.5), 0.0), white)
+
+
+@triton.jit
+def raw_kernel(high, low, levels, table, keys, codes, apply, H, W, TS, LS,
+               hn, hc, hh, hw, ln, lc, lh, lw, GAUSSIAN: tl.constexpr, BLOCK: tl.constexpr, ROUNDS: tl.constexpr):
+    n = tl.program_id(0)
+    if tl.load(apply + n) != 0:
+        p = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        m = p < H * W
+        i = p // W
+        j = p % W
+        counter, row = _window(tl.load(codes + n), i, j, H, W)
+        key = tl.load(keys + n).to(tl.uint64, bitcast=True)
+        zero = counter * 0
+        s0, s1, s2, s3 = tl.philox(key, counter, zero, zero, zero, ROUNDS)
+        q0, q1, q2, q3 = tl.philox(key, counter, zero, zero + 2, zero, ROUNDS)
+        rows = row.to(tl.uint32)
+        w0, w1, w2, w3 = tl.philox(key, rows, zero + 1, zero, zero, ROUNDS)
+        t = table + n * TS
+        ratio = tl.load(t)
+        K = tl.load(t + 1)
+        read_s = tl.load(t + 2)
+        row_s = tl.load(t + 3)
+        lam = tl.load(t + 4)
+        inv = 1.0 / (ratio * K)
+        row_a = _normal(_uniform(w0)) * row_s
+        row_b = _normal(_uniform(w1)) * row_s
+        lv = levels + n * LS
+        white = tl.load(lv + 4)
+        src = high + n * hn + i * hh + j * hw
+        dst = low + n * ln + i * lh + j * lw
+        out = _raw_channel(_value(src, m), tl.load(lv), white, inv, K, read_s, lam, tl.load(t + 5), row_a,
+                           s0, q0, GAUSSIAN)
+        tl.store(dst, out.to(tl.int32).to(low.dtype.element_ty), mask=m)
+        out = _raw_channel(_value(src + hc, m), tl.load(lv + 1), white, inv, K, read_s, lam, tl.load(t + 6),
+                           row_a, s1, q1, GAUSSIAN)
+        tl.store(dst + lc, out.to(tl.int32).to(low.dtype.element_ty), mask=m)
+        out = _raw_channel(_value(src + 2 * hc, m), tl.load(lv + 2), white, inv, K, read_s, lam,
+                           tl.load(t + 7), row_b, s2, q2, GAUSSIAN)
+        tl.store(dst + 2 * lc, out.to(tl.int32).to(low.dtype.element_ty), mask=m)
+        out = _raw_channel(_value(src + 3 * hc, m), tl.load(lv + 3), white, inv, K, read_s, lam,
+                           tl.load(t + 8), row_b, s3, q3, GAUSSIAN)
+        tl.store(dst + 3 * lc, out.to(tl.int32).to(low.dtype.element_ty), mask=m)
+
+

@@ -1,0 +1,115 @@
+"""`raw-physics`: a clean long exposure (a packed Bayer mosaic R, G, B, G in sensor counts, with its black and white
+levels) made into a short one, after ELD (Wei et al., "A Physics-based Noise Formation Model for Extreme Low-light
+Raw Denoising", CVPR 2020) and LED (Jin et al., "Lighting Every Darkness in Two Pairs", ICCV 2023): the signal above
+black divided by a sampled ratio, Poisson shot noise in electrons (system gain K), Tukey-λ (or Gaussian) read noise,
+row noise shared by the two packed channels of one sensor row, the camera's colour bias, and quantization as the ADC
+does it (rounding to whole counts), clipped to [0, white]. K, read and row noise come from a camera profile
+(`pairload.synth.profiles`). Poisson counts are drawn by inversion below 16 electrons and from the normal with the
+same mean and variance above (rounded). Numpy only."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ..params import Param
+from ..rng import ROW_TAG, SECOND, normal, philox, tukey, uniform, window_counter
+from . import Model
+
+ELD = "Wei et al.: A Physics-based Noise Formation Model for Extreme Low-light Raw Denoising (CVPR 2020)"
+LED = "Jin et al.: Lighting Every Darkness in Two Pairs (ICCV 2023)"
+INVERSION_BELOW = 16.0  # electrons: Poisson by inversion below, the rounded normal above
+KMAX = 64  # inversion's last count (P(X >= 64 | λ < 16) < 1e-19)
+COLUMNS = ("ratio", "K", "read", "row", "lam", "bias_r", "bias_g", "bias_b", "bias_g2")
+ROWS = (0, 0, 1, 1)  # packed channel → which of a packed row's two sensor rows it lies on (R and its G; B and its G)
+
+
+def poisson(e: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """float32 Poisson counts of means `e` from one uniform each (see the module docstring)."""
+    f = np.float32
+    small = e < f(INVERSION_BELOW)
+    p = np.exp(-np.where(small, e, f(0.0)))
+    cdf = p.copy()
+    k = np.zeros(e.shape, dtype=np.float32)
+    active = small & (u > cdf)
+    for kk in range(1, KMAX):
+        if not active.any():
+            break
+        p = p * e / f(kk)
+        cdf = cdf + p
+        k = np.where(active, f(kk), k)
+        active = active & (u > cdf)
+    big = np.maximum(np.floor(e + np.sqrt(e) * normal(u) + f(0.5)), f(0.0))
+    return np.where(small, k, big)
+
+
+class RawPhysics(Model):
+    def takes(self, members, raw: bool) -> str | None:
+        high = members.high
+        if not raw or high.channels != 4 or high.dtype != "uint16":
+            return (f"it takes camera raw targets kept as packed Bayer mosaics (uint16 ×4 with their levels: pack with "
+                    f"--raw-target packed), and these are {high.describe()}" + ("" if raw else ", not camera raw"))
+        return None
+
+    def prepare(self, profile_name: str | None, spans: dict):
+        """The camera profile in force (the user's K range replacing the profile's)."""
+        from ..profiles import load_profile
+
+        profile = load_profile(profile_name or DEFAULT_PROFILE)
+        if "K" in spans:
+            lo, hi = spans["K"]
+            profile = dataclasses.replace(profile, log_k=(math.log(lo), math.log(hi)))
+        return profile
+
+    def table(self, u, spans, extra=None) -> np.ndarray:
+        profile = extra
+        ratio = self.drawn(u, spans, 0)
+        k, read, row, lam = profile.sample(u[:, 1:7]).T
+        bias = np.broadcast_to(np.asarray(profile.color_bias, dtype=np.float64), (len(u), 4))
+        return np.concatenate([np.stack([ratio, k, read, row, lam], axis=1), bias], axis=1).astype(np.float32)
+
+    def numpy(self, high, table, keys, code, levels=None, extra=None) -> np.ndarray:
+        f = np.float32
+        n, h, w, _ = high.shape
+        gaussian = extra is not None and getattr(extra, "read_dist", "tukey") == "gaussian"
+        col = {name: table[:, k].reshape(n, 1, 1) for k, name in enumerate(COLUMNS)}
+        black = levels[:, :4].astype(np.float32).reshape(n, 1, 1, 4)
+        white = levels[:, 4].astype(np.float32).reshape(n, 1, 1)
+        inv = f(1.0) / (col["ratio"] * col["K"])
+        counter, row = window_counter(code, h, w)
+        key = np.asarray(keys, dtype=np.uint64).reshape(n, 1, 1)
+        shot_bits = philox(key, counter)
+        read_bits = philox(key, counter, c2=SECOND)
+        row_bits = philox(key, row.astype(np.uint32), c1=ROW_TAG)
+        row_noise = [normal(uniform(row_bits[r])) * col["row"] for r in (0, 1)]
+        y = high.astype(np.float32)
+        out = np.empty(high.shape, dtype=np.uint16)
+        for c in range(4):
+            e = np.maximum(y[..., c] - black[..., c], f(0.0)) * inv
+            shot = poisson(e, uniform(shot_bits[c])) * col["K"]
+            ur = uniform(read_bits[c])
+            read = col["read"] * (normal(ur) if gaussian else tukey(ur, col["lam"]))
+            v = black[..., c] + col[COLUMNS[5 + c]] + shot + read + row_noise[ROWS[c]]
+            out[..., c] = np.clip(np.floor(v + f(0.5)), f(0.0), white)
+        return out
+
+
+DEFAULT_PROFILE = "SonyA7S2"
+
+RAW_PHYSICS = RawPhysics(
+    name="raw-physics",
+    summary="clean packed raw → short exposure: ratio, Poisson shot (K), Tukey-λ read, row noise, colour bias, ADC",
+    source=f"{ELD}; {LED}",
+    params=(
+        Param(name="ratio", low=100.0, high=300.0, legal=(1.0, 1e4), source=ELD,
+              doc="the exposure ratio: the long exposure's signal is divided by it"),
+        Param(name="K", low=1.0, high=1.0, dist="log-uniform", legal=(1e-4, 1e3), unit="counts per electron",
+              source="the camera profile", doc="system gain (default: the profile's range)"),
+    ),
+    columns=COLUMNS,
+    uniforms=7,
+    codes=(0, 1, 2, 3),  # no transpose: row noise stays along rows, as PMN restricts augmentation
+    needs_levels=True,
+)
