@@ -49,7 +49,8 @@ def synthesize(degrade: Degradation, batch, tables: RunTables, bp) -> None:
     if batch.high.device.type == "cuda":
         from .launch import launch
 
-        launch(degrade, batch.high, batch.low, table, tables.keys(bp), tables.code(bp), tables.apply(bp), levels)
+        launch(degrade.spec, degrade.extra, batch.high, batch.low, table, tables.keys(bp), tables.code(bp),
+               tables.apply(bp), levels)
     else:
         _numpy(degrade, batch, table, tables.keys(bp), tables.code(bp), tables.apply(bp), levels)
     if degrade.spec.needs_levels and "ratio" in degrade.columns:

@@ -9,9 +9,10 @@ import triton
 import triton.language as tl
 
 from .models.rawphysics import INVERSION_BELOW, KMAX
-from .rng import A, B, C, D, P_LOW
+from .rng import COS, SIN, TUKEY_ZERO, A, B, C, D, P_LOW
 
-BLOCK = 1024
+PIXELS = 1024  # output pixels per program: whole rows of up to 256 pixels (no division per pixel)
+WARPS = 8
 # the numpy executors' constants, as constexprs the kernels read
 A0 = tl.constexpr(A[0])
 A1 = tl.constexpr(A[1])
@@ -35,8 +36,20 @@ D1 = tl.constexpr(D[1])
 D2 = tl.constexpr(D[2])
 D3 = tl.constexpr(D[3])
 PLOW = tl.constexpr(P_LOW)
+S0 = tl.constexpr(SIN[0])
+S1 = tl.constexpr(SIN[1])
+S2 = tl.constexpr(SIN[2])
+S3 = tl.constexpr(SIN[3])
+S4 = tl.constexpr(SIN[4])
+K0 = tl.constexpr(COS[0])
+K1 = tl.constexpr(COS[1])
+K2 = tl.constexpr(COS[2])
+K3 = tl.constexpr(COS[3])
+K4 = tl.constexpr(COS[4])
+K5 = tl.constexpr(COS[5])
 INV_BELOW = tl.constexpr(INVERSION_BELOW)
-KMAXF = tl.constexpr(float(KMAX))
+KMAXI = tl.constexpr(KMAX)
+TUKEY0 = tl.constexpr(TUKEY_ZERO)
 
 
 @triton.jit
@@ -54,37 +67,55 @@ def _uniform(bits):
 def _normal(u):
     q = u - 0.5
     r = q * q
-    num = ((((A0 * r + A1) * r + A2) * r + A3) * r + A4) * r + A5
-    den = ((((B0 * r + B1) * r + B2) * r + B3) * r + B4) * r + 1.0
-    central = num * q / den
+    num_c = (((((A0 * r + A1) * r + A2) * r + A3) * r + A4) * r + A5) * q
+    den_c = ((((B0 * r + B1) * r + B2) * r + B3) * r + B4) * r + 1.0
     tail_p = tl.minimum(u, 1.0 - u)
     t = tl.sqrt(-2.0 * tl.log(tail_p))
-    num = ((((C0 * t + C1) * t + C2) * t + C3) * t + C4) * t + C5
-    den = (((D0 * t + D1) * t + D2) * t + D3) * t + 1.0
-    tail = num / den
-    tail = tl.where(u > 0.5, -tail, tail)
-    return tl.where(tail_p < PLOW, tail, central)
+    num_t = ((((C0 * t + C1) * t + C2) * t + C3) * t + C4) * t + C5
+    num_t = tl.where(u > 0.5, -num_t, num_t)
+    den_t = (((D0 * t + D1) * t + D2) * t + D3) * t + 1.0
+    tail = tail_p < PLOW
+    return tl.where(tail, num_t, num_c) / tl.where(tail, den_t, den_c)
 
 
 @triton.jit
-def _tukey(u, lam):
-    small = tl.abs(lam) < 1e-4
-    safe = tl.where(small, 1.0, lam)
-    q = (tl.exp2(safe * tl.log2(u)) - tl.exp2(safe * tl.log2(1.0 - u))) / safe
-    logistic = tl.log(u) - tl.log(1.0 - u)
-    return tl.where(small, logistic, q)
+def _turn(u):
+    x = u * 4.0
+    q = tl.floor(x)
+    r = (x - q) * 1.5707963705062866
+    r2 = r * r
+    s = ((((S0 * r2 + S1) * r2 + S2) * r2 + S3) * r2 + S4) * r2 * r + r
+    c = (((((K0 * r2 + K1) * r2 + K2) * r2 + K3) * r2 + K4) * r2 + K5) * r2 + 1.0
+    cos = tl.where(q == 0, c, tl.where(q == 1, -s, tl.where(q == 2, -c, s)))
+    sin = tl.where(q == 0, s, tl.where(q == 1, c, tl.where(q == 2, -s, -c)))
+    return cos, sin
+
+
+@triton.jit
+def _box_muller(u0, u1):
+    r = tl.sqrt(-2.0 * tl.log(u0))
+    cos, sin = _turn(u1)
+    return r * cos, r * sin
+
+
+@triton.jit
+def _tile(H, W, BR: tl.constexpr, BW: tl.constexpr):
+    """This program's output rows (BR, 1), columns (1, BW) and mask."""
+    i = tl.program_id(1) * BR + tl.arange(0, BR)[:, None]
+    j = tl.program_id(2) * BW + tl.arange(0, BW)[None, :]
+    return i, j, (i < H) & (j < W)
 
 
 @triton.jit
 def _window(code, i, j, H, W):
-    """Each output pixel's place in the un-oriented window (`rng.window_counter`): (counter, row)."""
+    """Each output pixel's place in the un-oriented window (`rng.window_counter`)."""
     j1 = tl.where((code & 1) != 0, W - 1 - j, j)
     i1 = tl.where((code & 2) != 0, H - 1 - i, i)
     t = (code & 4) != 0
     r = tl.where(t, j1, i1)
     s = tl.where(t, i1, j1)
     width = tl.where(t, H, W)
-    return (r * width + s).to(tl.uint32), r
+    return (r * width + s).to(tl.uint32)
 
 
 @triton.jit
@@ -95,43 +126,42 @@ def _encode(x, FULL: tl.constexpr):
 
 
 @triton.jit
-def _lowlight_channel(v, lut, a, b, g, gain, shot, read, bits, FULL: tl.constexpr):
+def _store(ptr, x, m):
+    tl.store(ptr, x.to(tl.int32).to(ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _lowlight_channel(v, lut, a, b, g, gain, shot, read, z, FULL: tl.constexpr):
     lin = tl.load(lut + v)
     d = b * tl.exp2(g * tl.log2(a * lin)) * gain
-    z = _normal(_uniform(bits))
     x = tl.minimum(tl.maximum(d + tl.sqrt(shot * d + read) * z, 0.0), 1.0)
     return _encode(x, FULL)
 
 
 @triton.jit
-def lowlight_kernel(high, low, lut, table, keys, codes, apply, H, W, TS,
-                    hn, hc, hh, hw, ln, lc, lh, lw, FULL: tl.constexpr, BLOCK: tl.constexpr, ROUNDS: tl.constexpr):
+def lowlight_kernel(high, low, lut, table, keys, codes, apply, H, W, TS, hn, hc, hh, hw, ln, lc, lh, lw,
+                    FULL: tl.constexpr, BR: tl.constexpr, BW: tl.constexpr, ROUNDS: tl.constexpr):
     n = tl.program_id(0)
     if tl.load(apply + n) != 0:
-        p = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        m = p < H * W
-        i = p // W
-        j = p % W
-        counter, row = _window(tl.load(codes + n), i, j, H, W)
+        i, j, m = _tile(H, W, BR, BW)
+        counter = _window(tl.load(codes + n), i, j, H, W)
         key = tl.load(keys + n).to(tl.uint64, bitcast=True)
         zero = counter * 0
         r0, r1, r2, r3 = tl.philox(key, counter, zero, zero, zero, ROUNDS)
+        z0, z1 = _box_muller(_uniform(r0), _uniform(r1))
+        z2, _ = _box_muller(_uniform(r2), _uniform(r3))
         t = table + n * TS
         a = tl.load(t)
         b = tl.load(t + 1)
         g = tl.load(t + 2)
-        gr = tl.load(t + 3)
-        gb = tl.load(t + 4)
         shot = tl.load(t + 5)
         read = tl.load(t + 6)
         src = high + n * hn + i * hh + j * hw
         dst = low + n * ln + i * lh + j * lw
-        out = _lowlight_channel(_value(src, m), lut, a, b, g, gr, shot, read, r0, FULL)
-        tl.store(dst, out.to(tl.int32).to(low.dtype.element_ty), mask=m)
-        out = _lowlight_channel(_value(src + hc, m), lut, a, b, g, 1.0, shot, read, r1, FULL)
-        tl.store(dst + lc, out.to(tl.int32).to(low.dtype.element_ty), mask=m)
-        out = _lowlight_channel(_value(src + 2 * hc, m), lut, a, b, g, gb, shot, read, r2, FULL)
-        tl.store(dst + 2 * lc, out.to(tl.int32).to(low.dtype.element_ty), mask=m)
+        _store(dst, _lowlight_channel(_value(src, m), lut, a, b, g, tl.load(t + 3), shot, read, z0, FULL), m)
+        _store(dst + lc, _lowlight_channel(_value(src + hc, m), lut, a, b, g, 1.0, shot, read, z1, FULL), m)
+        _store(dst + 2 * lc, _lowlight_channel(_value(src + 2 * hc, m), lut, a, b, g, tl.load(t + 4), shot, read, z2,
+                                               FULL), m)
 
 
 @triton.jit
@@ -140,9 +170,9 @@ def _mix(t, row, x0, x1, x2):
 
 
 @triton.jit
-def _unprocess_channel(cam, mask, inv, dark, shot, read, forward, bits):
+def _unprocess_channel(cam, mask, inv, dark, shot, read, forward, z):
     x = tl.minimum(tl.maximum(cam * tl.maximum(mask + (1.0 - mask) * inv, inv), 0.0), 1.0) * dark
-    x = x + tl.sqrt(shot * x + read) * _normal(_uniform(bits))
+    x = x + tl.sqrt(shot * x + read) * z
     return tl.minimum(tl.maximum(x * forward, 0.0), 1.0)
 
 
@@ -155,18 +185,17 @@ def _process_channel(t, row, n0, n1, n2, FULL: tl.constexpr):
 
 
 @triton.jit
-def unprocess_kernel(high, low, lut, table, keys, codes, apply, H, W, TS,
-                     hn, hc, hh, hw, ln, lc, lh, lw, FULL: tl.constexpr, BLOCK: tl.constexpr, ROUNDS: tl.constexpr):
+def unprocess_kernel(high, low, lut, table, keys, codes, apply, H, W, TS, hn, hc, hh, hw, ln, lc, lh, lw,
+                     FULL: tl.constexpr, BR: tl.constexpr, BW: tl.constexpr, ROUNDS: tl.constexpr):
     n = tl.program_id(0)
     if tl.load(apply + n) != 0:
-        p = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        m = p < H * W
-        i = p // W
-        j = p % W
-        counter, row = _window(tl.load(codes + n), i, j, H, W)
+        i, j, m = _tile(H, W, BR, BW)
+        counter = _window(tl.load(codes + n), i, j, H, W)
         key = tl.load(keys + n).to(tl.uint64, bitcast=True)
         zero = counter * 0
         r0, r1, r2, r3 = tl.philox(key, counter, zero, zero, zero, ROUNDS)
+        z0, z1 = _box_muller(_uniform(r0), _uniform(r1))
+        z2, _ = _box_muller(_uniform(r2), _uniform(r3))
         t = table + n * TS
         red = tl.load(t + 18)
         blue = tl.load(t + 19)
@@ -184,64 +213,73 @@ def unprocess_kernel(high, low, lut, table, keys, codes, apply, H, W, TS,
         gray = (c0 + c1 + c2) * 0.3333333432674408
         mask = tl.maximum(gray - 0.9, 0.0) * 10.0
         mask = mask * mask
-        n0 = _unprocess_channel(c0, mask, 1.0 / (red * rgb), dark, shot, read, red, r0)
-        n1 = _unprocess_channel(c1, mask, 1.0 / rgb, dark, shot, read, 1.0, r1)
-        n2 = _unprocess_channel(c2, mask, 1.0 / (blue * rgb), dark, shot, read, blue, r2)
+        n0 = _unprocess_channel(c0, mask, 1.0 / (red * rgb), dark, shot, read, red, z0)
+        n1 = _unprocess_channel(c1, mask, 1.0 / rgb, dark, shot, read, 1.0, z1)
+        n2 = _unprocess_channel(c2, mask, 1.0 / (blue * rgb), dark, shot, read, blue, z2)
         dst = low + n * ln + i * lh + j * lw
-        tl.store(dst, _process_channel(t + 9, 0, n0, n1, n2, FULL).to(tl.int32).to(low.dtype.element_ty), mask=m)
-        tl.store(dst + lc, _process_channel(t + 9, 1, n0, n1, n2, FULL).to(tl.int32).to(low.dtype.element_ty), mask=m)
-        tl.store(dst + 2 * lc, _process_channel(t + 9, 2, n0, n1, n2, FULL).to(tl.int32).to(low.dtype.element_ty), mask=m)
+        _store(dst, _process_channel(t + 9, 0, n0, n1, n2, FULL), m)
+        _store(dst + lc, _process_channel(t + 9, 1, n0, n1, n2, FULL), m)
+        _store(dst + 2 * lc, _process_channel(t + 9, 2, n0, n1, n2, FULL), m)
 
 
 @triton.jit
-def _poisson(e, u):
+def _poisson(e, u, m):
     small = e < INV_BELOW
-    p = tl.exp(-tl.where(small, e, 0.0))
+    es = tl.where(small & m, e, 0.0)
+    p = tl.exp(-es)
     cdf = p
     k = tl.zeros_like(e)
     active = small & (u > cdf)
-    kk = 1.0
-    go = tl.max(active.to(tl.int32), axis=0)
-    while (go > 0) & (kk < KMAXF):
-        p = p * e / kk
+    top = tl.max(tl.max(es, axis=1), axis=0)
+    end = tl.minimum((top + 7.0 * tl.sqrt(top) + 8.0).to(tl.int32), KMAXI)
+    for kk in range(1, end):
+        p = p * e * (1.0 / kk)
         cdf = cdf + p
-        k = tl.where(active, kk, k)
+        k = tl.where(active, kk * 1.0, k)
         active = active & (u > cdf)
-        kk += 1.0
-        go = tl.max(active.to(tl.int32), axis=0)
-    big = tl.maximum(tl.floor(e + tl.sqrt(e) * _normal(u) + 0.5), 0.0)
-    return tl.where(small, k, big)
+    if tl.max(tl.max(tl.where(m & (e >= INV_BELOW), 1, 0), axis=1), axis=0) > 0:
+        big = tl.maximum(tl.floor(e + tl.sqrt(e) * _normal(u) + 0.5), 0.0)
+        k = tl.where(small, k, big)
+    return k
 
 
 @triton.jit
-def _raw_channel(v, black, white, inv, K, read_s, lam, bias, row, shot_bits, read_bits, GAUSSIAN: tl.constexpr):
+def _raw_channel(v, m, black, white, inv, K, read_s, lam, bias, row, shot_bits, read_bits, GAUSSIAN: tl.constexpr):
     e = tl.maximum(v.to(tl.float32) - black, 0.0) * inv
-    shot = _poisson(e, _uniform(shot_bits)) * K
+    shot = _poisson(e, _uniform(shot_bits), m) * K
     ur = _uniform(read_bits)
     if GAUSSIAN:
         read = read_s * _normal(ur)
+    elif tl.abs(lam) < TUKEY0:
+        read = read_s * (tl.log(ur) - tl.log(1.0 - ur))
     else:
-        read = read_s * _tukey(ur, lam)
-    v = black + bias + shot + read + row
-    return tl.minimum(tl.maximum(tl.floor(v + 0.5), 0.0), white)
+        read = read_s * ((tl.exp2(lam * tl.log2(ur)) - tl.exp2(lam * tl.log2(1.0 - ur))) * (1.0 / lam))
+    x = black + bias + shot + read + row
+    return tl.minimum(tl.maximum(tl.floor(x + 0.5), 0.0), white)
 
 
 @triton.jit
-def raw_kernel(high, low, levels, table, keys, codes, apply, H, W, TS, LS,
-               hn, hc, hh, hw, ln, lc, lh, lw, GAUSSIAN: tl.constexpr, BLOCK: tl.constexpr, ROUNDS: tl.constexpr):
+def _row_noise(key, r, row_s, ROUNDS: tl.constexpr):
+    """The two row-noise values (R's sensor row, B's) of window rows `r`."""
+    rows = r.to(tl.uint32)
+    zero = rows * 0
+    w0, w1, w2, w3 = tl.philox(key, rows, zero + 1, zero, zero, ROUNDS)
+    za, zb = _box_muller(_uniform(w0), _uniform(w1))
+    return za * row_s, zb * row_s
+
+
+@triton.jit
+def raw_kernel(high, low, levels, table, keys, codes, apply, H, W, TS, LS, hn, hc, hh, hw, ln, lc, lh, lw,
+               GAUSSIAN: tl.constexpr, BR: tl.constexpr, BW: tl.constexpr, ROUNDS: tl.constexpr):
     n = tl.program_id(0)
     if tl.load(apply + n) != 0:
-        p = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        m = p < H * W
-        i = p // W
-        j = p % W
-        counter, row = _window(tl.load(codes + n), i, j, H, W)
+        i, j, m = _tile(H, W, BR, BW)
+        code = tl.load(codes + n)
+        counter = _window(code, i, j, H, W)
         key = tl.load(keys + n).to(tl.uint64, bitcast=True)
         zero = counter * 0
         s0, s1, s2, s3 = tl.philox(key, counter, zero, zero, zero, ROUNDS)
         q0, q1, q2, q3 = tl.philox(key, counter, zero, zero + 2, zero, ROUNDS)
-        rows = row.to(tl.uint32)
-        w0, w1, w2, w3 = tl.philox(key, rows, zero + 1, zero, zero, ROUNDS)
         t = table + n * TS
         ratio = tl.load(t)
         K = tl.load(t + 1)
@@ -249,23 +287,21 @@ def raw_kernel(high, low, levels, table, keys, codes, apply, H, W, TS, LS,
         row_s = tl.load(t + 3)
         lam = tl.load(t + 4)
         inv = 1.0 / (ratio * K)
-        row_a = _normal(_uniform(w0)) * row_s
-        row_b = _normal(_uniform(w1)) * row_s
+        # a window row is an output row (no transpose) or an output column (transposed): its noise per row
+        ra_i, rb_i = _row_noise(key, tl.where((code & 2) != 0, H - 1 - i, i), row_s, ROUNDS)
+        ra_j, rb_j = _row_noise(key, tl.where((code & 1) != 0, W - 1 - j, j), row_s, ROUNDS)
+        turned = (code & 4) != 0
+        row_a = tl.where(turned, ra_j + zero, ra_i + zero)
+        row_b = tl.where(turned, rb_j + zero, rb_i + zero)
         lv = levels + n * LS
         white = tl.load(lv + 4)
         src = high + n * hn + i * hh + j * hw
         dst = low + n * ln + i * lh + j * lw
-        out = _raw_channel(_value(src, m), tl.load(lv), white, inv, K, read_s, lam, tl.load(t + 5), row_a,
-                           s0, q0, GAUSSIAN)
-        tl.store(dst, out.to(tl.int32).to(low.dtype.element_ty), mask=m)
-        out = _raw_channel(_value(src + hc, m), tl.load(lv + 1), white, inv, K, read_s, lam, tl.load(t + 6),
-                           row_a, s1, q1, GAUSSIAN)
-        tl.store(dst + lc, out.to(tl.int32).to(low.dtype.element_ty), mask=m)
-        out = _raw_channel(_value(src + 2 * hc, m), tl.load(lv + 2), white, inv, K, read_s, lam,
-                           tl.load(t + 7), row_b, s2, q2, GAUSSIAN)
-        tl.store(dst + 2 * lc, out.to(tl.int32).to(low.dtype.element_ty), mask=m)
-        out = _raw_channel(_value(src + 3 * hc, m), tl.load(lv + 3), white, inv, K, read_s, lam,
-                           tl.load(t + 8), row_b, s3, q3, GAUSSIAN)
-        tl.store(dst + 3 * lc, out.to(tl.int32).to(low.dtype.element_ty), mask=m)
-
-
+        _store(dst, _raw_channel(_value(src, m), m, tl.load(lv), white, inv, K, read_s, lam, tl.load(t + 5), row_a,
+                                 s0, q0, GAUSSIAN), m)
+        _store(dst + lc, _raw_channel(_value(src + hc, m), m, tl.load(lv + 1), white, inv, K, read_s, lam,
+                                      tl.load(t + 6), row_a, s1, q1, GAUSSIAN), m)
+        _store(dst + 2 * lc, _raw_channel(_value(src + 2 * hc, m), m, tl.load(lv + 2), white, inv, K, read_s, lam,
+                                          tl.load(t + 7), row_b, s2, q2, GAUSSIAN), m)
+        _store(dst + 3 * lc, _raw_channel(_value(src + 3 * hc, m), m, tl.load(lv + 3), white, inv, K, read_s, lam,
+                                          tl.load(t + 8), row_b, s3, q3, GAUSSIAN), m)

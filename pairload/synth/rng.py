@@ -56,35 +56,67 @@ D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.7544
 
 def normal(u: np.ndarray, dtype=np.float32) -> np.ndarray:
     """Standard normal deviates of uniforms in (0, 1), in `dtype` (float32: what the kernels compute, the same
-    polynomials; float64 for per-sample parameters drawn on the host)."""
+    polynomials and one division; float64 for per-sample parameters drawn on the host)."""
     f = np.dtype(dtype).type
     u = np.asarray(u, dtype=dtype)
     q = u - f(0.5)
     r = q * q
-    num = ((((f(A[0]) * r + f(A[1])) * r + f(A[2])) * r + f(A[3])) * r + f(A[4])) * r + f(A[5])
-    den = ((((f(B[0]) * r + f(B[1])) * r + f(B[2])) * r + f(B[3])) * r + f(B[4])) * r + f(1.0)
-    central = num * q / den
+    num_c = (((((f(A[0]) * r + f(A[1])) * r + f(A[2])) * r + f(A[3])) * r + f(A[4])) * r + f(A[5])) * q
+    den_c = ((((f(B[0]) * r + f(B[1])) * r + f(B[2])) * r + f(B[3])) * r + f(B[4])) * r + f(1.0)
     tail_p = np.minimum(u, f(1.0) - u)
     t = np.sqrt(f(-2.0) * np.log(tail_p))
-    num = ((((f(C[0]) * t + f(C[1])) * t + f(C[2])) * t + f(C[3])) * t + f(C[4])) * t + f(C[5])
-    den = (((f(D[0]) * t + f(D[1])) * t + f(D[2])) * t + f(D[3])) * t + f(1.0)
-    tail = num / den
-    tail = np.where(u > f(0.5), -tail, tail)
-    return np.where(tail_p < f(P_LOW), tail, central).astype(dtype)
+    num_t = ((((f(C[0]) * t + f(C[1])) * t + f(C[2])) * t + f(C[3])) * t + f(C[4])) * t + f(C[5])
+    num_t = np.where(u > f(0.5), -num_t, num_t)
+    den_t = (((f(D[0]) * t + f(D[1])) * t + f(D[2])) * t + f(D[3])) * t + f(1.0)
+    tail = tail_p < f(P_LOW)
+    return (np.where(tail, num_t, num_c) / np.where(tail, den_t, den_c)).astype(dtype)
+
+
+# sin and cos of r in [0, π/2]: their Taylor polynomials to r^11 and r^12 (error below 6e-8 there)
+SIN = (-2.5052108385441720e-08, 2.7557319223985893e-06, -1.9841269841269841e-04, 8.3333333333333333e-03,
+       -1.6666666666666666e-01)
+COS = (2.0876756987868099e-09, -2.7557319223985888e-07, 2.4801587301587302e-05, -1.3888888888888889e-03,
+       4.1666666666666664e-02, -0.5)
+
+
+def turn(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cos 2πu, sin 2πu) of float32 uniforms in (0, 1), by quadrant and polynomials (as the kernels compute it)."""
+    f = np.float32
+    x = u * f(4.0)
+    q = np.floor(x)
+    r = (x - q) * f(1.5707963705062866)
+    r2 = r * r
+    s = ((((f(SIN[0]) * r2 + f(SIN[1])) * r2 + f(SIN[2])) * r2 + f(SIN[3])) * r2 + f(SIN[4])) * r2 * r + r
+    c = (((((f(COS[0]) * r2 + f(COS[1])) * r2 + f(COS[2])) * r2 + f(COS[3])) * r2 + f(COS[4])) * r2 + f(COS[5])) \
+        * r2 + f(1.0)
+    cos = np.where(q == 0, c, np.where(q == 1, -s, np.where(q == 2, -c, s)))
+    sin = np.where(q == 0, s, np.where(q == 1, c, np.where(q == 2, -s, -c)))
+    return cos, sin
+
+
+def box_muller(u0: np.ndarray, u1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two standard normal deviates (float32) of two float32 uniforms: √(-2 ln u0)·(cos 2πu1, sin 2πu1)."""
+    r = np.sqrt(np.float32(-2.0) * np.log(u0))
+    cos, sin = turn(u1)
+    return r * cos, r * sin
 
 
 def tukey(u: np.ndarray, lam: np.ndarray) -> np.ndarray:
-    """Tukey-lambda deviates of shape `lam` by inverting its CDF: (u^λ - (1-u)^λ) / λ, and the logistic
-    log(u / (1-u)) where |λ| < 1e-4 (float32)."""
+    """Tukey-lambda deviates of shape `lam` (one per sample: |λ| >= 1e-4) by inverting its CDF:
+    (u^λ - (1-u)^λ) · (1/λ) (float32)."""
     f = np.float32
     u = np.asarray(u, dtype=np.float32)
     lam = np.asarray(lam, dtype=np.float32)
-    small = np.abs(lam) < f(1e-4)
-    safe = np.where(small, f(1.0), lam)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        q = (np.exp2(safe * np.log2(u)) - np.exp2(safe * np.log2(f(1.0) - u))) / safe
-        logistic = np.log(u) - np.log(f(1.0) - u)
-    return np.where(small, logistic, q).astype(np.float32)
+    return ((np.exp2(lam * np.log2(u)) - np.exp2(lam * np.log2(f(1.0) - u))) * (f(1.0) / lam)).astype(np.float32)
+
+
+def logistic(u: np.ndarray) -> np.ndarray:
+    """The λ = 0 member of the Tukey-lambda family: log(u / (1 - u)) (float32)."""
+    f = np.float32
+    return (np.log(u) - np.log(f(1.0) - u)).astype(np.float32)
+
+
+TUKEY_ZERO = 1e-4  # |λ| below this is the logistic
 
 
 def window_counter(code: np.ndarray, ho: int, wo: int) -> tuple[np.ndarray, np.ndarray]:

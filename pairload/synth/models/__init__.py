@@ -19,7 +19,7 @@ FULL = {"uint8": 255.0, "uint16": 65535.0}
 class Model:
     """What every model declares. `uniforms`: per-sample uniforms the planner draws for its table; `codes`: the
     orientation codes it allows (None: all eight); `needs_levels`: it takes a camera raw split's black and white
-    levels."""
+    levels; `kernel`: the name of its Triton kernel."""
 
     name: str
     summary: str
@@ -27,8 +27,13 @@ class Model:
     params: tuple[Param, ...]
     columns: tuple[str, ...]
     uniforms: int
+    kernel: str  # its kernel in `pairload.synth.kernels`
     codes: tuple[int, ...] | None = None
     needs_levels: bool = False
+
+    def lut(self, dtype: str) -> np.ndarray | None:
+        """The float32 table from stored values to the light the model works in (None: it reads counts)."""
+        return None
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)

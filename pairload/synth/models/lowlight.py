@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..params import Param, normal_of
-from ..rng import normal, philox, uniform, window_counter
+from ..rng import box_muller, philox, uniform, window_counter
 from . import FULL, Model
 from .srgb import encode, to_linear
 
@@ -19,6 +19,9 @@ READ_LINE = (2.18, 1.20, 0.26)  # log(read) = 2.18·log(shot) + 1.20 + N(0, 0.26
 
 
 class Lowlight(Model):
+    def lut(self, dtype: str) -> np.ndarray:
+        return to_linear(dtype)
+
     def takes(self, members, raw: bool) -> str | None:
         high = members.high
         if raw or high.channels != 3 or high.dtype not in FULL:
@@ -40,12 +43,12 @@ class Lowlight(Model):
         a, b, g, gr, gb, shot, read = (table[:, k].reshape(n, 1, 1) for k in range(7))
         counter, _ = window_counter(code, h, w)
         bits = philox(np.asarray(keys, dtype=np.uint64).reshape(n, 1, 1), counter)
+        z = (*box_muller(uniform(bits[0]), uniform(bits[1])), box_muller(uniform(bits[2]), uniform(bits[3]))[0])
         out = np.empty(high.shape, dtype=high.dtype)
         with np.errstate(divide="ignore"):
             for c, gain in enumerate((gr, f(1.0), gb)):
                 d = b * np.exp2(g * np.log2(a * lin[..., c])) * gain
-                z = normal(uniform(bits[c]))
-                x = np.clip(d + np.sqrt(shot * d + read) * z, f(0.0), f(1.0))
+                x = np.clip(d + np.sqrt(shot * d + read) * z[c], f(0.0), f(1.0))
                 out[..., c] = encode(x, full)
         return out
 
@@ -67,4 +70,5 @@ LOWLIGHT = Lowlight(
     ),
     columns=("alpha", "beta", "gamma", "gain_r", "gain_b", "shot", "read"),
     uniforms=7,
+    kernel='lowlight_kernel',
 )

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ..params import Param
-from ..rng import ROW_TAG, SECOND, normal, philox, tukey, uniform, window_counter
+from ..rng import ROW_TAG, SECOND, TUKEY_ZERO, box_muller, logistic, normal, philox, tukey, uniform, window_counter
 from . import Model
 
 ELD = "Wei et al.: A Physics-based Noise Formation Model for Extreme Low-light Raw Denoising (CVPR 2020)"
@@ -27,7 +27,9 @@ ROWS = (0, 0, 1, 1)  # packed channel → which of a packed row's two sensor row
 
 
 def poisson(e: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """float32 Poisson counts of means `e` from one uniform each (see the module docstring)."""
+    """float32 Poisson counts of means `e` from one uniform each (see the module docstring). Inversion multiplies
+    by 1/k (as the kernel does) and runs to KMAX; the kernel stops a tile at a bound no count of its means reaches
+    but with probability below 1e-12."""
     f = np.float32
     small = e < f(INVERSION_BELOW)
     p = np.exp(-np.where(small, e, f(0.0)))
@@ -37,7 +39,7 @@ def poisson(e: np.ndarray, u: np.ndarray) -> np.ndarray:
     for kk in range(1, KMAX):
         if not active.any():
             break
-        p = p * e / f(kk)
+        p = p * e * f(1.0 / kk)
         cdf = cdf + p
         k = np.where(active, f(kk), k)
         active = active & (u > cdf)
@@ -83,14 +85,17 @@ class RawPhysics(Model):
         shot_bits = philox(key, counter)
         read_bits = philox(key, counter, c2=SECOND)
         row_bits = philox(key, row.astype(np.uint32), c1=ROW_TAG)
-        row_noise = [normal(uniform(row_bits[r])) * col["row"] for r in (0, 1)]
+        row_noise = [z * col["row"] for z in box_muller(uniform(row_bits[0]), uniform(row_bits[1]))]
+        lam = col["lam"]
+        small_lam = np.abs(lam) < f(TUKEY_ZERO)
         y = high.astype(np.float32)
         out = np.empty(high.shape, dtype=np.uint16)
         for c in range(4):
             e = np.maximum(y[..., c] - black[..., c], f(0.0)) * inv
             shot = poisson(e, uniform(shot_bits[c])) * col["K"]
             ur = uniform(read_bits[c])
-            read = col["read"] * (normal(ur) if gaussian else tukey(ur, col["lam"]))
+            read = col["read"] * (normal(ur) if gaussian else np.where(small_lam, logistic(ur),
+                                                                       tukey(ur, np.where(small_lam, f(1.0), lam))))
             v = black[..., c] + col[COLUMNS[5 + c]] + shot + read + row_noise[ROWS[c]]
             out[..., c] = np.clip(np.floor(v + f(0.5)), f(0.0), white)
         return out
@@ -110,6 +115,7 @@ RAW_PHYSICS = RawPhysics(
     ),
     columns=COLUMNS,
     uniforms=7,
+    kernel='raw_kernel',
     codes=(0, 1, 2, 3),  # no transpose: row noise stays along rows, as PMN restricts augmentation
     needs_levels=True,
 )

@@ -13,7 +13,7 @@ import functools
 import numpy as np
 
 from ..params import Param, normal_of
-from ..rng import normal, philox, uniform, window_counter
+from ..rng import box_muller, philox, uniform, window_counter
 from . import FULL, Model
 from .lowlight import BROOKS, READ_LINE
 
@@ -47,6 +47,9 @@ def mix3(m: np.ndarray, x: tuple, row: int) -> np.ndarray:
 
 
 class Unprocess(Model):
+    def lut(self, dtype: str) -> np.ndarray:
+        return to_camera_light(dtype)
+
     def takes(self, members, raw: bool) -> str | None:
         high = members.high
         if raw or high.channels != 3 or high.dtype not in FULL:
@@ -81,10 +84,11 @@ class Unprocess(Model):
         counter, _ = window_counter(code, h, w)
         bits = philox(np.asarray(keys, dtype=np.uint64).reshape(n, 1, 1), counter)
         forward = (col["red_gain"], f(1.0), col["blue_gain"])
+        z = (*box_muller(uniform(bits[0]), uniform(bits[1])), box_muller(uniform(bits[2]), uniform(bits[3]))[0])
         noisy = []
         for c in range(3):
             x = np.clip(cam[c] * np.maximum(mask + (f(1.0) - mask) * inv[c], inv[c]), f(0.0), f(1.0)) * col["darkness"]
-            x = x + np.sqrt(col["shot"] * x + col["read"]) * normal(uniform(bits[c]))
+            x = x + np.sqrt(col["shot"] * x + col["read"]) * z[c]
             noisy.append(np.clip(x * forward[c], f(0.0), f(1.0)))
         out = np.empty(high.shape, dtype=high.dtype)
         full = f(FULL[high.dtype.name])
@@ -111,4 +115,5 @@ UNPROCESS = Unprocess(
     ),
     columns=COLUMNS,
     uniforms=10,
+    kernel='unprocess_kernel',
 )

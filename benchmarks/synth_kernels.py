@@ -1,0 +1,98 @@
+"""Synthesis on a CUDA device: each model's kernel alone (pairs/s of batch 32, CUDA events over 200 launches after
+20 of warm-up), and the `ram` loader with and without a degradation, interleaved, on a pack of SHARDS.
+
+    python benchmarks/synth_kernels.py SHARDS OUT.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+
+from pairload import make_loader
+from pairload.bench.measure import endless
+from pairload.synth.launch import launch
+from pairload.synth.models import models
+
+sys.path.insert(0, "tests/synth")
+from synth_cases import keys, levels, table  # noqa: E402
+
+
+def kernel_rate(model: str, crop: int, dtype: str, batch: int = 32, iters: int = 200) -> float:
+    dev = torch.device("cuda")
+    ch = 4 if model == "raw-physics" else 3
+    tdt = torch.int16 if dtype == "uint16" else torch.uint8
+    high = torch.randint(0, 16000 if dtype == "uint16" else 255, (batch, crop, crop, ch), dtype=torch.int32,
+                         device=dev).to(tdt)
+    if dtype == "uint16":
+        high = high.view(torch.uint16)
+    high = high.permute(0, 3, 1, 2)
+    low = torch.empty_like(high)
+    tab = torch.from_numpy(table(model, batch)).to(dev)
+    key = torch.from_numpy(keys(batch).view(np.int64)).to(dev)
+    code = torch.from_numpy((np.arange(batch) % 8).astype(np.int32)).to(dev)
+    apply = torch.ones(batch, dtype=torch.int32, device=dev)
+    lv = torch.from_numpy(levels(batch)).to(dev)
+    m = models()[model]
+    for _ in range(20):
+        launch(m, None, high, low, tab, key, code, apply, lv)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        launch(m, None, high, low, tab, key, code, apply, lv)
+    end.record()
+    torch.cuda.synchronize()
+    return batch * iters / (start.elapsed_time(end) / 1000)
+
+
+def loader_rate(shards: str, degrade, seconds: float = 4.0) -> float:
+    loader = make_loader("ram", shards, batch_size=32, crop=256, device="cuda", degrade=degrade)
+    batches = endless(loader)
+    t = time.perf_counter()
+    while time.perf_counter() - t < 1.0:
+        next(batches)
+    torch.cuda.synchronize()
+    n, t = 0, time.perf_counter()
+    while time.perf_counter() - t < seconds:
+        n += len(next(batches))
+    torch.cuda.synchronize()
+    rate = n / (time.perf_counter() - t)
+    loader.close()
+    return rate
+
+
+def main() -> None:
+    shards, out = sys.argv[1], sys.argv[2]
+    result = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "batch": 32, "kernels": {}}
+    for model, crop, dtype in (("lowlight", 256, "uint8"), ("lowlight", 512, "uint8"), ("lowlight", 256, "uint16"),
+                               ("unprocess", 256, "uint8"), ("unprocess", 512, "uint8"),
+                               ("raw-physics", 256, "uint16"), ("raw-physics", 512, "uint16")):
+        rate = kernel_rate(model, crop, dtype)
+        result["kernels"][f"{model} {dtype} crop {crop}"] = round(rate)
+        print(f"{model} {dtype} crop {crop}: {rate:,.0f} pairs/s", flush=True)
+    import pairload.synth.launch as launcher
+
+    launcher.ROUNDS = 7  # what fewer Philox rounds would give (informational; the library uses rng.ROUNDS)
+    for model, crop, dtype in (("lowlight", 256, "uint8"), ("raw-physics", 256, "uint16")):
+        rate = kernel_rate(model, crop, dtype)
+        result["kernels"][f"{model} {dtype} crop {crop}, Philox 7 rounds"] = round(rate)
+        print(f"{model} {dtype} crop {crop} Philox-7: {rate:,.0f} pairs/s", flush=True)
+    launcher.ROUNDS = 10
+    runs = {"ram": [], "ram + lowlight": [], "ram + unprocess": []}
+    for _ in range(3):
+        for name, degrade in (("ram", None), ("ram + lowlight", "lowlight"), ("ram + unprocess", "unprocess")):
+            runs[name].append(round(loader_rate(shards, degrade)))
+            print(name, runs[name][-1], flush=True)
+    result["loader crop 256 (interleaved runs)"] = runs
+    result["ratio lowlight / plain (median)"] = float(np.median(runs["ram + lowlight"]) / np.median(runs["ram"]))
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
