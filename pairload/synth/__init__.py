@@ -1,0 +1,1 @@
+"""Synthesized low-light inputs."""
