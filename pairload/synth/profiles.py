@@ -151,7 +151,7 @@ FILE_KEYS = ("name", "source", "log_k", "k", *REQUIRED[2:], *OPTIONAL)  # `k`: K
 
 
 def _shown(value) -> str:
-    return json.dumps(value) if isinstance(value, (list, dict, str)) else repr(value)
+    return json.dumps(value) if isinstance(value, (list, dict, str, bool, type(None))) else repr(value)
 
 
 def _number(key: str, value, expected: str, fix: str | None = None) -> float:
