@@ -30,7 +30,7 @@ ROW_FLOOR = 1e-3  # DN: a row noise too small to measure is stored as this (its 
 _ISO_NAME = re.compile(r"(?:^|[^a-z])iso[-_ ]?(\d+)", re.I)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Frame:
     """One frame's central window (h×w×4 uint16 packed R, G, B, G) with what its file says: ISO, levels (None where
     unknown), camera and the whole packed size."""
@@ -231,10 +231,11 @@ def dark_noise(darks: list[Frame]) -> dict:
     stack = np.stack([f.window for f in darks]).astype(np.float64)
     n, h, w = stack.shape[:3]
     mean = stack.mean(axis=(0, 1, 2))
-    black = _common([f.black for f in darks])
-    if black is None and darks[0].black is not None:
-        raise ImageError(f"{darks[1].path}: black level {darks[1].black}, but {darks[0].path} has {darks[0].black}; "
-                         "the dark frames of one ISO must share their levels")
+    other = next((f for f in darks if f.black != darks[0].black), None)
+    if other is not None:
+        raise ImageError(f"{other.path}: black level {other.black}, but {darks[0].path} has {darks[0].black}; the "
+                         "dark frames of one ISO must share their levels")
+    black = darks[0].black
     black = np.round(mean) if black is None else np.asarray(black)
     stack -= stack.mean(axis=0)
     stack *= math.sqrt(n / (n - 1))
@@ -380,5 +381,7 @@ def report_lines(report: dict) -> list[str]:
                      f"{r['tukey_lambda']:>7.3f} {r['row_sigma']:>7.3g} {r['flats']:>5} {r['darks']:>5}")
     for key in ("read", "row"):
         law = report[key]
-        lines.append(f"{key}: log σ = {law['slope']:.4g} · log K + {law['bias']:.4g}, spread {law['spread']:.3g}")
+        sign = "-" if law["bias"] < 0 else "+"
+        lines.append(f"{key}: log σ = {law['slope']:.4g} · log K {sign} {abs(law['bias']):.4g}, spread "
+                     f"{law['spread']:.3g}")
     return lines

@@ -162,7 +162,7 @@ def _number(key: str, value, expected: str, fix: str | None = None) -> float:
 
 
 def _numbers(key: str, value, count: int, expected: str, fix: str | None = None) -> tuple[float, ...]:
-    if not isinstance(value, (list, tuple)) or len(value) != count:
+    if not isinstance(value, (list, tuple, np.ndarray)) or len(value) != count:
         raise ConfigError(f"{key}={_shown(value)}: expected {expected}", fix=fix)
     return tuple(_number(key, v, expected, fix) for v in value)
 

@@ -4,6 +4,7 @@ naming the file and the key."""
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -139,3 +140,15 @@ def test_missing_keys_unreadable_files_and_unknown_names(tmp_path):
         load_profile(tmp_path / "none.json")
     with pytest.raises(ConfigError, match="unknown profile 'Sony'; built-in profiles: SonyA7S2, NikonD850, .*, led-"):
         load_profile("Sony")
+
+
+def test_the_documentation_shows_a_file_that_loads_and_every_built_in(tmp_path):
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "calibration.md").read_text(encoding="utf-8")
+    example, = re.findall(r"^```json\n(.*?)^```", page, re.S | re.M)
+    (tmp_path / "my-camera.json").write_text(example)
+    assert load_profile(tmp_path / "my-camera.json").k_range == pytest.approx((0.5, 8.0))
+    table = page.split("## Built-in profiles", 1)[1].split("\n## ", 1)[0]
+    shown = set(re.findall(r"^\| `([\w-]+)`", table, re.M)) | {f"led-virtual-{i}" for i in range(5)}
+    assert shown == set(PROFILES)
