@@ -173,15 +173,13 @@ def _raw_iso(path: Path) -> int | None:
 
 
 def _iso_from_name(path: Path, where: Path | None) -> int | None:
-    """`iso<N>` (iso800, ISO-800, ISO_800) in the file's name, else in a folder's between it and `where` (the folder
-    it was found under; a file given itself: its own folder), nearest first."""
+    """`iso<N>` (iso800, ISO-800, ISO_800) in the file's name, else in the name of a folder from its own up to
+    `where` (the folder it was found under; a file given itself: its own folder only), nearest first."""
     parts = [path.name]
-    parent = path.parent
-    while parent != where and parent != parent.parent:
+    for parent in path.parents:
         parts.append(parent.name)
-        if where is None:
+        if where is None or parent == where:
             break
-        parent = parent.parent
     for part in parts:
         found = _ISO_NAME.search(part)
         if found and int(found.group(1)) > 0:

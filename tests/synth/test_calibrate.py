@@ -15,7 +15,7 @@ stats = pytest.importorskip("scipy.stats")
 
 from pairload.cli import main  # noqa: E402
 from pairload.errors import ConfigError, ImageError  # noqa: E402
-from pairload.synth.calibrate import calibrate, fit_profile  # noqa: E402
+from pairload.synth.calibrate import calibrate, fit_profile, read_frame  # noqa: E402
 from pairload.synth.profiles import load_profile  # noqa: E402
 
 BLACK, WHITE = 512, 16383
@@ -195,6 +195,17 @@ def test_too_few_frames_or_a_curve_that_is_no_line_are_refused(one_iso, tmp_path
     with pytest.raises(ConfigError, match=r"no ISO in its metadata or name; .*give one for all frames with iso="):
         np.save(tmp_path / "a.npy", flats[0])
         calibrate([tmp_path / "a.npy"], one_iso / "darks", name="x")
+
+
+def test_the_iso_comes_from_the_name_the_folders_or_the_option(tmp_path):
+    frame = tmp_path / "cam" / "ISO-1600" / "dark" / "0001.npy"
+    frame.parent.mkdir(parents=True)
+    np.save(frame, np.zeros((8, 8, 4), np.uint16))
+    assert read_frame(frame, where=tmp_path / "cam" / "ISO-1600").iso == 1600  # the folder given
+    assert read_frame(frame, where=tmp_path / "cam").iso == 1600  # a folder under it
+    assert read_frame(frame, iso=200).iso == 200  # a file given itself: its own folder only, then the option
+    named = frame.rename(frame.with_name("dark_iso400_1.npy"))
+    assert read_frame(named, where=tmp_path, iso=200).iso == 400  # the name first
 
 
 def run(capsys, *args):
