@@ -99,6 +99,58 @@ def synth(
     out.print(f"wrote {doc['count']} pairs ({pairs} train, {test} test) of {size} to {out_dir}")
 
 
+CALIBRATE_FLAGS = {"flats": "--flats", "darks": "--darks", "iso": "--iso", "black": "--black", "white": "--white",
+                   "read_dist": "--read-dist", "window": "--window"}
+
+
+@app.command()
+def calibrate(
+    flats: List[Path] = typer.Option(..., "--flats", metavar="PATH", help="Flat-field frames (uniformly lit, "
+                                     "unsaturated, two or more per brightness and ISO): files or folders, searched "
+                                     "recursively, of camera raw files or H×W×4 uint16 .npy packed mosaics (R, G, B, "
+                                     "G); repeat the option."),
+    darks: List[Path] = typer.Option(..., "--darks", metavar="PATH", help="Dark frames (lens capped, shortest "
+                                     "exposure, two or more per ISO), as --flats."),
+    out_json: Path = typer.Option(..., "-o", "--out", help="The profile JSON to write (atomically)."),
+    name: Optional[str] = typer.Option(None, help="The profile's name (default: the output file's name without "
+                                       ".json)."),
+    iso: Optional[int] = typer.Option(None, help="ISO of the frames whose metadata and names say none (a name or "
+                                      "folder such as ISO800/ or flat_iso800_01.npy says it)."),
+    black: Optional[str] = typer.Option(None, help=".npy frames' black level: N, or R,G,B,G (default: the dark "
+                                        "frames' mean, rounded)."),
+    white: Optional[float] = typer.Option(None, help=".npy frames' white level (saturation), for the check of "
+                                          "saturated flats."),
+    read_dist: str = typer.Option("tukey", help="The read noise the profile holds: tukey (Tukey-λ scale and shape, "
+                                  "as ELD) or gaussian (σ)."),
+    window: int = typer.Option(512, help="Side of the central square analysed, in packed pixels."),
+    report_json: Optional[Path] = typer.Option(None, "--report", help="Also write the per-ISO numbers as JSON here."),
+) -> None:
+    """Fit a camera noise profile (system gain K, read and row noise, Tukey-λ, colour bias) from flat and dark
+    frames, for the raw-physics low-light model."""
+    from .errors import ConfigError
+    from .format.atomic import write_json_atomic
+    from .synth.calibrate import calibrate as run, report_lines
+    from .synth.profiles import save_profile
+
+    try:
+        levels = None if black is None else [float(v) for v in black.split(",")]
+    except ValueError:
+        raise ConfigError(f"--black {black}: expected a number of DN, or four separated by commas (R,G,B,G)") \
+            from None
+    try:
+        profile, report = run(flats, darks, name=name or out_json.stem, iso=iso,
+                              black=levels[0] if levels and len(levels) == 1 else levels, white=white,
+                              read_dist=read_dist, window=window)
+    except ConfigError as exc:  # said with this command's flags
+        raise ConfigError(in_cli_terms(exc, CALIBRATE_FLAGS)) from None
+    for line in report_lines(report):
+        out.print(line, highlight=False, markup=False)
+    save_profile(profile, out_json)
+    if report_json:
+        write_json_atomic(report_json, report)
+    out.print(f"wrote {out_json}: {profile.describe()}", highlight=False, markup=False)
+
+
 def _part(text: str | None):
     """--part I/N, or --part auto from the scheduler's variables (read here: the library never reads them)."""
     if text is None:
