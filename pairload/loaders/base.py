@@ -56,15 +56,18 @@ class RemoteOptions:
     storage_options: dict | None = None
     kind: str = "this loader"
 
-    def open(self, source, split: str, *, whole: bool):
+    def open(self, source, split: str, *, whole: bool, plan: PlanConfig | None = None):
         """The shards of `source`; remote ones are made local now when `whole` (the split cached whole, refused if
-        larger than the limit), or fetched ahead of use and evictable once used (streaming)."""
+        larger than the limit), or fetched ahead of use and evictable once used (streaming). With a degradation in
+        `plan`, the sources it applies to are read as targets only (`synthesis_view`)."""
         from ..read.shards import open_shards
 
         if self.cache_limit is not None and (not isinstance(self.cache_limit, int) or self.cache_limit <= 0):
             raise ConfigError(f"cache_limit={self.cache_limit!r}: expected a positive number of bytes")
         ds = open_shards(source, split, cache_dir=self.cache_dir, cache_limit=self.cache_limit,
                          storage_options=self.storage_options)
+        if plan is not None:
+            ds = synthesis_view(ds, plan, split)
         if not ds.remote:
             return ds
         if not whole:
@@ -81,6 +84,22 @@ class RemoteOptions:
             ds.close_remote()  # the downloads ahead stop too
             raise
         return ds
+
+
+def synthesis_view(ds, plan: PlanConfig, split: str):
+    """`ds` as the loader reads it: a targets-only split needs a degradation; with one, its sources are read as
+    targets only (the stored input is never read) and their targets must be of a type the model takes."""
+    degrade = plan.degrade
+    if degrade is None:
+        if getattr(ds, "targets_only", False):
+            raise ConfigError(f"{ds.where}: split {split!r} holds targets only (packed with --targets-only): give a "
+                              "degradation that makes the inputs, e.g. degrade='lowlight' (docs/synthesis.md)")
+        return ds
+    view = getattr(ds, "as_targets", None)
+    if view is not None:
+        ds = view(plan.degrade_sources or None)
+    degrade.check_source(ds.members, ds.sensor, f"{ds.where}: split {split!r}")
+    return ds
 
 
 @runtime_checkable

@@ -54,7 +54,7 @@ class ShardLoader(PlannedLoader):
         self.kind = DEAL_KINDS[deal]
         self.streams = get_deal(deal).streams
         remote = RemoteOptions(cache_dir, cache_limit, storage_options, kind=self.kind)
-        self.ds = remote.open(source, opts.split, whole=not self.streams)
+        self.ds = remote.open(source, opts.split, whole=not self.streams, plan=opts.plan)
         shards = window = None
         if self.streams:
             if resident:

@@ -93,6 +93,15 @@ class Degradation:
         """(n, columns) float32 parameter table from (n, uniforms) uniforms."""
         return self.spec.table(u, dict(self.ranges), self._extra)
 
+    def check_source(self, members, sensor, where: str) -> None:
+        """Refuse targets this model cannot synthesize inputs from (`members` of the split, its `sensor` rows), naming
+        the split, the model and what it takes."""
+        raw = sensor is not None and sensor.levels_high is not None
+        why = self.spec.takes(members, raw)
+        if why is not None:
+            raise ConfigError(f"{where}: degradation {self.model!r} cannot make inputs from this split: {why}; "
+                              f"choose a model that takes them ({', '.join(_takers(members, raw)) or 'none does'})")
+
     def describe(self) -> str:
         """The canonical string (what `of` reads back; loader states and digests record it)."""
         parts = [self.model] + [f"{k}={lo:g}" if lo == hi else f"{k}={lo:g}..{hi:g}" for k, (lo, hi) in self.ranges]
@@ -102,3 +111,7 @@ class Degradation:
 
     def __str__(self) -> str:
         return self.describe()
+
+
+def _takers(members, raw: bool) -> list[str]:
+    return [name for name, m in models().items() if m.takes(members, raw) is None]

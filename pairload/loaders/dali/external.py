@@ -39,7 +39,7 @@ class ExternalSource(PairedSource):
         """`zero_copy`, `pin_budget`: as for the ram loader; on a GPU pipeline the device cuts the windows straight
         out of the page cache and external_source takes them on the device (no workers, no warp)."""
         remote = RemoteOptions(cache_dir, cache_limit, storage_options, kind="dali-external")
-        self.ds = remote.open(source, opts.split, whole=True)
+        self.ds = remote.open(source, opts.split, whole=True, plan=opts.plan)
         self.where = self.ds.where
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch, self.ds.groups,
                          key_hash=self.ds.key_hash)
