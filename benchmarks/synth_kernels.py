@@ -74,7 +74,19 @@ def main() -> None:
         rate = kernel_rate(model, crop, dtype)
         result["kernels"][f"{model} {dtype} crop {crop}"] = round(rate)
         print(f"{model} {dtype} crop {crop}: {rate:,.0f} pairs/s", flush=True)
+    import pairload.synth.kernels as kernels
     import pairload.synth.launch as launcher
+
+    if len(sys.argv) > 3 and sys.argv[3] == "sweep":  # tile size and warps per program
+        chosen = (kernels.PIXELS, kernels.WARPS)
+        for pixels in (512, 1024, 2048):
+            for warps in (4, 8, 16):
+                kernels.PIXELS, kernels.WARPS = pixels, warps
+                for model, crop, dtype in (("lowlight", 256, "uint8"), ("raw-physics", 256, "uint16")):
+                    rate = kernel_rate(model, crop, dtype)
+                    result["kernels"][f"{model} crop {crop}: {pixels} pixels, {warps} warps"] = round(rate)
+                    print(f"sweep {model} {pixels} px {warps} warps: {rate:,.0f} pairs/s", flush=True)
+        kernels.PIXELS, kernels.WARPS = chosen
 
     launcher.ROUNDS = 7  # what fewer Philox rounds would give (informational; the library uses rng.ROUNDS)
     for model, crop, dtype in (("lowlight", 256, "uint8"), ("raw-physics", 256, "uint16")):

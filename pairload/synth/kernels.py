@@ -8,7 +8,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .models.rawphysics import INVERSION_BELOW, KMAX
+from .models.rawphysics import INVERSION_BELOW
 from .rng import COS, SIN, TUKEY_ZERO, A, B, C, D, P_LOW
 
 PIXELS = 1024  # output pixels per program: whole rows of up to 256 pixels (no division per pixel)
@@ -48,7 +48,6 @@ K3 = tl.constexpr(COS[3])
 K4 = tl.constexpr(COS[4])
 K5 = tl.constexpr(COS[5])
 INV_BELOW = tl.constexpr(INVERSION_BELOW)
-KMAXI = tl.constexpr(KMAX)
 TUKEY0 = tl.constexpr(TUKEY_ZERO)
 
 
@@ -224,22 +223,24 @@ def unprocess_kernel(high, low, lut, table, keys, codes, apply, H, W, TS, hn, hc
 
 @triton.jit
 def _poisson(e, u, m):
-    small = e < INV_BELOW
-    es = tl.where(small & m, e, 0.0)
+    small = (e < INV_BELOW) & m
+    es = tl.where(small, e, 0.0)
+    cap = tl.floor(es + 6.0 * tl.sqrt(es) + 6.0)
     p = tl.exp(-es)
     cdf = p
-    k = tl.zeros_like(e)
-    active = small & (u > cdf)
-    top = tl.max(tl.max(es, axis=1), axis=0)
-    end = tl.minimum((top + 7.0 * tl.sqrt(top) + 8.0).to(tl.int32), KMAXI)
-    for kk in range(1, end):
-        p = p * e * (1.0 / kk)
-        cdf = cdf + p
-        k = tl.where(active, kk * 1.0, k)
-        active = active & (u > cdf)
+    k = (small & (u > cdf)).to(tl.float32)
+    if tl.max(tl.max(small.to(tl.int32), axis=1), axis=0) > 0:
+        end = tl.max(tl.max(tl.where(small, cap, 0.0), axis=1), axis=0).to(tl.int32) + 1
+        for kk in range(1, end):
+            p = p * es * (1.0 / kk)
+            cdf = cdf + p
+            k = k + (small & (u > cdf) & (kk < cap)).to(tl.float32)
     if tl.max(tl.max(tl.where(m & (e >= INV_BELOW), 1, 0), axis=1), axis=0) > 0:
-        big = tl.maximum(tl.floor(e + tl.sqrt(e) * _normal(u) + 0.5), 0.0)
-        k = tl.where(small, k, big)
+        el = tl.where(small, INV_BELOW, e)
+        z = _normal(u)
+        x = el + tl.sqrt(el - 0.0833333358168602) * z + (z * z - 1.0) * 0.1666666716337204 \
+            + (z - z * z * z) * (0.013888888992369175 / tl.sqrt(el))
+        k = tl.where(small, k, tl.maximum(tl.floor(x + 0.5), 0.0))
     return k
 
 
