@@ -131,7 +131,8 @@ def plan_targets(raw: Path, pairs: list[Pair], headers: list[Header], *, raw_tar
         if raw_target != PACKED:
             continue
         for i in rows:
-            seconds, source = _exposure(pairs[i].high, pairs[i].high_rel, headers[2 * i + 1].raw)
+            seconds, source = _exposure(pairs[i].high, pairs[i].high_rel, headers[2 * i + 1].raw,
+                                        "a packed target's exposure is recorded with its levels, for the degradation")
             plan.exposures[i] = Exposure(seconds, seconds, (source, source), 1.0)
         heads = [headers[2 * i + 1] for i in rows]
         plan.docs[split] = _doc(cs, heads, heads, [plan.exposures[i] for i in rows], ratio_cap)
@@ -162,16 +163,18 @@ def _check_pair(pair: Pair, low: Header, high: Header, high_as: str, cap: float)
     return Exposure(low_s, high_s, (low_from, high_from), camera.ratio(low_s, high_s, cap))
 
 
-def _exposure(path: Path, rel: str, info) -> tuple[float, str]:
+RATIO_NEEDS = "the input's amplification ratio is the target's exposure over the input's"
+
+
+def _exposure(path: Path, rel: str, info, why: str = RATIO_NEEDS) -> tuple[float, str]:
     seconds = camera.exposure_from_name(path)
     if seconds is not None and seconds > 0:
         return seconds, "name"
     if info is not None and info.exposure:
         return info.exposure, "metadata"
     where = "its name or its metadata" if info is not None else "its name"
-    raise ImageError(f"{rel}: no exposure time in {where}; the input's amplification ratio is the target's exposure "
-                     "over the input's: name the files as SID does (<scene>_<shot>_<seconds>s.<ext>, e.g. "
-                     "00001_00_0.04s.ARW) or keep the camera's ExposureTime tag")
+    raise ImageError(f"{rel}: no exposure time in {where}; {why}: name the files as SID does "
+                     "(<scene>_<shot>_<seconds>s.<ext>, e.g. 00001_00_0.04s.ARW) or keep the camera's ExposureTime tag")
 
 
 def _doc(cs: CameraSplit, lows: list[Header], highs: list[Header], exposures: list[Exposure], cap: float) -> dict:
