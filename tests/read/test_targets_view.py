@@ -51,6 +51,19 @@ def test_the_stored_inputs_are_never_read(packed, tmp_path):
     np.testing.assert_array_equal(open_shards(copy, "test", targets_only=True)[0][1], pair_pixels(100, 40, 56)[1])
 
 
+def test_a_compressed_pair_pack_read_as_targets_only_decodes_each_target_for_both_sides(raw, tmp_path):
+    pytest.importorskip("zstandard")
+    from pairload.pack.writer import PackOptions, pack
+
+    pack(raw, tmp_path / "z", PackOptions(workers=1, compress="zstd"))
+    view = open_shards(tmp_path / "z", "test", targets_only=True)
+    np.testing.assert_array_equal(view.index.low_bytes, view.index.high_bytes)
+    for i in range(len(view)):  # the first decode of each checks its header and CRC-32 against the target's
+        _, low, high = view[i]
+        np.testing.assert_array_equal(low, pair_pixels(100 + i, 40, 56)[1])
+        np.testing.assert_array_equal(high, low)
+
+
 def test_a_mix_is_of_one_kind(packed):
     both = open_shards({"a": packed, "b": (packed, "test")}, targets_only=True)
     assert both.targets_only and len(both) == 12
