@@ -125,8 +125,9 @@ def plan_targets(raw: Path, pairs: list[Pair], headers: list[Header], *, raw_tar
                                     "(a folder or list of each kind)"))
         if to_8bit or resized:
             what = "--to-8bit" if to_8bit else "--resize/--max-side"
+            crop = "" if to_8bit else ", or cut each to at most N×N with --max-side N --fit crop"
             raise ConfigError(f"{what}: {raw} holds camera raw files, whose sensor counts pack keeps as they are; "
-                              f"leave {what} out, or cut each to at most N×N with --max-side N --fit crop")
+                              f"leave {what} out{crop}")
         cs = plan.splits[split] = CameraSplit(raw_target, raw_target, 1)
         if raw_target != PACKED:
             continue
