@@ -169,7 +169,9 @@ def _part(text: str | None):
 
 @app.command()
 def pack(
-    raw_dir: Path = typer.Argument(..., help="Folder with {low,high}/ or <split>/{low,high}/ (synonyms accepted)."),
+    raw_dir: Path = typer.Argument(..., help="Folder with {low,high}/ or <split>/{low,high}/ (synonyms accepted); "
+                                   "with --targets-only, a folder of photos (searched recursively) or a text file "
+                                   "listing them, one path a line relative to its folder."),
     shards_dir: str = typer.Argument(..., help="Output folder for the shards and manifest.json, or a URL (s3://, "
                                      "gs://, az://, any writable fsspec URL): the shards are packed into a local "
                                      "staging folder, each uploaded once finished, manifest.json last; re-running "
@@ -188,7 +190,8 @@ def pack(
     to_8bit: bool = typer.Option(False, "--to-8bit", help="Convert 16-bit images (and uint16 .npy arrays) to 8 bits "
                                  "(otherwise they are stored as 16 bits)."),
     resize: Optional[str] = typer.Option(None, help="Resize both images to WxH (area interpolation)."),
-    max_side: Optional[int] = typer.Option(None, help="Shrink both images so the longer side is at most N."),
+    max_side: Optional[int] = typer.Option(None, help="Shrink both images so the longer side is at most N (images "
+                                           "already within N are kept as they are)."),
     shard_size: str = typer.Option("256MB", help="Close a shard at this size (KB, MB, GB)."),
     workers: int = typer.Option(0, help="Decoding processes (0: all cores)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a manifest.json in SHARDS_DIR that is not a "
@@ -219,9 +222,17 @@ def pack(
                                 "part is in SHARDS_DIR (refused, naming the missing parts, before)."),
     index: str = typer.Option("binary", help="Where the per-sample index goes: 'binary' (<split>.index files that "
                               "loaders memory-map, format version 5) or 'json' (in manifest.json, for older readers)."),
+    targets_only: bool = typer.Option(False, "--targets-only", help="Pack normal-light photos alone, as targets for "
+                                      "a degradation to make the inputs from (format version 6): every image under "
+                                      "RAW_DIR (or listed in it) is decoded once and stored without an input; camera "
+                                      "raw files per --raw-target."),
+    split: str = typer.Option("train", help="With --targets-only: the name of the one split the photos become."),
+    fit: str = typer.Option("resize", help="With --targets-only and --max-side N: 'resize' shrinks a larger image "
+                            "so its longer side is N, keeping its aspect (area interpolation); 'crop' cuts its centre "
+                            "to at most NxN, every pixel as decoded (camera raw too)."),
 ) -> None:
     """Decode every pair once into WebDataset tar shards with a manifest (8- or 16-bit images, .npy arrays, camera raw
-    packed as SID does)."""
+    packed as SID does); with --targets-only, every photo alone."""
     from .pack.writer import PackOptions, pack as run, parse_size, parse_split_names, parse_wxh
     from .remote.urls import is_url
 
@@ -229,7 +240,8 @@ def pack(
                        skip_unmatched=skip_unmatched, split_names=parse_split_names(split_name or []),
                        name_template=name_template, to_8bit=to_8bit, resize=parse_wxh(resize), max_side=max_side,
                        shard_size=parse_size(shard_size), workers=workers, overwrite=overwrite, compress=compress,
-                       compress_level=compress_level, raw_target=raw_target, ratio_cap=ratio_cap, index=index)
+                       compress_level=compress_level, raw_target=raw_target, ratio_cap=ratio_cap, index=index,
+                       targets_only=targets_only, split=split, fit=fit)
     options = storage_options(storage_option, shards_dir) if is_url(shards_dir) else storage_option  # local: refused
     which = _part(part)
     if finish:
@@ -241,30 +253,31 @@ def pack(
         out.print(f"finished: {report.pairs} pairs in {sum(s['shards'] for s in report.splits.values())} shards; "
                   f"wrote {where}", highlight=False, markup=False)
         return
-    with _progress("pack") as update:
+    unit = "targets" if targets_only else "pairs"
+    with _progress("pack", unit) as update:
         report = run(raw_dir, shards_dir, opts, on_progress=update, staging=staging, storage_options=options,
                      keep_staging=keep_staging, part=which)
     if report.part is not None:
         mine = sum(s["samples"] for s in report.splits.values()) if not report.finished else None
         state = ("and wrote the manifest (the last part to finish)" if report.finished else
-                 f"{mine} pairs; waiting for part(s) {', '.join(map(str, report.waiting[:10]))} before the manifest")
+                 f"{mine} {unit}; waiting for part(s) {', '.join(map(str, report.waiting[:10]))} before the manifest")
         out.print(f"part {report.part}: done in {report.seconds:.1f} s, {state}", highlight=False, markup=False)
         if not report.finished:
             return
     for split, s in report.splits.items():
         found = report.layout.get(split, {})
-        out.print(f"{split}: {s['samples']} pairs in {s['shards']} shards, {human_bytes(s['bytes'])}"
+        out.print(f"{split}: {s['samples']} {unit} in {s['shards']} shards, {human_bytes(s['bytes'])}"
                   + (f" ({report.compression} level {compress_level}: {_ratio(s)})" if report.compression else "")
                   + (f" (from {', '.join(found['folders'][:4])}{' …' if len(found['folders']) > 4 else ''}; paired by "
-                     f"{', '.join(found['rules'])})" if found.get("folders") else "")
+                     f"{', '.join(found['rules'])})" if found.get("folders") and not targets_only else "")
                   + (f"; {report.skipped_per_split[split]} unmatched file(s) skipped"
                      if report.skipped_per_split.get(split) else ""), highlight=False, markup=False)
     if report.upload is not None and report.upload.reused:
-        out.print(f"{report.pairs} pairs already packed in the staging folder {report.shards_dir} (nothing decoded)",
+        out.print(f"{report.pairs} {unit} already packed in the staging folder {report.shards_dir} (nothing decoded)",
                   highlight=False, markup=False)
     else:
         rate = report.pairs / max(report.seconds, 1e-9)
-        out.print(f"packed {report.pairs} pairs in {report.seconds:.1f} s ({rate:,.0f} pairs/s, {report.workers} "
+        out.print(f"packed {report.pairs} {unit} in {report.seconds:.1f} s ({rate:,.0f} {unit}/s, {report.workers} "
                   f"workers) into {report.shards_dir}; "
                   + ", ".join(f"{k} {v:.1f} s" for k, v in report.phases.items()), highlight=False, markup=False)
     if report.upload is not None:
@@ -278,7 +291,7 @@ def pack(
         if items:
             shown = ", ".join(items[:10]) + (f" … and {len(items) - 10} more" if len(items) > 10 else "")
             out.print(f"{label}: {len(items)} file(s): {shown}", highlight=False, markup=False)
-    for u in report.unused:  # every image-like file under RAW is in a pair or listed here
+    for u in report.unused:  # every image-like file under RAW (targets only: every file) is packed or listed here
         more = u["count"] - len(u["names"])
         shown = ", ".join(u["names"]) + (f" … and {more} more" if more > 0 else "")
         out.print(f"not packed ({u['reason']}): {u['count']} file(s) in {u['folder']}: {shown}; {u['hint']}",

@@ -100,6 +100,10 @@ class Members:
         """uint8 RGB on both sides, same size: what versions 1-3 of the format hold."""
         return self.low == Member() and self.high == Member() and self.scale == 1
 
+    def as_targets(self) -> "Members":
+        """The members of this split read as targets only: the target's type on both sides, at one size."""
+        return Members(low=self.high, high=self.high, scale=1, encoding=self.encoding)
+
     def side(self, k: int) -> Member:
         return self.high if k else self.low
 

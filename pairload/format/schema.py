@@ -1,5 +1,6 @@
-"""The on-disk shard format, versions 1 to 5: member names, sample keys, tar headers, the manifest, and each split's
-per-sample index (`SplitIndex`: from the manifest's JSON, or from a version-5 split's mapped index file).
+"""The on-disk shard format, versions 1 to 6: member names, sample keys, tar headers, the manifest, and each split's
+per-sample index (`SplitIndex`: from the manifest's JSON, or from a version-5 split's mapped index file; any split
+read as targets only, `SplitIndex.as_targets`).
 
 This is the only module that knows these names and layouts; the packer, `open_shards`, `verify` and every
 loader import them from here. It imports neither torch nor DALI.
@@ -10,8 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -23,13 +23,16 @@ from . import binindex, encoding as encodings, sensor as sensor_doc
 from .encoding import RAW, ZSTD, Encoding
 from .members import DEFAULT, Members, members_of
 from .sensor import SensorRows
+# how the members' tar headers are written (`tarblocks`): part of the schema's API
+from .tarblocks import BLOCK, RECORD, TAR_MODE, TAR_MTIME, archive_end, header_size, padded, tar_header  # noqa: F401
 
 FORMAT = "pairload-shards"
 VERSION = 2  # written when a sample shares another's target; shards without shared targets are written as 1
 VERSION_COMPRESSED = 3  # written by `pack --compress`: index.low/high are then where a member's zstd frame starts
 VERSION_TYPED = 4  # written when a split's members are not uint8 RGB of one size (`members.Members`)
 VERSION_BINARY = 5  # written by default: each split's per-sample index in a column file beside the shards (`binindex`)
-VERSIONS = (1, 2, 3, 4, 5)  # readable
+VERSION_TARGETS = 6  # written when a split holds targets only (`TARGETS_ONLY`); always with a binary index
+VERSIONS = (1, 2, 3, 4, 5, 6)  # readable
 MANIFEST = "manifest.json"
 RAW_DIR = "raw_dir"  # manifest field: the resolved RAW folder packed; pack will not replace another folder's shards
 
@@ -44,12 +47,11 @@ COMPRESSION = encodings.FIELD  # split field: the encoding of its image members;
 LOW_BYTES, HIGH_BYTES = "low_bytes", "high_bytes"  # index fields of a compressed split: each frame's length
 HIGH_REF = "high_ref"  # .json field of a sample whose target is another sample's `.high.npy` (version 2)
 SHARES_HIGH = "shares_high"  # index field (version 2): per sample, the index in its shard whose target it uses, or -1
+# split field (version 6): each sample stores its target alone (`<key>.json`, `<key>.high.npy`), for a degradation to
+# make its input from; the index's low column is its high column. An older pairload refuses the version by name
+# instead of training on (target, target) pairs.
+TARGETS_ONLY = "targets_only"
 
-
-BLOCK = 512
-RECORD = 20 * BLOCK  # tar pads the archive to a multiple of this, as GNU tar and Python's tarfile do
-TAR_MTIME = 0
-TAR_MODE = 0o644
 
 _SHARD_RE = re.compile(r"^(?P<split>[A-Za-z0-9_-]+)-(?P<num>\d{6})\.tar$")
 _KEY_SAFE = re.compile(r"[A-Za-z0-9_-]")
@@ -104,9 +106,15 @@ def image_suffix(suffix: str, encoding: Encoding = RAW) -> str:
     return encoding.member_suffix(suffix)
 
 
-def member_order(encoding: Encoding = RAW) -> tuple[str, str, str]:
-    """The suffixes of one sample's members in shard order (`json`, then the low and the high image)."""
-    return META, image_suffix(LOW, encoding), image_suffix(HIGH, encoding)
+def member_order(encoding: Encoding = RAW, targets_only: bool = False) -> tuple[str, ...]:
+    """The suffixes of one sample's members in shard order (`json`, then the low and the high image; a targets-only
+    sample: `json` and the high image)."""
+    return tuple(s if s == META else image_suffix(s, encoding) for s in _order(False, targets_only))
+
+
+def _order(shares_high: bool, targets_only: bool) -> tuple[str, ...]:
+    """The members a sample stores: no target of its own when it shares another's, no input when targets only."""
+    return (META, HIGH) if targets_only else (META, LOW) if shares_high else MEMBER_ORDER
 
 
 def npy_header(height: int, width: int) -> bytes:
@@ -114,61 +122,12 @@ def npy_header(height: int, width: int) -> bytes:
     return DEFAULT.low.npy_header(height, width)
 
 
-def tar_header(name: str, size: int) -> bytes:
-    """A deterministic tar header: fixed mtime, owner and mode, so the same input gives the same bytes. A short
-    ASCII name takes one ustar block, made from tarfile's own block for another name (a pack writes three headers a
-    pair, and tarfile's are most of the parent's work per pair besides hashing); any other name goes through
-    tarfile, which adds the pax header it needs."""
-    if len(name) < 100 and name.isascii() and size < 0o77777777777 and "\0" not in name:
-        return _ustar_block(name, size)
-    return _tarfile_header(name, size)
-
-
-def _tarfile_header(name: str, size: int) -> bytes:
-    info = tarfile.TarInfo(name)
-    info.size = size
-    info.mtime = TAR_MTIME
-    info.mode = TAR_MODE
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    info.type = tarfile.REGTYPE
-    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
-
-
-_TEMPLATE: list[bytearray] = []  # tarfile's block for a one-letter name of size 0, with its checksum blanked
-
-
-def _ustar_block(name: str, size: int) -> bytes:
-    """`_tarfile_header(name, size)` for a short ASCII name: the name (NUL-padded to 100 bytes), the size (11 octal
-    digits and a NUL) and the checksum (six octal digits, NUL, space: the sum of the block's bytes with the checksum
-    field read as spaces) written into tarfile's block for another name, so every other field is tarfile's."""
-    if not _TEMPLATE:
-        block = bytearray(_tarfile_header("x", 0))
-        block[0:100] = bytes(100)
-        block[148:156] = b" " * 8
-        _TEMPLATE.append(block)
-    block = bytearray(_TEMPLATE[0])
-    raw = name.encode("ascii")
-    block[0:len(raw)] = raw
-    block[124:136] = b"%011o\0" % size
-    block[148:156] = b"%06o\0 " % sum(block)
-    return bytes(block)
-
-
-def header_size(name: str, size: int) -> int:
-    """`len(tar_header(name, size))` without building it: one block for a short ASCII name (a planner lays out a
-    million samples before it writes one)."""
-    if len(name) < 100 and name.isascii() and size < 0o77777777777:
-        return BLOCK
-    return len(tar_header(name, size))
-
-
 def sample_end(key: str, height: int, width: int, meta_size: int, start: int, shares_high: bool = False,
-               members: Members = DEFAULT) -> int:
+               members: Members = DEFAULT, targets_only: bool = False) -> int:
     """Where the sample `layout_sample` lays out at `start` ends, computed without its bytes."""
     s = members.scale
     pos = start
-    for suffix in MEMBER_ORDER if not shares_high else (META, LOW):
+    for suffix in _order(shares_high, targets_only):
         if suffix == META:
             size = meta_size
         elif suffix == LOW:
@@ -177,16 +136,6 @@ def sample_end(key: str, height: int, width: int, meta_size: int, start: int, sh
             size = len(members.high.npy_header(height * s, width * s)) + members.high.nbytes(height * s, width * s)
         pos += header_size(member_name(key, suffix), size) + padded(size)
     return pos
-
-
-def padded(size: int) -> int:
-    return -(-size // BLOCK) * BLOCK
-
-
-def archive_end(offset: int) -> int:
-    """Total file size of an archive whose last member ends at `offset` (two zero blocks, then record padding)."""
-    end = offset + 2 * BLOCK
-    return -(-end // RECORD) * RECORD
 
 
 @dataclass(frozen=True)
@@ -207,7 +156,7 @@ class SampleLayout:
 
 
 def layout_sample(key: str, height: int, width: int, meta: bytes, start: int,
-                  shared_high: int | None = None, members: Members = DEFAULT
+                  shared_high: int | None = None, members: Members = DEFAULT, targets_only: bool = False
                   ) -> tuple[SampleLayout, list[tuple[int, bytes]]]:
     """Lay out one sample at `start`; returns the layout and the (offset, bytes) header pieces to write: two, one
     from `start` to the low image's pixels (the JSON member whole, its padding, the low member's tar and .npy
@@ -215,7 +164,8 @@ def layout_sample(key: str, height: int, width: int, meta: bytes, start: int,
 
     `shared_high`: the pixel offset of another sample's target in the same shard (format version 2): this sample
     then has no `.high.npy` member of its own, and its `.json` names the sample whose target it uses. `members`:
-    the split's element types and size relation (height, width: the input's)."""
+    the split's element types and size relation (height, width: the input's). `targets_only` (format version 6): no
+    input member; the layout's `low_data` is the target's."""
     pieces: list[tuple[int, bytes]] = []
     pos = start
     s = members.scale
@@ -225,7 +175,7 @@ def layout_sample(key: str, height: int, width: int, meta: bytes, start: int,
     if shared_high is not None:
         offsets[HIGH] = shared_high
     head, head_at = [], pos  # the bytes from head_at on, up to the next pixels
-    for suffix in MEMBER_ORDER if shared_high is None else (META, LOW):
+    for suffix in _order(shared_high is not None, targets_only):
         npy = npys.get(suffix, b"")
         size = len(meta) if suffix == META else len(npy) + sizes[suffix]
         hdr = tar_header(member_name(key, suffix), size)
@@ -238,6 +188,7 @@ def layout_sample(key: str, height: int, width: int, meta: bytes, start: int,
             offsets[suffix] = pos + len(npy)
         pos += padded(size)
         head, head_at = ([], pos) if suffix != META else (head, head_at)
+    offsets.setdefault(LOW, offsets[HIGH])  # targets only: the input is the stored target
     layout = SampleLayout(
         key=key, height=height, width=width, start=start, meta_data=offsets[META], meta_size=len(meta),
         low_data=offsets[LOW], high_data=offsets[HIGH], end=pos,
@@ -245,7 +196,7 @@ def layout_sample(key: str, height: int, width: int, meta: bytes, start: int,
     return layout, pieces
 
 
-def layout_compressed_sample(key: str, height: int, width: int, meta: bytes, low: bytes, high: bytes | None,
+def layout_compressed_sample(key: str, height: int, width: int, meta: bytes, low: bytes | None, high: bytes | None,
                              start: int, shared_high: tuple[int, int] | None = None, encoding: Encoding = ZSTD
                              ) -> tuple[SampleLayout, list[tuple[int, bytes]]]:
     """Lay out one sample of an encoding that is not plain at `start` (format version 3): `<key>.json`,
@@ -254,13 +205,15 @@ def layout_compressed_sample(key: str, height: int, width: int, meta: bytes, low
     (offset, bytes) pieces to write, in file order.
 
     `shared_high`: (offset, length) of another sample's target frame in the same shard; this sample then has no
-    high member of its own (high must be None)."""
+    high member of its own (high must be None). `low` None: a targets-only sample (format version 6), whose input
+    is its stored target."""
     pieces: list[tuple[int, bytes]] = []
     pos = start
     where: dict[str, tuple[int, int]] = {}
     if shared_high is not None:
         where[HIGH] = shared_high
-    members = ((META, meta), (LOW, low)) + (((HIGH, high),) if shared_high is None else ())
+    members = ((META, meta),) + (((LOW, low),) if low is not None else ()) + (
+        ((HIGH, high),) if shared_high is None else ())
     for suffix, payload in members:
         hdr = tar_header(member_name(key, suffix if suffix == META else image_suffix(suffix, encoding)), len(payload))
         pieces.append((pos, hdr))
@@ -268,6 +221,7 @@ def layout_compressed_sample(key: str, height: int, width: int, meta: bytes, low
         pieces.append((pos, payload))
         where[suffix] = (pos, len(payload))
         pos += padded(len(payload))
+    where.setdefault(LOW, where[HIGH])
     layout = SampleLayout(
         key=key, height=height, width=width, start=start, meta_data=where[META][0], meta_size=len(meta),
         low_data=where[LOW][0], high_data=where[HIGH][0], end=pos, low_bytes=where[LOW][1],
@@ -276,10 +230,11 @@ def layout_compressed_sample(key: str, height: int, width: int, meta: bytes, low
     return layout, pieces
 
 
-def sample_meta(low_rel: str, high_rel: str, original_hw: tuple[int, int], stored_hw: tuple[int, int],
+def sample_meta(low_rel: str | None, high_rel: str, original_hw: tuple[int, int], stored_hw: tuple[int, int],
                 high_ref: str | None = None) -> bytes:
-    """The `<key>.json` member: source paths (relative to the raw folder), original and stored [height, width],
-    and, for a sample that shares another's target (format version 2), that sample's key as `high_ref`.
+    """The `<key>.json` member: source paths (relative to the raw folder; a targets-only sample's `low` is null),
+    original and stored [height, width], and, for a sample that shares another's target (format version 2), that
+    sample's key as `high_ref`.
 
     Only facts known before decoding go here, so every offset in a shard is fixed before any pixel is read.
     """
@@ -336,7 +291,7 @@ def parse_manifest(text: bytes, path: str | os.PathLike) -> dict:
     if not isinstance(doc.get("splits"), dict) or not doc["splits"]:
         raise ShardError(f"{path}: expected a non-empty \"splits\" object")
     for split, entry in doc["splits"].items():
-        _check_split_entry(path, split, entry, binary=version >= VERSION_BINARY)
+        _check_split_entry(path, split, entry, version)
     return doc
 
 
@@ -344,10 +299,10 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _INDEX_FIELDS = ("key", "hw", "low", "high", "crc32")
 
 
-def _check_split_entry(path: Path, split: str, entry: Any, binary: bool = False) -> None:
+def _check_split_entry(path: Path, split: str, entry: Any, version: int) -> None:
     """Every field of one split of the manifest has the type and shape readers rely on; a manifest that was edited
-    or damaged is refused here, with the field named, instead of failing later with a KeyError. `binary` (version
-    5): the split names its index file instead of listing an index in each shard."""
+    or damaged is refused here, with the field named, instead of failing later with a KeyError. From version 5 the
+    split names its index file instead of listing an index in each shard."""
     def bad(what: str) -> ShardError:
         return ShardError(f"{path}: split {split!r}: {what}; the manifest is damaged or was edited: re-run the same "
                           "`pairload pack` command to rewrite it")
@@ -358,6 +313,8 @@ def _check_split_entry(path: Path, split: str, entry: Any, binary: bool = False)
         raise bad("the split name may only hold letters, digits, '_' and '-'")
     kinds = members_of(entry, path, split)  # "compression" and "members" are checked here, with the split named
     sensor_doc.check_doc(entry, path, split)
+    _check_targets_only(entry, kinds, version, bad)
+    binary = version >= VERSION_BINARY
     if binary:
         _check_index_entry(entry.get(binindex.FIELD), split, bad)
     total = 0
@@ -386,6 +343,25 @@ def _check_split_entry(path: Path, split: str, entry: Any, binary: bool = False)
                 raise bad(f"{name}: index \"{field}\" should list {sh['samples']} entries (one per sample)")
     if entry.get("samples") != total:
         raise bad(f"\"samples\" is {entry.get('samples')!r} but its shards hold {total}")
+
+
+def _check_targets_only(entry: dict, kinds: Members, version: int, bad) -> None:
+    """A targets-only split (version 6) stores one member type at one size, and a camera raw one keeps packed
+    mosaics (whose levels the index holds for both sides)."""
+    flag = entry.get(TARGETS_ONLY, False)
+    if type(flag) is not bool:
+        raise bad(f"\"{TARGETS_ONLY}\" is {flag!r}, expected true or false")
+    if not flag:
+        return
+    if version < VERSION_TARGETS:
+        raise bad(f"\"{TARGETS_ONLY}\" is true in a version {version} manifest (targets-only splits are version "
+                  f"{VERSION_TARGETS})")
+    if kinds.low != kinds.high or kinds.scale != 1:
+        raise bad(f"\"{TARGETS_ONLY}\" is true but its members are {kinds.describe()} (one type at one size expected)")
+    sensor = entry.get(sensor_doc.FIELD)
+    if sensor is not None and sensor["high"]["kind"] != sensor_doc.PACKED:
+        raise bad(f"\"{TARGETS_ONLY}\" is true but its sensor target is {sensor['high']['kind']!r} (only "
+                  f"{sensor_doc.PACKED!r} keeps sensor facts)")
 
 
 def _check_index_entry(ref: Any, split: str, bad) -> None:
@@ -431,6 +407,9 @@ class SplitIndex:
     key_hash: np.ndarray | None = None  # uint64 (n,) the planner's hash of each key (version 5; else computed)
     shares_high: np.ndarray | None = None  # int32 (n,) version 5: the sample of its shard whose target it uses, or -1
     mapped: MappedIndex | None = None  # version 5: the file the arrays view
+    # every sample's input is its stored target (a targets-only split, or any split `as_targets`): for a degradation
+    # to make the input from; loaders that train on stored pairs refuse it
+    targets_only: bool = False
 
     def __post_init__(self) -> None:
         if self.low_bytes is None:  # raw: the pixels themselves
@@ -455,10 +434,23 @@ class SplitIndex:
         string (pairload.loaders, until its rewrite); ask `encoding` instead."""
         return self.members.encoding.stored
 
+    def as_targets(self) -> "SplitIndex":
+        """This split read as targets only (`targets_only`): each sample's input is its stored target, at the same
+        offsets, bytes and CRC, of the target's type at its size; a packed raw target's levels become the input's (ratio
+        1, both exposures the target's), a split whose target is an image keeps no sensor facts. The stored inputs are
+        never read. A targets-only split is returned as it is."""
+        if self.targets_only:
+            return self
+        s = self.members.scale
+        return replace(self, hw=self.hw * s if s != 1 else self.hw, low=self.high, low_bytes=self.high_bytes,
+                       crc=np.repeat(self.crc[:, 1:], 2, axis=1), members=self.members.as_targets(),
+                       sensor=None if self.sensor is None else self.sensor.as_targets(), targets_only=True)
+
     def __reduce_ex__(self, protocol):
         if self.mapped is None:
             return super().__reduce_ex__(protocol)
-        return _reopened, (self.split, self.mapped)  # "map this file again": bytes independent of the samples
+        # "map this file again": bytes independent of the samples
+        return _reopened, (self.split, self.mapped, self.targets_only)
 
 
 # where a version-5 split's index file is: `locate(file name, sha256, bytes) -> (local path, name for messages)`
@@ -583,11 +575,13 @@ def _mapped_index(split: str, entry: dict, file: binindex.IndexFile) -> SplitInd
         key_hash=cols[binindex.KEY_HASH],
         shares_high=cols.get(SHARES_HIGH),
         mapped=MappedIndex(file, entry),
+        targets_only=entry.get(TARGETS_ONLY, False),
     )
 
 
-def _reopened(split: str, mapped: MappedIndex) -> SplitIndex:
+def _reopened(split: str, mapped: MappedIndex, targets_only: bool = False) -> SplitIndex:
     """A pickled version-5 index in the process that receives it: the same file mapped again (not re-hashed: its
-    stamp shows it is the file checked)."""
+    stamp shows it is the file checked), read as targets only where it was."""
     mapped.file.check_unchanged()
-    return _mapped_index(split, mapped.entry, mapped.file)
+    index = _mapped_index(split, mapped.entry, mapped.file)
+    return index.as_targets() if targets_only else index

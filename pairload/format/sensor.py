@@ -46,6 +46,13 @@ class SensorRows:
         return SensorRows(self.ratio[index], self.exposure[index], self.levels[index],
                           None if self.levels_high is None else self.levels_high[index])
 
+    def as_targets(self) -> "SensorRows | None":
+        """The rows of these samples read as targets only: a packed raw target's levels on both sides, ratio 1, the
+        target's exposure on both sides; None where the targets are images (developed), which have no sensor counts."""
+        if self.levels_high is None:
+            return None
+        return SensorRows(np.ones_like(self.ratio), self.exposure[:, [1, 1]], self.levels_high, self.levels_high)
+
     @staticmethod
     def concat(parts: list["SensorRows"]) -> "SensorRows":
         """The rows of several splits one after the other (mixed sources share one index space)."""

@@ -17,7 +17,7 @@ from ..format.encoding import RAW, Encoding
 from ..format.members import npy_file
 from ..format.crc import crc32
 from ..forking import start_method
-from ..raw.decode import Header, decode, decode_camera, silence_cv2
+from ..raw.decode import CROP, RESIZE, Header, decode, decode_camera, fitted, silence_cv2
 from ..raw.decode import probe as probe_header
 from .guard import output_error
 
@@ -32,7 +32,7 @@ class Job:
     (`--compress zstd`)."""
 
     index: int
-    low: Path
+    low: Path | None  # None: a targets-only sample, whose target is stored alone (and is its input too)
     high: Path | None  # None: the pair shares a target that another job stores
     low_hw: Header | tuple[int, int]  # what the probe found: size and stored type (a bare (h, w): its size only)
     high_hw: Header | tuple[int, int]
@@ -46,6 +46,7 @@ class Job:
     low_as: str = IMAGE  # how each file is stored: IMAGE, or a camera raw file PACKED or DEVELOPED
     high_as: str = IMAGE
     scale: int = 1  # the target is stored at this multiple of out_hw
+    fit: str = RESIZE  # how an image is brought to out_hw: resized, or its centre cropped (`decode.fitted`)
 
     def __post_init__(self) -> None:
         plain = self.encoding.plain
@@ -121,14 +122,18 @@ def probe_many(paths: list[str]) -> list:
 def _side(job: Job, path: Path, header, as_: str, out_hw: tuple[int, int]):
     """(pixels, notes, levels) of one file of a job."""
     if as_ == IMAGE:
-        img, notes = decode(path, to_8bit=job.to_8bit, expect=header, out_hw=out_hw)
+        img, notes = decode(path, to_8bit=job.to_8bit, expect=header, out_hw=out_hw, fit=job.fit)
         return img, notes, None
     img, levels = decode_camera(path, header, as_)
+    if job.fit == CROP:  # sensor counts are never resampled (pack refuses a camera raw resize), but may be cut
+        img = fitted(img, out_hw, CROP)
     return img, [], levels
 
 
 def _decode(job: Job):
-    low, low_notes, levels = _side(job, job.low, job.low_hw, job.low_as, job.out_hw)
+    low, low_notes, levels = None, [], None
+    if job.low is not None:
+        low, low_notes, levels = _side(job, job.low, job.low_hw, job.low_as, job.out_hw)
     high, high_notes, levels_high = None, [], None
     if job.high is not None:
         out_hw = (job.out_hw[0] * job.scale, job.out_hw[1] * job.scale)
@@ -149,22 +154,26 @@ def _pwrite(file: str, images: list[tuple[np.ndarray, int]]) -> None:
 
 
 def run_job(job: Job) -> JobResult:
-    """Decode one pair and store it (see `Job`). Errors come back as text so that the parent can clean up and
-    report them."""
+    """Decode one pair and store it (see `Job`); a targets-only job stores its target alone, which the index gives as
+    its input too (its CRC-32 and levels). Errors come back as text so that the parent can clean up and report
+    them."""
     try:
         low, high, notes, levels, levels_high = _decode(job)
         frames = (None, None)
         if not job.encoding.plain:
-            frames = (job.encoding.encode(npy_file(low), job.level),
+            frames = (job.encoding.encode(npy_file(low), job.level) if low is not None else None,
                       job.encoding.encode(npy_file(high), job.level) if high is not None else None)
     except Exception as exc:  # noqa: BLE001 - reported by the parent, naming the files
         text = str(exc) if isinstance(exc, PairloadError) else f"{job.low} / {job.high}: {type(exc).__name__}: {exc}"
         return JobResult(job.index, error=text)
     if job.file is not None:
         try:
-            _pwrite(job.file, [(low, job.low_off)] + ([(high, job.high_off)] if high is not None else []))
+            _pwrite(job.file, ([(low, job.low_off)] if low is not None else [])
+                    + ([(high, job.high_off)] if high is not None else []))
         except OSError as exc:  # the disk filled up under us: the shard is to blame, not the pair being written
             return JobResult(job.index, error=str(output_error(Path(job.file), exc)), output_failed=True)
-    return JobResult(job.index, notes, crc32(low), crc32(high) if high is not None else None, *frames,
-                     levels=levels, levels_high=levels_high)
+    crc_high = crc32(high) if high is not None else None
+    if low is None:  # targets only: the input is the stored target
+        return JobResult(job.index, notes, crc_high, crc_high, *frames, levels=levels_high, levels_high=levels_high)
+    return JobResult(job.index, notes, crc32(low), crc_high, *frames, levels=levels, levels_high=levels_high)
 

@@ -14,15 +14,16 @@ from ..errors import ImageError, OutputError
 from ..format import schema
 from ..format.atomic import write_json_atomic
 from ..format.columns import write_columns
-from ..raw.decode import Header, orientation_hint, target_size
+from ..raw.decode import RESIZE, Header, orientation_hint, target_size
 from ..raw.discover import Pair, find_pairs
+from ..raw.photos import find_targets
 from . import guard, parts
 from .jobs import close_fds, probe_many, start_pool
 from .manifest import assemble, skeleton
 from .options import PackOptions, PackReport
 from .parts import Part
 from .shardplan import ShardPlan, plan_shards, target_groups
-from .sensor import is_raw, plan_camera
+from .sensor import is_raw, plan_camera, plan_targets
 from .sides import split_members
 from .shardwrite import Inputs, Run, ShardDone, write_compressed, write_raw
 
@@ -40,9 +41,10 @@ def pack_folder(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, optio
     try:
         out = Path(shards_dir)
         guard.check_output_outside_raw(Path(raw_dir), out)
-        discovery = find_pairs(raw_dir, low_dir=options.low_dir, high_dir=options.high_dir,
-                               pairs_file=options.pairs_file, skip_unmatched=options.skip_unmatched,
-                               split_names=dict(options.split_names), name_template=options.name_template)
+        discovery = find_targets(raw_dir, options.split) if options.targets_only else find_pairs(
+            raw_dir, low_dir=options.low_dir, high_dir=options.high_dir, pairs_file=options.pairs_file,
+            skip_unmatched=options.skip_unmatched, split_names=dict(options.split_names),
+            name_template=options.name_template)
         clock = (start, time.perf_counter())  # when the pack started, and when its pairs were found
         out.mkdir(parents=True, exist_ok=True)
         if part is not None:
@@ -79,16 +81,21 @@ def _plan(discovery, raw: Path, options: PackOptions, pool, report: PackReport, 
     probes = _probe_pairs(pairs, pool, options)
     t1 = time.perf_counter()
     report.phases["probe"] = t1 - t0
-    resized = options.resize is not None or options.max_side is not None
-    camera = plan_camera(raw, pairs, probes, raw_target=options.raw_target, ratio_cap=options.ratio_cap,
-                         to_8bit=options.to_8bit, resized=resized)
-    members = split_members(raw, pairs, probes, options.to_8bit, camera)
+    # a centre crop keeps every value as it is, sensor counts included; resampling does not
+    resized = options.resize is not None or (options.max_side is not None and options.fit == RESIZE)
+    plan = plan_targets if options.targets_only else plan_camera
+    camera = plan(raw, pairs, probes, raw_target=options.raw_target, ratio_cap=options.ratio_cap,
+                  to_8bit=options.to_8bit, resized=resized)
+    members = split_members(raw, pairs, probes, options.to_8bit, camera, options.targets_only)
     seen: dict = {}  # equal sizes kept once: a million pairs of a few sizes cost two lists of references
-    sizes = [seen.setdefault(hw, hw) for hw in (probes[2 * i].hw for i in range(len(pairs)))]
-    out_sizes = [seen.setdefault(hw, hw) for hw in (target_size(h, w, options.resize, options.max_side)
+    sizes = (probes[2 * i].hw for i in range(len(pairs)))
+    if camera.splits and options.targets_only:
+        sizes = (camera.input_hw(pair, hw) for pair, hw in zip(pairs, sizes))
+    sizes = [seen.setdefault(hw, hw) for hw in sizes]
+    out_sizes = [seen.setdefault(hw, hw) for hw in (target_size(h, w, options.resize, options.max_side, options.fit)
                                                     for h, w in sizes)]
-    inputs = Inputs(pairs, probes, sizes, out_sizes, members, camera)
-    plans = plan_shards(pairs, sizes, out_sizes, options.shard_size, members)
+    inputs = Inputs(pairs, probes, sizes, out_sizes, members, camera, options.targets_only)
+    plans = plan_shards(pairs, sizes, out_sizes, options.shard_size, members, options.targets_only)
     skel = skeleton(discovery, raw, options, members, camera)
     report.phases["plan"] = time.perf_counter() - t1
     return inputs, plans, skel
@@ -247,24 +254,26 @@ def finish(out: Path, count: int | None, report: PackReport, *, required: bool =
 PROBE_BATCH = 256  # files a worker probes per job: 16 workers share 8,000 files in 32 jobs
 
 
-def _probe_all(pairs: list[Pair], pool, chunk: int = 1 << 16) -> list:
+def _probe_all(pairs: list[Pair], pool, chunk: int = 1 << 16, targets_only: bool = False) -> list:
     """Each pair's low and high `Header` (or the one-line error), probed a chunk of files at a time; equal headers
-    are kept once, so that two million files of a few sizes cost a list of references."""
+    are kept once, so that two million files of a few sizes cost a list of references. `targets_only`: each pair's
+    one file is probed once, its header given for both sides."""
     canon: dict = {}
     out: list = []
-    files = (f for pair in pairs for f in pair.files())
+    files = (f for pair in pairs for f in (pair.files()[1:] if targets_only else pair.files()))
     while names := list(itertools.islice(files, chunk)):
         batches = [names[i:i + PROBE_BATCH] for i in range(0, len(names), PROBE_BATCH)]
         for found in pool.imap(probe_many, batches) if pool else map(probe_many, batches):
-            out.extend(h if isinstance(h, str) else canon.setdefault(h, h) for h in found)
+            found = (h if isinstance(h, str) else canon.setdefault(h, h) for h in found)
+            out.extend(found if not targets_only else (h for one in found for h in (one, one)))
     return out
 
 
 def _probe_pairs(pairs: list[Pair], pool, options: PackOptions) -> list[Header]:
     """Every pair's headers, low then high: refuse unreadable files, and pairs of two sizes unless --resize brings
     both images to one."""
-    probes = _probe_all(pairs, pool)
-    errors = [r for r in probes if isinstance(r, str)]
+    probes = _probe_all(pairs, pool, targets_only=options.targets_only)
+    errors = [r for r in probes[::2 if options.targets_only else 1] if isinstance(r, str)]
     if errors:
         raise ImageError(errors[0] + (f" (and {len(errors) - 1} more unreadable files)" if len(errors) > 1 else ""))
     # a camera raw input's partner is checked against its sensor (`sensor.plan_camera`)

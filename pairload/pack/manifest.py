@@ -30,6 +30,8 @@ def skeleton(discovery, raw, options: PackOptions, members: dict[str, Members] |
     splits = {}
     for split in sorted({p.split for p in discovery.pairs}):
         entry = {"folders": discovery.sources.get(split, []), "pairing": discovery.rules.get(split, [])}
+        if options.targets_only:
+            entry[schema.TARGETS_ONLY] = True
         if stored is not None:
             entry[schema.COMPRESSION] = stored
         typed = members.get(split, DEFAULT).to_doc()
@@ -42,6 +44,8 @@ def skeleton(discovery, raw, options: PackOptions, members: dict[str, Members] |
                    "to_8bit": options.to_8bit, "shard_size": options.shard_size}
     if stored is not None:
         options_doc.update(compress=stored, compress_level=options.compress_level)
+    if options.targets_only:  # (absent otherwise: a pair pack's manifest stays the bytes it was)
+        options_doc.update(targets_only=True, fit=options.fit)
     return {
         "created_by": f"pairload {__version__}",
         schema.RAW_DIR: str(raw.resolve()),
@@ -64,6 +68,7 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
     encoding = next((m.encoding for m in kinds.values() if not m.encoding.plain), RAW)  # one per pack
     shared = any(bool((r.columns["shares_high"] >= 0).any()) for r in rows)
     typed = any(FIELD in entry for entry in skel["splits"].values())
+    targets = any(entry.get(schema.TARGETS_ONLY) for entry in skel["splits"].values())
     notes: dict[str, list[str]] = {v: [] for v in NOTES.values()}
     splits: dict[str, dict] = {}
     by_split: dict[str, list[ShardRows]] = {}
@@ -93,21 +98,26 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
             sha, size = write_index(name, binindex.index_columns(keys, columns, entry, sized, shared))
             entry[binindex.FIELD] = {"file": name, "bytes": size, "sha256": sha}
         splits[split] = entry
+        m = kinds[split]
+        pixels = (int((hw[:, 0] * hw[:, 1]).sum()) * m.high.pixel_bytes if fixed.get(schema.TARGETS_ONLY) else
+                  sum(m.pair_bytes(int(h), int(w)) for h, w in hw))  # a targets-only sample stores one image
         report.splits[split] = {"samples": entry["samples"], "shards": len(parts), "bytes": entry["bytes"],
-                                "pixel_bytes": sum(kinds[split].pair_bytes(int(h), int(w)) for h, w in hw)}
+                                "pixel_bytes": pixels}
     report.gray, report.alpha, report.converted_16bit = notes["gray"], notes["alpha"], notes["converted_16bit"]
     # versions: 1 without shared targets (readable by every pairload), 2 with them, 3 not plain (older readers
     # refuse it by its version instead of taking the offsets of its frames for offsets of pixels), 4 with a split
     # whose members are not uint8 RGB (older readers would take its pixels for those), 5 with the index in binary
-    # files (older readers find no index in the manifest)
-    version = (schema.VERSION_BINARY if index == BINARY else schema.VERSION_TYPED if typed else
-               schema.VERSION_COMPRESSED if not encoding.plain else schema.VERSION if shared else 1)
+    # files (older readers find no index in the manifest), 6 with a targets-only split (older readers would train on
+    # (target, target) pairs; always a binary index)
+    version = (schema.VERSION_TARGETS if targets else schema.VERSION_BINARY if index == BINARY else
+               schema.VERSION_TYPED if typed else schema.VERSION_COMPRESSED if not encoding.plain else
+               schema.VERSION if shared else 1)
     top = {k: v for k, v in skel.items() if k != "splits"}
     doc_report = {"gray_replicated": notes["gray"], "alpha_dropped": notes["alpha"],
                   "converted_16bit": notes["converted_16bit"]}
     doc_report.update(top.pop("report"))
     return {"format": schema.FORMAT, "version": version, **{k: top[k] for k in ("created_by", schema.RAW_DIR)},
-            "layout": layout_doc(encoding, typed), "options": top["options"], "report": doc_report,
+            "layout": layout_doc(encoding, typed, targets), "options": top["options"], "report": doc_report,
             "splits": splits}
 
 
@@ -125,10 +135,12 @@ def _json_index(r: ShardRows, entry: dict, sized: bool, shared: bool) -> dict:
     return index
 
 
-def layout_doc(encoding: Encoding = RAW, typed: bool = False) -> dict:
+def layout_doc(encoding: Encoding = RAW, typed: bool = False, targets_only: bool = False) -> dict:
     """The manifest's "layout": what the members hold and what the index's offsets point at."""
-    doc = {"members": list(schema.member_order(encoding)), "dtype": "uint8", "channels": "RGB", "shape": "HxWx3",
-           "index_offsets": encoding.offsets_doc}
+    doc = {"members": list(schema.member_order(encoding, targets_only)), "dtype": "uint8", "channels": "RGB",
+           "shape": "HxWx3", "index_offsets": encoding.offsets_doc}
+    if targets_only:
+        doc["targets_only"] = "no input member: the index's low offsets are its high offsets (the target is the input)"
     if typed:  # informative only: readers take each split's types from its "members"
         doc.update(dtype=f"per split: its \"{FIELD}\" (uint8 ×3 where absent)", channels=f"per split: its \"{FIELD}\"",
                    shape="HxWxC")

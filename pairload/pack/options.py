@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..format.encoding import ZSTD, Encoding, from_option
-from ..raw.decode import DEVELOPED, PACKED
+from ..format.schema import check_split_name
+from ..raw.decode import CROP, DEVELOPED, FITS, PACKED, RESIZE
 from ..units import human_bytes, parse_bytes
 
 DEFAULT_SHARD_SIZE = 256 * 1024**2
@@ -69,8 +70,14 @@ class PackOptions:
     raw_target: str = DEVELOPED  # camera raw targets: developed by LibRaw (SID), or "packed" as the input (ELD)
     ratio_cap: float = 300.0  # camera raw inputs: the amplification ratio's ceiling (SID's 300)
     index: str = "binary"  # where the per-sample index goes: "binary" `<split>.index` files (version 5), or "json"
+    # `--targets-only`: RAW is a folder of photos (or a list of them), each stored alone as a target for a
+    # degradation to make its input from (format version 6), in one split named `split`
+    targets_only: bool = False
+    split: str = "train"
+    fit: str = RESIZE  # an image larger than max_side: shrunk keeping its aspect, or (CROP) its centre cut to N×N
 
     def __post_init__(self) -> None:
+        self._check_targets_only()
         if self.index not in INDEXES:
             raise ConfigError(f"--index {self.index}: expected {' or '.join(INDEXES)} (binary: a memory-mapped "
                               "<split>.index per split, format version 5; json: in manifest.json, for older readers)")
@@ -98,6 +105,33 @@ class PackOptions:
             raise ConfigError(f"--workers {self.workers}: expected 0 (all cores) or a positive number")
         if self.shard_size < MIN_SHARD_SIZE:
             raise ConfigError(f"shard size {self.shard_size} bytes is too small: use at least 64KB")
+
+    def _check_targets_only(self) -> None:
+        """The options of a targets-only pack, and those that only it takes."""
+        if self.fit not in FITS:
+            raise ConfigError(f"--fit {self.fit}: expected {' or '.join(FITS)} (how an image larger than --max-side N "
+                              "is made to fit: shrunk keeping its aspect, or its centre cropped to at most N×N)")
+        if self.fit == CROP and not self.targets_only:
+            raise ConfigError("--fit crop: only with --targets-only (a pair's images are resized together); leave "
+                              "--fit out")
+        if self.fit == CROP and self.max_side is None:
+            raise ConfigError("--fit crop: give --max-side N, the largest side of the centre crop")
+        if not self.targets_only:
+            if self.split != "train":
+                raise ConfigError(f"--split {self.split}: only with --targets-only (a pair pack takes its splits from "
+                                  "its folders or pairs files; --split-name FOLDER=SPLIT renames them)")
+            return
+        check_split_name(self.split)
+        pair_options = {"--low-dir": self.low_dir, "--high-dir": self.high_dir, "--pairs-file": self.pairs_file,
+                        "--skip-unmatched": self.skip_unmatched, "--split-name": self.split_names,
+                        "--name-template": self.name_template}
+        given = [flag for flag, value in pair_options.items() if value]
+        if given:
+            raise ConfigError(f"{given[0]}: finds pairs, and --targets-only packs every photo of PHOTOS alone; leave "
+                              f"{given[0]} out (a list file of photos can be passed as PHOTOS)")
+        if self.index != "binary":
+            raise ConfigError(f"--index {self.index}: a targets-only pack is format version 6, which no reader of "
+                              "json indexes reads; leave --index out")
 
     @property
     def encoding(self) -> Encoding:

@@ -61,6 +61,12 @@ class CameraPlan:
         cs = self.splits.get(pair.split)
         return {} if cs is None else {"low_as": cs.low_as, "high_as": cs.high_as, "scale": cs.scale}
 
+    def input_hw(self, pair: Pair, hw: tuple[int, int]) -> tuple[int, int]:
+        """The size of a pair's stored input whose file's probed size is `hw`: a developed camera raw input (a
+        targets-only pack's) is twice its packed size, any other its own."""
+        cs = self.splits.get(pair.split)
+        return (2 * hw[0], 2 * hw[1]) if cs is not None and cs.low_as == DEVELOPED else hw
+
 
 def is_raw(header) -> bool:
     return isinstance(header, Header) and header.raw is not None
@@ -100,6 +106,40 @@ def plan_camera(raw: Path, pairs: list[Pair], headers: list[Header], *, raw_targ
     return plan
 
 
+def plan_targets(raw: Path, pairs: list[Pair], headers: list[Header], *, raw_target: str, ratio_cap: float,
+                 to_8bit: bool, resized: bool) -> CameraPlan:
+    """The `CameraPlan` of a targets-only pack (each pair's two files are one; headers: each twice): a split of camera
+    raw files stores each alone, `raw_target` PACKED (a sensor split whose two sides are the packed mosaic: the index
+    gives the target's levels and exposure for both, ratio 1) or DEVELOPED (16-bit RGB at the mosaic's full size,
+    which has no sensor counts: no sensor entry)."""
+    by_split: dict[str, list[int]] = {}
+    for i, pair in enumerate(pairs):
+        by_split.setdefault(pair.split, []).append(i)
+    plan = CameraPlan({}, {}, [None] * len(pairs))
+    for split, rows in by_split.items():
+        flags = [is_raw(headers[2 * i + 1]) for i in rows]
+        if not any(flags):
+            continue
+        if not all(flags):
+            raise ImageError(_mixed(raw, split, 1, [pairs[i] for i in rows], flags, "pack them as separate packs "
+                                    "(a folder or list of each kind)"))
+        if to_8bit or resized:
+            what = "--to-8bit" if to_8bit else "--resize/--max-side"
+            crop = "" if to_8bit else ", or cut each to at most N×N with --max-side N --fit crop"
+            raise ConfigError(f"{what}: {raw} holds camera raw files, whose sensor counts pack keeps as they are; "
+                              f"leave {what} out{crop}")
+        cs = plan.splits[split] = CameraSplit(raw_target, raw_target, 1)
+        if raw_target != PACKED:
+            continue
+        for i in rows:
+            seconds, source = _exposure(pairs[i].high, pairs[i].high_rel, headers[2 * i + 1].raw,
+                                        "a packed target's exposure is recorded with its levels, for the degradation")
+            plan.exposures[i] = Exposure(seconds, seconds, (source, source), 1.0)
+        heads = [headers[2 * i + 1] for i in rows]
+        plan.docs[split] = _doc(cs, heads, heads, [plan.exposures[i] for i in rows], ratio_cap)
+    return plan
+
+
 def _check_pair(pair: Pair, low: Header, high: Header, high_as: str, cap: float) -> Exposure:
     info = low.raw
     if high_as == IMAGE:
@@ -124,16 +164,18 @@ def _check_pair(pair: Pair, low: Header, high: Header, high_as: str, cap: float)
     return Exposure(low_s, high_s, (low_from, high_from), camera.ratio(low_s, high_s, cap))
 
 
-def _exposure(path: Path, rel: str, info) -> tuple[float, str]:
+RATIO_NEEDS = "the input's amplification ratio is the target's exposure over the input's"
+
+
+def _exposure(path: Path, rel: str, info, why: str = RATIO_NEEDS) -> tuple[float, str]:
     seconds = camera.exposure_from_name(path)
     if seconds is not None and seconds > 0:
         return seconds, "name"
     if info is not None and info.exposure:
         return info.exposure, "metadata"
     where = "its name or its metadata" if info is not None else "its name"
-    raise ImageError(f"{rel}: no exposure time in {where}; the input's amplification ratio is the target's exposure "
-                     "over the input's: name the files as SID does (<scene>_<shot>_<seconds>s.<ext>, e.g. "
-                     "00001_00_0.04s.ARW) or keep the camera's ExposureTime tag")
+    raise ImageError(f"{rel}: no exposure time in {where}; {why}: name the files as SID does "
+                     "(<scene>_<shot>_<seconds>s.<ext>, e.g. 00001_00_0.04s.ARW) or keep the camera's ExposureTime tag")
 
 
 def _doc(cs: CameraSplit, lows: list[Header], highs: list[Header], exposures: list[Exposure], cap: float) -> dict:
@@ -155,7 +197,8 @@ def _doc(cs: CameraSplit, lows: list[Header], highs: list[Header], exposures: li
             "levels": "index.levels: black of each packed channel (R, G, B, G), then white, in sensor counts"}
 
 
-def _mixed(raw: Path, split: str, side: int, pairs: list[Pair], flags: list[bool]) -> str:
+def _mixed(raw: Path, split: str, side: int, pairs: list[Pair], flags: list[bool],
+           fix: str = "pack them as separate splits (--pairs-file SPLIT=FILE)") -> str:
     rels = [(p.high_rel if side else p.low_rel) for p in pairs]
     odd = [r for r, f in zip(rels, flags) if not f]
     usual = [r for r, f in zip(rels, flags) if f]
@@ -164,5 +207,5 @@ def _mixed(raw: Path, split: str, side: int, pairs: list[Pair], flags: list[bool
     what = "targets" if side else "inputs"
     more = f" and {len(odd) - SHOWN} more" if len(odd) > SHOWN else ""
     return (f"{raw}: split {split!r}: the {what} mix camera raw files and images: {', '.join(odd[:SHOWN])}{more} "
-            f"differ from the other {len(usual)}; a side of a split is stored as one type: pack them as separate "
-            "splits (--pairs-file SPLIT=FILE) or leave the odd files out")
+            f"differ from the other {len(usual)}; a side of a split is stored as one type: {fix} or leave the odd "
+            "files out")

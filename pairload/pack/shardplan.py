@@ -47,9 +47,10 @@ def target_groups(pairs: list[Pair]) -> list[Pair]:
 
 
 def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list[tuple[int, int]],
-                shard_size: int, members: dict[str, Members] | None = None) -> list[ShardPlan]:
+                shard_size: int, members: dict[str, Members] | None = None, targets_only: bool = False
+                ) -> list[ShardPlan]:
     """The raw shards of `pairs` (in `target_groups` order), cut only between groups sharing a target; `members`:
-    each split's, where not the default uint8 RGB."""
+    each split's, where not the default uint8 RGB; `targets_only`: each sample stores its target alone."""
     members = members or {}
     plans: list[ShardPlan] = []
     current: ShardPlan | None = None
@@ -60,14 +61,15 @@ def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list
             plans.append(current)
             leaders = {}
         ref = leaders.get(pair.high_rel)
-        meta = len(schema.sample_meta(pair.low_rel, pair.high_rel, hw, out_hw, high_ref=ref))
+        meta = len(schema.sample_meta(None if targets_only else pair.low_rel, pair.high_rel, hw, out_hw, high_ref=ref))
         kinds = members.get(pair.split, DEFAULT)
-        end = schema.sample_end(pair.key, out_hw[0], out_hw[1], meta, current.end, ref is not None, kinds)
+        end = schema.sample_end(pair.key, out_hw[0], out_hw[1], meta, current.end, ref is not None, kinds,
+                                targets_only)
         if ref is None and current.count and schema.archive_end(end) > shard_size:  # cut between groups only
             current = ShardPlan(pair.split, current.number + 1, k)
             plans.append(current)
             leaders = {}
-            end = schema.sample_end(pair.key, out_hw[0], out_hw[1], meta, 0, False, kinds)
+            end = schema.sample_end(pair.key, out_hw[0], out_hw[1], meta, 0, False, kinds, targets_only)
         if ref is None:
             leaders[pair.high_rel] = pair.key
         current.count += 1
@@ -76,7 +78,7 @@ def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list
 
 
 def lay_out(plan: ShardPlan, pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list[tuple[int, int]],
-            members: dict[str, Members] | None = None
+            members: dict[str, Members] | None = None, targets_only: bool = False
             ) -> Iterator[tuple[int, schema.SampleLayout, int, list[tuple[int, bytes]]]]:
     """Each sample of one planned shard in order, as (its place in the shard, its layout, `lead`: the place of the
     sample whose target it shares or -1, the (offset, bytes) header pieces to write): made one at a time, so that a
@@ -88,9 +90,10 @@ def lay_out(plan: ShardPlan, pairs: list[Pair], sizes: list[tuple[int, int]], ou
         k = plan.first + i
         pair, hw, out_hw = pairs[k], sizes[k], out_sizes[k]
         lead = leaders.get(pair.high_rel)
-        meta = schema.sample_meta(pair.low_rel, pair.high_rel, hw, out_hw, high_ref=None if lead is None else lead[2])
+        meta = schema.sample_meta(None if targets_only else pair.low_rel, pair.high_rel, hw, out_hw,
+                                  high_ref=None if lead is None else lead[2])
         layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, end,
-                                              None if lead is None else lead[1], kinds)
+                                              None if lead is None else lead[1], kinds, targets_only)
         if lead is None:
             leaders[pair.high_rel] = (i, layout.high_data, pair.key)
         yield i, layout, -1 if lead is None else lead[0], pieces

@@ -69,7 +69,8 @@ CHUNK_BYTES = 512 << 20  # and at most this many shard bytes, so that shards fin
 @dataclass
 class Inputs:
     """What the writers read: the pairs in `target_groups` order, each file's probed header (low then high of each
-    pair), each pair's original and stored size, the splits' member types and the camera plan."""
+    pair), each pair's original and stored size, the splits' member types and the camera plan; `targets_only`: each
+    sample stores its target alone (`pack --targets-only`)."""
 
     pairs: list[Pair]
     probes: list
@@ -77,11 +78,13 @@ class Inputs:
     out_sizes: list
     members: dict[str, Members]
     camera: CameraPlan
+    targets_only: bool = False
 
     def job(self, k: int, own: bool, options: PackOptions, **where) -> Job:
         pair = self.pairs[k]
-        return Job(k, pair.low, pair.high if own else None, self.probes[2 * k], self.probes[2 * k + 1],
-                   self.out_sizes[k], options.to_8bit, **where, **self.camera.job_fields(pair))
+        return Job(k, None if self.targets_only else pair.low, pair.high if own else None, self.probes[2 * k],
+                   self.probes[2 * k + 1], self.out_sizes[k], options.to_8bit, **where, fit=options.fit,
+                   **self.camera.job_fields(pair))
 
     def rows(self, plan: ShardPlan, sized: bool) -> RowsBuilder:
         doc = self.camera.docs.get(plan.split)
@@ -93,7 +96,8 @@ class Inputs:
     def laid_out(self, plans: list[ShardPlan]):
         """(shard number, place, layout, lead, pieces) of every sample of `plans`, in order (`lay_out`)."""
         for number, plan in enumerate(plans):
-            for i, lay, lead, pieces in lay_out(plan, self.pairs, self.sizes, self.out_sizes, self.members):
+            for i, lay, lead, pieces in lay_out(plan, self.pairs, self.sizes, self.out_sizes, self.members,
+                                                self.targets_only):
                 yield number, i, lay, lead, pieces
 
 
@@ -272,8 +276,8 @@ def write_compressed(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[S
                 k = res.check().index
                 pair = inputs.pairs[k]
                 ref = shards.key_of(lead) if lead >= 0 else None
-                meta = schema.sample_meta(pair.low_rel, pair.high_rel, inputs.sizes[k], inputs.out_sizes[k],
-                                          high_ref=ref)
+                meta = schema.sample_meta(None if inputs.targets_only else pair.low_rel, pair.high_rel, inputs.sizes[k],
+                                          inputs.out_sizes[k], high_ref=ref)
                 shards.add(plan, pair, inputs.out_sizes[k], meta, res.low_frame, res.high_frame, lead,
                            res.without_frames())
                 done += 1
@@ -302,10 +306,10 @@ class CompressedShards:
     def key_of(self, lead: int) -> str:
         return self.targets[lead][2]
 
-    def add(self, raw_plan: ShardPlan, pair: Pair, hw: tuple[int, int], meta: bytes, low: bytes,
+    def add(self, raw_plan: ShardPlan, pair: Pair, hw: tuple[int, int], meta: bytes, low: bytes | None,
             high: bytes | None, lead: int, result: JobResult) -> None:
         """Append one sample to the shard of `raw_plan` (opened when its first sample comes); `lead` >= 0: the
-        sample of that shard whose target frame it shares."""
+        sample of that shard whose target frame it shares; `low` None: a targets-only sample."""
         if not self.plans or self.plans[-1].name != raw_plan.name:
             self._open(raw_plan)
         plan = self.plans[-1]

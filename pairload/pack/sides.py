@@ -17,13 +17,15 @@ SHOWN = 5  # odd files named in a refusal
 
 
 def split_members(raw: Path, pairs: list[Pair], headers: list[Header], to_8bit: bool,
-                  camera: CameraPlan | None = None) -> dict[str, Members]:
+                  camera: CameraPlan | None = None, targets_only: bool = False) -> dict[str, Members]:
     """{split: Members} of `pairs` (headers: low then high of each pair); `camera`: how camera raw splits are
-    stored."""
+    stored; `targets_only`: each pair's one file is its target, stored alone, and the input's type is the target's."""
     found: dict[tuple[str, int], dict[tuple[str, int], dict[str, None]]] = {}
     cams = camera.splits if camera is not None else {}
     for i, pair in enumerate(pairs):
         for side, rel in enumerate((pair.low_rel, pair.high_rel)):
+            if targets_only and side == 0:
+                continue
             kinds = found.setdefault((pair.split, side), {})
             header = headers[2 * i + side]
             cs = cams.get(pair.split)
@@ -35,7 +37,7 @@ def split_members(raw: Path, pairs: list[Pair], headers: list[Header], to_8bit: 
             raise ImageError(_mixed(raw, split, side, kinds))
         (dtype, channels), = kinds
         out.setdefault(split, {})[side] = Member(dtype, channels)
-    return {split: Members(low=sides[0], high=sides[1], scale=cams[split].scale if split in cams else 1)
+    return {split: Members(low=sides.get(0, sides[1]), high=sides[1], scale=cams[split].scale if split in cams else 1)
             for split, sides in out.items()}
 
 

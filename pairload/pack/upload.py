@@ -331,6 +331,11 @@ def _stamp(raw: Path, options: PackOptions) -> str:
     extra = {p for item in items if item for p in (item, item.partition("=")[2]) if p}  # a path, or split=path
     for path in sorted(extra | {str(raw / p) for p in extra}):
         _stamp_file(h, path, path)
+    if raw.is_file():  # a list of photos (`--targets-only`): the list, and the photos it names
+        from ..raw.photos import listed
+
+        for path in [str(raw), *listed(raw)]:
+            _stamp_file(h, path, path)
     for folder, dirs, files in os.walk(raw):
         dirs.sort()
         for name in sorted(files):

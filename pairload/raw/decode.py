@@ -182,10 +182,18 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())[:200]
 
 
-def target_size(height: int, width: int, resize: tuple[int, int] | None, max_side: int | None) -> tuple[int, int]:
-    """Stored (height, width) after the optional `--resize WxH` or `--max-side N`."""
+RESIZE, CROP = "resize", "crop"  # how an image larger than --max-side is made to fit (`--fit`)
+FITS = (RESIZE, CROP)
+
+
+def target_size(height: int, width: int, resize: tuple[int, int] | None, max_side: int | None,
+                fit: str = RESIZE) -> tuple[int, int]:
+    """Stored (height, width) after the optional `--resize WxH` or `--max-side N`: shrunk keeping its aspect so that
+    its longer side is N, or (`fit` CROP) its centre cut to at most N×N."""
     if resize is not None:
         return resize[1], resize[0]
+    if max_side is not None and fit == CROP:
+        return min(height, max_side), min(width, max_side)
     if max_side is not None and max(height, width) > max_side:
         scale = max_side / max(height, width)
         return max(1, round(height * scale)), max(1, round(width * scale))
@@ -245,7 +253,7 @@ def silence_cv2() -> None:
 
 
 def decode_rgb(path: Path, *, to_8bit: bool, expect_hw: tuple[int, int] | None = None,
-               out_hw: tuple[int, int] | None = None) -> tuple[np.ndarray, list[str]]:
+               out_hw: tuple[int, int] | None = None, fit: str = RESIZE) -> tuple[np.ndarray, list[str]]:
     """Decode `path` into a C-order RGB H×W×3 array, uint8 or (a 16-bit file) uint16, uint8 under `to_8bit`;
     returns it and notes on what was converted.
 
@@ -288,7 +296,7 @@ def decode_rgb(path: Path, *, to_8bit: bool, expect_hw: tuple[int, int] | None =
     if expect_hw is not None and img.shape[:2] != tuple(expect_hw):
         raise ImageError(f"{path}: header says {expect_hw[1]}x{expect_hw[0]} but it decodes to "
                          f"{img.shape[1]}x{img.shape[0]}; re-save the file")
-    return resized(img, out_hw), notes
+    return fitted(img, out_hw, fit), notes
 
 
 def to_uint8(img: np.ndarray) -> np.ndarray:
@@ -307,8 +315,18 @@ def resized(img: np.ndarray, out_hw: tuple[int, int] | None) -> np.ndarray:
     return np.ascontiguousarray(img)
 
 
+def fitted(img: np.ndarray, out_hw: tuple[int, int] | None, fit: str = RESIZE) -> np.ndarray:
+    """`img` (H×W×C) at `out_hw`: resized (`resized`), or with `fit` CROP its centre cut out (no pixel changes: a
+    16-bit photo or a packed mosaic keeps its values), C-order."""
+    if fit != CROP or out_hw is None or img.shape[:2] == tuple(out_hw):
+        return resized(img, out_hw)
+    (h, w), (height, width) = out_hw, img.shape[:2]
+    top, left = (height - h) // 2, (width - w) // 2
+    return np.ascontiguousarray(img[top:top + h, left:left + w])
+
+
 def decode_array(path: Path, *, to_8bit: bool, expect: Header | None = None,
-                 out_hw: tuple[int, int] | None = None) -> tuple[np.ndarray, list[str]]:
+                 out_hw: tuple[int, int] | None = None, fit: str = RESIZE) -> tuple[np.ndarray, list[str]]:
     """Load a .npy image as it is (channels as in the file, no RGB/BGR swap), little-endian and C-order; uint16
     becomes uint8 under `to_8bit`. Returns it and notes on what was converted."""
     header = expect if expect is not None else probe_array(path)
@@ -325,11 +343,11 @@ def decode_array(path: Path, *, to_8bit: bool, expect: Header | None = None,
     if img.dtype == np.uint16 and to_8bit:
         img = to_uint8(img)
         notes.append("16bit")
-    return resized(img, out_hw), notes
+    return fitted(img, out_hw, fit), notes
 
 
 def decode(path: Path, *, to_8bit: bool, expect: Header | tuple[int, int] | None = None,
-           out_hw: tuple[int, int] | None = None) -> tuple[np.ndarray, list[str]]:
+           out_hw: tuple[int, int] | None = None, fit: str = RESIZE) -> tuple[np.ndarray, list[str]]:
     """The array pack stores from `path` (an image: `decode_rgb`; a .npy: `decode_array`) and its notes. `expect`:
     the file's probed `Header`, whose size and stored type the array must have (a bare (h, w): its size only);
     anything else is refused naming the file."""
@@ -339,8 +357,8 @@ def decode(path: Path, *, to_8bit: bool, expect: Header | tuple[int, int] | None
         if hw is not None and img.shape[:2] != tuple(hw):
             raise ImageError(f"{path}: its header said {hw[1]}x{hw[0]} but it loads as {img.shape[1]}x{img.shape[0]}; "
                              "the file changed while packing: run the pack again")
-        return resized(img, out_hw), notes
-    img, notes = decode_rgb(path, to_8bit=to_8bit, expect_hw=hw, out_hw=out_hw)
+        return fitted(img, out_hw, fit), notes
+    img, notes = decode_rgb(path, to_8bit=to_8bit, expect_hw=hw, out_hw=out_hw, fit=fit)
     if isinstance(expect, Header) and (img.dtype.name, img.shape[2]) != expect.stored(to_8bit):
         dtype, channels = expect.stored(to_8bit)
         raise ImageError(f"{path}: its header says {dtype} ×{channels} but it decodes to {img.dtype.name} "

@@ -30,12 +30,14 @@ from .source import ShardSource
 
 class ShardDataset(ShardSource):
     """One split of a shard folder: `len(ds)`, `ds[i] -> (key, low, high)` with uint8 H×W×3 RGB views.
+    `targets_only`: read it as targets only (`schema.SplitIndex.as_targets`): each sample's input is its stored
+    target, and a pair pack's stored inputs are never read.
 
     The folder may be a URL (s3://, gs://, az://, http(s)://, any fsspec URL) with a `cache` (`ShardCache`): the
     manifest is read from the URL and the shards are made local in the node's cache as the loader needs them
     (`want` ahead, `acquire`/`release` around each batch; `fetch_all` for loaders that need the whole split)."""
 
-    def __init__(self, shards_dir: str | os.PathLike, split: str = "train", *, cache=None):
+    def __init__(self, shards_dir: str | os.PathLike, split: str = "train", *, cache=None, targets_only: bool = False):
         self.url = str(shards_dir).rstrip("/") if urls.is_url(shards_dir) else None
         if self.url is not None:
             if cache is None:
@@ -53,6 +55,8 @@ class ShardDataset(ShardSource):
             where = str(self.root / schema.MANIFEST)
             index_at = self.root
         self.index = schema.split_index(manifest, split, where, index_at)
+        if targets_only:
+            self.index = self.index.as_targets()
         self.split = split
         entries = manifest["splits"][split]["shards"]  # (kept out of the object: workers receive it pickled)
         self.shard_bytes = [int(entry["bytes"]) for entry in entries]
@@ -344,6 +348,10 @@ class ShardDataset(ShardSource):
     @property
     def sensor(self):
         return self.index.sensor
+
+    @property
+    def targets_only(self) -> bool:
+        return self.index.targets_only
 
     @property
     def where(self) -> str:

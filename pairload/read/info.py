@@ -46,7 +46,8 @@ def index_files_at(source: str | os.PathLike, storage_options: dict | None = Non
 
 def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) -> dict[str, dict]:
     """Per split: samples, shards, bytes, compression ("zstd" or "none") and the bytes of its pixels decoded, the
-    distinct image sizes, and (version 5) its index file's bytes, per pair too. A URL: read from its manifest (and
+    distinct image sizes, and (version 5) its index file's bytes, per pair too; a targets-only split says so
+    (`"targets_only": true`, and its "members" begin "targets only"). A URL: read from its manifest (and
     index files) alone."""
     doc = read_manifest_at(shards_dir, storage_options)
     out = {}
@@ -54,13 +55,17 @@ def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) 
         for split, entry in doc["splits"].items():
             idx = schema.split_index(doc, split, index_at=index_at)
             sizes, counts = np.unique(idx.hw, axis=0, return_counts=True)
+            m = idx.members
+            # a targets-only split stores one image per sample: its input is that image, not a second one
+            per_pixel = m.high.pixel_bytes if idx.targets_only else m.bytes_per_input_pixel
             out[split] = {
                 "samples": len(idx),
                 "shards": len(idx.files),
                 "bytes": int(sum(sh["bytes"] for sh in entry["shards"])),
                 "compression": idx.encoding.stored or "none",
-                "pixel_bytes": int((idx.hw[:, 0] * idx.hw[:, 1]).sum()) * idx.members.bytes_per_input_pixel,
-                **({"members": idx.members.describe()} if not idx.members.default else {}),
+                "pixel_bytes": int((idx.hw[:, 0] * idx.hw[:, 1]).sum()) * per_pixel,
+                **({"targets_only": True, "members": f"targets only: {m.high.describe()}"} if idx.targets_only else
+                   {"members": m.describe()} if not m.default else {}),
                 **({"sensor": _sensor(entry, idx.sensor)} if idx.sensor is not None else {}),
                 "sizes": {f"{w}x{h}": int(c) for (h, w), c in zip(sizes.tolist(), counts.tolist())},
                 **({"index": _index(entry[binindex.FIELD], len(idx))} if idx.mapped is not None else {}),

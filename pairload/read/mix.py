@@ -40,6 +40,14 @@ class ShardMix(ShardSource):
             raise ConfigError(f"sources {a!r} and {odd[0]!r} cannot be mixed: {a!r} holds {first.describe()}, "
                               f"{odd[0]!r} holds {kinds[odd[0]].describe()}; mix splits of one member type")
         self._members = first
+        targets = {name: ds.targets_only for name, ds in self.by_name.items()}
+        if len(set(targets.values())) > 1:
+            only = next(name for name, t in targets.items() if t)
+            pairs = next(name for name, t in targets.items() if not t)
+            raise ConfigError(f"source {only!r} holds targets only (its inputs are for a degradation to make) and "
+                              f"{pairs!r} holds stored pairs; mix sources of one kind (open_shards(..., "
+                              "targets_only=True) reads every source as targets only)")
+        self._targets_only = next(iter(targets.values()))
         rows = [ds.sensor for ds in self.by_name.values()]
         if any(r is None for r in rows) and not all(r is None for r in rows):
             raw_name = next(name for name, ds in self.by_name.items() if ds.sensor is not None)
@@ -61,6 +69,10 @@ class ShardMix(ShardSource):
     @property
     def sensor(self):
         return self._sensor
+
+    @property
+    def targets_only(self) -> bool:
+        return self._targets_only
 
     @property
     def where(self) -> str:

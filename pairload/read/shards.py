@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from ..errors import ConfigError
 from ..remote import urls
 from .dataset import ShardDataset
 from .info import info, read_manifest_at
@@ -18,14 +19,23 @@ __all__ = ["ShardDataset", "ShardMix", "ShardSource", "VerifyReport", "info", "o
 
 
 def open_shards(path, split: str = "train", *, cache_dir: str | os.PathLike | None = None,
-                cache_limit: int | None = None, storage_options: dict | None = None) -> ShardSource:
+                cache_limit: int | None = None, storage_options: dict | None = None,
+                targets_only: bool = False) -> ShardSource:
     """Random access over one split of a folder written by `pairload pack`; or, for mixing, several named ones as
     one index space: `{name: folder or (folder, split)}` (`ShardMix`; keys become "name/key"). A `ShardSource`
     (dataset or mix) is returned as it is. A folder may be a URL (s3://bucket/shards, https://host/shards, any
     fsspec URL): its shards are cached in `cache_dir`, at most `cache_limit` bytes of them, shared by every process
     of the node that uses the same folder; `storage_options` go to the fsspec backend (credentials, endpoint_url,
-    ...)."""
+    ...).
+
+    `targets_only`: read every split as targets only, for a degradation to make the inputs from: each sample's
+    input is its stored target (`ds[i]` gives (key, high, high); members, offsets and checksums the target's, a packed
+    raw target's levels for both), and a pair pack's stored inputs are never read. A targets-only pack (`pairload
+    pack --targets-only`) reads so either way; `ShardSource.targets_only` says which a source is."""
     if isinstance(path, ShardSource):
+        if targets_only and not path.targets_only:
+            raise ConfigError(f"{path.where}: already opened as pairs; open it with open_shards(folder, "
+                              "targets_only=True) to read it as targets only")
         return path
     cache = None
     places = [where[0] if isinstance(where, tuple) else where for where in path.values()] \
@@ -38,9 +48,9 @@ def open_shards(path, split: str = "train", *, cache_dir: str | os.PathLike | No
         parts = {}
         for name, where in path.items():
             folder, part_split = where if isinstance(where, tuple) else (where, split)
-            parts[str(name)] = _readable(ShardDataset(folder, part_split, cache=cache))
+            parts[str(name)] = _readable(ShardDataset(folder, part_split, cache=cache, targets_only=targets_only))
         return ShardMix(parts)
-    return _readable(ShardDataset(path, split, cache=cache))
+    return _readable(ShardDataset(path, split, cache=cache, targets_only=targets_only))
 
 
 def _readable(ds: ShardDataset) -> ShardDataset:

@@ -57,6 +57,13 @@ class ShardSource(ABC):
 
     @property
     @abstractmethod
+    def targets_only(self) -> bool:
+        """Every sample's input is its stored target (`low` the same pixels as `high`): a targets-only pack, or any
+        pack opened with `open_shards(..., targets_only=True)`. Its inputs are for a degradation to make; a loader
+        that trains on the stored pairs refuses such a source."""
+
+    @property
+    @abstractmethod
     def sizes(self) -> np.ndarray:
         """(n, 2) int64 height, width of each sample."""
 

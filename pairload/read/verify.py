@@ -32,10 +32,12 @@ class VerifyReport:
     leftover_bytes: int = 0
 
 
-def _check_shard(path: Path, entry: dict, kinds: Members = DEFAULT, idx: dict | None = None) -> int:
+def _check_shard(path: Path, entry: dict, kinds: Members = DEFAULT, idx: dict | None = None,
+                 targets_only: bool = False) -> int:
     """Check one shard against its manifest entry; returns the number of samples, raises ShardError on the first
     problem. `kinds`: its split's members (an encoding that is not plain: every member is decoded and checked);
-    `idx`: its samples' index entries (`shard_entries`; versions 1-4: the entry's "index")."""
+    `idx`: its samples' index entries (`shard_entries`; versions 1-4: the entry's "index"); `targets_only`: its
+    samples store their targets alone (version 6), which the index gives as their inputs too."""
     if not path.is_file():
         raise ShardError(f"{path}: missing (listed in {schema.MANIFEST}); copy it back or repack")
     if path.stat().st_size != entry["bytes"]:
@@ -44,7 +46,7 @@ def _check_shard(path: Path, entry: dict, kinds: Members = DEFAULT, idx: dict | 
     idx = entry["index"] if idx is None else idx
     shares = _shares(path, idx)
     encoding = kinds.encoding
-    expected = _expected_members(path, idx, shares, encoding)
+    expected = _expected_members(path, idx, shares, encoding, targets_only)
     mm = np.memmap(path, dtype=np.uint8, mode="r")
     where = f"{path.name}"
     seen: set[str] = set()
@@ -59,7 +61,7 @@ def _check_shard(path: Path, entry: dict, kinds: Members = DEFAULT, idx: dict | 
         k, suffix = expected[member.name]
         data = mm[member.offset_data:member.offset_data + member.size]
         if suffix == schema.META:
-            _check_meta(where, member.name, data, idx, k, shares)
+            _check_meta(where, member.name, data, idx, k, shares, targets_only)
         else:
             side = 0 if suffix == schema.image_suffix(schema.LOW, encoding) else 1
             (_check_npy if encoding.plain else _check_frame)(where, member, data, idx, k, side, kinds)
@@ -103,13 +105,18 @@ def _shares(path: Path, idx: dict) -> list:
     return shares
 
 
-def _expected_members(path: Path, idx: dict, shares: list, encoding: Encoding) -> dict[str, tuple[int, str]]:
+def _expected_members(path: Path, idx: dict, shares: list, encoding: Encoding, targets_only: bool = False
+                      ) -> dict[str, tuple[int, str]]:
     """member name -> (sample, suffix) of every member the index promises; a shared target is checked for being a
-    stored target of the same size at the same place."""
+    stored target of the same size at the same place, a targets-only sample's input for being its target."""
     sized = (schema.HIGH_BYTES,) if encoding.sized else ()
     expected = {}
-    order = schema.member_order(encoding)
+    order = schema.member_order(encoding, targets_only)
     for k, key in enumerate(idx["key"]):
+        if targets_only and (idx["low"][k] != idx["high"][k] or idx["crc32"][k][0] != idx["crc32"][k][1]
+                             or (sized and idx[schema.LOW_BYTES][k] != idx[schema.HIGH_BYTES][k])):
+            raise ShardError(f"{path.name}: key {key}: a targets-only sample's index must give its target as its input "
+                             "(low and high at one offset, one CRC-32); the index is damaged: repack")
         lead = shares[k]
         if lead >= 0 and not (0 <= lead < len(idx["key"]) and shares[lead] < 0 and idx["high"][k] == idx["high"][lead]
                               and idx["hw"][k] == idx["hw"][lead]
@@ -121,16 +128,19 @@ def _expected_members(path: Path, idx: dict, shares: list, encoding: Encoding) -
     return expected
 
 
-def _check_meta(where: str, name: str, data: np.ndarray, idx: dict, k: int, shares: list) -> None:
+def _check_meta(where: str, name: str, data: np.ndarray, idx: dict, k: int, shares: list,
+                targets_only: bool = False) -> None:
     h, w = idx["hw"][k]
     try:
         doc = json.loads(bytes(data))
-        ok = "low" in doc and "high" in doc and list(doc["size"]) == [h, w] and \
-            doc.get(schema.HIGH_REF) == (idx["key"][shares[k]] if shares[k] >= 0 else None)
-    except (ValueError, KeyError, TypeError):
+        lead = idx["key"][shares[k]] if shares[k] >= 0 else None
+        ok = (doc.get("low") is None if targets_only else "low" in doc) and "high" in doc and \
+            list(doc["size"]) == [h, w] and doc.get(schema.HIGH_REF) == lead
+    except (ValueError, KeyError, TypeError, AttributeError):
         ok = False
     if not ok:
-        raise ShardError(f"{where}: key {idx['key'][k]}: {name} is not the expected JSON with low, high, "
+        sources = "high (and a null or absent low)" if targets_only else "low, high"
+        raise ShardError(f"{where}: key {idx['key'][k]}: {name} is not the expected JSON with {sources}, "
                          f"size [{h}, {w}] and the shared target's key, if any")
 
 
@@ -221,7 +231,7 @@ def _verify_splits(doc: dict, where: str, local, index_at) -> VerifyReport:
         kinds.encoding.require_for(where, split, "verifying it")
         for k, sh in enumerate(entry["shards"]):
             idx = shard_entries(index, k) if binary else None
-            samples += _check_shard(local(split, k, sh), sh, kinds, idx)
+            samples += _check_shard(local(split, k, sh), sh, kinds, idx, index.targets_only)
             shards += 1
             nbytes += sh["bytes"]
         if sum(sh["samples"] for sh in entry["shards"]) != entry["samples"]:
