@@ -64,10 +64,14 @@ class RemoteOptions:
 
         if self.cache_limit is not None and (not isinstance(self.cache_limit, int) or self.cache_limit <= 0):
             raise ConfigError(f"cache_limit={self.cache_limit!r}: expected a positive number of bytes")
+        if plan is not None and plan.degrade_sources:
+            check_named(plan.degrade_sources, list(source) if isinstance(source, dict) else [])
+        degrade = plan.degrade if plan is not None else None
         ds = open_shards(source, split, cache_dir=self.cache_dir, cache_limit=self.cache_limit,
-                         storage_options=self.storage_options)
+                         storage_options=self.storage_options,
+                         targets_only=(plan.degrade_sources or True) if degrade is not None else False)
         if plan is not None:
-            ds = synthesis_view(ds, plan, split)
+            check_synthesis(ds, plan, split)
         if not ds.remote:
             return ds
         if not whole:
@@ -86,20 +90,29 @@ class RemoteOptions:
         return ds
 
 
-def synthesis_view(ds, plan: PlanConfig, split: str):
-    """`ds` as the loader reads it: a targets-only split needs a degradation; with one, its sources are read as
-    targets only (the stored input is never read) and their targets must be of a type the model takes."""
-    degrade = plan.degrade
-    if degrade is None:
-        if getattr(ds, "targets_only", False):
-            raise ConfigError(f"{ds.where}: split {split!r} holds targets only (packed with --targets-only): give a "
-                              "degradation that makes the inputs, e.g. degrade='lowlight' (docs/synthesis.md)")
-        return ds
-    view = getattr(ds, "as_targets", None)
-    if view is not None:
-        ds = view(plan.degrade_sources or None)
-    degrade.check_source(ds.members, ds.sensor, f"{ds.where}: split {split!r}")
-    return ds
+def check_named(names, known) -> None:
+    """`degrade_sources` names only sources there are."""
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ConfigError(f"degrade_sources names {', '.join(unknown)}, and the sources are "
+                          f"{', '.join(known) or 'one unnamed folder'}; name mixed sources "
+                          "(make_loader(kind, {'real': folder, 'synth': folder}, ...))")
+
+
+def check_synthesis(ds, plan: PlanConfig, split: str) -> None:
+    """Every source of targets only has a degradation to make its inputs, and the degradation takes its targets."""
+    check_named(plan.degrade_sources, [name for name, _ in ds.groups if name])
+    only = getattr(ds, "targets_only_sources", ("",) if ds.targets_only else ())
+    named = plan.degrade_sources
+    missing = [name for name in only if plan.degrade is None or (named and name not in named)]
+    if missing:
+        what = f"source {missing[0]!r}" if missing[0] else f"split {split!r}"
+        raise ConfigError(f"{ds.where}: {what} holds targets only (packed with --targets-only): give a degradation "
+                          "that makes its inputs, e.g. degrade='lowlight'" + (f", degrade_sources=({missing[0]!r},)"
+                                                                               if named else "")
+                          + " (docs/synthesis.md)")
+    if plan.degrade is not None:
+        plan.degrade.check_source(ds.members, ds.sensor, f"{ds.where}: split {split!r}")
 
 
 @runtime_checkable
@@ -300,12 +313,7 @@ class PlannedLoader(StatefulEpochs):
         names = self.cfg.degrade_sources
         if not names:
             return None
-        known = [name for name, _ in self.groups]
-        unknown = sorted(set(names) - set(known))
-        if unknown:
-            raise ConfigError(f"degrade_sources names {', '.join(unknown)}, and the sources are "
-                              f"{', '.join(known) or 'one unnamed folder'}; name mixed sources "
-                              "(make_loader(kind, {'real': folder, 'synth': folder}, ...))")
+        check_named(names, [name for name, _ in self.groups])
         return np.concatenate([np.full(n, name in names) for name, n in self.groups])
 
     def __len__(self) -> int:

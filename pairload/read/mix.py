@@ -40,14 +40,9 @@ class ShardMix(ShardSource):
             raise ConfigError(f"sources {a!r} and {odd[0]!r} cannot be mixed: {a!r} holds {first.describe()}, "
                               f"{odd[0]!r} holds {kinds[odd[0]].describe()}; mix splits of one member type")
         self._members = first
-        targets = {name: ds.targets_only for name, ds in self.by_name.items()}
-        if len(set(targets.values())) > 1:
-            only = next(name for name, t in targets.items() if t)
-            pairs = next(name for name, t in targets.items() if not t)
-            raise ConfigError(f"source {only!r} holds targets only (its inputs are for a degradation to make) and "
-                              f"{pairs!r} holds stored pairs; mix sources of one kind (open_shards(..., "
-                              "targets_only=True) reads every source as targets only)")
-        self._targets_only = next(iter(targets.values()))
+        # sources of targets only (a degradation makes their inputs) mix with stored pairs of the same members
+        self.targets_only_sources = tuple(name for name, ds in self.by_name.items() if ds.targets_only)
+        self._targets_only = len(self.targets_only_sources) == len(self.by_name)
         rows = [ds.sensor for ds in self.by_name.values()]
         if any(r is None for r in rows) and not all(r is None for r in rows):
             raw_name = next(name for name, ds in self.by_name.items() if ds.sensor is not None)
@@ -72,6 +67,7 @@ class ShardMix(ShardSource):
 
     @property
     def targets_only(self) -> bool:
+        """Every source holds targets only (`targets_only_sources`: which do)."""
         return self._targets_only
 
     @property

@@ -20,7 +20,7 @@ __all__ = ["ShardDataset", "ShardMix", "ShardSource", "VerifyReport", "info", "o
 
 def open_shards(path, split: str = "train", *, cache_dir: str | os.PathLike | None = None,
                 cache_limit: int | None = None, storage_options: dict | None = None,
-                targets_only: bool = False) -> ShardSource:
+                targets_only: bool | tuple[str, ...] = False) -> ShardSource:
     """Random access over one split of a folder written by `pairload pack`; or, for mixing, several named ones as
     one index space: `{name: folder or (folder, split)}` (`ShardMix`; keys become "name/key"). A `ShardSource`
     (dataset or mix) is returned as it is. A folder may be a URL (s3://bucket/shards, https://host/shards, any
@@ -31,9 +31,10 @@ def open_shards(path, split: str = "train", *, cache_dir: str | os.PathLike | No
     `targets_only`: read every split as targets only, for a degradation to make the inputs from: each sample's
     input is its stored target (`ds[i]` gives (key, high, high); members, offsets and checksums the target's, a packed
     raw target's levels for both), and a pair pack's stored inputs are never read. A targets-only pack (`pairload
-    pack --targets-only`) reads so either way; `ShardSource.targets_only` says which a source is."""
+    pack --targets-only`) reads so either way; `ShardSource.targets_only` says which a source is. For a mix,
+    a tuple of source names reads those sources as targets only and the others as pairs."""
     if isinstance(path, ShardSource):
-        if targets_only and not path.targets_only:
+        if targets_only and not path.targets_only and not isinstance(targets_only, tuple):
             raise ConfigError(f"{path.where}: already opened as pairs; open it with open_shards(folder, "
                               "targets_only=True) to read it as targets only")
         return path
@@ -48,9 +49,10 @@ def open_shards(path, split: str = "train", *, cache_dir: str | os.PathLike | No
         parts = {}
         for name, where in path.items():
             folder, part_split = where if isinstance(where, tuple) else (where, split)
-            parts[str(name)] = _readable(ShardDataset(folder, part_split, cache=cache, targets_only=targets_only))
+            only = str(name) in targets_only if isinstance(targets_only, tuple) else bool(targets_only)
+            parts[str(name)] = _readable(ShardDataset(folder, part_split, cache=cache, targets_only=only))
         return ShardMix(parts)
-    return _readable(ShardDataset(path, split, cache=cache, targets_only=targets_only))
+    return _readable(ShardDataset(path, split, cache=cache, targets_only=bool(targets_only)))
 
 
 def _readable(ds: ShardDataset) -> ShardDataset:

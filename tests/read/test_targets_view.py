@@ -64,12 +64,16 @@ def test_a_compressed_pair_pack_read_as_targets_only_decodes_each_target_for_bot
         np.testing.assert_array_equal(high, low)
 
 
-def test_a_mix_is_of_one_kind(packed):
+def test_a_mix_reads_the_named_sources_as_targets_only(packed):
     both = open_shards({"a": packed, "b": (packed, "test")}, targets_only=True)
     assert both.targets_only and len(both) == 12
-    with pytest.raises(ConfigError, match=r"source 'a' holds targets only \(its inputs are for a degradation to make\) "
-                                          r"and 'b' holds stored pairs; mix sources of one kind"):
-        ShardMix({"a": ShardDataset(packed, targets_only=True), "b": ShardDataset(packed)})
+    some = open_shards({"a": packed, "b": (packed, "test")}, targets_only=("a",))
+    assert not some.targets_only and some.targets_only_sources == ("a",)
+    for i in (0, 9):  # a's inputs are its targets, b's are its stored inputs (255 - target in this fixture)
+        _, low, high = some[i]
+        np.testing.assert_array_equal(low, high if i < 8 else 255 - high)
+    mixed = ShardMix({"a": ShardDataset(packed, targets_only=True), "b": ShardDataset(packed)})
+    assert mixed.targets_only_sources == ("a",)
     with pytest.raises(ConfigError, match=r"already opened as pairs; open it with open_shards\(folder, "
                                           r"targets_only=True\)"):
         open_shards(open_shards(packed), targets_only=True)

@@ -205,3 +205,36 @@ def test_mixing_synthesizes_only_the_named_source(packed):
             stored = torch.equal(low, 255 - high)  # the fixture's stored input is 255 - its target
             assert (src == "real") == stored and (src == "synth") == bool(torch.isfinite(a))
     assert seen == {"real", "synth"}
+
+
+@pytest.fixture
+def targets(raw, tmp_path):
+    """A targets-only pack of the fixture's 8 training targets."""
+    from pairload.pack.writer import PackOptions, pack
+
+    pack(raw / "train" / "high", tmp_path / "targets", PackOptions(workers=1, targets_only=True))
+    return tmp_path / "targets"
+
+
+def test_a_targets_only_pack_trains_with_a_degradation_and_not_without(targets, packed):
+    with pytest.raises(ConfigError, match="split 'train' holds targets only .* degrade='lowlight'"):
+        make_loader("ram", targets, batch_size=4, crop=24)
+    got = _inputs(make_loader("ram", targets, batch_size=4, crop=24, degrade="lowlight"))
+    # the same targets through a pair pack read as targets only: the same synthesized inputs, key for key
+    ref = _inputs(make_loader("wds", packed, batch_size=4, crop=24, degrade="lowlight"))
+    assert len(got) == 8 and {k for _, k in got} == {k for _, k in ref}
+    assert all(torch.equal(got[k], ref[k]) for k in got)
+
+
+def test_stored_pairs_mix_with_synthesized_ones_by_weight(targets, packed):
+    with pytest.raises(ConfigError, match="source 'synth' holds targets only .*degrade_sources=\\('synth',\\)"):
+        make_loader("ram", {"real": packed, "synth": targets}, batch_size=4, crop=24, degrade="lowlight",
+                    degrade_sources=("real",))
+    loader = make_loader("ram", {"real": packed, "synth": targets}, batch_size=4, crop=24, degrade="lowlight",
+                         degrade_sources=("synth",), weights={"real": 1, "synth": 3}, epoch_size=16)
+    count = {"real": 0, "synth": 0}
+    for batch in loader:
+        for src, low, high in zip(batch.source, batch.low, batch.high):
+            count[src] += 1
+            assert torch.equal(low, 255 - high) == (src == "real")
+    assert count == {"real": 4, "synth": 12}
