@@ -1,5 +1,6 @@
 """Every Python code block of the README and of the documentation site (`docs/*.md`) runs as written, in a folder
-laid out as they assume (`raw/`, `shards/`, `shards/lol`, `shards/synth`, `shards/sid`), each in a fresh interpreter
+laid out as they assume (`raw/`, `shards/`, `shards/lol`, `shards/synth`, `shards/sid`, `targets/`: the training
+targets packed targets-only), each in a fresh interpreter
 with no main guard; so do their `pairload verify`/`pairload info` lines whose folder exists there."""
 
 import re
@@ -42,6 +43,7 @@ def workdir(tmp_path_factory):
     pack(root / "raw", root / "shards", PackOptions(workers=1))
     for name in ("lol", "synth"):
         shutil.copytree(root / "shards", root / "shards" / name, ignore=shutil.ignore_patterns("lol", "synth"))
+    pack(root / "raw" / "train" / "high", root / "targets", PackOptions(workers=1, targets_only=True))
     if has_module("rawpy") and has_module("tifffile"):  # shards/sid: 8 SID-style pairs, crops of 512 fit
         from test_pack_camera import sid_tree
 

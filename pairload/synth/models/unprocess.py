@@ -17,6 +17,8 @@ from ..rng import box_muller, philox, uniform, window_counter
 from . import FULL, Model
 from .lowlight import BROOKS, READ_LINE
 
+BROOKS_GAINS = "Brooks et al.: Unprocessing Images for Learned Raw Denoising (CVPR 2019), unprocess.py random_gains"
+
 MAET = "Cui et al.: Multitask AET with Orthogonal Tangent Regularity for Dark Object Detection (ICCV 2021), dark ISP"
 XYZ2CAMS = np.array([[[1.0234, -0.2969, -0.2266], [-0.5625, 1.6328, -0.0469], [-0.0703, 0.2188, 0.6406]],
                      [[0.4913, -0.0541, -0.0202], [-0.613, 1.3513, 0.2906], [-0.1564, 0.2151, 0.7183]],
@@ -106,8 +108,8 @@ UNPROCESS = Unprocess(
     summary="sRGB photo → camera space (random CCM, inverse gains), darkened, shot/read noise, processed back",
     source=f"{BROOKS}; {MAET}",
     params=(
-        Param(name="red_gain", low=1.9, high=2.4, legal=(0.5, 8.0), source=BROOKS, doc="white-balance red gain"),
-        Param(name="blue_gain", low=1.5, high=1.9, legal=(0.5, 8.0), source=BROOKS, doc="white-balance blue gain"),
+        Param(name="red_gain", low=1.9, high=2.4, legal=(0.5, 8.0), source=BROOKS_GAINS, doc="white-balance red gain"),
+        Param(name="blue_gain", low=1.5, high=1.9, legal=(0.5, 8.0), source=BROOKS_GAINS, doc="white-balance blue gain"),
         Param(name="darkness", low=0.01, high=1.0, legal=(1e-4, 1.0), source=MAET,
               doc="the camera-space signal's scale (1: Brooks' denoising setting, no darkening)"),
         Param(name="shot", low=1e-4, high=1.2e-2, dist="log-uniform", legal=(0.0, 1.0), unit="variance per unit signal",
