@@ -246,7 +246,8 @@ def sized_plans(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: in
     # batches of one size (all but perhaps the last) as the rows of one reshape: numpy makes their views, not Python
     size = sizes[0] if sizes else 0
     whole = next((k for k, s in enumerate(sizes) if s != size), len(sizes))
-    pieces = [list(c[:whole * size].reshape(whole, size, *c.shape[1:])) for c in columns] if size else [[] for _ in columns]
+    pieces = ([list(c[:whole * size].reshape(whole, size, *c.shape[1:])) for c in columns] if size
+              else [[] for _ in columns])
     plans = [BatchPlan(*parts[:5], crop, *parts[5:]) for parts in zip(*pieces)]
     start = whole * size
     for s in sizes[whole:]:

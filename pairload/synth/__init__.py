@@ -5,14 +5,8 @@ loaders take (`degrade=`). Numpy only here; the CUDA kernels live in `pairload.s
 
 from __future__ import annotations
 
-from .models import models
+from .models import MODELS
 from .spec import Degradation
-
-
-def __getattr__(name: str):
-    if name == "MODELS":
-        return models()
-    raise AttributeError(f"module 'pairload.synth' has no attribute {name!r}")
 
 
 __all__ = ["Degradation", "MODELS"]

@@ -121,8 +121,9 @@ TUKEY_ZERO = 1e-4  # |λ| below this is the logistic
 
 def window_counter(code: np.ndarray, ho: int, wo: int) -> tuple[np.ndarray, np.ndarray]:
     """(counter, row), each (n, ho, wo): each output pixel's place in its un-oriented crop window (uint32 row ×
-    window width + column) and its row there, for windows oriented by `code` (`pairload.dihedral`: transpose, then vertical flip, then horizontal flip). The
-    noise is drawn in the window's (the sensor's) frame, whatever orientation the batch was cut in."""
+    window width + column) and its row there, for windows oriented by `code` (`pairload.dihedral`: transpose, then
+    vertical flip, then horizontal flip). The noise is drawn in the window's (the sensor's) frame, whatever
+    orientation the batch was cut in."""
     from ..dihedral import HFLIP, TRANSPOSE, VFLIP
 
     code = np.asarray(code, dtype=np.int64).reshape(-1, 1, 1)

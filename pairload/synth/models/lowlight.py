@@ -10,11 +10,13 @@ import numpy as np
 
 from ..params import Param, normal_of
 from ..rng import box_muller, philox, uniform, window_counter
-from . import FULL, Model
+from .base import FULL, Model
 from .srgb import encode, to_linear
 
-LV = "Lv, Li, Lu: Attention guided low-light image enhancement with a large scale low-light simulation dataset (IJCV 2021)"
+LV = ("Lv, Li, Lu: Attention guided low-light image enhancement with a large scale low-light simulation dataset "
+      "(IJCV 2021)")
 BROOKS = "Brooks et al.: Unprocessing Images for Learned Raw Denoising (CVPR 2019), unprocess.py random_noise_levels"
+OFF = "pairload (off by default)"
 READ_LINE = (2.18, 1.20, 0.26)  # log(read) = 2.18·log(shot) + 1.20 + N(0, 0.26²) (Brooks et al.)
 
 
@@ -61,9 +63,9 @@ LOWLIGHT = Lowlight(
         Param(name="alpha", low=0.9, high=1.0, legal=(0.0, 1.0), source=LV, doc="exposure scale inside the power"),
         Param(name="beta", low=0.5, high=1.0, legal=(0.0, 1.0), source=LV, doc="exposure scale outside it"),
         Param(name="gamma", low=1.5, high=5.0, legal=(0.1, 20.0), source=LV, doc="darkening power"),
-        Param(name="gain_r", low=1.0, high=1.0, dist="log-uniform", legal=(0.25, 4.0), source="pairload (off by default)",
+        Param(name="gain_r", low=1.0, high=1.0, dist="log-uniform", legal=(0.25, 4.0), source=OFF,
               doc="red gain: a white-balance error"),
-        Param(name="gain_b", low=1.0, high=1.0, dist="log-uniform", legal=(0.25, 4.0), source="pairload (off by default)",
+        Param(name="gain_b", low=1.0, high=1.0, dist="log-uniform", legal=(0.25, 4.0), source=OFF,
               doc="blue gain"),
         Param(name="shot", low=1e-4, high=1.2e-2, dist="log-uniform", legal=(0.0, 1.0), unit="variance per unit signal",
               source=BROOKS, doc="shot-noise level K: variance K·I of linear signal I in [0, 1]"),

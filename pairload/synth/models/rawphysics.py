@@ -16,7 +16,7 @@ import numpy as np
 
 from ..params import Param
 from ..rng import ROW_TAG, SECOND, TUKEY_ZERO, box_muller, logistic, normal, philox, tukey, uniform, window_counter
-from . import Model
+from .base import Model
 
 ELD = "Wei et al.: A Physics-based Noise Formation Model for Extreme Low-light Raw Denoising (CVPR 2020)"
 LED = "Jin et al.: Lighting Every Darkness in Two Pairs (ICCV 2023)"

@@ -8,7 +8,7 @@ import functools
 
 import numpy as np
 
-from . import FULL
+from .base import FULL
 
 
 @functools.lru_cache(maxsize=4)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..params import Param, normal_of
 from ..rng import box_muller, philox, uniform, window_counter
-from . import FULL, Model
+from .base import FULL, Model
 from .lowlight import BROOKS, READ_LINE
 
 BROOKS_GAINS = "Brooks et al.: Unprocessing Images for Learned Raw Denoising (CVPR 2019), unprocess.py random_gains"
@@ -109,7 +109,8 @@ UNPROCESS = Unprocess(
     source=f"{BROOKS}; {MAET}",
     params=(
         Param(name="red_gain", low=1.9, high=2.4, legal=(0.5, 8.0), source=BROOKS_GAINS, doc="white-balance red gain"),
-        Param(name="blue_gain", low=1.5, high=1.9, legal=(0.5, 8.0), source=BROOKS_GAINS, doc="white-balance blue gain"),
+        Param(name="blue_gain", low=1.5, high=1.9, legal=(0.5, 8.0), source=BROOKS_GAINS,
+              doc="white-balance blue gain"),
         Param(name="darkness", low=0.01, high=1.0, legal=(1e-4, 1.0), source=MAET,
               doc="the camera-space signal's scale (1: Brooks' denoising setting, no darkening)"),
         Param(name="shot", low=1e-4, high=1.2e-2, dist="log-uniform", legal=(0.0, 1.0), unit="variance per unit signal",
