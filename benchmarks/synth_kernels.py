@@ -22,7 +22,8 @@ sys.path.insert(0, "tests/synth")
 from synth_cases import keys, levels, table  # noqa: E402
 
 
-def kernel_rate(model: str, crop: int, dtype: str, batch: int = 32, iters: int = 200) -> float:
+def kernel_rate(model: str, crop: int, dtype: str, batch: int = 32, iters: int = 200, graph: bool = False) -> float:
+    """Pairs/s of back-to-back launches on one stream (graph: replayed from a CUDA graph, the GPU's time alone)."""
     dev = torch.device("cuda")
     ch = 4 if model == "raw-physics" else 3
     tdt = torch.int16 if dtype == "uint16" else torch.uint8
@@ -38,15 +39,28 @@ def kernel_rate(model: str, crop: int, dtype: str, batch: int = 32, iters: int =
     apply = torch.ones(batch, dtype=torch.int32, device=dev)
     lv = torch.from_numpy(levels(batch)).to(dev)
     m = models()[model]
-    for _ in range(20):
+
+    def run():
         launch(m, None, high, low, tab, key, code, apply, lv)
+
+    for _ in range(20):
+        run()
+    if graph:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(20):
+                run()
+        step, iters = g.replay, iters // 20
+        per = 20
+    else:
+        step, per = run, 1
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(iters):
-        launch(m, None, high, low, tab, key, code, apply, lv)
+        step()
     end.record()
     torch.cuda.synchronize()
-    return batch * iters / (start.elapsed_time(end) / 1000)
+    return batch * per * iters / (start.elapsed_time(end) / 1000)
 
 
 def loader_rate(shards: str, degrade, seconds: float = 4.0) -> float:
@@ -72,26 +86,27 @@ def main() -> None:
                                ("unprocess", 256, "uint8"), ("unprocess", 512, "uint8"),
                                ("raw-physics", 256, "uint16"), ("raw-physics", 512, "uint16")):
         rate = kernel_rate(model, crop, dtype)
+        alone = kernel_rate(model, crop, dtype, graph=True)
         result["kernels"][f"{model} {dtype} crop {crop}"] = round(rate)
-        print(f"{model} {dtype} crop {crop}: {rate:,.0f} pairs/s", flush=True)
+        result["kernels"][f"{model} {dtype} crop {crop} (GPU time: CUDA graph)"] = round(alone)
+        print(f"{model} {dtype} crop {crop}: {rate:,.0f} pairs/s launched, {alone:,.0f} GPU time", flush=True)
     import pairload.synth.kernels as kernels
     import pairload.synth.launch as launcher
 
-    if len(sys.argv) > 3 and sys.argv[3] == "sweep":  # tile size and warps per program
-        chosen = (kernels.PIXELS, kernels.WARPS)
-        for pixels in (512, 1024, 2048):
-            for warps in (4, 8, 16):
-                kernels.PIXELS, kernels.WARPS = pixels, warps
+    if len(sys.argv) > 3 and sys.argv[3] == "sweep":  # pixels and warps per program
+        chosen = dict(kernels.SHAPE)
+        for pixels in (256, 512, 1024):
+            for warps in (2, 4, 8):
                 for model, crop, dtype in (("lowlight", 256, "uint8"), ("raw-physics", 256, "uint16")):
-                    rate = kernel_rate(model, crop, dtype)
-                    result["kernels"][f"{model} crop {crop}: {pixels} pixels, {warps} warps"] = round(rate)
+                    kernels.SHAPE[models()[model].kernel] = (pixels, warps)
+                    rate = kernel_rate(model, crop, dtype, graph=True)
+                    result["kernels"][f"{model} crop {crop}: {pixels} pixels, {warps} warps (GPU time)"] = round(rate)
                     print(f"sweep {model} {pixels} px {warps} warps: {rate:,.0f} pairs/s", flush=True)
-        kernels.PIXELS, kernels.WARPS = chosen
-
+        kernels.SHAPE.update(chosen)
     launcher.ROUNDS = 7  # what fewer Philox rounds would give (informational; the library uses rng.ROUNDS)
     for model, crop, dtype in (("lowlight", 256, "uint8"), ("raw-physics", 256, "uint16")):
-        rate = kernel_rate(model, crop, dtype)
-        result["kernels"][f"{model} {dtype} crop {crop}, Philox 7 rounds"] = round(rate)
+        rate = kernel_rate(model, crop, dtype, graph=True)
+        result["kernels"][f"{model} {dtype} crop {crop}, Philox 7 rounds (GPU time)"] = round(rate)
         print(f"{model} {dtype} crop {crop} Philox-7: {rate:,.0f} pairs/s", flush=True)
     launcher.ROUNDS = 10
     runs = {"ram": [], "ram + lowlight": [], "ram + unprocess": []}

@@ -37,7 +37,15 @@ class DeviceStage:
         with self.hooks.timed("handover"):
             labels = [rows(bp) for bp in cut.plans]
             if cut.on_device:
-                return [(batch, cut.ready) for batch in batches_of(*cut.sides(), labels)]
+                if labels[0].synth is None or not self.cuda:
+                    return [(batch, cut.ready) for batch in batches_of(*cut.sides(), labels)]
+                with torch.cuda.stream(self._stream):  # inputs synthesized once the cut is done, before handover
+                    if cut.ready is not None:
+                        self._stream.wait_event(cut.ready)
+                    batches = batches_of(*cut.sides(), labels)
+                    ready = torch.cuda.Event()
+                    ready.record(self._stream)
+                return [(batch, ready) for batch in batches]
             (bp,) = cut.plans
             # a cut not yet oriented is oriented here by its plan's codes (all 0 without `augment`: nothing to do)
             code = torch.from_numpy(bp.code) if augment and not cut.oriented else None
@@ -54,8 +62,7 @@ class DeviceStage:
                 sides = oriented_sides(cut.layout, block,
                                        None if code is None else code.to(self.device, non_blocking=True))
                 (r,) = labels
-                batch = batches_of(*sides, [Rows(r.keys, r.padded.to(self.device, non_blocking=True), r.source,
-                                                 r.sensor)])[0]
+                batch = batches_of(*sides, [r._replace(padded=r.padded.to(self.device, non_blocking=True))])[0]
                 ready = torch.cuda.Event()
                 ready.record(self._stream)
             if cut.release is not None:

@@ -389,13 +389,28 @@ class PlannedLoader(StatefulEpochs):
             return self._views(plans, torch.zeros(len(flags), dtype=torch.bool, device=self.device))
         return self._on_device(plans, flags)
 
-    def _sensor_on(self, plans: list[BatchPlan]) -> Callable[[BatchPlan], SensorBatch | None]:
+    def _sensor_on(self, plans: list[BatchPlan], synth=None) -> Callable[[BatchPlan], SensorBatch | None]:
         """`sensor(bp)`: a planned batch's camera raw facts on the loader's device (None for an image split), as
-        views of one copy per run (`_on_device`)."""
+        views of one copy per run (`_on_device`); a synthesized raw input's ratio is the one drawn for it (`synth`:
+        the run's `RunTables`), its exposure the target's over that ratio."""
         if self.sensor_rows is None or not plans:
             return lambda bp: None
-        views = self._on_device(plans, np.concatenate([sensor_table(self.sensor_rows.take(bp.index)) for bp in plans]))
+        table = np.concatenate([sensor_table(self.sensor_rows.take(bp.index)) for bp in plans])
+        ratio = synth.ratios() if synth is not None else None
+        if ratio is not None:
+            on = synth.host_apply
+            table[on, 0] = ratio[on]
+            table[on, 1] = table[on, 2] / ratio[on]
+        views = self._on_device(plans, table)
         return lambda bp: SensorBatch(views(bp))
+
+    def _synth_on(self, plans: list[BatchPlan]):
+        """The run's degradation tables on the loader's device (`pairload.synth.execute.RunTables`), or None."""
+        if self.cfg.degrade is None or not plans:
+            return None
+        from ..synth.execute import RunTables
+
+        return RunTables(self.cfg.degrade, plans, self.synth_rows, self.sensor_rows, self.device)
 
     def _on_device(self, plans: list[BatchPlan], rows: np.ndarray) -> Callable[[BatchPlan], torch.Tensor]:
         """`view(bp)`: a run's `rows` (the batches' rows in plan order, first axis the samples) on the loader's
@@ -417,9 +432,12 @@ class PlannedLoader(StatefulEpochs):
         order; its padding flags on the loader's device when the batch is cut there (`on_device`), else on the
         host (the device stage copies them with the batch)."""
         padded = self._padded_on(plans) if on_device else self._padded
-        sensor = self._sensor_on(plans)
+        synth = self._synth_on(plans)
+        sensor = self._sensor_on(plans, synth)
         keys = self._keys_on(plans)
-        return lambda bp: Rows(keys(bp), padded(bp), self._source(bp), sensor(bp))
+        if synth is None:
+            return lambda bp: Rows(keys(bp), padded(bp), self._source(bp), sensor(bp))
+        return lambda bp: Rows(keys(bp), padded(bp), self._source(bp), sensor(bp), synth.rows(bp))
 
     def plan(self) -> list[BatchPlan]:
         return self.plan_for(self.epoch, self._consumed(self.epoch))
@@ -427,23 +445,9 @@ class PlannedLoader(StatefulEpochs):
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple[tuple[int, int], ...]):
         raise NotImplementedError
 
-    def _synthesized(self, plans: list[BatchPlan], batches):
-        """The batches with their inputs synthesized (`degrade`): the planned batches, in plan order."""
-        from ..synth.execute import RunTables, synthesize
-
-        tables = RunTables(self.cfg.degrade, plans, self.synth_rows, self._on_device)
-        for bp, batch in zip(plans, batches):
-            with self.hooks.timed("synthesize"):
-                synthesize(self.cfg.degrade, batch, tables, bp)
-            yield batch
-
     def __iter__(self):
         epoch = self.epoch
         consumed = self._begin(epoch)
-        plans = self.plan_for(epoch, consumed)
-        batches = self._batches(epoch, plans, consumed)
-        if self.cfg.degrade is not None:
-            batches = self._synthesized(plans, batches)
-        for batch in batches:
+        for batch in self._batches(epoch, self.plan_for(epoch, consumed), consumed):
             self._delivered += 1  # counted when handed over: state_dict() after the step on it includes it
             yield batch

@@ -1,12 +1,14 @@
-"""Executing a loader's degradation on the batches it delivers: each `PairBatch`'s input is synthesized from its
-oriented target, on the batch's device (the Triton kernels on CUDA, on the current stream, no host synchronisation;
-the numpy executors on the CPU), from the per-sample parameters and noise keys the planner drew; the batch then
-carries its parameters (`PairBatch.degradation`). One `RunTables` per planned run: its tables reach the device in one
-copy each, as views per batch."""
+"""Executing a loader's degradation where its batches are made: `batch.batches_of` calls `synthesize` on the
+oriented (N, H, W, C) sides of one block (one or more planned batches cut together), before they are split into
+`PairBatch`es, on the stream the block is ready on: the Triton kernels on a CUDA device (one launch per block, no
+host synchronisation), the numpy executors on the CPU. `RunTables` holds a run's per-sample rows (parameters,
+noise keys, orientation codes, whether each row is synthesized, raw levels), copied to the device once per run;
+`SynthRows` is one planned batch's place in them."""
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -16,66 +18,93 @@ from .spec import Degradation
 
 
 class RunTables:
-    """A run's per-sample degradation rows (parameters, noise keys, orientation codes, whether each row is
-    synthesized) on the loader's device; `view(plans, values)` is the loader's one-copy-per-run staging."""
+    """A run's per-sample degradation rows on the loader's device, in plan order (one copy each, from page-locked
+    memory on a GPU): `table` (rows, columns) float32 (NaN rows where the row is not synthesized), `keys` int64
+    (the noise keys' bits), `code` int32, `apply` int32, `levels` (rows, 5) float32 (black of each packed channel,
+    white) for a model that needs them."""
 
-    def __init__(self, degrade: Degradation, plans, applies: np.ndarray | None,
-                 stage: Callable[[list, np.ndarray], Callable]):
+    def __init__(self, degrade: Degradation, plans, applies: np.ndarray | None, sensor_rows, device: torch.device):
+        self.degrade = degrade
         index = np.concatenate([bp.index for bp in plans])
         apply = np.ones(len(index), dtype=bool) if applies is None else applies[index]
         table = np.concatenate([bp.synth for bp in plans]).copy()
         table[~apply] = np.nan  # rows of a source that is not synthesized carry no parameters
-        self.table = stage(plans, table)
-        self.keys = stage(plans, np.concatenate([bp.noise for bp in plans]).view(np.int64))
-        self.code = stage(plans, np.concatenate([bp.code for bp in plans]).astype(np.int32))
-        self.apply = stage(plans, apply.astype(np.int32))
+        self.host_table, self.host_apply = table, apply
+        arrays = [table, np.concatenate([bp.noise for bp in plans]).view(np.int64),
+                  np.concatenate([bp.code for bp in plans]).astype(np.int32), apply.astype(np.int32)]
+        if degrade.spec.needs_levels:
+            if sensor_rows is None:
+                raise ConfigError(f"degradation {degrade.model!r} needs each sample's camera raw levels, and this "
+                                  "split has none: pack the clean raw targets with --raw-target packed")
+            rows = sensor_rows.take(index)
+            levels = rows.levels_high if rows.levels_high is not None else rows.levels
+            arrays.append(np.ascontiguousarray(levels, dtype=np.float32))
+        staged = [torch.from_numpy(a) for a in arrays]
+        if device.type == "cuda":
+            staged = [t.pin_memory().to(device, non_blocking=True) for t in staged]
+        self.table, self.keys, self.code, self.apply = staged[:4]
+        self.levels = staged[4] if len(staged) > 4 else None
         self.any = bool(apply.any())
+        self.at: dict[int, tuple[int, int]] = {}
+        start = 0
+        for bp in plans:
+            self.at[id(bp)] = (start, len(bp))
+            start += len(bp)
+
+    def rows(self, bp) -> "SynthRows":
+        start, n = self.at[id(bp)]
+        return SynthRows(self, start, n)
+
+    def ratios(self) -> np.ndarray | None:
+        """Each row's synthesized amplification ratio (NaN where not synthesized), for a model that has one."""
+        cols = self.degrade.columns
+        return self.host_table[:, cols.index("ratio")] if "ratio" in cols else None
 
 
-def synthesize(degrade: Degradation, batch, tables: RunTables, bp) -> None:
-    """Write `batch.low` from `batch.high` for the rows `tables` synthesize, and attach `batch.degradation`."""
-    table = tables.table(bp)
-    batch.degradation = {name: table[:, k] for k, name in enumerate(degrade.columns)}
-    if not tables.any:
+@dataclass(frozen=True)
+class SynthRows:
+    """One planned batch's rows of its run's tables."""
+
+    run: RunTables
+    start: int
+    n: int
+
+    def params(self) -> dict[str, torch.Tensor]:
+        """`PairBatch.degradation`: each parameter's (n,) values, views of the run's table."""
+        table = self.run.table[self.start:self.start + self.n]
+        return {name: table[:, k] for k, name in enumerate(self.run.degrade.columns)}
+
+
+def synthesize(low: torch.Tensor, high: torch.Tensor, rows: Sequence) -> None:
+    """Write the inputs `low` of the block `high` (oriented (N, H, W, C) sides holding `rows`' planned batches, in
+    order) for the rows synthesized, on the current stream."""
+    parts = [r.synth for r in rows]
+    run = parts[0].run
+    if not run.any:
         return
-    levels = None
-    if degrade.spec.needs_levels:
-        s = batch.sensor
-        if s is None:
-            raise ConfigError(f"degradation {degrade.model!r} needs the batch's camera raw levels, and this split has "
-                              "none: pack the clean raw targets with --raw-target packed")
-        black, white = (s.black_high, s.white_high) if s.black_high is not None else (s.black, s.white)
-        levels = torch.cat([black, white.view(-1, 1)], dim=1).contiguous()
-    if batch.high.device.type == "cuda":
+    start, end = parts[0].start, parts[-1].start + parts[-1].n
+    if any(b.start != a.start + a.n or b.run is not run for a, b in zip(parts, parts[1:])) or end - start != len(low):
+        for r, lo, hi in zip(rows, low.split([p.n for p in parts]), high.split([p.n for p in parts])):
+            synthesize(lo, hi, [r])  # batches of the block that are not one stretch of the run: one at a time
+        return
+    span = slice(start, end)
+    levels = None if run.levels is None else run.levels[span]
+    args = (run.table[span], run.keys[span], run.code[span], run.apply[span], levels)
+    model, extra = run.degrade.spec, run.degrade.extra
+    if high.device.type == "cuda":
         from .launch import launch
 
-        launch(degrade.spec, degrade.extra, batch.high, batch.low, table, tables.keys(bp), tables.code(bp),
-               tables.apply(bp), levels)
-    else:
-        _numpy(degrade, batch, table, tables.keys(bp), tables.code(bp), tables.apply(bp), levels)
-    if degrade.spec.needs_levels and "ratio" in degrade.columns:
-        _sensor_ratio(batch, table[:, degrade.columns.index("ratio")], tables.apply(bp))
+        launch(model, extra, high.permute(0, 3, 1, 2), low.permute(0, 3, 1, 2), *args)
+        return
+    table, keys, code, apply, levels = (None if a is None else a.numpy() for a in args)
+    todo = np.flatnonzero(apply)
+    hi, lo = _numpy_view(high), _numpy_view(low)
+    lo[todo] = model.numpy(hi[todo], table[todo], keys[todo].view(np.uint64), code[todo],
+                           None if levels is None else levels[todo], extra)
 
 
-def _nhwc(t: torch.Tensor) -> np.ndarray:
-    """A N×C×H×W batch tensor's N×H×W×C numpy view (uint16 through its int16 bits)."""
-    t = t.permute(0, 2, 3, 1)
+def _numpy_view(t: torch.Tensor) -> np.ndarray:
+    """A (N, H, W, C) CPU tensor's numpy view (uint16 through its int16 bits)."""
     if t.dtype == torch.uint16:
         return t.view(torch.int16).numpy().view(np.uint16)
     return t.numpy()
-
-
-def _numpy(degrade, batch, table, keys, code, apply, levels) -> None:
-    rows = np.flatnonzero(apply.numpy())
-    high, low = _nhwc(batch.high), _nhwc(batch.low)
-    lv = None if levels is None else levels.numpy()[rows]
-    low[rows] = degrade.spec.numpy(high[rows], table.numpy()[rows], keys.numpy()[rows].view(np.uint64),
-                                   code.numpy()[rows], lv, degrade.extra)
-
-
-def _sensor_ratio(batch, ratio: torch.Tensor, apply: torch.Tensor) -> None:
-    """A synthesized raw input's amplification is the drawn ratio, its exposure the target's over it."""
-    values = batch.sensor.values
-    on = apply.bool()
-    values[:, 0] = torch.where(on, ratio, values[:, 0])
-    values[:, 1] = torch.where(on, values[:, 2] / ratio, values[:, 1])

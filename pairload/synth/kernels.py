@@ -11,8 +11,8 @@ import triton.language as tl
 from .models.rawphysics import INVERSION_BELOW
 from .rng import COS, SIN, TUKEY_ZERO, A, B, C, D, P_LOW
 
-PIXELS = 1024  # output pixels per program: whole rows of up to 256 pixels (no division per pixel)
-WARPS = 8
+# (output pixels, warps) per program, measured best on an H200: whole rows of up to 256 pixels (no division per pixel)
+SHAPE = {"lowlight_kernel": (1024, 8), "unprocess_kernel": (1024, 8), "raw_kernel": (512, 4)}
 # the numpy executors' constants, as constexprs the kernels read
 A0 = tl.constexpr(A[0])
 A1 = tl.constexpr(A[1])
@@ -130,9 +130,8 @@ def _store(ptr, x, m):
 
 
 @triton.jit
-def _lowlight_channel(v, lut, a, b, g, gain, shot, read, z, FULL: tl.constexpr):
-    lin = tl.load(lut + v)
-    d = b * tl.exp2(g * tl.log2(a * lin)) * gain
+def _lowlight_channel(v, lut, la, b, g, gain, shot, read, z, FULL: tl.constexpr):
+    d = b * tl.exp2(g * (la + tl.load(lut + v))) * gain
     x = tl.minimum(tl.maximum(d + tl.sqrt(shot * d + read) * z, 0.0), 1.0)
     return _encode(x, FULL)
 
@@ -150,16 +149,16 @@ def lowlight_kernel(high, low, lut, table, keys, codes, apply, H, W, TS, hn, hc,
         z0, z1 = _box_muller(_uniform(r0), _uniform(r1))
         z2, _ = _box_muller(_uniform(r2), _uniform(r3))
         t = table + n * TS
-        a = tl.load(t)
+        la = tl.log2(tl.load(t))
         b = tl.load(t + 1)
         g = tl.load(t + 2)
         shot = tl.load(t + 5)
         read = tl.load(t + 6)
         src = high + n * hn + i * hh + j * hw
         dst = low + n * ln + i * lh + j * lw
-        _store(dst, _lowlight_channel(_value(src, m), lut, a, b, g, tl.load(t + 3), shot, read, z0, FULL), m)
-        _store(dst + lc, _lowlight_channel(_value(src + hc, m), lut, a, b, g, 1.0, shot, read, z1, FULL), m)
-        _store(dst + 2 * lc, _lowlight_channel(_value(src + 2 * hc, m), lut, a, b, g, tl.load(t + 4), shot, read, z2,
+        _store(dst, _lowlight_channel(_value(src, m), lut, la, b, g, tl.load(t + 3), shot, read, z0, FULL), m)
+        _store(dst + lc, _lowlight_channel(_value(src + hc, m), lut, la, b, g, 1.0, shot, read, z1, FULL), m)
+        _store(dst + 2 * lc, _lowlight_channel(_value(src + 2 * hc, m), lut, la, b, g, tl.load(t + 4), shot, read, z2,
                                                FULL), m)
 
 

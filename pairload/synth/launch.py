@@ -1,48 +1,53 @@
-"""Launching a model's kernel (`pairload.synth.kernels`, named by the model) on a batch: its lookup table on the
-device (once per device), the strides of the N×C×H×W views, uint16 members as their int16 bits."""
+"""Launching a model's kernel (`pairload.synth.kernels`, named by the model) on a block: its lookup table on the
+device (once per device and type), the strides of the N×C×H×W views, uint16 members as their int16 bits. Kept
+short: it runs once per block on the loading thread."""
 
 from __future__ import annotations
-
-import functools
 
 import torch
 
 from .models import FULL, Model
 from .rng import ROUNDS
 
-
-@functools.lru_cache(maxsize=16)
-def _lut(model: Model, dtype: str, device: str) -> torch.Tensor:
-    return torch.from_numpy(model.lut(dtype)).to(device)
+_PREPARED: dict[tuple, tuple] = {}  # (model, dtype, device) → (kernel, lookup table or None, FULL)
 
 
-def triton_pow2(n: int) -> int:
+def _prepared(model: Model, dtype: torch.dtype, device: torch.device) -> tuple:
+    key = (model.name, dtype, device)
+    got = _PREPARED.get(key)
+    if got is None:
+        from . import kernels
+
+        name = "uint16" if dtype == torch.uint16 else "uint8"
+        table = model.lut(name)
+        got = (getattr(kernels, model.kernel), None if table is None else torch.from_numpy(table).to(device),
+               FULL[name], kernels)
+        _PREPARED[key] = got
+    return got
+
+
+def _pow2(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    return t.view(torch.int16) if t.dtype == torch.uint16 else t
 
 
 def launch(model: Model, extra, high: torch.Tensor, low: torch.Tensor, table: torch.Tensor, keys: torch.Tensor,
            code: torch.Tensor, apply: torch.Tensor, levels: torch.Tensor | None = None) -> None:
     """Synthesize `low` from `high` (N×C×H×W on one CUDA device) for the rows `apply` marks, on the current stream."""
-    from . import kernels
-
     n, _, h, w = high.shape
     if n == 0:
         return
-    kernel = getattr(kernels, model.kernel)
-    bw = min(256, triton_pow2(w))
-    br = kernels.PIXELS // bw
+    kernel, lut, full, kernels = _prepared(model, high.dtype, high.device)
+    pixels, warps = kernels.SHAPE[model.kernel]
+    bw = min(256, _pow2(w))
+    br = max(1, pixels // bw)
     grid = (n, -(-h // br), -(-w // bw))
-    src, dst = _bits(high), _bits(low)
-    strides = (*src.stride(), *dst.stride())
-    if model.needs_levels:
+    if high.dtype == torch.uint16:
+        high, low = high.view(torch.int16), low.view(torch.int16)
+    if lut is None:
         gaussian = getattr(extra, "read_dist", "tukey") == "gaussian"
-        kernel[grid](src, dst, levels, table, keys, code, apply, h, w, table.stride(0), levels.stride(0), *strides,
-                     GAUSSIAN=gaussian, BR=br, BW=bw, ROUNDS=ROUNDS, num_warps=kernels.WARPS)
+        kernel[grid](high, low, levels, table, keys, code, apply, h, w, table.stride(0), levels.stride(0),
+                     *high.stride(), *low.stride(), GAUSSIAN=gaussian, BR=br, BW=bw, ROUNDS=ROUNDS,
+                     num_warps=warps)
         return
-    dtype = "uint16" if high.dtype == torch.uint16 else "uint8"
-    kernel[grid](src, dst, _lut(model, dtype, str(high.device)), table, keys, code, apply, h, w, table.stride(0),
-                 *strides, FULL=FULL[dtype], BR=br, BW=bw, ROUNDS=ROUNDS, num_warps=kernels.WARPS)
+    kernel[grid](high, low, lut, table, keys, code, apply, h, w, table.stride(0), *high.stride(), *low.stride(),
+                 FULL=full, BR=br, BW=bw, ROUNDS=ROUNDS, num_warps=warps)

@@ -240,3 +240,33 @@ def test_stored_pairs_mix_with_synthesized_ones_by_weight(targets, packed):
             count[src] += 1
             assert torch.equal(low, 255 - high) == (src == "real")
     assert count == {"real": 4, "synth": 12}
+
+
+def test_raw_physics_through_a_loader_from_real_dng_long_exposures(tmp_path):
+    pytest.importorskip("rawpy")
+    pytest.importorskip("tifffile")
+    from dng import write_dng
+    from test_camera import BLACKS, WHITE, coded_mosaic
+
+    from pairload import RawNormalize
+    from pairload.pack.writer import PackOptions, pack
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for n, pattern in enumerate(("RGGB", "GBRG", "BGGR", "GRBG")):
+        write_dng(raw / f"long_{n}.dng", coded_mosaic(n, 48, 64), pattern, black=BLACKS, white=WHITE, exposure=10.0,
+                  make="Sony", model="ILCE-7S")
+    pack(raw, tmp_path / "clean", PackOptions(workers=1, targets_only=True, raw_target="packed"))
+    with pytest.raises(ConfigError, match="'lowlight' cannot make inputs from this split: it takes 8- or 16-bit RGB"):
+        make_loader("ram", tmp_path / "clean", batch_size=2, crop=8, degrade="lowlight")
+    loader = make_loader("ram", tmp_path / "clean", batch_size=2, crop=8, degrade="raw-physics,ratio=50..60")
+    batches = list(loader)
+    assert len(batches) == 2
+    for batch in batches:
+        ratio = batch.degradation["ratio"]
+        assert batch.low.dtype == torch.uint16 and batch.low.shape[1] == 4
+        assert ((50 <= ratio) & (ratio <= 60)).all() and torch.equal(batch.sensor.ratio, ratio)
+        assert torch.allclose(batch.sensor.exposure[:, 0] * ratio, batch.sensor.exposure[:, 1])
+        x, y = RawNormalize()(batch)  # the synthesized input amplified back by its ratio is near its target
+        assert (x - y).abs().mean() < 0.1 and not torch.equal(batch.low, batch.high)
+        assert set(batch.degradation) >= {"K", "read", "row", "lam"}

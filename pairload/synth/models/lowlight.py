@@ -11,7 +11,7 @@ import numpy as np
 from ..params import Param, normal_of
 from ..rng import box_muller, philox, uniform, window_counter
 from .base import FULL, Model
-from .srgb import encode, to_linear
+from .srgb import encode, log2_linear
 
 LV = ("Lv, Li, Lu: Attention guided low-light image enhancement with a large scale low-light simulation dataset "
       "(IJCV 2021)")
@@ -22,7 +22,7 @@ READ_LINE = (2.18, 1.20, 0.26)  # log(read) = 2.18·log(shot) + 1.20 + N(0, 0.26
 
 class Lowlight(Model):
     def lut(self, dtype: str) -> np.ndarray:
-        return to_linear(dtype)
+        return log2_linear(dtype)
 
     def takes(self, members, raw: bool) -> str | None:
         high = members.high
@@ -41,15 +41,16 @@ class Lowlight(Model):
         f = np.float32
         n, h, w, _ = high.shape
         full = FULL[high.dtype.name]
-        lin = to_linear(high.dtype.name)[high]
+        log_lin = log2_linear(high.dtype.name)[high]
         a, b, g, gr, gb, shot, read = (table[:, k].reshape(n, 1, 1) for k in range(7))
         counter, _ = window_counter(code, h, w)
         bits = philox(np.asarray(keys, dtype=np.uint64).reshape(n, 1, 1), counter)
         z = (*box_muller(uniform(bits[0]), uniform(bits[1])), box_muller(uniform(bits[2]), uniform(bits[3]))[0])
         out = np.empty(high.shape, dtype=high.dtype)
         with np.errstate(divide="ignore"):
+            la = np.log2(a)
             for c, gain in enumerate((gr, f(1.0), gb)):
-                d = b * np.exp2(g * np.log2(a * lin[..., c])) * gain
+                d = b * np.exp2(g * (la + log_lin[..., c])) * gain
                 x = np.clip(d + np.sqrt(shot * d + read) * z[c], f(0.0), f(1.0))
                 out[..., c] = encode(x, full)
         return out

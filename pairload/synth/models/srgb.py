@@ -26,3 +26,10 @@ def encode(x: np.ndarray, full: float) -> np.ndarray:
         curve = f(1.055) * np.exp2(np.log2(x) * f(1 / 2.4)) - f(0.055)
     s = np.where(x <= f(0.0031308), x * f(12.92), curve)
     return np.floor(s * f(full) + f(0.5))
+
+
+@functools.lru_cache(maxsize=4)
+def log2_linear(dtype: str) -> np.ndarray:
+    """float32 table: stored value → log2 of its linear light (-inf for 0): what `lowlight` raises to its power."""
+    with np.errstate(divide="ignore"):
+        return np.log2(to_linear(dtype).astype(np.float64)).astype(np.float32)
