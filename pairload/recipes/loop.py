@@ -104,10 +104,11 @@ def gather_seen(log: list[tuple[int, list[str], torch.Tensor | None]], columns: 
     local = _on_host(log)
     if info.distributed:
         parts = [None] * info.world_size if info.is_main else None
-        torch.distributed.gather_object(local, parts, dst=0)
+        torch.distributed.gather_object((columns, local), parts, dst=0)
         if not info.is_main:
             return None
-        rows = sorted(((step, rank, keys, t) for rank, part in enumerate(parts) for step, keys, t in part),
+        columns = next((names for names, _ in parts if names), ())  # a rank with no batch left knows none
+        rows = sorted(((step, rank, keys, t) for rank, (_, part) in enumerate(parts) for step, keys, t in part),
                       key=lambda row: row[:2])
     else:
         rows = [(step, 0, keys, t) for step, keys, t in local]
