@@ -16,7 +16,7 @@ WHERE = "BasicSR options datasets.train"
 PAIRED_TYPES = ("PairedImageDataset", "Dataset_PairedImage")
 MAPPED = ("gt_size", "batch_size_per_gpu", "use_hflip", "use_flip", "use_rot", "geometric_augs",
           "dataset_enlarge_ratio", "use_shuffle", "num_worker_per_gpu", "mini_batch_sizes", "gt_sizes", "iters",
-          "scale", "type")
+          "scale", "type", "degrade", "degrade_sources")
 # where the pairs come from (the folders `pairload pack` read) and how BasicSR's own DataLoader runs: replaced by
 # the shard folder and the pairload loader, with no effect on the samples
 IGNORED = ("name", "phase", "dataroot_gt", "dataroot_lq", "meta_info_file", "filename_tmpl", "io_backend",
@@ -39,9 +39,12 @@ def loader_options(opt: Mapping) -> dict[str, Any]:
     `schedule=[(step, crop, batch), ...]` with stage i starting at step sum(iters[:i]) and, as Restormer's train.py
     cuts its stage windows and mini-batches from the gt_size × batch_size_per_gpu batch, crop min(gt_sizes[i],
     gt_size) and batch min(mini_batch_sizes[i], batch_size_per_gpu); stages starting at or after total_iter are
-    left out, and a one-stage schedule is plain crop and batch_size. Keys naming the source folders and BasicSR's
-    DataLoader mechanics are ignored (`IGNORED`); any other key is refused by name, as are mean/std, color: y and
-    scale other than 1 (they change the samples; pairload's are the stored pairs in [0, 1])."""
+    left out, and a one-stage schedule is plain crop and batch_size. pairload's own keys: degrade ("lowlight",
+    "lowlight,gamma=2..3" or a mapping such as {model: lowlight, gamma: [2, 3]}) → degrade, as its canonical string
+    (the inputs are synthesized from the targets), and degrade_sources (a list of names) → degrade_sources. Keys
+    naming the source folders and BasicSR's DataLoader mechanics are ignored (`IGNORED`); any other key is refused
+    by name, as are mean/std, color: y and scale other than 1 (they change the samples; pairload's are the stored
+    pairs, or the synthesized ones, in [0, 1])."""
     if not isinstance(opt, Mapping):
         raise ConfigError(f"BasicSR options: expected a dict (the parsed YAML), found {type(opt).__name__}")
     top: Mapping = {}
@@ -67,6 +70,7 @@ def loader_options(opt: Mapping) -> dict[str, Any]:
     for key in ("rank", "world_size"):
         if top.get(key) is not None:
             out[key] = _whole(top, key, 0, minimum=0 if key == "rank" else 1, where="BasicSR options")
+    out.update(_degrade(train))
     total_iter = None
     if isinstance(top.get("train"), Mapping) and top["train"].get("total_iter") is not None:
         given = top["train"]["total_iter"]  # BasicSR takes int(total_iter): YAMLs write `!!float 3e5` too
@@ -112,6 +116,30 @@ def _check_samples(train: Mapping, top: Mapping) -> None:
     if str(train.get("color", "")).lower() == "y":
         raise ConfigError(f"{WHERE}.color=y: BasicSR would train on the Y channel, pairload batches are the stored "
                           "channels; pack Y images, or remove color: y")
+
+
+def _degrade(train: Mapping) -> dict[str, Any]:
+    """degrade and degrade_sources, checked here so that a mistake names the options' key."""
+    from .synth.spec import Degradation
+
+    value, sources = train.get("degrade"), train.get("degrade_sources")
+    if value is None:
+        if sources is not None:
+            raise ConfigError(f"{WHERE}.degrade_sources={sources!r}: there is no degrade to apply; add degrade: "
+                              "lowlight (for example), or remove degrade_sources")
+        return {}
+    try:
+        out: dict[str, Any] = {"degrade": Degradation.of(dict(value) if isinstance(value, Mapping) else value)
+                               .describe()}
+    except ConfigError as exc:
+        raise ConfigError(f"{WHERE}.degrade={value!r}: {exc}") from None
+    if sources is not None:
+        names = [sources] if isinstance(sources, str) else sources
+        if not isinstance(names, (list, tuple)) or not names or not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(f"{WHERE}.degrade_sources={sources!r}: expected a list of the mixed sources' names, "
+                              "e.g. [synth]")
+        out["degrade_sources"] = tuple(names)
+    return out
 
 
 def _flag(scope: Mapping, key: str, where: str = WHERE) -> bool:

@@ -367,7 +367,7 @@ def info(
 
 
 PREVIEW_FLAGS = {"n": "-n", "crop": "--crop", "tile_height": "--tile-height", "columns": "--columns",
-                 "display": "--display", "out": "--out"}
+                 "display": "--display", "out": "--out", "degrade": "--degrade"}
 
 
 @app.command()
@@ -387,18 +387,21 @@ def preview(
     display: str = typer.Option("range", help="range: uint8 as stored, uint16 over its type's range, camera raw "
                                 "by its levels and ratio with gamma 1/2.2; stretch: each image's 0.5th-99.5th "
                                 "percentiles stretched to 0-255 after that. The sheet states which."),
+    degrade: Optional[str] = typer.Option(None, metavar="SPEC", help="Synthesize the inputs from the targets "
+                                          "(implies --batch), e.g. lowlight or 'lowlight,gamma=2..3'; each pair is "
+                                          "labelled with the parameters it drew."),
     cache_dir: Optional[Path] = typer.Option(None, help="A URL's shards are cached here (default: "
                                              "~/.cache/pairload)."),
     storage_option: StorageOptions = None,
 ) -> None:
     """A contact sheet (PNG) of pairs: input | target with key, size and source folders, or a loader's augmented
-    batch, so that misalignment shows at a glance."""
+    batch (or synthesized pairs, with their parameters), so that misalignment shows at a glance."""
     from .errors import ConfigError
     from .preview import PreviewOptions, preview as run, write_sheet
 
     try:
-        opts = PreviewOptions(split=split, n=n, seed=seed, batch=batch or crop is not None,
-                              crop=_crop(crop), tile_height=tile_height, columns=columns, display=display)
+        opts = PreviewOptions(split=split, n=n, seed=seed, batch=batch or crop is not None, crop=_crop(crop),
+                              tile_height=tile_height, columns=columns, display=display, degrade=degrade)
         sheet = run(shards_dir, opts, cache_dir=cache_dir or default_cache_dir(),
                     storage_options=storage_options(storage_option, shards_dir))
         write_sheet(sheet, out_png)
@@ -406,7 +409,9 @@ def preview(
         raise ConfigError(in_cli_terms(exc, PREVIEW_FLAGS)) from None
     h, w = sheet.image.shape[:2]
     out.print(f"wrote {out_png}: {len(sheet.tiles) // 2} pairs of split {split}"
-              + (" as the loader cut them" if opts.batch else "") + f", {w}x{h} px", highlight=False, markup=False)
+              + (" as the loader cut them" if opts.batch else "") + (f", inputs synthesized ({opts.degrade})"
+                                                                      if degrade else "")
+              + f", {w}x{h} px", highlight=False, markup=False)
 
 
 def _crop(text: str | None):

@@ -128,8 +128,11 @@ class PairDataModule(pl.LightningDataModule):
     the Trainer gives the rank, world size and device (the batches are made on it: `training_step` receives a
     `PairBatch` of uint8 tensors, to normalise there). `val_split` (None: no validation batches) is read whole
     (no crop), unshuffled, each image once across devices, `val_batch_size` at a time, from `val_source` (default:
-    `source`; needed when `source` mixes several folders). The loader's state is saved
-    in every checkpoint; `fit(ckpt_path=...)` resumes it mid-epoch, on any number of devices. The Trainer is asked
+    `source`; needed when `source` mixes several folders). `degrade` ("lowlight", "lowlight,gamma=2..3", a dict or
+    a `pairload.synth.Degradation`) synthesizes the training inputs from their targets (`degrade_sources`: the
+    mixed sources it applies to; `PairBatch.degradation` holds each sample's parameters); validation reads the
+    stored pairs, unless `val_degrade` synthesizes its inputs too (the same ones every epoch). The loader's state is
+    saved in every checkpoint; `fit(ckpt_path=...)` resumes it mid-epoch, on any number of devices. The Trainer is asked
     to call `train_dataloader()` each epoch (`reload_dataloaders_every_n_epochs=1`; the same loader comes back) so
     that it re-reads the epoch's length, which changes after a resume on another number of devices or under a
     crop/batch schedule."""
@@ -137,7 +140,7 @@ class PairDataModule(pl.LightningDataModule):
     def __init__(self, source: str | os.PathLike | dict, kind: str = "ram", *, batch_size: int | None = None,
                  crop: Any = REQUIRED, split: str = "train", seed: int = 0, num_workers: int = 0,
                  val_split: str | None = None, val_batch_size: int = 1, val_source: str | os.PathLike | None = None,
-                 **options: Any):
+                 degrade: Any = None, degrade_sources: Any = (), val_degrade: Any = None, **options: Any):
         super().__init__()
         given = sorted(set(options) & set(FROM_TRAINER))
         if given:
@@ -148,8 +151,9 @@ class PairDataModule(pl.LightningDataModule):
                               "name the shard folder to validate on with val_source=...")
         self.source, self.kind, self.split, self.val_split = source, kind, split, val_split
         self.val_source = source if val_source is None else val_source
-        self.options = dict(batch_size=batch_size, crop=crop, seed=seed, num_workers=num_workers, **options)
-        self.val_batch_size = val_batch_size
+        self.options = dict(batch_size=batch_size, crop=crop, seed=seed, num_workers=num_workers, degrade=degrade,
+                            degrade_sources=degrade_sources, **options)
+        self.val_batch_size, self.val_degrade = val_batch_size, val_degrade
         self._train: TrainerLoader | None = None
         self._val: TrainerLoader | None = None
         self._pending: dict | None = None  # a checkpoint's loader state, loaded when the loader is made
@@ -192,7 +196,8 @@ class PairDataModule(pl.LightningDataModule):
             remote = {k: v for k, v in self.options.items() if k in REMOTE_OPTIONS}
             loader = make_loader(kind, self.val_source, split=self.val_split, batch_size=self.val_batch_size, crop=None,
                                  last_batch="partial", augment=False, shuffle=False, seed=self.options["seed"],
-                                 num_workers=self.options["num_workers"], **remote, **self._placement())
+                                 num_workers=self.options["num_workers"], degrade=self.val_degrade, **remote,
+                                 **self._placement())
             self._val = TrainerLoader(loader)
         return self._val
 

@@ -158,6 +158,36 @@ def test_top_level_options_are_checked():
         loader_options({"datasets": {"train": BASICSR}, "train": {"total_iter": 0}})
 
 
+def test_degrade_maps_to_the_loaders_synthesis(shards):
+    assert "degrade" not in loader_options(BASICSR)
+    as_text = loader_options(with_train(degrade="lowlight, gamma=2..3"))
+    as_dict = loader_options(with_train(degrade={"model": "lowlight", "gamma": [2, 3]}))  # a YAML mapping
+    assert as_text == as_dict == {**loader_options(BASICSR), "degrade": "lowlight,gamma=2..3"}
+    assert loader_options(with_train(degrade="lowlight", degrade_sources=["synth"]))["degrade_sources"] == ("synth",)
+    opts = loader_options(with_train(gt_size=8, batch_size_per_gpu=4, num_worker_per_gpu=0, degrade="lowlight"))
+    data = BasicSRBatches(make_loader("ram", shards, **opts)).next()
+    with make_loader("ram", shards, batch_size=4, crop=8, augment=True, repeats=3, degrade="lowlight") as loader:
+        batch = next(iter(loader))
+        assert data["lq_path"] == batch.keys
+        assert torch.allclose(data["lq"], batch.low.float() / 255) and torch.allclose(data["gt"], batch.high / 255)
+    assert not torch.allclose(data["lq"], 1 - data["gt"])  # not the stored input (the target is 255 - input)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"degrade": "darken"}, r"^BasicSR options datasets.train.degrade='darken': degradation 'darken': expected one "
+                            r"of lowlight, "),
+    ({"degrade": {"gamma": [2, 3]}}, r"datasets.train.degrade=\{'gamma': \[2, 3\]\}: degradation .*: expected a "
+                                     r"\"model\" key"),
+    ({"degrade_sources": ["synth"]}, r"datasets.train.degrade_sources=\['synth'\]: there is no degrade to apply; "
+                                     r"add degrade: lowlight \(for example\), or remove degrade_sources"),
+    ({"degrade": "lowlight", "degrade_sources": 3}, r"datasets.train.degrade_sources=3: expected a list of the mixed "
+                                                     r"sources' names"),
+])
+def test_degrade_mistakes_name_the_key(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        loader_options(with_train(**changes))
+
+
 def test_schedule_boundaries_reach_the_batches(shards):
     """Stages of 4 and 3 iterations: steps 0-3 are 4 windows of 8, then 2 of 12. 12 pairs: epoch 0 is steps 0-2,
     so the boundary (step 4, iteration 5) falls after epoch 1's first batch."""

@@ -9,6 +9,7 @@ Lightning's DDP launches rank 1 by running the script again, so the runs are thi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -296,6 +297,56 @@ def test_validation_batches_are_whole_images_each_once(tmp_path):
         dm = PairDataModule(shards, batch_size=2, crop=CROP, val_split=val_split, val_batch_size=2)
         in_process_trainer(tmp_path, max_epochs=1, num_sanity_val_steps=0).fit(model, datamodule=dm)
         assert model.val == expected
+
+
+def test_degrade_synthesizes_the_training_inputs_and_validation_keeps_the_stored_pairs(tmp_path):
+    import lightning.pytorch as pl
+    import torch
+
+    from conftest import raw_and_shards
+    from pairload import make_loader
+    from pairload.lightning import PairDataModule
+
+    shards = raw_and_shards(tmp_path, 4, test=2, size=(24, 32)) / "shards"
+
+    def copied(batch):  # the loader's buffers are used again for later batches
+        return dataclasses.replace(batch, low=batch.low.clone(), high=batch.high.clone(), degradation=None if
+                                   batch.degradation is None else {k: v.clone() for k, v in batch.degradation.items()})
+
+    class Record(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(()))
+            self.train_batches, self.val_batches = [], []
+
+        def training_step(self, batch, batch_idx):
+            self.train_batches.append(copied(batch))
+            return self.w * batch.low.float().mean()
+
+        def validation_step(self, batch, batch_idx):
+            self.val_batches.append(copied(batch))
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    for val_degrade in (None, "lowlight"):
+        model = Record()
+        dm = PairDataModule(shards, batch_size=2, crop=CROP, seed=3, val_split="test", val_batch_size=2,
+                            degrade="lowlight,gamma=2..3", val_degrade=val_degrade)
+        in_process_trainer(tmp_path, max_epochs=1, num_sanity_val_steps=0).fit(model, datamodule=dm)
+        with make_loader("ram", shards, batch_size=2, crop=CROP, seed=3, degrade="lowlight,gamma=2..3") as loader:
+            expected = [copied(b) for b in loader]
+        assert len(model.train_batches) == len(expected) == 2
+        for got, want in zip(model.train_batches, expected):  # the loader's synthesized batches, parameters included
+            assert torch.equal(got.low, want.low) and not torch.equal(got.low, 255 - got.high)
+            assert list(got.degradation) == ["alpha", "beta", "gamma", "gain_r", "gain_b", "shot", "read"]
+            assert all(torch.equal(got.degradation[k], want.degradation[k]) for k in want.degradation)
+            assert ((got.degradation["gamma"] >= 2) & (got.degradation["gamma"] <= 3)).all()
+        val, = model.val_batches
+        if val_degrade is None:  # the stored pairs: the target is 255 - input (conftest)
+            assert val.degradation is None and torch.equal(val.low, 255 - val.high)
+        else:
+            assert set(val.degradation) == set(expected[0].degradation) and not torch.equal(val.low, 255 - val.high)
 
 
 if __name__ == "__main__":

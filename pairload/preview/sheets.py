@@ -1,6 +1,7 @@
 """The two contact sheets of `pairload preview`: stored pairs chosen at random (`PreviewOptions.batch` False), or the
-first batch a `ram` loader on the CPU cuts from them (input and target at one window, oriented alike), each pair
-labelled with its key, size and source folders, the display transforms and resampling stated in the header.
+first batch a `ram` loader on the CPU cuts from them (input and target at one window, oriented alike; with `degrade`,
+inputs synthesized from the targets), each pair labelled with its key, size and source folders (and the parameters
+synthesis drew), the display transforms and resampling stated in the header.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ class PreviewOptions:
     """What a sheet shows. `n` pairs of `split` (all of a smaller split), chosen with `seed`; `batch`: the first
     batch of epoch 0 of `make_loader("ram", ..., crop=crop, seed=seed)` on the CPU instead of stored pairs (`crop`:
     a side, (height, width), or None for whole images); `tile_height`: pixels every image is scaled to (0: stored
-    size); `columns`: pairs per row (0: about square); `display`: "range" or "stretch" (`display.Display`)."""
+    size); `columns`: pairs per row (0: about square); `display`: "range" or "stretch" (`display.Display`);
+    `degrade` (implies `batch`): the loader synthesizes the inputs from the targets ("lowlight",
+    "lowlight,gamma=2..3", a dict or a `pairload.synth.Degradation`) and each pair is labelled with its parameters."""
 
     split: str = "train"
     n: int = 16
@@ -39,8 +42,17 @@ class PreviewOptions:
     tile_height: int = 128
     columns: int = 0
     display: str = "range"
+    degrade: Any = None
 
     def __post_init__(self) -> None:
+        if self.degrade is not None:
+            from ..synth.spec import Degradation
+
+            try:
+                object.__setattr__(self, "degrade", Degradation.of(self.degrade))
+            except ConfigError as exc:
+                raise ConfigError.for_value("degrade", self.degrade, str(exc)) from None
+            object.__setattr__(self, "batch", True)
         if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
             raise ConfigError.for_value("n", self.n, "expected at least 1 pair to show")
         if not isinstance(self.columns, int) or self.columns < 0:
@@ -103,7 +115,7 @@ def _batch(ds: ShardDataset, o: PreviewOptions) -> Sheet:
 
     size = min(o.n, len(ds))
     with make_loader("ram", ds, split=o.split, batch_size=size, crop=o.crop, seed=o.seed, num_workers=0,
-                     device="cpu") as loader:
+                     device="cpu", degrade=o.degrade) as loader:
         loader.set_epoch(0)
         plan = loader.plan()[0]
         batch = next(iter(loader))
@@ -112,22 +124,45 @@ def _batch(ds: ShardDataset, o: PreviewOptions) -> Sheet:
             raise ConfigError("the loader's first batch is not its planned one (a pairload bug: please report it)")
         # copied out, and the labels read, while the loader holds its buffers and a remote split's shards
         lows, highs = _hwc(batch.low), _hwc(batch.high)
+        params = {name: v.numpy().copy() for name, v in (batch.degradation or {}).items()}
         paths = source_paths(ds, rows)
     low_d, high_d = displays(ds.members, ds.sensor, o.display)
     cells = []
     for k, i in enumerate(rows):
         levels, ratio, high_levels = _sensor(ds, i)
+        if params:  # a synthesized raw input has the target's levels and the drawn ratio
+            levels = levels if high_levels is None else high_levels
+            ratio = float(params["ratio"][k]) if "ratio" in params else ratio
         h, w = (int(v) for v in ds.sizes[i])
         where = f"window at x {int(plan.x[k])}, y {int(plan.y[k])} of {_size(ds, w, h)}"
         cells.append(Cell(ds.keys[i], (low_d(lows[k], levels, ratio), high_d(highs[k], high_levels)),
-                          (ds.keys[i], where, _orientation(int(plan.code[k])), folders(paths.get(i)))))
+                          (ds.keys[i], where, _orientation(int(plan.code[k])), folders(paths.get(i)),
+                           *parameter_lines(params, k))))
     crop = "whole images" if o.crop is None else (f"crop {o.crop}" if isinstance(o.crop, int)
                                                  else f"crop {o.crop[1]}x{o.crop[0]} (WxH)")
+    synthesized = [] if o.degrade is None else [
+        f"inputs synthesized from the targets, degrade={o.degrade.describe()!r} (the stored inputs are not shown); "
+        "under each pair the parameters it drew (3 significant digits)"]
     header = [f"{ds.where}, split {o.split}: batch 0 of epoch 0 of make_loader('ram', batch_size={size}, "
               f"{crop}, seed={o.seed}) on the CPU, {len(ds)} pairs in the split; left input, right target, each pair "
               "cut at one window (input pixels) and oriented alike",
-              ORIENTATION, *_common(low_d, high_d, o)]
+              *synthesized, ORIENTATION, *_common(low_d, high_d, o)]
     return render(cells, header, o.tile_height, o.columns)
+
+
+PER_LINE = 3  # parameters per label line: a line stays within a tile pair of 128 px high images
+
+
+def parameter_lines(params: dict, row: int) -> list[str]:
+    """Row `row`'s synthesized parameters as "name=value" (3 significant digits), PER_LINE to a line; "input as
+    stored" for a row that was not synthesized; none without synthesis."""
+    if not params:
+        return []
+    values = [(name, float(v[row])) for name, v in params.items()]
+    if all(np.isnan(v) for _, v in values):
+        return ["input as stored"]
+    items = [f"{name}={value:.3g}" for name, value in values]
+    return [" ".join(items[j:j + PER_LINE]) for j in range(0, len(items), PER_LINE)]
 
 
 def _common(low_d, high_d, o: PreviewOptions) -> list[str]:

@@ -37,19 +37,39 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"][: torch.cuda.device_count()])
 
 
+def _read(path: Path):
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same clear message
+        raise ConfigError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+
+
 def load_checkpoint(path: Path, model_cfg: ModelConfig) -> dict:
     if not path.is_file():
         raise ConfigError(f"--resume: no checkpoint at {path}; run without --resume first, or point --out at the run")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same clear message
-        raise ConfigError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+    state = _read(path)
     if state.get("version") != CHECKPOINT_VERSION:
         raise ConfigError(f"{path}: checkpoint version {state.get('version')!r}, expected {CHECKPOINT_VERSION}")
     if state.get("model_config") != model_cfg.to_dict():
         raise ConfigError(f"{path}: checkpoint of model {state.get('model_config')}, but this run builds "
                           f"{model_cfg.to_dict()}; pass the same --width/--depth, or a new --out")
     return state
+
+
+def load_weights(path: Path, model_cfg: ModelConfig) -> dict:
+    """--init-from: the model weights of another run's checkpoint, for the model this run builds."""
+    if not path.is_file():
+        raise ConfigError(f"--init-from {path}: no such file; expected a checkpoint of an earlier run (its last.pt "
+                          "or best.pt)")
+    state = _read(path)
+    if not isinstance(state, dict) or "model" not in state or "model_config" not in state:
+        raise ConfigError(f"--init-from {path}: expected a checkpoint of pairload's reference loop (last.pt or "
+                          "best.pt), found no model weights and model config in it")
+    if state["model_config"] != model_cfg.to_dict():
+        raise ConfigError(f"--init-from {path}: weights of model {state['model_config']}, but this run builds "
+                          f"{model_cfg.to_dict()}; pass the --width/--depth it was trained with, on data of the "
+                          "same channels")
+    return state["model"]
 
 
 RUN_FILES = ("config.json", "metrics.jsonl", "last.pt", "best.pt")

@@ -10,6 +10,7 @@ from ..errors import ConfigError
 from ..kinds import KINDS, LOADER_KINDS, RAW, SHARDS, Kind, kinds_that, one_of
 from ..plan.config import is_whole
 from ..remote.urls import is_url, storage_options
+from ..synth.models import models
 
 HIDDEN = "<hidden>"  # what config.json and checkpoints hold in place of a --storage-option value (a secret, maybe)
 
@@ -46,6 +47,10 @@ class TrainConfig:
     device: str = option("auto", "auto | cpu | cuda")
     val_batch_size: int = option(8, "validation batch (whole images; 1 when the test images differ in size)")
     resume: bool = option(False, "continue the run in --out from last.pt")
+    init_from: str | None = option(None, "start from the model weights of this checkpoint (another run's last.pt or "
+                                         "best.pt, e.g. pre-trained on synthesized pairs; same --width/--depth); the "
+                                         "optimizer and the schedule start afresh; with --resume, last.pt wins",
+                                   metavar="CHECKPOINT")
     stop_after_epoch: int | None = option(None, "stop after this epoch (the schedule still spans --epochs)")
     max_steps: int | None = option(None, "at most this many steps per epoch (benchmarks)")
     save_every_steps: int = option(0, "also write last.pt every N steps, mid-epoch, with the loaders' state (0: epoch "
@@ -64,6 +69,12 @@ class TrainConfig:
     mix: str | None = option(None, "train on a weighted mix of shard folders, NAME=FOLDER:WEIGHT,… (validation stays "
                                    "on --shards)")
     epoch_size: int | None = option(None, "samples per epoch drawn from the --mix (default: all of its samples)")
+    degrade: str | None = option(None, "synthesize each training input from its target with a degradation model ("
+                                       + ", ".join(models()) + "), its parameters' ranges after it if wanted, e.g. "
+                                       "lowlight or 'lowlight,gamma=2..3' (the stored inputs are ignored; "
+                                       "validation keeps the stored pairs)", metavar="SPEC")
+    degrade_sources: str | None = option(None, "with --mix: the sources --degrade applies to, NAME,… (the others "
+                                               "train on their stored pairs; None: all)", metavar="NAME,…")
     cache_dir: str | None = option(None, "node-local folder for shards read from a URL (--shards s3://…, https://…), "
                                          "shared by the node's ranks (default: ~/.cache/pairload)")
     cache_limit: str | None = option(None, "bytes of shards the cache keeps, e.g. 500GB (default: the disk's free "
@@ -102,12 +113,42 @@ class TrainConfig:
                 raise ConfigError(f"--mix reads shard folders: use --loader {one_of(kinds_that(mixes=True))}, not "
                                   f"{self.loader}")
             mix_sources(self.mix)  # a malformed --mix is refused before anything starts
+        self._check_degrade()
         if self.storage_option:
             storage_options(self.storage_option)  # a malformed item is refused now (without echoing it)
             if not any(is_url(folder) for folder in self.folders()):
                 raise ConfigError(f"--storage-option: {', '.join(self.folders()) or '--raw'} is not a URL; the "
                                   "options go to the backend of shards at a URL (--shards s3://…, --mix NAME=URL:W): "
                                   "drop them or pass a URL")
+
+    def _check_degrade(self) -> None:
+        """--degrade in its canonical form (`Degradation.describe`), so config.json and the metrics say one thing
+        for one degradation; --degrade-sources as names of the --mix."""
+        from ..synth.spec import Degradation
+
+        if self.degrade is not None:
+            try:
+                object.__setattr__(self, "degrade", Degradation.of(self.degrade).describe())
+            except ConfigError as exc:
+                raise ConfigError(f"--degrade {self.degrade}: {exc}") from None
+        if self.degrade_sources is None:
+            return
+        if self.degrade is None:
+            raise ConfigError(f"--degrade-sources {self.degrade_sources}: there is no --degrade to apply; pass "
+                              "--degrade SPEC too (e.g. --degrade lowlight)")
+        if not self.mix:
+            raise ConfigError(f"--degrade-sources {self.degrade_sources} names sources of a --mix, and there is "
+                              "none; drop it (--degrade applies to all of --shards) or pass --mix NAME=FOLDER:WEIGHT,…")
+        names = self.degraded_sources()
+        unknown = [n for n in names if n not in mix_sources(self.mix)]
+        if unknown or not names:
+            raise ConfigError(f"--degrade-sources {self.degrade_sources}: expected some of the --mix sources "
+                              f"({', '.join(mix_sources(self.mix))}), separated by commas; found "
+                              f"{', '.join(unknown) or 'no name'}")
+
+    def degraded_sources(self) -> tuple[str, ...]:
+        """--degrade-sources as names (empty: --degrade applies to every source)."""
+        return tuple(filter(None, (n.strip() for n in (self.degrade_sources or "").split(","))))
 
     def _check_types(self) -> None:
         """Whole numbers where a count is expected (TrainConfig(crop=32.5) would fail deep inside torch), numbers
@@ -152,7 +193,7 @@ class TrainConfig:
                 "storage_options": self.storage_options()}
 
     def plan_options(self) -> dict:
-        """The training loader's planning: crop and batch (or their schedule), repeats, the mix."""
+        """The training loader's planning: crop and batch (or their schedule), repeats, the mix, the synthesis."""
         opts: dict = {"repeats": self.repeats, "epoch_size": self.epoch_size}
         if self.crop_schedule:
             opts["schedule"] = self.crop_schedule
@@ -160,6 +201,8 @@ class TrainConfig:
             opts.update(batch_size=self.batch_size, crop=self.crop)
         if self.mix:
             opts["weights"] = {name: w for name, (_, w) in mix_sources(self.mix).items()}
+        if self.degrade:
+            opts.update(degrade=self.degrade, degrade_sources=self.degraded_sources())
         return opts
 
     def record(self) -> dict:

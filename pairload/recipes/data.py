@@ -92,7 +92,7 @@ class TrainData:
 
     def fingerprint(self) -> str:
         """A digest of the training data: the train split's shard hashes, or the raw pairs' paths (a kind that
-        reads the raw folders: dali-file)."""
+        reads the raw folders: dali-file), and the --degrade that synthesizes its inputs."""
         cfg = self.cfg
         h = hashlib.sha256()
         if cfg.kind.reads == SHARDS:
@@ -104,6 +104,8 @@ class TrainData:
 
             for p in find_pairs(cfg.raw).pairs:
                 h.update(f"{p.split}\t{p.low_rel}\t{p.high_rel}\n".encode("utf-8", "surrogateescape"))
+        if cfg.degrade:  # absent without one: the digests of runs on the stored pairs are as they were
+            h.update(f"degrade {cfg.degrade} {','.join(cfg.degraded_sources())}\n".encode())
         return h.hexdigest()
 
 

@@ -7,7 +7,9 @@ import contextlib
 import hashlib
 import math
 import time
+from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -50,37 +52,102 @@ def lr_lambda(warmup: int, total: int):
     return f
 
 
-def gather_keys(keys_log: list[tuple[int, list[str]]], info: DistInfo) -> list[str] | None:
-    """On rank 0: the keys every rank consumed, in (step, rank, row) order; None on the other ranks."""
-    if not info.distributed:
-        return [k for _, keys in keys_log for k in keys]
-    parts = [None] * info.world_size if info.is_main else None
-    torch.distributed.gather_object(keys_log, parts, dst=0)
-    if not info.is_main:
-        return None
-    rows = sorted((step, rank, keys) for rank, log in enumerate(parts) for step, keys in log)
-    return [k for _, _, keys in rows for k in keys]
+class Seen(NamedTuple):
+    """The data an epoch consumed so far, in consumption order: the keys and, with synthesized inputs, the names
+    of their parameters (`columns`) and each sample's values (`params`: float32 little-endian, a row of
+    len(columns) per key, NaN for a sample that was not synthesized)."""
+
+    keys: list[str]
+    columns: tuple[str, ...] = ()
+    params: bytes = b""
+
+    def then(self, later: "Seen") -> "Seen":
+        """This part followed by `later` (an epoch resumed from a mid-epoch checkpoint)."""
+        return Seen(self.keys + later.keys, self.columns or later.columns, self.params + later.params)
+
+    def to_state(self) -> dict:
+        """As a mid-epoch checkpoint keeps it."""
+        return {"keys": self.keys, "params": {"columns": list(self.columns), "rows": self.params} if self.columns
+                else None}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Seen":
+        params = state.get("params")
+        return cls(list(state["keys"])) if not params else cls(list(state["keys"]), tuple(params["columns"]),
+                                                                params["rows"])
 
 
-def data_digest(keys: list[str]) -> str:
-    """sha256 of the keys consumed in an epoch, one per line in consumption order: two runs that saw the same data
-    in the same order have the same digest."""
-    return hashlib.sha256("".join(k + "\n" for k in keys).encode()).hexdigest()
+def parameters_of(batch) -> torch.Tensor | None:
+    """The batch's synthesized parameters as one (N, columns) float32 tensor where the batch is (no host sync), or
+    None when its inputs are the stored ones."""
+    d = batch.degradation
+    return None if d is None else torch.stack([v.float() for v in d.values()], dim=1)
+
+
+def _on_host(log: list) -> list:
+    """The log's parameter tables moved to the host in one copy (one synchronisation for the whole log)."""
+    tables = [t for _, _, t in log if t is not None]
+    if not tables:
+        return [(step, keys, None) for step, keys, _ in log]
+    host = torch.cat(tables).cpu().numpy()
+    out, at = [], 0
+    for step, keys, t in log:
+        out.append((step, keys, None if t is None else host[at:at + len(t)]))
+        at += 0 if t is None else len(t)
+    return out
+
+
+def gather_seen(log: list[tuple[int, list[str], torch.Tensor | None]], columns: tuple[str, ...],
+                info: DistInfo) -> Seen | None:
+    """On rank 0: what every rank consumed (`log`: (step, keys, parameter table) per batch), in (step, rank, row)
+    order; None on the other ranks."""
+    local = _on_host(log)
+    if info.distributed:
+        parts = [None] * info.world_size if info.is_main else None
+        torch.distributed.gather_object((columns, local), parts, dst=0)
+        if not info.is_main:
+            return None
+        columns = next((names for names, _ in parts if names), ())  # a rank with no batch left knows none
+        rows = sorted(((step, rank, keys, t) for rank, (_, part) in enumerate(parts) for step, keys, t in part),
+                      key=lambda row: row[:2])
+    else:
+        rows = [(step, 0, keys, t) for step, keys, t in local]
+    keys = [k for _, _, ks, _ in rows for k in ks]
+    if not columns or not rows:
+        return Seen(keys)
+    nan = np.float32(np.nan)
+    table = np.concatenate([np.full((len(ks), len(columns)), nan, np.float32) if t is None else t
+                            for _, _, ks, t in rows])
+    return Seen(keys, columns, table.astype("<f4").tobytes())
+
+
+def data_digest(keys: list[str], columns: tuple[str, ...] = (), params: bytes = b"") -> str:
+    """sha256 of the keys consumed in an epoch, one per line in consumption order; with synthesized inputs followed
+    by a line "degradation NAME,…" (`columns`) and each sample's parameter values in the same order (`params`: float32
+    little-endian, `Seen.params`). Two runs that saw the same data, synthesized alike, in the same order have the
+    same digest; without synthesis it is the digest of the keys alone."""
+    h = hashlib.sha256("".join(k + "\n" for k in keys).encode())
+    if columns:
+        h.update(("degradation " + ",".join(columns) + "\n").encode())
+        h.update(params)
+    return h.hexdigest()
 
 
 def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize, cfg: TrainConfig,
                     info: DistInfo, epoch: int, on_step=None, resume: dict | None = None, checkpoint=None) -> dict:
     """One epoch (or the rest of one, from a mid-epoch checkpoint's `resume`); returns all-reduced mean loss,
-    pairs/s, data-wait fraction, skipped steps, peak memory and the digest of the data consumed. `checkpoint(step,
-    loader_state, keys, sums)` is called every --save-every-steps steps (on every rank: it gathers)."""
+    pairs/s, data-wait fraction, skipped steps, peak memory and the digest of the data consumed (keys, and the
+    synthesized parameters of --degrade). `checkpoint(step, loader_state, seen, sums)` is called every
+    --save-every-steps steps (on every rank: it gathers; `seen` is a `Seen` on rank 0, None elsewhere)."""
     model.train()
     loader.set_epoch(epoch)  # keeps the rest of this epoch when the loader was given a mid-epoch state
     dev = info.device
     before = resume["step"] if resume else 0
     # loss, steps, pairs, skipped so far in this epoch, all ranks together: rank 0 carries a checkpoint's totals
     totals = torch.tensor(resume["sums"] if resume and info.is_main else [0.0] * 4, dtype=torch.float64, device=dev)
-    earlier_keys = list(resume["keys"]) if resume and info.is_main else []
-    keys_log: list[tuple[int, list[str]]] = []
+    earlier = Seen.from_state(resume) if resume and info.is_main else Seen([])
+    keys_log: list[tuple[int, list[str], torch.Tensor | None]] = []
+    columns: tuple[str, ...] = ()  # the names of the synthesized parameters, from the first batch that has them
     loss_sum = torch.zeros((), device=dev, dtype=torch.float64)
     steps = pairs = skipped = 0
     meter = DataWait(dev)
@@ -118,7 +185,11 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
         loss_sum += loss.detach()
         steps += 1
         pairs += len(batch)
-        keys_log.append((before + step, batch.keys))  # host-side only: reading batch.padded would sync every step
+        # keys are host-side (reading batch.padded would sync every step); the parameters of synthesized inputs stay
+        # on the device until the log is gathered, and then go to the host in one copy
+        if batch.degradation is not None and not columns:
+            columns = tuple(batch.degradation)
+        keys_log.append((before + step, batch.keys, parameters_of(batch)))
         if on_step:
             on_step(before + step + 1, before + n_steps)
         done = before + step + 1
@@ -126,8 +197,8 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
             sums = totals + torch.stack([loss_sum, loss_sum.new_tensor(steps), loss_sum.new_tensor(pairs),
                                          loss_sum.new_tensor(float(skipped))])
             all_reduce_sum(sums)
-            keys = gather_keys(keys_log, info)
-            checkpoint(done, loader.state_dict(), None if keys is None else earlier_keys + keys, sums.tolist())
+            seen = gather_seen(keys_log, columns, info)
+            checkpoint(done, loader.state_dict(), None if seen is None else earlier.then(seen), sums.tolist())
     del it
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
@@ -142,14 +213,14 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
     peak = torch.tensor([torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else 0], dtype=torch.float64,
                         device=dev)
     all_reduce_max(peak)
-    keys = gather_keys(keys_log, info)
-    seen = None if keys is None else earlier_keys + keys
+    seen = gather_seen(keys_log, columns, info)
+    seen = None if seen is None else earlier.then(seen)
     return {"train_loss": float(epoch_totals[0]) / max(1.0, float(epoch_totals[1])),
             "pairs_per_s": float(sums[2]) / max(float(sums[4]) / info.world_size, 1e-9),
             "data_wait_frac": float(sums[3]) / info.world_size, "skipped_steps": int(epoch_totals[3]),
             "peak_gpu_mem_mb": float(peak[0]) / 2**20, "steps": before + n_steps,
-            "data_digest": None if seen is None else data_digest(seen),
-            "data_samples": None if seen is None else len(seen),
-            "data_repeats": None if seen is None else len(seen) - len(set(seen))}
+            "data_digest": None if seen is None else data_digest(*seen),
+            "data_samples": None if seen is None else len(seen.keys),
+            "data_repeats": None if seen is None else len(seen.keys) - len(set(seen.keys))}
 
 

@@ -23,8 +23,8 @@ from ..batch import Normalize, RawNormalize
 from ..distributed import (DistInfo, cleanup, dist_info, exit_with_parent, init_distributed, lost_ranks_error)
 from ..errors import ConfigError, PairloadError, in_cli_terms
 from ..format.atomic import write_bytes_atomic
-from .checkpoint import (CHECKPOINT_VERSION, load_checkpoint, prepare_run_dir, rng_state, save_checkpoint,
-                         set_rng_state, tidy_run_dir)
+from .checkpoint import (CHECKPOINT_VERSION, load_checkpoint, load_weights, prepare_run_dir, rng_state,
+                         save_checkpoint, set_rng_state, tidy_run_dir)
 from .config import TrainConfig, parse_args
 from .data import TrainData, build_train_loader, build_val_loader
 from .evaluate import evaluate, save_triplets
@@ -47,6 +47,12 @@ def epoch_progress(is_main: bool, epoch: int, epochs: int):
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
+def data_of(config: dict) -> str:
+    """A run's training data in a message: its folder, and its --degrade."""
+    where = config.get("mix") or config.get("shards") or config.get("raw")
+    return f"{where}, --degrade {config['degrade']}" if config.get("degrade") else f"{where}"
+
+
 def rate(x: float) -> str:
     """A throughput for the log: three significant digits below 100, whole numbers above."""
     return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
@@ -65,6 +71,10 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     model_cfg = ModelConfig(width=cfg.width, depth=cfg.depth, in_channels=members.low.channels,
                             out_channels=members.high.channels, scale=members.scale)
     model = EnhanceUNet(model_cfg)
+    if cfg.init_from and not cfg.resume:  # resumed, the run's own last.pt holds the weights trained from it
+        model.load_state_dict(load_weights(Path(cfg.init_from), model_cfg))
+        if info.is_main:
+            log(f"model weights from {cfg.init_from} (optimizer and schedule start afresh)")
     if cfg.sync_bn and info.distributed:
         model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
     model = model.to(dev)
@@ -74,6 +84,10 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     # camera raw: black/white levels and each pair's ratio from the batch (SID's preprocessing), on the device
     norm = (RawNormalize(channels_last=channels_last) if camera_raw else Normalize(channels_last=channels_last)).to(dev)
     train_loader = build_train_loader(cfg, info, data)
+    if cfg.degrade and info.is_main:
+        log(f"training inputs synthesized from the targets: {cfg.degrade}"
+            + (f" (sources {', '.join(cfg.degraded_sources())})" if cfg.degrade_sources else "")
+            + "; validation on the stored pairs")
     val_loader = build_val_loader(cfg, info, data)
     # the schedule is sized from the plan of every epoch (a crop/batch schedule changes the step count per epoch)
     per_epoch = [train_loader.batches_in(e) if cfg.max_steps is None else min(train_loader.batches_in(e), cfg.max_steps)
@@ -104,9 +118,9 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
         set_rng_state(state["rng"])
         start_epoch, best = state["epoch"], state["best_psnr"]
         if state.get("data") is not None and state["data"] != data_id:
-            source = state.get("train_config", {}).get("shards") or state.get("train_config", {}).get("raw")
-            raise ConfigError(f"--resume: {out / 'last.pt'} was trained on other data ({source}) than this run's "
-                              f"({cfg.shards or cfg.raw}); resume with the same data, or start a new --out")
+            saved = state.get("train_config", {})
+            raise ConfigError(f"--resume: {out / 'last.pt'} was trained on other data ({data_of(saved)}) than this "
+                              f"run's ({data_of(cfg.record())}); resume with the same data, or start a new --out")
         mid = state.get("mid_epoch")
         if mid:  # the rest of the interrupted epoch, dealt over this run's ranks
             train_loader.load_state_dict(mid["loader"])
@@ -139,10 +153,10 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
 
     history = []
     for epoch in range(start_epoch, cfg.epochs):
-        def checkpoint(step: int, loader_state: dict, keys: list[str] | None, sums: list[float], epoch=epoch) -> None:
-            if out and info.is_main:
+        def checkpoint(step: int, loader_state: dict, seen, sums: list[float], epoch=epoch) -> None:
+            if out and info.is_main:  # `seen` (a `loop.Seen`): what the epoch consumed so far, for its digest
                 save_checkpoint(out / "last.pt", state_at(epoch, {"step": step, "loader": loader_state,
-                                                                  "keys": keys, "sums": sums}))
+                                                                  **seen.to_state(), "sums": sums}))
 
         with epoch_progress(info.is_main, epoch, cfg.epochs) as on_step:
             stats = train_one_epoch(net, train_loader, optimizer, scheduler, scaler, norm, cfg, info, epoch, on_step,

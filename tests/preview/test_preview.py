@@ -84,6 +84,32 @@ def test_the_cli_crop_is_width_by_height_and_implies_the_batch(packed, tmp_path)
     assert {t.region(sheet.image).shape for t in sheet.tiles} == {(16, 24, 3)}
 
 
+def test_synthesized_pairs_are_shown_with_the_parameters_they_drew(packed, tmp_path, capsys):
+    out = tmp_path / "synth.png"
+    assert main(["preview", str(packed), "--degrade", "lowlight,gamma=2..3", "-n", "4", "--crop", "16", "--seed", "2",
+                 "--tile-height", "0", "--out", str(out)]) == 0
+    assert f"wrote {out}: 4 pairs of split train as the loader cut them, inputs synthesized (lowlight,gamma=2..3)" \
+        in capsys.readouterr().out
+    sheet = preview(packed, PreviewOptions(n=4, crop=16, seed=2, tile_height=0, degrade="lowlight, gamma=2..3"))
+    np.testing.assert_array_equal(read_png(out), sheet.image)
+    assert any("degrade='lowlight,gamma=2..3'" in line for line in sheet.header)
+    with make_loader("ram", packed, batch_size=4, crop=16, seed=2, degrade="lowlight,gamma=2..3") as loader:
+        batch = next(iter(loader))
+    assert [t.key for t in sheet.tiles[::2]] == batch.keys
+    for k, labels in enumerate(sheet.labels):
+        p = {name: float(v[k]) for name, v in batch.degradation.items()}
+        assert labels[4:] == (f"alpha={p['alpha']:.3g} beta={p['beta']:.3g} gamma={p['gamma']:.3g}",
+                              f"gain_r={p['gain_r']:.3g} gain_b={p['gain_b']:.3g} shot={p['shot']:.3g}",
+                              f"read={p['read']:.3g}")
+        assert 2 <= p["gamma"] <= 3
+        np.testing.assert_array_equal(sheet.tile(k, "input"), batch.low[k].permute(1, 2, 0).numpy())
+        assert not np.array_equal(sheet.tile(k, "input"), 255 - sheet.tile(k, "target"))  # not the stored input
+    assert main(["preview", str(packed), "--degrade", "lowlight,gama=2", "--out", str(out)]) == 1
+    assert capsys.readouterr().err.strip() == ("error: --degrade lowlight,gama=2: degradation 'lowlight': no "
+                                               "parameter 'gama'; its parameters are alpha, beta, gamma, gain_r, "
+                                               "gain_b, shot")
+
+
 def test_16_bit_and_packed_bayer_splits_are_shown_through_the_stated_transforms(tmp_path):
     members = Members(low=Member("uint16", 4), high=Member("uint16", 3), scale=2)
     arrays = write_typed_split(tmp_path / "typed", members, [(6, 10), (8, 6), (6, 10)], per_shard=2)
