@@ -44,12 +44,12 @@ class KernelCuts:
         return []
 
     def cuts(self, run: tuple, plans: list[BatchPlan], reclaim=None, *, augment: bool = True, hw=None,
-             events: bool = True, group: int = 1, settle: bool = True):
+             events: bool = True, group: int = 1, settle: bool = True, inputs: bool = True):
         """The run's plans as `Cut`s, each cut on `self.stream` with the event that marks it ready (`events`; a
         streamed memory records them anyway: what a batch read goes back once it is cut); `group` > 1: up to that
         many batches of one shape per launch and `Cut`. `settle`: first let a memory that stays lay itself out for
         faster reads (`Memory.settle`); False when the run is cut ahead of its use (the next epoch while this one
-        ends)."""
+        ends). `inputs` False: only the targets are cut (every input is synthesized from its target)."""
         if not plans:
             return
         hw = self.memory.ds.sizes if hw is None else hw
@@ -82,7 +82,7 @@ class KernelCuts:
                     for j in range(k):  # everything these batches read is readable by the device
                         memory.wait(b + j)
                 with self.hooks.timed("launch"):
-                    block = kernel.cut(memory, plan, start, launch)
+                    block = kernel.cut(memory, plan, start, launch, inputs=inputs)
                 ready = None
                 if events:
                     ready = torch.cuda.Event()

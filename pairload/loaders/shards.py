@@ -125,6 +125,8 @@ class ShardLoader(PlannedLoader):
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
         rows = self._rows_on(plans, on_device=self.cutter.on_device)
         options = {"group": KERNEL_GROUP[self.cutter.path]} if self.cutter.path in KERNEL_GROUP else {}
+        if options and self.cfg.degrade is not None and self.synth_rows is None:
+            options["inputs"] = False  # every input is synthesized from its target: the kernel reads targets only
         cuts = self.cutter.cuts((epoch, consumed), plans, self._stage.reclaim, **options)
         yield from self._stage.one_ahead(cuts, rows, augment=self.cfg.augment)  # batch k+1 is cut while k is used
 

@@ -270,3 +270,10 @@ def test_raw_physics_through_a_loader_from_real_dng_long_exposures(tmp_path):
         x, y = RawNormalize()(batch)  # the synthesized input amplified back by its ratio is near its target
         assert (x - y).abs().mean() < 0.1 and not torch.equal(batch.low, batch.high)
         assert set(batch.degradation) >= {"K", "read", "row", "lam"}
+
+
+@pytest.mark.dali
+def test_dali_external_delivers_the_same_synthesized_inputs(packed):
+    common = dict(crop=24, degrade="lowlight", batch_size=4)
+    ref = _inputs(make_loader("ram", packed, **common), (0, 1))
+    _same(ref, _inputs(make_loader("dali-external", packed, **common), (0, 1)))

@@ -75,10 +75,11 @@ def _anchor(device: torch.device) -> torch.Tensor:
     return anchor
 
 
-def cut(memory, plan: torch.Tensor, start: int, launch: Launch, out: torch.Tensor | None = None) -> torch.Tensor:
+def cut(memory, plan: torch.Tensor, start: int, launch: Launch, out: torch.Tensor | None = None, *,
+        inputs: bool = True) -> torch.Tensor:
     """The block (laid out by `launch.layout`; a stacked uint8 layout as its (2, n, h, w, C) tensor) of the windows in
     columns start..start+n of `plan` (`plan_tensor`), cut from `memory` (a `pairload.cut.memory.Memory`) on the
-    current stream."""
+    current stream. `inputs` False: the targets only (the input block is left as it is, for a synthesis to fill)."""
     global _kernel
     if out is None:
         out = torch.empty(launch.out_shape, dtype=torch.uint8, device=plan.device)
@@ -89,7 +90,9 @@ def cut(memory, plan: torch.Tensor, start: int, launch: Launch, out: torch.Tenso
 
             _kernel = cut_rows
         anchor = _anchor(out.device)
-        _kernel[launch.grid](out, anchor, anchor.data_ptr(), memory.low, memory.high, memory.width, plan, start,
-                             plan.shape[1], n, h, w, launch.layout.high_offset, WORDS=launch.words,
-                             PIX_LOW=launch.pix_low, PIX_HIGH=launch.pix_high, SCALE=launch.scale, num_warps=WARPS)
+        grid = launch.grid if inputs else (launch.grid[0], 1)
+        _kernel[grid](out, anchor, anchor.data_ptr(), memory.low, memory.high, memory.width, plan, start,
+                      plan.shape[1], n, h, w, launch.layout.high_offset, WORDS=launch.words,
+                      PIX_LOW=launch.pix_low, PIX_HIGH=launch.pix_high, SCALE=launch.scale,
+                      FIRST_SIDE=0 if inputs else 1, num_warps=WARPS)
     return out

@@ -23,7 +23,8 @@ TR: tl.constexpr = tl.constexpr(TRANSPOSE)
 
 @triton.jit
 def cut_rows(out_ptr, anchor, anchor_addr, low_addr, high_addr, width, plan, start, total, n, h, w, high_offset,
-             WORDS: tl.constexpr, PIX_LOW: tl.constexpr, PIX_HIGH: tl.constexpr, SCALE: tl.constexpr):
+             WORDS: tl.constexpr, PIX_LOW: tl.constexpr, PIX_HIGH: tl.constexpr, SCALE: tl.constexpr,
+             FIRST_SIDE: tl.constexpr = 0):
     """One program per (window row r of sample j, side): read the row's bytes (contiguous in the shard) and
     write them where the planned orientation puts them in the side's (n, rows, cols, C) block of `out_ptr`
     (the input block at byte 0, the target block at `high_offset`). A side's pixel is PIX_LOW or PIX_HIGH bytes;
@@ -32,10 +33,11 @@ def cut_rows(out_ptr, anchor, anchor_addr, low_addr, high_addr, width, plan, sta
     memory reward), CHUNK bytes at a time, and its bytes picked out of them (`tl.gather`). The words are addressed
     from `anchor` (an int32 device tensor at the 16-byte aligned address `anchor_addr`) so that Triton knows their
     alignment and issues vector loads.
-    `plan`: int64 (4, total) rows index, y, x, code of a run's samples; this batch is columns start..start+n."""
+    `plan`: int64 (4, total) rows index, y, x, code of a run's samples; this batch is columns start..start+n.
+    FIRST_SIDE 1: the targets only (every input is synthesized afterwards: the stored inputs are not read)."""
     CHUNK: tl.constexpr = 4 * WORDS - 16
     row = tl.program_id(0)
-    side = tl.program_id(1)
+    side = tl.program_id(1) + FIRST_SIDE
     if SCALE == 1:
         hs = h
         ws = w
