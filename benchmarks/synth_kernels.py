@@ -31,7 +31,6 @@ def kernel_rate(model: str, crop: int, dtype: str, batch: int = 32, iters: int =
                          device=dev).to(tdt)
     if dtype == "uint16":
         high = high.view(torch.uint16)
-    high = high.permute(0, 3, 1, 2)
     low = torch.empty_like(high)
     tab = torch.from_numpy(table(model, batch)).to(dev)
     key = torch.from_numpy(keys(batch).view(np.int64)).to(dev)

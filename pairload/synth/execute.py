@@ -94,7 +94,12 @@ def synthesize(low: torch.Tensor, high: torch.Tensor, rows: Sequence) -> None:
     if high.device.type == "cuda":
         from .launch import launch
 
-        launch(model, extra, high.permute(0, 3, 1, 2), low.permute(0, 3, 1, 2), *args)
+        if not (high.is_contiguous() and low.is_contiguous()):  # blocks are; anything else goes through a copy
+            out = torch.empty_like(high, memory_format=torch.contiguous_format)
+            launch(model, extra, high.contiguous(), out, *args)
+            low.copy_(torch.where(run.apply[span].bool().view(-1, 1, 1, 1), out, low))
+            return
+        launch(model, extra, high, low, *args)
         return
     table, keys, code, apply, levels = (None if a is None else a.numpy() for a in args)
     todo = np.flatnonzero(apply)

@@ -137,7 +137,7 @@ def _lowlight_channel(v, lut, la, b, g, gain, shot, read, z, FULL: tl.constexpr)
 
 
 @triton.jit
-def lowlight_kernel(high, low, lut, table, keys, codes, apply, H, W, TS, hn, hc, hh, hw, ln, lc, lh, lw,
+def lowlight_kernel(high, low, lut, table, keys, codes, apply, H, W, C: tl.constexpr, TS: tl.constexpr,
                     FULL: tl.constexpr, BR: tl.constexpr, BW: tl.constexpr, ROUNDS: tl.constexpr):
     n = tl.program_id(0)
     if tl.load(apply + n) != 0:
@@ -154,11 +154,12 @@ def lowlight_kernel(high, low, lut, table, keys, codes, apply, H, W, TS, hn, hc,
         g = tl.load(t + 2)
         shot = tl.load(t + 5)
         read = tl.load(t + 6)
-        src = high + n * hn + i * hh + j * hw
-        dst = low + n * ln + i * lh + j * lw
+        at = ((n * H + i) * W + j) * C  # both sides (N, H, W, C) contiguous
+        src = high + at
+        dst = low + at
         _store(dst, _lowlight_channel(_value(src, m), lut, la, b, g, tl.load(t + 3), shot, read, z0, FULL), m)
-        _store(dst + lc, _lowlight_channel(_value(src + hc, m), lut, la, b, g, 1.0, shot, read, z1, FULL), m)
-        _store(dst + 2 * lc, _lowlight_channel(_value(src + 2 * hc, m), lut, la, b, g, tl.load(t + 4), shot, read, z2,
+        _store(dst + 1, _lowlight_channel(_value(src + 1, m), lut, la, b, g, 1.0, shot, read, z1, FULL), m)
+        _store(dst + 2, _lowlight_channel(_value(src + 2, m), lut, la, b, g, tl.load(t + 4), shot, read, z2,
                                                FULL), m)
 
 
@@ -183,7 +184,7 @@ def _process_channel(t, row, n0, n1, n2, FULL: tl.constexpr):
 
 
 @triton.jit
-def unprocess_kernel(high, low, lut, table, keys, codes, apply, H, W, TS, hn, hc, hh, hw, ln, lc, lh, lw,
+def unprocess_kernel(high, low, lut, table, keys, codes, apply, H, W, C: tl.constexpr, TS: tl.constexpr,
                      FULL: tl.constexpr, BR: tl.constexpr, BW: tl.constexpr, ROUNDS: tl.constexpr):
     n = tl.program_id(0)
     if tl.load(apply + n) != 0:
@@ -201,10 +202,11 @@ def unprocess_kernel(high, low, lut, table, keys, codes, apply, H, W, TS, hn, hc
         dark = tl.load(t + 21)
         shot = tl.load(t + 22)
         read = tl.load(t + 23)
-        src = high + n * hn + i * hh + j * hw
+        at = ((n * H + i) * W + j) * C
+        src = high + at
         l0 = tl.load(lut + _value(src, m))
-        l1 = tl.load(lut + _value(src + hc, m))
-        l2 = tl.load(lut + _value(src + 2 * hc, m))
+        l1 = tl.load(lut + _value(src + 1, m))
+        l2 = tl.load(lut + _value(src + 2, m))
         c0 = _mix(t, 0, l0, l1, l2)
         c1 = _mix(t, 1, l0, l1, l2)
         c2 = _mix(t, 2, l0, l1, l2)
@@ -214,10 +216,10 @@ def unprocess_kernel(high, low, lut, table, keys, codes, apply, H, W, TS, hn, hc
         n0 = _unprocess_channel(c0, mask, 1.0 / (red * rgb), dark, shot, read, red, z0)
         n1 = _unprocess_channel(c1, mask, 1.0 / rgb, dark, shot, read, 1.0, z1)
         n2 = _unprocess_channel(c2, mask, 1.0 / (blue * rgb), dark, shot, read, blue, z2)
-        dst = low + n * ln + i * lh + j * lw
+        dst = low + at
         _store(dst, _process_channel(t + 9, 0, n0, n1, n2, FULL), m)
-        _store(dst + lc, _process_channel(t + 9, 1, n0, n1, n2, FULL), m)
-        _store(dst + 2 * lc, _process_channel(t + 9, 2, n0, n1, n2, FULL), m)
+        _store(dst + 1, _process_channel(t + 9, 1, n0, n1, n2, FULL), m)
+        _store(dst + 2, _process_channel(t + 9, 2, n0, n1, n2, FULL), m)
 
 
 @triton.jit
@@ -269,7 +271,7 @@ def _row_noise(key, r, row_s, ROUNDS: tl.constexpr):
 
 
 @triton.jit
-def raw_kernel(high, low, levels, table, keys, codes, apply, H, W, TS, LS, hn, hc, hh, hw, ln, lc, lh, lw,
+def raw_kernel(high, low, levels, table, keys, codes, apply, H, W, C: tl.constexpr, TS: tl.constexpr,
                GAUSSIAN: tl.constexpr, BR: tl.constexpr, BW: tl.constexpr, ROUNDS: tl.constexpr):
     n = tl.program_id(0)
     if tl.load(apply + n) != 0:
@@ -293,15 +295,16 @@ def raw_kernel(high, low, levels, table, keys, codes, apply, H, W, TS, LS, hn, h
         turned = (code & 4) != 0
         row_a = tl.where(turned, ra_j + zero, ra_i + zero)
         row_b = tl.where(turned, rb_j + zero, rb_i + zero)
-        lv = levels + n * LS
+        lv = levels + n * 5
         white = tl.load(lv + 4)
-        src = high + n * hn + i * hh + j * hw
-        dst = low + n * ln + i * lh + j * lw
+        at = ((n * H + i) * W + j) * C  # both sides (N, H, W, C) contiguous
+        src = high + at
+        dst = low + at
         _store(dst, _raw_channel(_value(src, m), m, tl.load(lv), white, inv, K, read_s, lam, tl.load(t + 5), row_a,
                                  s0, q0, GAUSSIAN), m)
-        _store(dst + lc, _raw_channel(_value(src + hc, m), m, tl.load(lv + 1), white, inv, K, read_s, lam,
+        _store(dst + 1, _raw_channel(_value(src + 1, m), m, tl.load(lv + 1), white, inv, K, read_s, lam,
                                       tl.load(t + 6), row_a, s1, q1, GAUSSIAN), m)
-        _store(dst + 2 * lc, _raw_channel(_value(src + 2 * hc, m), m, tl.load(lv + 2), white, inv, K, read_s, lam,
+        _store(dst + 2, _raw_channel(_value(src + 2, m), m, tl.load(lv + 2), white, inv, K, read_s, lam,
                                           tl.load(t + 7), row_b, s2, q2, GAUSSIAN), m)
-        _store(dst + 3 * lc, _raw_channel(_value(src + 3 * hc, m), m, tl.load(lv + 3), white, inv, K, read_s, lam,
+        _store(dst + 3, _raw_channel(_value(src + 3, m), m, tl.load(lv + 3), white, inv, K, read_s, lam,
                                           tl.load(t + 8), row_b, s3, q3, GAUSSIAN), m)

@@ -1,6 +1,6 @@
 """Launching a model's kernel (`pairload.synth.kernels`, named by the model) on a block: its lookup table on the
-device (once per device and type), the strides of the N×C×H×W views, uint16 members as their int16 bits. Kept
-short: it runs once per block on the loading thread."""
+device (once per device and type), (N, H, W, C) sides, uint16 members as their int16 bits. Kept short: it runs once
+per block on the loading thread."""
 
 from __future__ import annotations
 
@@ -32,8 +32,9 @@ def _pow2(n: int) -> int:
 
 def launch(model: Model, extra, high: torch.Tensor, low: torch.Tensor, table: torch.Tensor, keys: torch.Tensor,
            code: torch.Tensor, apply: torch.Tensor, levels: torch.Tensor | None = None) -> None:
-    """Synthesize `low` from `high` (N×C×H×W on one CUDA device) for the rows `apply` marks, on the current stream."""
-    n, _, h, w = high.shape
+    """Synthesize `low` from `high` ((N, H, W, C), both contiguous, on one CUDA device) for the rows `apply` marks, on
+    the current stream. Few arguments: the launch's own cost is most of a small batch's."""
+    n, h, w, c = high.shape
     if n == 0:
         return
     kernel, lut, full, kernels = _prepared(model, high.dtype, high.device)
@@ -44,10 +45,9 @@ def launch(model: Model, extra, high: torch.Tensor, low: torch.Tensor, table: to
     if high.dtype == torch.uint16:
         high, low = high.view(torch.int16), low.view(torch.int16)
     if lut is None:
-        gaussian = getattr(extra, "read_dist", "tukey") == "gaussian"
-        kernel[grid](high, low, levels, table, keys, code, apply, h, w, table.stride(0), levels.stride(0),
-                     *high.stride(), *low.stride(), GAUSSIAN=gaussian, BR=br, BW=bw, ROUNDS=ROUNDS,
+        kernel[grid](high, low, levels, table, keys, code, apply, h, w, C=c, TS=table.shape[1],
+                     GAUSSIAN=getattr(extra, "read_dist", "tukey") == "gaussian", BR=br, BW=bw, ROUNDS=ROUNDS,
                      num_warps=warps)
         return
-    kernel[grid](high, low, lut, table, keys, code, apply, h, w, table.stride(0), *high.stride(), *low.stride(),
-                 FULL=full, BR=br, BW=bw, ROUNDS=ROUNDS, num_warps=warps)
+    kernel[grid](high, low, lut, table, keys, code, apply, h, w, C=c, TS=table.shape[1], FULL=full, BR=br, BW=bw,
+                 ROUNDS=ROUNDS, num_warps=warps)

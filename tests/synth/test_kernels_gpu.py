@@ -25,13 +25,12 @@ def _cuda(model, high, tab, key, code):
     hi = torch.from_numpy(high.view(np.int16) if high.dtype == np.uint16 else high).to(dev)
     if high.dtype == np.uint16:
         hi = hi.view(torch.uint16)
-    hi = hi.permute(0, 3, 1, 2)
     lo = torch.empty_like(hi)
     n = len(high)
     lv = torch.from_numpy(levels(n)).to(dev)
     launch(models()[model], None, hi, lo, torch.from_numpy(tab).to(dev), torch.from_numpy(key.view(np.int64)).to(dev),
            torch.from_numpy(code.astype(np.int32)).to(dev), torch.ones(n, dtype=torch.int32, device=dev), lv)
-    out = lo.permute(0, 2, 3, 1).contiguous()
+    out = lo
     if out.dtype == torch.uint16:
         return out.view(torch.int16).cpu().numpy().view(np.uint16)
     return out.cpu().numpy()
