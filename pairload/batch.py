@@ -145,10 +145,10 @@ def batches_of(low: torch.Tensor, high: torch.Tensor, rows: Sequence[Rows]) -> l
     """The one converter into `PairBatch`: oriented N×H×W×C sides holding the rows of one or more planned batches, in
     order (a kernel launch cuts several; DALI delivers one) → one batch of N×C×H×W views per `Rows`. Rows whose
     inputs are synthesized (`Rows.synth`) get them here, for the whole block at once, on the current stream."""
-    if rows[0].synth is not None:
+    if rows[0].synth is not None and not rows[0].synth.done:
         from .synth.execute import synthesize
 
-        synthesize(low, high, rows)
+        synthesize(low, high, [r.synth for r in rows])
     low, high = low.permute(0, 3, 1, 2), high.permute(0, 3, 1, 2)
     if len(rows) == 1:
         return [_batch(low, high, rows[0])]

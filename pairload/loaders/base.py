@@ -283,6 +283,7 @@ class PlannedLoader(StatefulEpochs):
     structure, for the by-shard deal."""
 
     PLANS_KEPT = 3  # runs whose plans are kept: the current one, the next (workers run ahead), one more for len()
+    SYNTH_FED = False  # True: the kind synthesizes inputs where it feeds them (DALI's external source), not after
 
     def __init__(self, keys, hw: np.ndarray, split: str, opts: LoaderOptions, groups=(), shards: Shards | None = None,
                  key_hash: np.ndarray | None = None):
@@ -437,7 +438,7 @@ class PlannedLoader(StatefulEpochs):
         keys = self._keys_on(plans)
         if synth is None:
             return lambda bp: Rows(keys(bp), padded(bp), self._source(bp), sensor(bp))
-        return lambda bp: Rows(keys(bp), padded(bp), self._source(bp), sensor(bp), synth.rows(bp))
+        return lambda bp: Rows(keys(bp), padded(bp), self._source(bp), sensor(bp), synth.rows(bp, self.SYNTH_FED))
 
     def plan(self) -> list[BatchPlan]:
         return self.plan_for(self.epoch, self._consumed(self.epoch))

@@ -9,6 +9,8 @@ process that asks (a loader's worker), from the mapped members into fresh arrays
 
 from __future__ import annotations
 
+import copy
+
 import mmap
 import os
 import weakref
@@ -352,6 +354,14 @@ class ShardDataset(ShardSource):
     @property
     def targets_only(self) -> bool:
         return self.index.targets_only
+
+    def as_targets(self, names: tuple[str, ...] | None = None) -> "ShardDataset":
+        """This split read as targets only: the same files and maps, the index's inputs aliased to its targets."""
+        if self.targets_only:
+            return self
+        view = copy.copy(self)
+        view.index = self.index.as_targets()
+        return view
 
     @property
     def where(self) -> str:

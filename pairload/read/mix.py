@@ -65,6 +65,10 @@ class ShardMix(ShardSource):
     def sensor(self):
         return self._sensor
 
+    def as_targets(self, names: tuple[str, ...] | None = None) -> "ShardMix":
+        return ShardMix({name: ds.as_targets() if names is None or name in names else ds
+                         for name, ds in self.by_name.items()})
+
     @property
     def targets_only(self) -> bool:
         """Every source holds targets only (`targets_only_sources`: which do)."""

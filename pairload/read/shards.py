@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 
-from ..errors import ConfigError
 from ..remote import urls
 from .dataset import ShardDataset
 from .info import info, read_manifest_at
@@ -34,9 +33,8 @@ def open_shards(path, split: str = "train", *, cache_dir: str | os.PathLike | No
     pack --targets-only`) reads so either way; `ShardSource.targets_only` says which a source is. For a mix,
     a tuple of source names reads those sources as targets only and the others as pairs."""
     if isinstance(path, ShardSource):
-        if targets_only and not path.targets_only and not isinstance(targets_only, tuple):
-            raise ConfigError(f"{path.where}: already opened as pairs; open it with open_shards(folder, "
-                              "targets_only=True) to read it as targets only")
+        if targets_only and not path.targets_only:
+            return path.as_targets(targets_only if isinstance(targets_only, tuple) else None)
         return path
     cache = None
     places = [where[0] if isinstance(where, tuple) else where for where in path.values()] \

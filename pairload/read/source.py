@@ -55,6 +55,11 @@ class ShardSource(ABC):
     def sensor(self) -> SensorRows | None:
         """Camera raw splits: each sample's ratio, exposures and black/white levels (`format.sensor`); else None."""
 
+    def as_targets(self, names: tuple[str, ...] | None = None) -> "ShardSource":
+        """This source read as targets only (`open_shards(..., targets_only=True)`); for a mix, only the sources
+        `names` (None: all)."""
+        raise NotImplementedError
+
     @property
     @abstractmethod
     def targets_only(self) -> bool:

@@ -12,7 +12,7 @@ from .models.rawphysics import INVERSION_BELOW
 from .rng import COS, SIN, TUKEY_ZERO, A, B, C, D, P_LOW
 
 # (output pixels, warps) per program, measured best on an H200: whole rows of up to 256 pixels (no division per pixel)
-SHAPE = {"lowlight_kernel": (1024, 8), "unprocess_kernel": (1024, 8), "raw_kernel": (512, 4)}
+SHAPE = {"lowlight_kernel": (1024, 8), "unprocess_kernel": (1024, 8), "raw_kernel": (256, 4)}
 # the numpy executors' constants, as constexprs the kernels read
 A0 = tl.constexpr(A[0])
 A1 = tl.constexpr(A[1])
@@ -223,41 +223,82 @@ def unprocess_kernel(high, low, lut, table, keys, codes, apply, H, W, C: tl.cons
 
 
 @triton.jit
-def _poisson(e, u, m):
-    small = (e < INV_BELOW) & m
-    es = tl.where(small, e, 0.0)
-    cap = tl.floor(es + 6.0 * tl.sqrt(es) + 6.0)
-    p = tl.exp(-es)
-    cdf = p
-    k = (small & (u > cdf)).to(tl.float32)
-    if tl.max(tl.max(small.to(tl.int32), axis=1), axis=0) > 0:
-        end = tl.max(tl.max(tl.where(small, cap, 0.0), axis=1), axis=0).to(tl.int32) + 1
-        for kk in range(1, end):
-            p = p * es * (1.0 / kk)
-            cdf = cdf + p
-            k = k + (small & (u > cdf) & (kk < cap)).to(tl.float32)
-    if tl.max(tl.max(tl.where(m & (e >= INV_BELOW), 1, 0), axis=1), axis=0) > 0:
-        el = tl.where(small, INV_BELOW, e)
-        z = _normal(u)
-        x = el + tl.sqrt(el - 0.0833333358168602) * z + (z * z - 1.0) * 0.1666666716337204 \
-            + (z - z * z * z) * (0.013888888992369175 / tl.sqrt(el))
-        k = tl.where(small, k, tl.maximum(tl.floor(x + 0.5), 0.0))
-    return k
+def _inverted(k, p, cdf, es, u, cap, kk, rk):
+    """One term of the inversion (`models.rawphysics.poisson`): u is 0 where the value is not inverted."""
+    p = p * es * rk
+    cdf = cdf + p
+    k = tl.where((u > cdf) & (kk < cap), k + 1.0, k)
+    return k, p, cdf
 
 
 @triton.jit
-def _raw_channel(v, m, black, white, inv, K, read_s, lam, bias, row, shot_bits, read_bits, GAUSSIAN: tl.constexpr):
-    e = tl.maximum(v.to(tl.float32) - black, 0.0) * inv
-    shot = _poisson(e, _uniform(shot_bits), m) * K
-    ur = _uniform(read_bits)
+def _start(e, u, m):
+    """The inversion's first term of each value: (small, es, u for inversion (0 where not small), cap, p, cdf, k)."""
+    small = (e < INV_BELOW) & m
+    es = tl.where(small, e, 0.0)
+    us = tl.where(small, u, 0.0)
+    cap = tl.floor(es + 6.0 * tl.sqrt(es) + 6.0)
+    p = tl.exp(-es)
+    k = tl.where(us > p, 1.0, 0.0)
+    return small, es, us, cap, p, p, k
+
+
+@triton.jit
+def _quantile(e, u):
+    """The Poisson count of a mean of at least INV_BELOW: its Cornish-Fisher quantile (`models.rawphysics.poisson`)."""
+    el = tl.maximum(e, INV_BELOW)
+    z = _normal(u)
+    x = el + tl.sqrt(el - 0.0833333358168602) * z + (z * z - 1.0) * 0.1666666716337204 \
+        + (z - z * z * z) * (0.013888888992369175 / tl.sqrt(el))
+    return tl.maximum(tl.floor(x + 0.5), 0.0)
+
+
+@triton.jit
+def _shot(e0, e1, e2, e3, u0, u1, u2, u3, m):
+    """Poisson counts of the four channels' means: one inversion loop for all four (to the tile's largest cap), then
+    the quantile where any mean is large."""
+    s0, es0, us0, cap0, p0, c0, k0 = _start(e0, u0, m)
+    s1, es1, us1, cap1, p1, c1, k1 = _start(e1, u1, m)
+    s2, es2, us2, cap2, p2, c2, k2 = _start(e2, u2, m)
+    s3, es3, us3, cap3, p3, c3, k3 = _start(e3, u3, m)
+    top = tl.maximum(tl.maximum(tl.where(s0, cap0, 0.0), tl.where(s1, cap1, 0.0)),
+                     tl.maximum(tl.where(s2, cap2, 0.0), tl.where(s3, cap3, 0.0)))
+    end = tl.max(tl.max(top, axis=1), axis=0).to(tl.int32) + 1
+    for kk in range(1, end):
+        rk = 1.0 / kk
+        k0, p0, c0 = _inverted(k0, p0, c0, es0, us0, cap0, kk, rk)
+        k1, p1, c1 = _inverted(k1, p1, c1, es1, us1, cap1, kk, rk)
+        k2, p2, c2 = _inverted(k2, p2, c2, es2, us2, cap2, kk, rk)
+        k3, p3, c3 = _inverted(k3, p3, c3, es3, us3, cap3, kk, rk)
+    large = (s0 & s1 & s2 & s3) | (~m)
+    if tl.min(tl.min(large.to(tl.int32), axis=1), axis=0) == 0:
+        k0 = tl.where(s0, k0, _quantile(e0, u0))
+        k1 = tl.where(s1, k1, _quantile(e1, u1))
+        k2 = tl.where(s2, k2, _quantile(e2, u2))
+        k3 = tl.where(s3, k3, _quantile(e3, u3))
+    return k0, k1, k2, k3
+
+
+@triton.jit
+def _electrons(src, m, lv, c, inv):
+    return tl.maximum(_value(src + c, m).to(tl.float32) - tl.load(lv + c), 0.0) * inv
+
+
+@triton.jit
+def _read(u, read_s, lam, GAUSSIAN: tl.constexpr):
     if GAUSSIAN:
-        read = read_s * _normal(ur)
+        x = _normal(u)
     elif tl.abs(lam) < TUKEY0:
-        read = read_s * (tl.log(ur) - tl.log(1.0 - ur))
+        x = tl.log(u) - tl.log(1.0 - u)
     else:
-        read = read_s * ((tl.exp2(lam * tl.log2(ur)) - tl.exp2(lam * tl.log2(1.0 - ur))) * (1.0 / lam))
-    x = black + bias + shot + read + row
-    return tl.minimum(tl.maximum(tl.floor(x + 0.5), 0.0), white)
+        x = (tl.exp2(lam * tl.log2(u)) - tl.exp2(lam * tl.log2(1.0 - u))) * (1.0 / lam)
+    return read_s * x
+
+
+@triton.jit
+def _adc(dst, m, lv, c, white, bias, shot, read, row):
+    x = tl.load(lv + c) + bias + shot + read + row
+    _store(dst + c, tl.minimum(tl.maximum(tl.floor(x + 0.5), 0.0), white), m)
 
 
 @triton.jit
@@ -300,11 +341,10 @@ def raw_kernel(high, low, levels, table, keys, codes, apply, H, W, C: tl.constex
         at = ((n * H + i) * W + j) * C  # both sides (N, H, W, C) contiguous
         src = high + at
         dst = low + at
-        _store(dst, _raw_channel(_value(src, m), m, tl.load(lv), white, inv, K, read_s, lam, tl.load(t + 5), row_a,
-                                 s0, q0, GAUSSIAN), m)
-        _store(dst + 1, _raw_channel(_value(src + 1, m), m, tl.load(lv + 1), white, inv, K, read_s, lam,
-                                      tl.load(t + 6), row_a, s1, q1, GAUSSIAN), m)
-        _store(dst + 2, _raw_channel(_value(src + 2, m), m, tl.load(lv + 2), white, inv, K, read_s, lam,
-                                          tl.load(t + 7), row_b, s2, q2, GAUSSIAN), m)
-        _store(dst + 3, _raw_channel(_value(src + 3, m), m, tl.load(lv + 3), white, inv, K, read_s, lam,
-                                          tl.load(t + 8), row_b, s3, q3, GAUSSIAN), m)
+        k0, k1, k2, k3 = _shot(_electrons(src, m, lv, 0, inv), _electrons(src, m, lv, 1, inv),
+                               _electrons(src, m, lv, 2, inv), _electrons(src, m, lv, 3, inv),
+                               _uniform(s0), _uniform(s1), _uniform(s2), _uniform(s3), m)
+        _adc(dst, m, lv, 0, white, tl.load(t + 5), k0 * K, _read(_uniform(q0), read_s, lam, GAUSSIAN), row_a)
+        _adc(dst, m, lv, 1, white, tl.load(t + 6), k1 * K, _read(_uniform(q1), read_s, lam, GAUSSIAN), row_a)
+        _adc(dst, m, lv, 2, white, tl.load(t + 7), k2 * K, _read(_uniform(q2), read_s, lam, GAUSSIAN), row_b)
+        _adc(dst, m, lv, 3, white, tl.load(t + 8), k3 * K, _read(_uniform(q3), read_s, lam, GAUSSIAN), row_b)

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import pair_pixels
 from pairload import open_shards
-from pairload.errors import ConfigError, ShardError
+from pairload.errors import ShardError
 from pairload.format.members import Member, Members
 from pairload.read.shards import ShardDataset, ShardMix
 
@@ -74,9 +74,11 @@ def test_a_mix_reads_the_named_sources_as_targets_only(packed):
         np.testing.assert_array_equal(low, high if i < 8 else 255 - high)
     mixed = ShardMix({"a": ShardDataset(packed, targets_only=True), "b": ShardDataset(packed)})
     assert mixed.targets_only_sources == ("a",)
-    with pytest.raises(ConfigError, match=r"already opened as pairs; open it with open_shards\(folder, "
-                                          r"targets_only=True\)"):
-        open_shards(open_shards(packed), targets_only=True)
+    opened = open_shards(packed)
+    view = open_shards(opened, targets_only=True)  # an opened source is viewed, not reopened
+    assert view.targets_only and not opened.targets_only
+    np.testing.assert_array_equal(view[0][1], view[0][2])
+    assert open_shards(mixed, targets_only=("b",)).targets_only_sources == ("a", "b")
 
 
 def test_a_camera_raw_pair_pack_read_as_targets_only(tmp_path):

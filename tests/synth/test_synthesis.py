@@ -277,3 +277,28 @@ def test_dali_external_delivers_the_same_synthesized_inputs(packed):
     common = dict(crop=24, degrade="lowlight", batch_size=4)
     ref = _inputs(make_loader("ram", packed, **common), (0, 1))
     _same(ref, _inputs(make_loader("dali-external", packed, **common), (0, 1)))
+
+
+@pytest.mark.dali
+def test_the_paired_dali_nodes_carry_the_synthesized_inputs(packed, raw):
+    from nvidia.dali import pipeline_def
+
+    from pairload.dali import PairedIterator, paired_inputs, paired_source
+
+    ref = _inputs(make_loader("ram", packed, crop=24, degrade="lowlight", batch_size=4))
+    source = paired_source(packed, batch_size=4, crop=24, degrade="lowlight")
+
+    @pipeline_def(batch_size=4, num_threads=1, device_id=None)
+    def pipe():
+        low, high = paired_inputs(source)
+        return low, high
+
+    got = {}
+    for out in PairedIterator(pipe(), ("low", "high"), source=source):
+        assert set(out["degradation"]) == set(Degradation("lowlight").columns)
+        for key, low in zip(out["keys"], out["low"]):
+            got[(0, key)] = low.permute(2, 0, 1).clone() if low.shape[-1] == 3 else low.clone()
+    source.close()
+    _same(ref, got)
+    with pytest.raises(ConfigError, match="synthesis makes inputs from packed targets"):
+        make_loader("dali-file", raw, crop=24, degrade="lowlight", batch_size=4)

@@ -43,6 +43,10 @@ class FileSource(PairedSource):
 
     def __init__(self, raw_dir, opts: LoaderOptions, *, low_dir: str | None = None, high_dir: str | None = None,
                  pairs_file: str | None = None, prefetch: int = 2, probe_threads: int = 8):
+        if opts.plan.degrade is not None:
+            raise ConfigError(f"{raw_dir}: degrade={opts.plan.degrade.describe()!r} with kind 'file' (DALI decoding "
+                              "the image folders): synthesis makes inputs from packed targets; pack them (`pairload "
+                              "pack PHOTOS SHARDS --targets-only`) and use dali-external, ram or wds")
         try:
             found = find_pairs(raw_dir, low_dir=low_dir, high_dir=high_dir, pairs_file=pairs_file).splits()
         except PairingError:  # a folder holding both its images and their pack is read as the image folder it is

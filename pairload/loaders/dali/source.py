@@ -286,6 +286,8 @@ class PairedSource(PlannedLoader):
             out["source"] = rows.source
         if rows.sensor is not None:
             out["sensor"] = rows.sensor
+        if rows.synth is not None:
+            out["degradation"] = rows.synth.params()
         return out
 
     def _out_hw_index(self, index: np.ndarray, crop: int | None) -> np.ndarray:
