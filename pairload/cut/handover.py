@@ -36,6 +36,8 @@ class DeviceStage:
         device for a device cut), sources and sensor facts."""
         with self.hooks.timed("handover"):
             labels = [rows(bp) for bp in cut.plans]
+            if cut.synthesized:  # the host cutter made the inputs: the rows keep only their parameters
+                labels = [r._replace(synth=r.synth.made()) if r.synth is not None else r for r in labels]
             if cut.on_device:
                 if labels[0].synth is None or not self.cuda:
                     return [(batch, cut.ready) for batch in batches_of(*cut.sides(), labels)]

@@ -148,9 +148,10 @@ def _workers(r: Request) -> Cutter:
 
     cuda = r.device.type == "cuda"
     # on a CPU device the host side applies the flips while copying (nearly free there, a full pass later)
+    # ... and makes a degradation's inputs, which a GPU makes faster after the copy
     return WorkerCuts(r.ds, r.cfg, r.plan_for, num_workers=r.num_workers, prefetch=r.prefetch, pin=cuda,
                       apply_codes=not cuda, name=f"pairload-{r.who}", hold=r.hold, timeout=r.timeout,
-                      hooks=r.hooks)
+                      hooks=r.hooks, synthesize=not cuda)
 
 
 PATHS = {p.name: p for p in (

@@ -19,7 +19,8 @@ class Cut:
     the (2, N, H, W, C) array of a stacked layout. Several plans share a block when one kernel launch cut them
     (batches of one shape). `oriented`: the plans' orientation codes are applied; `ready`: a CUDA event recorded once
     the block is complete (None: complete now); `release`: gives the block's memory back once the consumer is done
-    with it (None: nothing to give back)."""
+    with it (None: nothing to give back); `synthesized`: the inputs of its rows that a degradation makes are made
+    (by the host cutter, for a batch that stays on the host)."""
 
     plans: tuple[BatchPlan, ...]
     layout: BatchLayout
@@ -27,6 +28,7 @@ class Cut:
     oriented: bool
     ready: object = None
     release: Callable[[], None] | None = None
+    synthesized: bool = False
 
     @property
     def on_device(self) -> bool:

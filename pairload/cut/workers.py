@@ -37,7 +37,7 @@ from ..hooks import Hooks
 from ..plan import BatchPlan, PlanConfig
 from ..plan.crops import crop_size
 from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY, SHM_DIR
-from ..workers.windows import WindowTask, fill
+from ..workers.windows import Synth, WindowTask, fill, synthesize_window
 from .payload import Cut
 
 Run = tuple  # (epoch, consumed): one pass over an epoch, or over the rest of a started one
@@ -306,7 +306,7 @@ class WorkerCuts:
 
     def __init__(self, ds, cfg: PlanConfig, plan_for: Callable[[int, tuple], list[BatchPlan]], *,
                  num_workers: int, prefetch: int, pin: bool, apply_codes: bool, name: str, hold: int = 0,
-                 timeout: float = 300.0, hooks: Hooks | None = None):
+                 timeout: float = 300.0, hooks: Hooks | None = None, synthesize: bool = False):
         if not timeout > 0:
             raise ConfigError(f"timeout={timeout}: expected a positive number of seconds to wait for a batch")
         self.ds, self.cfg, self.plan_for, self.timeout = ds, cfg, plan_for, timeout
@@ -314,6 +314,9 @@ class WorkerCuts:
         self.num_workers, self.pin, self.apply_codes, self.name = num_workers, pin, apply_codes, name
         self.prefetch, self.hold = prefetch, hold
         self.hooks = hooks or Hooks()
+        # a degradation's inputs are made here (the batch stays on the host): rows of the sources read as targets
+        self.synthesize = synthesize and cfg.degrade is not None
+        self._makes = self._synthesized_rows() if self.synthesize else None
         self.pool: WorkerPool | None = None
         self._pending: deque = deque()  # (run, batch, slot) submitted to workers, in delivery order
         self._free: deque = deque()
@@ -323,6 +326,18 @@ class WorkerCuts:
 
     path = "workers"
     on_device = False
+
+    def _synthesized_rows(self) -> np.ndarray:
+        """Per sample: its source is read as targets only (the loader opened the degraded sources so)."""
+        sources = getattr(self.ds, "by_name", None)
+        if sources is None:
+            return np.full(len(self.ds), self.ds.targets_only)
+        return np.concatenate([np.full(len(ds), ds.targets_only) for ds in sources.values()])
+
+    def _synth(self, bp: BatchPlan) -> Synth | None:
+        if not self.synthesize:
+            return None
+        return Synth(self.cfg.degrade, bp.synth, bp.noise, self._makes[bp.index])
 
     @property
     def depth(self) -> int:
@@ -385,13 +400,15 @@ class WorkerCuts:
                     try:
                         # copied in this process: a shard truncated under its map would be a SIGBUS, not an error
                         self.ds.check_shards(bp.index)
-                        fill(self.ds, *layout.views(host), bp.index, bp.y, bp.x,
-                             bp.code if self.apply_codes else None, self.members.scale)
+                        code = bp.code if self.apply_codes else None
+                        fill(self.ds, *layout.views(host), bp.index, bp.y, bp.x, code, self.members.scale)
+                        if self.synthesize:
+                            synthesize_window(self.ds, *layout.views(host), bp.index, code, self._synth(bp))
                         if self.ds.transient:
                             self.ds.drop_evicted()
                     finally:
                         self.ds.release(token)
-                    yield Cut((bp,), layout, host, self.apply_codes)
+                    yield Cut((bp,), layout, host, self.apply_codes, synthesized=self.synthesize)
         except LoaderError:
             self.close()  # the other workers stop too; the next iteration starts fresh ones
             raise
@@ -409,7 +426,7 @@ class WorkerCuts:
         ahead = 2 * self.num_workers
         later = tuple(plans[b + ahead].index.tolist()) if ahead and b + ahead < len(plans) else ()
         return WindowTask(slot, bp.index, bp.y, bp.x, bp.code if self.apply_codes else None, h, w, self.members,
-                          later)
+                          later, self._synth(bp))
 
     def _submit(self, run: Run, b: int, reclaim) -> tuple[Run, int]:
         """Queue tasks until the ring is full, continuing into the following epoch; returns the next (run, b)."""
@@ -472,5 +489,5 @@ class WorkerCuts:
                 self._wait(slot)
             layout = self.members.batch(len(bp), *bp.out_hw(self.ds.sizes))
             yield Cut((bp,), layout, pool.ring[slot], self.apply_codes,
-                      release=lambda slot=slot, pool=pool: self._release(slot, pool))
+                      release=lambda slot=slot, pool=pool: self._release(slot, pool), synthesized=self.synthesize)
             nxt = self._submit(*nxt, reclaim)

@@ -77,6 +77,10 @@ class SynthRows:
     n: int
     done: bool = False
 
+    def made(self) -> "SynthRows":
+        """The same rows, their inputs already made (`batch.batches_of` leaves them)."""
+        return SynthRows(self.run, self.start, self.n, True)
+
     def params(self) -> dict[str, torch.Tensor]:
         """`PairBatch.degradation`: each parameter's (n,) values, views of the run's table."""
         table = self.run.table[self.start:self.start + self.n]

@@ -27,6 +27,18 @@ class WindowTask(NamedTuple):
     w: int
     members: Members = DEFAULT
     ahead: tuple = ()
+    synth: "Synth | None" = None
+
+
+class Synth(NamedTuple):
+    """A batch's synthesis, for a host cutter to run after cutting (`synthesize_window`): the degradation
+    (`pairload.synth.Degradation`), each row's parameters (n, columns) and noise key (n,) from its plan, and which rows
+    it makes (their source holds targets)."""
+
+    degrade: object
+    table: np.ndarray
+    keys: np.ndarray
+    apply: np.ndarray
 
 
 def fill(ds, low_dst: np.ndarray, high_dst: np.ndarray, index, y, x, code=None, scale: int = 1) -> None:
@@ -43,10 +55,28 @@ def fill(ds, low_dst: np.ndarray, high_dst: np.ndarray, index, y, x, code=None, 
         high_dst[j] = orient(high[yy * s:(yy + h) * s, xx * s:(xx + w) * s], c)
 
 
+def synthesize_window(ds, low: np.ndarray, high: np.ndarray, index, code, synth: Synth) -> None:
+    """Make the inputs `low` of the cut targets `high` for the rows `synth` applies to, with the model's numpy
+    executor (the same definition as the device's kernel); `code`: the orientation the windows were cut in (None:
+    not yet oriented)."""
+    rows = np.flatnonzero(synth.apply)
+    if not len(rows):
+        return
+    model = synth.degrade.spec
+    levels = None
+    if model.needs_levels:
+        taken = ds.sensor.take(np.asarray(index)[rows])
+        levels = taken.levels_high if taken.levels_high is not None else taken.levels
+    codes = np.zeros(len(rows), dtype=np.int64) if code is None else np.asarray(code)[rows]
+    low[rows] = model.numpy(high[rows], synth.table[rows], synth.keys[rows], codes, levels, synth.degrade.extra)
+
+
 def run_window(ds, ring: np.ndarray, task: WindowTask) -> None:
     if task.ahead:
         ds.willneed(task.ahead)
     low, high = task.members.batch(len(task.index), task.h, task.w).views(ring[task.slot])
     fill(ds, low, high, task.index, task.y, task.x, task.code, task.members.scale)
+    if task.synth is not None:
+        synthesize_window(ds, low, high, task.index, task.code, task.synth)
     if ds.transient:  # cached remote shards may be evicted once released: keep no map of them
         ds.drop_evicted()

@@ -231,7 +231,7 @@ class ExternalSource(PairedSource):
             if cut.release is not None:
                 self._hold_until_consumed(cut.release)
             batch = list(cut.sides())
-            if tables is not None:
+            if tables is not None and not cut.synthesized:
                 synthesize(*batch, [tables.rows(bp)], oriented=cut.oriented)
             if self._flip_on_device:
                 batch.append(dihedral_matrices(bp.code, self._out_hw_index(bp.index, bp.crop)))
