@@ -130,6 +130,18 @@ def _store(ptr, x, m):
 
 
 @triton.jit
+def _rgb_normals(keys, codes, n, i, j, H, W, ROUNDS: tl.constexpr):
+    """The three normal deviates of each pixel of an RGB window: Box-Muller of its Philox block's words."""
+    counter = _window(tl.load(codes + n), i, j, H, W)
+    key = tl.load(keys + n).to(tl.uint64, bitcast=True)
+    zero = counter * 0
+    r0, r1, r2, r3 = tl.philox(key, counter, zero, zero, zero, ROUNDS)
+    z0, z1 = _box_muller(_uniform(r0), _uniform(r1))
+    z2, _ = _box_muller(_uniform(r2), _uniform(r3))
+    return z0, z1, z2
+
+
+@triton.jit
 def _lowlight_channel(v, lut, la, b, g, gain, shot, read, z, FULL: tl.constexpr):
     d = b * tl.exp2(g * (la + tl.load(lut + v))) * gain
     x = tl.minimum(tl.maximum(d + tl.sqrt(shot * d + read) * z, 0.0), 1.0)
@@ -142,12 +154,7 @@ def lowlight_kernel(high, low, lut, table, keys, codes, apply, H, W, C: tl.const
     n = tl.program_id(0)
     if tl.load(apply + n) != 0:
         i, j, m = _tile(H, W, BR, BW)
-        counter = _window(tl.load(codes + n), i, j, H, W)
-        key = tl.load(keys + n).to(tl.uint64, bitcast=True)
-        zero = counter * 0
-        r0, r1, r2, r3 = tl.philox(key, counter, zero, zero, zero, ROUNDS)
-        z0, z1 = _box_muller(_uniform(r0), _uniform(r1))
-        z2, _ = _box_muller(_uniform(r2), _uniform(r3))
+        z0, z1, z2 = _rgb_normals(keys, codes, n, i, j, H, W, ROUNDS)
         t = table + n * TS
         la = tl.log2(tl.load(t))
         b = tl.load(t + 1)
@@ -189,12 +196,7 @@ def unprocess_kernel(high, low, lut, table, keys, codes, apply, H, W, C: tl.cons
     n = tl.program_id(0)
     if tl.load(apply + n) != 0:
         i, j, m = _tile(H, W, BR, BW)
-        counter = _window(tl.load(codes + n), i, j, H, W)
-        key = tl.load(keys + n).to(tl.uint64, bitcast=True)
-        zero = counter * 0
-        r0, r1, r2, r3 = tl.philox(key, counter, zero, zero, zero, ROUNDS)
-        z0, z1 = _box_muller(_uniform(r0), _uniform(r1))
-        z2, _ = _box_muller(_uniform(r2), _uniform(r3))
+        z0, z1, z2 = _rgb_normals(keys, codes, n, i, j, H, W, ROUNDS)
         t = table + n * TS
         red = tl.load(t + 18)
         blue = tl.load(t + 19)

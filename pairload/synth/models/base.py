@@ -56,3 +56,12 @@ class Model:
         """Parameter j of `params` drawn from uniform column j."""
         p = self.params[j]
         return p.draw(u[:, j], spans.get(p.name))
+
+
+def rgb_only(members, raw: bool) -> str | None:
+    """Why an sRGB model cannot take these targets (8- or 16-bit RGB, not camera raw), or None."""
+    high = members.high
+    if raw or high.channels != 3 or high.dtype not in FULL:
+        return (f"it takes 8- or 16-bit RGB targets (3 channels), and these are {high.describe()}"
+                + (" camera raw" if raw else ""))
+    return None

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..params import Param, normal_of
 from ..rng import box_muller, philox, uniform, window_counter
-from .base import FULL, Model
+from .base import FULL, Model, rgb_only
 from .srgb import encode, log2_linear
 
 LV = ("Lv, Li, Lu: Attention guided low-light image enhancement with a large scale low-light simulation dataset "
@@ -25,11 +25,7 @@ class Lowlight(Model):
         return log2_linear(dtype)
 
     def takes(self, members, raw: bool) -> str | None:
-        high = members.high
-        if raw or high.channels != 3 or high.dtype not in FULL:
-            return (f"it takes 8- or 16-bit RGB targets (3 channels), and these are {high.describe()}"
-                    + (" camera raw" if raw else ""))
-        return None
+        return rgb_only(members, raw)
 
     def table(self, u, spans, extra=None) -> np.ndarray:
         cols = [self.drawn(u, spans, j) for j in range(len(self.params))]

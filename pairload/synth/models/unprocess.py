@@ -14,7 +14,7 @@ import numpy as np
 
 from ..params import Param, normal_of
 from ..rng import box_muller, philox, uniform, window_counter
-from .base import FULL, Model
+from .base import FULL, Model, rgb_only
 from .lowlight import BROOKS, READ_LINE
 
 BROOKS_GAINS = "Brooks et al.: Unprocessing Images for Learned Raw Denoising (CVPR 2019), unprocess.py random_gains"
@@ -53,10 +53,7 @@ class Unprocess(Model):
         return to_camera_light(dtype)
 
     def takes(self, members, raw: bool) -> str | None:
-        high = members.high
-        if raw or high.channels != 3 or high.dtype not in FULL:
-            return f"it takes 8- or 16-bit RGB targets (3 channels), and these are {high.describe()}"
-        return None
+        return rgb_only(members, raw)
 
     def table(self, u, spans, extra=None) -> np.ndarray:
         n = len(u)
