@@ -332,12 +332,16 @@ def raw_kernel(high, low, levels, table, keys, codes, apply, H, W, C: tl.constex
         row_s = tl.load(t + 3)
         lam = tl.load(t + 4)
         inv = 1.0 / (ratio * K)
-        # a window row is an output row (no transpose) or an output column (transposed): its noise per row
-        ra_i, rb_i = _row_noise(key, tl.where((code & 2) != 0, H - 1 - i, i), row_s, ROUNDS)
-        ra_j, rb_j = _row_noise(key, tl.where((code & 1) != 0, W - 1 - j, j), row_s, ROUNDS)
-        turned = (code & 4) != 0
-        row_a = tl.where(turned, ra_j + zero, ra_i + zero)
-        row_b = tl.where(turned, rb_j + zero, rb_i + zero)
+        # a window row is an output row (no transpose) or an output column (transposed): its noise, once per row
+        full = tl.zeros((BR, BW), tl.float32)
+        if (code & 4) != 0:
+            ra_j, rb_j = _row_noise(key, tl.where((code & 1) != 0, W - 1 - j, j), row_s, ROUNDS)
+            row_a = ra_j + full
+            row_b = rb_j + full
+        else:
+            ra_i, rb_i = _row_noise(key, tl.where((code & 2) != 0, H - 1 - i, i), row_s, ROUNDS)
+            row_a = ra_i + full
+            row_b = rb_i + full
         lv = levels + n * 5
         white = tl.load(lv + 4)
         at = ((n * H + i) * W + j) * C  # both sides (N, H, W, C) contiguous
