@@ -128,26 +128,16 @@ def calibrate(
     """Fit a camera noise profile (system gain K, read and row noise, Tukey-λ, colour bias) from flat and dark
     frames, for the raw-physics low-light model."""
     from .errors import ConfigError
-    from .format.atomic import write_json_atomic
-    from .synth.calibrate import calibrate as run, report_lines
-    from .synth.profiles import save_profile
+    from .synth.calibrate import black_option, calibrate as run, report_lines, save
 
     try:
-        levels = None if black is None else [float(v) for v in black.split(",")]
-    except ValueError:
-        raise ConfigError(f"--black {black}: expected a number of DN, or four separated by commas (R,G,B,G)") \
-            from None
-    try:
-        profile, report = run(flats, darks, name=name or out_json.stem, iso=iso,
-                              black=levels[0] if levels and len(levels) == 1 else levels, white=white,
-                              read_dist=read_dist, window=window)
+        profile, report = run(flats, darks, name=name or out_json.stem, iso=iso, black=black_option(black),
+                              white=white, read_dist=read_dist, window=window)
     except ConfigError as exc:  # said with this command's flags
         raise ConfigError(in_cli_terms(exc, CALIBRATE_FLAGS)) from None
     for line in report_lines(report):
         out.print(line, highlight=False, markup=False)
-    save_profile(profile, out_json)
-    if report_json:
-        write_json_atomic(report_json, report)
+    save(profile, report, out_json, report_json)
     out.print(f"wrote {out_json}: {profile.describe()}", highlight=False, markup=False)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..synth import Degradation
 from .crops import Crop, check_crop, crop_size, is_whole
 
 
@@ -140,8 +141,6 @@ class PlanConfig:
     degrade_sources: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        from ..synth import Degradation
-
         object.__setattr__(self, "degrade", Degradation.of(self.degrade))
         sources = (self.degrade_sources,) if isinstance(self.degrade_sources, str) else self.degrade_sources
         object.__setattr__(self, "degrade_sources", tuple(str(s) for s in sources or ()))

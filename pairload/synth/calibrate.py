@@ -383,3 +383,24 @@ def report_lines(report: dict) -> list[str]:
         lines.append(f"{key}: log σ = {law['slope']:.4g} · log K {sign} {abs(law['bias']):.4g}, spread "
                      f"{law['spread']:.3g}")
     return lines
+
+
+def black_option(text: str | None):
+    """The CLI's --black: None, one level in DN, or four (R,G,B,G) separated by commas."""
+    if text is None:
+        return None
+    try:
+        levels = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"--black {text}: expected a number of DN, or four separated by commas (R,G,B,G)") from None
+    return levels[0] if len(levels) == 1 else levels
+
+
+def save(profile: Profile, report: dict, path, report_path=None) -> None:
+    """Write the fitted profile (and, if asked, the per-ISO report) atomically."""
+    from ..format.atomic import write_json_atomic
+    from .profiles import save_profile
+
+    save_profile(profile, path)
+    if report_path:
+        write_json_atomic(report_path, report)
