@@ -16,7 +16,7 @@ FULL = {"uint8": 255.0, "uint16": 65535.0}
 class Model:
     """What every model declares. `uniforms`: per-sample uniforms the planner draws for its table; `codes`: the
     orientation codes it allows (None: all eight); `needs_levels`: it takes a camera raw split's black and white
-    levels; `kernel`: the name of its Triton kernel."""
+    levels; `kernel`: the name of its Triton kernel; `outputs`: what its inputs are."""
 
     name: str
     summary: str
@@ -25,6 +25,7 @@ class Model:
     columns: tuple[str, ...]
     uniforms: int
     kernel: str  # its kernel in `pairload.synth.kernels`
+    outputs: str = "inputs of the target's type and size"
     codes: tuple[int, ...] | None = None
     needs_levels: bool = False
 

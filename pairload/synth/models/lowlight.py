@@ -70,4 +70,5 @@ LOWLIGHT = Lowlight(
     columns=("alpha", "beta", "gamma", "gain_r", "gain_b", "shot", "read"),
     uniforms=7,
     kernel='lowlight_kernel',
+    outputs="sRGB inputs of the target's type (8 or 16 bits) and size",
 )

@@ -126,6 +126,7 @@ RAW_PHYSICS = RawPhysics(
     columns=COLUMNS,
     uniforms=7,
     kernel='raw_kernel',
+    outputs="packed Bayer inputs in sensor counts, at the sampled ratio (PairBatch.sensor.ratio)",
     codes=(0, 1, 2, 3),  # no transpose: row noise stays along rows, as PMN restricts augmentation
     needs_levels=True,
 )

@@ -116,4 +116,5 @@ UNPROCESS = Unprocess(
     columns=COLUMNS,
     uniforms=10,
     kernel='unprocess_kernel',
+    outputs="sRGB inputs of the target's type (8 or 16 bits) and size",
 )
