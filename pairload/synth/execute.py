@@ -1,9 +1,10 @@
-"""Executing a loader's degradation where its batches are made: `batch.batches_of` calls `synthesize` on the
-oriented (N, H, W, C) sides of one block (one or more planned batches cut together), before they are split into
-`PairBatch`es, on the stream the block is ready on: the Triton kernels on a CUDA device (one launch per block, no
-host synchronisation), the numpy executors on the CPU. `RunTables` holds a run's per-sample rows (parameters,
-noise keys, orientation codes, whether each row is synthesized, raw levels), copied to the device once per run;
-`SynthRows` is one planned batch's place in them."""
+"""Executing a loader's degradation where its batches are made. `synthesize` runs on the oriented (N, H, W, C)
+sides of one block (one or more planned batches cut together) before they become `PairBatch`es: called by
+`batch.batches_of` on the stream the block is ready on (the Triton kernels on a CUDA device, one launch per block, no
+host synchronisation), and by DALI's external source where it feeds a pipeline. A host cutter making a batch that
+stays on the CPU runs the same numpy executor itself (`pairload.workers.windows.synthesize_window`). `RunTables`
+holds a run's per-sample rows (parameters, noise keys, orientation codes, whether each row is synthesized, raw
+levels), on the host and copied to the device once per run; `SynthRows` is one planned batch's place in them."""
 
 from __future__ import annotations
 
