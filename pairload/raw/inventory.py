@@ -69,10 +69,10 @@ def _member(sorted_hashes: np.ndarray, hashes: np.ndarray) -> np.ndarray:
 
 
 def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, str], given: set[str],
-              real_path: RealPaths, real: np.ndarray) -> None:
+              real_path: RealPaths, real: np.ndarray) -> list[Path]:
     """Every image-like file under RAW that is in no pair goes into `out.unused`, per folder and reason, and so does
-    every pairs list under RAW that is not one of the `given` pairs files (real paths). `real`: the 64-bit hashes of
-    the packed files' real paths (`refuse_self_pairs_and_leaks` made them)."""
+    every pairs list under RAW that is not one of the `given` pairs files (real paths); those lists are returned.
+    `real`: the 64-bit hashes of the packed files' real paths (`refuse_self_pairs_and_leaks` made them)."""
     # the packed files as sorted 64-bit hashes, of their real paths and of the paths they were found by: a million
     # pairs cost 32 MB, not sets of paths; a file found by its own path needs no real path
     used = np.unique(real)
@@ -94,6 +94,7 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
     unknown = {d.relative_to(raw).as_posix() + "/": w for d, w in (scan.unknown_split if scan else {}).items()}
     groups: dict[tuple[str, str], list[str]] = {}
     hints: dict[tuple[str, str], str] = {}
+    lists: list[Path] = []
     for rel, kept in sorted(dropped.items()):  # the walk below reaches each real folder once, so not these
         where, _, name = rel.rpartition("/")
         groups.setdefault((where or ".", SAME_FILE), []).append(name)
@@ -105,6 +106,7 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
             rel = f"{where}/{name}" if where != "." else name
             if ext in LIST_EXTS and real_path(folder / name) not in given and is_pairs_list(folder / name):
                 groups.setdefault((where, PAIRS_LIST), []).append(name)
+                lists.append(folder / name)
                 hints[(where, PAIRS_LIST)] = _pairs_list_hint(folder, groups[(where, PAIRS_LIST)])
                 continue
             if ext not in IMAGE_LIKE_EXTS or is_used or rel in dropped:
@@ -114,6 +116,7 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
             hints[(where, reason)] = hint
     out.unused = [Unused(folder, reason, len(names), tuple(names[:MAX_LISTED]), hints[(folder, reason)])
                   for (folder, reason), names in sorted(groups.items())]
+    return lists
 
 
 def no_pairs(raw: Path, low_dir: str | None, high_dir: str | None, listed: bool) -> PairingError:
