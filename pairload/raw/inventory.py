@@ -17,7 +17,7 @@ from .names import HIGH_NAMES, LOW_NAMES, side_of, split_alias
 from .pairsfile import is_pairs_list
 from .realpaths import RealPaths, path_hash
 from .scan import MAX_DEPTH, Scan
-from .walk import walk
+from .walk import subfolders, walk
 
 _HINTS = {
     UNMATCHED: "restore their partners, or list the pairs in a --pairs-file",
@@ -128,6 +128,13 @@ def no_pairs(raw: Path, low_dir: str | None, high_dir: str | None, listed: bool)
                f"{raw.name}/<split>/{{low,high}}/ (use --low-dir/--high-dir for other folder names, or --pairs-file)")
     if listed:
         return PairingError(generic)
+    side = side_of(raw.name, low_dir, high_dir)
+    other = "high" if side == "low" else "low"
+    sibling = next((f for f in (subfolders(raw.parent) if side else ()) if side_of(f.name, low_dir, high_dir) == other),
+                   None)
+    if sibling is not None:
+        return PairingError(f"{raw}: is the {side} side of a dataset, and its {other} side {sibling.name}/ sits beside "
+                            f"it; pack the folder that holds both: `pairload pack {raw.parent} SHARDS`")
     images: dict[Path, list[str]] = {}
     others: Counter = Counter()
     lists: list[Path] = []
