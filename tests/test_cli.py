@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 
@@ -16,6 +17,8 @@ def test_pack_verify_info_through_the_cli(raw, tmp_path):
     res = run("pack", raw, tmp_path / "s", "--shard-size", "64KB", "--workers", "2")
     assert res.returncode == 0, res.stderr
     assert "train: 8 pairs" in res.stdout and "test: 4 pairs" in res.stdout
+    assert "hashing and syncing the last shards" in res.stdout and " MB/s written" in res.stdout
+    assert not any(w in res.stdout for w in ("hash_fsync_tail", "decode_compress_write", "find 0."))
     res = run("verify", tmp_path / "s")
     assert res.returncode == 0 and "12 samples" in res.stdout
     res = run("info", tmp_path / "s", "--json")
@@ -83,3 +86,13 @@ def test_train_on_a_pack_without_a_test_split_names_its_splits_and_val_split_non
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert f"--val-split test: {packed} has no split 'test' (its splits: train); validate on one of them with " \
            "--val-split SPLIT, or train without validation with --val-split none" in res.stderr
+
+
+def test_a_training_epoch_says_its_data_wait_as_a_share_of_step_time(tmp_path):
+    from pairload.pack import PackOptions, pack
+
+    pack(make_raw(tmp_path / "raw", 2), tmp_path / "shards", PackOptions(workers=1))
+    res = run("train", "--shards", tmp_path / "shards", "--epochs", "1", "--device", "cpu", "--crop", "16",
+              "--batch-size", "2", "--val-split", "none", "--width", "4")
+    assert res.returncode == 0, res.stderr
+    assert re.search(r"data wait \d+\.\d% of step time", res.stdout + res.stderr), res.stdout

@@ -176,7 +176,7 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
                 + (f"val PSNR {row['val_psnr']:.2f} dB SSIM {row['val_ssim']:.4f} on {row['val_samples']} pairs "
                    + (f"(input: {row['val_psnr_input']:.2f} dB, {row['val_ssim_input']:.4f})  "
                       if row["val_psnr_input"] is not None else "") if val else "")
-                + f"{rate(row['pairs_per_s'])} pairs/s  data wait {row['data_wait_frac']:.3f}"
+                + f"{rate(row['pairs_per_s'])} pairs/s  data wait {100 * row['data_wait_frac']:.1f}% of step time"
                 + (f"  skipped {row['skipped_steps']} non-finite steps" if row["skipped_steps"] else ""))
             if out:
                 with open(out / "metrics.jsonl", "a", encoding="utf-8") as fh:
