@@ -268,8 +268,7 @@ def pack(
     else:
         rate = report.pairs / max(report.seconds, 1e-9)
         out.print(f"packed {report.pairs} {unit} in {report.seconds:.1f} s ({rate:,.0f} {unit}/s, {report.workers} "
-                  f"workers) into {report.shards_dir}; "
-                  + ", ".join(f"{k} {v:.1f} s" for k, v in report.phases.items()), highlight=False, markup=False)
+                  f"workers) into {report.shards_dir}; {report.timings()}", highlight=False, markup=False)
     if report.upload is not None:
         out.print(_upload_summary(report.upload), highlight=False, markup=False)
     if report.split_folders:

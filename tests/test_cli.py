@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 
@@ -16,6 +17,8 @@ def test_pack_verify_info_through_the_cli(raw, tmp_path):
     res = run("pack", raw, tmp_path / "s", "--shard-size", "64KB", "--workers", "2")
     assert res.returncode == 0, res.stderr
     assert "train: 8 pairs" in res.stdout and "test: 4 pairs" in res.stdout
+    assert "hashing and syncing the last shards" in res.stdout and " MB/s written" in res.stdout
+    assert not any(w in res.stdout for w in ("hash_fsync_tail", "decode_compress_write", "find 0."))
     res = run("verify", tmp_path / "s")
     assert res.returncode == 0 and "12 samples" in res.stdout
     res = run("info", tmp_path / "s", "--json")
@@ -47,6 +50,8 @@ def test_synth_then_pack_is_the_main_job(tmp_path):
 def test_train_help_and_usage_errors_pass_through():
     res = run("train", "--help")
     assert res.returncode == 0 and "--loader" in res.stdout and "--resume" in res.stdout
+    assert "(default: None)" not in res.stdout and "Train a small enhancement network" in res.stdout
+    assert "pairload train --shards SHARDS --out" in res.stdout and "`run` puts together" not in res.stdout
     res = run("train", "--epochs")
     assert res.returncode == 2 and "argument --epochs: expected one argument" in res.stderr
 
@@ -70,3 +75,24 @@ def test_train_usage_errors_are_one_line_naming_the_command_and_refusals_name_it
               "--val-split", "none")
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "lower --batch-size" in res.stderr and "last_batch" not in res.stderr
+
+
+def test_train_on_a_pack_without_a_test_split_names_its_splits_and_val_split_none(tmp_path):
+    from pairload.pack import PackOptions, pack
+
+    packed = tmp_path / "shards"
+    pack(make_raw(tmp_path / "raw", 2), packed, PackOptions(workers=1))
+    res = run("train", "--shards", packed, "--epochs", "1", "--device", "cpu", "--crop", "16", "--batch-size", "2")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert f"--val-split test: {packed} has no split 'test' (its splits: train); validate on one of them with " \
+           "--val-split SPLIT, or train without validation with --val-split none" in res.stderr
+
+
+def test_a_training_epoch_says_its_data_wait_as_a_share_of_step_time(tmp_path):
+    from pairload.pack import PackOptions, pack
+
+    pack(make_raw(tmp_path / "raw", 2), tmp_path / "shards", PackOptions(workers=1))
+    res = run("train", "--shards", tmp_path / "shards", "--epochs", "1", "--device", "cpu", "--crop", "16",
+              "--batch-size", "2", "--val-split", "none", "--width", "4")
+    assert res.returncode == 0, res.stderr
+    assert re.search(r"data wait \d+\.\d% of step time", res.stdout + res.stderr), res.stdout

@@ -151,6 +151,13 @@ class UploadReport:
     bytes_uploaded: int = 0
 
 
+# what each phase of a pack does, as the summary line says it (the report's JSON keeps the short names)
+PHASE_WORDS = {"find": "finding pairs", "probe": "reading image headers", "plan": "planning shards",
+               "decode": "decoding and writing", "decode_compress_write": "decoding, compressing and writing",
+               "hash_fsync_tail": "hashing and syncing the last shards",
+               "finish": "renaming shards and writing the manifest"}
+
+
 @dataclass
 class PackReport:
     shards_dir: Path
@@ -168,7 +175,7 @@ class PackReport:
     waiting: list[int] = field(default_factory=list)  # parts whose records the manifest still waits for
     finished: bool = False  # this run wrote the manifest of a pack made in parts
     workers: int = 1
-    phases: dict[str, float] = field(default_factory=dict)  # seconds: find, probe, plan, decode, hash_fsync_tail…
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (PHASE_WORDS), kept as named in JSON
     compression: str | None = None
     url: str | None = None  # a pack into a URL: where (shards_dir is then its local staging folder)
     upload: UploadReport | None = None  # a pack into a URL: what was uploaded, skipped and deleted
@@ -176,3 +183,9 @@ class PackReport:
     @property
     def pairs(self) -> int:
         return sum(s["samples"] for s in self.splits.values())
+
+    def timings(self) -> str:
+        """The phases in users' words with their seconds, and the rate shards were written at."""
+        spent = [f"{PHASE_WORDS.get(k, k.replace('_', ' '))} {v:.1f} s" for k, v in self.phases.items()]
+        written = sum(s.get("bytes", 0) for s in self.splits.values())
+        return ", ".join(spent + [f"{written / 1e6 / max(self.seconds, 1e-9):,.1f} MB/s written"])

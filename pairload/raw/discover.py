@@ -12,11 +12,11 @@ from ..format.schema import check_split_name
 from .filetypes import IMAGE_EXTS, IMAGE_LIKE_EXTS
 from .folders import pairs_from_folders
 from .inventory import inventory, no_pairs
-from .leaks import drop_repeated_files, refuse_self_pairs_and_leaks
+from .leaks import drop_repeated_files, refuse_pairs_lists_marking_other_splits, refuse_self_pairs_and_leaks
 from .model import Discovery, Pair, Unused
 from .names import split_alias
 from .realpaths import RealPaths
-from .pairsfile import SideFolders, parse_pairs_files, read_pairs_file
+from .pairsfile import SideFolders, marks_splits, parse_pairs_files, read_pairs_file
 from .scan import scan
 
 __all__ = ["IMAGE_EXTS", "IMAGE_LIKE_EXTS", "Discovery", "Pair", "Unused", "find_pairs", "split_alias"]
@@ -61,8 +61,9 @@ def find_pairs(
     if files:
         origins: list[tuple[str, str]] = []
         sides = SideFolders(raw, low_dir, high_dir, split_names or {})
-        for split, path in files:
-            read_pairs_file(raw, path, check_split_name(split) if split else None, out, origins, sides)
+        for split, path in files:  # a file given without SPLIT= and no split column: its name's split, if any
+            named = check_split_name(split) if split else None if marks_splits(path) else split_alias(path.stem)
+            read_pairs_file(raw, path, named, out, origins, sides)
         real = refuse_self_pairs_and_leaks(out.pairs, origins, listed=True, real_path=real_path)
     else:
         found = scan(raw, low_dir, high_dir, {k.lower(): v for k, v in (split_names or {}).items()})
@@ -81,5 +82,8 @@ def find_pairs(
                                f"{p.split!r}; rename one of them")
         seen[(p.split, p.key)] = p
     out.pairs.sort(key=lambda p: (p.split, p.key))
-    inventory(raw, out, found, dropped, {real_path(path) for _, path in files}, real_path, real)
+    lists = inventory(raw, out, found, dropped, {real_path(path) for _, path in files}, real_path, real)
+    if not files:  # a list lying in RAW that marks a pair for another split than its folder: refused, never leaked
+        refuse_pairs_lists_marking_other_splits(raw, out.pairs, lists, SideFolders(raw, low_dir, high_dir,
+                                                                                   split_names or {}), real_path)
     return out

@@ -17,7 +17,7 @@ from .names import HIGH_NAMES, LOW_NAMES, side_of, split_alias
 from .pairsfile import is_pairs_list
 from .realpaths import RealPaths, path_hash
 from .scan import MAX_DEPTH, Scan
-from .walk import walk
+from .walk import subfolders, walk
 
 _HINTS = {
     UNMATCHED: "restore their partners, or list the pairs in a --pairs-file",
@@ -69,10 +69,10 @@ def _member(sorted_hashes: np.ndarray, hashes: np.ndarray) -> np.ndarray:
 
 
 def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, str], given: set[str],
-              real_path: RealPaths, real: np.ndarray) -> None:
+              real_path: RealPaths, real: np.ndarray) -> list[Path]:
     """Every image-like file under RAW that is in no pair goes into `out.unused`, per folder and reason, and so does
-    every pairs list under RAW that is not one of the `given` pairs files (real paths). `real`: the 64-bit hashes of
-    the packed files' real paths (`refuse_self_pairs_and_leaks` made them)."""
+    every pairs list under RAW that is not one of the `given` pairs files (real paths); those lists are returned.
+    `real`: the 64-bit hashes of the packed files' real paths (`refuse_self_pairs_and_leaks` made them)."""
     # the packed files as sorted 64-bit hashes, of their real paths and of the paths they were found by: a million
     # pairs cost 32 MB, not sets of paths; a file found by its own path needs no real path
     used = np.unique(real)
@@ -94,6 +94,7 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
     unknown = {d.relative_to(raw).as_posix() + "/": w for d, w in (scan.unknown_split if scan else {}).items()}
     groups: dict[tuple[str, str], list[str]] = {}
     hints: dict[tuple[str, str], str] = {}
+    lists: list[Path] = []
     for rel, kept in sorted(dropped.items()):  # the walk below reaches each real folder once, so not these
         where, _, name = rel.rpartition("/")
         groups.setdefault((where or ".", SAME_FILE), []).append(name)
@@ -105,6 +106,7 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
             rel = f"{where}/{name}" if where != "." else name
             if ext in LIST_EXTS and real_path(folder / name) not in given and is_pairs_list(folder / name):
                 groups.setdefault((where, PAIRS_LIST), []).append(name)
+                lists.append(folder / name)
                 hints[(where, PAIRS_LIST)] = _pairs_list_hint(folder, groups[(where, PAIRS_LIST)])
                 continue
             if ext not in IMAGE_LIKE_EXTS or is_used or rel in dropped:
@@ -114,6 +116,7 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
             hints[(where, reason)] = hint
     out.unused = [Unused(folder, reason, len(names), tuple(names[:MAX_LISTED]), hints[(folder, reason)])
                   for (folder, reason), names in sorted(groups.items())]
+    return lists
 
 
 def no_pairs(raw: Path, low_dir: str | None, high_dir: str | None, listed: bool) -> PairingError:
@@ -125,6 +128,13 @@ def no_pairs(raw: Path, low_dir: str | None, high_dir: str | None, listed: bool)
                f"{raw.name}/<split>/{{low,high}}/ (use --low-dir/--high-dir for other folder names, or --pairs-file)")
     if listed:
         return PairingError(generic)
+    side = side_of(raw.name, low_dir, high_dir)
+    other = "high" if side == "low" else "low"
+    sibling = next((f for f in (subfolders(raw.parent) if side else ()) if side_of(f.name, low_dir, high_dir) == other),
+                   None)
+    if sibling is not None:
+        return PairingError(f"{raw}: is the {side} side of a dataset, and its {other} side {sibling.name}/ sits beside "
+                            f"it; pack the folder that holds both: `pairload pack {raw.parent} SHARDS`")
     images: dict[Path, list[str]] = {}
     others: Counter = Counter()
     lists: list[Path] = []

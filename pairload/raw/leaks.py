@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import PairingError
-from .model import Discovery, Pair
+from .model import Discovery, Pair, listing
+from .names import split_alias
+from .pairsfile import marks_splits, read_pairs_file
 from .realpaths import RealPaths, path_hash
 
 _FIX_FOLDERS = "remove the copy from one split (or pack with a --pairs-file that lists it once)"
@@ -155,3 +157,41 @@ def refuse_self_pairs_and_leaks(pairs: list[Pair], origins: list[tuple[str, str]
         raise PairingError(f"{b_where}: {b_rel} (split {b_split!r}) holds the same bytes as {a_rel} (split "
                            f"{a_split!r}{ref}); an image in two splits leaks test data into training: {fix_leak}")
     return real
+
+
+def refuse_pairs_lists_marking_other_splits(raw: Path, pairs: list[Pair], lists: list[Path], sides,
+                                            real_path: RealPaths) -> None:
+    """Folder discovery's pairs against the pairs lists lying in RAW that were not given with --pairs-file and mark
+    a split, by their name (`Sony_test_list.txt`, `meta_info_test.txt`) or a split column: a pair a list marks for
+    one split and folders put in another (a test pair packed as train) is refused, naming the pairs and the options
+    that pack by the lists. A list pack cannot read stays in `Discovery.unused` with the option that uses it."""
+    marked: dict[str, tuple[str, Path]] = {}  # real path of a listed file -> (the split its list marks, the list)
+    usable: list[tuple[str | None, Path]] = []
+    for path in lists:
+        named = split_alias(path.stem)
+        if named is None and not marks_splits(path):
+            continue  # marks no split: nothing it says can move a pair to another split
+        listed = Discovery(pairs=[])
+        try:
+            read_pairs_file(raw, path, named, listed, [], sides)
+        except PairingError:
+            continue
+        usable.append((named, path))
+        for p in listed.pairs:
+            for f in p.files():
+                marked.setdefault(real_path(f), (p.split, path))
+    wrong: dict[tuple[str, str, Path], list[str]] = {}
+    for p in pairs:
+        hit = next((marked[r] for r in map(real_path, p.files()) if r in marked and marked[r][0] != p.split), None)
+        if hit is not None:
+            wrong.setdefault((hit[0], p.split, hit[1]), []).append(p.low_rel)
+    if not wrong:
+        return
+    (split, packed, path), names = min(wrong.items(), key=lambda kv: (kv[0][0] != "test", kv[0]))
+    fix = " ".join(f"--pairs-file {s}={p}" if s else f"--pairs-file {p}" for s, p in usable)
+    more = sum(map(len, wrong.values())) - len(names)
+    raise PairingError(
+        f"{path}: lists {len(names)} pair(s) as {split!r} ({listing(names)}) that folder discovery would pack into "
+        f"{packed!r}{f' (and {more} more pair(s) of other splits)' if more else ''}: a {split} pair packed as "
+        f"{packed} leaks into it; pack by the list(s) with {fix} (pairs they do not list are then left out and "
+        f"reported), or move those pairs into {split}/low and {split}/high")

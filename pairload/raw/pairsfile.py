@@ -51,6 +51,15 @@ def is_pairs_list(path: Path) -> bool:
     return paired > 0 and 2 * paired >= len(lines)
 
 
+def marks_splits(path: Path) -> bool:
+    """Whether a pairs list carries a split column (tab-separated low, high, split) on any line."""
+    try:
+        lines = path.read_text(encoding="utf-8-sig", errors="replace").splitlines()
+    except OSError:
+        return False
+    return any(len(cols) == 3 and cols[2].strip() for cols in (ln.split("\t") for ln in lines if "\t" in ln))
+
+
 class SideFolders:
     """The (low, high) side folders of each split, for pairs-file lines written relative to them (BasicSR's
     meta-info files: `x 2.png x.png` for `low/x 2.png`, `high/x.png`). Found on first use only."""

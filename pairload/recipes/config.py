@@ -253,7 +253,7 @@ def build_parser(prog: str = "python -m pairload.train", description: str | None
             ap.add_argument(flag, action="append", metavar=metavar, help=text)
         else:
             ap.add_argument(flag, type=_TYPES[kind], default=f.default, metavar=metavar,
-                            help=f"{text} (default: %(default)s)")
+                            help=text if f.default is None else f"{text} (default: %(default)s)")
     return ap
 
 

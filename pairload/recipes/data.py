@@ -9,6 +9,7 @@ import threading
 import numpy as np
 
 from ..distributed import DistInfo
+from ..errors import ConfigError
 from ..format import schema
 from ..format.members import DEFAULT, Members, members_of
 from ..format.sensor import has_sensor
@@ -131,6 +132,11 @@ def build_val_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = 
     if not cfg.shards:  # a kind that reads the raw folders (TrainConfig asks the others for --shards)
         return make_loader(cfg.loader, cfg.raw, batch_size=batch, **common)
     common.update(cfg.remote_options())
+    splits = sorted(data.manifest(cfg.shards)["splits"])
+    if cfg.val_split not in splits:
+        raise ConfigError(f"--val-split {cfg.val_split}: {cfg.shards} has no split {cfg.val_split!r} (its splits: "
+                          f"{', '.join(splits)}); validate on one of them with --val-split SPLIT, or train without "
+                          "validation with --val-split none")
     ds = open_shards(data.open(cfg.shards, cfg.val_split), cfg.val_split)  # its index, mapped once for both uses
     if len(np.unique(ds.sizes, axis=0)) > 1:
         batch = 1  # whole test images of several sizes (real FiveK, SICE, LSRW test sets) go one at a time

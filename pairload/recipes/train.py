@@ -176,7 +176,7 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
                 + (f"val PSNR {row['val_psnr']:.2f} dB SSIM {row['val_ssim']:.4f} on {row['val_samples']} pairs "
                    + (f"(input: {row['val_psnr_input']:.2f} dB, {row['val_ssim_input']:.4f})  "
                       if row["val_psnr_input"] is not None else "") if val else "")
-                + f"{rate(row['pairs_per_s'])} pairs/s  data wait {row['data_wait_frac']:.3f}"
+                + f"{rate(row['pairs_per_s'])} pairs/s  data wait {100 * row['data_wait_frac']:.1f}% of step time"
                 + (f"  skipped {row['skipped_steps']} non-finite steps" if row["skipped_steps"] else ""))
             if out:
                 with open(out / "metrics.jsonl", "a", encoding="utf-8") as fh:
@@ -205,6 +205,17 @@ def _stacks_on_usr1() -> None:
         pass
 
 
+DESCRIPTION = """\
+Train a small enhancement network on packed shards: it reads the train split in random crops, validates on the
+test split after each epoch (PSNR/SSIM; --val-split none for none) and writes checkpoints and a metrics log to
+--out. One process trains on one GPU (or the CPU); under torchrun every GPU runs a rank. It is a reference loop
+to measure and check the loaders with, not a model zoo.
+
+example:
+  {prog} --shards SHARDS --out runs/lol --epochs 10 --batch-size 8 --crop 256
+  torchrun --nproc_per_node=4 -m pairload.train --shards SHARDS --out runs/lol"""
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m pairload.train", parent: int | None = None) -> int:
     """The command: parse, join the ranks, run; a PairloadError is one line on stderr and exit code 1. Under
     torchrun the rank exits when `parent` (the process that started it: the torchrun agent) dies. `kill -USR1 PID`
@@ -212,7 +223,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m pairload.train", 
     parent = os.getppid() if parent is None else parent
     _stacks_on_usr1()
     try:
-        cfg = parse_args(argv, prog, description=__doc__)
+        cfg = parse_args(argv, prog, description=DESCRIPTION.format(prog=prog))
         info = dist_info(cfg.device)
         if info.launcher == "torchrun":
             exit_with_parent(parent, info)

@@ -374,15 +374,19 @@ def test_a_pairs_list_lying_in_raw_is_named_with_the_option_that_uses_it(tmp_pat
     r = Replica(tmp_path / "LOL")
     for i in range(3):
         r.pair(f"low/{i}", f"high/{i}")
-    (r.root / "meta_info_test.txt").write_text("2.png 2.png\n")
+    (r.root / "meta_info.txt").write_text("2.png 2.png\n")  # marks no split: only reported
     (r.root / "notes.txt").write_text("captured with a Nikon D750.\nsee paper.png for details\n")
     out, report = packed(tmp_path, r.root)
     assert splits_of(out) == {"train": 3}
     assert [(u["folder"], u["reason"], u["names"]) for u in report.unused] == [
-        (".", "a pairs list not given with --pairs-file", ["meta_info_test.txt"])]
-    assert f"pack by it with --pairs-file test={r.root / 'meta_info_test.txt'}" in report.unused[0]["hint"]
+        (".", "a pairs list not given with --pairs-file", ["meta_info.txt"])]
+    assert f"pack by it with --pairs-file {r.root / 'meta_info.txt'}" in report.unused[0]["hint"]
+    (r.root / "meta_info.txt").rename(r.root / "meta_info_test.txt")  # marks its pair as test: never packed as train
+    with pytest.raises(PairingError, match=r"meta_info_test.txt: lists 1 pair\(s\) as 'test' \(low/2.png\) that "
+                                           r"folder discovery would pack into 'train'.*--pairs-file test="):
+        packed(tmp_path / "a", r.root)
     out2, report2 = packed(tmp_path / "b", r.root, pairs_file=str(r.root / "meta_info_test.txt"))
-    assert report2.layout["train"]["rules"] == ["pairs file (names relative to low/ and high/)"]
+    assert report2.layout["test"]["rules"] == ["pairs file (names relative to low/ and high/)"]  # its name's split
     assert [u["reason"] for u in report2.unused] == ["not in the pairs file", "not in the pairs file"]
 
 

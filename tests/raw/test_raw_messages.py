@@ -158,3 +158,10 @@ def test_pack_refuses_the_rotated_pair_naming_the_exif_tag(tmp_path):
     with pytest.raises(ImageError, match=r"00001.png is 40x56 but .*00001.png is 56x40; a pair must have one size .*"
                                          r"carries EXIF Orientation 6 .*exif_transpose"):
         pack(raw, tmp_path / "shards", PackOptions(workers=1))
+
+
+def test_packing_the_low_folder_itself_points_at_the_folder_that_holds_both_sides(tmp_path):
+    raw = make_raw(tmp_path / "LOL", 2)
+    with pytest.raises(PairingError, match=r"LOL/low: is the low side of a dataset, and its high side high/ sits "
+                                           r"beside it; pack the folder that holds both: `pairload pack .*LOL SHARDS`"):
+        find_pairs(raw / "low")
