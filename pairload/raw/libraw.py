@@ -142,7 +142,7 @@ def _ifds(data: bytes, size: int):
     todo, seen = [struct.unpack_from(order + "I", data, 4)[0]], set()
     while todo and len(seen) < 64:
         offset = todo.pop()
-        if offset in seen or offset + 2 > len(data):
+        if offset < 8 or offset in seen or offset + 2 > len(data):  # 0 ends the chain
             continue
         seen.add(offset)
         (count,) = struct.unpack_from(order + "H", data, offset)
@@ -171,7 +171,7 @@ def check_stored_data(path: Path) -> None:
     header only; other containers pass (their decode is checked by `check_rows`)."""
     size = path.stat().st_size
     with open(path, "rb") as f:
-        data = f.read(1 << 20)
+        data = f.read(1 << 18)
     best = None
     for tags in _ifds(data, size):
         offsets, counts = tags.get(273) or tags.get(324), tags.get(279) or tags.get(325)

@@ -93,7 +93,8 @@ def test_files_libraw_cannot_read_are_named(tmp_path):
 
     png = tmp_path / "00001_00_10s.ARW"
     Image.fromarray(np.zeros((24, 24, 3), np.uint8)).save(png, format="PNG")
-    with pytest.raises(ImageError, match=r"00001_00_10s\.ARW: LibRaw cannot read it as a camera raw file: unsupported by LibRaw .* \(LibRaw says .+\)"):
+    with pytest.raises(ImageError, match=r"00001_00_10s\.ARW: LibRaw cannot read it as a camera raw file: "
+                                         r"unsupported by LibRaw .* \(LibRaw says .+\)"):
         read_mosaic(png)
     good = tmp_path / "whole.dng"
     write_dng(good, coded_mosaic(0, 24, 32))
