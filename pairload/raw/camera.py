@@ -13,7 +13,8 @@ from types import MappingProxyType
 
 import numpy as np
 
-from ..errors import ConfigError, ImageError, MissingDependencyError
+from ..errors import ConfigError, ImageError
+from .libraw import NOT_BAYER, NOT_BAYER_FIX, check_rows, header_colors, opened, rawpy_module
 
 
 # The target's development, SID's convention; a manifest records dict(DEVELOP) beside the LibRaw version. One change
@@ -54,36 +55,9 @@ class Mosaic:
             raise ImageError(f"Mosaic.pattern {self.pattern!r}: expected a 2×2 Bayer pattern such as 'RGGB'")
 
 
-def _rawpy():
-    try:
-        import rawpy
-    except ImportError:
-        raise MissingDependencyError("camera raw files need rawpy (LibRaw): pip install 'pairload[raw]'") from None
-    return rawpy
-
-
 def libraw() -> str:
     """LibRaw's version ("0.21.3"), as manifests record it beside the development options."""
-    return ".".join(str(v) for v in _rawpy().libraw_version)
-
-
-def _open(path: Path, unpack: bool = True):
-    """An open rawpy.RawPy for `path`, its pixels unpacked unless `unpack` is False (use it as a context manager:
-    LibRaw's buffers are freed on exit, so a worker holds one file's at a time)."""
-    rawpy = _rawpy()
-    if not path.is_file():
-        raise ImageError(f"{path}: no such file; check the path")
-    raw = rawpy.RawPy()
-    try:
-        raw.open_file(os.fspath(path))
-        if unpack:
-            raw.unpack()
-    except rawpy.LibRawError as exc:
-        raw.close()
-        message = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise ImageError(f"{path}: LibRaw cannot read it as a camera raw file ({message}); replace or remove it "
-                         "(a truncated copy? not a raw file?)") from None
-    return raw
+    return ".".join(str(v) for v in rawpy_module().libraw_version)
 
 
 @dataclass(frozen=True)
@@ -103,39 +77,35 @@ class RawInfo:
 
 
 def probe(path: str | os.PathLike) -> RawInfo:
-    """The `RawInfo` of a camera raw file; a file LibRaw cannot open, or a sensor that is not 2×2 Bayer, is an
-    ImageError naming it."""
+    """The `RawInfo` of a camera raw file, from its header (no pixel decoded): a file LibRaw cannot open, image data
+    the header says is cut short or missing, or a sensor that is not 2×2 Bayer, is an ImageError naming it."""
     path = Path(path)
-    with _open(path, unpack=False) as raw:
-        sites = _bayer_sites(raw, path, _repeat(raw, path))
+    with opened(path, unpack=False) as raw:
+        found = header_colors(path)
+        if found is None:  # LibRaw's C library out of reach: rawpy's own answers, at the cost of a decode
+            raw.unpack()
+            colors, shutter = _colors(raw), float(raw.other.shutter_speed)
+        else:
+            colors, shutter = found
+        sites = _bayer_sites(raw, path, colors)
         pattern = "".join(PACKED_ORDER[sites.index((row, col))] for row in (0, 1) for col in (0, 1))
         hw = (int(raw.sizes.height), int(raw.sizes.width))
-        shutter = float(raw.other.shutter_speed)
     if min(hw) < 2:
         raise ImageError(f"{path}: its visible area is {hw[1]}x{hw[0]} pixels, too small to hold a 2×2 Bayer cell")
     return RawInfo(sensor_hw=hw, pattern=pattern, camera=camera_name(path), exposure=_seconds(shutter))
 
 
-def _repeat(raw, path: Path):
-    try:
-        repeat = raw.raw_pattern
-    except NotImplementedError:  # a CFA layout rawpy itself does not know
-        repeat = None
-    if repeat is not None and repeat.shape == (6, 6):
-        raise ImageError(f"{path}: Fuji X-Trans (6×6 colour filter) is not supported yet (only 2×2 Bayer "
-                         "sensors are); leave X-Trans files out")
-    return repeat
-
-
 def read_mosaic(path: str | os.PathLike) -> Mosaic:
     """The Bayer mosaic of a camera raw file, packed (R, G, B, G) at half resolution whatever the CFA's offset, with
     its black and white levels. A visible area of odd height or width loses its last row or column (a 2×2 cell
-    cannot be split). X-Trans (6×6), Foveon, sRAW and monochrome files are refused with ImageError."""
+    cannot be split). X-Trans (6×6), Foveon, LinearRaw, sRAW and monochrome files, files LibRaw cannot decode and
+    image data missing or cut short are refused with ImageError."""
     path = Path(path)
     version = libraw()
-    with _open(path) as raw:
-        sites = _bayer_sites(raw, path, _repeat(raw, path))
+    with opened(path) as raw:
+        sites = _bayer_sites(raw, path, _colors(raw))
         visible = raw.raw_image_visible
+        check_rows(path, visible)
         height, width = visible.shape[0] // 2 * 2, visible.shape[1] // 2 * 2
         packed = np.empty((height // 2, width // 2, 4), np.uint16)
         for channel, (row, col) in enumerate(sites):
@@ -155,20 +125,34 @@ def _color(raw, row: int, col: int) -> int:
     return int(raw.raw_color(sizes.top_margin + row, sizes.left_margin + col))
 
 
-def _bayer_sites(raw, path: Path, repeat) -> list[tuple[int, int]]:
-    """(row, col) in the visible area's first 2×2 cell of R, the G on R's row, B and the G on B's row."""
+def _colors(raw, side: int = 6) -> np.ndarray:
+    """The colour index of each site of the visible area's top-left block, from an unpacked file (6: no CFA)."""
+    if raw.raw_image is None or raw.raw_image.ndim != 2:
+        return np.full((side, side), 6, np.int32)
+    return np.array([[_color(raw, r, c) for c in range(side)] for r in range(side)], np.int32)
+
+
+def _bayer_sites(raw, path: Path, colors: np.ndarray) -> list[tuple[int, int]]:
+    """(row, col) in the visible area's first 2×2 cell of R, the G on R's row, B and the G on B's row; `colors`: the
+    colour index of the top-left 6×6 sites."""
     desc = raw.color_desc.decode(errors="replace")
-    letters = {(row, col): desc[_color(raw, row, col)] for row in (0, 1) for col in (0, 1)}
+    if (colors >= len(desc)).any() or (colors < 0).any():
+        raise ImageError(f"{path}: {NOT_BAYER}: LibRaw finds no colour filter array (colours {desc!r}, "
+                         f"{raw.num_colors} a pixel); {NOT_BAYER_FIX}")
+    if not (colors == np.tile(colors[:2, :2], (3, 3))).all():
+        raise ImageError(f"{path}: {NOT_BAYER}: Fuji X-Trans (6×6 colour filter) is not supported yet (only 2×2 "
+                         "Bayer sensors are); leave X-Trans files out")
+    letters = {(row, col): desc[colors[row, col]] for row in (0, 1) for col in (0, 1)}
     found = "".join(letters[row, col] for row in (0, 1) for col in (0, 1))
-    if repeat is None or repeat.shape != (2, 2) or sorted(found) != sorted("RGGB"):
-        raise ImageError(f"{path}: not a 2×2 Bayer RGB sensor (LibRaw reports colours {desc!r}, top-left cell "
-                         f"{found!r}); only Bayer camera raw files are supported")
+    if sorted(found) != sorted("RGGB"):
+        raise ImageError(f"{path}: {NOT_BAYER}: LibRaw reports colours {desc!r}, top-left cell {found!r}; "
+                         f"{NOT_BAYER_FIX}")
     r_row, r_col = next(site for site, letter in letters.items() if letter == "R")
     # the diagonal of R is B; a 2×2 cell with R and B on a diagonal holds the two greens elsewhere
     b_site = (1 - r_row, 1 - r_col)
     if letters[b_site] != "B":
-        raise ImageError(f"{path}: top-left cell {found!r} is not a Bayer layout (R and B must be diagonal); only "
-                         "Bayer camera raw files are supported")
+        raise ImageError(f"{path}: {NOT_BAYER}: top-left cell {found!r} has R and B side by side, not on a "
+                         f"diagonal; {NOT_BAYER_FIX}")
     return [(r_row, r_col), (r_row, 1 - r_col), b_site, (1 - r_row, r_col)]
 
 
@@ -178,14 +162,13 @@ def _seconds(shutter: float) -> float | None:
 
 
 def develop(path: str | os.PathLike) -> np.ndarray:
-    """The file developed by LibRaw with `DEVELOP` (camera white balance, no auto-brightness): H×W×3 uint16 RGB."""
+    """The file developed by LibRaw with `DEVELOP` (camera white balance, no auto-brightness): H×W×3 uint16 RGB.
+    Refused as `read_mosaic` refuses: a file that is not a whole Bayer mosaic is never developed into a target."""
     path = Path(path)
-    rawpy = _rawpy()
-    with _open(path) as raw:
-        try:
-            rgb = raw.postprocess(**DEVELOP)
-        except rawpy.LibRawError as exc:
-            raise ImageError(f"{path}: LibRaw cannot develop it ({exc}); replace or remove it") from None
+    with opened(path) as raw:
+        _bayer_sites(raw, path, _colors(raw))
+        check_rows(path, raw.raw_image_visible)
+        rgb = raw.postprocess(**DEVELOP)
     if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint16:
         raise ImageError(f"{path}: LibRaw developed {rgb.shape} {rgb.dtype}, expected H×W×3 uint16; this file's "
                          "colour layout is not supported")

@@ -163,11 +163,9 @@ def read_frame(path: Path, *, iso: int | None = None, black=None, white: float |
 
 def _raw_iso(path: Path) -> int | None:
     """The ISO LibRaw reads from a raw file's metadata; None where it has none (DNGs without an EXIF directory)."""
-    try:
-        import rawpy
-    except ImportError:
-        raise MissingDependencyError("camera raw files need rawpy (LibRaw): pip install 'pairload[raw]'") from None
-    with rawpy.imread(os.fspath(path)) as raw:
+    from ..raw.libraw import opened
+
+    with opened(path, unpack=False) as raw:
         value = float(raw.other.iso_speed)
     return int(round(value)) if value > 0 else None
 

@@ -247,7 +247,7 @@ def test_a_file_libraw_cannot_open_is_named(tmp_path):
 def test_x_trans_is_refused_by_name(tmp_path):
     _pair(tmp_path / "r", "00001_00_0.1s.dng", "00001_00_10s.dng", low_kw={"pattern": "GGRGGB" "GGBGGR" "BRGRBG"
                                                                           "GGBGGR" "GGRGGB" "RBGBRG"})
-    with pytest.raises(ImageError, match=r"00001_00_0\.1s\.dng: Fuji X-Trans .* not supported"):
+    with pytest.raises(ImageError, match=r"00001_00_0\.1s\.dng: not a Bayer mosaic .*: Fuji X-Trans .* not supported"):
         pack(tmp_path / "r", tmp_path / "out", PackOptions(workers=1))
 
 

@@ -84,7 +84,7 @@ def test_x_trans_is_refused_by_name(tmp_path):
     xtrans = "GGRGGB" "GGBGGR" "BRGRBG" "GGBGGR" "GGRGGB" "RBGBRG"
     path = tmp_path / "DSCF0001.dng"
     write_dng(path, coded_mosaic(0, 36, 36), xtrans)
-    with pytest.raises(ImageError, match=r"DSCF0001\.dng: Fuji X-Trans .* not supported yet"):
+    with pytest.raises(ImageError, match=r"DSCF0001\.dng: not a Bayer mosaic .*: Fuji X-Trans .* not supported yet"):
         read_mosaic(path)
 
 
@@ -93,15 +93,16 @@ def test_files_libraw_cannot_read_are_named(tmp_path):
 
     png = tmp_path / "00001_00_10s.ARW"
     Image.fromarray(np.zeros((24, 24, 3), np.uint8)).save(png, format="PNG")
-    with pytest.raises(ImageError, match=r"00001_00_10s\.ARW: LibRaw cannot read it as a camera raw file \(.+\)"):
+    with pytest.raises(ImageError, match=r"00001_00_10s\.ARW: LibRaw cannot read it as a camera raw file: "
+                                         r"unsupported by LibRaw .* \(LibRaw says .+\)"):
         read_mosaic(png)
     good = tmp_path / "whole.dng"
     write_dng(good, coded_mosaic(0, 24, 32))
     cut = tmp_path / "cut.dng"
     cut.write_bytes(good.read_bytes()[:-700])
-    with pytest.raises(ImageError, match=r"cut\.dng: LibRaw cannot read"):
+    with pytest.raises(ImageError, match=r"cut\.dng: truncated or unreadable"):
         read_mosaic(cut)
-    with pytest.raises(ImageError, match=r"cut\.dng: LibRaw cannot read"):
+    with pytest.raises(ImageError, match=r"cut\.dng: truncated or unreadable"):
         develop(cut)
     with pytest.raises(ImageError, match=r"gone\.dng: no such file"):
         read_mosaic(tmp_path / "gone.dng")

@@ -260,8 +260,8 @@ def test_sid_camera_raw_files_that_libraw_cannot_read_are_named(tmp_path):
     for side, name in (("short", "00001_00_0.1s.ARW"), ("long", "00001_00_10s.ARW")):
         (root / side).mkdir(parents=True)
         (root / side / name).write_bytes(side.encode())  # SID's names, not raw files
-    with pytest.raises(ImageError, match=r"short/00001_00_0\.1s\.ARW: LibRaw cannot read it as a camera raw file .*; "
-                                         r"replace or remove it"):
+    with pytest.raises(ImageError, match=r"short/00001_00_0\.1s\.ARW: truncated or unreadable: LibRaw says "
+                                         r"'.+'; re-copy the file"):
         pack(root, tmp_path / "out", PackOptions(workers=1))
 
 

@@ -71,7 +71,8 @@ def test_eld_packs_raw_to_raw_from_a_pairs_list_with_the_exposure_ratio_of_its_m
 def test_sid_fuji_x_trans_is_refused_by_name(tmp_path):
     pytest.importorskip("rawpy")
     tree = build_sid_fuji(tmp_path)
-    with pytest.raises(ImageError, match=r"\.RAF: Fuji X-Trans \(6×6 colour filter\) is not supported yet"):
+    with pytest.raises(ImageError, match=r"\.RAF: not a Bayer mosaic .*: Fuji X-Trans \(6×6 colour filter\) "
+                                         r"is not supported yet"):
         pack(tree.root, tmp_path / "out", PackOptions(workers=1, pairs_file=tuple(tree.pack_args[1::2])))
 
 
