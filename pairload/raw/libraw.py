@@ -195,11 +195,16 @@ def check_stored_data(path: Path) -> None:
 
 
 def check_rows(path: Path, visible: np.ndarray) -> None:
-    """Refuse a decoded mosaic with a quarter or more of its rows entirely zero (LibRaw's padding for data a cut or
-    stripped file lacks)."""
+    """Refuse a decoded mosaic that is constant (no sensor records a frame without noise: its data were stripped or
+    overwritten) or has a quarter or more of its rows entirely zero (LibRaw's padding for data a cut or stripped file
+    lacks)."""
     zero = ~visible.any(axis=1)
     count = int(zero.sum())
     if count and count >= ZERO_ROWS_SHARE * visible.shape[0]:
         first = int(np.argmax(zero))
         raise ImageError(f"{path}: image data missing or cut short: {count} of {visible.shape[0]} rows are zero "
                          f"(the first is row {first}); {RECOPY}")
+    if visible.size and visible.min() == visible.max():
+        raise ImageError(f"{path}: image data missing or overwritten: every value of its {visible.shape[1]}x"
+                         f"{visible.shape[0]} mosaic is {int(visible.flat[0])}, and a sensor never records a frame "
+                         f"without noise; {RECOPY}")

@@ -72,6 +72,11 @@ def zero_tail(tmp_path, name):
     return tmp_path / name
 
 
+def constant(tmp_path, name):
+    write_dng(tmp_path / name, np.full(SENSOR, 1234, np.uint16), "RGGB", black=512)
+    return tmp_path / name
+
+
 def linear(tmp_path, name):
     write_linear_dng(tmp_path / name, coded_mosaic(0, 24, 120).reshape(24, 40, 3))
     return tmp_path / name
@@ -101,6 +106,8 @@ BAD = [
     ("strip byte count 0", no_strip_bytes, ".dng", MISSING + r"its 40x24 image of 16 bits a pixel needs 1,920 bytes "
                                                              r"but its strips hold 0"),
     ("last rows zero", zero_tail, ".dng", MISSING + r"12 of 24 rows are zero \(the first is row 12\)"),
+    ("constant frame", constant, ".dng", r"image data missing or overwritten: every value of its 40x24 mosaic is "
+                                         r"1234, and a sensor never records a frame without noise"),
     ("LinearRaw", linear, ".dng", r"not a Bayer mosaic \(LinearRaw / 3-channel / X-Trans / Foveon\): .*export it to "
                                   r"DNG with a Bayer CFA"),
     ("JPEG as .dng", jpeg, ".dng", r"LibRaw cannot read it as a camera raw file: unsupported by LibRaw"),

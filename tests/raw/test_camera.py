@@ -62,10 +62,13 @@ def test_a_file_without_exposure_or_make_says_none(tmp_path):
 
 def _flat(tmp_path, level: int, neutral=(0.5, 1.0, 0.5)) -> np.ndarray:
     path = tmp_path / f"flat{level}_{neutral[0]}.dng"
-    write_dng(path, np.full((24, 32), level, np.uint16), "RGGB", black=512, white=WHITE, neutral=neutral)
+    mosaic = np.full((24, 32), level, np.uint16)
+    mosaic[-2:, -2:] -= 1  # one cell off the level: a constant frame is refused as data missing
+    write_dng(path, mosaic, "RGGB", black=512, white=WHITE, neutral=neutral)
     rgb = develop(path)
     assert rgb.dtype == np.uint16 and rgb.shape == (24, 32, 3)
-    assert all(np.unique(rgb[..., k]).size == 1 for k in range(3)), "a flat mosaic develops flat in each channel"
+    top = rgb[:12, :16]  # away from the odd cell
+    assert all(np.unique(top[..., k]).size == 1 for k in range(3)), "a flat mosaic develops flat in each channel"
     return rgb[0, 0].astype(int)
 
 
