@@ -256,6 +256,13 @@ def _quantile(e, u):
 
 
 @triton.jit
+def _any(a, b, c, d):
+    """Whether any value of the tile is still counting (a scalar)."""
+    on = (a | b | c | d).to(tl.int32)
+    return tl.max(tl.max(on, axis=1), axis=0) > 0
+
+
+@triton.jit
 def _shot(e0, e1, e2, e3, u0, u1, u2, u3, m):
     """Poisson counts of the four channels' means: one inversion loop for all four (to the tile's largest cap), then
     the quantile where any mean is large."""
@@ -266,12 +273,21 @@ def _shot(e0, e1, e2, e3, u0, u1, u2, u3, m):
     top = tl.maximum(tl.maximum(tl.where(s0, cap0, 0.0), tl.where(s1, cap1, 0.0)),
                      tl.maximum(tl.where(s2, cap2, 0.0), tl.where(s3, cap3, 0.0)))
     end = tl.max(tl.max(top, axis=1), axis=0).to(tl.int32) + 1
-    for kk in range(1, end):
-        rk = 1.0 / kk
-        k0, p0, c0 = _inverted(k0, p0, c0, es0, us0, cap0, kk, rk)
-        k1, p1, c1 = _inverted(k1, p1, c1, es1, us1, cap1, kk, rk)
-        k2, p2, c2 = _inverted(k2, p2, c2, es2, us2, cap2, kk, rk)
-        k3, p3, c3 = _inverted(k3, p3, c3, es3, us3, cap3, kk, rk)
+    # terms four at a time, until the tile's largest cap or until no value can count on (its CDF has passed its
+    # uniform): later terms would change no count
+    kk = 1
+    going = _any(us0 > c0, us1 > c1, us2 > c2, us3 > c3)
+    while (kk < end) & going:
+        for step in tl.static_range(4):
+            q = kk + step
+            rk = 1.0 / q
+            k0, p0, c0 = _inverted(k0, p0, c0, es0, us0, cap0, q, rk)
+            k1, p1, c1 = _inverted(k1, p1, c1, es1, us1, cap1, q, rk)
+            k2, p2, c2 = _inverted(k2, p2, c2, es2, us2, cap2, q, rk)
+            k3, p3, c3 = _inverted(k3, p3, c3, es3, us3, cap3, q, rk)
+        kk += 4
+        going = _any((us0 > c0) & (kk < cap0), (us1 > c1) & (kk < cap1), (us2 > c2) & (kk < cap2),
+                     (us3 > c3) & (kk < cap3))
     large = (s0 & s1 & s2 & s3) | (~m)
     if tl.min(tl.min(large.to(tl.int32), axis=1), axis=0) == 0:
         k0 = tl.where(s0, k0, _quantile(e0, u0))
