@@ -35,3 +35,14 @@ def test_every_cuda_path_synthesizes_the_same_inputs(packed, model):
     cpu = _inputs(make_loader("ram", packed, batch_size=4, crop=24, degrade=model))
     diff = np.concatenate([(ref[k][0].int() - cpu[k][0].int()).abs().flatten().numpy() for k in ref])
     assert diff.max() <= 1 and (diff > 0).mean() <= 2e-3
+
+
+@pytest.mark.dali
+def test_dali_external_on_the_gpu_synthesizes_the_same_inputs(packed):
+    common = dict(batch_size=4, crop=24, degrade="lowlight", device="cuda")
+    ref = _inputs(make_loader("ram", packed, **common))
+    for extra in ({}, {"zero_copy": False, "num_workers": 2}):
+        got = _inputs(make_loader("dali-external", packed, **common, **extra))
+        assert got.keys() == ref.keys()
+        for key, (low, high) in got.items():
+            assert torch.equal(high, ref[key][1]) and torch.equal(low, ref[key][0]), (extra, key)
