@@ -14,7 +14,8 @@ from types import MappingProxyType
 import numpy as np
 
 from ..errors import ConfigError, ImageError
-from .libraw import NOT_BAYER, NOT_BAYER_FIX, check_rows, header_colors, opened, rawpy_module
+from .libraw import (NOT_BAYER, NOT_BAYER_FIX, check_rows, header_colors, ifd_entries, opened, rawpy_module,
+                     tiff_order)
 
 
 # The target's development, SID's convention; a manifest records dict(DEVELOP) beside the LibRaw version. One change
@@ -218,22 +219,12 @@ def _ascii(data: bytes) -> str:
 
 def _first_ifd_ascii(head: bytes) -> dict[int, str]:
     """The ASCII tags of a classic TIFF header's first directory that lie within `head`; {} if it is not TIFF."""
-    if len(head) < 8 or head[:2] not in (b"II", b"MM"):
+    order = tiff_order(head)
+    if order is None:
         return {}
-    order = "<" if head[:2] == b"II" else ">"
     (offset,) = struct.unpack_from(order + "I", head, 4)
     if offset + 2 > len(head):
         return {}
-    (count,) = struct.unpack_from(order + "H", head, offset)
-    tags = {}
-    for i in range(count):
-        at = offset + 2 + 12 * i
-        if at + 12 > len(head):
-            break
-        tag, kind, n = struct.unpack_from(order + "HHI", head, at)
-        if kind != 2 or tag not in (271, 272, 50708):  # 2: ASCII
-            continue
-        start = at + 8 if n <= 4 else struct.unpack_from(order + "I", head, at + 8)[0]
-        if start + n <= len(head):
-            tags[tag] = _ascii(head[start:start + n])
-    return tags
+    entries, _ = ifd_entries(head, order, offset)
+    return {tag: _ascii(head[start:start + n]) for tag, kind, n, start in entries
+            if kind == 2 and tag in (271, 272, 50708)}  # 2: ASCII

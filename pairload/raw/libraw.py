@@ -131,13 +131,39 @@ def header_colors(path: Path, side: int = 6) -> tuple[np.ndarray, float] | None:
 
 
 # --------------------------------------------------------------------------------------- image data present
-_TYPES = {3: ("H", 2), 4: ("I", 4), 16: ("Q", 8)}
+_WIDTHS = {2: 1, 3: 2, 4: 4, 16: 8}  # TIFF field types read here (ASCII, SHORT, LONG, LONG8) → bytes per value
+_FORMATS = {3: "H", 4: "I", 16: "Q"}
 
 
-def _ifds(data: bytes, size: int):
+def tiff_order(data: bytes) -> str | None:
+    """The struct byte order of a TIFF-based file's header ("<" or ">"), or None if `data` is not one."""
+    return {b"II": "<", b"MM": ">"}.get(data[:2]) if len(data) >= 8 else None
+
+
+def ifd_entries(data: bytes, order: str, offset: int) -> tuple[list[tuple[int, int, int, int]], int]:
+    """The entries (tag, field type, count, where its values start) of the TIFF directory at `offset` whose type is
+    read here and whose values lie within `data`, and the offset of the next directory (0: none, or beyond `data`)."""
+    (count,) = struct.unpack_from(order + "H", data, offset)
+    entries = []
+    for i in range(count):
+        at = offset + 2 + 12 * i
+        if at + 12 > len(data):
+            break
+        tag, kind, n = struct.unpack_from(order + "HHI", data, at)
+        width = _WIDTHS.get(kind)
+        if width is None:
+            continue
+        start = at + 8 if n * width <= 4 else struct.unpack_from(order + "I", data, at + 8)[0]
+        if start + n * width <= len(data):
+            entries.append((tag, kind, n, start))
+    at = offset + 2 + 12 * count
+    return entries, struct.unpack_from(order + "I", data, at)[0] if at + 4 <= len(data) else 0
+
+
+def _ifds(data: bytes):
     """(tags: {tag: values}) of every directory of a TIFF-based file reachable from its header and SubIFDs."""
-    order = "<" if data[:2] == b"II" else ">"
-    if data[:2] not in (b"II", b"MM") or struct.unpack_from(order + "H", data, 2)[0] != 42:
+    order = tiff_order(data)
+    if order is None or struct.unpack_from(order + "H", data, 2)[0] != 42:
         return
     todo, seen = [struct.unpack_from(order + "I", data, 4)[0]], set()
     while todo and len(seen) < 64:
@@ -145,23 +171,12 @@ def _ifds(data: bytes, size: int):
         if offset < 8 or offset in seen or offset + 2 > len(data):  # 0 ends the chain
             continue
         seen.add(offset)
-        (count,) = struct.unpack_from(order + "H", data, offset)
-        tags = {}
-        for i in range(count):
-            at = offset + 2 + 12 * i
-            if at + 12 > len(data):
-                break
-            tag, kind, n = struct.unpack_from(order + "HHI", data, at)
-            if kind not in _TYPES or tag not in (254, 256, 257, 258, 259, 273, 277, 279, 322, 323, 324, 325, 330):
-                continue
-            fmt, width = _TYPES[kind]
-            start = at + 8 if n * width <= 4 else struct.unpack_from(order + "I", data, at + 8)[0]
-            if start + n * width <= len(data) and n < 1 << 16:
-                tags[tag] = struct.unpack_from(order + fmt * n, data, start)
+        entries, following = ifd_entries(data, order, offset)
+        tags = {tag: struct.unpack_from(order + _FORMATS[kind] * n, data, start) for tag, kind, n, start in entries
+                if kind in _FORMATS and n < 1 << 16
+                and tag in (254, 256, 257, 258, 259, 273, 277, 279, 322, 323, 324, 325, 330)}
         todo.extend(tags.get(330, ()))
-        at = offset + 2 + 12 * count
-        if at + 4 <= len(data):
-            todo.append(struct.unpack_from(order + "I", data, at)[0])
+        todo.append(following)
         yield tags
 
 
@@ -173,7 +188,7 @@ def check_stored_data(path: Path) -> None:
     with open(path, "rb") as f:
         data = f.read(1 << 18)
     best = None
-    for tags in _ifds(data, size):
+    for tags in _ifds(data):
         offsets, counts = tags.get(273) or tags.get(324), tags.get(279) or tags.get(325)
         if not offsets or not counts or 256 not in tags or 257 not in tags:
             continue
