@@ -307,6 +307,7 @@ class PlannedLoader(StatefulEpochs):
         self.sensor_rows = None  # camera raw splits: set by the loaders over shards (`format.sensor.SensorRows`)
         self.synth_rows = self._synth_rows()  # bool per sample: its input is synthesized (None: all, or none)
         self._plans: dict[tuple, list[BatchPlan]] = {}
+        self._tables: dict[int, tuple] = {}  # id(plans) -> (plans, their RunTables): `_synth_on`
         self._init_state()
 
     def _synth_rows(self) -> np.ndarray | None:
@@ -406,12 +407,20 @@ class PlannedLoader(StatefulEpochs):
         return lambda bp: SensorBatch(views(bp))
 
     def _synth_on(self, plans: list[BatchPlan]):
-        """The run's degradation tables on the loader's device (`pairload.synth.execute.RunTables`), or None."""
+        """The run's degradation tables on the loader's device (`pairload.synth.execute.RunTables`), or None; made
+        once per run's plans and kept as long as the plans are (a DALI feed and the batches' rows share them)."""
         if self.cfg.degrade is None or not plans:
             return None
-        from ..synth.execute import RunTables
+        kept = self._tables
+        got = kept.get(id(plans))
+        if got is None or got[0] is not plans:
+            from ..synth.execute import RunTables
 
-        return RunTables(self.cfg.degrade, plans, self.synth_rows, self.sensor_rows, self.device)
+            if len(kept) >= self.PLANS_KEPT:
+                kept.pop(next(iter(kept)))
+            got = kept[id(plans)] = (plans, RunTables(self.cfg.degrade, plans, self.synth_rows, self.sensor_rows,
+                                                      self.device))
+        return got[1]
 
     def _on_device(self, plans: list[BatchPlan], rows: np.ndarray) -> Callable[[BatchPlan], torch.Tensor]:
         """`view(bp)`: a run's `rows` (the batches' rows in plan order, first axis the samples) on the loader's

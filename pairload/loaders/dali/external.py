@@ -207,15 +207,8 @@ class ExternalSource(PairedSource):
         return ready
 
     def _feed_tables(self, run: tuple):
-        """The run's degradation tables (`RunTables`) for the feed, kept for the last few runs; None without one."""
-        if self.cfg.degrade is None:
-            return None
-        kept = self.__dict__.setdefault("_fed_tables", {})
-        if run not in kept:
-            if len(kept) >= self.PLANS_KEPT:
-                kept.pop(next(iter(kept)))
-            kept[run] = self._synth_on(self.plan_for(*run))
-        return kept[run]
+        """The run's degradation tables (`RunTables`, shared with its batches' rows); None without a degradation."""
+        return self._synth_on(self.plan_for(*run))
 
     def _inputs(self, run: tuple, plans: list[BatchPlan]):
         if self._zero_active and self._per_iteration > 1:
