@@ -29,6 +29,8 @@ def main() -> None:
     ap.add_argument("--crop", type=int, default=256)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--no-broadcast-buffers", action="store_true", help="DDP broadcast_buffers=False")
+    ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
     ap.add_argument("--out")
     a = ap.parse_args()
     info = dist_info()
@@ -38,7 +40,8 @@ def main() -> None:
     net = model
     if info.distributed:
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev.index], static_graph=True,
-                                                        gradient_as_bucket_view=True)
+                                                        gradient_as_bucket_view=True, bucket_cap_mb=a.bucket_mb,
+                                                        broadcast_buffers=not a.no_broadcast_buffers)
     if a.compile:
         net = torch.compile(net)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
@@ -88,7 +91,8 @@ def main() -> None:
         rows = [row]
     if info.is_main:
         doc = {"device": torch.cuda.get_device_name(dev), "date": time.strftime("%Y-%m-%d"), "batch_per_gpu": a.batch,
-               "crop": a.crop, "compile": a.compile, "ranks": rows}
+               "crop": a.crop, "compile": a.compile,
+               "broadcast_buffers": not a.no_broadcast_buffers, "bucket_mb": a.bucket_mb, "ranks": rows}
         print(json.dumps({k: (v if k != "ranks" else [{kk: vv for kk, vv in r.items() if kk != "top_gpu_ops"}
                                                          for r in v]) for k, v in doc.items()}))
         if a.out:

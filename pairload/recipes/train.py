@@ -102,8 +102,9 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(warmup, total_steps))
     scaler = make_scaler(cfg.amp, dev)
     out = Path(cfg.out) if cfg.out else None
-    if out is None and info.is_main:
-        log("note: no --out, so no checkpoint, metrics or pictures are written")
+    if out is None:
+        if info.is_main:
+            log("note: no --out, so no checkpoint, metrics or pictures are written")
     elif not cfg.resume:
         prepare_run_dir(out, cfg.overwrite, info.is_main)
     data_id = data.fingerprint()
