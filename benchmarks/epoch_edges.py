@@ -73,6 +73,8 @@ def main() -> None:
         m = meters[-1]
         prev = meters[-2] if len(meters) > 1 else None
         row = {"epoch": len(meters), "pairs_per_s": stats["pairs_per_s"], "steps": len(m.ends),
+               "train_loss": stats["train_loss"], "data_wait_frac": stats["data_wait_frac"],
+               "data_digest": stats["data_digest"],
                "host_total_s": t1 - t0, "host_between_epochs_s": between,
                "host_to_first_batch_s": clock.get("first_batch", t0) - t0,
                "sync_s": clock["sync_s"], "all_reduce_s": clock["all_reduce_s"], "gather_s": clock["gather_s"],

@@ -139,3 +139,12 @@ def all_reduce_max(t: torch.Tensor) -> torch.Tensor:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
     return t
+
+
+def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:
+    """Every rank's buffers (BatchNorm's running statistics) made rank `src`'s. The reference loop's DDP does not
+    broadcast them before every forward pass (a collective that made each step wait for the slowest rank); they are
+    used only to evaluate, so they are made one after each epoch, before validation and checkpoints."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        for buf in module.buffers():
+            torch.distributed.broadcast(buf, src)

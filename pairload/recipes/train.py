@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from ..batch import Normalize, RawNormalize
-from ..distributed import (DistInfo, cleanup, dist_info, exit_with_parent, init_distributed, lost_ranks_error)
+from ..distributed import (DistInfo, broadcast_buffers, cleanup, dist_info, exit_with_parent, init_distributed,
+                           lost_ranks_error)
 from ..errors import ConfigError, PairloadError, in_cli_terms
 from ..format.atomic import write_bytes_atomic
 from .checkpoint import (CHECKPOINT_VERSION, load_checkpoint, load_weights, prepare_run_dir, rng_state,
@@ -135,9 +136,13 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     net = model
     if info.distributed:
         # the graph is the same every step: static_graph lets DDP skip the per-step search for unused parameters
-        # and overlap all-reduces from the first bucket; gradient_as_bucket_view saves a copy of every gradient
+        # and overlap all-reduces from the first bucket; gradient_as_bucket_view saves a copy of every gradient.
+        # broadcast_buffers=False: BatchNorm's running statistics are made rank 0's once per epoch
+        # (`broadcast_buffers` below) instead of by a collective before every forward pass, which cost 1.4 ms of a
+        # 21 ms step on two H100s (rank 0's statistics evolve the same either way: it is the broadcast's source)
         net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None,
-                                                        static_graph=True, gradient_as_bucket_view=True)
+                                                        static_graph=True, gradient_as_bucket_view=True,
+                                                        broadcast_buffers=False)
     if cfg.compile:
         net = torch.compile(net)
     if out and info.is_main:
@@ -162,6 +167,7 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
         with epoch_progress(info.is_main, epoch, cfg.epochs) as on_step:
             stats = train_one_epoch(net, train_loader, optimizer, scheduler, scaler, norm, cfg, info, epoch, on_step,
                                     resume=mid if epoch == start_epoch else None, checkpoint=checkpoint)
+        broadcast_buffers(model)  # every rank validates and checkpoints with rank 0's running statistics
         val = {} if val_loader is None else evaluate(model, val_loader, norm, cfg, info,
                                                      keep_images=cfg.image_count if info.is_main else 0)
         images = val.pop("images", [])
