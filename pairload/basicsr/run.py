@@ -405,7 +405,8 @@ def pack_hint(train: Mapping) -> str:
     naming = f" --name-template '{template}'" if template not in (None, "{}") else ""
     if lq_path.parent == gt_path.parent:
         raw = lq_path.parent
-        shards = Path("shards", "-".join(p for p in raw.parts if p not in (".", "..", "/")) or "train")
+        named = [p for p in raw.parts if p not in (".", "..", raw.anchor)][-2:]  # data/LOLv1/Train: LOLv1-Train
+        shards = Path("shards", "-".join(named) or "train")
         return (f"pack datasets.train's folders once with `pairload pack {raw} {shards} --low-dir {lq_path.name} "
                 f"--high-dir {gt_path.name}{naming}`, then add --shards {shards}")
     return (f"datasets.train's folders {lq} and {gt} are not side by side: link them into one folder and pack it "
