@@ -16,8 +16,7 @@ MOVED = ("scale", "packbench", "rawdata", "rawbench", "rawbaselines")  # the ben
 
 # where the package is entered: the console script (read from pyproject), `import pairload`, `python -m` of
 # pairload.train, pairload.workers and pairload.basicsr, the public integration modules, and the modules named by
-# strings (the kinds'
-# classes, `pairload`'s lazy names)
+# strings (the kinds' classes, `pairload`'s lazy names)
 ENTRY_POINTS = ("pairload", "pairload.train", "pairload.workers.__main__", "pairload.dali", "pairload.lightning",
                 "pairload.basicsr", "pairload.basicsr.__main__")
 
