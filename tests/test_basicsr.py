@@ -19,6 +19,7 @@ from pairload.basicsr import BasicSRBatches, loader_options
 from pairload.batch import PairBatch, RawNormalize
 from pairload.pack import PackOptions, pack
 
+from basicsr_yamls import YAMLS
 from conftest import make_raw
 
 N, H, W = 12, 16, 20
@@ -123,12 +124,15 @@ def test_restormer_progressive_training_becomes_a_schedule():
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"cache_data": True, "N_frames": 5},
-     r"^BasicSR options datasets.train: N_frames, cache_data not understood: pairload cannot tell whether they change "
-     r"the samples; remove them from the options given to loader_options \(it reads gt_size, "),
-    ({"type": "Dataset_GaussianDenoising"},
-     r"datasets.train.type=Dataset_GaussianDenoising: expected a paired dataset \(PairedImageDataset, "
-     r"Dataset_PairedImage\)"),
+    ({"random_reverse": False, "N_frames": 5},
+     r"^BasicSR options datasets.train: N_frames, random_reverse not understood: pairload cannot tell whether they "
+     r"change the samples; remove them from the options \(loader_options reads gt_size, "),
+    ({"type": "Dataset_GaussianDenoising", "sigma_range": [0, 50], "in_ch": 3},  # the type alone is the reason
+     r"^BasicSR options datasets.train.type=Dataset_GaussianDenoising: this dataset adds Gaussian noise to clean "
+     r"targets; pairload reproduces only the paired datasets \(PairedImageDataset, Dataset_PairedImage: random crops "
+     r"of stored pairs\); train with the repository's own loader \(python basicsr/train.py\), or pack the pairs it "
+     r"would make with `pairload pack` and set type: PairedImageDataset$"),
+    ({"type": "MyDataset"}, r"datasets.train.type=MyDataset: this dataset is not a paired dataset pairload knows"),
     ({"scale": 4}, r"datasets.train.scale=4: expected 1; pairload crops input and target at one size"),
     ({"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]},
      r"mean=\[0.5, 0.5, 0.5\], std=\[0.5, 0.5, 0.5\]: BasicSR would normalise the samples.*"
@@ -147,6 +151,87 @@ def test_restormer_progressive_training_becomes_a_schedule():
 def test_options_that_change_the_samples_are_refused(changes, message):
     with pytest.raises(ConfigError, match=message):
         loader_options(with_train(**changes))
+
+
+def parsed(name: str) -> dict:
+    """One option file of the four repositories as their parse_options leaves it (phase and scale copied into the
+    dataset, rank and world size added)."""
+    entry = YAMLS[name]
+    top = copy.deepcopy(entry["top"])
+    train = {**copy.deepcopy(entry["train"]), "phase": "train"}
+    if top["scale"] is not None:
+        train["scale"] = top["scale"]
+    return {**top, "rank": 0, "world_size": 1, "datasets": {"train": train}}
+
+
+@pytest.mark.parametrize("name", [n for n, e in YAMLS.items() if e["refused"] is None])
+def test_every_paired_option_file_of_the_four_repositories_is_accepted(name):
+    opt = parsed(name)
+    train = opt["datasets"]["train"]
+    notes = []
+    code = loader_options(opt, progressive="code", log=notes.append)
+    flips = train.get("use_hflip", train.get("use_flip", False)) and train.get("use_rot", False)
+    augment = train.get("geometric_augs", flips)
+    assert code == {"crop": train["gt_size"], "batch_size": train["batch_size_per_gpu"], "augment": augment,
+                    "repeats": train["dataset_enlarge_ratio"], "shuffle": train.get("use_shuffle", True),
+                    "num_workers": train["num_worker_per_gpu"], "seed": opt["manual_seed"], "rank": 0,
+                    "world_size": 1}
+    # the keys naming the folders and BasicSR's DataLoader: accepted, listed once in one line
+    assert len(notes) == 1 and "\n" not in notes[0]
+    listed = notes[0].split(": ", 1)[1].split(" not used")[0].split(", ")
+    assert sorted(listed) == sorted(k for k in train if k in ("name", "phase", "dataroot_gt", "dataroot_lq",
+                                                              "filename_tmpl", "io_backend", "prefetch_mode",
+                                                              "cache_data", "meta_info_file"))
+    loader = loader_options(opt, log=lambda line: None)  # progressive="loader": the stages come from the loader
+    sizes = zip(train.get("mini_batch_sizes", []), train.get("gt_sizes", []), train.get("iters", []))
+    stages, start = [], 0
+    for batch, crop, length in sizes:
+        if start < int(opt["train"]["total_iter"]):
+            stages.append((start, min(crop, train["gt_size"]), min(batch, train["batch_size_per_gpu"])))
+        start += length
+    if len(stages) > 1:
+        assert loader["schedule"] == stages and "crop" not in loader
+    else:
+        assert (loader["crop"], loader["batch_size"]) == (stages[0][1:] if stages else (code["crop"],
+                                                                                          code["batch_size"]))
+
+
+@pytest.mark.parametrize("name", [n for n, e in YAMLS.items() if e["refused"] is not None])
+def test_the_other_option_files_are_refused_for_their_one_reason(name):
+    opt = parsed(name)
+    train, why = opt["datasets"]["train"], YAMLS[name]["refused"]
+    with pytest.raises(ConfigError) as got:
+        loader_options(opt, progressive="code")
+    message = str(got.value)
+    assert "\n" not in message and "not understood" not in message  # one line, one reason
+    expected = {"type": f"BasicSR options datasets.train.type={train['type']}: this dataset ",
+                "scale": f"BasicSR options.scale={opt['scale']}: expected 1",
+                "flips": "cannot be mapped: pairload draws all eight orientations"}[why]
+    assert expected in message
+    if why == "type":
+        assert train["type"] in str(got.value) and message.count(train["type"]) == 1
+
+
+def test_progressive_code_delivers_full_batches_for_the_block_in_train_py():
+    assert loader_options(RESTORMER, progressive="code") == {
+        "augment": True, "repeats": 1, "shuffle": True, "num_workers": 8, "seed": 100, "rank": 0, "world_size": 1,
+        "crop": 384, "batch_size": 8}
+    with pytest.raises(ConfigError, match=r"^loader_options: progressive='stages': expected 'loader' \(the loader "
+                                          r"delivers each stage's batches\) or 'code'"):
+        loader_options(RESTORMER, progressive="stages")
+    broken = copy.deepcopy(RESTORMER)
+    broken["datasets"]["train"]["iters"] = [1, 2]  # their block would index the stages: still checked
+    with pytest.raises(ConfigError, match="mini_batch_sizes has 6 entries, gt_sizes 6, iters 2"):
+        loader_options(broken, progressive="code")
+
+
+def test_unused_keys_go_to_the_modules_logger_by_default(caplog):
+    with caplog.at_level("INFO", logger="pairload.basicsr.options"):
+        loader_options(BASICSR)
+    assert [r.getMessage() for r in caplog.records] == [
+        "BasicSR options datasets.train: name, dataroot_gt, dataroot_lq, io_backend, prefetch_mode not used: they name "
+        "the source folders or how BasicSR's own DataLoader reads them, which the shard folder and the pairload "
+        "loader replace (the samples are the same)"]
 
 
 def test_top_level_options_are_checked():

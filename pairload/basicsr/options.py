@@ -1,30 +1,48 @@
-"""BasicSR-family training code (BasicSR, Restormer, Retinexformer, NAFNet) on pairload batches: `loader_options`
-maps a BasicSR options dict to `make_loader` arguments (refusing what pairload cannot reproduce), and
-`BasicSRBatches` hands the loader's batches over as BasicSR's prefetchers do, in the dict form its models'
-`feed_data` takes. Needs neither basicsr nor torchvision; torch is imported when batches are converted."""
+"""A BasicSR options dict (the parsed training YAML) as `make_loader` arguments: `loader_options`, and the keys it
+reads, ignores and refuses. Needs neither basicsr nor torch."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from typing import Any, Iterator
+from typing import Any, Callable
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 WHERE = "BasicSR options datasets.train"
 # paired datasets whose training samples are a random crop of a stored pair, flipped/rotated, in [0, 1]: what a
-# pairload split is; other types synthesise inputs (noise, frames) and would be silently replaced
+# pairload split is; other types make their inputs themselves and would be silently replaced
 PAIRED_TYPES = ("PairedImageDataset", "Dataset_PairedImage")
+# dataset types of BasicSR, Restormer, Retinexformer and NAFNet whose samples are not crops of stored pairs: what
+# each makes, for the one message that refuses it
+MADE_BY_TYPE = {
+    "Dataset_GaussianDenoising": "adds Gaussian noise to clean targets",
+    "Dataset_DefocusDeblur_DualPixel_16bit": "stacks two input views (dataroot_lqL, dataroot_lqR) into one input",
+    "Dataset_SIDImage": "reads frame sequences (N_frames) of SID's video folders resized to train_size",
+    "Dataset_SMIDImage": "reads frame sequences (N_frames) of SMID's video folders resized to train_size",
+    "Dataset_SDSDImage": "reads frame sequences (N_frames) of SDSD's video folders resized to train_size",
+    "PairedStereoImageDataset": "stacks left and right stereo views into one input",
+    "REDSDataset": "reads video frame sequences", "REDSRecurrentDataset": "reads video frame sequences",
+    "Vimeo90KDataset": "reads video frame sequences", "Vimeo90KRecurrentDataset": "reads video frame sequences",
+    "VideoTestDataset": "reads video frame sequences",
+    "RealESRGANDataset": "degrades targets with random blur kernels (its inputs are made on the GPU by the model)",
+    "FFHQDataset": "reads targets only (face images for GANs)",
+    "SingleImageDataset": "reads inputs only",
+}
 MAPPED = ("gt_size", "batch_size_per_gpu", "use_hflip", "use_flip", "use_rot", "geometric_augs",
-          "dataset_enlarge_ratio", "use_shuffle", "num_worker_per_gpu", "mini_batch_sizes", "gt_sizes", "iters",
-          "scale", "type", "degrade", "degrade_sources")
-# where the pairs come from (the folders `pairload pack` read) and how BasicSR's own DataLoader runs: replaced by
-# the shard folder and the pairload loader, with no effect on the samples
-IGNORED = ("name", "phase", "dataroot_gt", "dataroot_lq", "meta_info_file", "filename_tmpl", "io_backend",
-           "prefetch_mode", "pin_memory", "persistent_workers", "num_prefetch_queue")
+          "dataset_enlarge_ratio", "use_shuffle", "num_worker_per_gpu", "scale", "type", "degrade",
+          "degrade_sources")
 SCHEDULE_KEYS = ("mini_batch_sizes", "gt_sizes", "iters")
+# where the pairs come from (the folders `pairload pack` read) and how BasicSR's own Dataset and DataLoader run:
+# replaced by the shard folder and the pairload loader, with no effect on the samples
+IGNORED = ("name", "phase", "dataroot_gt", "dataroot_lq", "meta_info_file", "meta_info", "filename_tmpl",
+           "io_backend", "cache_data", "prefetch_mode", "pin_memory", "persistent_workers", "num_prefetch_queue")
+CHECKED = ("mean", "std", "color")  # read only to refuse them (they change the samples)
+PROGRESSIVE = ("loader", "code")
 
 
-def loader_options(opt: Mapping) -> dict[str, Any]:
+def loader_options(opt: Mapping, *, progressive: str = "loader",
+                   log: Callable[[str], Any] | None = None) -> dict[str, Any]:
     """`make_loader` keyword arguments from a BasicSR options dict: the whole parsed options (its
     `datasets: train:` part is read, with `manual_seed`, `rank`, `world_size`, `scale` and `train: total_iter`
     beside it) or the `datasets: train:` dict alone.
@@ -34,29 +52,31 @@ def loader_options(opt: Mapping) -> dict[str, Any]:
     `parse_options` sets them. Augmentation: pairload draws one of the eight orientations of the dihedral group
     (`pairload.dihedral`) uniformly per sample, or none, so use_hflip (use_flip) and use_rot both true, or
     geometric_augs true (Restormer's `random_augmentation`), → augment=True; all false or absent → augment=False;
-    horizontal flips alone, or use_rot without use_hflip, are refused. Restormer's progressive training
-    (mini_batch_sizes, gt_sizes and iters, lists of one length: iters are each stage's length in iterations) →
-    `schedule=[(step, crop, batch), ...]` with stage i starting at step sum(iters[:i]) and, as Restormer's train.py
-    cuts its stage windows and mini-batches from the gt_size × batch_size_per_gpu batch, crop min(gt_sizes[i],
-    gt_size) and batch min(mini_batch_sizes[i], batch_size_per_gpu); stages starting at or after total_iter are
-    left out, and a one-stage schedule is plain crop and batch_size. pairload's own keys: degrade ("lowlight",
-    "lowlight,gamma=2..3" or a mapping such as {model: lowlight, gamma: [2, 3]}) → degrade, as its canonical string
-    (the inputs are synthesized from the targets), and degrade_sources (a list of names) → degrade_sources. Keys
-    naming the source folders and BasicSR's DataLoader mechanics are ignored (`IGNORED`); any other key is refused
-    by name, as are mean/std, color: y and scale other than 1 (they change the samples; pairload's are the stored
-    pairs, or the synthesized ones, in [0, 1])."""
-    if not isinstance(opt, Mapping):
-        raise ConfigError(f"BasicSR options: expected a dict (the parsed YAML), found {type(opt).__name__}")
-    top: Mapping = {}
-    if "datasets" in opt:
-        top = opt
-        datasets = opt["datasets"]
-        if not isinstance(datasets, Mapping) or not isinstance(datasets.get("train"), Mapping):
-            raise ConfigError("BasicSR options: no datasets: train: section; pass the options parsed from the "
-                              "training YAML, or its datasets: train: dict")
-        train = datasets["train"]
-    else:
-        train = opt
+    horizontal flips alone, or use_rot without use_hflip, are refused.
+
+    Restormer's progressive training (mini_batch_sizes, gt_sizes and iters, lists of one length; iters are each
+    stage's length in iterations), by `progressive`:
+    - "loader" (for a train.py whose progressive block was removed): the loader delivers each stage's batches,
+      `schedule=[(step, crop, batch), ...]` with stage i starting at step sum(iters[:i]) and, as Restormer's
+      train.py cuts its stage windows and mini-batches from the gt_size × batch_size_per_gpu batch, crop
+      min(gt_sizes[i], gt_size) and batch min(mini_batch_sizes[i], batch_size_per_gpu); stages starting at or after
+      total_iter are left out, and a one-stage schedule is plain crop and batch_size;
+    - "code" (their train.py unchanged, as `python -m pairload.basicsr` runs it): the loader delivers gt_size ×
+      batch_size_per_gpu batches throughout and their progressive block cuts each stage from them, as it does from
+      their own loader's.
+
+    pairload's own keys: degrade ("lowlight", "lowlight,gamma=2..3" or a mapping such as {model: lowlight, gamma:
+    [2, 3]}) → degrade, as its canonical string (the inputs are synthesized from the targets), and degrade_sources
+    (a list of names) → degrade_sources. A dataset `type` other than a paired one (`PAIRED_TYPES`) is refused by
+    that name alone; the keys naming the source folders and BasicSR's DataLoader mechanics (`IGNORED`) are accepted
+    and listed once through `log` (default: this module's logger, at INFO); any other key is refused by name, as
+    are mean/std, color: y and scale other than 1 (they change the samples; pairload's are the stored pairs, or
+    the synthesized ones, in [0, 1])."""
+    if progressive not in PROGRESSIVE:
+        raise ConfigError(f"loader_options: progressive={progressive!r}: expected 'loader' (the loader delivers "
+                          "each stage's batches) or 'code' (train.py's progressive block cuts them)")
+    top, train = _sections(opt)
+    _refuse_type(train)
     _refuse_unknown(train)
     _check_samples(train, top)
     out: dict[str, Any] = {"augment": _augment(train)}
@@ -77,26 +97,63 @@ def loader_options(opt: Mapping) -> dict[str, Any]:
         whole = {"total_iter": int(given) if isinstance(given, float) and given.is_integer() else given}
         total_iter = _whole(whole, "total_iter", 1, where="BasicSR options train")
     stages = _stages(train, total_iter)
-    if len(stages) > 1:
+    if progressive == "code":
+        # their block cuts the stages out of full batches: the loader delivers those, whatever the stages are
+        out["crop"], out["batch_size"] = _required(train, "gt_size"), _required(train, "batch_size_per_gpu")
+    elif len(stages) > 1:
         out["schedule"] = stages
     else:
         out["crop"], out["batch_size"] = stages[0][1], stages[0][2]
+    ignored = ignored_keys(train)
+    if ignored:
+        (log or logging.getLogger(__name__).info)(
+            f"{WHERE}: {', '.join(ignored)} not used: they name the source folders or how BasicSR's own DataLoader "
+            "reads them, which the shard folder and the pairload loader replace (the samples are the same)")
     return out
 
 
-def _refuse_unknown(train: Mapping) -> None:
-    unknown = sorted(str(k) for k in train if k not in MAPPED and k not in IGNORED and k not in SCHEDULE_KEYS
-                     and k not in ("mean", "std", "color"))
-    if unknown:
-        raise ConfigError(f"{WHERE}: {', '.join(unknown)} not understood: pairload cannot tell whether "
-                          f"{'it changes' if len(unknown) == 1 else 'they change'} the samples; remove "
-                          f"{'it' if len(unknown) == 1 else 'them'} from the options given to loader_options (it reads "
-                          f"{', '.join(MAPPED + SCHEDULE_KEYS)} and ignores {', '.join(IGNORED)})")
+def ignored_keys(opt: Mapping) -> list[str]:
+    """The keys of `datasets: train:` (or of the dict given) that `loader_options` accepts without using them."""
+    train = _sections(opt)[1]
+    return [str(k) for k in train if k in IGNORED]
+
+
+def _sections(opt: Mapping) -> tuple[Mapping, Mapping]:
+    """(the whole options or {}, the datasets: train: dict)."""
+    if not isinstance(opt, Mapping):
+        raise ConfigError(f"BasicSR options: expected a dict (the parsed YAML), found {type(opt).__name__}")
+    if "datasets" not in opt:
+        return {}, opt
+    datasets = opt["datasets"]
+    if not isinstance(datasets, Mapping) or not isinstance(datasets.get("train"), Mapping):
+        raise ConfigError("BasicSR options: no datasets: train: section; pass the options parsed from the "
+                          "training YAML, or its datasets: train: dict")
+    return opt, datasets["train"]
+
+
+def _refuse_type(train: Mapping) -> None:
+    """A dataset that makes its own samples is refused by its type alone (its other keys are its own business)."""
     kind = train.get("type")
-    if kind is not None and kind not in PAIRED_TYPES:
-        raise ConfigError(f"{WHERE}.type={kind}: expected a paired dataset ({', '.join(PAIRED_TYPES)}) whose samples "
-                          "are crops of stored pairs; pack the pairs this dataset makes with `pairload pack`, or keep "
-                          "BasicSR's own loader for it")
+    if kind is None or kind in PAIRED_TYPES:
+        return
+    made = MADE_BY_TYPE.get(str(kind), "is not a paired dataset pairload knows, so its samples may not be crops of "
+                                       "stored pairs")
+    raise ConfigError(f"{WHERE}.type={kind}: this dataset {made}; pairload reproduces only the paired datasets "
+                      f"({', '.join(PAIRED_TYPES)}: random crops of stored pairs); train with the repository's own "
+                      "loader (python basicsr/train.py), or pack the pairs it would make with `pairload pack` and "
+                      "set type: PairedImageDataset")
+
+
+def _refuse_unknown(train: Mapping) -> None:
+    unknown = [str(k) for k in train if k not in MAPPED and k not in IGNORED and k not in SCHEDULE_KEYS
+               and k not in CHECKED]
+    if unknown:
+        one = len(unknown) == 1
+        raise ConfigError(f"{WHERE}: {', '.join(sorted(unknown))} not understood: pairload cannot tell whether "
+                          f"{'it changes' if one else 'they change'} the samples; remove {'it' if one else 'them'} "
+                          f"from the options (loader_options reads {', '.join(MAPPED + SCHEDULE_KEYS)}, refuses "
+                          f"{', '.join(CHECKED)} where they change the samples, and accepts {', '.join(IGNORED)} "
+                          "unused)")
 
 
 def _check_samples(train: Mapping, top: Mapping) -> None:
@@ -116,11 +173,9 @@ def _check_samples(train: Mapping, top: Mapping) -> None:
     if str(train.get("color", "")).lower() == "y":
         raise ConfigError(f"{WHERE}.color=y: BasicSR would train on the Y channel, pairload batches are the stored "
                           "channels; pack Y images, or remove color: y")
-
-
 def _degrade(train: Mapping) -> dict[str, Any]:
     """degrade and degrade_sources, checked here so that a mistake names the options' key."""
-    from .synth.spec import Degradation
+    from ..synth.spec import Degradation
 
     value, sources = train.get("degrade"), train.get("degrade_sources")
     if value is None:
@@ -220,75 +275,10 @@ def _stages(train: Mapping, total_iter: int | None) -> list[tuple[int, int, int]
     return stages
 
 
-class BasicSRBatches:
-    """A pairload loader behind BasicSR's prefetcher interface (`CPUPrefetcher`/`CUDAPrefetcher`): `next()` gives
-    the next batch of the loader's current epoch, None once the epoch is over (and again until `reset()`);
-    `reset()` starts the loader's current epoch anew (`set_epoch(e)` first, as BasicSR's loop does with its
-    sampler); iterating gives one epoch's batches. The loader already delivers on its device one batch ahead, as
-    the CUDA prefetcher does.
 
-    Each batch is a dict: `lq` and `gt` float32 N×C×H×W on the loader's device, from `normalize.pair(batch)`
-    (default `Normalize()`: values in [0, 1], each member type divided by its range: 255 for uint8, 65535 for
-    uint16, camera raw included; `RawNormalize()` levels camera raw by its black and white levels instead), and
-    `lq_path`, `gt_path`: lists of the rows' shard keys ("source/key" when sources are mixed). The original file
-    names are recorded in each sample's `.json` member but batches do not carry them; the key is the input's
-    path below its split's low folder with '/' as '+', other characters escaped and the extension dropped
-    (`pairload.format.schema.key_from_relpath`): enough to name outputs, which is what BasicSR uses paths for."""
 
-    def __init__(self, loader, normalize=None):
-        if normalize is None:
-            from .batch import Normalize
-
-            normalize = Normalize(mean=(0.0,), std=(1.0,))  # one value for every channel: 1, 3 or 4 (raw)
-        if not callable(getattr(normalize, "pair", None)):
-            raise ConfigError(f"BasicSRBatches: normalize={normalize!r}: expected an object with pair(batch) -> "
-                              "(input, target), e.g. pairload.Normalize(mean, std) or pairload.RawNormalize()")
-        self.loader, self.normalize = loader, normalize
-        self._on = None  # the device `normalize` was last moved to
-        self._it: Iterator | None = None
-
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    def set_epoch(self, epoch: int) -> None:
-        """The loader's `set_epoch` (BasicSR's loop calls its sampler's; with pairload the loader is the sampler)."""
-        self.loader.set_epoch(epoch)
-
-    def reset(self) -> None:
-        self._close()
-        self._it = iter(self.loader)
-
-    def next(self) -> dict | None:
-        if self._it is None:
-            self._it = iter(self.loader)
-        try:
-            batch = next(self._it)
-        except StopIteration:
-            return None
-        return self.as_dict(batch)
-
-    def __iter__(self) -> Iterator[dict]:
-        self._close()
-        for batch in self.loader:
-            yield self.as_dict(batch)
-
-    def as_dict(self, batch) -> dict:
-        """One `PairBatch` as BasicSR's `PairedImageDataset` batches are: {'lq', 'gt', 'lq_path', 'gt_path'}."""
-        import torch
-
-        device = batch.low.device
-        if isinstance(self.normalize, torch.nn.Module) and self._on != device:
-            self.normalize.to(device)
-            self._on = device
-        lq, gt = self.normalize.pair(batch)
-        return {"lq": lq, "gt": gt, "lq_path": list(batch.keys), "gt_path": list(batch.keys)}
-
-    def close(self) -> None:
-        """End the epoch under way (its workers' batches are let go) and close the loader."""
-        self._close()
-        self.loader.close()
-
-    def _close(self) -> None:
-        if self._it is not None and hasattr(self._it, "close"):
-            self._it.close()  # a generator left half-way would hold the loader's ring and workers until collected
-        self._it = None
+def _required(train: Mapping, key: str) -> int:
+    if train.get(key) is None:
+        what, e = ("the crop side", 128) if key == "gt_size" else ("the batch size per rank", 8)
+        raise ConfigError(f"{WHERE}: no {key}; pairload needs {what} (e.g. {key}: {e})")
+    return _whole(train, key, 0)

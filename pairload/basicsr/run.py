@@ -1,0 +1,414 @@
+"""`python -m pairload.basicsr`: a BasicSR-family repository's own training, unchanged, on a pairload loader.
+
+Run from the root of such a repository (BasicSR, Restormer, Retinexformer, NAFNet: the folder that holds
+`basicsr/train.py`), it imports that repository's `basicsr` (the current folder first on sys.path) and replaces, in
+the namespace of its `basicsr.train` module (where `from x import y` bound them), only what makes the training
+batches: `create_dataset`/`build_dataset` for the train phase, `EnlargedSampler`, `create_dataloader`/
+`build_dataloader` and `CPUPrefetcher`/`CUDAPrefetcher`. Their options, model, training loop (the progressive block
+included), validation (its dataset and loader stay theirs), logger and checkpoints run as they are. It also wraps
+`parse_options` (to read the parsed options) and the model `create_model`/`build_model` returns (to save the
+loader's position beside each training state and load it when they resume). Then it runs their entry point:
+`train_pipeline(root_path)` (BasicSR >= 1.3) or `main()` (Restormer, Retinexformer, NAFNet), with sys.argv holding
+their arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import math
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Callable
+
+from ..errors import ConfigError, PairloadError, ShardError
+from .batches import BasicSRBatches
+from .options import loader_options
+
+USAGE = """usage: python -m pairload.basicsr --shards SHARDS [--shards-split SPLIT] -opt OPTIONS.yml [ARGS...]
+
+Runs the current folder's basicsr/train.py (BasicSR, Restormer, Retinexformer, NAFNet) unchanged, with its
+training pairs read from SHARDS (what `pairload pack` wrote from the dataroot_lq/dataroot_gt folders) by a pairload
+ram loader; its validation, model, logger and checkpoints stay its own. Every argument but --shards and
+--shards-split goes to the repository's own parse_options (-opt or --opt, --launcher pytorch, --auto_resume,
+--force_yml, ...).
+
+  --shards SHARDS        the shard folder of the training pairs
+  --shards-split SPLIT   the split of SHARDS to train on (default: train)
+"""
+
+# the names a BasicSR-family train.py binds, each with the alternatives the known repositories use
+WANTED = {"parse_options": ("parse_options",), "dataset": ("create_dataset", "build_dataset"),
+          "dataloader": ("create_dataloader", "build_dataloader"), "sampler": ("EnlargedSampler",),
+          "cpu_prefetcher": ("CPUPrefetcher",), "cuda_prefetcher": ("CUDAPrefetcher",),
+          "model": ("create_model", "build_model"), "entry": ("train_pipeline", "main")}
+# network_g keys that name the model's input (and output) channels in the known repositories' options
+IN_CHANNELS = ("in_channels", "inp_channels", "num_in_ch", "in_chans", "img_channel", "in_nc")
+OUT_CHANNELS = ("out_channels", "num_out_ch", "out_nc", "in_chans", "img_channel")
+SIDECAR_FOLDER = "training_states_pairload"
+SIDECAR_FORMAT = "pairload-basicsr-loader"
+
+
+class RepositoryError(PairloadError):
+    """The current folder is not a BasicSR-family repository this command can drive: no basicsr/train.py, one that
+    does not import, or one of another shape (a function it needs is not found)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command: their training's exit, or 1 with one line on stderr for a pairload error."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "-h" in argv or "--help" in argv:
+        print(USAGE, end="")
+        return 0
+    try:
+        run(argv)
+    except PairloadError as exc:
+        print(f"pairload.basicsr: {exc}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """(our options, their arguments in their order)."""
+    parser = argparse.ArgumentParser(prog="python -m pairload.basicsr", add_help=False, allow_abbrev=False)
+    parser.add_argument("--shards")
+    parser.add_argument("--shards-split", default="train")
+    return parser.parse_known_args(argv)
+
+
+def run(argv: list[str], cwd: Path | None = None) -> None:
+    ours, theirs = split_args(argv)
+    repo = (cwd or Path.cwd()).resolve()
+    train = import_train(repo)
+    found = find_names(train)
+    session = Session(ours.shards, ours.shards_split)
+    session.patch(train, found)
+    train_py = Path(train.__file__)
+    sys.argv = [str(train_py), *theirs]
+    entry = found["entry"]
+    if entry == "train_pipeline":
+        # what their `if __name__ == '__main__'` passes: the repository root, two levels above train.py
+        getattr(train, entry)(str(train_py.resolve().parent.parent))
+    else:
+        getattr(train, entry)()
+
+
+def import_train(repo: Path):
+    """The repository's own `basicsr.train`, imported with `repo` first on sys.path."""
+    train_py = repo / "basicsr" / "train.py"
+    if not train_py.is_file():
+        raise RepositoryError(f"{repo}: no basicsr/train.py here; run python -m pairload.basicsr from the root of a "
+                              "BasicSR-family repository (BasicSR, Restormer, Retinexformer, NAFNet: the folder that "
+                              "holds basicsr/)")
+    if not sys.path or Path(sys.path[0] or ".").resolve() != repo:
+        sys.path.insert(0, str(repo))
+    try:
+        train = importlib.import_module("basicsr.train")
+    except ImportError as exc:
+        raise RepositoryError(f"{train_py}: importing it failed ({type(exc).__name__}: {exc}); install what the "
+                              "repository needs (its requirements.txt; Retinexformer and Restormer also need "
+                              "`python setup.py develop --no_cuda_ext` once, which writes basicsr/version.py)"
+                              ) from None
+    got = Path(train.__file__).resolve()
+    if got != train_py.resolve():
+        raise RepositoryError(f"basicsr.train was imported from {got}, not {train_py}: another basicsr was imported "
+                              "first; run python -m pairload.basicsr in a fresh interpreter from the repository root")
+    return train
+
+
+def find_names(train) -> dict[str, str]:
+    """{role: the name train.py binds for it}; a missing one is a RepositoryError naming it."""
+    out = {}
+    for role, names in WANTED.items():
+        have = [n for n in names if callable(getattr(train, n, None))]
+        if not have:
+            raise RepositoryError(f"{train.__file__}: no {' or '.join(names)} found in it; pairload.basicsr drives "
+                                  "train.py files shaped like BasicSR's, Restormer's, Retinexformer's or NAFNet's "
+                                  "(see docs/basicsr.md for editing another train.py by hand)")
+        out[role] = have[0]
+    return out
+
+
+class TrainData:
+    """What their `create_dataset`, `EnlargedSampler` and `create_dataloader` return for the train phase: one
+    object that is the stand-in dataset (`len()`), the sampler (`set_epoch`) and the loader (`loader`)."""
+
+    def __init__(self, loader, length: int):
+        self.loader, self.length = loader, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.set_epoch(epoch)
+
+
+class Prefetcher(BasicSRBatches):
+    """Their `CPUPrefetcher`/`CUDAPrefetcher` on the train loader; `on_first_reset` runs once, before the first
+    batch is asked."""
+
+    def __init__(self, loader, on_first_reset: Callable[[], None]):
+        super().__init__(loader)
+        self._first: Callable[[], None] | None = on_first_reset
+
+    def reset(self) -> None:
+        if self._first is not None:
+            first, self._first = self._first, None
+            first()
+        super().reset()
+
+
+class Session:
+    """One run: the patches, the loader they share and the loader-position files."""
+
+    def __init__(self, shards: str | None, split: str):
+        self.shards, self.split = shards, split
+        self.opt: Mapping | None = None
+        self.loader = None
+        self.data: TrainData | None = None
+        self.notes: list[tuple[int, str]] = []  # lines logged once their logger exists
+        self.resumed = False
+        self.logger = logging.getLogger("basicsr.pairload")  # a child of their 'basicsr' logger: its file and rank
+
+    # -- the patches -----------------------------------------------------------------------------------------------
+
+    def patch(self, train, found: dict[str, str]) -> None:
+        orig = {role: getattr(train, name) for role, name in found.items()}
+        setattr(train, found["parse_options"], self._parse_options(orig["parse_options"]))
+        setattr(train, found["dataset"], self._dataset(orig["dataset"]))
+        setattr(train, found["sampler"], self._sampler(orig["sampler"]))
+        setattr(train, found["dataloader"], self._dataloader(orig["dataloader"]))
+        setattr(train, found["cpu_prefetcher"], self._prefetcher(orig["cpu_prefetcher"]))
+        setattr(train, found["cuda_prefetcher"], self._prefetcher(orig["cuda_prefetcher"]))
+        setattr(train, found["model"], self._model(orig["model"]))
+
+    def _parse_options(self, orig):
+        def parse_options(*args, **kwargs):
+            got = orig(*args, **kwargs)
+            opt = got[0] if isinstance(got, tuple) else got  # BasicSR >= 1.3 returns (opt, args)
+            self.setup(opt)
+            return got
+        return parse_options
+
+    def _dataset(self, orig):
+        def create_dataset(dataset_opt, *args, **kwargs):
+            if not self._is_train(dataset_opt):
+                return orig(dataset_opt, *args, **kwargs)  # validation: their own dataset
+            self._flush_notes()
+            return self.data
+        return create_dataset
+
+    def _sampler(self, orig):
+        def sampler(dataset, *args, **kwargs):
+            return dataset if dataset is self.data and dataset is not None else orig(dataset, *args, **kwargs)
+        return sampler
+
+    def _dataloader(self, orig):
+        def create_dataloader(dataset, *args, **kwargs):
+            return dataset if dataset is self.data and dataset is not None else orig(dataset, *args, **kwargs)
+        return create_dataloader
+
+    def _prefetcher(self, orig):
+        def prefetcher(loader, *args, **kwargs):
+            if loader is self.data and loader is not None:
+                return Prefetcher(self.loader, self._check_resumed)
+            return orig(loader, *args, **kwargs)
+        return prefetcher
+
+    def _model(self, orig):
+        def create_model(*args, **kwargs):
+            model = orig(*args, **kwargs)
+            self.hook_model(model)
+            return model
+        return create_model
+
+    def _is_train(self, dataset_opt) -> bool:
+        datasets = self.opt.get("datasets", {}) if self.opt is not None else {}
+        return dataset_opt is datasets.get("train") or (isinstance(dataset_opt, Mapping)
+                                                         and dataset_opt.get("phase") == "train")
+
+    # -- the loader ------------------------------------------------------------------------------------------------
+
+    def setup(self, opt) -> None:
+        """Check the options and the shards and make the loader, right after their parse_options (before their
+        experiment folders are made)."""
+        if not isinstance(opt, Mapping) or not isinstance(opt.get("datasets"), Mapping):
+            raise RepositoryError(f"parse_options returned {type(opt).__name__}, expected the options dict (with "
+                                  "datasets:); pairload.basicsr drives train.py files shaped like BasicSR's")
+        self.opt = opt
+        notes: list[str] = []
+        options = loader_options(opt, progressive="code", log=notes.append)
+        self.notes += [(logging.INFO, f"pairload: {n}") for n in notes]
+        if not self.shards:
+            raise ConfigError(f"no --shards: {pack_hint(opt['datasets']['train'])}")
+        device = self._device(opt)
+        from ..loaders import make_loader
+
+        try:
+            loader = make_loader("ram", self.shards, split=self.split, device=device, **options)
+        except ShardError as exc:
+            if f"no split {self.split!r}" in str(exc):
+                raise ShardError(f"{exc}; name the split to train on with --shards-split") from None
+            raise
+        except ConfigError as exc:
+            raise ConfigError(f"--shards {self.shards} with gt_size {options['crop']}, batch_size_per_gpu "
+                              f"{options['batch_size']}: {exc}") from None
+        self.loader = loader
+        check_channels(opt, loader.ds.members, f"--shards {self.shards} split {self.split!r}")
+        batches = loader.batches_in(0)
+        world = options.get("world_size", 1)
+        # their train.py counts ceil(len(train_set) * enlarge_ratio / (batch_size_per_gpu * world_size)) iterations
+        # per epoch, while pairload drops the last short batch; a length whose count is at most the loader's real
+        # batches keeps their epoch loop from ending before total_iter (a smaller count only adds epochs it breaks)
+        length = max(1, batches * options["batch_size"] * world // options["repeats"])
+        theirs = math.ceil(length * options["repeats"] / (options["batch_size"] * world))
+        self.data = TrainData(loader, length)
+        m = loader.ds.members
+        self.notes.insert(0, (logging.INFO, (
+            f"pairload: training pairs from {self.shards} split {self.split!r} ({loader.samples} pairs, "
+            f"{m.low.dtype}x{m.low.channels} -> {m.high.dtype}x{m.high.channels}) by a ram loader on {device}: crop "
+            f"{options['crop']}, batch {options['batch_size']} per rank, rank {options.get('rank', 0)} of {world}, "
+            f"repeats {options['repeats']}, augment {options['augment']}, shuffle {options.get('shuffle', True)}, "
+            f"seed {options.get('seed', 0)}, {options.get('num_workers', 0)} workers: {batches} batches per epoch "
+            f"on this rank; len(train_set) reads {length} so that train.py's count, {theirs} per epoch, is not more")))
+
+    @staticmethod
+    def _device(opt: Mapping) -> str:
+        if opt.get("num_gpu", 1) == 0:
+            return "cpu"
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(f"BasicSR options num_gpu={opt.get('num_gpu')}: no CUDA device here; set num_gpu: 0 "
+                              "to train on the CPU")
+        return f"cuda:{torch.cuda.current_device()}"  # the rank's device: their init_dist has set it
+
+    def _flush_notes(self) -> None:
+        for level, line in self.notes:
+            self.logger.log(level, line)
+        self.notes = []
+
+    # -- the loader's position beside their training states ------------------------------------------------------
+
+    def hook_model(self, model) -> None:
+        save, resume = getattr(model, "save_training_state", None), getattr(model, "resume_training", None)
+        if not callable(save) or not callable(resume):
+            self.logger.warning("pairload: the model has no save_training_state/resume_training: the loader's "
+                                "position is not saved, and a resumed run restarts its epoch")
+            return
+
+        def save_training_state(epoch, current_iter, *args, **kwargs):
+            out = save(epoch, current_iter, *args, **kwargs)
+            if current_iter != -1 and self.opt.get("rank", 0) == 0:  # -1: their final save, which has no state
+                self.save_loader(epoch, current_iter)
+            return out
+
+        def resume_training(resume_state, *args, **kwargs):
+            out = resume(resume_state, *args, **kwargs)
+            self.resume_loader(resume_state)
+            return out
+
+        # instance attributes: their BaseModel.save calls self.save_training_state, which finds these first
+        model.save_training_state = save_training_state
+        model.resume_training = resume_training
+
+    def sidecar(self, current_iter: int, state_file: str | None = None) -> Path:
+        """Where the loader's position at `current_iter` goes: `<experiment>/training_states_pairload/<iter>.json`,
+        beside their `training_states/<iter>.state` (`state_file` when resuming from a given one). Not inside
+        training_states: their auto-resume reads every file name there as an iteration number."""
+        if state_file:
+            states = Path(state_file).parent
+        else:
+            paths = self.opt.get("path", {})
+            where = paths.get("training_states") or paths.get("experiments_root")
+            if not where:
+                raise RepositoryError("BasicSR options path: no training_states (set by parse_options for "
+                                      "training): pairload.basicsr saves the loader's position beside it")
+            states = Path(where)
+        return states.parent / SIDECAR_FOLDER / f"{int(current_iter)}.json"
+
+    def save_loader(self, epoch: int, current_iter: int) -> None:
+        from ..format.atomic import write_json_atomic
+
+        path = self.sidecar(current_iter)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, {"format": SIDECAR_FORMAT, "version": 1, "iter": int(current_iter),
+                                 "epoch": int(epoch), "loader": self.loader.state_dict()})
+
+    def resume_loader(self, resume_state) -> None:
+        self.resumed = True
+        if not isinstance(resume_state, Mapping) or "iter" not in resume_state:
+            self.logger.warning("pairload: the resume state has no 'iter': the loader starts its epoch from its "
+                                "first batch")
+            return
+        it, epoch = int(resume_state["iter"]), int(resume_state.get("epoch", 0))
+        path = self.sidecar(it, self.opt.get("path", {}).get("resume_state"))
+        if not path.is_file():
+            self.logger.warning(f"pairload: no loader position {path} for iteration {it}: epoch {epoch} restarts from "
+                                "its first batch (as BasicSR's own resume does)")
+            return
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ShardError(f"{path}: unreadable loader position ({exc}); delete it to restart epoch {epoch} from "
+                             "its first batch") from None
+        if not isinstance(doc, dict) or doc.get("format") != SIDECAR_FORMAT or not isinstance(doc.get("loader"), dict):
+            raise ShardError(f"{path}: not a pairload.basicsr loader position (format {SIDECAR_FORMAT!r}); delete it "
+                             f"to restart epoch {epoch} from its first batch")
+        saved = (doc.get("iter"), doc["loader"].get("epoch"))
+        if saved != (it, epoch):
+            raise ShardError(f"{path}: saved at iteration {saved[0]} in epoch {saved[1]}, the training state resumes "
+                             f"iteration {it} in epoch {epoch}; delete it to restart epoch {epoch} from its first "
+                             "batch")
+        self.loader.load_state_dict(doc["loader"])
+        done = sum(k for _, k in doc["loader"]["consumed"])
+        self.logger.info(f"pairload: the loader resumes epoch {epoch} after its first {done} batches ({path})")
+
+    def _check_resumed(self) -> None:
+        resume = self.opt.get("path", {}).get("resume_state") if self.opt is not None else None
+        if resume and not self.resumed:
+            self.logger.warning(f"pairload: path.resume_state is {resume} but train.py did not call "
+                                "model.resume_training: the loader starts its epoch from its first batch")
+
+
+def check_channels(opt: Mapping, members, where: str) -> None:
+    """The model's input/output channels (network_g's keys, where given) are the split's."""
+    net = opt.get("network_g")
+    if not isinstance(net, Mapping):
+        return
+    for keys, member, side in ((IN_CHANNELS, members.low, "input"), (OUT_CHANNELS, members.high, "target")):
+        for key in keys:
+            value = net.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value != member.channels:
+                raise ConfigError(f"BasicSR options network_g.{key}={value}: the model's {side}s have {value} "
+                                  f"channels, {where} has {member.channels}-channel {side}s; pack {value}-channel "
+                                  f"images, or set network_g.{key}: {member.channels}")
+
+
+def pack_hint(train: Mapping) -> str:
+    """How to pack the folders `datasets: train:` names, as one sentence ending in the --shards to give."""
+    lq, gt = train.get("dataroot_lq"), train.get("dataroot_gt")
+    backend = train.get("io_backend")
+    kind = backend.get("type") if isinstance(backend, Mapping) else None
+    if not lq or not gt or str(lq).lower() == "none":
+        return ("pack the training pairs once with `pairload pack RAW SHARDS` (RAW holding low/ and high/ folders), "
+                "then add --shards SHARDS")
+    if kind == "lmdb" or str(lq).endswith(".lmdb") or str(gt).endswith(".lmdb"):
+        return (f"datasets.train reads LMDB files ({lq}, {gt}), which pairload does not read: pack the image folders "
+                "they were made from with `pairload pack RAW SHARDS` (RAW holding low/ and high/), then add --shards "
+                "SHARDS")
+    lq_path, gt_path = Path(lq), Path(gt)
+    template = train.get("filename_tmpl")
+    naming = f" --name-template '{template}'" if template not in (None, "{}") else ""
+    if lq_path.parent == gt_path.parent:
+        raw = lq_path.parent
+        named = [p for p in raw.parts if p not in (".", "..", raw.anchor)][-2:]  # data/LOLv1/Train: LOLv1-Train
+        shards = Path("shards", "-".join(named) or "train")
+        return (f"pack datasets.train's folders once with `pairload pack {raw} {shards} --low-dir {lq_path.name} "
+                f"--high-dir {gt_path.name}{naming}`, then add --shards {shards}")
+    return (f"datasets.train's folders {lq} and {gt} are not side by side: link them into one folder and pack it "
+            f"once with `mkdir -p raw-train && ln -s {lq_path.resolve()} raw-train/low && ln -s {gt_path.resolve()} "
+            f"raw-train/high && pairload pack raw-train shards/train{naming}`, then add --shards shards/train")

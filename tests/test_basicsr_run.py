@@ -1,0 +1,248 @@
+"""`python -m pairload.basicsr`: a BasicSR-shaped repository's own train.py, unchanged, trains on a pack.
+
+The repositories are the tiny ones of `basicsr_repo` (Restormer-shaped and BasicSR >= 1.3-shaped), run as
+subprocesses from their root on the CPU. Pair i's pixels hold (i, row, column) and its target is 255 - input
+(conftest's `make_raw`), and the test model records every batch it was fed, so a wrong pair, crop or order shows."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from pairload import ConfigError, ShardError, make_loader
+from pairload.basicsr import loader_options
+from pairload.basicsr.run import RepositoryError, Session, find_names, pack_hint, split_args
+from pairload.pack import PackOptions, pack
+
+from basicsr_repo import options, write_repo
+from conftest import make_raw
+
+ROOT = Path(__file__).resolve().parents[1]
+N, H, W = 12, 16, 20
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """raw/ (12 training pairs of 16x20, 3 validation pairs) and its pack of the training split."""
+    root = tmp_path_factory.mktemp("bsrrun")
+    make_raw(root / "raw", N, split="train", size=(H, W))
+    make_raw(root / "raw", 3, split="test", start=200, size=(H, W))
+    pack(root / "raw" / "train", root / "shards", PackOptions(workers=1, shard_size=64 * 1024))
+    return root
+
+
+def command(repo: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return subprocess.run([sys.executable, "-m", "pairload.basicsr", *args], cwd=repo, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": path, **(env or {})})
+
+
+def fed(path: Path) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """{iteration: (lq, gt) as uint8 N x C x H x W} the test model recorded."""
+    out = {}
+    for line in path.read_text().splitlines():
+        doc = json.loads(line)
+        out[doc["iter"]] = (np.array(doc["lq"], dtype=np.uint8), np.array(doc["gt"], dtype=np.uint8))
+    return out
+
+
+def loader_batches(shards: Path, opt: dict, n: int) -> list[np.ndarray]:
+    """The first n input batches (uint8) a ram loader made from the options yields, epoch after epoch."""
+    opt = {**opt, "rank": 0, "world_size": 1}
+    out, epoch = [], 0
+    with make_loader("ram", shards, **loader_options(opt, progressive="code")) as loader:
+        while len(out) < n:
+            loader.set_epoch(epoch)
+            out += [b.low.numpy() for b in loader]
+            epoch += 1
+    return out[:n]
+
+
+def log_of(repo: Path) -> str:
+    return "".join(p.read_text() for p in sorted((repo / "experiments" / "Tiny").glob("train_*.log")))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(data, tmp_path_factory):
+    """A Restormer-shaped repository trained for 10 iterations: (repo, what it was fed, the run's result)."""
+    repo = write_repo(tmp_path_factory.mktemp("repo"), options(data / "raw"))
+    done = command(repo, "-opt", "Options/Tiny.yml", "--shards", str(data / "shards"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return repo, fed(repo / "experiments" / "Tiny" / "fed.jsonl"), done
+
+
+def test_their_train_py_trains_on_exactly_the_packs_batches(data, uninterrupted):
+    repo, got, done = uninterrupted
+    assert sorted(got) == list(range(1, 11))
+    opt = yaml.safe_load((repo / "Options" / "Tiny.yml").read_text())
+    batches = loader_batches(data / "shards", opt, 10)
+    for it, (lq, gt) in got.items():
+        assert np.array_equal(gt, 255 - lq), it  # input and target cut and oriented alike, of one pair
+        assert all(len(np.unique(row[0])) == 1 and row[0, 0, 0] < N for row in lq)  # one pair per row
+        full = batches[it - 1]
+        if it <= 6:  # stage 1 of the YAML: 4 windows of 8, the loader's batch as it is
+            assert np.array_equal(lq, full), it
+            continue
+        # stage 2: their progressive block took 2 of the 4 rows and one 6x6 window of them, as from their loader
+        assert lq.shape == (2, 3, 6, 6)
+        windows = [(x, y) for x in range(3) for y in range(3)
+                   if all(any(np.array_equal(r, f[:, x:x + 6, y:y + 6]) for f in full) for r in lq)]
+        assert windows, it
+    log = log_of(repo)
+    assert log.count("pairload: training pairs from") == 1 and "3 batches per epoch on this rank" in log
+    assert log.count("not used: they name the source folders") == 1
+    assert "Validation ValSet, iter 5: l1" in log and "Validation ValSet, iter 10: l1" in log  # theirs, kept
+    states = repo / "experiments" / "Tiny"
+    assert sorted(p.name for p in (states / "training_states").iterdir()) == ["4.state", "8.state"]
+    beside = json.loads((states / "training_states_pairload" / "8.json").read_text())
+    assert (beside["iter"], beside["epoch"], beside["loader"]["epoch"], beside["loader"]["consumed"]) == (8, 2, 2,
+                                                                                                         [[1, 2]])
+
+
+def test_a_killed_run_resumes_mid_epoch_with_the_uninterrupted_runs_batches(data, uninterrupted, tmp_path):
+    _, whole, _ = uninterrupted
+    repo = write_repo(tmp_path / "repo", options(data / "raw"))
+    args = ("-opt", "Options/Tiny.yml", "--shards", str(data / "shards"))
+    killed = command(repo, *args, env={"TINY_STOP_AT": "6", "TINY_FED": str(tmp_path / "killed.jsonl")})
+    assert killed.returncode == 17, killed.stderr[-3000:]  # after the checkpoint of iteration 4 (epoch 1, batch 1)
+    bare = tmp_path / "bare"
+    shutil.copytree(repo, bare)  # the same killed run, to resume without the loader's position
+    (bare / "experiments" / "Tiny" / "training_states_pairload" / "4.json").unlink()
+
+    resumed = command(repo, *args, env={"TINY_FED": str(tmp_path / "resumed.jsonl")})
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    got = fed(tmp_path / "resumed.jsonl")
+    assert sorted(got) == list(range(5, 11))
+    for it in got:  # stage 2 included: their block's draws are seeded as in the uninterrupted run
+        assert np.array_equal(got[it][0], whole[it][0]) and np.array_equal(got[it][1], whole[it][1]), it
+    assert ("pairload: the loader resumes epoch 1 after its first 1 batches "
+            "(experiments/Tiny/training_states_pairload/4.json)") in resumed.stderr
+
+    restarted = command(bare, *args, env={"TINY_FED": str(tmp_path / "restarted.jsonl")})
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    assert ("pairload: no loader position experiments/Tiny/training_states_pairload/4.json for iteration 4: epoch 1 "
+            "restarts from its first batch (as BasicSR's own resume does)") in restarted.stderr
+    again = fed(tmp_path / "restarted.jsonl")
+    assert np.array_equal(again[5][0], whole[4][0])  # epoch 1's first batch once more
+
+
+def test_a_basicsr_13_train_pipeline_runs_to_total_iter(data, tmp_path):
+    """BasicSR >= 1.3's loop runs range(start_epoch, total_epochs + 1) epochs of what it counts as
+    ceil(len(train_set) / batch) iterations: 12 pairs in batches of 5 are 2 batches an epoch, not ceil(12 / 5) = 3;
+    with len(train_set) read as 12 it would stop after 2 x 5 = 10 of the 12 iterations."""
+    opt = options(data / "raw", batch_size_per_gpu=5, mini_batch_sizes=None, gt_sizes=None, iters=None)
+    opt["train"]["total_iter"] = 12
+    repo = write_repo(tmp_path / "repo", opt, style="basicsr13")
+    done = command(repo, "-opt", "Options/Tiny.yml", "--auto_resume", "--shards", str(data / "shards"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = fed(repo / "experiments" / "Tiny" / "fed.jsonl")
+    assert sorted(got) == list(range(1, 13))
+    batches = loader_batches(data / "shards", opt, 12)
+    assert all(np.array_equal(got[it][0], batches[it - 1]) for it in got)
+    assert "len(train_set) reads 10 so that train.py's count, 2 per epoch, is not more" in done.stderr
+
+
+def test_outside_a_repository_the_command_says_so(tmp_path):
+    done = command(tmp_path, "-opt", "Options/x.yml", "--shards", "shards")
+    assert done.returncode == 1 and done.stderr == (
+        f"pairload.basicsr: {tmp_path.resolve()}: no basicsr/train.py here; run python -m pairload.basicsr from the "
+        "root of a BasicSR-family repository (BasicSR, Restormer, Retinexformer, NAFNet: the folder that holds "
+        "basicsr/)\n")
+
+
+def test_without_shards_the_command_gives_the_pack_command(data, tmp_path):
+    repo = write_repo(tmp_path / "repo", options(data / "raw"))
+    done = command(repo, "-opt", "Options/Tiny.yml")
+    raw = data / "raw" / "train"
+    assert done.returncode == 1 and done.stderr.splitlines()[-1] == (
+        f"pairload.basicsr: no --shards: pack datasets.train's folders once with `pairload pack {raw} "
+        "shards/raw-train --low-dir low --high-dir high`, then add --shards shards/raw-train")
+    assert "Traceback" not in done.stderr and not (repo / "experiments").exists()  # refused before their dirs
+
+
+def test_the_pack_command_it_gives_packs_what_their_folders_hold(data, tmp_path):
+    opt = options(data / "raw")["datasets"]["train"]
+    hint = pack_hint(opt)
+    line = hint.split("`")[1].split()
+    assert line[:2] == ["pairload", "pack"]
+    from pairload.cli import entry
+
+    sys_argv = sys.argv
+    sys.argv = ["pairload", *line[1:3], str(tmp_path / "s"), *line[4:], "--workers", "1"]
+    try:
+        with pytest.raises(SystemExit) as done:
+            entry()
+    finally:
+        sys.argv = sys_argv
+    assert done.value.code in (0, None)
+    with make_loader("ram", tmp_path / "s", batch_size=4, crop=8) as loader:
+        assert loader.samples == N
+
+
+@pytest.mark.parametrize("train, expected", [
+    ({"dataroot_lq": "data/LOLv1/Train/input", "dataroot_gt": "data/LOLv1/Train/target", "filename_tmpl": "{}"},
+     "pack datasets.train's folders once with `pairload pack data/LOLv1/Train shards/LOLv1-Train --low-dir input "
+     "--high-dir target`, then add --shards shards/LOLv1-Train"),
+    ({"dataroot_lq": "./datasets/DIV2K/lq", "dataroot_gt": "./datasets/DIV2K/gt", "filename_tmpl": "{}x4"},
+     "`pairload pack datasets/DIV2K shards/datasets-DIV2K --low-dir lq --high-dir gt --name-template '{}x4'`"),
+    ({"dataroot_lq": "./datasets/SIDD/train/input_crops.lmdb", "dataroot_gt": "./datasets/SIDD/train/gt_crops.lmdb",
+      "io_backend": {"type": "lmdb"}},
+     "datasets.train reads LMDB files (./datasets/SIDD/train/input_crops.lmdb, ./datasets/SIDD/train/gt_crops.lmdb), "
+     "which pairload does not read: pack the image folders they were made from"),
+    ({"dataroot_lq": "/a/low", "dataroot_gt": "/b/high"},
+     "datasets.train's folders /a/low and /b/high are not side by side: link them into one folder and pack it once "
+     "with `mkdir -p raw-train && ln -s /a/low raw-train/low && ln -s /b/high raw-train/high && pairload pack "
+     "raw-train shards/train`, then add --shards shards/train"),
+])
+def test_pack_hints(train, expected):
+    assert expected in pack_hint(train)
+
+
+def test_our_arguments_are_taken_out_and_theirs_kept_in_order():
+    ours, theirs = split_args(["-opt", "a.yml", "--shards", "s", "--launcher", "pytorch", "--force_yml",
+                               "train:x=1", "--shards-split", "val", "--auto_resume"])
+    assert (ours.shards, ours.shards_split) == ("s", "val")
+    assert theirs == ["-opt", "a.yml", "--launcher", "pytorch", "--force_yml", "train:x=1", "--auto_resume"]
+
+
+def test_a_train_py_of_another_shape_is_named():
+    train = types.SimpleNamespace(__file__="repo/basicsr/train.py", **{name: print for name in (
+        "parse_options", "create_dataset", "create_dataloader", "EnlargedSampler", "CPUPrefetcher", "CUDAPrefetcher",
+        "build_model")})
+    with pytest.raises(RepositoryError, match=r"^repo/basicsr/train.py: no train_pipeline or main found in it; "
+                                              r"pairload.basicsr drives train.py files shaped like BasicSR's"):
+        find_names(train)
+    train.main = print
+    assert find_names(train)["model"] == "build_model" and find_names(train)["entry"] == "main"
+
+
+def parsed_opt(data: Path, **changes) -> dict:
+    opt = options(data / "raw", **changes)
+    opt.update(rank=0, world_size=1, path={"training_states": "x/training_states"})
+    return opt
+
+
+def test_shards_that_do_not_fit_are_refused_in_one_line(data):
+    with pytest.raises(ShardError, match=r"no split 'val'; this folder has \['train'\]; name the split to train on "
+                                         r"with --shards-split$"):
+        Session(str(data / "shards"), "val").setup(parsed_opt(data))
+    opt = parsed_opt(data)
+    opt["network_g"]["inp_channels"] = 4
+    with pytest.raises(ConfigError, match=r"^BasicSR options network_g.inp_channels=4: the model's inputs have 4 "
+                                          r"channels, --shards .* split 'train' has 3-channel inputs; pack 4-channel "
+                                          r"images, or set network_g.inp_channels: 3$"):
+        Session(str(data / "shards"), "train").setup(opt)
+    with pytest.raises(ConfigError, match=r"^--shards .* with gt_size 32, batch_size_per_gpu 4: crop 32 is larger "
+                                          r"than sample"):
+        Session(str(data / "shards"), "train").setup(parsed_opt(data, gt_size=32))
+    with pytest.raises(ConfigError, match=r"^BasicSR options datasets.train.type=Dataset_SIDImage: this dataset "):
+        Session(str(data / "shards"), "train").setup(parsed_opt(data, type="Dataset_SIDImage", N_frames=5))
