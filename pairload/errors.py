@@ -53,6 +53,12 @@ def _config_error(cls, message, option, fix, flag_fix, flag_problem):
     return cls(message, option=option, fix=fix, flag_fix=flag_fix, flag_problem=flag_problem)
 
 
+class EvaluationError(PairloadError):
+    """Images given to an evaluation metric or to whole-image inference (`pairload.evaluate`) cannot be compared or
+    run: an output and its target differ in shape, an image is too small for the metric's window, a model returned
+    another size than expected."""
+
+
 class MissingDependencyError(PairloadError):
     """An optional package (DALI, scikit-image) is needed and not installed."""
 

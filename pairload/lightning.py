@@ -3,6 +3,10 @@
 into the Trainer's checkpoint and comes back on `fit(ckpt_path=...)`, so a run resumed mid-epoch gets the batches
 the uninterrupted run would (the rest of the epoch re-dealt when the number of devices changed).
 
+Validation metrics as papers report them: `ValidationMetrics` (from `pairload.evaluate`, re-exported here) sums
+PSNR, SSIM and GT-mean PSNR per image in `validation_step` and averages them over every image of every device in
+`on_validation_epoch_end` (docs/evaluation.md shows the hooks).
+
 The only module of pairload that imports lightning: `import pairload` works without it.
 """
 
@@ -12,6 +16,8 @@ import os
 from typing import Any
 
 from .errors import ConfigError, MissingDependencyError
+from .evaluate.loader import whole_image_loader
+from .evaluate.meter import ValidationMetrics  # noqa: F401  (the validation_step helper, re-exported)
 from .kinds import RAW, lookup
 from .loaders import make_loader
 from .plan import REQUIRED
@@ -128,7 +134,8 @@ class PairDataModule(pl.LightningDataModule):
     the Trainer gives the rank, world size and device (the batches are made on it: `training_step` receives a
     `PairBatch` of uint8 tensors, to normalise there). `val_split` (None: no validation batches) is read whole
     (no crop), unshuffled, each image once across devices, `val_batch_size` at a time, from `val_source` (default:
-    `source`; needed when `source` mixes several folders). `degrade` ("lowlight", "lowlight,gamma=2..3", a dict or
+    `source`; needed when `source` mixes several folders), one image at a time when the split's images differ in
+    size. `degrade` ("lowlight", "lowlight,gamma=2..3", a dict or
     a `pairload.synth.Degradation`) synthesizes the training inputs from their targets (`degrade_sources`: the
     mixed sources it applies to; `PairBatch.degradation` holds each sample's parameters); validation reads the
     stored pairs, unless `val_degrade` synthesizes its inputs too (the same ones every epoch). The loader's state is
@@ -190,14 +197,16 @@ class PairDataModule(pl.LightningDataModule):
         if self.val_split is None:
             return []
         if self._val is None:
-            # whole images: the ram loader reads any split of shards; a kind that reads the raw folders (dali-file)
-            # validates on them itself
-            kind = self.kind if lookup(self.kind).reads == RAW else "ram"
+            # whole images: the ram loader reads any split of shards, one image at a time when their sizes differ
+            # (`whole_image_loader`); a kind that reads the raw folders (dali-file) validates on them itself
             remote = {k: v for k, v in self.options.items() if k in REMOTE_OPTIONS}
-            loader = make_loader(kind, self.val_source, split=self.val_split, batch_size=self.val_batch_size, crop=None,
-                                 last_batch="partial", augment=False, shuffle=False, seed=self.options["seed"],
-                                 num_workers=self.options["num_workers"], degrade=self.val_degrade, **remote,
-                                 **self._placement())
+            common = dict(seed=self.options["seed"], num_workers=self.options["num_workers"], degrade=self.val_degrade,
+                          **remote, **self._placement())
+            if lookup(self.kind).reads == RAW:
+                loader = make_loader(self.kind, self.val_source, split=self.val_split, batch_size=self.val_batch_size,
+                                     crop=None, last_batch="partial", augment=False, shuffle=False, **common)
+            else:
+                loader = whole_image_loader(self.val_source, self.val_split, batch_size=self.val_batch_size, **common)
             self._val = TrainerLoader(loader)
         return self._val
 

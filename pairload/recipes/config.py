@@ -46,6 +46,10 @@ class TrainConfig:
     seed: int = option(0, "seed of the planner (order, crops, flips) and of the model")
     device: str = option("auto", "auto | cpu | cuda")
     val_batch_size: int = option(8, "validation batch (whole images; 1 when the test images differ in size)")
+    crop_border: int = option(0, "validation PSNR/SSIM leave out this many pixels at each edge (BasicSR's "
+                                 "crop_border)")
+    y_channel: bool = option(False, "validation PSNR/SSIM on the Y channel of YCbCr, as MATLAB's rgb2ycbcr (BasicSR's "
+                                    "test_y_channel)")
     resume: bool = option(False, "continue the run in --out from last.pt")
     init_from: str | None = option(None, "start from the model weights of this checkpoint (another run's last.pt or "
                                          "best.pt, e.g. pre-trained on synthesized pairs; same --width/--depth); the "
@@ -104,6 +108,8 @@ class TrainConfig:
         if self.resume and self.overwrite:
             raise ConfigError("--resume and --overwrite contradict each other: --resume continues the run in --out, "
                               "--overwrite starts it again; pick one")
+        if self.crop_border < 0:
+            raise ConfigError(f"--crop-border {self.crop_border}: expected 0 (every pixel) or more pixels")
         if self.save_every_steps < 0:
             raise ConfigError(f"--save-every-steps {self.save_every_steps}: expected 0 (epoch ends only) or more")
         if self.dist_timeout <= 0:
@@ -204,6 +210,13 @@ class TrainConfig:
         if self.degrade:
             opts.update(degrade=self.degrade, degrade_sources=self.degraded_sources())
         return opts
+
+    def metric_config(self):
+        """The validation metrics' options (`pairload.evaluate.MetricConfig`): 8-bit images, as BasicSR's
+        validation compares."""
+        from ..evaluate.metrics import MetricConfig
+
+        return MetricConfig(crop_border=self.crop_border, y_channel=self.y_channel)
 
     def record(self) -> dict:
         """The options as config.json and checkpoints keep them: --storage-option values hidden."""

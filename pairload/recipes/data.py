@@ -9,6 +9,8 @@ import threading
 import numpy as np
 
 from ..distributed import DistInfo
+from ..evaluate.loader import whole_image_loader
+from ..evaluate.metrics import WINDOW
 from ..errors import ConfigError
 from ..format import schema
 from ..format.members import DEFAULT, Members, members_of
@@ -121,23 +123,36 @@ def build_train_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None 
 
 
 def build_val_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = None):
-    """Whole test images, each exactly once across ranks (last_batch='partial', no shuffling, no augmentation);
-    None with --val-split none."""
+    """Whole test images, each exactly once across ranks (last_batch='partial', no shuffling, no augmentation),
+    --val-batch-size at a time, or one at a time when their sizes differ (`pairload.evaluate.whole_image_loader`);
+    None with --val-split none. A --crop-border that leaves a test image too small for SSIM is refused now, not
+    after the first epoch."""
     if cfg.val_split == "none":
         return None
     data = data or TrainData(cfg)
-    common = dict(split=cfg.val_split, crop=None, rank=info.rank, world_size=info.world_size, device=str(info.device),
-                  last_batch="partial", augment=False, shuffle=False)
-    batch = cfg.val_batch_size
+    placement = dict(rank=info.rank, world_size=info.world_size, device=str(info.device))
     if not cfg.shards:  # a kind that reads the raw folders (TrainConfig asks the others for --shards)
-        return make_loader(cfg.loader, cfg.raw, batch_size=batch, **common)
-    common.update(cfg.remote_options())
+        return make_loader(cfg.loader, cfg.raw, split=cfg.val_split, batch_size=cfg.val_batch_size, crop=None,
+                           last_batch="partial", augment=False, shuffle=False, **placement)
     splits = sorted(data.manifest(cfg.shards)["splits"])
     if cfg.val_split not in splits:
         raise ConfigError(f"--val-split {cfg.val_split}: {cfg.shards} has no split {cfg.val_split!r} (its splits: "
                           f"{', '.join(splits)}); validate on one of them with --val-split SPLIT, or train without "
                           "validation with --val-split none")
     ds = open_shards(data.open(cfg.shards, cfg.val_split), cfg.val_split)  # its index, mapped once for both uses
-    if len(np.unique(ds.sizes, axis=0)) > 1:
-        batch = 1  # whole test images of several sizes (real FiveK, SICE, LSRW test sets) go one at a time
-    return make_loader("ram", ds, batch_size=batch, **common)
+    check_crop_border(cfg, ds)
+    return whole_image_loader(ds, cfg.val_split, batch_size=cfg.val_batch_size, **placement, **cfg.remote_options())
+
+
+def check_crop_border(cfg: TrainConfig, ds) -> None:
+    """The targets of the test split (the inputs' size × the members' scale) must keep SSIM's 11×11 window after
+    --crop-border."""
+    scale = getattr(getattr(ds, "index", None), "members", DEFAULT).scale
+    hw = ds.sizes * scale
+    least = WINDOW + 2 * cfg.crop_border
+    small = np.flatnonzero((hw < least).any(axis=1))
+    if len(small):
+        i = int(small[np.argmin(hw[small].min(axis=1))])
+        raise ConfigError(f"--crop-border {cfg.crop_border}: test image {ds.keys[i]!r} is {hw[i, 1]}x{hw[i, 0]}, "
+                          f"and SSIM needs at least {least}x{least} with that border; lower --crop-border (at most "
+                          f"{max(0, (int(hw.min()) - WINDOW) // 2)})")

@@ -1,5 +1,7 @@
-"""Validation of the reference loop: PSNR/SSIM over every test pair exactly once across ranks (padded rows never
-counted), next to the do-nothing baseline, and the low | output | high pictures of a few test images."""
+"""Validation of the reference loop: PSNR, SSIM and GT-mean PSNR as papers report them (`pairload.evaluate`:
+BasicSR's formulas on 8-bit images, --crop-border, --y-channel) over every test pair exactly once across ranks
+(padded rows never counted), next to the do-nothing baseline, and the low | output | high pictures of a few test
+images."""
 
 from __future__ import annotations
 
@@ -10,19 +12,22 @@ import torch
 import torch.nn.functional as F
 
 from ..batch import Normalize
-from ..distributed import DistInfo, all_reduce_sum
+from ..distributed import DistInfo
+from ..evaluate.meter import ValidationMetrics
 from ..format.atomic import write_bytes_atomic
 from .config import TrainConfig
 from .loop import amp_context
-from .metrics import psnr, ssim
 
 
 @torch.no_grad()
 def evaluate(model, loader, norm: Normalize, cfg: TrainConfig, info: DistInfo, keep_images: int = 0) -> dict:
-    """PSNR/SSIM over every test pair exactly once across ranks; padded rows are never counted."""
+    """The means over every test pair (each once across ranks; padded rows are never counted): val_psnr, val_ssim,
+    val_psnr_gt_mean, val_samples, and the input's val_psnr_input, val_ssim_input (None for a camera raw input,
+    which has no do-nothing baseline). The model pads inputs to its multiple itself (`EnhanceUNet.forward`)."""
     model.eval()
     dev = info.device
-    sums = torch.zeros(5, dtype=torch.float64, device=dev)  # psnr, ssim, count, and the input's psnr, ssim
+    metrics = ValidationMetrics(cfg.metric_config(), device=dev)
+    inputs = ValidationMetrics(cfg.metric_config(), device=dev)  # the do-nothing baseline: is training helping?
     images = []
     baseline = True
     for batch in loader:
@@ -31,21 +36,17 @@ def evaluate(model, loader, norm: Normalize, cfg: TrainConfig, info: DistInfo, k
             out = model(x)
         out = out.float().clamp(0, 1)
         valid = batch.valid.to(dev)
-        sums[0] += psnr(out, y)[valid].sum().double()
-        sums[1] += ssim(out, y)[valid].sum().double()
-        sums[2] += valid.sum()
+        metrics.update(out, y, valid)
         baseline = x.shape == y.shape  # a camera raw input (4 channels, half size) has no do-nothing baseline
         if baseline:
-            sums[3] += psnr(x.float(), y)[valid].sum().double()  # the do-nothing baseline: is training helping?
-            sums[4] += ssim(x.float(), y)[valid].sum().double()
+            inputs.update(x.float(), y, valid)
         if len(images) < keep_images:
             for j in range(min(keep_images - len(images), len(batch))):
                 images.append(torch.cat(([x[j]] if baseline else []) + [out[j], y[j]], dim=2).cpu())
-    all_reduce_sum(sums)
-    n = max(1.0, float(sums[2]))
-    return {"val_psnr": float(sums[0]) / n, "val_ssim": float(sums[1]) / n, "val_samples": int(sums[2]),
-            "val_psnr_input": float(sums[3]) / n if baseline else None,
-            "val_ssim_input": float(sums[4]) / n if baseline else None, "images": images}
+    got, base = metrics.compute(), inputs.compute()  # every rank, each once: both all-reduce
+    return {"val_psnr": got["psnr"], "val_ssim": got["ssim"], "val_psnr_gt_mean": got["psnr_gt_mean"],
+            "val_samples": got["count"], "val_psnr_input": base["psnr"] if baseline else None,
+            "val_ssim_input": base["ssim"] if baseline else None, "images": images}
 
 
 def save_triplets(images: list[torch.Tensor], path: Path) -> None:

@@ -180,7 +180,8 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
         history.append(row)
         if info.is_main:
             log(f"epoch {epoch + 1}/{cfg.epochs}: loss {row['train_loss']:.4f}  "
-                + (f"val PSNR {row['val_psnr']:.2f} dB SSIM {row['val_ssim']:.4f} on {row['val_samples']} pairs "
+                + (f"val PSNR {row['val_psnr']:.2f} dB SSIM {row['val_ssim']:.4f} (GT-mean PSNR "
+                   f"{row['val_psnr_gt_mean']:.2f} dB) on {row['val_samples']} pairs "
                    + (f"(input: {row['val_psnr_input']:.2f} dB, {row['val_ssim_input']:.4f})  "
                       if row["val_psnr_input"] is not None else "") if val else "")
                 + f"{rate(row['pairs_per_s'])} pairs/s  data wait {100 * row['data_wait_frac']:.1f}% of step time"
@@ -214,9 +215,10 @@ def _stacks_on_usr1() -> None:
 
 DESCRIPTION = """\
 Train a small enhancement network on packed shards: it reads the train split in random crops, validates on the
-test split after each epoch (PSNR/SSIM; --val-split none for none) and writes checkpoints and a metrics log to
---out. One process trains on one GPU (or the CPU); under torchrun every GPU runs a rank. It is a reference loop
-to measure and check the loaders with, not a model zoo.
+test split after each epoch (PSNR, SSIM and GT-mean PSNR as BasicSR computes them, see --crop-border and
+--y-channel; --val-split none for none) and writes checkpoints and a metrics log to --out. One process trains
+on one GPU (or the CPU); under torchrun every GPU runs a rank. It is a reference loop to measure and check the
+loaders with, not a model zoo.
 
 example:
   {prog} --shards SHARDS --out runs/lol --epochs 10 --batch-size 8 --crop 256
