@@ -143,7 +143,7 @@ PICTURES = {"preview-pairs.png", "preview-batch.png"}  # `pairload preview`'s sh
 
 
 def test_every_page_is_in_the_nav_and_the_readme_links_them():
-    nav = re.findall(r"^  - [^:]+: (\S+\.md)$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+    nav = re.findall(r"^ +- [^:]+: (\S+\.md)$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)  # nested too
     assert sorted(nav) == sorted(p.name for p in DOCS.glob("*.md"))
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(readme.splitlines()) <= 170  # a two-minute read

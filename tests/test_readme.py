@@ -1,6 +1,7 @@
 """Every Python code block of the README and of the documentation site (`docs/*.md`) runs as written, in a folder
 laid out as they assume (`raw/`, `shards/`, `shards/lol`, `shards/synth`, `shards/sid`, `targets/`: the training
-targets packed targets-only), each in a fresh interpreter
+targets packed targets-only; `LOLdataset/`: LOL-v1 as downloaded, fewer and synthetic pairs, which the tutorial packs
+into `shards/lol`), each in a fresh interpreter
 with no main guard; so do their `pairload verify`/`pairload info` lines whose folder exists there."""
 
 import re
@@ -41,8 +42,10 @@ def workdir(tmp_path_factory):
     root = tmp_path_factory.mktemp("readme")
     make_raw(root / "raw", 36, split="train", size=(260, 264))  # crop 256, batch 32
     pack(root / "raw", root / "shards", PackOptions(workers=1))
-    for name in ("lol", "synth"):
-        shutil.copytree(root / "shards", root / "shards" / name, ignore=shutil.ignore_patterns("lol", "synth"))
+    shutil.copytree(root / "shards", root / "shards" / "synth", ignore=shutil.ignore_patterns("lol", "synth"))
+    make_raw(root / "LOLdataset", 40, split="our485", size=(400, 600))  # LOL-v1's folders and image size
+    make_raw(root / "LOLdataset", 4, split="eval15", start=200, size=(400, 600))
+    pack(root / "LOLdataset", root / "shards" / "lol", PackOptions(workers=1))  # the tutorial's `pairload pack`
     pack(root / "raw" / "train" / "high", root / "targets", PackOptions(workers=1, targets_only=True))
     if has_module("rawpy") and has_module("tifffile"):  # shards/sid: 8 SID-style pairs, crops of 512 fit
         from test_pack_camera import sid_tree
