@@ -262,4 +262,5 @@ def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
     if cfg.last_batch == "drop" and share < cfg.max_batch:
         raise ConfigError(f"batch_size {cfg.max_batch} is larger than a rank's share of split {split!r} ({rows} "
                           f"samples / {cfg.world_size} ranks = {share})", option="batch_size",
-                          fix="lower batch_size, or use last_batch='pad' or 'partial'", flag_fix="lower {flag}")
+                          fix="lower batch_size, set repeats=K (K passes over a small split per epoch), or use "
+                              "last_batch='pad' or 'partial'", flag_fix="lower {flag}, or pass --repeats K")
