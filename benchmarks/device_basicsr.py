@@ -111,6 +111,7 @@ def option_copy(repo: Path, name: str, data: Path, iters: int, dry: bool, where:
         val.update(dataroot_lq=str(data / "Test" / "input"), dataroot_gt=str(data / "Test" / "target"),
                    io_backend={"type": "disk"})
     train.pop("meta_info_file", None)
+    opt["num_gpu"] = 1  # one GPU, one process (Restormer's file says 8: DataParallel, 64 rows per iteration)
     if dry:
         opt["num_gpu"] = 0
         train.update(num_worker_per_gpu=2, batch_size_per_gpu=2, gt_size=64)

@@ -86,7 +86,8 @@ def main() -> None:
     train.train_one_epoch = epoch
     code = train.main(argv)
     rank = int(os.environ.get("RANK", "0"))  # the process group is gone once main() returns
-    doc = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu", "date": time.strftime("%Y-%m-%d"), "argv": argv,
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    doc = {"device": device, "date": time.strftime("%Y-%m-%d"), "argv": argv,
            "rank": rank, "epochs": rows}
     with open(f"{a.out}.rank{rank}", "w") as fh:
         json.dump(doc, fh, indent=1)

@@ -225,6 +225,19 @@ def test_progressive_code_delivers_full_batches_for_the_block_in_train_py():
         loader_options(broken, progressive="code")
 
 
+def test_data_parallel_loads_num_gpu_times_the_rows_as_basicsr_does():
+    # no launcher (dist: false) and num_gpu 8: BasicSR's DataLoader gives batch_size_per_gpu x 8 rows with 8 x the
+    # workers and DataParallel splits them; Restormer's block then cuts a smaller mini-batch from the first rows only
+    dp = {**copy.deepcopy(RESTORMER), "dist": False, "num_gpu": 8}
+    train = RESTORMER["datasets"]["train"]
+    code = loader_options(dp, progressive="code")
+    assert (code["batch_size"], code["num_workers"]) == (8 * train["batch_size_per_gpu"], 8 * 8)
+    staged = loader_options(dp)["schedule"]
+    one = loader_options(RESTORMER)["schedule"]
+    assert [b for _, _, b in staged] == [b * 8 if b == train["batch_size_per_gpu"] else b for _, _, b in one]
+    assert loader_options({**dp, "dist": True})["schedule"] == one  # a launcher: each rank loads its own batch
+
+
 def test_unused_keys_go_to_the_modules_logger_by_default(caplog):
     with caplog.at_level("INFO", logger="pairload.basicsr.options"):
         loader_options(BASICSR)

@@ -65,6 +65,9 @@ def loader_options(opt: Mapping, *, progressive: str = "loader",
       batch_size_per_gpu batches throughout and their progressive block cuts each stage from them, as it does from
       their own loader's.
 
+    Without a launcher (`dist: false`) and with num_gpu N > 1, BasicSR's DataParallel loads batch_size_per_gpu × N
+    rows with N × num_worker_per_gpu workers per iteration (`data_parallel_gpus`): so does the loader.
+
     pairload's own keys: degrade ("lowlight", "lowlight,gamma=2..3" or a mapping such as {model: lowlight, gamma:
     [2, 3]}) → degrade, as its canonical string (the inputs are synthesized from the targets), and degrade_sources
     (a list of names) → degrade_sources. A dataset `type` other than a paired one (`PAIRED_TYPES`) is refused by
@@ -97,19 +100,43 @@ def loader_options(opt: Mapping, *, progressive: str = "loader",
         whole = {"total_iter": int(given) if isinstance(given, float) and given.is_integer() else given}
         total_iter = _whole(whole, "total_iter", 1, where="BasicSR options train")
     stages = _stages(train, total_iter)
+    k = data_parallel_gpus(top)
+    if k > 1 and "num_workers" in out:
+        out["num_workers"] *= k
     if progressive == "code":
         # their block cuts the stages out of full batches: the loader delivers those, whatever the stages are
-        out["crop"], out["batch_size"] = _required(train, "gt_size"), _required(train, "batch_size_per_gpu")
-    elif len(stages) > 1:
-        out["schedule"] = stages
+        out["crop"], out["batch_size"] = _required(train, "gt_size"), _required(train, "batch_size_per_gpu") * k
     else:
-        out["crop"], out["batch_size"] = stages[0][1], stages[0][2]
+        # DataParallel: a stage whose mini-batch is smaller than batch_size_per_gpu is cut to it from the process's
+        # batch; the others use the whole batch of batch_size_per_gpu × num_gpu rows
+        per_gpu = train.get("batch_size_per_gpu")
+        stages = [(step, crop, batch * k if batch == per_gpu or per_gpu is None else batch)
+                  for step, crop, batch in stages]
+        if len(stages) > 1:
+            out["schedule"] = stages
+        else:
+            out["crop"], out["batch_size"] = stages[0][1], stages[0][2]
     ignored = ignored_keys(train)
     if ignored:
         (log or logging.getLogger(__name__).info)(
             f"{WHERE}: {', '.join(ignored)} not used: they name the source folders or how BasicSR's own DataLoader "
             "reads them, which the shard folder and the pairload loader replace (the samples are the same)")
     return out
+
+
+def data_parallel_gpus(opt: Mapping) -> int:
+    """The GPUs one process drives: BasicSR without a launcher (`dist: false`, as parse_options sets it) and
+    num_gpu N > 1 wraps the model in DataParallel and loads batch_size_per_gpu × N rows (and N × num_worker_per_gpu
+    workers) per iteration; else 1."""
+    top = _sections(opt)[0]
+    n = top.get("num_gpu", 1)
+    if top.get("dist") is not False or isinstance(n, bool):
+        return 1
+    if n == "auto":
+        import torch
+
+        n = torch.cuda.device_count()
+    return n if isinstance(n, int) and n > 1 else 1
 
 
 def ignored_keys(opt: Mapping) -> list[str]:

@@ -26,7 +26,7 @@ from typing import Callable
 
 from ..errors import ConfigError, PairloadError, ShardError
 from .batches import BasicSRBatches
-from .options import loader_options
+from .options import data_parallel_gpus, loader_options
 
 USAGE = """usage: python -m pairload.basicsr --shards SHARDS [--shards-split SPLIT] -opt OPTIONS.yml [ARGS...]
 
@@ -263,8 +263,10 @@ class Session:
         # their train.py counts ceil(len(train_set) * enlarge_ratio / (batch_size_per_gpu * world_size)) iterations
         # per epoch, while pairload drops the last short batch; a length whose count is at most the loader's real
         # batches keeps their epoch loop from ending before total_iter (a smaller count only adds epochs it breaks)
-        length = max(1, batches * options["batch_size"] * world // options["repeats"])
-        theirs = math.ceil(length * options["repeats"] / (options["batch_size"] * world))
+        # (batch_size_per_gpu: under DataParallel a batch has num_gpu times its rows, their count divides by it alone)
+        per_gpu = options["batch_size"] // data_parallel_gpus(opt)
+        length = max(1, batches * per_gpu * world // options["repeats"])
+        theirs = math.ceil(length * options["repeats"] / (per_gpu * world))
         self.data = TrainData(loader, length)
         m = loader.ds.members
         self.notes.insert(0, (logging.INFO, (
