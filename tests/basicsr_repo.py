@@ -213,10 +213,13 @@ class CUDAPrefetcher(CPUPrefetcher):
 '''
 
 MODELS = '''
+import copy
+import importlib
 import json
 import os
 from os import path as osp
 
+import numpy as np
 import torch
 
 from basicsr.utils import get_root_logger
@@ -274,12 +277,34 @@ class TinyModel:
         self.optimizer_g.load_state_dict(resume_state["optimizers"][0])
 
     def validation(self, dataloader, current_iter, tb_logger, save_img=False, *args):
+        metrics = self.opt["val"].get("metrics")
+        if metrics:  # as their models: each metric by its type name from basicsr.metrics, on tensor2img's images
+            metric_module = importlib.import_module("basicsr.metrics")
+            results = {name: 0.0 for name in metrics}
+            with torch.no_grad():
+                for d in dataloader:
+                    out = self.net_g(d["lq"].to(self.device))
+                    sr_img, gt_img = (to_img(t) for t in (out, d["gt"]))
+                    for name, opt_ in copy.deepcopy(metrics).items():
+                        results[name] += getattr(metric_module, opt_.pop("type"))(sr_img, gt_img, **opt_)
+            log_str = f"Validation ValSet,"
+            for name in results:
+                results[name] /= len(dataloader)
+                log_str += f"\t # {name}: {results[name]:.4f}"
+            get_root_logger().info(log_str)
+            return results[name]
         with torch.no_grad():
             l1 = [float((self.net_g(d["lq"].to(self.device)) - d["gt"].to(self.device)).abs().mean())
                   for d in dataloader]
         get_root_logger().info(f"Validation ValSet, iter {current_iter}: l1 {sum(l1) / len(l1):.4f} over "
                                f"{len(l1)} images")
         return sum(l1) / len(l1)
+
+
+def to_img(t):
+    """tensor2img's form: the first image, clamped, x 255, rounded, uint8 H x W x C, BGR."""
+    a = t[0].detach().float().clamp(0, 1).cpu().numpy().transpose(1, 2, 0)[..., ::-1]
+    return (a * 255.0).round().astype(np.uint8)
 
 
 def create_model(opt):
@@ -575,13 +600,27 @@ def options(raw: Path, **train_changes) -> dict:
             "logger": {"print_freq": 2, "save_checkpoint_freq": 4, "use_tb_logger": False}}
 
 
+METRICS = '''
+import numpy as np
+
+
+def calculate_psnr(img, img2, crop_border=0, input_order="HWC", test_y_channel=False, **kwargs):
+    a, b = img.astype(np.float64), img2.astype(np.float64)
+    if crop_border:
+        c = slice(crop_border, -crop_border)
+        a, b = a[c, c], b[c, c]
+    mse = np.mean((a - b) ** 2)
+    return float("inf") if mse == 0 else 10.0 * np.log10(255.0 * 255.0 / mse)
+'''
+
+
 def write_repo(root: Path, opt: dict, style: str = "restormer", yml: str = "Options/Tiny.yml") -> Path:
     """The repository at `root` (made), with `opt` written to `yml`; returns root."""
     files = {"basicsr/__init__.py": "", "basicsr/utils/__init__.py": UTILS, "basicsr/utils/dist_util.py":
              "from basicsr.utils import get_dist_info, init_dist  # noqa: F401\n",
              "basicsr/utils/options.py": OPTIONS, "basicsr/data/__init__.py": DATA,
              "basicsr/data/data_sampler.py": SAMPLER, "basicsr/data/prefetch_dataloader.py": PREFETCH,
-             "basicsr/models/__init__.py": MODELS,
+             "basicsr/models/__init__.py": MODELS, "basicsr/metrics/__init__.py": METRICS,
              "basicsr/train.py": TRAIN_RESTORMER if style == "restormer" else TRAIN_BASICSR13}
     for name, text in files.items():
         path = root / name

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,11 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from pairload import ConfigError, ShardError, make_loader
 from pairload.basicsr import loader_options
+from pairload.basicsr.metrics import calculate_psnr_gt_mean
 from pairload.basicsr.run import RepositoryError, Session, find_names, pack_hint, split_args
+from pairload.evaluate import gt_mean_psnr
 from pairload.pack import PackOptions, pack
 
 from basicsr_repo import options, write_repo
@@ -246,3 +250,33 @@ def test_shards_that_do_not_fit_are_refused_in_one_line(data):
         Session(str(data / "shards"), "train").setup(parsed_opt(data, gt_size=32))
     with pytest.raises(ConfigError, match=r"^BasicSR options datasets.train.type=Dataset_SIDImage: this dataset "):
         Session(str(data / "shards"), "train").setup(parsed_opt(data, type="Dataset_SIDImage", N_frames=5))
+
+
+def test_gt_mean_psnr_in_their_metric_form_is_pairloads_on_the_rgb_images():
+    rng = np.random.default_rng(3)
+    rgb_out = (rng.random((1, 3, 24, 20)) * np.array([0.3, 0.5, 0.9])[None, :, None, None]).astype(np.float32)
+    rgb_gt = rng.random((1, 3, 24, 20)).astype(np.float32)
+    out_t, gt_t = torch.from_numpy(rgb_out), torch.from_numpy(rgb_gt)
+    as_basicsr = [(t[0].permute(1, 2, 0).numpy()[..., ::-1] * 255).round().astype(np.uint8) for t in (out_t, gt_t)]
+    # their validation gives tensor2img's 8-bit images: the metric of those levels, in RGB order
+    rgb_levels = [torch.from_numpy(a[..., ::-1].transpose(2, 0, 1).copy())[None] for a in as_basicsr]
+    want = float(gt_mean_psnr(*rgb_levels, crop_border=2)[0])
+    assert calculate_psnr_gt_mean(*as_basicsr, crop_border=2) == pytest.approx(want, abs=1e-9)
+    want_pt = float(gt_mean_psnr(out_t, gt_t, crop_border=2)[0])
+    assert calculate_psnr_gt_mean(out_t, gt_t, crop_border=2) == pytest.approx(want_pt, abs=1e-9)  # their _pt form
+    swapped = [a[..., ::-1].copy() for a in as_basicsr]  # RGB taken for BGR: other luma weights, another value
+    assert abs(calculate_psnr_gt_mean(*swapped, crop_border=2) - want) > 1e-3
+    chw = [a.transpose(2, 0, 1) for a in as_basicsr]
+    assert calculate_psnr_gt_mean(*chw, crop_border=2, input_order="CHW") == pytest.approx(want, abs=1e-9)
+
+
+def test_gt_mean_psnr_is_reported_by_their_validation_before_their_own_metrics(data, tmp_path):
+    opt = options(data / "raw")
+    opt["train"]["total_iter"] = 5
+    opt["val"]["metrics"] = {"psnr": {"type": "calculate_psnr", "crop_border": 1, "test_y_channel": False}}
+    repo = write_repo(tmp_path / "repo", opt)
+    done = command(repo, "-opt", "Options/Tiny.yml", "--shards", str(data / "shards"), "--gt-mean-psnr")
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(x for x in log_of(repo).splitlines() if "Validation ValSet," in x)
+    assert re.search(r"# psnr_gt_mean: \d+\.\d{4}\s+# psnr: \d+\.\d{4}$", line), line  # theirs stays the last
+    assert "validation reports psnr_gt_mean" in log_of(repo)

@@ -26,6 +26,7 @@ from typing import Callable
 
 from ..errors import ConfigError, PairloadError, ShardError
 from .batches import BasicSRBatches
+from .metrics import add_gt_mean_psnr
 from .options import data_parallel_gpus, loader_options
 
 USAGE = """usage: python -m pairload.basicsr --shards SHARDS [--shards-split SPLIT] -opt OPTIONS.yml [ARGS...]
@@ -38,6 +39,7 @@ ram loader; its validation, model, logger and checkpoints stay its own. Every ar
 
   --shards SHARDS        the shard folder of the training pairs
   --shards-split SPLIT   the split of SHARDS to train on (default: train)
+  --gt-mean-psnr         their validation also reports GT-mean PSNR (psnr_gt_mean), by pairload.evaluate
 """
 
 # the names a BasicSR-family train.py binds, each with the alternatives the known repositories use
@@ -76,6 +78,7 @@ def split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="python -m pairload.basicsr", add_help=False, allow_abbrev=False)
     parser.add_argument("--shards")
     parser.add_argument("--shards-split", default="train")
+    parser.add_argument("--gt-mean-psnr", action="store_true")
     return parser.parse_known_args(argv)
 
 
@@ -84,7 +87,7 @@ def run(argv: list[str], cwd: Path | None = None) -> None:
     repo = (cwd or Path.cwd()).resolve()
     train = import_train(repo)
     found = find_names(train)
-    session = Session(ours.shards, ours.shards_split)
+    session = Session(ours.shards, ours.shards_split, gt_mean_psnr=ours.gt_mean_psnr)
     session.patch(train, found)
     train_py = Path(train.__file__)
     sys.argv = [str(train_py), *theirs]
@@ -164,8 +167,8 @@ class Prefetcher(BasicSRBatches):
 class Session:
     """One run: the patches, the loader they share and the loader-position files."""
 
-    def __init__(self, shards: str | None, split: str):
-        self.shards, self.split = shards, split
+    def __init__(self, shards: str | None, split: str, *, gt_mean_psnr: bool = False):
+        self.shards, self.split, self.gt_mean_psnr = shards, split, gt_mean_psnr
         self.opt: Mapping | None = None
         self.loader = None
         self.data: TrainData | None = None
@@ -239,6 +242,9 @@ class Session:
             raise RepositoryError(f"parse_options returned {type(opt).__name__}, expected the options dict (with "
                                   "datasets:); pairload.basicsr drives train.py files shaped like BasicSR's")
         self.opt = opt
+        if self.gt_mean_psnr and add_gt_mean_psnr(opt, lambda line: self.notes.append((logging.WARNING, line))):
+            self.notes.append((logging.INFO, "pairload: validation reports psnr_gt_mean (pairload.evaluate."
+                                             "gt_mean_psnr) before the options' own metrics"))
         notes: list[str] = []
         options = loader_options(opt, progressive="code", log=notes.append)
         self.notes += [(logging.INFO, f"pairload: {n}") for n in notes]

@@ -1,0 +1,78 @@
+"""GT-mean PSNR in a BasicSR-family repository's own validation (`python -m pairload.basicsr --gt-mean-psnr`).
+
+Their validation calls each metric of the options' `val: metrics:` by its `type` name, from their `basicsr.metrics`
+module (`getattr(metric_module, type)`, Restormer and Retinexformer) or its `METRIC_REGISTRY` (BasicSR 1.3 and
+later), with the output and the target as `tensor2img` made them (uint8 H×W×C, BGR) or as tensors. This module
+adds `calculate_psnr_gt_mean` there, computed by `pairload.evaluate.gt_mean_psnr`, and names it in the options'
+metrics beside their PSNR, with its `crop_border` and `test_y_channel`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, MutableMapping
+
+import numpy as np
+
+from ..errors import ConfigError
+
+NAME = "psnr_gt_mean"
+TYPE = "calculate_psnr_gt_mean"
+
+
+def calculate_psnr_gt_mean(img, img2, crop_border: int = 0, input_order: str = "HWC", test_y_channel: bool = False,
+                           **_):
+    """GT-mean PSNR (dB) of one output `img` against its target `img2`, in BasicSR's metric signature: numpy
+    images as `tensor2img` gives them (H×W×C or C×H×W per `input_order`, BGR, uint8 or float levels 0-255), or
+    tensors N×C×H×W in [0, 1], RGB (BasicSR's `_pt` metrics' form). The mean over the images of a batch."""
+    from ..evaluate.metrics import gt_mean_psnr
+
+    out, tgt = _tensor(img, input_order), _tensor(img2, input_order)
+    return float(gt_mean_psnr(out, tgt, crop_border=crop_border, y_channel=test_y_channel).mean())
+
+
+def _tensor(img, input_order: str):
+    import torch
+
+    if isinstance(img, torch.Tensor):
+        return img if img.dim() == 4 else img[None]
+    a = np.asarray(img)
+    if a.ndim == 2:
+        a = a[..., None]
+    if input_order == "CHW":
+        a = a.transpose(1, 2, 0)
+    elif input_order != "HWC":
+        raise ConfigError(f"{TYPE}: input_order={input_order!r}: expected 'HWC' or 'CHW', as BasicSR's metrics")
+    if a.shape[2] == 3:
+        a = a[..., ::-1]  # tensor2img's BGR to the RGB the luma weights are for
+    t = torch.from_numpy(np.ascontiguousarray(a.transpose(2, 0, 1)))[None]
+    return t if t.dtype == torch.uint8 else t.double() / 255.0
+
+
+def add_gt_mean_psnr(opt: MutableMapping, note: Callable[[str], object]) -> bool:
+    """Make their validation report GT-mean PSNR too: the metric registered in their `basicsr.metrics` (and
+    METRIC_REGISTRY where there is one) and named first in `val: metrics:` (their loops keep the value of the
+    last metric as the one they track, which stays theirs), with their PSNR's crop_border and test_y_channel.
+    False, and a line to `note`, when the options have no validation metrics."""
+    val = opt.get("val")
+    metrics = val.get("metrics") if isinstance(val, MutableMapping) else None
+    if not isinstance(metrics, MutableMapping) or not metrics:
+        note("pairload: --gt-mean-psnr: the options have no val: metrics:, so there is no validation to "
+                    "report GT-mean PSNR in")
+        return False
+    module = importlib.import_module("basicsr.metrics")
+    setattr(module, TYPE, calculate_psnr_gt_mean)
+    try:
+        registry = importlib.import_module("basicsr.utils.registry").METRIC_REGISTRY
+    except (ImportError, AttributeError):
+        registry = None
+    if registry is not None and TYPE not in registry:
+        registry.register(calculate_psnr_gt_mean)
+    psnr = next((m for m in metrics.values() if isinstance(m, MutableMapping)
+                 and str(m.get("type", "")).startswith("calculate_psnr")), {})
+    ours = {"type": TYPE, "crop_border": psnr.get("crop_border", 0), "test_y_channel": psnr.get("test_y_channel",
+                                                                                                   False)}
+    others = dict(metrics)
+    metrics.clear()
+    metrics.update({NAME: ours, **{k: v for k, v in others.items() if k != NAME}})
+    return True
