@@ -244,7 +244,8 @@ class TinyModel:
     def optimize_parameters(self, current_iter):
         with open(self.fed, "a") as f:
             as_bytes = lambda x: (x * 255).round().to(torch.uint8).cpu().tolist()
-            f.write(json.dumps({"iter": current_iter, "lq": as_bytes(self.lq), "gt": as_bytes(self.gt)}) + "\\n")
+            f.write(json.dumps({"iter": current_iter, "rank": self.opt["rank"], "lq": as_bytes(self.lq),
+                                "gt": as_bytes(self.gt)}) + "\\n")
         self.optimizer_g.zero_grad()
         loss = (self.net_g(self.lq) - self.gt).abs().mean()
         loss.backward()

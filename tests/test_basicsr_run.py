@@ -280,3 +280,30 @@ def test_gt_mean_psnr_is_reported_by_their_validation_before_their_own_metrics(d
     line = next(x for x in log_of(repo).splitlines() if "Validation ValSet," in x)
     assert re.search(r"# psnr_gt_mean: \d+\.\d{4}\s+# psnr: \d+\.\d{4}$", line), line  # theirs stays the last
     assert "validation reports psnr_gt_mean" in log_of(repo)
+
+
+def test_under_torchrun_each_rank_trains_on_its_share_of_the_loaders_batches(data, tmp_path):
+    opt = options(data / "raw")
+    opt["train"]["total_iter"] = 3  # stage 1 only: the loader's batches as they are
+    repo = write_repo(tmp_path / "repo", opt)
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
+                           "pairload.basicsr", "-opt", "Options/Tiny.yml", "--launcher", "pytorch", "--shards",
+                           str(data / "shards")], cwd=repo, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (repo / "experiments" / "Tiny" / "fed.jsonl").read_text().splitlines()]
+    assert sorted((r["iter"], r["rank"]) for r in rows) == [(i, k) for i in (1, 2, 3) for k in (0, 1)]
+    want = {}
+    for rank in (0, 1):
+        ranked = {**opt, "rank": rank, "world_size": 2}
+        with make_loader("ram", data / "shards", **loader_options(ranked, progressive="code")) as loader:
+            for epoch in range(3):  # 12 pairs, batch 4, 2 ranks: one batch per rank and epoch
+                loader.set_epoch(epoch)
+                want[epoch + 1, rank] = [b.low.numpy() for b in loader]
+    for r in rows:
+        assert len(want[r["iter"], r["rank"]]) == 1
+        assert np.array_equal(want[r["iter"], r["rank"]][0], np.array(r["lq"], dtype=np.uint8)), (r["iter"], r["rank"])
+    for i in (1, 2, 3):  # the two ranks' rows are different pairs (pixel [0, 0, 0] holds the pair's index)
+        firsts = [set(np.array(r["lq"], dtype=np.uint8)[:, 0, 0, 0].tolist()) for r in rows if r["iter"] == i]
+        assert not firsts[0] & firsts[1]
