@@ -155,6 +155,15 @@ def test_a_basicsr_13_train_pipeline_runs_to_total_iter(data, tmp_path):
     assert "len(train_set) reads 10 so that train.py's count, 2 per epoch, is not more" in done.stderr
 
 
+def test_a_missing_options_file_is_named_in_one_line(data, tmp_path):
+    repo = write_repo(tmp_path / "repo", options(data / "raw"))
+    done = command(repo, "-opt", "Options/Missing.yml", "--shards", str(data / "shards"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().endswith("-opt Options/Missing.yml: no such options file in "
+                                        f"{repo.resolve()}; pass the training YAML, e.g. -opt Options/NAME.yml, "
+                                        "relative to the repository's root")
+
+
 def test_outside_a_repository_the_command_says_so(tmp_path):
     done = command(tmp_path, "-opt", "Options/x.yml", "--shards", "shards")
     assert done.returncode == 1 and done.stderr == (

@@ -86,6 +86,7 @@ def run(argv: list[str], cwd: Path | None = None) -> None:
     ours, theirs = split_args(argv)
     repo = (cwd or Path.cwd()).resolve()
     train = import_train(repo)
+    check_options_file(theirs, repo)
     found = find_names(train)
     session = Session(ours.shards, ours.shards_split, gt_mean_psnr=ours.gt_mean_psnr)
     session.patch(train, found)
@@ -97,6 +98,17 @@ def run(argv: list[str], cwd: Path | None = None) -> None:
         getattr(train, entry)(str(train_py.resolve().parent.parent))
     else:
         getattr(train, entry)()
+
+
+def check_options_file(theirs: list[str], repo: Path) -> None:
+    """Their -opt/--opt file exists (else their parse_options fails with a traceback)."""
+    for i, arg in enumerate(theirs):
+        flag, _, value = arg.partition("=")
+        if flag in ("-opt", "--opt"):
+            path = value or (theirs[i + 1] if i + 1 < len(theirs) else "")
+            if path and not (repo / path).is_file():
+                raise ConfigError(f"{flag} {path}: no such options file in {repo}; pass the training YAML, e.g. "
+                                  f"{flag} Options/NAME.yml, relative to the repository's root")
 
 
 def import_train(repo: Path):
