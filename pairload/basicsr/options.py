@@ -100,7 +100,7 @@ def loader_options(opt: Mapping, *, progressive: str = "loader",
         whole = {"total_iter": int(given) if isinstance(given, float) and given.is_integer() else given}
         total_iter = _whole(whole, "total_iter", 1, where="BasicSR options train")
     stages = _stages(train, total_iter)
-    k = data_parallel_gpus(top)
+    k = data_parallel_gpus(opt)
     if k > 1 and "num_workers" in out:
         out["num_workers"] *= k
     if progressive == "code":

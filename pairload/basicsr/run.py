@@ -194,8 +194,8 @@ class Session:
         orig = {role: getattr(train, name) for role, name in found.items()}
         setattr(train, found["parse_options"], self._parse_options(orig["parse_options"]))
         setattr(train, found["dataset"], self._dataset(orig["dataset"]))
-        setattr(train, found["sampler"], self._sampler(orig["sampler"]))
-        setattr(train, found["dataloader"], self._dataloader(orig["dataloader"]))
+        setattr(train, found["sampler"], self._passed_through(orig["sampler"]))
+        setattr(train, found["dataloader"], self._passed_through(orig["dataloader"]))
         setattr(train, found["cpu_prefetcher"], self._prefetcher(orig["cpu_prefetcher"]))
         setattr(train, found["cuda_prefetcher"], self._prefetcher(orig["cuda_prefetcher"]))
         setattr(train, found["model"], self._model(orig["model"]))
@@ -216,15 +216,12 @@ class Session:
             return self.data
         return create_dataset
 
-    def _sampler(self, orig):
-        def sampler(dataset, *args, **kwargs):
+    def _passed_through(self, orig):
+        """Their `EnlargedSampler` or `create_dataloader`: given the stand-in, the stand-in itself (it is the
+        sampler and the loader too); given their validation dataset, theirs."""
+        def wrapped(dataset, *args, **kwargs):
             return dataset if dataset is self.data and dataset is not None else orig(dataset, *args, **kwargs)
-        return sampler
-
-    def _dataloader(self, orig):
-        def create_dataloader(dataset, *args, **kwargs):
-            return dataset if dataset is self.data and dataset is not None else orig(dataset, *args, **kwargs)
-        return create_dataloader
+        return wrapped
 
     def _prefetcher(self, orig):
         def prefetcher(loader, *args, **kwargs):
