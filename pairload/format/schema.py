@@ -23,6 +23,7 @@ from . import binindex, encoding as encodings, sensor as sensor_doc
 from .encoding import RAW, ZSTD, Encoding
 from .members import DEFAULT, Members, members_of
 from .sensor import SensorRows
+from .sequences import Sequences
 # how the members' tar headers are written (`tarblocks`): part of the schema's API
 from .tarblocks import BLOCK, RECORD, TAR_MODE, TAR_MTIME, archive_end, header_size, padded, tar_header  # noqa: F401
 
@@ -410,6 +411,7 @@ class SplitIndex:
     # every sample's input is its stored target (a targets-only split, or any split `as_targets`): for a degradation
     # to make the input from; loaders that train on stored pairs refuse it
     targets_only: bool = False
+    sequences: Sequences | None = None  # a split packed with --sequences: the frames of each video or burst
 
     def __post_init__(self) -> None:
         if self.low_bytes is None:  # raw: the pixels themselves
@@ -491,7 +493,8 @@ def split_index(doc: dict, split: str, where: str = MANIFEST, index_at: str | os
     try:
         columns = {name: _integers(values[name], name, where, split, files, counts) for name in fields}
         sensor = sensor_doc.rows_from_columns(values, n, where, split) if sensor_fields else None
-        return _split_index(split, files, keys, shard, columns, counts, n, members, sensor)
+        return replace(_split_index(split, files, keys, shard, columns, counts, n, members, sensor),
+                       sequences=Sequences.from_entry(entry, n, f"{where}: split {split!r}"))
     except (ValueError, TypeError, OverflowError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed index ({exc}); repack") from None
 
@@ -576,6 +579,7 @@ def _mapped_index(split: str, entry: dict, file: binindex.IndexFile) -> SplitInd
         shares_high=cols.get(SHARES_HIGH),
         mapped=MappedIndex(file, entry),
         targets_only=entry.get(TARGETS_ONLY, False),
+        sequences=Sequences.from_entry(entry, n, f"{file.where}: split {split!r}"),
     )
 
 
