@@ -19,7 +19,8 @@ from .format.members import DTYPE_TABLE
 
 @dataclass
 class SensorBatch:
-    """The per-row facts of a camera raw batch, on its device (float32 views of one (N, 8) or (N, 13) table):
+    """The per-row facts of a camera raw batch, on its device (float32 views of one (N, 8) or (N, 13) table; a batch
+    of clips: (N, T, 8) or (N, T, 13), each frame's):
     `ratio` (N,) the input's amplification, `exposure` (N, 2) input and target seconds, `black` (N, 4) and
     `white` (N,) the input's levels in sensor counts (packed channel order R, G, B, G), and `black_high`,
     `white_high` the same for a packed raw target (None for a developed one)."""
@@ -28,27 +29,27 @@ class SensorBatch:
 
     @property
     def ratio(self) -> torch.Tensor:
-        return self.values[:, 0]
+        return self.values[..., 0]
 
     @property
     def exposure(self) -> torch.Tensor:
-        return self.values[:, 1:3]
+        return self.values[..., 1:3]
 
     @property
     def black(self) -> torch.Tensor:
-        return self.values[:, 3:7]
+        return self.values[..., 3:7]
 
     @property
     def white(self) -> torch.Tensor:
-        return self.values[:, 7]
+        return self.values[..., 7]
 
     @property
     def black_high(self) -> torch.Tensor | None:
-        return self.values[:, 8:12] if self.values.shape[1] > 8 else None
+        return self.values[..., 8:12] if self.values.shape[-1] > 8 else None
 
     @property
     def white_high(self) -> torch.Tensor | None:
-        return self.values[:, 12] if self.values.shape[1] > 8 else None
+        return self.values[..., 12] if self.values.shape[-1] > 8 else None
 
 
 @dataclass
@@ -60,7 +61,10 @@ class PairBatch:
     sources are mixed, else None; sensor: a camera raw split's ratios and levels (`SensorBatch`, which
     `RawNormalize` applies), else None; degradation: when the inputs are synthesized (`degrade=`), each parameter of
     the model as an (N,) float32 tensor on the batch's device (NaN for rows of a source that is not synthesized),
-    else None."""
+    else None.
+
+    A batch of clips (`clips=T`): low and high N×T×C×H×W, keys N lists of the T frames' keys, and padded, source
+    and degradation per clip (one parameter set per clip); sensor per frame."""
 
     low: torch.Tensor
     high: torch.Tensor
@@ -77,6 +81,21 @@ class PairBatch:
     def valid(self) -> torch.Tensor:
         """bool N: rows that are not padding (count these, and only these, in validation metrics)."""
         return ~self.padded
+
+    @property
+    def frames(self) -> int:
+        """Frames per clip (T) of a batch of clips, else 1."""
+        return self.low.shape[1] if self.low.dim() == 5 else 1
+
+    def as_clips(self, frames: int) -> "PairBatch":
+        """This batch of N·T frames (each T consecutive rows one clip's) as N clips: views, nothing copied."""
+        n = len(self.keys) // frames
+        keys = list(self.keys)
+        return PairBatch(self.low.unflatten(0, (n, frames)), self.high.unflatten(0, (n, frames)),
+                         [keys[i * frames:(i + 1) * frames] for i in range(n)], self.padded[::frames],
+                         None if self.source is None else list(self.source[::frames]),
+                         None if self.sensor is None else SensorBatch(self.sensor.values.unflatten(0, (n, frames))),
+                         None if self.degradation is None else {k: v[::frames] for k, v in self.degradation.items()})
 
 
 TORCH_DTYPES = {name: getattr(torch, row[1]) for name, row in DTYPE_TABLE.items()}
@@ -191,13 +210,12 @@ class Normalize(nn.Module):
         if x.dtype not in FULL_SCALE:
             raise ConfigError(f"Normalize takes the stored integer images (uint8 or uint16), got {x.dtype}: "
                               "normalise once, on the device, straight from the batch")
-        if x.shape[1] != self.unit_mean.shape[1] and self.unit_mean.shape[1] != 1:
-            raise ConfigError(f"Normalize: the images have {x.shape[1]} channels but mean and std give "
+        if x.shape[-3] != self.unit_mean.shape[1] and self.unit_mean.shape[1] != 1:
+            raise ConfigError(f"Normalize: the images have {x.shape[-3]} channels but mean and std give "
                               f"{self.unit_mean.shape[1]}; give one mean and std per channel (or one for all)")
         inv, shift = (self.inv8, self.shift8) if x.dtype == torch.uint8 else (self.inv16, self.shift16)
-        fmt = torch.channels_last if self.channels_last else torch.contiguous_format
         out = x.to(self.dtype) * inv.to(self.dtype) - shift.to(self.dtype)
-        return out.contiguous(memory_format=fmt)
+        return out.contiguous(memory_format=_layout(out, self.channels_last))
 
     def pair(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """(input, target) of a batch as floats (what `RawNormalize` returns for camera raw batches)."""
@@ -206,6 +224,11 @@ class Normalize(nn.Module):
     def denormalize(self, y: torch.Tensor) -> torch.Tensor:
         """float in the normalised space → float in [0, 1] (for metrics and pictures), whatever the stored type."""
         return y.float() * self.unit_std + self.unit_mean
+
+
+def _layout(x: torch.Tensor, channels_last: bool) -> torch.memory_format:
+    """channels_last where asked for N×C×H×W images; clips (N×T×C×H×W) stay contiguous."""
+    return torch.channels_last if channels_last and x.dim() == 4 else torch.contiguous_format
 
 
 class RawNormalize(nn.Module):
@@ -225,25 +248,25 @@ class RawNormalize(nn.Module):
         if s is None:
             raise ConfigError("RawNormalize: the batch carries no sensor facts (its split is not camera raw); use "
                               "Normalize for image splits")
-        if batch.low.dtype != torch.uint16 or batch.low.shape[1] != s.black.shape[1]:
-            raise ConfigError(f"RawNormalize: expected packed uint16 inputs with {s.black.shape[1]} channels, got "
-                              f"{batch.low.dtype} with {batch.low.shape[1]}")
+        if batch.low.dtype != torch.uint16 or batch.low.shape[-3] != s.black.shape[-1]:
+            raise ConfigError(f"RawNormalize: expected packed uint16 inputs with {s.black.shape[-1]} channels, got "
+                              f"{batch.low.dtype} with {batch.low.shape[-3]}")
         x = self._levelled(batch.low, s.black, s.white, s.ratio if self.amplify else None)
         if s.black_high is not None:
             y = self._levelled(batch.high, s.black_high, s.white_high, None)
         else:
             y = batch.high.to(self.dtype) * (1.0 / FULL_SCALE.get(batch.high.dtype, 1.0))
-        fmt = torch.channels_last if self.channels_last else torch.contiguous_format
-        return x.contiguous(memory_format=fmt), y.contiguous(memory_format=fmt)
+        return (x.contiguous(memory_format=_layout(x, self.channels_last)),
+                y.contiguous(memory_format=_layout(y, self.channels_last)))
 
     pair = forward  # the same call as Normalize.pair, so a training loop takes either
 
     def _levelled(self, counts: torch.Tensor, black: torch.Tensor, white: torch.Tensor,
                   ratio: torch.Tensor | None) -> torch.Tensor:
-        n = counts.shape[0]
-        black = black.to(self.dtype).view(n, -1, 1, 1)
-        scale = 1.0 / (white.to(self.dtype).view(n, 1, 1, 1) - black)
+        lead = counts.shape[:-3]  # (N,) or, for clips, (N, T): the facts are per row
+        black = black.to(self.dtype).view(*lead, -1, 1, 1)
+        scale = 1.0 / (white.to(self.dtype).view(*lead, 1, 1, 1) - black)
         if ratio is not None:
-            scale = scale * ratio.to(self.dtype).view(n, 1, 1, 1)
+            scale = scale * ratio.to(self.dtype).view(*lead, 1, 1, 1)
         out = (counts.to(self.dtype) - black).clamp_min_(0) * scale
         return out.clamp_(max=1.0) if self.clip else out

@@ -49,7 +49,7 @@ def slot_bytes(cfg: PlanConfig, hw: np.ndarray, members: Members = DEFAULT) -> i
     members, of crops or of the split's largest whole image."""
     largest = hw[int(np.argmax(hw[:, 0] * hw[:, 1]))]
     sizes = [crop_size(st.crop) or (int(largest[0]), int(largest[1])) for st in cfg.stages]
-    return max(members.batch(st.batch_size, h, w).total for st, (h, w) in zip(cfg.stages, sizes))
+    return max(members.batch(st.batch_size * cfg.frames, h, w).total for st, (h, w) in zip(cfg.stages, sizes))
 
 
 def check_shm(depth: int, slot_bytes: int) -> None:

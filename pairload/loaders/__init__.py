@@ -19,7 +19,7 @@ def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "tr
                 crop: Any = REQUIRED, seed: int = 0, rank: int = 0, world_size: int = 1, num_workers: int = 0,
                 device: Any = "cpu", last_batch: str = "drop", augment: bool = True, shuffle: bool = True,
                 repeats: int = 1, weights: dict | None = None, epoch_size: int | None = None, schedule: Any = (),
-                degrade: Any = None, degrade_sources: Any = (), **backend: Any):
+                degrade: Any = None, degrade_sources: Any = (), clips: Any = None, **backend: Any):
     """A loader over `source` (a shard folder; the raw image folder for "dali-file") for this rank.
 
     Planning (every kind over shards): `repeats=k` passes over the split per epoch, each with fresh crops and flips.
@@ -35,6 +35,10 @@ def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "tr
     (seed, epoch, key) (`PairBatch.degradation` holds them); a targets-only pack needs it, and a pair pack's stored
     inputs are then ignored. With mixed sources, `degrade_sources=("synth",)` names the sources it applies to
     (default: all).
+
+    Clips (video and burst splits packed with `--sequences`): `clips=5` (or "5,stride=2,start=grid,short=pad", a
+    `pairload.plan.Clips`) makes each batch `batch_size` clips of 5 consecutive frames of one sequence, one window
+    and one orientation for every frame of both sides: `PairBatch.low`/`high` N×T×C×H×W.
 
     Every kind has `len()` (batches per epoch on this rank; `batches_in(e)` for any epoch), `set_epoch(e)`,
     `state_dict()`/`load_state_dict()`, `close()`, and yields `PairBatch`es on `device` of the split's member types
@@ -52,7 +56,7 @@ def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "tr
                                world_size=world_size, num_workers=num_workers, device=str(device),
                                last_batch=last_batch, augment=augment, shuffle=shuffle, repeats=repeats,
                                weights=weights or (), epoch_size=epoch_size, schedule=schedule or (),
-                               degrade=degrade, degrade_sources=degrade_sources)
+                               degrade=degrade, degrade_sources=degrade_sources, clips=clips)
     cls = entry.load()
     check_options(cls, backend, f"make_loader({kind!r})", entry.options)
     return cls(source, opts, **entry.preset, **backend)

@@ -138,7 +138,30 @@ STATE_FORMAT = "pairload-loader-state"
 KEYS_AT_ONCE = 512  # a run's keys are taken this many at a time (`PlannedLoader._keys_on`)
 _PLAN_FIELDS = ("seed", "batch_size", "crop", "split", "last_batch", "shuffle", "augment", "samples", "deal")
 # fields a state written before they existed lacks; absent means this default
-_NEWER_FIELDS = {"repeats": 1, "mix": None, "schedule": None, "degrade": None}
+_NEWER_FIELDS = {"repeats": 1, "mix": None, "schedule": None, "degrade": None, "clips": None}
+
+
+def clip_units(cfg: PlanConfig, sequences, key_hash: np.ndarray, hw: np.ndarray, split: str, shards=None):
+    """The clip units of a split's sequences (`plan.clips.ClipUnits`); a split packed without --sequences is
+    refused. Sequences left out as too short (short='drop') are reported in a warning, by name."""
+    from ..plan.clips import ClipUnits
+
+    if sequences is None:
+        raise ConfigError(f"split {split!r} has no sequences: clips={cfg.clips.frames} takes frames of videos or "
+                          "bursts from a split packed with `pairload pack RAW SHARDS --sequences` (a mix: every "
+                          "source packed so)", option="clips")
+    units = ClipUnits.build(cfg.clips, sequences.names, sequences.starts, sequences.counts, key_hash, hw,
+                            f"split {split!r}")
+    if units.dropped:
+        import warnings
+
+        warnings.warn(f"split {split!r}: {len(units.dropped)} sequence(s) shorter than a clip of {cfg.clips.frames} "
+                      f"frames are left out (short='drop'): {', '.join(units.dropped[:8])}"
+                      + (", …" if len(units.dropped) > 8 else ""), stacklevel=3)
+    if not len(units):
+        raise ConfigError(f"split {split!r}: no sequence has {cfg.clips.frames} frames, so there is no clip to plan",
+                          option="clips", fix="use shorter clips or short='pad'")
+    return units
 
 
 def check_options(cls, backend: dict, where: str, accepted=None) -> None:
@@ -175,7 +198,8 @@ def plan_fields(opts: LoaderOptions, samples: int, deal: str, groups=()) -> dict
               "last_batch": str(p.last_batch), "shuffle": p.shuffle, "augment": p.augment, "samples": samples,
               "deal": deal,
               "repeats": p.repeats, "mix": None, "schedule": None,
-              "degrade": None if p.degrade is None else [p.degrade.describe(), list(p.degrade_sources)]}
+              "degrade": None if p.degrade is None else [p.degrade.describe(), list(p.degrade_sources)],
+              "clips": None if p.clips is None else p.clips.describe()}
     if p.mixed:
         fields["mix"] = {"sources": [[name, n] for name, n in groups], "weights": [[k, w] for k, w in p.weights],
                          "epoch_size": p.epoch_size}
@@ -189,7 +213,7 @@ def check_state(state: dict, mine: dict) -> tuple[int, tuple[tuple[int, int], ..
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise ConfigError(f"loader state: expected a dict from a pairload loader's state_dict(), found "
                           f"{type(state).__name__} {str(state)[:80]!r}")
-    for name in (*_PLAN_FIELDS, *_NEWER_FIELDS):
+    for name in ("clips", *_PLAN_FIELDS, *_NEWER_FIELDS):  # clips first: they change what `samples` counts
         saved = state.get(name, _NEWER_FIELDS.get(name))
         if saved != mine[name]:
             raise ConfigError(f"loader state: {name} was {saved!r} when it was saved, this loader has "
@@ -286,37 +310,53 @@ class PlannedLoader(StatefulEpochs):
     SYNTH_FED = False  # True: the kind synthesizes inputs where it feeds them (DALI's external source), not after
 
     def __init__(self, keys, hw: np.ndarray, split: str, opts: LoaderOptions, groups=(), shards: Shards | None = None,
-                 key_hash: np.ndarray | None = None):
+                 key_hash: np.ndarray | None = None, sequences=None):
         """`groups`: (name, samples) of each source when several share the index space (see `with_sources`);
         `keys` any sequence (a version-5 split's `columns.Keys` is kept as it is, never made a tuple); `key_hash`:
-        the planner's hash of each key when the source has them (else computed here)."""
-        self.opts, self.groups = with_sources(opts, groups, len(keys), split)
-        self.cfg = self.opts.plan
-        if (self.cfg.mixed or self.cfg.schedule or self.cfg.repeats > 1) and self.DEAL == "contiguous":
-            raise ConfigError("mixing, epoch_size, repeats and crop/batch schedules are planned for the loaders "
-                              "over packed shards (ram, wds, dali-external): pack the folder with "
-                              "`pairload pack` and use one of them")
-        check_split(self.cfg, keys, hw, split)
+        the planner's hash of each key when the source has them (else computed here); `sequences`: a split packed
+        with --sequences (`format.sequences.Sequences`), which clips (`PlanConfig.clips`) need. With clips the
+        planner deals clip units (`plan.clips.ClipUnits`): `samples`, `groups` and `shards` count units, and each
+        planned batch holds its clips' frames."""
         self.keys = keys if isinstance(keys, Sequence) else tuple(keys)
-        self.samples = len(self.keys)
         self.hw = np.asarray(hw, dtype=np.int64)  # a mapped index's int64 column is viewed, not copied
         self.key_hash = key_hashes(self.keys) if key_hash is None else np.asarray(key_hash, dtype=np.uint64)
+        frame_groups = tuple(groups) if len(groups) > 1 or (groups and groups[0][0]) else ()
+        self.units = clip_units(opts.plan, sequences, self.key_hash, self.hw, split, shards) \
+            if opts.plan.clips is not None else None
+        units = self.units
+        plan_groups = units.groups(groups) if units is not None else groups
+        self.opts, self.groups = with_sources(opts, plan_groups, len(units or self.keys), split)
+        self.cfg = self.opts.plan
+        if (self.cfg.mixed or self.cfg.schedule or self.cfg.repeats > 1 or self.cfg.clips) \
+                and self.DEAL == "contiguous":
+            raise ConfigError("mixing, epoch_size, repeats, clips and crop/batch schedules are planned for the "
+                              "loaders over packed shards (ram, wds, dali-external): pack the folder with "
+                              "`pairload pack` and use one of them")
+        if units is None:
+            check_split(self.cfg, self.keys, self.hw, split)
+            self.samples = len(self.keys)
+            self._plan_by = (self.key_hash, self.hw)  # what the planner deals: samples, or clip units
+        else:
+            check_split(self.cfg, units.labels(), units.hw, split)
+            self.samples = len(units)
+            self._plan_by = (units.key_hash, units.hw)
+            shards = units.shards(shards)
         self.shards = shards
         self.device = opts.torch_device
-        self._source_names = [name for name, n in self.groups for _ in range(n)] if self.groups else None
+        self._source_names = [name for name, n in frame_groups for _ in range(n)] if frame_groups else None
         self.sensor_rows = None  # camera raw splits: set by the loaders over shards (`format.sensor.SensorRows`)
-        self.synth_rows = self._synth_rows()  # bool per sample: its input is synthesized (None: all, or none)
+        self.synth_rows = self._synth_rows(frame_groups)  # bool per sample: synthesized (None: all, or none)
         self._plans: dict[tuple, list[BatchPlan]] = {}
         self._tables: dict[int, tuple] = {}  # id(plans) -> (plans, their RunTables): `_synth_on`
         self._init_state()
 
-    def _synth_rows(self) -> np.ndarray | None:
+    def _synth_rows(self, groups) -> np.ndarray | None:
         """Which samples `degrade` synthesizes when it names some of the mixed sources (None: every sample)."""
         names = self.cfg.degrade_sources
         if not names:
             return None
-        check_named(names, [name for name, _ in self.groups])
-        return np.concatenate([np.full(n, name in names) for name, n in self.groups])
+        check_named(names, [name for name, _ in groups])
+        return np.concatenate([np.full(n, name in names) for name, n in groups])
 
     def __len__(self) -> int:
         consumed = self._consumed(self.epoch)
@@ -335,8 +375,8 @@ class PlannedLoader(StatefulEpochs):
         if run not in self._plans:
             if len(self._plans) >= self.PLANS_KEPT:
                 self._plans.pop(next(iter(self._plans)))
-            self._plans[run] = plan_epoch(self.cfg, self.key_hash, self.hw, epoch, deal=self.DEAL, consumed=consumed,
-                                          groups=self.groups, shards=self.shards)
+            self._plans[run] = plan_epoch(self.cfg, *self._plan_by, epoch, deal=self.DEAL, consumed=consumed,
+                                          groups=self.groups, shards=self.shards, units=self.units)
         return self._plans[run]
 
     def _keys(self, bp: BatchPlan) -> list[str]:
@@ -458,6 +498,11 @@ class PlannedLoader(StatefulEpochs):
     def __iter__(self):
         epoch = self.epoch
         consumed = self._begin(epoch)
+        clips = self.units is not None
         for batch in self._batches(epoch, self.plan_for(epoch, consumed), consumed):
             self._delivered += 1  # counted when handed over: state_dict() after the step on it includes it
-            yield batch
+            yield self._as_clips(batch) if clips else batch
+
+    def _as_clips(self, batch):
+        """A batch of clips' frames as clips (`PairBatch.as_clips`)."""
+        return batch.as_clips(self.cfg.frames)

@@ -67,7 +67,7 @@ class ShardLoader(PlannedLoader):
             raise ConfigError("shuffle_buffer: the strided deal (ram) shuffles the whole split; it is an option of "
                               "the by-shard deal (wds)")
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, self.ds.groups, shards,
-                         key_hash=self.ds.key_hash)
+                         key_hash=self.ds.key_hash, sequences=self.ds.sequences if opts.plan.clips else None)
         self.sensor_rows = self.ds.sensor
         self.prefetch = prefetch
         self.resident = resident
@@ -93,7 +93,7 @@ class ShardLoader(PlannedLoader):
         """Samples of the current epoch that this rank leaves out ('drop': every rank gets as many whole batches;
         the samples left out change with the epoch)."""
         total = self.cfg.epoch_length(self.samples)
-        delivered = sum(len(bp) - int(bp.padded.sum()) for bp in self.plan())
+        delivered = sum(bp.items - int(bp.padded[::bp.frames].sum()) for bp in self.plan())
         left, ws, r = max(0, total - delivered * self.cfg.world_size), self.cfg.world_size, self.cfg.rank
         return (r + 1) * left // ws - r * left // ws
 

@@ -9,6 +9,7 @@ target always receive the same window and the same transform. Numpy only.
 `mix` (mixed epochs), `deals` (the registry of orders and rank shares), `epochs` (`plan_epoch`, `num_batches`).
 """
 
+from .clips import Clips, ClipUnits  # noqa: F401
 from .config import (LAST_BATCH, REQUIRED, BatchPlan, Groups, LastBatch, PlanConfig, Stage,  # noqa: F401
                      check_groups, check_split, parse_schedule, stage_at)
 from .deals import DEALS, Deal, Shards, get_deal, shard_order  # noqa: F401

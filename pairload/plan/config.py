@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..synth import Degradation
+from .clips import Clips
 from .crops import Crop, check_crop, crop_size, is_whole
 
 
@@ -95,9 +96,15 @@ class BatchPlan:
     crop: Crop = None
     synth: np.ndarray | None = None  # (n, columns) float32: each sample's degradation parameters (`degrade`)
     noise: np.ndarray | None = None  # (n,) uint64: each sample's noise key
+    frames: int = 1  # clips: each T consecutive rows are the frames of one clip (one window, one code)
 
     def __len__(self) -> int:
         return len(self.index)
+
+    @property
+    def items(self) -> int:
+        """What the batch holds in the user's terms: clips (rows / frames), else samples."""
+        return len(self.index) // self.frames
 
     def out_hw(self, hw: np.ndarray) -> tuple[int, int]:
         """Height and width of this batch's windows (`hw`: the split's (n, 2) image sizes)."""
@@ -123,7 +130,9 @@ class PlanConfig:
     (see `_mixed_rows`). `schedule`: stages of crop and batch size by global step; `batch_size` and `crop` are then
     its first stage's. `degrade`: the degradation that synthesizes each sample's input from its target
     (`pairload.synth.Degradation`, or what `Degradation.of` reads); its parameters are planned per sample;
-    `degrade_sources`: the mixed sources it applies to (empty: all)."""
+    `degrade_sources`: the mixed sources it applies to (empty: all). `clips`: batches of clips of frames from a
+    split packed with --sequences (`pairload.plan.clips.Clips`, or what `Clips.of` reads: 5,
+    "5,stride=2,start=grid"); `batch_size` then counts clips."""
 
     batch_size: int | None = None
     crop: Crop | _Required = REQUIRED  # see `pairload.plan.crops`: 256, (192, 256) or None
@@ -139,9 +148,11 @@ class PlanConfig:
     schedule: tuple[Stage, ...] = ()
     degrade: Any = None
     degrade_sources: tuple[str, ...] = ()
+    clips: Any = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "degrade", Degradation.of(self.degrade))
+        object.__setattr__(self, "clips", Clips.of(self.clips))
         sources = (self.degrade_sources,) if isinstance(self.degrade_sources, str) else self.degrade_sources
         object.__setattr__(self, "degrade_sources", tuple(str(s) for s in sources or ()))
         if self.degrade_sources and self.degrade is None:
@@ -208,6 +219,11 @@ class PlanConfig:
     @property
     def max_batch(self) -> int:
         return max(st.batch_size for st in self.stages)
+
+    @property
+    def frames(self) -> int:
+        """Rows a batch holds per item: a clip's frames, else 1."""
+        return self.clips.frames if self.clips is not None else 1
 
 
 def stage_at(cfg: PlanConfig, step: int) -> Stage:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError
+from .clips import ClipUnits, frame_noise
 from .config import BatchPlan, Groups, LastBatch, PlanConfig, stage_at
 from .deals import Deal, Shards, get_deal
 from .draws import noise_keys, sample_params, uniforms
@@ -218,7 +219,7 @@ def _scheduled_blocks(cfg: PlanConfig, rows: np.ndarray, t: int, consumed: Consu
 # ---------------------------------------------------------------------------------------------------------- plans
 
 def _cut(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int,
-         batches: list[tuple[np.ndarray, int | None]]) -> list[BatchPlan]:
+         batches: list[tuple[np.ndarray, int | None]], units: ClipUnits | None = None) -> list[BatchPlan]:
     """BatchPlans of (rows, crop) batches: the crop windows and codes of all rows of one crop in one vectorised
     call (an epoch is planned in a few numpy passes, not one per batch)."""
     out: list[BatchPlan | None] = [None] * len(batches)
@@ -226,14 +227,15 @@ def _cut(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int,
         which = [i for i, (_, c) in enumerate(batches) if c == crop]
         rows = np.concatenate([batches[i][0] for i in which], axis=1)
         for i, plan in zip(which, sized_plans(cfg, key_hash, hw, epoch, rows, [batches[i][0].shape[1] for i in which],
-                                          crop)):
+                                          crop, units)):
             out[i] = plan
     return out
 
 
 def sized_plans(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int, rows: np.ndarray, sizes: list[int],
-           crop) -> list[BatchPlan]:
-    """The BatchPlans of consecutive batches of `sizes` rows of (3, n) `rows` (index, padded, draw), one crop."""
+                crop, units: ClipUnits | None = None) -> list[BatchPlan]:
+    """The BatchPlans of consecutive batches of `sizes` rows of (3, n) `rows` (index, padded, draw), one crop.
+    With `units` (clips) the rows are clip units, each then expanded into its T frames (`_frames`)."""
     idx = rows[0]
     draw = rows[2] if rows[2].any() else None
     spec = cfg.degrade
@@ -243,25 +245,42 @@ def sized_plans(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: in
     if spec is not None:
         u = uniforms(key_hash[idx], seed=cfg.seed, epoch=epoch, count=spec.spec.uniforms, draw=draw)
         columns += (spec.draw(u), noise_keys(key_hash[idx], seed=cfg.seed, epoch=epoch, draw=draw))
+    extra = {}
+    if units is not None:
+        columns, sizes = _frames(cfg, units, epoch, draw, columns), [s * units.clips.frames for s in sizes]
+        extra = {"frames": units.clips.frames}
     # batches of one size (all but perhaps the last) as the rows of one reshape: numpy makes their views, not Python
     size = sizes[0] if sizes else 0
     whole = next((k for k, s in enumerate(sizes) if s != size), len(sizes))
     pieces = ([list(c[:whole * size].reshape(whole, size, *c.shape[1:])) for c in columns] if size
               else [[] for _ in columns])
-    plans = [BatchPlan(*parts[:5], crop, *parts[5:]) for parts in zip(*pieces)]
+    plans = [BatchPlan(*parts[:5], crop, *parts[5:], **extra) for parts in zip(*pieces)]
     start = whole * size
     for s in sizes[whole:]:
         parts = [c[start:start + s] for c in columns]
-        plans.append(BatchPlan(*parts[:5], crop, *parts[5:]))
+        plans.append(BatchPlan(*parts[:5], crop, *parts[5:], **extra))
         start += s
     return plans
 
 
+def _frames(cfg: PlanConfig, units: ClipUnits, epoch: int, draw: np.ndarray | None, columns: tuple) -> tuple:
+    """Columns of clip units → columns of their frames: each clip's T samples in order (`ClipUnits.frame_rows`)
+    with its window, code, padding flag and degradation parameters, and a noise key of each frame's own."""
+    t = units.clips.frames
+    frames = units.frame_rows(columns[0], seed=cfg.seed, epoch=epoch, draw=draw).reshape(-1)
+    out = (frames,) + tuple(np.repeat(c, t, axis=0) for c in columns[1:6])
+    if len(columns) > 6:
+        out += (frame_noise(columns[6], t),)
+    return out
+
+
 def plan_epoch(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int, *, deal: str = "strided",
-               consumed: Consumed = (), groups: Groups = (), shards: Shards | None = None) -> list[BatchPlan]:
+               consumed: Consumed = (), groups: Groups = (), shards: Shards | None = None,
+               units: ClipUnits | None = None) -> list[BatchPlan]:
     """This rank's batches for `epoch` (for the rest of it, when `consumed` says how it was started before).
     `groups`: the sources' (name, samples) when several sources share the index space (mixing); `shards`: the
-    split's shard structure (the by-shard deal)."""
+    split's shard structure (the by-shard deal); `units`: clips (`cfg.clips`): `key_hash`, `hw`, `groups` and
+    `shards` are then the units', and each planned clip becomes its frames' rows."""
     n = len(key_hash)
     if cfg.schedule:
         d = get_deal(deal)
@@ -271,10 +290,11 @@ def plan_epoch(cfg: PlanConfig, key_hash: np.ndarray, hw: np.ndarray, epoch: int
         rows = epoch_rows(cfg, n, epoch, groups, ws0, deal, shards)
         t = epoch_start_step(cfg, rows.shape[1], epoch, deal)
         batches = (_scheduled(cfg, rows, t, consumed) if d.strided else _scheduled_blocks(cfg, rows, t, consumed, d))
-        return _cut(cfg, key_hash, hw, epoch, batches)
+        return _cut(cfg, key_hash, hw, epoch, batches, units)
     rows = share_rows(cfg, n, epoch, deal=deal, consumed=consumed, groups=groups, shards=shards)
     bs, length = cfg.batch_size, rows.shape[1]
-    return sized_plans(cfg, key_hash, hw, epoch, rows, [min(bs, length - s) for s in range(0, length, bs)], cfg.crop)
+    return sized_plans(cfg, key_hash, hw, epoch, rows, [min(bs, length - s) for s in range(0, length, bs)], cfg.crop,
+                       units)
 
 
 def num_batches(cfg: PlanConfig, n: int, epoch: int = 0, deal: str = "strided") -> int:

@@ -352,6 +352,10 @@ class ShardDataset(ShardSource):
         return self.index.sensor
 
     @property
+    def sequences(self):
+        return self.index.sequences
+
+    @property
     def targets_only(self) -> bool:
         return self.index.targets_only
 

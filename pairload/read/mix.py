@@ -65,6 +65,18 @@ class ShardMix(ShardSource):
     def sensor(self):
         return self._sensor
 
+    @property
+    def sequences(self):
+        """The sources' sequences one after the other, named "source/sequence" (None unless every source has them)."""
+        parts = [ds.sequences for ds in self._parts]
+        if any(p is None for p in parts):
+            return None
+        from ..format.sequences import Sequences
+
+        return Sequences(tuple(f"{name}/{q}" for name, p in zip(self.by_name, parts) for q in p.names),
+                         np.concatenate([p.starts + off for p, off in zip(parts, self._offsets)]),
+                         np.concatenate([p.counts for p in parts]), parts[0].target)
+
     def as_targets(self, names: tuple[str, ...] | None = None) -> "ShardMix":
         return ShardMix({name: ds.as_targets() if names is None or name in names else ds
                          for name, ds in self.by_name.items()})

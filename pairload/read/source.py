@@ -55,6 +55,12 @@ class ShardSource(ABC):
     def sensor(self) -> SensorRows | None:
         """Camera raw splits: each sample's ratio, exposures and black/white levels (`format.sensor`); else None."""
 
+    @property
+    def sequences(self):
+        """A split packed with --sequences: its videos' or bursts' frames (`format.sequences.Sequences`, over this
+        source's index space); else None."""
+        return None
+
     def as_targets(self, names: tuple[str, ...] | None = None) -> "ShardSource":
         """This source read as targets only (`open_shards(..., targets_only=True)`); for a mix, only the sources
         `names` (None: all)."""

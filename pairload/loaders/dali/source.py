@@ -41,8 +41,8 @@ class PairedSource(PlannedLoader):
 
     KIND = ""
 
-    def __init__(self, keys, hw, split, opts: LoaderOptions, prefetch: int, groups=(), key_hash=None):
-        super().__init__(keys, hw, split, opts, groups, key_hash=key_hash)
+    def __init__(self, keys, hw, split, opts: LoaderOptions, prefetch: int, groups=(), key_hash=None, sequences=None):
+        super().__init__(keys, hw, split, opts, groups, key_hash=key_hash, sequences=sequences)
         if prefetch < 1:
             raise ConfigError(f"prefetch={prefetch}: expected at least 1 batch")
         self.prefetch = prefetch
@@ -67,9 +67,12 @@ class PairedSource(PlannedLoader):
         if pipe is None:
             raise ConfigError("paired_inputs() makes DALI nodes: call it inside a @pipeline_def function")
         per = self._iteration_batches() if self._binding.how == "default" else 1
-        if pipe.max_batch_size != self.cfg.max_batch * per:
+        rows = self.cfg.max_batch * self.cfg.frames  # a batch of clips: each clip's frames are samples of DALI's
+        if pipe.max_batch_size != rows * per:
             raise ConfigError(f"the pipeline's batch_size is {pipe.max_batch_size} but the paired source plans batches "
-                              f"of up to {self.cfg.max_batch}; give the pipeline that batch size")
+                              f"of up to {rows}" + (f" frames ({self.cfg.max_batch} clips of {self.cfg.frames})"
+                                                    if self.cfg.frames > 1 else "")
+                              + "; give the pipeline that batch size")
         self._per_iteration = per
         attach(pipe, self)
         depth = pipe.prefetch_queue_depth  # how many fed batches the pipeline may still read (no_copy inputs)
@@ -122,7 +125,9 @@ class PairedSource(PlannedLoader):
         self._binding = Binding.of(pipeline, self)
 
     def _default_pipeline(self):
-        @pipeline_def(batch_size=self.cfg.max_batch * self._iteration_batches(), num_threads=self._threads(),
+        rows = self.cfg.max_batch * self.cfg.frames * self._iteration_batches()
+
+        @pipeline_def(batch_size=rows, num_threads=self._threads(),
                       device_id=device_id(self.device),
                       prefetch_queue_depth=self.prefetch, seed=self.cfg.seed & 0x7FFFFFFF)
         def pipe():
@@ -275,6 +280,26 @@ class PairedSource(PlannedLoader):
     def _diagnose(self, plans: list[BatchPlan], b: int) -> PairloadError | None:
         """After a DALI failure at batch b, find a file to blame (DALI's own message often names none)."""
         return None
+
+    def _as_clips(self, batch):
+        """A batch of clips' frames as clips: each output N×T×…, keys N lists of T, the rest per clip (sensor facts
+        per frame)."""
+        if not isinstance(batch, dict):
+            return super()._as_clips(batch)
+        t = self.cfg.frames
+        out = {}
+        for name, value in batch.items():
+            if name in self.output_map:
+                out[name] = value.unflatten(0, (value.shape[0] // t, t))
+            elif name == "keys":
+                out[name] = [list(value[i:i + t]) for i in range(0, len(value), t)]
+            elif name == "sensor":
+                out[name] = type(value)(value.values.unflatten(0, (value.values.shape[0] // t, t)))
+            elif name == "degradation":
+                out[name] = {k: v[::t] for k, v in value.items()}
+            else:  # padded, source
+                out[name] = value[::t]
+        return out
 
     def _convert(self, outputs, bp: BatchPlan):
         n = len(bp)

@@ -1,0 +1,190 @@
+"""Clips of frames for video and burst splits (packed with `--sequences`): the clip policy (`Clips`), the units the
+planner deals instead of samples (`ClipUnits`: each a place where a clip of a sequence can start), and the
+expansion of a planned batch of clips into its frames (`frame_columns`).
+
+A clip is planned like a sample: one unit of the epoch's order, one crop window and one orientation code, one
+degradation parameter set. Its T frames then become T consecutive rows of the batch with that window and code (so
+every backend cuts them as it cuts pairs: the same window and flip on every frame of both sides), each with its own
+noise key. Numpy only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from .draws import _splitmix, _stream
+
+STARTS = ("random", "grid")  # where a clip starts: drawn uniformly over its sequence, or on the units' grid
+SHORT = ("refuse", "drop", "pad")  # a sequence with fewer frames than a clip
+START_STREAM = 5  # the planner stream of a clip's random start (1-3: crop corner and code; 31+: synthesis)
+_FRAME = np.uint64(0x9E3779B97F4A7C15)  # mixes a frame's number into its clip's noise key
+
+
+@dataclass(frozen=True)
+class Clips:
+    """Clips of `frames` consecutive frames (T). A sequence of F frames gives (F - T) // stride + 1 clips per pass
+    (its units): with `start="random"` each one starts at a frame drawn uniformly from 0..F - T for every draw
+    (training), with `start="grid"` unit k starts at frame k·stride (validation, every clip the same each epoch).
+    `short`: a sequence with fewer than T frames is refused ("refuse", the default), left out ("drop", and reported)
+    or padded by repeating its last frame ("pad": one clip)."""
+
+    frames: int
+    stride: int = 1
+    start: str = "random"
+    short: str = "refuse"
+
+    def __post_init__(self) -> None:
+        for name in ("frames", "stride"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ConfigError.for_value(f"clips {name}", value, "expected a whole number, at least 1")
+            object.__setattr__(self, name, int(value))
+        if self.start not in STARTS:
+            raise ConfigError.for_value("clips start", self.start, f"expected one of {', '.join(STARTS)}")
+        if self.short not in SHORT:
+            raise ConfigError.for_value("clips short", self.short, f"expected one of {', '.join(SHORT)}")
+
+    @classmethod
+    def of(cls, spec) -> "Clips | None":
+        """A clip policy from `Clips`, a frame count (5), a dict ({"frames": 5, "stride": 2}) or a string
+        ("5", "5,stride=2,start=grid,short=pad"); None (or 0) for none."""
+        if spec is None or isinstance(spec, Clips):
+            return spec
+        if isinstance(spec, dict):
+            unknown = sorted(set(spec) - {"frames", "stride", "start", "short"})
+            if unknown:
+                raise ConfigError(f"clips: unknown field(s) {', '.join(unknown)}; expected frames, stride, start, "
+                                  "short")
+            return cls(**spec)
+        if isinstance(spec, str):
+            parts = [p.strip() for p in spec.split(",") if p.strip()]
+            fields: dict = {}
+            for k, part in enumerate(parts):
+                name, eq, value = part.partition("=")
+                if not eq and k == 0:
+                    name, value = "frames", part
+                elif not eq:
+                    raise ConfigError(f"clips {spec!r}: {part!r} is not name=value; expected e.g. "
+                                      "'5,stride=2,start=grid,short=pad'")
+                name = name.strip()
+                fields[name] = int(value) if name in ("frames", "stride") and value.strip().isdigit() else value.strip()
+            return cls.of(fields) if fields else None
+        if spec == 0 and not isinstance(spec, bool):
+            return None
+        return cls(spec)
+
+    def describe(self) -> str:
+        return f"{self.frames},stride={self.stride},start={self.start},short={self.short}"
+
+
+@dataclass(frozen=True)
+class ClipUnits:
+    """The units of a split's sequences under a clip policy, in index order (sequence by sequence): `seq` (the
+    sequence of each unit), `pos` (its number within the sequence), `first` (the sequence's first sample),
+    `count` (its frames), `key_hash` (the unit's planner hash: its sequence's first key with `pos` mixed in), `hw`
+    (its frames' size). `dropped`: the names of sequences left out (short="drop")."""
+
+    clips: Clips
+    seq: np.ndarray
+    pos: np.ndarray
+    first: np.ndarray
+    count: np.ndarray
+    key_hash: np.ndarray
+    hw: np.ndarray
+    names: tuple[str, ...]
+    dropped: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    def label(self, u: int) -> str:
+        """A unit in messages: "sequence name (clip k)"."""
+        return f"{self.names[int(self.seq[u])]} (clip {int(self.pos[u])})"
+
+    @classmethod
+    def build(cls, clips: Clips, names, starts: np.ndarray, counts: np.ndarray, key_hash: np.ndarray, hw: np.ndarray,
+              where: str) -> "ClipUnits":
+        """The units of sequences (`names`, `starts`, `counts` over samples with `key_hash` and `hw`); a sequence
+        whose frames differ in size, or one shorter than a clip under short="refuse", is refused by name."""
+        starts, counts = np.asarray(starts, dtype=np.int64), np.asarray(counts, dtype=np.int64)
+        hw = np.asarray(hw, dtype=np.int64).reshape(-1, 2)
+        t = clips.frames
+        seq_of = np.repeat(np.arange(len(starts)), counts)
+        odd = np.flatnonzero(np.any(hw != hw[starts][seq_of], axis=1))
+        if len(odd):
+            s = int(seq_of[odd[0]])
+            a, b = hw[starts[s]], hw[odd[0]]
+            raise ConfigError(f"{where}: sequence {names[s]!r} has frames of {a[1]}x{a[0]} and {b[1]}x{b[0]}; a clip "
+                              "takes one window from frames of one size: pack its frames at one size")
+        short = np.flatnonzero(counts < t)
+        if len(short) and clips.short == "refuse":
+            s = int(short[0])
+            raise ConfigError(f"{where}: sequence {names[s]!r} has {counts[s]} frames, fewer than a clip's {t}"
+                              + (f" ({len(short)} sequences are that short)" if len(short) > 1 else ""),
+                              option="clips", fix="use shorter clips, or short='drop' (leave them out) or "
+                              "short='pad' (repeat their last frame)")
+        per = np.where(counts >= t, (counts - t) // clips.stride + 1, 1 if clips.short == "pad" else 0)
+        seq = np.repeat(np.arange(len(starts), dtype=np.int64), per)
+        pos = np.arange(len(seq), dtype=np.int64) - np.repeat(np.cumsum(per) - per, per)
+        first = starts[seq]
+        unit_hash = _splitmix(np.asarray(key_hash, dtype=np.uint64)[first] ^ _splitmix(pos.astype(np.uint64)))
+        dropped = tuple(names[int(s)] for s in short) if clips.short == "drop" else ()
+        return cls(clips, seq, pos, first, counts[seq], unit_hash, hw[first], tuple(names), dropped)
+
+    def labels(self) -> "_Labels":
+        """The units as check_split names them in messages (`label`)."""
+        return _Labels(self)
+
+    def groups(self, groups) -> tuple[tuple[str, int], ...]:
+        """Mixed sources' (name, samples) → (name, units): a unit is its first frame's source's."""
+        if not groups:
+            return ()
+        ends = np.cumsum([n for _, n in groups])
+        per = np.bincount(np.searchsorted(ends, self.first, side="right"), minlength=len(groups))
+        return tuple((name, int(k)) for (name, _), k in zip(groups, per))
+
+    def shards(self, shards):
+        """A split's shard structure (`deals.Shards`, in samples) → in units: a unit is in its first frame's shard;
+        the shuffle window holds as many units as its samples hold on average."""
+        if shards is None:
+            return None
+        from .deals import Shards
+
+        ends = np.cumsum(shards.counts)
+        per = np.bincount(np.searchsorted(ends, self.first, side="right"), minlength=len(shards.counts))
+        frames = max(1, int(ends[-1]) if len(ends) else 1)
+        return Shards(tuple(int(k) for k in per), max(1, shards.window * len(self) // frames))
+
+    def frame_rows(self, units: np.ndarray, *, seed: int, epoch: int, draw: np.ndarray | None) -> np.ndarray:
+        """(n, T) int64: the samples (frames) of the clips of `units`, in order: a clip's start is drawn from
+        (seed, epoch, unit, draw) (start="random") or is its unit's place on the grid; past a short sequence's end
+        its last frame repeats."""
+        t = self.clips.frames
+        count = self.count[units]
+        if self.clips.start == "grid":
+            start = self.pos[units] * self.clips.stride
+        else:
+            span = np.maximum(count - t, 0) + 1
+            start = (_stream(self.key_hash[units], seed, epoch, START_STREAM, draw) % span.astype(np.uint64)
+                     ).astype(np.int64)
+        frame = np.minimum(start[:, None] + np.arange(t, dtype=np.int64), count[:, None] - 1)
+        return self.first[units][:, None] + frame
+
+
+def frame_noise(noise: np.ndarray, frames: int) -> np.ndarray:
+    """(n·T,) uint64: the noise key of each frame of clips whose keys are `noise` (one stream per frame)."""
+    t = np.arange(1, frames + 1, dtype=np.uint64)
+    return _splitmix(np.asarray(noise, dtype=np.uint64)[:, None] ^ (t * _FRAME)).reshape(-1)
+
+
+class _Labels:
+    def __init__(self, units: ClipUnits):
+        self.units = units
+
+    def __len__(self) -> int:
+        return len(self.units)
+
+    def __getitem__(self, u: int) -> str:
+        return self.units.label(u)
