@@ -26,6 +26,18 @@ def _prepared(model: Model, dtype: torch.dtype, device: torch.device) -> tuple:
     return got
 
 
+def _takes_maxnreg() -> bool:
+    """Whether this Triton compiles for a register limit (`maxnreg`, Triton 3.0 on); older ones run without it."""
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+    except ImportError:
+        return False
+    return "maxnreg" in getattr(CUDAOptions, "__dataclass_fields__", {})
+
+
+_MAXNREG = [None]
+
+
 def _pow2(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
@@ -38,6 +50,8 @@ def launch(model: Model, extra, high: torch.Tensor, low: torch.Tensor, table: to
     if n == 0:
         return
     kernel, lut, full, kernels = _prepared(model, high.dtype, high.device)
+    if _MAXNREG[0] is None:
+        _MAXNREG[0] = _takes_maxnreg()
     pixels, warps = kernels.SHAPE[model.kernel]
     bw = min(256, _pow2(w))
     br = max(1, pixels // bw)
@@ -45,9 +59,10 @@ def launch(model: Model, extra, high: torch.Tensor, low: torch.Tensor, table: to
     if high.dtype == torch.uint16:
         high, low = high.view(torch.int16), low.view(torch.int16)
     if lut is None:
+        regs = kernels.MAXNREG.get(model.kernel)
         kernel[grid](high, low, levels, table, keys, code, apply, h, w, C=c, TS=table.shape[1],
                      GAUSSIAN=getattr(extra, "read_dist", "tukey") == "gaussian", BR=br, BW=bw, ROUNDS=ROUNDS,
-                     num_warps=warps)
+                     num_warps=warps, **({"maxnreg": regs} if regs and _MAXNREG[0] else {}))
         return
     kernel[grid](high, low, lut, table, keys, code, apply, h, w, C=c, TS=table.shape[1], FULL=full, BR=br, BW=bw,
                  ROUNDS=ROUNDS, num_warps=warps)
