@@ -39,7 +39,7 @@ def _frame(pair: Pair) -> str:
     return os.path.splitext(pair.low_rel.rpartition("/")[2])[0]
 
 
-def _misnumbered(a: str, b: str) -> bool:
+def misnumbered(a: str, b: str) -> bool:
     """Whether frames named `a` then `b` (name order) are numbered the other way: at the first place their names
     differ, both hold numbers without zero padding (`10` before `2`). A number after a '.' is a decimal fraction,
     which name order sorts right (`0.04s` before `0.1s`)."""
@@ -90,7 +90,7 @@ def check_names(discovery: Discovery) -> None:
         raise AssertionError("the frames of a sequence are not consecutive in key order")
     for _, _, first, count in runs:
         for a, b in zip(pairs[first:first + count - 1], pairs[first + 1:first + count]):
-            if _misnumbered(_frame(a), _frame(b)):
+            if misnumbered(_frame(a), _frame(b)):
                 raise PairingError(f"{_folder(a)}: frames {a.low_rel.rpartition('/')[2]} and "
                                    f"{b.low_rel.rpartition('/')[2]} are numbered without zero padding, so name order "
                                    f"(the order a sequence's frames are packed in) puts {_frame(a)} before "

@@ -238,7 +238,18 @@ def test_a_folder_holding_frames_and_sequence_folders_is_refused(tmp_path):
                                          ("x_10_a", "x_9_a", True), ("0001", "0002", False),
                                          ("00001_00_0.04s", "00001_00_0.1s", False)])
 def test_name_order_against_number_order(a, b, wrong):
-    from pairload.pack.sequences import _misnumbered
+    from pairload.pack.sequences import misnumbered
 
-    assert _misnumbered(a, b) is wrong
+    assert misnumbered(a, b) is wrong
 
+
+
+def test_a_frame_on_one_side_only_is_an_unmatched_file(tmp_path):
+    build_sdsd(tmp_path)
+    save_bgr(tmp_path / "SDSD/indoor_np/input/pair2/0004.npy", frame(2, 4))
+    with pytest.raises(PairingError, match=r"unmatched images, split 'train': 1 in input without a partner in GT: "
+                                           r"input/pair2/0004\.npy"):
+        pack(tmp_path / "SDSD/indoor_np", tmp_path / "out", PackOptions(workers=1, sequences=True))
+    report = pack(tmp_path / "SDSD/indoor_np", tmp_path / "out", PackOptions(workers=1, sequences=True,
+                                                                             skip_unmatched=True))
+    assert report.skipped == ["input/pair2/0004.npy"] and report.sequences["train"].startswith("3 sequences of 3 ")
