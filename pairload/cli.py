@@ -220,18 +220,20 @@ def pack(
     fit: str = typer.Option("resize", help="With --targets-only and --max-side N: 'resize' shrinks a larger image "
                             "so its longer side is N, keeping its aspect (area interpolation); 'crop' cuts its centre "
                             "to at most NxN, every pixel as decoded (camera raw too)."),
+    sequences: bool = typer.Option(False, "--sequences", help="Frames of videos or bursts: the folder holding each "
+                                   "frame is its sequence, its frames consecutive samples in name order (numbered "
+                                   "with zero padding, one size), recorded in the manifest."),
+    npy_bgr: bool = typer.Option(False, "--npy-bgr", help=".npy colour arrays hold BGR (SDSD's and SMID's frames): "
+                                 "store them as RGB."),
 ) -> None:
     """Decode every pair once into WebDataset tar shards with a manifest (8- or 16-bit images, .npy arrays, camera raw
     packed as SID does); with --targets-only, every photo alone."""
-    from .pack.writer import PackOptions, pack as run, parse_size, parse_split_names, parse_wxh
+    from .pack.options import from_cli
+
+    opts = from_cli(dict(locals()))  # the values as typed: parsed and checked by the library
+    from .pack.writer import pack as run
     from .remote.urls import is_url
 
-    opts = PackOptions(low_dir=low_dir, high_dir=high_dir, pairs_file=tuple(pairs_file) if pairs_file else None,
-                       skip_unmatched=skip_unmatched, split_names=parse_split_names(split_name or []),
-                       name_template=name_template, to_8bit=to_8bit, resize=parse_wxh(resize), max_side=max_side,
-                       shard_size=parse_size(shard_size), workers=workers, overwrite=overwrite, compress=compress,
-                       compress_level=compress_level, raw_target=raw_target, ratio_cap=ratio_cap, index=index,
-                       targets_only=targets_only, split=split, fit=fit)
     options = storage_options(storage_option, shards_dir) if is_url(shards_dir) else storage_option  # local: refused
     which = _part(part)
     if finish:
@@ -260,6 +262,7 @@ def pack(
                   + (f" ({report.compression} level {compress_level}: {_ratio(s)})" if report.compression else "")
                   + (f" (from {', '.join(found['folders'][:4])}{' …' if len(found['folders']) > 4 else ''}; paired by "
                      f"{', '.join(found['rules'])})" if found.get("folders") and not targets_only else "")
+                  + (f"; {report.sequences[split]}" if split in report.sequences else "")
                   + (f"; {report.skipped_per_split[split]} unmatched file(s) skipped"
                      if report.skipped_per_split.get(split) else ""), highlight=False, markup=False)
     if report.upload is not None and report.upload.reused:
@@ -346,12 +349,17 @@ def info(
             for line in size_histogram(name, s):
                 out.print(line, highlight=False, markup=False)
         return
-    table = Table("split", "pairs", "shards", "bytes", "compression", "members", "sizes (WxH: pairs)")
+    seqs = any("sequences" in s for s in splits.values())
+    table = Table("split", "pairs", "shards", "bytes", "compression", "members", "sizes (WxH: pairs)",
+                  *(["sequences"] if seqs else []))
     for name, s in splits.items():
         members = s.get("members", "uint8 ×3, same size") + (f"; {s['sensor']}" if "sensor" in s else "")
+        q = s.get("sequences")  # a column only for a pack made with --sequences
         table.add_row(name, str(s["samples"]), str(s["shards"]), human_bytes(s["bytes"]),
                       "none" if s["compression"] == "none" else f"{s['compression']}, {_ratio(s, short=True)}",
-                      members, ", ".join(f"{k}: {v}" for k, v in s["sizes"].items()))
+                      members, ", ".join(f"{k}: {v}" for k, v in s["sizes"].items()),
+                      *[f"{q['count']} of {q['frames'][0]}-{q['frames'][1]} frames, target per {q['target']}"
+                        if q else "-"][:seqs])
     out.print(table)
 
 

@@ -47,6 +47,7 @@ class Job:
     high_as: str = IMAGE
     scale: int = 1  # the target is stored at this multiple of out_hw
     fit: str = RESIZE  # how an image is brought to out_hw: resized, or its centre cropped (`decode.fitted`)
+    npy_bgr: bool = False  # a .npy's first three channels are BGR: stored as RGB (`pack --npy-bgr`)
 
     def __post_init__(self) -> None:
         plain = self.encoding.plain
@@ -122,7 +123,7 @@ def probe_many(paths: list[str]) -> list:
 def _side(job: Job, path: Path, header, as_: str, out_hw: tuple[int, int]):
     """(pixels, notes, levels) of one file of a job."""
     if as_ == IMAGE:
-        img, notes = decode(path, to_8bit=job.to_8bit, expect=header, out_hw=out_hw, fit=job.fit)
+        img, notes = decode(path, to_8bit=job.to_8bit, expect=header, out_hw=out_hw, fit=job.fit, npy_bgr=job.npy_bgr)
         return img, notes, None
     img, levels = decode_camera(path, header, as_)
     if job.fit == CROP:  # sensor counts are never resampled (pack refuses a camera raw resize), but may be cut

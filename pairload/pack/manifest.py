@@ -12,6 +12,8 @@ import numpy as np
 from .. import __version__
 from ..format import binindex, schema
 from ..format import sensor as fmt
+from ..format import sequences as seq
+from ..format.sequences import Sequences
 from ..format.encoding import RAW, Encoding
 from ..format.members import DEFAULT, FIELD, Members, members_of
 from .options import INDEXES, PackOptions, PackReport
@@ -22,9 +24,11 @@ BINARY, JSON = INDEXES  # --index: where the per-sample index goes
 
 
 def skeleton(discovery, raw, options: PackOptions, members: dict[str, Members] | None = None,
-             camera: CameraPlan | None = None) -> dict:
-    """The manifest without its shards, index and decode notes: what every part of a pack computes alike."""
+             camera: CameraPlan | None = None, sequences: dict[str, Sequences] | None = None) -> dict:
+    """The manifest without its shards, index and decode notes: what every part of a pack computes alike.
+    `sequences`: each split's, packed with --sequences (its "sequences" and "sequence_target" fields)."""
     members = members or {}
+    sequences = sequences or {}
     camera = camera or CameraPlan({}, {}, [])
     stored = options.encoding.stored  # the split field's value (None: raw members, left out)
     splits = {}
@@ -39,6 +43,8 @@ def skeleton(discovery, raw, options: PackOptions, members: dict[str, Members] |
             entry[FIELD] = typed
         if camera.docs.get(split) is not None:
             entry[fmt.FIELD] = camera.docs[split]
+        if split in sequences:
+            entry[seq.FIELD], entry[seq.TARGET] = sequences[split].to_doc(), sequences[split].target
         splits[split] = entry
     options_doc = {"resize": list(options.resize) if options.resize else None, "max_side": options.max_side,
                    "to_8bit": options.to_8bit, "shard_size": options.shard_size}
@@ -46,6 +52,7 @@ def skeleton(discovery, raw, options: PackOptions, members: dict[str, Members] |
         options_doc.update(compress=stored, compress_level=options.compress_level)
     if options.targets_only:  # (absent otherwise: a pair pack's manifest stays the bytes it was)
         options_doc.update(targets_only=True, fit=options.fit)
+    options_doc.update((k, True) for k in ("sequences", "npy_bgr") if getattr(options, k))  # likewise
     return {
         "created_by": f"pairload {__version__}",
         schema.RAW_DIR: str(raw.resolve()),

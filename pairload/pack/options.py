@@ -1,11 +1,11 @@
 """What a pack is asked to do and what it reports: `PackOptions` (validated on construction), the parsers of the
-CLI's pack options (`parse_size`, `parse_split_names`, `parse_wxh`), `PackReport` and, for a pack into a URL,
-`UploadReport`."""
+CLI's pack options (`parse_size`, `parse_split_names`, `parse_wxh`, and `from_cli`, all of them at once),
+`PackReport` and, for a pack into a URL, `UploadReport`."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -75,6 +75,10 @@ class PackOptions:
     targets_only: bool = False
     split: str = "train"
     fit: str = RESIZE  # an image larger than max_side: shrunk keeping its aspect, or (CROP) its centre cut to N×N
+    # `--sequences`: the frames of videos or bursts, each folder holding frames one sequence (`pack.sequences`),
+    # recorded in the manifest's split entries
+    sequences: bool = False
+    npy_bgr: bool = False  # `--npy-bgr`: .npy colour arrays hold BGR (SDSD, SMID): stored as RGB
 
     def __post_init__(self) -> None:
         self._check_targets_only()
@@ -132,11 +136,26 @@ class PackOptions:
         if self.index != "binary":
             raise ConfigError(f"--index {self.index}: a targets-only pack is format version 6, which no reader of "
                               "json indexes reads; leave --index out")
+        if self.sequences:
+            raise ConfigError("--sequences: packs the frames of videos as pairs, and --targets-only packs photos "
+                              "alone; leave one of them out")
 
     @property
     def encoding(self) -> Encoding:
         """How the image members are stored (`--compress`: an entry of `encoding.ENCODINGS`; raw by default)."""
         return from_option(self.compress)
+
+
+def from_cli(values: dict) -> PackOptions:
+    """The `PackOptions` of `pairload pack`'s parameters by name, as the CLI parsed them (the sizes, --resize,
+    --split-name and --pairs-file as typed); its other parameters (RAW, SHARDS, --part, …) are not pack options and
+    are left out."""
+    names = {f.name for f in fields(PackOptions)}
+    given = {k: v for k, v in values.items() if k in names}
+    given.update(pairs_file=tuple(values["pairs_file"]) if values.get("pairs_file") else None,
+                 split_names=parse_split_names(values.get("split_name") or []), resize=parse_wxh(values.get("resize")),
+                 shard_size=parse_size(values.get("shard_size", DEFAULT_SHARD_SIZE)))
+    return PackOptions(**given)
 
 
 @dataclass
@@ -177,6 +196,7 @@ class PackReport:
     workers: int = 1
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (PHASE_WORDS), kept as named in JSON
     compression: str | None = None
+    sequences: dict[str, str] = field(default_factory=dict)  # `--sequences`: split -> its sequences in words
     url: str | None = None  # a pack into a URL: where (shards_dir is then its local staging folder)
     upload: UploadReport | None = None  # a pack into a URL: what was uploaded, skipped and deleted
 

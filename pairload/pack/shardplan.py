@@ -49,8 +49,11 @@ def target_groups(pairs: list[Pair]) -> list[Pair]:
 def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list[tuple[int, int]],
                 shard_size: int, members: dict[str, Members] | None = None, targets_only: bool = False
                 ) -> list[ShardPlan]:
-    """The raw shards of `pairs` (in `target_groups` order), cut only between groups sharing a target; `members`:
-    each split's, where not the default uint8 RGB; `targets_only`: each sample stores its target alone."""
+    """The raw shards of `pairs` (in `target_groups` order, or key order for `pack --sequences`), cut only between
+    groups sharing a target; `members`: each split's, where not the default uint8 RGB; `targets_only`: each sample
+    stores its target alone. Sequences: a shard is cut between any two frames of a sequence whose frames have targets
+    of their own, and never inside one whose frames share a target (stored once); so a clip of T consecutive frames
+    reads at most two shards wherever every shard holds at least T - 1 frames (`sequences`)."""
     members = members or {}
     plans: list[ShardPlan] = []
     current: ShardPlan | None = None

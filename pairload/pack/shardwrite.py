@@ -84,7 +84,7 @@ class Inputs:
         pair = self.pairs[k]
         return Job(k, None if self.targets_only else pair.low, pair.high if own else None, self.probes[2 * k],
                    self.probes[2 * k + 1], self.out_sizes[k], options.to_8bit, **where, fit=options.fit,
-                   **self.camera.job_fields(pair))
+                   npy_bgr=options.npy_bgr, **self.camera.job_fields(pair))
 
     def rows(self, plan: ShardPlan, sized: bool) -> RowsBuilder:
         doc = self.camera.docs.get(plan.split)

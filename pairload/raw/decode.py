@@ -326,9 +326,12 @@ def fitted(img: np.ndarray, out_hw: tuple[int, int] | None, fit: str = RESIZE) -
 
 
 def decode_array(path: Path, *, to_8bit: bool, expect: Header | None = None,
-                 out_hw: tuple[int, int] | None = None, fit: str = RESIZE) -> tuple[np.ndarray, list[str]]:
-    """Load a .npy image as it is (channels as in the file, no RGB/BGR swap), little-endian and C-order; uint16
-    becomes uint8 under `to_8bit`. Returns it and notes on what was converted."""
+                 out_hw: tuple[int, int] | None = None, fit: str = RESIZE, bgr: bool = False
+                 ) -> tuple[np.ndarray, list[str]]:
+    """Load a .npy image as it is (channels as in the file, no RGB/BGR swap unless `bgr`), little-endian and C-order;
+    uint16 becomes uint8 under `to_8bit`. `bgr`: the array's first three channels are blue, green, red (SDSD's and
+    SMID's `.npy` frames, written by OpenCV) and are stored as red, green, blue (a fourth channel stays last); a
+    one- or two-channel array is kept as it is. Returns it and notes on what was converted."""
     header = expect if expect is not None else probe_array(path)
     try:
         img = np.load(path, allow_pickle=False)
@@ -339,6 +342,8 @@ def decode_array(path: Path, *, to_8bit: bool, expect: Header | None = None,
         raise ImageError(f"{path}: its header said {header.dtype} {header.hw + (header.channels,)} but it loads as "
                          f"{img.dtype} {img.shape}; the file changed while packing: run the pack again")
     img = img.astype(img.dtype.newbyteorder("<"), copy=False)
+    if bgr and img.shape[2] >= 3:
+        img = img[..., [2, 1, 0, *range(3, img.shape[2])]]  # a new C-order array
     notes = []
     if img.dtype == np.uint16 and to_8bit:
         img = to_uint8(img)
@@ -347,13 +352,15 @@ def decode_array(path: Path, *, to_8bit: bool, expect: Header | None = None,
 
 
 def decode(path: Path, *, to_8bit: bool, expect: Header | tuple[int, int] | None = None,
-           out_hw: tuple[int, int] | None = None, fit: str = RESIZE) -> tuple[np.ndarray, list[str]]:
-    """The array pack stores from `path` (an image: `decode_rgb`; a .npy: `decode_array`) and its notes. `expect`:
-    the file's probed `Header`, whose size and stored type the array must have (a bare (h, w): its size only);
-    anything else is refused naming the file."""
+           out_hw: tuple[int, int] | None = None, fit: str = RESIZE, npy_bgr: bool = False
+           ) -> tuple[np.ndarray, list[str]]:
+    """The array pack stores from `path` (an image: `decode_rgb`; a .npy: `decode_array`, its colours swapped from
+    BGR to RGB under `npy_bgr`) and its notes. `expect`: the file's probed `Header`, whose size and stored type the
+    array must have (a bare (h, w): its size only); anything else is refused naming the file."""
     hw = expect.hw if isinstance(expect, Header) else expect
     if is_array(path):
-        img, notes = decode_array(path, to_8bit=to_8bit, expect=expect if isinstance(expect, Header) else None)
+        img, notes = decode_array(path, to_8bit=to_8bit, expect=expect if isinstance(expect, Header) else None,
+                                  bgr=npy_bgr)
         if hw is not None and img.shape[:2] != tuple(hw):
             raise ImageError(f"{path}: its header said {hw[1]}x{hw[0]} but it loads as {img.shape[1]}x{img.shape[0]}; "
                              "the file changed while packing: run the pack again")

@@ -50,7 +50,8 @@ def pairs_from_folders(raw: Path, units: list[Unit], skip_unmatched: bool, overr
     for (_, split_folder, group), unit in located:
         split = names[split_folder][0]
         out.split_folders[split_folder or "."] = names[split_folder]
-        lows, highs, mapping, rule = pair_unit(raw, unit, template)
+        lows, highs, mapping, rule, aside = pair_unit(raw, unit, template)
+        out.aside.extend(_rel(raw, path) for path in aside)
         only_low = sorted(set(lows) - set(mapping))
         only_high = sorted(set(highs) - set(mapping.values()))
         low_where = (unit.low if isinstance(unit.low, Path) else unit.parent).relative_to(raw).as_posix()
@@ -74,6 +75,8 @@ def pairs_from_folders(raw: Path, units: list[Unit], skip_unmatched: bool, overr
             hp = highs[mapping[stem]][0]
             rel = f"{prefix}/{lrel}" if prefix else lrel
             out.pairs.append(Pair(split, key_from_relpath(rel), lp, hp, _rel(raw, lp), _rel(raw, hp)))
+            if "/" not in lrel:  # directly in its side folder: in no folder of its own (`Discovery.loose`)
+                out.loose.append(out.pairs[-1].low_rel)
         out.add_source(split, low_where, rule)
         out.add_source(split, high_where, rule)
     if problems and not skip_unmatched:

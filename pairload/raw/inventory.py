@@ -11,8 +11,8 @@ import numpy as np
 
 from ..errors import PairingError
 from .filetypes import ARRAY_EXTS, IMAGE_EXTS, IMAGE_LIKE_EXTS, LIST_EXTS, READABLE, conversion
-from .model import (MAX_LISTED, NO_SIDE_FOLDER, NOT_LISTED, PAIRS_LIST, SAME_FILE, TOO_DEEP, UNKNOWN_SPLIT,
-                    UNMATCHED, UNSUPPORTED, Discovery, Unused, listing)
+from .model import (MAX_LISTED, NO_SIDE_FOLDER, NOT_LISTED, NOT_THE_TARGET, PAIRS_LIST, SAME_FILE, TOO_DEEP,
+                    UNKNOWN_SPLIT, UNMATCHED, UNSUPPORTED, Discovery, Unused, listing)
 from .names import HIGH_NAMES, LOW_NAMES, side_of, split_alias
 from .pairsfile import is_pairs_list
 from .realpaths import RealPaths, path_hash
@@ -24,6 +24,8 @@ _HINTS = {
     TOO_DEEP: f"side folders are looked for at most {MAX_DEPTH} folders below RAW; pack a folder nearer to them",
     NOT_LISTED: "add lines for them to the pairs file if they belong to the dataset",
     SAME_FILE: "a symlink reaches a file that is already packed; it is packed once",
+    NOT_THE_TARGET: ("DRV's raw long exposure (.ARW) and its half-size development (half*), beside the scene's one "
+                     "target, which SMID's loader skips too; the other file of the folder is the scene's target"),
 }
 
 
@@ -37,8 +39,10 @@ def _pairs_list_hint(folder: Path, names: list[str]) -> str:
 
 
 def _reason(raw: Path, where: str, rel: str, ext: str, unmatched: set[str], deep: list[str],
-            unknown: dict[str, str], pairs_file: bool) -> tuple[str, str]:
+            unknown: dict[str, str], pairs_file: bool, aside: set[str] = frozenset()) -> tuple[str, str]:
     """(reason, hint) for an image-like file in no pair."""
+    if rel in aside:
+        return NOT_THE_TARGET, _HINTS[NOT_THE_TARGET]
     if ext in ARRAY_EXTS:
         return UNSUPPORTED, conversion([ext])
     if ext not in IMAGE_EXTS:
@@ -90,6 +94,7 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
                                                   dtype=np.int64, count=len(rest)))
         return hit
     unmatched = set(out.skipped_low) | set(out.skipped_high)
+    aside = set(out.aside)
     deep = [d.relative_to(raw).as_posix() + "/" for d in (scan.too_deep if scan else ())]
     unknown = {d.relative_to(raw).as_posix() + "/": w for d, w in (scan.unknown_split if scan else {}).items()}
     groups: dict[tuple[str, str], list[str]] = {}
@@ -111,7 +116,7 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
                 continue
             if ext not in IMAGE_LIKE_EXTS or is_used or rel in dropped:
                 continue
-            reason, hint = _reason(raw, where, rel, ext, unmatched, deep, unknown, bool(given))
+            reason, hint = _reason(raw, where, rel, ext, unmatched, deep, unknown, bool(given), aside)
             groups.setdefault((where, reason), []).append(name)
             hints[(where, reason)] = hint
     out.unused = [Unused(folder, reason, len(names), tuple(names[:MAX_LISTED]), hints[(folder, reason)])

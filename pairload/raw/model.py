@@ -74,6 +74,7 @@ NO_SIDE_FOLDER = "not in a pair of side folders"
 NOT_LISTED = "not in the pairs file"
 SAME_FILE = "same file as a packed image"
 PAIRS_LIST = "a pairs list not given with --pairs-file"
+NOT_THE_TARGET = "not the scene's target"  # DRV's copies beside SMID's one target of a scene (`rules.pair_unit`)
 
 
 def listing(items: list[str], total: int | None = None) -> str:
@@ -120,6 +121,12 @@ class Discovery:
     skipped_per_split: dict[str, int] = field(default_factory=dict)
     unused: list[Unused] = field(default_factory=list)  # per folder and reason: image-like files in no pair
     split_folders: dict[str, tuple[str, str]] = field(default_factory=dict)  # folder name -> (split, how it mapped)
+    # files of a target folder set aside beside its one target (DRV's copies in SMID_Long_np/<scene>/): reported as
+    # NOT_THE_TARGET, never packed
+    aside: list[str] = field(default_factory=list)
+    # inputs lying directly in their side folder (no folder of their own between it and the file), relative to RAW:
+    # `pack --sequences` refuses them, a sequence being the folder holding its frames
+    loose: list[str] = field(default_factory=list)
 
     def splits(self) -> dict[str, list[Pair]]:
         out: dict[str, list[Pair]] = {}

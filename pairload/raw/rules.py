@@ -101,6 +101,32 @@ def _one_target_per_folder(lows: Stems, highs: Stems, how: RuleInput) -> dict[st
     return {s: groups[s.rpartition("/")[0]][0] for s in lows if s.rpartition("/")[0] in groups}
 
 
+def _without_side_word(name: str, words: frozenset[str]) -> str:
+    """A folder name with its one side word removed as a whole word (`low_light_10` → `light_10`), else unchanged."""
+    toks = tokens(name)
+    found = [t for t in toks if t in words]
+    return "_".join(t for t in toks if t not in words) if len(found) == 1 and len(toks) > 1 else name
+
+
+def _side_word_in_folders(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | None:
+    # BVI-RLV's `input/S01/low_light_10/00001.png` ↔ `gt/S01/normal_light_10/00001.png`: the same file names, in
+    # folders whose names differ by their side word alone
+    def folders_without(stem: str, words: frozenset[str]) -> str:
+        head, _, base = stem.rpartition("/")
+        return "/".join([_without_side_word(c, words) for c in head.split("/")] + [base]) if head else stem
+
+    hk: dict[str, str] = {}
+    for s in highs:
+        k = folders_without(s, how.high_words)
+        if k in hk:
+            return None
+        hk[k] = s
+    lk = {s: folders_without(s, how.low_words) for s in lows}
+    if len(set(lk.values())) != len(lk) or all(k == s for s, k in lk.items()):
+        return None
+    return {s: hk[k] for s, k in lk.items() if k in hk}
+
+
 def _sid_scene(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | None:
     # SID's `00001_03_0.1s` ↔ `00001_00_10s`: short exposures of a scene share its one long exposure, the scene
     # number being the first field; only names that all have SID's form, and one long exposure per scene
@@ -129,15 +155,42 @@ RULES: dict[str, Rule] = {  # in the order they are tried; the name is what the 
     "target name as prefix": _target_name_as_prefix,
     "one target per folder": _one_target_per_folder,
     "SID scene number": _sid_scene,
+    "side word swapped in folders": _side_word_in_folders,
 }
 # several lows may share one target
 MANY_TO_ONE = ("target name as prefix", "one target per folder", "SID scene number")
 SEQUENCE_TO_LABEL = "sequence to label"  # SICE's layout, which needs no rule: the folder name is the label's name
+ONE_TARGET_BESIDE_COPIES = "one target per folder, DRV's copies set aside"
 
 
-def pair_unit(raw: Path, unit: Unit, template: str | None) -> tuple[Stems, Stems, dict[str, str], str]:
-    """(lows, highs, {low stem: high stem}, rule) for one unit: the first rule that pairs every file on both sides,
-    else the rule that pairs the most (the caller reports what it leaves unmatched)."""
+def _drv_copy(rel: str) -> bool:
+    """A file of a scene's target folder that SMID's loader passes over (`video_samesize_dataset_smid.py` skips
+    paths holding '.ARW' or 'half'): DRV's raw long exposure (`.ARW`) and its half-size development (`half*.png`)."""
+    base = rel.rpartition("/")[2]
+    return base.lower().endswith(".arw") or base.lower().startswith("half")
+
+
+def _beside_copies(lows: Stems, highs: Stems, how: RuleInput) -> tuple[dict[str, str], list[str]] | None:
+    """SMID's `SMID_Long_np/<scene>/` holding DRV's copies beside the scene's one target: ({low: high}, the copies)
+    when setting the copies aside leaves one target in every folder that pairs every file; else None."""
+    copies = {s for s, (_, rel) in highs.items() if _drv_copy(rel)}
+    if not copies or len(copies) == len(highs):
+        return None
+    kept = {s: v for s, v in highs.items() if s not in copies}
+    m = _one_target_per_folder(lows, kept, how)
+    folders = {s.rpartition("/")[0] for s in kept}
+    if (m is None or len(m) != len(lows) or set(m.values()) != set(kept)
+            or any(s.rpartition("/")[0] not in folders for s in copies)):
+        return None
+    return m, sorted(highs[s][0] for s in copies)
+
+
+def pair_unit(raw: Path, unit: Unit, template: str | None
+              ) -> tuple[Stems, Stems, dict[str, str], str, list[str]]:
+    """(lows, highs, {low stem: high stem}, rule, set aside) for one unit: the first rule that pairs every file on both
+    sides, else the rule that pairs the most (the caller reports what it leaves unmatched). `set aside`: the target
+    side's files (absolute paths) left out of `highs` because they are not a target (DRV's copies beside SMID's
+    targets, when no rule pairs every file otherwise)."""
     if isinstance(unit.low, tuple):  # SICE: every file of <seq>/ ↔ Label/<seq>.*
         lows, others_l = {}, Counter()
         for seq in unit.low:
@@ -147,7 +200,7 @@ def pair_unit(raw: Path, unit: Unit, template: str | None) -> tuple[Stems, Stems
         if not lows:
             raise no_images(unit.low[0], raw, others_l)
         highs = side_images(raw, unit.high)
-        return lows, highs, {s: s.split("/")[0] for s in lows if s.split("/")[0] in highs}, SEQUENCE_TO_LABEL
+        return lows, highs, {s: s.split("/")[0] for s in lows if s.split("/")[0] in highs}, SEQUENCE_TO_LABEL, []
     lows, highs = side_images(raw, unit.low), side_images(raw, unit.high)
     how = RuleInput(frozenset(LOW_NAMES) | frozenset(tokens(unit.low.name)),
                     frozenset(HIGH_NAMES) | frozenset(tokens(unit.high.name)), template)
@@ -159,7 +212,12 @@ def pair_unit(raw: Path, unit: Unit, template: str | None) -> tuple[Stems, Stems
             continue
         every_high = set(m.values()) == set(highs) and (name in MANY_TO_ONE or len(m) == len(highs))
         if len(m) == len(lows) and every_high:
-            return lows, highs, m, name
+            return lows, highs, m, name, []
         if len(m) > len(best[0]):
             best = (m, name)
-    return lows, highs, best[0], best[1]
+    beside = _beside_copies(lows, highs, how)
+    if beside is not None:
+        m, copies = beside
+        targets = set(m.values())
+        return lows, {s: v for s, v in highs.items() if s in targets}, m, ONE_TARGET_BESIDE_COPIES, copies
+    return lows, highs, best[0], best[1], []

@@ -1,6 +1,6 @@
 """What a shard folder or URL holds, from its manifest (and a version-5 split's index file): `read_manifest_at`
-(the checked manifest), `info` (per split: samples, shards, bytes, compression, image sizes, the index file) and
-`size_histogram` (a split's image sizes as text)."""
+(the checked manifest), `info` (per split: samples, shards, bytes, compression, image sizes, the index file, the
+sequences) and `size_histogram` (a split's image sizes as text)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def index_files_at(source: str | os.PathLike, storage_options: dict | None = Non
 
 def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) -> dict[str, dict]:
     """Per split: samples, shards, bytes, compression ("zstd" or "none") and the bytes of its pixels decoded, the
-    distinct image sizes, and (version 5) its index file's bytes, per pair too; a targets-only split says so
+    distinct image sizes, and (version 5) its index file's bytes, per pair too; a split packed with --sequences, its
+    sequences (count, fewest and most frames, target per "frame" or "sequence"); a targets-only split says so
     (`"targets_only": true`, and its "members" begin "targets only"). A URL: read from its manifest (and
     index files) alone."""
     doc = read_manifest_at(shards_dir, storage_options)
@@ -69,6 +70,7 @@ def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) 
                 **({"sensor": _sensor(entry, idx.sensor)} if idx.sensor is not None else {}),
                 "sizes": {f"{w}x{h}": int(c) for (h, w), c in zip(sizes.tolist(), counts.tolist())},
                 **({"index": _index(entry[binindex.FIELD], len(idx))} if idx.mapped is not None else {}),
+                **({"sequences": _sequences(idx.sequences)} if idx.sequences is not None else {}),
             }
     return out
 
@@ -76,6 +78,13 @@ def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) 
 def _index(ref: dict, samples: int) -> dict:
     """A version-5 split's index file: its name, bytes, and bytes per pair."""
     return {"file": ref["file"], "bytes": ref["bytes"], "bytes_per_pair": round(ref["bytes"] / max(samples, 1), 1)}
+
+
+def _sequences(seqs) -> dict:
+    """A split packed with --sequences: how many sequences, the fewest and most frames of one, and whether each frame
+    has its own target ("frame") or the frames of a sequence share one ("sequence")."""
+    counts = seqs.counts if len(seqs) else [0]
+    return {"count": len(seqs), "frames": [int(min(counts)), int(max(counts))], "target": seqs.target}
 
 
 def _sensor(entry: dict, rows) -> str:

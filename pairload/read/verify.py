@@ -1,7 +1,7 @@
 """`verify`: every shard of a folder or URL re-hashed and every sample parsed (compressed ones decoded), shapes and
 checksums compared with the manifest (version 5: with its splits' index files, themselves checked for size and
-sha256); the first problem is a `ShardError` naming the shard, the key and the fix. A URL's shards are checked in
-the node's cache, downloaded there first."""
+sha256; a pack made with --sequences: with its sequences); the first problem is a `ShardError` naming the shard, the
+key and the fix. A URL's shards are checked in the node's cache, downloaded there first."""
 
 from __future__ import annotations
 
@@ -229,6 +229,8 @@ def _verify_splits(doc: dict, where: str, local, index_at) -> VerifyReport:
         index = schema.split_index(doc, split, where, index_at)  # every index entry has its shape and type
         kinds = index.members
         kinds.encoding.require_for(where, split, "verifying it")
+        if index.sequences is not None:
+            _check_sequences(index, f"{where}: split {split!r}")
         for k, sh in enumerate(entry["shards"]):
             idx = shard_entries(index, k) if binary else None
             samples += _check_shard(local(split, k, sh), sh, kinds, idx, index.targets_only)
@@ -237,6 +239,32 @@ def _verify_splits(doc: dict, where: str, local, index_at) -> VerifyReport:
         if sum(sh["samples"] for sh in entry["shards"]) != entry["samples"]:
             raise ShardError(f"{where}: split {split!r} sample count disagrees with its shards; repack")
     return VerifyReport(shards=shards, samples=samples, bytes=nbytes)
+
+
+def _check_sequences(index: schema.SplitIndex, where: str) -> None:
+    """A split packed with --sequences (its entry's structure is checked as it is read): every sample lies in the
+    sequence its key's folder names, the frames of a sequence have one size, and those of a sequence that shares one
+    target ("sequence_target": "sequence") have one target (its CRC-32)."""
+    seqs = index.sequences
+    first = seqs.starts[seqs.of_samples()]  # each sample's sequence's first frame
+    fix = "; the manifest is damaged or was edited: re-run the same `pairload pack --sequences` command to rewrite it"
+    for s, name in enumerate(seqs.names):
+        for k in range(int(seqs.starts[s]), int(seqs.starts[s] + seqs.counts[s])):
+            folder = index.keys[k].rpartition("+")[0]
+            if folder != name:
+                raise ShardError(f"{where}: sample {index.keys[k]} lies in sequence {name!r} of the \"sequences\" "
+                                 f"entry, but its key's folder is {folder!r}{fix}")
+    odd = np.flatnonzero((index.hw != index.hw[first]).any(axis=1))
+    if len(odd):
+        k, f = int(odd[0]), int(first[odd[0]])
+        raise ShardError(f"{where}: the frames of one sequence differ in size: {index.keys[k]} is "
+                         f"{index.hw[k][1]}x{index.hw[k][0]} but {index.keys[f]} is {index.hw[f][1]}x{index.hw[f][0]}"
+                         f"{fix}")
+    odd = np.flatnonzero(index.crc[:, 1] != index.crc[first, 1]) if seqs.target == "sequence" else []
+    if len(odd):
+        k, f = int(odd[0]), int(first[odd[0]])
+        raise ShardError(f"{where}: the frames of a sequence share one target (\"sequence_target\": \"sequence\"), but "
+                         f"the target of {index.keys[k]} differs from that of {index.keys[f]}{fix}")
 
 
 def _verify_remote(url: str, cache_dir, storage_options) -> VerifyReport:
