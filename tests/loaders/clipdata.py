@@ -7,7 +7,6 @@ every frame of a clip must hold the same rows and columns, on both sides."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -35,18 +34,7 @@ def pack_video(raw: Path, out: Path, shard_size: int = 64 * 1024) -> Path:
     """`pairload pack RAW OUT --sequences`."""
     from pairload.pack import PackOptions, pack
 
-    pack(raw, out, PackOptions(workers=1, shard_size=shard_size))
-    doc = json.loads((out / "manifest.json").read_text())
-    from pairload.format.sequences import Sequences
-    from pairload.read.shards import open_shards
-
-    for split, entry in doc["splits"].items():
-        keys = list(open_shards(out, split).keys)
-        names = [k.rsplit("+", 1)[0] for k in keys]
-        firsts = [i for i in range(len(keys)) if i == 0 or names[i] != names[i - 1]]
-        counts = np.diff(firsts + [len(keys)]).tolist()
-        entry["sequences"] = Sequences([names[i] for i in firsts], firsts, counts).to_doc()
-    (out / "manifest.json").write_text(json.dumps(doc))
+    pack(raw, out, PackOptions(workers=1, shard_size=shard_size, sequences=True))
     return out
 
 
