@@ -99,6 +99,19 @@ def pairload_batches(shards: Path, a):
         epoch += 1
 
 
+def pair_batches(shards: Path, a):
+    """The same frames delivered as single pairs, batch_size × T of them per batch (the loader's own bound)."""
+    from pairload import make_loader
+
+    loader = make_loader("ram", shards, batch_size=a.batch * a.frames, crop=a.crop, device="cuda")
+    epoch = 0
+    while True:
+        loader.set_epoch(epoch)
+        for b in loader:
+            yield b.low.unflatten(0, (a.batch, a.frames)), b.high
+        epoch += 1
+
+
 def dataset_batches(raw: Path, a):
     data = FrameClips(raw, a.frames, a.crop, 10**7)
     dl = torch.utils.data.DataLoader(data, batch_size=a.batch, shuffle=True, num_workers=a.workers, pin_memory=True,
@@ -130,9 +143,10 @@ def main() -> None:
               "set": f"{SEQUENCES} sequences × {FRAMES} frames of {W}x{H} .npy per side", "pack_s": round(packed_s, 1),
               "runs": []}
     makers = {"pairload ram (zero-copy)": lambda: pairload_batches(shards, a),
+              "pairload ram, the frames as pairs": lambda: pair_batches(shards, a),
               f"torch Dataset, {a.workers} workers": lambda: dataset_batches(raw, a)}
     gens = {name: make() for name, make in makers.items()}
-    for round_ in range(2):
+    for round_ in range(3):
         bound = h2d_bound(torch.device("cuda"), clip_bytes)
         row = {"round": round_, "bound clips/s": round(bound["pairs_per_s"]), "bound GB/s": round(bound["gb_per_s"], 2)}
         for name, batches in gens.items():
@@ -143,6 +157,8 @@ def main() -> None:
         result["runs"].append(row)
     a.out.write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))
+    for batches in gens.values():
+        batches.close()
     os._exit(0)  # the DataLoader's persistent workers
 
 
