@@ -169,3 +169,23 @@ def test_paired_data_nodes_carry_clips(video: Path):
         assert np.array_equal(out["low_float"].numpy(), out["low"].numpy().astype(np.float32))
     it.close()
     assert sum(seen.values()) == 5 + 3 + 7 + 1
+
+
+def test_mixed_sources_and_repeats(video: Path):
+    """Two packs of sequences mixed by weight: each clip from one source, its frames keyed "source/…"; repeats give
+    every clip unit a second draw (its own start, window and code)."""
+    mixed = make_loader("ram", {"a": video, "b": video}, batch_size=2, crop=16, clips="3,short=pad",
+                        weights={"a": 1, "b": 3}, epoch_size=16, seed=1)
+    sources = Counter()
+    for batch in mixed:
+        assert len(batch.source) == len(batch)
+        for name, keys, low, high in zip(batch.source, batch.keys, batch.low.numpy(), batch.high.numpy()):
+            assert all(k.startswith(f"{name}/") for k in keys)
+            read_clip(low, high)
+            sources[name] += 1
+    assert sources["b"] > sources["a"] > 0 and sum(sources.values()) == 16
+    once = make_loader("ram", video, batch_size=2, crop=16, clips="3,short=pad", seed=1, last_batch="partial")
+    twice = make_loader("ram", video, batch_size=2, crop=16, clips="3,short=pad", seed=1, last_batch="partial",
+                        repeats=2)
+    assert len(twice) == 2 * len(once) == 16
+    assert sum(len(b) for b in twice) == 2 * (5 + 3 + 7 + 1)
