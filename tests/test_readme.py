@@ -1,5 +1,6 @@
 """Every Python code block of the README and of the documentation site (`docs/*.md`) runs as written, in a folder
-laid out as they assume (`raw/`, `shards/`, `shards/lol`, `shards/synth`, `shards/sid`, `targets/`: the training
+laid out as they assume (`raw/`, `shards/`, `shards/lol`, `shards/synth`, `shards/sid`, `shards/video` (frames
+packed as sequences), `targets/`: the training
 targets packed targets-only; `LOLdataset/`: LOL-v1 as downloaded, fewer and synthetic pairs, which the tutorial packs
 into `shards/lol`), each in a fresh interpreter
 with no main guard; so do their `pairload verify`/`pairload info` lines whose folder exists there."""
@@ -47,6 +48,10 @@ def workdir(tmp_path_factory):
     make_raw(root / "LOLdataset", 4, split="eval15", start=200, size=(400, 600))
     pack(root / "LOLdataset", root / "shards" / "lol", PackOptions(workers=1))  # the tutorial's `pairload pack`
     pack(root / "raw" / "train" / "high", root / "targets", PackOptions(workers=1, targets_only=True))
+    from clipdata import make_video_raw
+
+    make_video_raw(root / "video", [8, 7, 6], size=(72, 80))  # shards/video: three sequences, clips of 5 fit
+    pack(root / "video", root / "shards" / "video", PackOptions(workers=1, sequences=True))
     if has_module("rawpy") and has_module("tifffile"):  # shards/sid: 8 SID-style pairs, crops of 512 fit
         from test_pack_camera import sid_tree
 
