@@ -45,17 +45,22 @@ def _same_name(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | No
     return {s: s for s in lows if s in highs}
 
 
-def _side_word_swapped(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | None:
-    lk = {s: _strip_word(s, how.low_words) for s in lows}
+def _matched_by(lows: Stems, highs: Stems, low_key, high_key) -> dict[str, str] | None:
+    """{low stem: high stem} of the stems whose keys agree; None when two stems of one side share a key."""
     hk: dict[str, str] = {}
     for s in highs:
-        k = _strip_word(s, how.high_words)
+        k = high_key(s)
         if k in hk:
             return None
         hk[k] = s
+    lk = {s: low_key(s) for s in lows}
     if len(set(lk.values())) != len(lk):
         return None
     return {s: hk[k] for s, k in lk.items() if k in hk}
+
+
+def _side_word_swapped(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | None:
+    return _matched_by(lows, highs, lambda s: _strip_word(s, how.low_words), lambda s: _strip_word(s, how.high_words))
 
 
 def _name_template(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | None:
@@ -115,16 +120,10 @@ def _side_word_in_folders(lows: Stems, highs: Stems, how: RuleInput) -> dict[str
         head, _, base = stem.rpartition("/")
         return "/".join([_without_side_word(c, words) for c in head.split("/")] + [base]) if head else stem
 
-    hk: dict[str, str] = {}
-    for s in highs:
-        k = folders_without(s, how.high_words)
-        if k in hk:
-            return None
-        hk[k] = s
-    lk = {s: folders_without(s, how.low_words) for s in lows}
-    if len(set(lk.values())) != len(lk) or all(k == s for s, k in lk.items()):
-        return None
-    return {s: hk[k] for s, k in lk.items() if k in hk}
+    if all(folders_without(s, how.low_words) == s for s in lows):
+        return None  # no side word in the input's folders: another rule's layout
+    return _matched_by(lows, highs, lambda s: folders_without(s, how.low_words),
+                       lambda s: folders_without(s, how.high_words))
 
 
 def _sid_scene(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | None:
