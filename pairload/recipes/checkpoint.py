@@ -52,7 +52,7 @@ def load_checkpoint(path: Path, model_cfg: ModelConfig) -> dict:
         raise ConfigError(f"{path}: checkpoint version {state.get('version')!r}, expected {CHECKPOINT_VERSION}")
     if state.get("model_config") != model_cfg.to_dict():
         raise ConfigError(f"{path}: checkpoint of model {state.get('model_config')}, but this run builds "
-                          f"{model_cfg.to_dict()}; pass the same --width/--depth, or a new --out")
+                          f"{model_cfg.to_dict()}; pass the same --width/--depth (and --clips), or a new --out")
     return state
 
 
@@ -67,8 +67,8 @@ def load_weights(path: Path, model_cfg: ModelConfig) -> dict:
                           "best.pt), found no model weights and model config in it")
     if state["model_config"] != model_cfg.to_dict():
         raise ConfigError(f"--init-from {path}: weights of model {state['model_config']}, but this run builds "
-                          f"{model_cfg.to_dict()}; pass the --width/--depth it was trained with, on data of the "
-                          "same channels")
+                          f"{model_cfg.to_dict()}; pass the --width/--depth (and --clips) it was trained with, on data "
+                          "of the same channels")
     return state["model"]
 
 

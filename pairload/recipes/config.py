@@ -79,6 +79,11 @@ class TrainConfig:
                                        "validation keeps the stored pairs)", metavar="SPEC")
     degrade_sources: str | None = option(None, "with --mix: the sources --degrade applies to, NAME,… (the others "
                                                "train on their stored pairs; None: all)", metavar="NAME,…")
+    clips: str | None = option(None, "train on clips of frames of a split packed with --sequences: T, or "
+                                     "'T,stride=S,start=random|grid,short=refuse|drop|pad' (pairload.plan.Clips); the "
+                                     "model takes the T input frames stacked in channels and predicts the centre "
+                                     "frame's target (frame T//2); validation takes the clips on the grid",
+                               metavar="SPEC")
     cache_dir: str | None = option(None, "node-local folder for shards read from a URL (--shards s3://…, https://…), "
                                          "shared by the node's ranks (default: ~/.cache/pairload)")
     cache_limit: str | None = option(None, "bytes of shards the cache keeps, e.g. 500GB (default: the disk's free "
@@ -120,6 +125,7 @@ class TrainConfig:
                                   f"{self.loader}")
             mix_sources(self.mix)  # a malformed --mix is refused before anything starts
         self._check_degrade()
+        self._check_clips()
         if self.storage_option:
             storage_options(self.storage_option)  # a malformed item is refused now (without echoing it)
             if not any(is_url(folder) for folder in self.folders()):
@@ -151,6 +157,28 @@ class TrainConfig:
             raise ConfigError(f"--degrade-sources {self.degrade_sources}: expected some of the --mix sources "
                               f"({', '.join(mix_sources(self.mix))}), separated by commas; found "
                               f"{', '.join(unknown) or 'no name'}")
+
+    def _check_clips(self) -> None:
+        """--clips in its canonical form (`Clips.describe`), for a kind that reads packed shards."""
+        from ..plan.clips import Clips
+
+        if self.clips is None:
+            return
+        if self.kind.reads != SHARDS:
+            raise ConfigError(f"--clips takes the sequences of packed shards: use --loader "
+                              f"{one_of(kinds_that(reads=SHARDS))}, not {self.loader}")
+        try:
+            clips = Clips.of(self.clips)
+        except ConfigError as exc:
+            raise ConfigError(f"--clips {self.clips}: {exc}") from None
+        object.__setattr__(self, "clips", None if clips is None else clips.describe())
+
+    @property
+    def frames(self) -> int:
+        """Frames per clip (T) with --clips, else 1."""
+        from ..plan.clips import Clips
+
+        return Clips.of(self.clips).frames if self.clips else 1
 
     def degraded_sources(self) -> tuple[str, ...]:
         """--degrade-sources as names (empty: --degrade applies to every source)."""
@@ -209,6 +237,8 @@ class TrainConfig:
             opts["weights"] = {name: w for name, (_, w) in mix_sources(self.mix).items()}
         if self.degrade:
             opts.update(degrade=self.degrade, degrade_sources=self.degraded_sources())
+        if self.clips:
+            opts["clips"] = self.clips
         return opts
 
     def metric_config(self):

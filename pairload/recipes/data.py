@@ -95,7 +95,7 @@ class TrainData:
 
     def fingerprint(self) -> str:
         """A digest of the training data: the train split's shard hashes, or the raw pairs' paths (a kind that
-        reads the raw folders: dali-file), and the --degrade that synthesizes its inputs."""
+        reads the raw folders: dali-file), the --degrade that synthesizes its inputs and the --clips it is cut in."""
         cfg = self.cfg
         h = hashlib.sha256()
         if cfg.kind.reads == SHARDS:
@@ -109,6 +109,8 @@ class TrainData:
                 h.update(f"{p.split}\t{p.low_rel}\t{p.high_rel}\n".encode("utf-8", "surrogateescape"))
         if cfg.degrade:  # absent without one: the digests of runs on the stored pairs are as they were
             h.update(f"degrade {cfg.degrade} {','.join(cfg.degraded_sources())}\n".encode())
+        if cfg.clips:  # absent without clips, likewise
+            h.update(f"clips {cfg.clips}\n".encode())
         return h.hexdigest()
 
 
@@ -124,9 +126,9 @@ def build_train_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None 
 
 def build_val_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = None):
     """Whole test images, each exactly once across ranks (last_batch='partial', no shuffling, no augmentation),
-    --val-batch-size at a time, or one at a time when their sizes differ (`pairload.evaluate.whole_image_loader`);
-    None with --val-split none. A --crop-border that leaves a test image too small for SSIM is refused now, not
-    after the first epoch."""
+    --val-batch-size at a time, or one at a time when their sizes differ (`pairload.evaluate.whole_image_loader`;
+    with --clips, clips of whole frames on the grid); None with --val-split none. A --crop-border that leaves a test
+    image too small for SSIM is refused now, not after the first epoch."""
     if cfg.val_split == "none":
         return None
     data = data or TrainData(cfg)
@@ -141,7 +143,8 @@ def build_val_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = 
                           "validation with --val-split none")
     ds = open_shards(data.open(cfg.shards, cfg.val_split), cfg.val_split)  # its index, mapped once for both uses
     check_crop_border(cfg, ds)
-    return whole_image_loader(ds, cfg.val_split, batch_size=cfg.val_batch_size, **placement, **cfg.remote_options())
+    return whole_image_loader(ds, cfg.val_split, batch_size=cfg.val_batch_size, clips=cfg.clips, **placement,
+                              **cfg.remote_options())
 
 
 def check_crop_border(cfg: TrainConfig, ds) -> None:

@@ -17,13 +17,15 @@ from ..evaluate.meter import ValidationMetrics
 from ..format.atomic import write_bytes_atomic
 from .config import TrainConfig
 from .loop import amp_context
+from .model import centre_frame
 
 
 @torch.no_grad()
 def evaluate(model, loader, norm: Normalize, cfg: TrainConfig, info: DistInfo, keep_images: int = 0) -> dict:
     """The means over every test pair (each once across ranks; padded rows are never counted): val_psnr, val_ssim,
     val_psnr_gt_mean, val_samples, and the input's val_psnr_input, val_ssim_input (None for a camera raw input,
-    which has no do-nothing baseline). The model pads inputs to its multiple itself (`EnhanceUNet.forward`)."""
+    which has no do-nothing baseline). The model pads inputs to its multiple itself (`EnhanceUNet.forward`). Of a clip
+    the centre frame is scored (the model's output against its target; the baseline its input), and counted once."""
     model.eval()
     dev = info.device
     metrics = ValidationMetrics(cfg.metric_config(), device=dev)
@@ -35,6 +37,7 @@ def evaluate(model, loader, norm: Normalize, cfg: TrainConfig, info: DistInfo, k
         with amp_context(cfg.amp, dev):
             out = model(x)
         out = out.float().clamp(0, 1)
+        x, y = centre_frame(x), centre_frame(y)
         valid = batch.valid.to(dev)
         metrics.update(out, y, valid)
         baseline = x.shape == y.shape  # a camera raw input (4 channels, half size) has no do-nothing baseline

@@ -17,6 +17,7 @@ from ..batch import Normalize
 from ..distributed import DistInfo, all_reduce_max, all_reduce_sum
 from .config import TrainConfig
 from .metrics import ssim
+from .model import centre_frame
 from .timing import DataWait
 
 
@@ -53,9 +54,9 @@ def lr_lambda(warmup: int, total: int):
 
 
 class Seen(NamedTuple):
-    """The data an epoch consumed so far, in consumption order: the keys and, with synthesized inputs, the names
-    of their parameters (`columns`) and each sample's values (`params`: float32 little-endian, a row of
-    len(columns) per key, NaN for a sample that was not synthesized)."""
+    """The data an epoch consumed so far, in consumption order: the keys (a clip's frame keys as one line,
+    `key_line`) and, with synthesized inputs, the names of their parameters (`columns`) and each sample's values
+    (`params`: float32 little-endian, a row of len(columns) per key, NaN for a sample that was not synthesized)."""
 
     keys: list[str]
     columns: tuple[str, ...] = ()
@@ -121,12 +122,18 @@ def gather_seen(log: list[tuple[int, list[str], torch.Tensor | None]], columns: 
     return Seen(keys, columns, table.astype("<f4").tobytes())
 
 
-def data_digest(keys: list[str], columns: tuple[str, ...] = (), params: bytes = b"") -> str:
-    """sha256 of the keys consumed in an epoch, one per line in consumption order; with synthesized inputs followed
+def key_line(key: str | list[str]) -> str:
+    """A sample's key as the digest hashes it; a clip's frame keys joined by spaces (a key never holds one)."""
+    return key if isinstance(key, str) else " ".join(key)
+
+
+def data_digest(keys: list[str] | list[list[str]], columns: tuple[str, ...] = (), params: bytes = b"") -> str:
+    """sha256 of the keys consumed in an epoch, one per line in consumption order (a clip's line: its frames' keys,
+    `key_line`); with synthesized inputs followed
     by a line "degradation NAME,…" (`columns`) and each sample's parameter values in the same order (`params`: float32
     little-endian, `Seen.params`). Two runs that saw the same data, synthesized alike, in the same order have the
     same digest; without synthesis it is the digest of the keys alone."""
-    h = hashlib.sha256("".join(k + "\n" for k in keys).encode())
+    h = hashlib.sha256("".join(key_line(k) + "\n" for k in keys).encode())
     if columns:
         h.update(("degradation " + ",".join(columns) + "\n").encode())
         h.update(params)
@@ -159,6 +166,7 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
         batch = next(it)
         meter.got_batch()
         x, y = norm.pair(batch)
+        y = centre_frame(y)  # clips: the model predicts the centre frame's target
         with amp_context(cfg.amp, dev):
             out = model(x)
         out = out.float()
@@ -189,7 +197,7 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
         # on the device until the log is gathered, and then go to the host in one copy
         if batch.degradation is not None and not columns:
             columns = tuple(batch.degradation)
-        keys_log.append((before + step, batch.keys, parameters_of(batch)))
+        keys_log.append((before + step, [key_line(k) for k in batch.keys], parameters_of(batch)))
         if on_step:
             on_step(before + step + 1, before + n_steps)
         done = before + step + 1

@@ -4,6 +4,8 @@ Images enter in [0, 1] (after `pairload.Normalize` with mean 0, std 1) and the o
 `width` sets the channels of the first level; each of the `depth` levels below doubles them. A camera raw split
 (`in_channels` 4, `out_channels` 3, `scale` 2) ends as SID's network does: the last layer gives scale² × 3 channels
 that a pixel shuffle turns into the RGB image at twice the packed input's size (no residual: the sides differ).
+A model of clips (`frames` T > 1) takes N×T×C×H×W, the T frames stacked in channels (its first layer has T·C
+inputs), and predicts the target of the centre frame (T//2): the residual is then over that frame.
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ class ModelConfig:
     in_channels: int = 3
     out_channels: int = 3
     scale: int = 1  # the target is this many times the input's height and width
+    frames: int = 1  # clips: the input frames stacked in channels (in_channels each)
 
     def __post_init__(self) -> None:
         if self.width < 4 or not 1 <= self.depth <= 6:
             raise ConfigError(f"model width={self.width}, depth={self.depth}: expected width >= 4 and 1 <= depth <= 6")
-        if self.in_channels < 1 or self.out_channels < 1 or self.scale < 1:
+        if self.in_channels < 1 or self.out_channels < 1 or self.scale < 1 or self.frames < 1:
             raise ConfigError(f"model in_channels={self.in_channels}, out_channels={self.out_channels}, "
-                              f"scale={self.scale}: expected positive numbers")
+                              f"scale={self.scale}, frames={self.frames}: expected positive numbers")
 
     @property
     def residual(self) -> bool:
@@ -38,7 +41,7 @@ class ModelConfig:
     def to_dict(self) -> dict:
         # the fields an RGB model leaves at their defaults are left out, so checkpoints from before them still match
         doc = asdict(self)
-        for name in ("in_channels", "out_channels", "scale"):
+        for name in ("in_channels", "out_channels", "scale", "frames"):
             if doc[name] == getattr(ModelConfig, name):
                 del doc[name]
         return doc
@@ -57,7 +60,7 @@ class EnhanceUNet(nn.Module):
         self.config = config
         w = config.width
         chans = [w * 2**i for i in range(config.depth + 1)]
-        self.stem = _block(config.in_channels, chans[0])
+        self.stem = _block(config.in_channels * config.frames, chans[0])
         self.down = nn.ModuleList(nn.Conv2d(chans[i], chans[i], 2, stride=2) for i in range(config.depth))
         self.enc = nn.ModuleList(_block(chans[i], chans[i + 1]) for i in range(config.depth))
         self.up = nn.ModuleList(nn.ConvTranspose2d(chans[i + 1], chans[i], 2, stride=2) for i in range(config.depth))
@@ -73,6 +76,10 @@ class EnhanceUNet(nn.Module):
         return 2 ** self.config.depth
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """N×C×H×W, or a batch of clips N×T×C×H×W (its frames stacked in channels) → N×C×H×W (of a clip: its centre
+        frame's)."""
+        if x.dim() == 5:
+            x = x.flatten(1, 2)
         h, w = x.shape[-2:]
         m = self.multiple
         pad_h, pad_w = (-h) % m, (-w) % m
@@ -87,5 +94,11 @@ class EnhanceUNet(nn.Module):
         if not self.config.residual:
             s = self.config.scale
             return nn.functional.pixel_shuffle(self.head(y), s)[..., :h * s, :w * s]
-        out = inp + self.head(y)
+        c, t = self.config.in_channels, self.config.frames
+        out = (inp if t == 1 else inp[:, t // 2 * c:(t // 2 + 1) * c]) + self.head(y)  # over the centre frame
         return out[..., :h, :w]
+
+
+def centre_frame(t: torch.Tensor) -> torch.Tensor:
+    """The centre frame (T//2) of a batch of clips, N×T×C×H×W → N×C×H×W (a view); a batch of images as it is."""
+    return t[:, t.shape[1] // 2] if t.dim() == 5 else t

@@ -49,9 +49,9 @@ def epoch_progress(is_main: bool, epoch: int, epochs: int):
 
 
 def data_of(config: dict) -> str:
-    """A run's training data in a message: its folder, and its --degrade."""
+    """A run's training data in a message: its folder, its --degrade and its --clips."""
     where = config.get("mix") or config.get("shards") or config.get("raw")
-    return f"{where}, --degrade {config['degrade']}" if config.get("degrade") else f"{where}"
+    return ", ".join([f"{where}"] + [f"--{name} {config[name]}" for name in ("degrade", "clips") if config.get(name)])
 
 
 def rate(x: float) -> str:
@@ -70,7 +70,7 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     data = TrainData(cfg)  # each manifest is read once, here, whatever needs it
     members, camera_raw = data.members()
     model_cfg = ModelConfig(width=cfg.width, depth=cfg.depth, in_channels=members.low.channels,
-                            out_channels=members.high.channels, scale=members.scale)
+                            out_channels=members.high.channels, scale=members.scale, frames=cfg.frames)
     model = EnhanceUNet(model_cfg)
     if cfg.init_from and not cfg.resume:  # resumed, the run's own last.pt holds the weights trained from it
         model.load_state_dict(load_weights(Path(cfg.init_from), model_cfg))
@@ -89,6 +89,9 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
         log(f"training inputs synthesized from the targets: {cfg.degrade}"
             + (f" (sources {', '.join(cfg.degraded_sources())})" if cfg.degrade_sources else "")
             + "; validation on the stored pairs")
+    if cfg.clips and info.is_main:
+        log(f"training on clips {cfg.clips}: the model takes their {cfg.frames} input frames stacked in channels and "
+            f"predicts the target of frame {cfg.frames // 2}; validation on the clips of the grid")
     val_loader = build_val_loader(cfg, info, data)
     # the schedule is sized from the plan of every epoch (a crop/batch schedule changes the step count per epoch)
     per_epoch = [train_loader.batches_in(e) if cfg.max_steps is None else min(train_loader.batches_in(e), cfg.max_steps)
@@ -179,12 +182,13 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
                "data_repeats": stats["data_repeats"]}
         history.append(row)
         if info.is_main:
+            unit = "clips" if cfg.clips else "pairs"  # what pairs_per_s and val_samples count
             log(f"epoch {epoch + 1}/{cfg.epochs}: loss {row['train_loss']:.4f}  "
                 + (f"val PSNR {row['val_psnr']:.2f} dB SSIM {row['val_ssim']:.4f} (GT-mean PSNR "
-                   f"{row['val_psnr_gt_mean']:.2f} dB) on {row['val_samples']} pairs "
+                   f"{row['val_psnr_gt_mean']:.2f} dB) on {row['val_samples']} {unit} "
                    + (f"(input: {row['val_psnr_input']:.2f} dB, {row['val_ssim_input']:.4f})  "
                       if row["val_psnr_input"] is not None else "") if val else "")
-                + f"{rate(row['pairs_per_s'])} pairs/s  data wait {100 * row['data_wait_frac']:.1f}% of step time"
+                + f"{rate(row['pairs_per_s'])} {unit}/s  data wait {100 * row['data_wait_frac']:.1f}% of step time"
                 + (f"  skipped {row['skipped_steps']} non-finite steps" if row["skipped_steps"] else ""))
             if out:
                 with open(out / "metrics.jsonl", "a", encoding="utf-8") as fh:
