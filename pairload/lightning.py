@@ -138,7 +138,10 @@ class PairDataModule(pl.LightningDataModule):
     size. `degrade` ("lowlight", "lowlight,gamma=2..3", a dict or
     a `pairload.synth.Degradation`) synthesizes the training inputs from their targets (`degrade_sources`: the
     mixed sources it applies to; `PairBatch.degradation` holds each sample's parameters); validation reads the
-    stored pairs, unless `val_degrade` synthesizes its inputs too (the same ones every epoch). The loader's state is
+    stored pairs, unless `val_degrade` synthesizes its inputs too (the same ones every epoch). `clips` (5, or
+    "5,stride=2,start=random,short=pad": a split packed with --sequences) makes the training batches clips of frames
+    (`PairBatch.low`/`high` N×T×C×H×W) and the validation batches clips of whole frames on the grid (start="grid", no
+    augmentation, the same every epoch). The loader's state is
     saved in every checkpoint; `fit(ckpt_path=...)` resumes it mid-epoch, on any number of devices. The Trainer is asked
     to call `train_dataloader()` each epoch (`reload_dataloaders_every_n_epochs=1`; the same loader comes back) so
     that it re-reads the epoch's length, which changes after a resume on another number of devices or under a
@@ -147,7 +150,8 @@ class PairDataModule(pl.LightningDataModule):
     def __init__(self, source: str | os.PathLike | dict, kind: str = "ram", *, batch_size: int | None = None,
                  crop: Any = REQUIRED, split: str = "train", seed: int = 0, num_workers: int = 0,
                  val_split: str | None = None, val_batch_size: int = 1, val_source: str | os.PathLike | None = None,
-                 degrade: Any = None, degrade_sources: Any = (), val_degrade: Any = None, **options: Any):
+                 degrade: Any = None, degrade_sources: Any = (), val_degrade: Any = None, clips: Any = None,
+                 **options: Any):
         super().__init__()
         given = sorted(set(options) & set(FROM_TRAINER))
         if given:
@@ -159,7 +163,7 @@ class PairDataModule(pl.LightningDataModule):
         self.source, self.kind, self.split, self.val_split = source, kind, split, val_split
         self.val_source = source if val_source is None else val_source
         self.options = dict(batch_size=batch_size, crop=crop, seed=seed, num_workers=num_workers, degrade=degrade,
-                            degrade_sources=degrade_sources, **options)
+                            degrade_sources=degrade_sources, clips=clips, **options)
         self.val_batch_size, self.val_degrade = val_batch_size, val_degrade
         self._train: TrainerLoader | None = None
         self._val: TrainerLoader | None = None
@@ -204,9 +208,11 @@ class PairDataModule(pl.LightningDataModule):
                           **remote, **self._placement())
             if lookup(self.kind).reads == RAW:
                 loader = make_loader(self.kind, self.val_source, split=self.val_split, batch_size=self.val_batch_size,
-                                     crop=None, last_batch="partial", augment=False, shuffle=False, **common)
-            else:
-                loader = whole_image_loader(self.val_source, self.val_split, batch_size=self.val_batch_size, **common)
+                                     crop=None, last_batch="partial", augment=False, shuffle=False,
+                                     clips=self.options["clips"], **common)
+            else:  # clips on the grid
+                loader = whole_image_loader(self.val_source, self.val_split, batch_size=self.val_batch_size,
+                                            clips=self.options["clips"], **common)
             self._val = TrainerLoader(loader)
         return self._val
 

@@ -349,5 +349,51 @@ def test_degrade_synthesizes_the_training_inputs_and_validation_keeps_the_stored
             assert set(val.degradation) == set(expected[0].degradation) and not torch.equal(val.low, 255 - val.high)
 
 
+def test_clips_train_as_the_loader_cuts_them_and_validate_on_the_grid(tmp_path):
+    """clips=3: training_step gets the loader's N×T×C×H×W batches (frames stacked in channels for the model, the
+    centre frame's target), validation every clip of the grid once, of whole frames; ValidationMetrics scores each
+    frame of a clip."""
+    import lightning.pytorch as pl
+    import torch
+    import torch.nn.functional as F
+
+    from clipdata import make_video_raw, pack_video
+    from pairload import Normalize, make_loader
+    from pairload.lightning import PairDataModule, ValidationMetrics
+
+    make_video_raw(tmp_path / "raw", [5, 4], size=(24, 32))
+    make_video_raw(tmp_path / "raw", [0, 0, 4], size=(24, 32), split="test")  # sequence 2: pixels of its own
+    shards = pack_video(tmp_path / "raw", tmp_path / "shards")
+
+    class Clips(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.net = Normalize(), torch.nn.Conv2d(3 * 3, 3, 3, padding=1)
+            self.metrics = ValidationMetrics()
+            self.train_keys, self.val_keys = [], []
+
+        def training_step(self, batch, batch_idx):
+            x, y = self.norm.pair(batch)  # N×T×C×H×W floats
+            self.train_keys.append(batch.keys)
+            return F.l1_loss(self.net(x.flatten(1, 2)), y[:, batch.frames // 2])
+
+        def validation_step(self, batch, batch_idx):
+            x, y = self.norm.pair(batch)
+            assert x.shape == (len(batch), 3, 3, 24, 32)
+            self.val_keys += batch.keys
+            self.metrics.update(x, y, batch.valid)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    model = Clips()
+    dm = PairDataModule(shards, batch_size=2, crop=16, seed=4, clips=3, val_split="test", val_batch_size=2)
+    in_process_trainer(tmp_path, max_epochs=1, num_sanity_val_steps=0).fit(model, datamodule=dm)
+    with make_loader("ram", shards, batch_size=2, crop=16, seed=4, clips=3) as loader:
+        assert model.train_keys == [b.keys for b in loader] and len(model.train_keys) == (3 + 2) // 2
+    assert model.val_keys == [[f"scene02+{f + k:04d}" for k in range(3)] for f in range(2)]
+    assert model.metrics.compute()["count"] == 2 * 3  # every frame of both clips
+
+
 if __name__ == "__main__":
     run_script()

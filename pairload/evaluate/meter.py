@@ -42,17 +42,23 @@ class ValidationMetrics:
 
     def update(self, output: torch.Tensor, target: torch.Tensor,
                valid: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-        """Add a batch: `output` and `target` N×C×H×W (floats in [0, 1] or uint8); `valid` (bool N, e.g.
-        `PairBatch.valid`) picks the rows to count. Returns the batch's per-image values."""
+        """Add a batch: `output` and `target` N×C×H×W (floats in [0, 1] or uint8), or of clips N×T×C×H×W (every frame
+        an image); `valid` (bool N, e.g. `PairBatch.valid`) picks the rows (clips) to count. Returns the batch's
+        per-image values."""
+        frames = 1
+        if output.dim() == 5:  # clips: each frame scored as an image, counted where its clip is valid
+            frames = output.shape[1]
+            output, target = output.flatten(0, 1), target.flatten(0, 1)
         values = scores(output, target, self.config, self.luma)
-        n = len(values["psnr"])
+        n = len(values["psnr"]) // frames
         if valid is None:
             keep = torch.ones(n, dtype=torch.bool, device=output.device)
         else:
             keep = torch.as_tensor(valid, device=output.device).to(torch.bool)
             if keep.shape != (n,):
                 raise EvaluationError(f"ValidationMetrics.update: valid has shape {tuple(keep.shape)}; expected "
-                                      f"({n},), one flag per image of the batch")
+                                      f"({n},), one flag per image (or clip) of the batch")
+        keep = keep.repeat_interleave(frames)
         row = torch.stack([*(values[k][keep].sum() for k in NAMES), keep.sum().to(torch.float64)])
         self._sums = row if self._sums is None else self._sums + row.to(self._sums.device)
         return values
