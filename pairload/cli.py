@@ -364,7 +364,7 @@ def info(
 
 
 PREVIEW_FLAGS = {"n": "-n", "crop": "--crop", "tile_height": "--tile-height", "columns": "--columns",
-                 "display": "--display", "out": "--out", "degrade": "--degrade"}
+                 "display": "--display", "out": "--out", "degrade": "--degrade", "clips": "--clips"}
 
 
 @app.command()
@@ -387,6 +387,8 @@ def preview(
     degrade: Optional[str] = typer.Option(None, metavar="SPEC", help="Synthesize the inputs from the targets "
                                           "(implies --batch), e.g. lowlight or 'lowlight,gamma=2..3'; each pair is "
                                           "labelled with the parameters it drew."),
+    clips: Optional[str] = typer.Option(None, metavar="SPEC", help="Clips of a split packed with --sequences (implies "
+                                        "--batch), e.g. 5 or '5,stride=2': -n clips, input frames over targets."),
     cache_dir: Optional[Path] = typer.Option(None, help="A URL's shards are cached here (default: "
                                              "~/.cache/pairload)."),
     storage_option: StorageOptions = None,
@@ -398,17 +400,16 @@ def preview(
 
     try:
         opts = PreviewOptions(split=split, n=n, seed=seed, batch=batch or crop is not None, crop=_crop(crop),
-                              tile_height=tile_height, columns=columns, display=display, degrade=degrade)
+                              tile_height=tile_height, columns=columns, display=display, degrade=degrade, clips=clips)
         sheet = run(shards_dir, opts, cache_dir=cache_dir or default_cache_dir(),
                     storage_options=storage_options(storage_option, shards_dir))
         write_sheet(sheet, out_png)
     except ConfigError as exc:  # said with this command's flags (-n, --tile-height, ...)
         raise ConfigError(in_cli_terms(exc, PREVIEW_FLAGS)) from None
     h, w = sheet.image.shape[:2]
-    out.print(f"wrote {out_png}: {len(sheet.tiles) // 2} pairs of split {split}"
-              + (" as the loader cut them" if opts.batch else "") + (f", inputs synthesized ({opts.degrade})"
-                                                                      if degrade else "")
-              + f", {w}x{h} px", highlight=False, markup=False)
+    out.print(f"wrote {out_png}: {sheet.count()} of split {split}" + (" as the loader cut them" if opts.batch else "")
+              + (f", inputs synthesized ({opts.degrade})" if degrade else "") + f", {w}x{h} px", highlight=False,
+              markup=False)
 
 
 def _crop(text: str | None):

@@ -1,6 +1,7 @@
-"""Drawing a contact sheet: cells of (input | target) images, each scaled to one tile height (area resampling when
-shrinking, nearest when enlarging, none at height 0), a label strip under each cell, header lines on top; the
-`Sheet` keeps where every tile lies, so its pixels can be compared with what was shown. Numpy, OpenCV and Pillow.
+"""Drawing a contact sheet: cells of (input | target) images, or of clips (a row of input frames over a row of
+target frames), each image scaled to one tile height (area resampling when shrinking, nearest when enlarging, none at
+height 0), a label strip under each cell, header lines on top; the `Sheet` keeps where every tile lies, so its pixels
+can be compared with what was shown. Numpy, OpenCV and Pillow.
 """
 
 from __future__ import annotations
@@ -38,17 +39,32 @@ def resampling(tile_height: int) -> str:
 
 @dataclass(frozen=True)
 class Cell:
-    """One pair as shown: its displayed (input, target) HxWx3 uint8 images and the lines of its label."""
+    """One pair as shown: its displayed (input, target) HxWx3 uint8 images and the lines of its label. One clip
+    (`frames`: the keys of its T frames): `images` its T inputs then its T targets, drawn as a row of inputs over a
+    row of targets."""
 
     key: str
-    images: tuple[np.ndarray, np.ndarray]
+    images: tuple[np.ndarray, ...]
     lines: tuple[str, ...]
+    frames: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.images) != 2 * max(1, len(self.frames)):
+            raise ConfigError(f"cell {self.key!r}: {len(self.images)} images for {len(self.frames) or 'a pair of'} "
+                              "frames; expected an input and a target per frame")
+
+    def rows(self, images) -> list[list[tuple[str, int, str, np.ndarray]]]:
+        """`images` (this cell's, as shown) as rows of (side, frame, key, image): a pair's one row, a clip's two."""
+        if not self.frames:
+            return [[(SIDES[0], 0, self.key, images[0]), (SIDES[1], 0, self.key, images[1])]]
+        t = len(self.frames)
+        return [[(side, f, self.frames[f], images[r * t + f]) for f in range(t)] for r, side in enumerate(SIDES)]
 
 
 @dataclass(frozen=True)
 class Tile:
     """Where one displayed image lies on the sheet: cell `pair` (reading order), `side` ("input" or "target"), the
-    rectangle `top`, `left`, `height`, `width` in pixels."""
+    rectangle `top`, `left`, `height`, `width` in pixels; `frame`: its number in a clip (`key`: that frame's)."""
 
     pair: int
     key: str
@@ -57,6 +73,7 @@ class Tile:
     left: int
     height: int
     width: int
+    frame: int = 0
 
     def region(self, image: np.ndarray) -> np.ndarray:
         return image[self.top:self.top + self.height, self.left:self.left + self.width]
@@ -65,19 +82,25 @@ class Tile:
 @dataclass(frozen=True)
 class Sheet:
     """A rendered contact sheet: `image` HxWx3 uint8 RGB, the `tiles` drawn on it, the `header` lines it states and
-    each pair's label lines (`labels`, in pair order)."""
+    each cell's label lines (`labels`, in cell order); `frames`: a clip's frames on a sheet of clips (else 0)."""
 
     image: np.ndarray
     tiles: tuple[Tile, ...]
     header: tuple[str, ...]
     labels: tuple[tuple[str, ...], ...] = ()
+    frames: int = 0
 
-    def tile(self, pair: int, side: str) -> np.ndarray:
-        """The pixels of one tile, as they lie on the sheet."""
-        found = [t for t in self.tiles if t.pair == pair and t.side == side]
+    def tile(self, pair: int, side: str, frame: int = 0) -> np.ndarray:
+        """The pixels of one tile (of a clip: of its frame `frame`), as they lie on the sheet."""
+        found = [t for t in self.tiles if t.pair == pair and t.side == side and t.frame == frame]
         if not found:
-            raise ConfigError(f"no tile ({pair}, {side!r}) on this sheet of {len(self.tiles) // 2} pairs")
+            raise ConfigError(f"no tile ({pair}, {side!r}, frame {frame}) on this sheet of {self.count()}")
         return found[0].region(self.image)
+
+    def count(self) -> str:
+        """What the sheet shows: "5 pairs", or "2 clips of 3 frames"."""
+        cells = len(self.tiles) // (2 * max(1, self.frames))
+        return f"{cells} clips of {self.frames} frames" if self.frames else f"{cells} pairs"
 
     def png(self) -> bytes:
         ok, data = cv2.imencode(".png", np.ascontiguousarray(self.image[..., ::-1]),
@@ -138,9 +161,9 @@ def render(cells: list[Cell], header: list[str], tile_height: int, columns: int 
         raise ConfigError.for_value("columns", columns, "expected 0 (about square) or a number of pairs per row")
     cols = min(columns or math.ceil(math.sqrt(len(cells))), len(cells))
     rows = math.ceil(len(cells) / cols)
-    shown = [tuple(fit(img, tile_height) for img in cell.images) for cell in cells]
-    cell_w = max(a.shape[1] + GAP + b.shape[1] for a, b in shown)
-    image_h = max(max(a.shape[0], b.shape[0]) for a, b in shown)
+    grids = [cell.rows([fit(img, tile_height) for img in cell.images]) for cell in cells]
+    cell_w = max(sum(img.shape[1] for *_, img in row) + GAP * (len(row) - 1) for grid in grids for row in grid)
+    image_h = max(_row_heights(grid)[-1] for grid in grids)
     label_lines = max(len(cell.lines) for cell in cells)
     cell_h = image_h + 4 + label_lines * LINE
     font = _font(FONT_SIZE)
@@ -151,15 +174,27 @@ def render(cells: list[Cell], header: list[str], tile_height: int, columns: int 
     canvas = np.empty((height, width, 3), dtype=np.uint8)
     canvas[:] = BACKGROUND
     tiles, labels = [], []
-    for k, ((low, high), cell) in enumerate(zip(shown, cells)):
+    for k, (grid, cell) in enumerate(zip(grids, cells)):
         top = top0 + (k // cols) * (cell_h + PAD)
         left = MARGIN + (k % cols) * (cell_w + PAD)
-        for side, img, x in ((SIDES[0], low, left), (SIDES[1], high, left + low.shape[1] + GAP)):
-            canvas[top:top + img.shape[0], x:x + img.shape[1]] = img
-            tiles.append(Tile(k, cell.key, side, top, x, img.shape[0], img.shape[1]))
+        for row, y in zip(grid, _row_heights(grid)):
+            x = left
+            for side, frame, key, img in row:
+                canvas[top + y:top + y + img.shape[0], x:x + img.shape[1]] = img
+                tiles.append(Tile(k, key, side, top + y, x, img.shape[0], img.shape[1], frame))
+                x += img.shape[1] + GAP
         labels.append((left, top + image_h + 3, cell.lines))
     image = _draw_text(canvas, font, head, labels, cell_w)
-    return Sheet(image=image, tiles=tuple(tiles), header=tuple(header), labels=tuple(cell.lines for cell in cells))
+    return Sheet(image=image, tiles=tuple(tiles), header=tuple(header), labels=tuple(cell.lines for cell in cells),
+                 frames=len(cells[0].frames))
+
+
+def _row_heights(grid) -> list[int]:
+    """The top of each row of a cell's grid, then the bottom of the last (GAP between rows)."""
+    tops = [0]
+    for row in grid:
+        tops.append(tops[-1] + max(img.shape[0] for *_, img in row) + GAP)
+    return tops[:-1] + [tops[-1] - GAP]
 
 
 def _draw_text(canvas: np.ndarray, font, head: list[str], labels: list, cell_w: int) -> np.ndarray:

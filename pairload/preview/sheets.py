@@ -1,7 +1,8 @@
 """The two contact sheets of `pairload preview`: stored pairs chosen at random (`PreviewOptions.batch` False), or the
 first batch a `ram` loader on the CPU cuts from them (input and target at one window, oriented alike; with `degrade`,
-inputs synthesized from the targets), each pair labelled with its key, size and source folders (and the parameters
-synthesis drew), the display transforms and resampling stated in the header.
+inputs synthesized from the targets; with `clips`, clips of a video split, each a strip of its input frames over a
+strip of its target frames), each pair labelled with its key (a clip with its sequence and frame keys), size and
+source folders (and the parameters synthesis drew), the display transforms and resampling stated in the header.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ class PreviewOptions:
     a side, (height, width), or None for whole images); `tile_height`: pixels every image is scaled to (0: stored
     size); `columns`: pairs per row (0: about square); `display`: "range" or "stretch" (`display.Display`);
     `degrade` (implies `batch`): the loader synthesizes the inputs from the targets ("lowlight",
-    "lowlight,gamma=2..3", a dict or a `pairload.synth.Degradation`) and each pair is labelled with its parameters."""
+    "lowlight,gamma=2..3", a dict or a `pairload.synth.Degradation`) and each pair is labelled with its parameters;
+    `clips` (implies `batch`; a split packed with --sequences): the batch is `n` clips (5, "5,stride=2,short=pad" or a
+    `pairload.plan.Clips`, with last_batch="partial": all of the split's when it has fewer), each shown as its input
+    frames in a row over its target frames and labelled with its sequence and frame keys."""
 
     split: str = "train"
     n: int = 16
@@ -43,8 +47,17 @@ class PreviewOptions:
     columns: int = 0
     display: str = "range"
     degrade: Any = None
+    clips: Any = None
 
     def __post_init__(self) -> None:
+        if self.clips is not None:
+            from ..plan.clips import Clips
+
+            try:
+                object.__setattr__(self, "clips", Clips.of(self.clips))
+            except ConfigError as exc:
+                raise ConfigError.for_value("clips", self.clips, str(exc)) from None
+            object.__setattr__(self, "batch", self.batch or self.clips is not None)
         if self.degrade is not None:
             from ..synth.spec import Degradation
 
@@ -113,41 +126,71 @@ def _pairs(ds: ShardDataset, o: PreviewOptions) -> Sheet:
 def _batch(ds: ShardDataset, o: PreviewOptions) -> Sheet:
     from ..loaders import make_loader
 
-    size = min(o.n, len(ds))
+    t = 1 if o.clips is None else o.clips.frames
+    size = min(o.n, len(ds)) if o.clips is None else o.n  # clips: the first batch holds all when there are fewer
+    clips = {} if o.clips is None else {"clips": o.clips, "last_batch": "partial"}
     with make_loader("ram", ds, split=o.split, batch_size=size, crop=o.crop, seed=o.seed, num_workers=0,
-                     device="cpu", degrade=o.degrade) as loader:
+                     device="cpu", degrade=o.degrade, **clips) as loader:
         loader.set_epoch(0)
         plan = loader.plan()[0]
         batch = next(iter(loader))
-        rows = plan.index.tolist()
-        if list(batch.keys) != [ds.keys[i] for i in rows]:
+        rows = plan.index.tolist()  # of clips: each clip's T frames
+        keys = [k for clip in batch.keys for k in clip] if clips else list(batch.keys)
+        if keys != [ds.keys[i] for i in rows]:
             raise ConfigError("the loader's first batch is not its planned one (a pairload bug: please report it)")
         # copied out, and the labels read, while the loader holds its buffers and a remote split's shards
-        lows, highs = _hwc(batch.low), _hwc(batch.high)
+        lows, highs = _hwc(batch.low.flatten(0, -4)), _hwc(batch.high.flatten(0, -4))
         params = {name: v.numpy().copy() for name, v in (batch.degradation or {}).items()}
         paths = source_paths(ds, rows)
+        units = loader.samples
     low_d, high_d = displays(ds.members, ds.sensor, o.display)
-    cells = []
-    for k, i in enumerate(rows):
-        levels, ratio, high_levels = _sensor(ds, i)
+
+    def shown(r: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row r (a pair, or a frame of clip k) as displayed."""
+        levels, ratio, high_levels = _sensor(ds, rows[r])
         if params:  # a synthesized raw input has the target's levels and the drawn ratio
             levels = levels if high_levels is None else high_levels
             ratio = float(params["ratio"][k]) if "ratio" in params else ratio
+        return low_d(lows[r], levels, ratio), high_d(highs[r], high_levels)
+
+    cells = []
+    for k in range(len(batch)):
+        r = k * t
+        i = rows[r]
         h, w = (int(v) for v in ds.sizes[i])
-        where = f"window at x {int(plan.x[k])}, y {int(plan.y[k])} of {_size(ds, w, h)}"
-        cells.append(Cell(ds.keys[i], (low_d(lows[k], levels, ratio), high_d(highs[k], high_levels)),
-                          (ds.keys[i], where, _orientation(int(plan.code[k])), folders(paths.get(i)),
-                           *parameter_lines(params, k))))
+        where = (f"window at x {int(plan.x[r])}, y {int(plan.y[r])} of {_size(ds, w, h)}",
+                 _orientation(int(plan.code[r])), folders(paths.get(i)), *parameter_lines(params, k))
+        if o.clips is None:
+            cells.append(Cell(ds.keys[i], shown(r, k), (ds.keys[i], *where)))
+            continue
+        pairs = [shown(r + f, k) for f in range(t)]
+        frames = tuple(batch.keys[k])
+        cells.append(Cell(frames[0], tuple(p[0] for p in pairs) + tuple(p[1] for p in pairs),
+                          (_sequence(ds, rows[r:r + t]), " ".join(frames), *where), frames=frames))
     crop = "whole images" if o.crop is None else (f"crop {o.crop}" if isinstance(o.crop, int)
                                                  else f"crop {o.crop[1]}x{o.crop[0]} (WxH)")
     synthesized = [] if o.degrade is None else [
         f"inputs synthesized from the targets, degrade={o.degrade.describe()!r} (the stored inputs are not shown); "
-        "under each pair the parameters it drew (3 significant digits)"]
-    header = [f"{ds.where}, split {o.split}: batch 0 of epoch 0 of make_loader('ram', batch_size={size}, "
-              f"{crop}, seed={o.seed}) on the CPU, {len(ds)} pairs in the split; left input, right target, each pair "
-              "cut at one window (input pixels) and oriented alike",
-              *synthesized, ORIENTATION, *_common(low_d, high_d, o)]
+        f"under each {'clip' if clips else 'pair'} the parameters it drew (3 significant digits)"]
+    if clips:
+        what = (f"clips={o.clips.describe()!r}, last_batch='partial', seed={o.seed}) on the CPU, {units} clips of "
+                f"{len(ds.sequences)} sequences ({len(ds)} frames) in the split; each clip its {t} input frames in a "
+                "row over their targets, every frame cut at the clip's one window (input pixels) and oriented alike; "
+                "under each: its sequence and frame numbers, its frames' keys")
+    else:
+        what = (f"seed={o.seed}) on the CPU, {len(ds)} pairs in the split; left input, right target, each pair cut at "
+                "one window (input pixels) and oriented alike")
+    header = [f"{ds.where}, split {o.split}: batch 0 of epoch 0 of make_loader('ram', batch_size={size}, {crop}, "
+              + what, *synthesized, ORIENTATION, *_common(low_d, high_d, o)]
     return render(cells, header, o.tile_height, o.columns)
+
+
+def _sequence(ds: ShardDataset, rows: list[int]) -> str:
+    """A clip's label: its sequence's name and the numbers of its frames in it, "scene03: frames 2 3 4 of 9"."""
+    seqs = ds.sequences
+    s = int(np.searchsorted(seqs.starts, rows[0], side="right")) - 1
+    return (f"{seqs.names[s]}: frames {' '.join(str(i - int(seqs.starts[s])) for i in rows)} of "
+            f"{int(seqs.counts[s])}")
 
 
 PER_LINE = 3  # parameters per label line: a line stays within a tile pair of 128 px high images

@@ -167,12 +167,50 @@ def test_a_url_is_previewed_through_the_cache_as_the_local_folder_is(packed, tmp
             assert local.labels[0][-1] == "train/low | train/high"
 
 
+def test_a_clip_sheet_shows_each_clip_as_its_input_frames_over_its_target_frames(tmp_path, capsys):
+    from clipdata import make_video_raw, pack_video, read_clip
+    from pairload.preview.render import GAP
+
+    video = pack_video(make_video_raw(tmp_path / "raw", [5, 4], size=(24, 32)), tmp_path / "shards")
+    out = tmp_path / "clips.png"
+    assert main(["preview", str(video), "--clips", "3", "-n", "2", "--crop", "16", "--seed", "1", "--tile-height",
+                 "0", "--out", str(out)]) == 0
+    assert f"wrote {out}: 2 clips of 3 frames of split train as the loader cut them" in capsys.readouterr().out
+    sheet = preview(video, PreviewOptions(clips=3, n=2, crop=16, seed=1, tile_height=0))
+    np.testing.assert_array_equal(read_png(out), sheet.image)
+    with make_loader("ram", video, batch_size=2, crop=16, seed=1, clips=3, last_batch="partial") as loader:
+        batch = next(iter(loader))
+    assert len(sheet.tiles) == 2 * 2 * 3 and sheet.count() == "2 clips of 3 frames"
+    for k in range(2):
+        tiles = [t for t in sheet.tiles if t.pair == k]
+        assert [t.key for t in tiles] == batch.keys[k] * 2 and [t.frame for t in tiles] == [0, 1, 2] * 2
+        inputs, targets = tiles[:3], tiles[3:]
+        assert {t.side for t in inputs} == {"input"} and {t.side for t in targets} == {"target"}
+        # a row of input frames over a row of target frames, in frame order
+        assert [t.left for t in inputs] == [t.left for t in targets] == [inputs[0].left + f * (16 + GAP)
+                                                                         for f in range(3)]
+        assert {t.top for t in inputs} == {inputs[0].top} and {t.top for t in targets} == {inputs[0].top + 16 + GAP}
+        low = np.stack([t.region(sheet.image) for t in inputs])
+        high = np.stack([t.region(sheet.image) for t in targets])
+        np.testing.assert_array_equal(low, batch.low[k].permute(0, 2, 3, 1).numpy())
+        np.testing.assert_array_equal(high, batch.high[k].permute(0, 2, 3, 1).numpy())
+        seq, first, *_ = read_clip(low.transpose(0, 3, 1, 2), high.transpose(0, 3, 1, 2))
+        assert sheet.labels[k][:2] == (f"scene{seq:02d}: frames {first} {first + 1} {first + 2} of {[5, 4][seq]}",
+                                       " ".join(batch.keys[k]))
+    assert any("2 clips of 3 frames" not in line and "5 clips of 2 sequences (9 frames)" in line
+               for line in sheet.header)
+    # -n beyond the split's clips: all of them, in the one batch
+    assert preview(video, PreviewOptions(clips=3, n=9, crop=16, tile_height=0)).count() == "5 clips of 3 frames"
+
+
 @pytest.mark.parametrize("args, message", [
     (["-n", "0"], "error: -n 0: expected at least 1 pair to show"),
     (["--split", "val"], "error: {shards}/manifest.json: no split 'val'; this folder has ['test', 'train']"),
     (["--crop", "41"], "error: crop 41 is larger than sample"),
     (["--display", "log"], "error: --display log: expected range or stretch"),
     (["--out", "{tmp}/grid.jpg"], "error: --out {tmp}/grid.jpg: expected a file name ending in .png"),
+    (["--clips", "3,start=middle"], "error: --clips 3,start=middle: clips start=middle: expected one of random, grid"),
+    (["--clips", "3"], "error: split 'train' has no sequences: clips=3 takes frames of videos or bursts"),
 ])
 def test_bad_options_exit_1_with_one_line(packed, tmp_path, capsys, args, message):
     args = [a.format(tmp=tmp_path) for a in args]
