@@ -48,11 +48,6 @@ class Cell:
     lines: tuple[str, ...]
     frames: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        if len(self.images) != 2 * max(1, len(self.frames)):
-            raise ConfigError(f"cell {self.key!r}: {len(self.images)} images for {len(self.frames) or 'a pair of'} "
-                              "frames; expected an input and a target per frame")
-
     def rows(self, images) -> list[list[tuple[str, int, str, np.ndarray]]]:
         """`images` (this cell's, as shown) as rows of (side, frame, key, image): a pair's one row, a clip's two."""
         if not self.frames:

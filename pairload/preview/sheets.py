@@ -57,7 +57,7 @@ class PreviewOptions:
                 object.__setattr__(self, "clips", Clips.of(self.clips))
             except ConfigError as exc:
                 raise ConfigError.for_value("clips", self.clips, str(exc)) from None
-            object.__setattr__(self, "batch", self.batch or self.clips is not None)
+            object.__setattr__(self, "batch", True)
         if self.degrade is not None:
             from ..synth.spec import Degradation
 

@@ -129,10 +129,10 @@ def key_line(key: str | list[str]) -> str:
 
 def data_digest(keys: list[str] | list[list[str]], columns: tuple[str, ...] = (), params: bytes = b"") -> str:
     """sha256 of the keys consumed in an epoch, one per line in consumption order (a clip's line: its frames' keys,
-    `key_line`); with synthesized inputs followed
-    by a line "degradation NAME,…" (`columns`) and each sample's parameter values in the same order (`params`: float32
-    little-endian, `Seen.params`). Two runs that saw the same data, synthesized alike, in the same order have the
-    same digest; without synthesis it is the digest of the keys alone."""
+    `key_line`); with synthesized inputs followed by a line "degradation NAME,…" (`columns`) and each sample's (each
+    clip's) parameter values in the same order (`params`: float32 little-endian, `Seen.params`). Two runs that saw
+    the same data, synthesized alike, in the same order have the same digest; without synthesis it is the digest of
+    the keys alone."""
     h = hashlib.sha256("".join(key_line(k) + "\n" for k in keys).encode())
     if columns:
         h.update(("degradation " + ",".join(columns) + "\n").encode())
