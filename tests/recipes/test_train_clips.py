@@ -4,7 +4,6 @@ covers each clip's frames (also across a mid-epoch resume) and synthesis draws o
 In-process, CPU, sequences of 24x32 frames."""
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +11,8 @@ import pytest
 import torch
 
 from clipdata import make_video_raw, pack_video
+from midepoch import keep_first_mid_epoch_checkpoint
 from pairload.errors import ConfigError
-from pairload.recipes import train as train_module
 from pairload.recipes.config import TrainConfig
 from pairload.recipes.loop import data_digest
 from pairload.recipes.model import EnhanceUNet, ModelConfig
@@ -42,14 +41,7 @@ def train(shards, out, *extra) -> list[dict]:
 def test_clips_train_a_model_of_stacked_frames_and_resume_with_the_same_digest(video, tmp_path, monkeypatch, capsys):
     mid = tmp_path / "resumed"
     mid.mkdir()
-    save = train_module.save_checkpoint
-
-    def keep_the_first_mid_epoch_state(path, state):
-        save(path, state)
-        if state["mid_epoch"] is not None and not (mid / "last.pt").exists():
-            shutil.copy(path, mid / "last.pt")
-
-    monkeypatch.setattr(train_module, "save_checkpoint", keep_the_first_mid_epoch_state)
+    keep_first_mid_epoch_checkpoint(monkeypatch, mid)
     whole, = train(video, tmp_path / "whole", "--save-every-steps", 2)
     monkeypatch.undo()
     assert "predicts the target of frame 1" in capsys.readouterr().out

@@ -4,7 +4,6 @@ mid-epoch resume; other parameters on the same keys: another digest). `--init-fr
 weights. In-process, CPU, a pack of 16 pairs of 24x32."""
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +11,8 @@ import pytest
 import torch
 
 from conftest import raw_and_shards
+from midepoch import keep_first_mid_epoch_checkpoint
 from pairload.errors import ConfigError
-from pairload.recipes import train as train_module
 from pairload.recipes.config import TrainConfig
 from pairload.recipes.train import main
 
@@ -55,14 +54,7 @@ def test_an_epoch_resumed_mid_way_has_the_digest_of_the_whole(shards, tmp_path, 
     """The parameters of the steps before a mid-epoch checkpoint are kept in it and hashed with the rest."""
     mid = tmp_path / "resumed"
     mid.mkdir()
-    save = train_module.save_checkpoint
-
-    def keep_the_first_mid_epoch_state(path, state):
-        save(path, state)
-        if state["mid_epoch"] is not None and not (mid / "last.pt").exists():
-            shutil.copy(path, mid / "last.pt")
-
-    monkeypatch.setattr(train_module, "save_checkpoint", keep_the_first_mid_epoch_state)
+    keep_first_mid_epoch_checkpoint(monkeypatch, mid)
     whole, = train(shards, tmp_path / "whole", "--degrade", "lowlight", "--save-every-steps", 2)
     monkeypatch.undo()
     state = torch.load(mid / "last.pt", weights_only=False)["mid_epoch"]
