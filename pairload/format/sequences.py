@@ -43,6 +43,15 @@ class Sequences:
         """int64 (frames,): the sequence of every sample."""
         return np.repeat(np.arange(len(self), dtype=np.int64), self.counts)
 
+    def first_mismatch(self, values) -> tuple[int, int] | None:
+        """(sample, its sequence's first frame) of the first sample whose row of `values` (one per sample: a size, a
+        CRC) differs from its sequence's first frame's; None when every sequence's rows agree."""
+        values = np.asarray(values)
+        first = self.starts[self.of_samples()]
+        differ = (values != values[first]).reshape(len(values), -1).any(axis=1)
+        odd = np.flatnonzero(differ)
+        return (int(odd[0]), int(first[odd[0]])) if len(odd) else None
+
     def check(self, samples: int, where: str) -> "Sequences":
         """These sequences, once they cover `samples` samples exactly, one after the other, each non-empty; a
         ShardError naming `where` otherwise."""

@@ -141,7 +141,7 @@ _PLAN_FIELDS = ("seed", "batch_size", "crop", "split", "last_batch", "shuffle", 
 _NEWER_FIELDS = {"repeats": 1, "mix": None, "schedule": None, "degrade": None, "clips": None}
 
 
-def clip_units(cfg: PlanConfig, sequences, key_hash: np.ndarray, hw: np.ndarray, split: str, shards=None):
+def clip_units(cfg: PlanConfig, sequences, key_hash: np.ndarray, hw: np.ndarray, split: str):
     """The clip units of a split's sequences (`plan.clips.ClipUnits`); a split packed without --sequences is
     refused. Sequences left out as too short (short='drop') are reported in a warning, by name."""
     from ..plan.clips import ClipUnits
@@ -150,8 +150,7 @@ def clip_units(cfg: PlanConfig, sequences, key_hash: np.ndarray, hw: np.ndarray,
         raise ConfigError(f"split {split!r} has no sequences: clips={cfg.clips.frames} takes frames of videos or "
                           "bursts from a split packed with `pairload pack RAW SHARDS --sequences` (a mix: every "
                           "source packed so)", option="clips")
-    units = ClipUnits.build(cfg.clips, sequences.names, sequences.starts, sequences.counts, key_hash, hw,
-                            f"split {split!r}")
+    units = ClipUnits.build(cfg.clips, sequences, key_hash, hw, f"split {split!r}")
     if units.dropped:
         import warnings
 
@@ -179,11 +178,16 @@ def check_options(cls, backend: dict, where: str, accepted=None) -> None:
                           "num_workers for every kind)")
 
 
+def named_groups(groups) -> tuple:
+    """Sources' (name, samples) as a loader keeps them: none for one unnamed source."""
+    return tuple(groups) if len(groups) > 1 or (groups and groups[0][0]) else ()
+
+
 def with_sources(opts: LoaderOptions, groups, n: int, split: str) -> tuple[LoaderOptions, tuple]:
     """(options, groups) of a loader over `groups` ((name, samples) of each source; one unnamed source: no
     groups): several sources without weights or an epoch size are mixed in proportion to their sizes (each sample
     once per epoch), and weights must name the sources."""
-    groups = tuple(groups) if len(groups) > 1 or (groups and groups[0][0]) else ()
+    groups = named_groups(groups)
     if groups and not opts.plan.mixed:
         opts = replace(opts, plan=replace(opts.plan, epoch_size=n))
     if opts.plan.mixed:
@@ -320,8 +324,8 @@ class PlannedLoader(StatefulEpochs):
         self.keys = keys if isinstance(keys, Sequence) else tuple(keys)
         self.hw = np.asarray(hw, dtype=np.int64)  # a mapped index's int64 column is viewed, not copied
         self.key_hash = key_hashes(self.keys) if key_hash is None else np.asarray(key_hash, dtype=np.uint64)
-        frame_groups = tuple(groups) if len(groups) > 1 or (groups and groups[0][0]) else ()
-        self.units = clip_units(opts.plan, sequences, self.key_hash, self.hw, split, shards) \
+        frame_groups = named_groups(groups)
+        self.units = clip_units(opts.plan, sequences, self.key_hash, self.hw, split) \
             if opts.plan.clips is not None else None
         units = self.units
         plan_groups = units.groups(groups) if units is not None else groups

@@ -106,23 +106,25 @@ def plan_sequences(pairs: list[Pair], out_sizes: list[tuple[int, int]]) -> dict[
     found: dict[str, tuple[list[str], list[int], list[int], list[bool]]] = {}
     base: dict[str, int] = {}  # split -> its first pair
     for split, name, first, count in _runs(pairs):
-        frames = range(first, first + count)
-        odd = next((k for k in frames if out_sizes[k] != out_sizes[first]), None)
-        if odd is not None:
-            (h, w), (h2, w2) = out_sizes[first], out_sizes[odd]
-            raise ImageError(f"{_folder(pairs[first])}: the frames of one sequence differ in size: "
-                             f"{pairs[first].low_rel} is {w}x{h} but {pairs[odd].low_rel} is {w2}x{h2}; every frame "
-                             "of a sequence has one size: replace the odd frames, or pack with --resize WxH to store "
-                             "every frame at one size")
         names, starts, counts, shared = found.setdefault(split, ([], [], [], []))
         names.append(name)
         starts.append(first - base.setdefault(split, first))
         counts.append(count)
-        shared.append(len({pairs[k].high_rel for k in frames}) == 1)
+        shared.append(len({pairs[k].high_rel for k in range(first, first + count)}) == 1)
     out = {}
     for split, (names, starts, counts, shared) in found.items():
         target = "sequence" if all(shared) and max(counts) > 1 else "frame"
-        out[split] = Sequences(names, starts, counts, target).check(sum(counts), f"split {split!r}")
+        seqs = Sequences(names, starts, counts, target).check(sum(counts), f"split {split!r}")
+        at = base[split]
+        odd = seqs.first_mismatch(out_sizes[at:at + seqs.frames])
+        if odd is not None:
+            first, k = at + odd[1], at + odd[0]
+            (h, w), (h2, w2) = out_sizes[first], out_sizes[k]
+            raise ImageError(f"{_folder(pairs[first])}: the frames of one sequence differ in size: "
+                             f"{pairs[first].low_rel} is {w}x{h} but {pairs[k].low_rel} is {w2}x{h2}; every frame "
+                             "of a sequence has one size: replace the odd frames, or pack with --resize WxH to store "
+                             "every frame at one size")
+        out[split] = seqs
     return out
 
 

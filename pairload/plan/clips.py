@@ -104,18 +104,17 @@ class ClipUnits:
         return f"{self.names[int(self.seq[u])]} (clip {int(self.pos[u])})"
 
     @classmethod
-    def build(cls, clips: Clips, names, starts: np.ndarray, counts: np.ndarray, key_hash: np.ndarray, hw: np.ndarray,
-              where: str) -> "ClipUnits":
-        """The units of sequences (`names`, `starts`, `counts` over samples with `key_hash` and `hw`); a sequence
+    def build(cls, clips: Clips, sequences, key_hash: np.ndarray, hw: np.ndarray, where: str) -> "ClipUnits":
+        """The units of `sequences` (`format.sequences.Sequences` over samples with `key_hash` and `hw`); a sequence
         whose frames differ in size, or one shorter than a clip under short="refuse", is refused by name."""
-        starts, counts = np.asarray(starts, dtype=np.int64), np.asarray(counts, dtype=np.int64)
+        names, starts, counts = sequences.names, sequences.starts, sequences.counts
         hw = np.asarray(hw, dtype=np.int64).reshape(-1, 2)
         t = clips.frames
-        seq_of = np.repeat(np.arange(len(starts)), counts)
-        odd = np.flatnonzero(np.any(hw != hw[starts][seq_of], axis=1))
-        if len(odd):
-            s = int(seq_of[odd[0]])
-            a, b = hw[starts[s]], hw[odd[0]]
+        odd = sequences.first_mismatch(hw)
+        if odd is not None:
+            k, f = odd
+            s = int(np.searchsorted(starts, k, side="right")) - 1
+            a, b = hw[f], hw[k]
             raise ConfigError(f"{where}: sequence {names[s]!r} has frames of {a[1]}x{a[0]} and {b[1]}x{b[0]}; a clip "
                               "takes one window from frames of one size: pack its frames at one size")
         short = np.flatnonzero(counts < t)

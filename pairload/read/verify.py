@@ -246,7 +246,6 @@ def _check_sequences(index: schema.SplitIndex, where: str) -> None:
     sequence its key's folder names, the frames of a sequence have one size, and those of a sequence that shares one
     target ("sequence_target": "sequence") have one target (its CRC-32)."""
     seqs = index.sequences
-    first = seqs.starts[seqs.of_samples()]  # each sample's sequence's first frame
     fix = "; the manifest is damaged or was edited: re-run the same `pairload pack --sequences` command to rewrite it"
     for s, name in enumerate(seqs.names):
         for k in range(int(seqs.starts[s]), int(seqs.starts[s] + seqs.counts[s])):
@@ -254,15 +253,15 @@ def _check_sequences(index: schema.SplitIndex, where: str) -> None:
             if folder != name:
                 raise ShardError(f"{where}: sample {index.keys[k]} lies in sequence {name!r} of the \"sequences\" "
                                  f"entry, but its key's folder is {folder!r}{fix}")
-    odd = np.flatnonzero((index.hw != index.hw[first]).any(axis=1))
-    if len(odd):
-        k, f = int(odd[0]), int(first[odd[0]])
+    odd = seqs.first_mismatch(index.hw)
+    if odd is not None:
+        k, f = odd
         raise ShardError(f"{where}: the frames of one sequence differ in size: {index.keys[k]} is "
                          f"{index.hw[k][1]}x{index.hw[k][0]} but {index.keys[f]} is {index.hw[f][1]}x{index.hw[f][0]}"
                          f"{fix}")
-    odd = np.flatnonzero(index.crc[:, 1] != index.crc[first, 1]) if seqs.target == "sequence" else []
-    if len(odd):
-        k, f = int(odd[0]), int(first[odd[0]])
+    odd = seqs.first_mismatch(index.crc[:, 1]) if seqs.target == "sequence" else None
+    if odd is not None:
+        k, f = odd
         raise ShardError(f"{where}: the frames of a sequence share one target (\"sequence_target\": \"sequence\"), but "
                          f"the target of {index.keys[k]} differs from that of {index.keys[f]}{fix}")
 
