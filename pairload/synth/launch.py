@@ -9,7 +9,7 @@ import torch
 from .models import FULL, Model
 from .rng import ROUNDS
 
-_PREPARED: dict[tuple, tuple] = {}  # (model, dtype, device) → (kernel, lookup table or None, FULL)
+_PREPARED: dict[tuple, tuple] = {}  # (model, dtype, device) → (kernel, lookup table or None, FULL, kernels, options)
 
 
 def _prepared(model: Model, dtype: torch.dtype, device: torch.device) -> tuple:
@@ -20,8 +20,10 @@ def _prepared(model: Model, dtype: torch.dtype, device: torch.device) -> tuple:
 
         name = "uint16" if dtype == torch.uint16 else "uint8"
         table = model.lut(name)
+        regs = kernels.MAXNREG.get(model.kernel)
+        options = {"maxnreg": regs} if regs and _takes_maxnreg() else {}  # compile options of its every launch
         got = (getattr(kernels, model.kernel), None if table is None else torch.from_numpy(table).to(device),
-               FULL[name], kernels)
+               FULL[name], kernels, options)
         _PREPARED[key] = got
     return got
 
@@ -35,9 +37,6 @@ def _takes_maxnreg() -> bool:
     return "maxnreg" in getattr(CUDAOptions, "__dataclass_fields__", {})
 
 
-_MAXNREG = [None]
-
-
 def _pow2(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
@@ -49,9 +48,7 @@ def launch(model: Model, extra, high: torch.Tensor, low: torch.Tensor, table: to
     n, h, w, c = high.shape
     if n == 0:
         return
-    kernel, lut, full, kernels = _prepared(model, high.dtype, high.device)
-    if _MAXNREG[0] is None:
-        _MAXNREG[0] = _takes_maxnreg()
+    kernel, lut, full, kernels, options = _prepared(model, high.dtype, high.device)
     pixels, warps = kernels.SHAPE[model.kernel]
     bw = min(256, _pow2(w))
     br = max(1, pixels // bw)
@@ -59,10 +56,9 @@ def launch(model: Model, extra, high: torch.Tensor, low: torch.Tensor, table: to
     if high.dtype == torch.uint16:
         high, low = high.view(torch.int16), low.view(torch.int16)
     if lut is None:
-        regs = kernels.MAXNREG.get(model.kernel)
         kernel[grid](high, low, levels, table, keys, code, apply, h, w, C=c, TS=table.shape[1],
                      GAUSSIAN=getattr(extra, "read_dist", "tukey") == "gaussian", BR=br, BW=bw, ROUNDS=ROUNDS,
-                     num_warps=warps, **({"maxnreg": regs} if regs and _MAXNREG[0] else {}))
+                     num_warps=warps, **options)
         return
     kernel[grid](high, low, lut, table, keys, code, apply, h, w, C=c, TS=table.shape[1], FULL=full, BR=br, BW=bw,
-                 ROUNDS=ROUNDS, num_warps=warps)
+                 ROUNDS=ROUNDS, num_warps=warps, **options)
