@@ -50,22 +50,12 @@ class PreviewOptions:
     clips: Any = None
 
     def __post_init__(self) -> None:
-        if self.clips is not None:
+        if self.clips is not None or self.degrade is not None:
             from ..plan.clips import Clips
-
-            try:
-                object.__setattr__(self, "clips", Clips.of(self.clips))
-            except ConfigError as exc:
-                raise ConfigError.for_value("clips", self.clips, str(exc)) from None
-            object.__setattr__(self, "batch", True)
-        if self.degrade is not None:
             from ..synth.spec import Degradation
 
-            try:
-                object.__setattr__(self, "degrade", Degradation.of(self.degrade))
-            except ConfigError as exc:
-                raise ConfigError.for_value("degrade", self.degrade, str(exc)) from None
-            object.__setattr__(self, "batch", True)
+            self._loader_option("clips", Clips.of)
+            self._loader_option("degrade", Degradation.of)
         if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
             raise ConfigError.for_value("n", self.n, "expected at least 1 pair to show")
         if not isinstance(self.columns, int) or self.columns < 0:
@@ -74,6 +64,18 @@ class PreviewOptions:
         check_mode(self.display)
         if self.batch:
             object.__setattr__(self, "crop", check_crop(self.crop))
+
+    def _loader_option(self, name: str, parse) -> None:
+        """An option of the loader whose batch is shown (`clips`, `degrade`): parsed, a refusal naming it; given, it
+        implies `batch`."""
+        value = getattr(self, name)
+        if value is None:
+            return
+        try:
+            object.__setattr__(self, name, parse(value))
+        except ConfigError as exc:
+            raise ConfigError.for_value(name, value, str(exc)) from None
+        object.__setattr__(self, "batch", True)
 
 
 def preview(shards: str | os.PathLike | ShardDataset, options: PreviewOptions = PreviewOptions(), *,
