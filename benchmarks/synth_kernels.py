@@ -34,10 +34,12 @@ def kernel_rate(model: str, crop: int, dtype: str, batch: int = 32, iters: int =
     low = torch.empty_like(high)
     tab = torch.from_numpy(table(model, batch)).to(dev)
     key = torch.from_numpy(keys(batch).view(np.int64)).to(dev)
-    code = torch.from_numpy((np.arange(batch) % 8).astype(np.int32)).to(dev)
+    m = models()[model]
+    # the orientations the planner gives this model (raw-physics: no transpose)
+    allowed = np.asarray(m.codes if m.codes is not None else range(8), dtype=np.int32)
+    code = torch.from_numpy(allowed[np.arange(batch) % len(allowed)]).to(dev)
     apply = torch.ones(batch, dtype=torch.int32, device=dev)
     lv = torch.from_numpy(levels(batch)).to(dev)
-    m = models()[model]
 
     def run():
         launch(m, None, high, low, tab, key, code, apply, lv)
@@ -92,16 +94,22 @@ def main() -> None:
     import pairload.synth.kernels as kernels
     import pairload.synth.launch as launcher
 
-    if len(sys.argv) > 3 and sys.argv[3] == "sweep":  # pixels and warps per program
+    if len(sys.argv) > 3 and sys.argv[3] == "sweep":  # pixels and warps per program; the raw kernel's step
         chosen = dict(kernels.SHAPE)
         for pixels in (256, 512, 1024):
             for warps in (2, 4, 8):
-                for model, crop, dtype in (("lowlight", 256, "uint8"), ("raw-physics", 256, "uint16")):
-                    kernels.SHAPE[models()[model].kernel] = (pixels, warps)
-                    rate = kernel_rate(model, crop, dtype, graph=True)
-                    result["kernels"][f"{model} crop {crop}: {pixels} pixels, {warps} warps (GPU time)"] = round(rate)
-                    print(f"sweep {model} {pixels} px {warps} warps: {rate:,.0f} pairs/s", flush=True)
+                kernels.SHAPE["lowlight_kernel"] = (pixels, warps)
+                rate = kernel_rate("lowlight", 256, "uint8", graph=True)
+                result["kernels"][f"lowlight crop 256: {pixels} pixels, {warps} warps (GPU time)"] = round(rate)
+                print(f"sweep lowlight {pixels} px {warps} warps: {rate:,.0f} pairs/s", flush=True)
         kernels.SHAPE.update(chosen)
+        step = kernels.RAW_STEP, kernels.RAW_WARPS
+        for kernels.RAW_STEP, kernels.RAW_WARPS in ((32, 1), (64, 1), (64, 2), (128, 4)):
+            rate = kernel_rate("raw-physics", 256, "uint16", graph=True)
+            name = f"raw-physics crop 256: rows {kernels.RAW_STEP} columns at a time, {kernels.RAW_WARPS} warps"
+            result["kernels"][f"{name} (GPU time)"] = round(rate)
+            print(f"sweep {name}: {rate:,.0f} pairs/s", flush=True)
+        kernels.RAW_STEP, kernels.RAW_WARPS = step
     launcher.ROUNDS = 7  # what fewer Philox rounds would give (informational; the library uses rng.ROUNDS)
     for model, crop, dtype in (("lowlight", 256, "uint8"), ("raw-physics", 256, "uint16")):
         rate = kernel_rate(model, crop, dtype, graph=True)

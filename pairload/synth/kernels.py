@@ -8,37 +8,29 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .models.rawphysics import INVERSION_BELOW
-from .rng import COS, SIN, TUKEY_ZERO, A, B, C, D, P_LOW
+from .models.rawphysics import INVERSE_FACTORIALS, INVERSION_BELOW
+from .rng import COS, ERFINV_CENTRAL, ERFINV_TAIL, ERFINV_W, LN4, SIN, SQRT2, TUKEY_ZERO
 
-# (output pixels, warps) per program, measured best on an H200: whole rows of up to 256 pixels (no division per pixel)
-SHAPE = {"lowlight_kernel": (1024, 8), "unprocess_kernel": (1024, 8), "raw_kernel": (256, 4)}
-# registers per thread a kernel is compiled for (Triton's `maxnreg`), where fewer than it would take run faster: the
-# raw kernel at 96 keeps five programs per SM instead of four (401k against 379k pairs/s on an H100)
-MAXNREG = {"raw_kernel": 96}
+# (output pixels, warps) per program of the sRGB kernels, measured best on an H200: whole rows of up to 256 pixels
+# (no division per pixel)
+SHAPE = {"lowlight_kernel": (1024, 8), "unprocess_kernel": (1024, 8)}
+# the raw kernel: one program of one warp per output row, RAW_STEP columns at a time. Its row noise and parameters
+# are computed once for the row, and its inversion and quantile run only as long as those 32 pixels need (measured
+# best on an H100: 511k pairs/s against 484k for 64 columns and 404k for 256-pixel programs of four warps)
+RAW_STEP, RAW_WARPS = 32, 1
 # the numpy executors' constants, as constexprs the kernels read
-A0 = tl.constexpr(A[0])
-A1 = tl.constexpr(A[1])
-A2 = tl.constexpr(A[2])
-A3 = tl.constexpr(A[3])
-A4 = tl.constexpr(A[4])
-A5 = tl.constexpr(A[5])
-B0 = tl.constexpr(B[0])
-B1 = tl.constexpr(B[1])
-B2 = tl.constexpr(B[2])
-B3 = tl.constexpr(B[3])
-B4 = tl.constexpr(B[4])
-C0 = tl.constexpr(C[0])
-C1 = tl.constexpr(C[1])
-C2 = tl.constexpr(C[2])
-C3 = tl.constexpr(C[3])
-C4 = tl.constexpr(C[4])
-C5 = tl.constexpr(C[5])
-D0 = tl.constexpr(D[0])
-D1 = tl.constexpr(D[1])
-D2 = tl.constexpr(D[2])
-D3 = tl.constexpr(D[3])
-PLOW = tl.constexpr(P_LOW)
+GC0 = tl.constexpr(ERFINV_CENTRAL[0])
+GC1 = tl.constexpr(ERFINV_CENTRAL[1])
+GC2 = tl.constexpr(ERFINV_CENTRAL[2])
+GC3 = tl.constexpr(ERFINV_CENTRAL[3])
+GC4 = tl.constexpr(ERFINV_CENTRAL[4])
+GC5 = tl.constexpr(ERFINV_CENTRAL[5])
+GC6 = tl.constexpr(ERFINV_CENTRAL[6])
+GC7 = tl.constexpr(ERFINV_CENTRAL[7])
+GC8 = tl.constexpr(ERFINV_CENTRAL[8])
+W_TAIL = tl.constexpr(ERFINV_W)
+LN_4 = tl.constexpr(LN4)
+SQRT_2 = tl.constexpr(SQRT2)
 S0 = tl.constexpr(SIN[0])
 S1 = tl.constexpr(SIN[1])
 S2 = tl.constexpr(SIN[2])
@@ -51,6 +43,7 @@ K3 = tl.constexpr(COS[3])
 K4 = tl.constexpr(COS[4])
 K5 = tl.constexpr(COS[5])
 INV_BELOW = tl.constexpr(INVERSION_BELOW)
+INVFACT = tl.constexpr(INVERSE_FACTORIALS)
 TUKEY0 = tl.constexpr(TUKEY_ZERO)
 
 
@@ -62,9 +55,10 @@ def _value(ptr, m):
 
 @triton.jit
 def _log2(x):
-    """log2 by the hardware's approximation (`lg2.approx.f32`: absolute error below 2^-22 on [0.5, 2], relative
-    error below 2^-22 elsewhere), where libdevice's log2f costs about twenty instructions more per value."""
-    return tl.inline_asm_elementwise("lg2.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+    """log2 by the hardware's approximation (`lg2.approx.ftz.f32`: absolute error below 2^-22 on [0.5, 2], relative
+    error below 2^-22 elsewhere), where libdevice's log2f costs about twenty instructions more per value. No input is
+    subnormal (uniforms are at least 2^-24, images are floored at 1e-8), so flushing them costs nothing."""
+    return tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
 
 
 @triton.jit
@@ -74,22 +68,40 @@ def _ln(x):
 
 @triton.jit
 def _uniform(bits):
-    return ((bits >> 8).to(tl.float32) + 0.5) * 5.9604644775390625e-08
+    return (bits >> 9).to(tl.float32) * 1.1920928955078125e-07 + 5.9604644775390625e-08  # (b + 1/2)·2^-23, exact
 
 
 @triton.jit
 def _normal(u):
-    q = u - 0.5
-    r = q * q
-    num_c = (((((A0 * r + A1) * r + A2) * r + A3) * r + A4) * r + A5) * q
-    den_c = ((((B0 * r + B1) * r + B2) * r + B3) * r + B4) * r + 1.0
-    tail_p = tl.minimum(u, 1.0 - u)
-    t = tl.sqrt(-2.0 * _ln(tail_p))
-    num_t = ((((C0 * t + C1) * t + C2) * t + C3) * t + C4) * t + C5
-    num_t = tl.where(u > 0.5, -num_t, num_t)
-    den_t = (((D0 * t + D1) * t + D2) * t + D3) * t + 1.0
-    tail = tail_p < PLOW
-    return tl.where(tail, num_t, num_c) / tl.where(tail, den_t, den_c)
+    """The standard normal quantile of u (`rng.normal32`): √2·erfinv(2u - 1), Giles' polynomial in w = -ln(4u(1-u))."""
+    w = -_ln(u * (1.0 - u)) - LN_4
+    wc = w - 2.5
+    pc = ((((((((GC0 * wc + GC1) * wc + GC2) * wc + GC3) * wc + GC4) * wc + GC5) * wc + GC6) * wc + GC7) * wc
+          + GC8)
+    return tl.where(w < W_TAIL, pc, _tail(w)) * ((2.0 * u - 1.0) * SQRT_2)
+
+
+def _tail_asm() -> str:
+    """PTX of Giles' tail polynomial in √w - 3 (`rng.ERFINV_TAIL`) for w >= ERFINV_W, 0 elsewhere, behind a branch
+    per lane: one uniform in 300 takes it, so a warp mostly skips it (as a select, every value would pay for it)."""
+    import struct
+
+    def hexf(x: float) -> str:
+        return "0f%08X" % struct.unpack("<I", struct.pack("<f", x))[0]
+
+    steps = "".join(f"fma.rn.ftz.f32 p, p, t, {hexf(c)};\n" for c in ERFINV_TAIL[1:-1])
+    return ("{\n.reg .pred c;\n.reg .f32 t, p;\nmov.f32 $0, 0f00000000;\n"
+            f"setp.lt.f32 c, $1, {hexf(ERFINV_W)};\n@c bra done;\n"
+            f"sqrt.approx.ftz.f32 t, $1;\nsub.ftz.f32 t, t, {hexf(3.0)};\nmov.f32 p, {hexf(ERFINV_TAIL[0])};\n"
+            f"{steps}fma.rn.ftz.f32 $0, p, t, {hexf(ERFINV_TAIL[-1])};\ndone:\n}}")
+
+
+TAIL_ASM = tl.constexpr(_tail_asm())
+
+
+@triton.jit
+def _tail(w):
+    return tl.inline_asm_elementwise(TAIL_ASM, "=f,f", [w], dtype=tl.float32, is_pure=True, pack=1)
 
 
 @triton.jit
@@ -240,26 +252,26 @@ def unprocess_kernel(high, low, lut, table, keys, codes, apply, H, W, C: tl.cons
 
 
 @triton.jit
-def _inverted(k, p, cdf, es, u, rk):
-    """One term of the inversion (`models.rawphysics.poisson`): u is 0 where the value is not inverted. The terms
-    whose CDF lies below u are a prefix (the CDF never decreases), so counting them all and capping the count once at
-    the end gives inversion's count up to its cap."""
-    p = p * es * rk
-    cdf = cdf + p
-    k = tl.where(u > cdf, k + 1.0, k)
-    return k, p, cdf
+def _term(k, g, d, es, c):
+    """One term of the inversion (`models.rawphysics.poisson`): g = es^j, d = (its partial sum of es^i/i!) - u·e^es,
+    and the count of partial sums below the threshold (d's sign bit, added as an integer). The partial sums never
+    decrease, so the terms below are a prefix: counting them all and capping the count once gives the inversion."""
+    g = g * es
+    d = d + g * c
+    k = k + (d.to(tl.uint32, bitcast=True) >> 31)
+    return k, g, d
 
 
 @triton.jit
 def _start(e, u, m):
-    """The inversion's first term of each value: (small, es, u for inversion (0 where not small), cap, p, cdf, k)."""
+    """The inversion's first term of each value: (small, es, cap, g, d, k); d is positive where a value is not small."""
     small = (e < INV_BELOW) & m
     es = tl.where(small, e, 0.0)
-    us = tl.where(small, u, 0.0)
     cap = tl.floor(es + 6.0 * tl.sqrt(es) + 6.0)
-    p = tl.exp(-es)
-    k = tl.where(us > p, 1.0, 0.0)
-    return small, es, us, cap, p, p, k
+    d = 1.0 - tl.where(small, u * tl.exp(es), 0.0)
+    g = es * 0.0 + 1.0
+    k = d.to(tl.uint32, bitcast=True) >> 31
+    return small, es, cap, g, d, k
 
 
 @triton.jit
@@ -283,25 +295,28 @@ def _any(a, b, c, d):
 def _shot(e0, e1, e2, e3, u0, u1, u2, u3, m):
     """Poisson counts of the four channels' means: one inversion for all four (as many terms as the tile's counts
     need), then the quantile where any mean is large."""
-    s0, es0, us0, cap0, p0, c0, k0 = _start(e0, u0, m)
-    s1, es1, us1, cap1, p1, c1, k1 = _start(e1, u1, m)
-    s2, es2, us2, cap2, p2, c2, k2 = _start(e2, u2, m)
-    s3, es3, us3, cap3, p3, c3, k3 = _start(e3, u3, m)
-    # terms four at a time (their reciprocals constants), until no value can count on (its CDF has passed its
-    # uniform, or its cap is reached): later terms would change no count; six blocks reach past every cap (22)
-    going = _any(us0 > c0, us1 > c1, us2 > c2, us3 > c3)
+    s0, es0, cap0, g0, d0, k0 = _start(e0, u0, m)
+    s1, es1, cap1, g1, d1, k1 = _start(e1, u1, m)
+    s2, es2, cap2, g2, d2, k2 = _start(e2, u2, m)
+    s3, es3, cap3, g3, d3, k3 = _start(e3, u3, m)
+    # terms four at a time, until no value can count on (its partial sum has passed its threshold, or its cap is
+    # reached): later terms would change no count; six blocks reach past every cap (22)
+    going = _any(d0 < 0.0, d1 < 0.0, d2 < 0.0, d3 < 0.0)
     for block in tl.static_range(6):
         if going:
             for step in tl.static_range(4):
-                rk = 1.0 / (block * 4 + step + 1)
-                k0, p0, c0 = _inverted(k0, p0, c0, es0, us0, rk)
-                k1, p1, c1 = _inverted(k1, p1, c1, es1, us1, rk)
-                k2, p2, c2 = _inverted(k2, p2, c2, es2, us2, rk)
-                k3, p3, c3 = _inverted(k3, p3, c3, es3, us3, rk)
+                c = INVFACT[block * 4 + step + 1]
+                k0, g0, d0 = _term(k0, g0, d0, es0, c)
+                k1, g1, d1 = _term(k1, g1, d1, es1, c)
+                k2, g2, d2 = _term(k2, g2, d2, es2, c)
+                k3, g3, d3 = _term(k3, g3, d3, es3, c)
             kk = block * 4 + 5
-            going = _any((us0 > c0) & (kk < cap0), (us1 > c1) & (kk < cap1), (us2 > c2) & (kk < cap2),
-                         (us3 > c3) & (kk < cap3))
-    k0, k1, k2, k3 = tl.minimum(k0, cap0), tl.minimum(k1, cap1), tl.minimum(k2, cap2), tl.minimum(k3, cap3)
+            going = _any((d0 < 0.0) & (kk < cap0), (d1 < 0.0) & (kk < cap1), (d2 < 0.0) & (kk < cap2),
+                         (d3 < 0.0) & (kk < cap3))
+    k0 = tl.minimum(k0.to(tl.float32), cap0)
+    k1 = tl.minimum(k1.to(tl.float32), cap1)
+    k2 = tl.minimum(k2.to(tl.float32), cap2)
+    k3 = tl.minimum(k3.to(tl.float32), cap3)
     large = (s0 & s1 & s2 & s3) | (~m)
     if tl.min(tl.min(large.to(tl.int32), axis=1), axis=0) == 0:
         k0 = tl.where(s0, k0, _quantile(e0, u0))
@@ -317,13 +332,13 @@ def _electrons(src, m, lv, c, inv):
 
 
 @triton.jit
-def _read(u, read_s, lam, GAUSSIAN: tl.constexpr):
+def _read(u, read_s, lam, rlam, GAUSSIAN: tl.constexpr):
     if GAUSSIAN:
         x = _normal(u)
     elif tl.abs(lam) < TUKEY0:
         x = _ln(u) - _ln(1.0 - u)
     else:
-        x = (tl.exp2(lam * _log2(u)) - tl.exp2(lam * _log2(1.0 - u))) * (1.0 / lam)
+        x = (tl.exp2(lam * _log2(u)) - tl.exp2(lam * _log2(1.0 - u))) * rlam
     return read_s * x
 
 
@@ -345,42 +360,54 @@ def _row_noise(key, r, row_s, ROUNDS: tl.constexpr):
 
 @triton.jit
 def raw_kernel(high, low, levels, table, keys, codes, apply, H, W, C: tl.constexpr, TS: tl.constexpr,
-               GAUSSIAN: tl.constexpr, BR: tl.constexpr, BW: tl.constexpr, ROUNDS: tl.constexpr):
+               GAUSSIAN: tl.constexpr, BW: tl.constexpr, ROUNDS: tl.constexpr):
+    """Program (n, i): output row i of sample n, BW columns at a time (RAW_STEP)."""
     n = tl.program_id(0)
     if tl.load(apply + n) != 0:
-        i, j, m = _tile(H, W, BR, BW)
+        i = tl.program_id(1) + tl.zeros((1, 1), tl.int32)
         code = tl.load(codes + n)
-        counter = _window(code, i, j, H, W)
         key = tl.load(keys + n).to(tl.uint64, bitcast=True)
-        zero = counter * 0
-        s0, s1, s2, s3 = tl.philox(key, counter, zero, zero, zero, ROUNDS)
-        q0, q1, q2, q3 = tl.philox(key, counter, zero, zero + 2, zero, ROUNDS)
         t = table + n * TS
         ratio = tl.load(t)
         K = tl.load(t + 1)
         read_s = tl.load(t + 2)
         row_s = tl.load(t + 3)
         lam = tl.load(t + 4)
+        b0 = tl.load(t + 5)
+        b1 = tl.load(t + 6)
+        b2 = tl.load(t + 7)
+        b3 = tl.load(t + 8)
         inv = 1.0 / (ratio * K)
-        # a window row is an output row (no transpose) or an output column (transposed): its noise, once per row
-        full = tl.zeros((BR, BW), tl.float32)
-        if (code & 4) != 0:
-            ra_j, rb_j = _row_noise(key, tl.where((code & 1) != 0, W - 1 - j, j), row_s, ROUNDS)
-            row_a = ra_j + full
-            row_b = rb_j + full
-        else:
-            ra_i, rb_i = _row_noise(key, tl.where((code & 2) != 0, H - 1 - i, i), row_s, ROUNDS)
-            row_a = ra_i + full
-            row_b = rb_i + full
+        rlam = 1.0 / lam
         lv = levels + n * 5
         white = tl.load(lv + 4)
-        at = ((n * H + i) * W + j) * C  # both sides (N, H, W, C) contiguous
-        src = high + at
-        dst = low + at
-        k0, k1, k2, k3 = _shot(_electrons(src, m, lv, 0, inv), _electrons(src, m, lv, 1, inv),
-                               _electrons(src, m, lv, 2, inv), _electrons(src, m, lv, 3, inv),
-                               _uniform(s0), _uniform(s1), _uniform(s2), _uniform(s3), m)
-        _adc(dst, m, lv, 0, white, tl.load(t + 5), k0 * K, _read(_uniform(q0), read_s, lam, GAUSSIAN), row_a)
-        _adc(dst, m, lv, 1, white, tl.load(t + 6), k1 * K, _read(_uniform(q1), read_s, lam, GAUSSIAN), row_a)
-        _adc(dst, m, lv, 2, white, tl.load(t + 7), k2 * K, _read(_uniform(q2), read_s, lam, GAUSSIAN), row_b)
-        _adc(dst, m, lv, 3, white, tl.load(t + 8), k3 * K, _read(_uniform(q3), read_s, lam, GAUSSIAN), row_b)
+        # a window row is an output row (no transpose: its noise once for the program) or an output column
+        # (transposed: once per column)
+        transposed = (code & 4) != 0
+        ra_i, rb_i = _row_noise(key, tl.where((code & 2) != 0, H - 1 - i, i), row_s, ROUNDS)
+        for c0 in range(0, W, BW):
+            j = c0 + tl.arange(0, BW)[None, :]
+            m = j < W
+            counter = _window(code, i, j, H, W)
+            zero = counter * 0
+            s0, s1, s2, s3 = tl.philox(key, counter, zero, zero, zero, ROUNDS)
+            q0, q1, q2, q3 = tl.philox(key, counter, zero, zero + 2, zero, ROUNDS)
+            full = tl.zeros((1, BW), tl.float32)
+            if transposed:
+                ra_j, rb_j = _row_noise(key, tl.where((code & 1) != 0, W - 1 - j, j), row_s, ROUNDS)
+                row_a = ra_j + full
+                row_b = rb_j + full
+            else:
+                row_a = ra_i + full
+                row_b = rb_i + full
+            at = ((n * H + i) * W + j) * C  # both sides (N, H, W, C) contiguous
+            src = high + at
+            dst = low + at
+            k0, k1, k2, k3 = _shot(_electrons(src, m, lv, 0, inv), _electrons(src, m, lv, 1, inv),
+                                   _electrons(src, m, lv, 2, inv), _electrons(src, m, lv, 3, inv),
+                                   _uniform(s0), _uniform(s1), _uniform(s2), _uniform(s3), m)
+            _adc(dst, m, lv, 0, white, b0, k0 * K, _read(_uniform(q0), read_s, lam, rlam, GAUSSIAN), row_a)
+            _adc(dst, m, lv, 1, white, b1, k1 * K, _read(_uniform(q1), read_s, lam, rlam, GAUSSIAN), row_a)
+            _adc(dst, m, lv, 2, white, b2, k2 * K, _read(_uniform(q2), read_s, lam, rlam, GAUSSIAN), row_b)
+            _adc(dst, m, lv, 3, white, b3, k3 * K, _read(_uniform(q3), read_s, lam, rlam, GAUSSIAN), row_b)
+

@@ -9,7 +9,7 @@ import torch
 from .models import FULL, Model
 from .rng import ROUNDS
 
-_PREPARED: dict[tuple, tuple] = {}  # (model, dtype, device) → (kernel, lookup table or None, FULL, kernels, options)
+_PREPARED: dict[tuple, tuple] = {}  # (model, dtype, device) → (kernel, lookup table or None, FULL, kernels)
 
 
 def _prepared(model: Model, dtype: torch.dtype, device: torch.device) -> tuple:
@@ -20,21 +20,10 @@ def _prepared(model: Model, dtype: torch.dtype, device: torch.device) -> tuple:
 
         name = "uint16" if dtype == torch.uint16 else "uint8"
         table = model.lut(name)
-        regs = kernels.MAXNREG.get(model.kernel)
-        options = {"maxnreg": regs} if regs and _takes_maxnreg() else {}  # compile options of its every launch
         got = (getattr(kernels, model.kernel), None if table is None else torch.from_numpy(table).to(device),
-               FULL[name], kernels, options)
+               FULL[name], kernels)
         _PREPARED[key] = got
     return got
-
-
-def _takes_maxnreg() -> bool:
-    """Whether this Triton compiles for a register limit (`maxnreg`, Triton 3.0 on); older ones run without it."""
-    try:
-        from triton.backends.nvidia.compiler import CUDAOptions
-    except ImportError:
-        return False
-    return "maxnreg" in getattr(CUDAOptions, "__dataclass_fields__", {})
 
 
 def _pow2(n: int) -> int:
@@ -48,17 +37,17 @@ def launch(model: Model, extra, high: torch.Tensor, low: torch.Tensor, table: to
     n, h, w, c = high.shape
     if n == 0:
         return
-    kernel, lut, full, kernels, options = _prepared(model, high.dtype, high.device)
+    kernel, lut, full, kernels = _prepared(model, high.dtype, high.device)
+    if high.dtype == torch.uint16:
+        high, low = high.view(torch.int16), low.view(torch.int16)
+    if lut is None:  # raw: a program per output row
+        kernel[(n, h)](high, low, levels, table, keys, code, apply, h, w, C=c, TS=table.shape[1],
+                       GAUSSIAN=getattr(extra, "read_dist", "tukey") == "gaussian", BW=kernels.RAW_STEP, ROUNDS=ROUNDS,
+                       num_warps=kernels.RAW_WARPS)
+        return
     pixels, warps = kernels.SHAPE[model.kernel]
     bw = min(256, _pow2(w))
     br = max(1, pixels // bw)
     grid = (n, -(-h // br), -(-w // bw))
-    if high.dtype == torch.uint16:
-        high, low = high.view(torch.int16), low.view(torch.int16)
-    if lut is None:
-        kernel[grid](high, low, levels, table, keys, code, apply, h, w, C=c, TS=table.shape[1],
-                     GAUSSIAN=getattr(extra, "read_dist", "tukey") == "gaussian", BR=br, BW=bw, ROUNDS=ROUNDS,
-                     num_warps=warps, **options)
-        return
     kernel[grid](high, low, lut, table, keys, code, apply, h, w, C=c, TS=table.shape[1], FULL=full, BR=br, BW=bw,
-                 ROUNDS=ROUNDS, num_warps=warps, **options)
+                 ROUNDS=ROUNDS, num_warps=warps)

@@ -1,8 +1,9 @@
 """The random numbers of synthesis, defined once and executed the same way by numpy (CPU) and the Triton kernels
 (`pairload.synth.kernels`): Philox4x32-10 (Salmon et al., SC 2011) keyed by a sample's 64-bit noise key, its counter
 the pixel's place in the crop window, so a sample's noise depends on nothing but (seed, epoch, key, draw) and the
-pixel. Uniforms keep the top 24 bits (exact in float32 on both sides); normal deviates invert the normal CDF with
-Acklam's rational approximation (relative error below 1.2e-9), one uniform each. Numpy only.
+pixel. Uniforms keep the top 23 bits and a half step (exact in float32 on both sides, never 0 or 1); the kernels'
+normal deviates invert the normal CDF by Giles' single-precision erfinv, one uniform each (`normal32`), and the host's
+per-sample draws by Acklam's rational approximation in float64 (`normal`). Numpy only.
 """
 
 from __future__ import annotations
@@ -38,12 +39,41 @@ def philox(key: np.ndarray, c0: np.ndarray, c1: int = 0, c2: int = 0, c3: int = 
 
 
 def uniform(bits: np.ndarray) -> np.ndarray:
-    """uint32 → float32 in (0, 1): the top 24 bits and a half step, exact in float32."""
-    return ((np.asarray(bits, dtype=np.uint32) >> np.uint32(8)).astype(np.float32) + np.float32(0.5)) \
-        * np.float32(2.0 ** -24)
+    """uint32 → float32 in (0, 1): (b + 1/2)·2^-23 of the top 23 bits b. Exact in float32 (24 significant bits), so
+    u and 1 - u are both uniforms of the same grid and neither is ever 0 or 1 (with 24 bits, b + 1/2 rounds to 2^24
+    for the top word: u = 1)."""
+    return ((np.asarray(bits, dtype=np.uint32) >> np.uint32(9)).astype(np.float32) + np.float32(0.5)) \
+        * np.float32(2.0 ** -23)
 
 
-# Acklam's inverse normal CDF: central region |p - 1/2| <= 1/2 - P_LOW, tails outside it
+# Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011), single precision: erfinv(x) = p(w)·x with
+# w = -ln(1 - x²), p a polynomial in w - 2.5 (w < 5) or in √w - 3 (w >= 5, one uniform in 300); relative error of
+# the normal quantile below 3e-7 over every uniform
+ERFINV_W = 5.0
+ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                  -0.00417768164, 0.246640727, 1.50140941)
+ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+               0.00943887047, 1.00167406, 2.83297682)
+LN4 = 1.3862943611198906
+SQRT2 = 1.4142135623730951
+
+
+def normal32(u: np.ndarray) -> np.ndarray:
+    """Standard normal deviates (float32) of float32 uniforms in (0, 1), as the kernels compute them:
+    √2·erfinv(2u - 1), with 1 - x² = 4u(1 - u) (exact in u, no cancellation near the tails)."""
+    f = np.float32
+    u = np.asarray(u, dtype=np.float32)
+    w = -np.log(u * (f(1.0) - u)) - f(LN4)
+    central, tail = w - f(2.5), np.sqrt(np.maximum(w, f(ERFINV_W))) - f(3.0)
+    pc = np.full(u.shape, f(ERFINV_CENTRAL[0]))
+    pt = np.full(u.shape, f(ERFINV_TAIL[0]))
+    for c, t in zip(ERFINV_CENTRAL[1:], ERFINV_TAIL[1:]):
+        pc = pc * central + f(c)
+        pt = pt * tail + f(t)
+    return (np.where(w < f(ERFINV_W), pc, pt) * ((f(2.0) * u - f(1.0)) * f(SQRT2))).astype(np.float32)
+
+
+# Acklam's inverse normal CDF (float64 per-sample draws): central region |p - 1/2| <= 1/2 - P_LOW, tails outside it
 P_LOW = 0.02425
 A = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
      -3.066479806614716e+01, 2.506628277459239e+00)
@@ -54,9 +84,9 @@ C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.
 D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00)
 
 
-def normal(u: np.ndarray, dtype=np.float32) -> np.ndarray:
-    """Standard normal deviates of uniforms in (0, 1), in `dtype` (float32: what the kernels compute, the same
-    polynomials and one division; float64 for per-sample parameters drawn on the host)."""
+def normal(u: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """Standard normal deviates of uniforms in (0, 1), in `dtype`: the per-sample parameters drawn on the host
+    (relative error below 1.2e-9 in float64). The kernels' per-pixel deviates are `normal32`'s."""
     f = np.dtype(dtype).type
     u = np.asarray(u, dtype=dtype)
     q = u - f(0.5)
