@@ -64,11 +64,12 @@ def test_philox_words_match_numpy():
     assert np.array_equal(got, want)
 
 
-@pytest.mark.parametrize("model,dtype", [("lowlight", "uint8"), ("lowlight", "uint16"), ("unprocess", "uint8"),
-                                         ("raw-physics", "uint16")])
-def test_cuda_agrees_with_numpy(model, dtype):
-    n, h = 8, 64
-    high = targets(model, n, h, h, dtype)
+@pytest.mark.parametrize("model,dtype,h,w", [("lowlight", "uint8", 64, 64), ("lowlight", "uint16", 64, 64),
+                                             ("unprocess", "uint8", 64, 64), ("raw-physics", "uint16", 64, 64),
+                                             ("raw-physics", "uint16", 40, 72)])
+def test_cuda_agrees_with_numpy(model, dtype, h, w):
+    n = 8  # every orientation; 40×72: rows of the raw kernel ending inside a step of 32 columns, transposed windows
+    high = targets(model, n, h, w, dtype)
     tab, key, code = table(model, n), keys(n), np.arange(n) % 8
     want = run_numpy(model, high, tab, key, code).astype(np.int64)
     got = _cuda(model, high, tab, key, code).astype(np.int64)
