@@ -321,8 +321,8 @@ def _shot(e0, e1, e2, e3, u0, u1, u2, u3, m):
 
 
 @triton.jit
-def _electrons(src, m, lv, c, inv):
-    return tl.maximum(_value(src + c, m).to(tl.float32) - tl.load(lv + c), 0.0) * inv
+def _electrons(src, m, c, black, inv):
+    return tl.maximum(_value(src + c, m).to(tl.float32) - black, 0.0) * inv
 
 
 @triton.jit
@@ -337,8 +337,9 @@ def _read(u, read_s, lam, rlam, GAUSSIAN: tl.constexpr):
 
 
 @triton.jit
-def _adc(dst, m, lv, c, white, bias, shot, read, row):
-    x = tl.load(lv + c) + bias + shot + read + row
+def _adc(dst, m, c, base, white, shot, read, row):
+    """The stored count: the channel's black level and colour bias (`base`, their sum), shot, read and row noise."""
+    x = base + shot + read + row
     _store(dst + c, tl.minimum(tl.maximum(tl.floor(x + 0.5), 0.0), white), m)
 
 
@@ -367,14 +368,18 @@ def raw_kernel(high, low, levels, table, keys, codes, apply, H, W, C: tl.constex
         read_s = tl.load(t + 2)
         row_s = tl.load(t + 3)
         lam = tl.load(t + 4)
-        b0 = tl.load(t + 5)
-        b1 = tl.load(t + 6)
-        b2 = tl.load(t + 7)
-        b3 = tl.load(t + 8)
         inv = 1.0 / (ratio * K)
         rlam = 1.0 / lam
         lv = levels + n * 5
+        black0 = tl.load(lv)
+        black1 = tl.load(lv + 1)
+        black2 = tl.load(lv + 2)
+        black3 = tl.load(lv + 3)
         white = tl.load(lv + 4)
+        base0 = black0 + tl.load(t + 5)  # black + colour bias, as the numpy executor adds them first
+        base1 = black1 + tl.load(t + 6)
+        base2 = black2 + tl.load(t + 7)
+        base3 = black3 + tl.load(t + 8)
         # a window row is an output row (no transpose: its noise once for the program) or an output column
         # (transposed: once per column)
         transposed = (code & 4) != 0
@@ -397,11 +402,11 @@ def raw_kernel(high, low, levels, table, keys, codes, apply, H, W, C: tl.constex
             at = ((n * H + i) * W + j) * C  # both sides (N, H, W, C) contiguous
             src = high + at
             dst = low + at
-            k0, k1, k2, k3 = _shot(_electrons(src, m, lv, 0, inv), _electrons(src, m, lv, 1, inv),
-                                   _electrons(src, m, lv, 2, inv), _electrons(src, m, lv, 3, inv),
+            k0, k1, k2, k3 = _shot(_electrons(src, m, 0, black0, inv), _electrons(src, m, 1, black1, inv),
+                                   _electrons(src, m, 2, black2, inv), _electrons(src, m, 3, black3, inv),
                                    _uniform(s0), _uniform(s1), _uniform(s2), _uniform(s3), m)
-            _adc(dst, m, lv, 0, white, b0, k0 * K, _read(_uniform(q0), read_s, lam, rlam, GAUSSIAN), row_a)
-            _adc(dst, m, lv, 1, white, b1, k1 * K, _read(_uniform(q1), read_s, lam, rlam, GAUSSIAN), row_a)
-            _adc(dst, m, lv, 2, white, b2, k2 * K, _read(_uniform(q2), read_s, lam, rlam, GAUSSIAN), row_b)
-            _adc(dst, m, lv, 3, white, b3, k3 * K, _read(_uniform(q3), read_s, lam, rlam, GAUSSIAN), row_b)
+            _adc(dst, m, 0, base0, white, k0 * K, _read(_uniform(q0), read_s, lam, rlam, GAUSSIAN), row_a)
+            _adc(dst, m, 1, base1, white, k1 * K, _read(_uniform(q1), read_s, lam, rlam, GAUSSIAN), row_a)
+            _adc(dst, m, 2, base2, white, k2 * K, _read(_uniform(q2), read_s, lam, rlam, GAUSSIAN), row_b)
+            _adc(dst, m, 3, base3, white, k3 * K, _read(_uniform(q3), read_s, lam, rlam, GAUSSIAN), row_b)
 
