@@ -132,14 +132,13 @@ def sides_of(layout, flat: torch.Tensor, work: bool = False) -> tuple[torch.Tens
 
 
 class Rows(NamedTuple):
-    """What a `PairBatch` holds besides its pixels, for one planned batch (see `PairBatch`); `synth`: its place in its
-    run's degradation tables (`pairload.synth.execute.SynthRows`) when the inputs are synthesized."""
+    """What a `PairBatch` holds besides its pixels, for one planned batch (see `PairBatch`)."""
 
     keys: list[str]
     padded: torch.Tensor
     source: list[str] | None = None
     sensor: SensorBatch | None = None
-    synth: object | None = None
+    degradation: dict[str, torch.Tensor] | None = None
 
 
 def oriented_sides(layout, block: torch.Tensor, code: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -162,12 +161,7 @@ def _final(t: torch.Tensor, dtype: str) -> torch.Tensor:
 
 def batches_of(low: torch.Tensor, high: torch.Tensor, rows: Sequence[Rows]) -> list[PairBatch]:
     """The one converter into `PairBatch`: oriented N×H×W×C sides holding the rows of one or more planned batches, in
-    order (a kernel launch cuts several; DALI delivers one) → one batch of N×C×H×W views per `Rows`. Rows whose
-    inputs are synthesized (`Rows.synth`) get them here, for the whole block at once, on the current stream."""
-    if rows[0].synth is not None and not rows[0].synth.done:
-        from .synth.execute import synthesize
-
-        synthesize(low, high, [r.synth for r in rows])
+    order (a kernel launch cuts several; DALI delivers one) → one batch of N×C×H×W views per `Rows`."""
     low, high = low.permute(0, 3, 1, 2), high.permute(0, 3, 1, 2)
     if len(rows) == 1:
         return [_batch(low, high, rows[0])]
@@ -176,8 +170,7 @@ def batches_of(low: torch.Tensor, high: torch.Tensor, rows: Sequence[Rows]) -> l
 
 
 def _batch(low: torch.Tensor, high: torch.Tensor, r: Rows) -> PairBatch:
-    return PairBatch(low, high, list(r.keys), r.padded, r.source, r.sensor,
-                     None if r.synth is None else r.synth.params())
+    return PairBatch(low, high, list(r.keys), r.padded, r.source, r.sensor, r.degradation)
 
 
 FULL_SCALE = {torch.uint8: 255.0, torch.uint16: 65535.0}  # the value that means 1.0, per stored integer type

@@ -20,12 +20,14 @@ from .payload import Cut
 class KernelCuts:
     """Planned batches cut by the kernel from `memory` on `self.stream`, each `Cut` a device block with the event that
     marks it ready. `group` > 1: up to that many consecutive batches of one shape are cut by one launch into one
-    block (one `Cut` holding their plans), which spares the per-launch Python of the others."""
+    block (one `Cut` holding their plans), which spares the per-launch Python of the others. `inputs` False: only the
+    targets are cut (every input is made from its target by the degrade stage, after the cut)."""
 
     on_device = True
+    degrades = False  # the degrade stage runs after the cut, on the device
 
-    def __init__(self, memory, device: torch.device, path: str, hooks: Hooks | None = None):
-        self.memory, self.device, self.path = memory, device, path
+    def __init__(self, memory, device: torch.device, path: str, hooks: Hooks | None = None, *, inputs: bool = True):
+        self.memory, self.device, self.path, self.inputs = memory, device, path, inputs
         self.hooks = hooks or Hooks()
         self.members = memory.ds.members
         self.stream = torch.cuda.Stream(device)
@@ -44,12 +46,12 @@ class KernelCuts:
         return []
 
     def cuts(self, run: tuple, plans: list[BatchPlan], reclaim=None, *, augment: bool = True, hw=None,
-             events: bool = True, group: int = 1, settle: bool = True, inputs: bool = True):
+             events: bool = True, group: int = 1, settle: bool = True):
         """The run's plans as `Cut`s, each cut on `self.stream` with the event that marks it ready (`events`; a
         streamed memory records them anyway: what a batch read goes back once it is cut); `group` > 1: up to that
         many batches of one shape per launch and `Cut`. `settle`: first let a memory that stays lay itself out for
         faster reads (`Memory.settle`); False when the run is cut ahead of its use (the next epoch while this one
-        ends). `inputs` False: only the targets are cut (every input is synthesized from its target)."""
+        ends)."""
         if not plans:
             return
         hw = self.memory.ds.sizes if hw is None else hw
@@ -82,7 +84,7 @@ class KernelCuts:
                     for j in range(k):  # everything these batches read is readable by the device
                         memory.wait(b + j)
                 with self.hooks.timed("launch"):
-                    block = kernel.cut(memory, plan, start, launch, inputs=inputs)
+                    block = kernel.cut(memory, plan, start, launch, inputs=self.inputs)
                 ready = None
                 if events:
                     ready = torch.cuda.Event()

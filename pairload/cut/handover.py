@@ -17,10 +17,15 @@ import torch
 from ..batch import PairBatch, Rows, batches_of, oriented_sides
 from ..hooks import Hooks
 from ..plan import BatchPlan
+from .degrade import Degrade
 from .payload import Cut
 
 
 class DeviceStage:
+    """The stages after the cutter, each timed under its name (`Hooks`): `transfer` (a host cut copied to the device
+    and oriented there), `degrade` (a run's inputs made, when the cut path makes them on the device: `run` of
+    `one_ahead`) and `handover` (the cut's `PairBatch`es)."""
+
     def __init__(self, device: torch.device, hooks: Hooks | None = None):
         self.device = device
         self.cuda = device.type == "cuda"
@@ -29,47 +34,50 @@ class DeviceStage:
         self._copying: deque = deque()  # (release callback, event) of host buffers whose copy may still run
         self._handed: tuple = (None, None)  # (event, stream) of the last batch handed over
 
-    def put(self, cut: Cut, rows: Callable[[BatchPlan], Rows], *, augment: bool = True) -> list[tuple]:
+    def stages(self, run=None, *, augment: bool = True) -> list[tuple[str, Callable[[Cut], Cut]]]:
+        """(name, stage) in order for one run's cuts; `run`: the run's `DegradeRun` when its inputs are made here."""
+        out = [("transfer", lambda cut: self._to_device(cut, augment))]
+        if run is not None:
+            out.append((Degrade.name, lambda cut: run.apply(cut, self._stream)))
+        return out
+
+    def put(self, cut: Cut, rows: Callable[[BatchPlan], Rows], stages) -> list[tuple]:
         """The cut's batches on the device, as (batch, ready event or None) per plan; pass both to `handover` before
-        the caller uses the batch. A host block is copied over (one copy for both sides) and oriented there, its
-        `release()` called once the host memory may be reused. `rows(bp)`: a plan's keys, padding flags (on the
-        device for a device cut), sources and sensor facts."""
-        with self.hooks.timed("handover"):
-            labels = [rows(bp) for bp in cut.plans]
-            if cut.synthesized:  # the host cutter made the inputs: the rows keep only their parameters
-                labels = [r._replace(synth=r.synth.made()) if r.synth is not None else r for r in labels]
-            if cut.on_device:
-                if labels[0].synth is None or not self.cuda:
-                    return [(batch, cut.ready) for batch in batches_of(*cut.sides(), labels)]
-                with torch.cuda.stream(self._stream):  # inputs synthesized once the cut is done, before handover
-                    if cut.ready is not None:
-                        self._stream.wait_event(cut.ready)
-                    batches = batches_of(*cut.sides(), labels)
-                    ready = torch.cuda.Event()
-                    ready.record(self._stream)
-                return [(batch, ready) for batch in batches]
-            (bp,) = cut.plans
-            # a cut not yet oriented is oriented here by its plan's codes (all 0 without `augment`: nothing to do)
-            code = torch.from_numpy(bp.code) if augment and not cut.oriented else None
-            host = torch.from_numpy(cut.layout.shaped(cut.block))
-            if not self.cuda:
-                sides = oriented_sides(cut.layout, host if cut.release is None else host.clone(), code)
-                if cut.release is not None:
-                    cut.release()
-                return [(batches_of(*sides, labels)[0], None)]
-            with torch.cuda.stream(self._stream):
-                block = host.to(self.device, non_blocking=True)
-                copied = torch.cuda.Event()
-                copied.record(self._stream)
-                sides = oriented_sides(cut.layout, block,
-                                       None if code is None else code.to(self.device, non_blocking=True))
-                (r,) = labels
-                batch = batches_of(*sides, [r._replace(padded=r.padded.to(self.device, non_blocking=True))])[0]
-                ready = torch.cuda.Event()
-                ready.record(self._stream)
+        the caller uses the batch. `rows(bp)`: a plan's keys, padding flags, sources, sensor facts and degradation
+        parameters, on the device."""
+        timed = self.hooks.timed
+        for name, stage in stages:
+            with timed(name):
+                cut = stage(cut)
+        with timed("handover"):
+            return [(batch, cut.ready) for batch in batches_of(*cut.sides(), [rows(bp) for bp in cut.plans])]
+
+    def _to_device(self, cut: Cut, augment: bool) -> Cut:
+        """A host cut (one buffer holding both sides, page-locked when the device is a GPU) as device sides: copied
+        on a side stream (one copy for both sides) and oriented there by its plan's codes, the cut ready once that is
+        done; `release()` is called once the host memory may be reused. On a CPU device the block is used as it is
+        (oriented by the host side). A device cut passes as it is."""
+        if cut.on_device:
+            return cut
+        (bp,) = cut.plans
+        # a cut not yet oriented is oriented here by its plan's codes (all 0 without `augment`: nothing to do)
+        code = torch.from_numpy(bp.code) if augment and not cut.oriented else None
+        host = torch.from_numpy(cut.layout.shaped(cut.block))
+        if not self.cuda:
+            sides = oriented_sides(cut.layout, host if cut.release is None else host.clone(), code)
             if cut.release is not None:
-                self._copying.append((cut.release, copied))
-            return [(batch, ready)]
+                cut.release()
+            return Cut(cut.plans, cut.layout, None, True, pair=sides)
+        with torch.cuda.stream(self._stream):
+            block = host.to(self.device, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record(self._stream)
+            sides = oriented_sides(cut.layout, block, None if code is None else code.to(self.device, non_blocking=True))
+            ready = torch.cuda.Event()
+            ready.record(self._stream)
+        if cut.release is not None:
+            self._copying.append((cut.release, copied))
+        return Cut(cut.plans, cut.layout, block, True, ready, pair=sides)
 
     def reclaim(self, block: bool = False) -> None:
         """Release the host buffers whose device copy has finished (all of them with `block`)."""
@@ -92,11 +100,13 @@ class DeviceStage:
             self._handed = (ready, stream)
         return batch
 
-    def one_ahead(self, cuts, rows: Callable[[BatchPlan], Rows], *, augment: bool = True):
-        """Yield the batches of an iterator of cuts, each handed over while the next one is copied or cut."""
+    def one_ahead(self, cuts, rows: Callable[[BatchPlan], Rows], run=None, *, augment: bool = True):
+        """Yield the batches of an iterator of cuts through the stages (`stages(run)`), each handed over while the
+        next one is copied or cut."""
+        stages = self.stages(run, augment=augment)
         prev = None
         for cut in cuts:
-            for cur in self.put(cut, rows, augment=augment):
+            for cur in self.put(cut, rows, stages):
                 if prev is not None:
                     yield self.handover(*prev)
                 prev = cur

@@ -8,6 +8,11 @@ and how its cutter is built.
 - `workers`: worker processes (or the loading process) copy the windows out of the memory-mapped shards into a
   shared host ring (`workers.WorkerCuts`); the device stage copies them over and orients them.
 
+Where the degrade stage runs (`pairload.cut.degrade`) is each path's too: after the cut, on the device, for the
+device paths and for the workers' cuts on a GPU (copied over first); in the worker processes when the batch stays on
+the host (a CPU device). A cutter that runs it has `degrades` set; on the device paths the kernel then reads targets
+only when every input is made (`degrades_every_row`).
+
 `choose` takes a request's device path where it runs, else the workers; a device path that could not run is named
 in one line (a warning, or a `ConfigError` when it was asked for with `zero_copy=True`).
 """
@@ -123,7 +128,12 @@ def _kernel_cutter(r: Request, memory, path: str) -> "Cutter | str":
     if why:
         memory.close()
         return why
-    return KernelCuts(memory, r.device, path, r.hooks)
+    return KernelCuts(memory, r.device, path, r.hooks, inputs=not degrades_every_row(r.cfg))
+
+
+def degrades_every_row(cfg) -> bool:
+    """Every input of the plan is made from its target (no source keeps stored inputs): a cut reads targets only."""
+    return cfg.degrade is not None and not cfg.degrade_sources
 
 
 def _pages(r: Request) -> "Cutter | str":
@@ -147,11 +157,11 @@ def _workers(r: Request) -> Cutter:
     from .workers import WorkerCuts
 
     cuda = r.device.type == "cuda"
-    # on a CPU device the host side applies the flips while copying (nearly free there, a full pass later)
-    # ... and makes a degradation's inputs, which a GPU makes faster after the copy
+    # on a CPU device the host side applies the flips while copying (nearly free there, a full pass later) and
+    # runs the degrade stage, which a GPU runs faster after the copy
     return WorkerCuts(r.ds, r.cfg, r.plan_for, num_workers=r.num_workers, prefetch=r.prefetch, pin=cuda,
                       apply_codes=not cuda, name=f"pairload-{r.who}", hold=r.hold, timeout=r.timeout,
-                      hooks=r.hooks, synthesize=not cuda)
+                      hooks=r.hooks, degrade=None if cuda else r.cfg.degrade)
 
 
 PATHS = {p.name: p for p in (

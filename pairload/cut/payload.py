@@ -19,8 +19,8 @@ class Cut:
     the (2, N, H, W, C) array of a stacked layout. Several plans share a block when one kernel launch cut them
     (batches of one shape). `oriented`: the plans' orientation codes are applied; `ready`: a CUDA event recorded once
     the block is complete (None: complete now); `release`: gives the block's memory back once the consumer is done
-    with it (None: nothing to give back); `synthesized`: the inputs of its rows that a degradation makes are made
-    (by the host cutter, for a batch that stays on the host)."""
+    with it (None: nothing to give back); `pair`: its (low, high) N×H×W×C sides when they are not views of `block`
+    (a host cut oriented on the device)."""
 
     plans: tuple[BatchPlan, ...]
     layout: BatchLayout
@@ -28,11 +28,11 @@ class Cut:
     oriented: bool
     ready: object = None
     release: Callable[[], None] | None = None
-    synthesized: bool = False
+    pair: tuple | None = None
 
     @property
     def on_device(self) -> bool:
-        return not isinstance(self.block, np.ndarray)
+        return not isinstance(self.block if self.pair is None else self.pair[0], np.ndarray)
 
     @property
     def rows(self) -> int:
@@ -40,6 +40,8 @@ class Cut:
 
     def sides(self) -> tuple:
         """(low, high) N×H×W×C views of the block in the members' types (numpy or torch, as the block)."""
+        if self.pair is not None:
+            return self.pair
         if not self.on_device:
             return self.layout.views(self.block)
         from ..batch import sides_of
@@ -49,10 +51,12 @@ class Cut:
 
 class Cutter(Protocol):
     """What every way of cutting batches offers (`pairload.cut.paths` chooses one). `path`: its name in the table;
-    `on_device`: its cuts are device tensors, already oriented."""
+    `on_device`: its cuts are device tensors, already oriented; `degrades`: it makes the inputs of a degradation
+    itself (the cut path places the degrade stage in it), so its cuts hold them."""
 
     path: str
     on_device: bool
+    degrades: bool
 
     def start(self) -> None: ...
     def cuts(self, run: tuple, plans: list[BatchPlan], reclaim: Callable[[], None] = ...,

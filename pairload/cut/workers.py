@@ -37,7 +37,7 @@ from ..hooks import Hooks
 from ..plan import BatchPlan, PlanConfig
 from ..plan.crops import crop_size
 from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY, SHM_DIR
-from ..workers.windows import Synth, WindowTask, fill, synthesize_window
+from ..workers.windows import Synth, WindowTask, degrade_window, fill
 from .payload import Cut
 
 Run = tuple  # (epoch, consumed): one pass over an epoch, or over the rest of a started one
@@ -306,7 +306,7 @@ class WorkerCuts:
 
     def __init__(self, ds, cfg: PlanConfig, plan_for: Callable[[int, tuple], list[BatchPlan]], *,
                  num_workers: int, prefetch: int, pin: bool, apply_codes: bool, name: str, hold: int = 0,
-                 timeout: float = 300.0, hooks: Hooks | None = None, synthesize: bool = False):
+                 timeout: float = 300.0, hooks: Hooks | None = None, degrade=None):
         if not timeout > 0:
             raise ConfigError(f"timeout={timeout}: expected a positive number of seconds to wait for a batch")
         self.ds, self.cfg, self.plan_for, self.timeout = ds, cfg, plan_for, timeout
@@ -314,9 +314,9 @@ class WorkerCuts:
         self.num_workers, self.pin, self.apply_codes, self.name = num_workers, pin, apply_codes, name
         self.prefetch, self.hold = prefetch, hold
         self.hooks = hooks or Hooks()
-        # a degradation's inputs are made here (the batch stays on the host): rows of the sources read as targets
-        self.synthesize = synthesize and cfg.degrade is not None
-        self._makes = self._synthesized_rows() if self.synthesize else None
+        # the degrade stage runs here (the path placed it in the host cutter): rows of the sources read as targets
+        self.degrade = degrade
+        self._makes = self._degraded_rows() if degrade is not None else None
         self.pool: WorkerPool | None = None
         self._pending: deque = deque()  # (run, batch, slot) submitted to workers, in delivery order
         self._free: deque = deque()
@@ -327,7 +327,12 @@ class WorkerCuts:
     path = "workers"
     on_device = False
 
-    def _synthesized_rows(self) -> np.ndarray:
+    @property
+    def degrades(self) -> bool:
+        """The cuts hold the inputs a degradation makes (the degrade stage runs in this cutter)."""
+        return self.degrade is not None
+
+    def _degraded_rows(self) -> np.ndarray:
         """Per sample: its source is read as targets only (the loader opened the degraded sources so)."""
         sources = getattr(self.ds, "by_name", None)
         if sources is None:
@@ -335,9 +340,9 @@ class WorkerCuts:
         return np.concatenate([np.full(len(ds), ds.targets_only) for ds in sources.values()])
 
     def _synth(self, bp: BatchPlan) -> Synth | None:
-        if not self.synthesize:
+        if self.degrade is None:
             return None
-        return Synth(self.cfg.degrade, bp.synth, bp.noise, self._makes[bp.index])
+        return Synth(self.degrade, bp.synth, bp.noise, self._makes[bp.index])
 
     @property
     def depth(self) -> int:
@@ -402,13 +407,14 @@ class WorkerCuts:
                         self.ds.check_shards(bp.index)
                         code = bp.code if self.apply_codes else None
                         fill(self.ds, *layout.views(host), bp.index, bp.y, bp.x, code, self.members.scale)
-                        if self.synthesize:
-                            synthesize_window(self.ds, *layout.views(host), bp.index, code, self._synth(bp))
+                        if self.degrade is not None:
+                            with self.hooks.timed("degrade"):
+                                degrade_window(self.ds, *layout.views(host), bp.index, code, self._synth(bp))
                         if self.ds.transient:
                             self.ds.drop_evicted()
                     finally:
                         self.ds.release(token)
-                    yield Cut((bp,), layout, host, self.apply_codes, synthesized=self.synthesize)
+                    yield Cut((bp,), layout, host, self.apply_codes)
         except LoaderError:
             self.close()  # the other workers stop too; the next iteration starts fresh ones
             raise
@@ -489,5 +495,5 @@ class WorkerCuts:
                 self._wait(slot)
             layout = self.members.batch(len(bp), *bp.out_hw(self.ds.sizes))
             yield Cut((bp,), layout, pool.ring[slot], self.apply_codes,
-                      release=lambda slot=slot, pool=pool: self._release(slot, pool), synthesized=self.synthesize)
+                      release=lambda slot=slot, pool=pool: self._release(slot, pool))
             nxt = self._submit(*nxt, reclaim)

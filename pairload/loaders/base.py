@@ -141,19 +141,22 @@ _PLAN_FIELDS = ("seed", "batch_size", "crop", "split", "last_batch", "shuffle", 
 _NEWER_FIELDS = {"repeats": 1, "mix": None, "schedule": None, "degrade": None, "clips": None}
 
 
-def clip_units(cfg: PlanConfig, sequences, key_hash: np.ndarray, hw: np.ndarray, split: str):
+def clip_units(cfg: PlanConfig, sequences, key_hash: np.ndarray, hw: np.ndarray, split: str, keys=None):
     """The clip units of a split's sequences (`plan.clips.ClipUnits`); a split packed without --sequences is
-    refused. Sequences left out as too short (short='drop') are reported in a warning, by name."""
+    refused. Sequences left out as too short (short='drop'), and breaks in a sequence's frame numbering (`keys`),
+    are reported in a warning, by name."""
     from ..plan.clips import ClipUnits
 
     if sequences is None:
         raise ConfigError(f"split {split!r} has no sequences: clips={cfg.clips.frames} takes frames of videos or "
                           "bursts from a split packed with `pairload pack RAW SHARDS --sequences` (a mix: every "
                           "source packed so)", option="clips")
-    units = ClipUnits.build(cfg.clips, sequences, key_hash, hw, f"split {split!r}")
-    if units.dropped:
-        import warnings
+    units = ClipUnits.build(cfg.clips, sequences, key_hash, hw, f"split {split!r}", keys)
+    import warnings
 
+    if units.gaps:
+        warnings.warn(units.gaps, stacklevel=3)
+    if units.dropped:
         warnings.warn(f"split {split!r}: {len(units.dropped)} sequence(s) shorter than a clip of {cfg.clips.frames} "
                       f"frames are left out (short='drop'): {', '.join(units.dropped[:8])}"
                       + (", …" if len(units.dropped) > 8 else ""), stacklevel=3)
@@ -311,7 +314,6 @@ class PlannedLoader(StatefulEpochs):
     structure, for the by-shard deal."""
 
     PLANS_KEPT = 3  # runs whose plans are kept: the current one, the next (workers run ahead), one more for len()
-    SYNTH_FED = False  # True: the kind synthesizes inputs where it feeds them (DALI's external source), not after
 
     def __init__(self, keys, hw: np.ndarray, split: str, opts: LoaderOptions, groups=(), shards: Shards | None = None,
                  key_hash: np.ndarray | None = None, sequences=None):
@@ -325,7 +327,7 @@ class PlannedLoader(StatefulEpochs):
         self.hw = np.asarray(hw, dtype=np.int64)  # a mapped index's int64 column is viewed, not copied
         self.key_hash = key_hashes(self.keys) if key_hash is None else np.asarray(key_hash, dtype=np.uint64)
         frame_groups = named_groups(groups)
-        self.units = clip_units(opts.plan, sequences, self.key_hash, self.hw, split) \
+        self.units = clip_units(opts.plan, sequences, self.key_hash, self.hw, split, self.keys) \
             if opts.plan.clips is not None else None
         units = self.units
         plan_groups = units.groups(groups) if units is not None else groups
@@ -349,13 +351,14 @@ class PlannedLoader(StatefulEpochs):
         self.device = opts.torch_device
         self._source_names = [name for name, n in frame_groups for _ in range(n)] if frame_groups else None
         self.sensor_rows = None  # camera raw splits: set by the loaders over shards (`format.sensor.SensorRows`)
-        self.synth_rows = self._synth_rows(frame_groups)  # bool per sample: synthesized (None: all, or none)
+        self._degraded = self._degraded_rows(frame_groups)  # bool per sample: degraded (None: all, or none)
+        self._degrade = None  # the degrade stage (`cut.degrade.Degrade`), made on first use: `degrade_stage`
         self._plans: dict[tuple, list[BatchPlan]] = {}
-        self._tables: dict[int, tuple] = {}  # id(plans) -> (plans, their RunTables): `_synth_on`
         self._init_state()
 
-    def _synth_rows(self, groups) -> np.ndarray | None:
-        """Which samples `degrade` synthesizes when it names some of the mixed sources (None: every sample)."""
+    def _degraded_rows(self, groups) -> np.ndarray | None:
+        """Which samples `degrade` makes the inputs of when it names some of the mixed sources (None: every
+        sample)."""
         names = self.cfg.degrade_sources
         if not names:
             return None
@@ -435,36 +438,34 @@ class PlannedLoader(StatefulEpochs):
             return self._views(plans, torch.zeros(len(flags), dtype=torch.bool, device=self.device))
         return self._on_device(plans, flags)
 
-    def _sensor_on(self, plans: list[BatchPlan], synth=None) -> Callable[[BatchPlan], SensorBatch | None]:
+    def _sensor_on(self, plans: list[BatchPlan], run=None) -> Callable[[BatchPlan], SensorBatch | None]:
         """`sensor(bp)`: a planned batch's camera raw facts on the loader's device (None for an image split), as
-        views of one copy per run (`_on_device`); a synthesized raw input's ratio is the one drawn for it (`synth`:
-        the run's `RunTables`), its exposure the target's over that ratio."""
+        views of one copy per run (`_on_device`); a degraded raw input's ratio is the one drawn for it (`run`: the
+        run's `DegradeRun`), its exposure the target's over that ratio."""
         if self.sensor_rows is None or not plans:
             return lambda bp: None
         table = np.concatenate([sensor_table(self.sensor_rows.take(bp.index)) for bp in plans])
-        ratio = synth.ratios() if synth is not None else None
+        ratio = run.ratios() if run is not None else None
         if ratio is not None:
-            on = synth.host_apply
+            on = run.host_apply
             table[on, 0] = ratio[on]
             table[on, 1] = table[on, 2] / ratio[on]
         views = self._on_device(plans, table)
         return lambda bp: SensorBatch(views(bp))
 
-    def _synth_on(self, plans: list[BatchPlan]):
-        """The run's degradation tables on the loader's device (`pairload.synth.execute.RunTables`), or None; made
-        once per run's plans and kept as long as the plans are (a DALI feed and the batches' rows share them)."""
-        if self.cfg.degrade is None or not plans:
-            return None
-        kept = self._tables
-        got = kept.get(id(plans))
-        if got is None or got[0] is not plans:
-            from ..synth.execute import RunTables
+    @property
+    def degrade_stage(self):
+        """The loader's degrade stage (`pairload.cut.degrade.Degrade`), or None without a degradation."""
+        if self._degrade is None and self.cfg.degrade is not None:
+            from ..cut.degrade import Degrade
 
-            if len(kept) >= self.PLANS_KEPT:
-                kept.pop(next(iter(kept)))
-            got = kept[id(plans)] = (plans, RunTables(self.cfg.degrade, plans, self.synth_rows, self.sensor_rows,
-                                                      self.device))
-        return got[1]
+            self._degrade = Degrade(self.cfg.degrade, self._degraded, self.sensor_rows, self.device)
+        return self._degrade
+
+    def _degrade_run(self, plans: list[BatchPlan]):
+        """The run's `DegradeRun` (its tables on the loader's device, made once per run's plans), or None."""
+        stage = self.degrade_stage
+        return None if stage is None or not plans else stage.begin(plans)
 
     def _on_device(self, plans: list[BatchPlan], rows: np.ndarray) -> Callable[[BatchPlan], torch.Tensor]:
         """`view(bp)`: a run's `rows` (the batches' rows in plan order, first axis the samples) on the loader's
@@ -481,17 +482,16 @@ class PlannedLoader(StatefulEpochs):
         views = dict(zip(map(id, plans), values.split([len(bp) for bp in plans])))
         return lambda bp: views[id(bp)]
 
-    def _rows_on(self, plans: list[BatchPlan], on_device: bool) -> Callable[[BatchPlan], Rows]:
-        """`rows(bp)`: what each planned batch of one run holds besides its pixels (`batch.Rows`), asked in plan
-        order; its padding flags on the loader's device when the batch is cut there (`on_device`), else on the
-        host (the device stage copies them with the batch)."""
-        padded = self._padded_on(plans) if on_device else self._padded
-        synth = self._synth_on(plans)
-        sensor = self._sensor_on(plans, synth)
+    def _rows_on(self, plans: list[BatchPlan]) -> Callable[[BatchPlan], Rows]:
+        """`rows(bp)`: what each planned batch of one run holds besides its pixels (`batch.Rows`), on the loader's
+        device, asked in plan order."""
+        padded = self._padded_on(plans)
+        run = self._degrade_run(plans)
+        sensor = self._sensor_on(plans, run)
         keys = self._keys_on(plans)
-        if synth is None:
+        if run is None:
             return lambda bp: Rows(keys(bp), padded(bp), self._source(bp), sensor(bp))
-        return lambda bp: Rows(keys(bp), padded(bp), self._source(bp), sensor(bp), synth.rows(bp, self.SYNTH_FED))
+        return lambda bp: Rows(keys(bp), padded(bp), self._source(bp), sensor(bp), run.params(bp))
 
     def plan(self) -> list[BatchPlan]:
         return self.plan_for(self.epoch, self._consumed(self.epoch))

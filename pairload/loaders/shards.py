@@ -123,12 +123,12 @@ class ShardLoader(PlannedLoader):
         self.ds.close_remote()
 
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
-        rows = self._rows_on(plans, on_device=self.cutter.on_device)
+        rows = self._rows_on(plans)
+        # the degrade stage runs in the cutter where the cut path placed it there, else on the device after the cut
+        run = None if self.cutter.degrades else self._degrade_run(plans)
         options = {"group": KERNEL_GROUP[self.cutter.path]} if self.cutter.path in KERNEL_GROUP else {}
-        if options and self.cfg.degrade is not None and self.synth_rows is None:
-            options["inputs"] = False  # every input is synthesized from its target: the kernel reads targets only
         cuts = self.cutter.cuts((epoch, consumed), plans, self._stage.reclaim, **options)
-        yield from self._stage.one_ahead(cuts, rows, augment=self.cfg.augment)  # batch k+1 is cut while k is used
+        yield from self._stage.one_ahead(cuts, rows, run, augment=self.cfg.augment)  # batch k+1 is cut while k is used
 
 
 def _warn_if_larger_than_memory(ds: ShardDataset) -> None:

@@ -31,7 +31,7 @@ class WindowTask(NamedTuple):
 
 
 class Synth(NamedTuple):
-    """A batch's synthesis, for a host cutter to run after cutting (`synthesize_window`): the degradation
+    """A batch's inputs to make after cutting (the host cutter runs the degrade stage itself): the degradation
     (`pairload.synth.Degradation`), each row's parameters (n, columns) and noise key (n,) from its plan, and which rows
     it makes (their source holds targets)."""
 
@@ -55,20 +55,16 @@ def fill(ds, low_dst: np.ndarray, high_dst: np.ndarray, index, y, x, code=None, 
         high_dst[j] = orient(high[yy * s:(yy + h) * s, xx * s:(xx + w) * s], c)
 
 
-def synthesize_window(ds, low: np.ndarray, high: np.ndarray, index, code, synth: Synth) -> None:
-    """Make the inputs `low` of the cut targets `high` for the rows `synth` applies to, with the model's numpy
-    executor (the same definition as the device's kernel); `code`: the orientation the windows were cut in (None:
-    not yet oriented)."""
-    rows = np.flatnonzero(synth.apply)
-    if not len(rows):
-        return
-    model = synth.degrade.spec
+def degrade_window(ds, low: np.ndarray, high: np.ndarray, index, code, synth: Synth) -> None:
+    """Make the inputs `low` of the cut targets `high` (`make_inputs`); `code`: the orientation the windows were cut
+    in (None: not yet oriented). A camera raw model reads each row's levels from the split."""
+    from ..synth.host import make_inputs  # imported by the tasks that degrade: a worker starts without it
+
     levels = None
-    if model.needs_levels:
-        taken = ds.sensor.take(np.asarray(index)[rows])
+    if synth.degrade.spec.needs_levels:
+        taken = ds.sensor.take(np.asarray(index))
         levels = taken.levels_high if taken.levels_high is not None else taken.levels
-    codes = np.zeros(len(rows), dtype=np.int64) if code is None else np.asarray(code)[rows]
-    low[rows] = model.numpy(high[rows], synth.table[rows], synth.keys[rows], codes, levels, synth.degrade.extra)
+    make_inputs(synth.degrade, high, low, synth.table, synth.keys, code, synth.apply, levels)
 
 
 def run_window(ds, ring: np.ndarray, task: WindowTask) -> None:
@@ -77,6 +73,6 @@ def run_window(ds, ring: np.ndarray, task: WindowTask) -> None:
     low, high = task.members.batch(len(task.index), task.h, task.w).views(ring[task.slot])
     fill(ds, low, high, task.index, task.y, task.x, task.code, task.members.scale)
     if task.synth is not None:
-        synthesize_window(ds, low, high, task.index, task.code, task.synth)
+        degrade_window(ds, low, high, task.index, task.code, task.synth)
     if ds.transient:  # cached remote shards may be evicted once released: keep no map of them
         ds.drop_evicted()

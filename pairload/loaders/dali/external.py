@@ -14,9 +14,9 @@ from nvidia.dali.tensors import TensorListGPU
 from torch.utils.dlpack import to_dlpack
 
 from ...plan import BatchPlan
-from ...synth.execute import synthesize
 from ..base import LoaderOptions, RemoteOptions
 from ...cut import PATHS, Cut, Request, choose
+from ...cut.degrade import Degrade
 from .graph import PairedNodes, augment, dihedral_matrices
 from .source import PairedSource
 
@@ -32,7 +32,6 @@ class ExternalSource(PairedSource):
     in CPU-only mode the workers flip while copying. The pipeline's first operator sees the final crops."""
 
     KIND = "external"
-    SYNTH_FED = True  # inputs are synthesized in the feed, so the pipeline's own nodes carry them
 
     def __init__(self, source, opts: LoaderOptions, *, prefetch: int = 4, timeout: float = 300.0,
                  zero_copy: bool | None = None, pin_budget: int | None = None,
@@ -136,7 +135,7 @@ class ExternalSource(PairedSource):
         and a batch is fed after its event completed, which it has by then: the GPU cuts faster than DALI takes."""
         ahead: deque = deque()
         for cut in self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=_CUT_GROUP):
-            ready = self._synthesized(run, cut)
+            ready = self._degraded(run, cut)
             low, high = cut.sides()
             sizes = [len(bp) for bp in cut.plans]
             for bp, lo, hi in zip(cut.plans, low.split(sizes), high.split(sizes)):
@@ -169,7 +168,7 @@ class ExternalSource(PairedSource):
         launches = self._launched.pop(run, None) or self._launches(run, plans)
         ahead: deque = deque()
         for cut in launches:
-            ahead.append((cut, self._synthesized(run, cut)))
+            ahead.append((cut, self._degraded(run, cut)))
             if len(ahead) > _LAUNCHES_AHEAD:
                 yield self._ready_iteration(run, ahead.popleft())
         state = self.run_state
@@ -194,21 +193,14 @@ class ExternalSource(PairedSource):
         cut, ready = launched
         return self._to_dali(run, cut.plans, ready, cut.sides())
 
-    def _synthesized(self, run: tuple, cut: Cut):
-        """The event after which a device cut's inputs are synthesized (on the cutting stream), or the cut's own
-        without a degradation."""
-        tables = self._feed_tables(run)
+    def _degraded(self, run: tuple, cut: Cut):
+        """The event after which a device cut's inputs are made (the degrade stage, on the cutting stream: the
+        pipeline's own nodes carry them), or the cut's own without a degradation."""
+        tables = self._degrade_run(self.plan_for(*run))
         if tables is None:
             return cut.ready
-        with torch.cuda.stream(self._zero.stream):
-            synthesize(*cut.sides(), [tables.rows(bp) for bp in cut.plans], oriented=cut.oriented)
-            ready = torch.cuda.Event()
-            ready.record(self._zero.stream)
-        return ready
-
-    def _feed_tables(self, run: tuple):
-        """The run's degradation tables (`RunTables`, shared with its batches' rows); None without a degradation."""
-        return self._synth_on(self.plan_for(*run))
+        with self.hooks.timed(Degrade.name):
+            return tables.apply(cut, self._zero.stream).ready
 
     def _inputs(self, run: tuple, plans: list[BatchPlan]):
         if self._zero_active and self._per_iteration > 1:
@@ -217,15 +209,17 @@ class ExternalSource(PairedSource):
         if self._zero_active:
             yield from self._device_inputs(run, plans)
             return
-        tables = self._feed_tables(run)
+        # the degrade stage runs in the feed where the workers do not run it (they leave a GPU pipeline's inputs)
+        tables = None if self._host.degrades else self._degrade_run(plans)
         for cut in self._host.cuts(run, plans):
             (bp,) = cut.plans
             self.run_state.fed.append((run, bp))
             if cut.release is not None:
                 self._hold_until_consumed(cut.release)
             batch = list(cut.sides())
-            if tables is not None and not cut.synthesized:
-                synthesize(*batch, [tables.rows(bp)], oriented=cut.oriented)
+            if tables is not None:
+                with self.hooks.timed(Degrade.name):
+                    tables.apply(cut)
             if self._flip_on_device:
                 batch.append(dihedral_matrices(bp.code, self._out_hw_index(bp.index, bp.crop)))
             yield batch

@@ -212,7 +212,7 @@ class PairedSource(PlannedLoader):
         pipe = self._ready_for(run)
         self._run_starts()
         state.delivering()
-        self._rows_now = self._rows_on(plans, on_device=True)
+        self._rows_now = self._rows_on(plans)
         if self._per_iteration > 1:
             yield from self._iterations(pipe, run, plans)
             state.ended(run)
@@ -311,8 +311,8 @@ class PairedSource(PlannedLoader):
             out["source"] = rows.source
         if rows.sensor is not None:
             out["sensor"] = rows.sensor
-        if rows.synth is not None:
-            out["degradation"] = rows.synth.params()
+        if rows.degradation is not None:
+            out["degradation"] = rows.degradation
         return out
 
     def _out_hw_index(self, index: np.ndarray, crop: int | None) -> np.ndarray:

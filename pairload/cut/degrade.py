@@ -1,0 +1,160 @@
+"""The degrade stage: a loader's inputs made from their targets (`degrade=`), as a stage of the cut path.
+
+`Degrade` is made once per loader. For each run it builds the run's tables once (`Degrade.begin` → `DegradeRun`:
+each row's parameters, noise key, orientation code, whether it is made, camera raw levels; on the host and copied to
+the device once), which give each batch its `PairBatch.degradation` views and make the inputs of a `Cut`
+(`DegradeRun.apply`): on a device block, on the stream the cut is ready on (the Triton kernels, one launch per block,
+no host synchronisation); on a host block with the model's numpy executor (`pairload.synth.host.make_inputs`, which
+the worker processes run too). Where the stage runs (after the device cut, in the worker processes, in a DALI feed)
+is the cut path's (`pairload.cut.paths`): a cutter that makes the inputs itself has `degrades` set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..errors import ConfigError
+from ..synth.host import make_inputs
+from .payload import Cut
+
+
+class DegradeRun:
+    """A run's per-sample degradation rows, in plan order: on the host (numpy: `host`) and on the loader's device (one
+    copy each, from page-locked memory on a GPU: `table`, `keys`, `code`, `apply`, `levels`). `table` (rows,
+    columns) float32 (NaN where the row is not made), `keys` int64 (the noise keys' bits), `code` int32, `apply`
+    int32, `levels` (rows, 5) float32 (black of each packed channel, white) for a model that needs them."""
+
+    def __init__(self, degrade, plans, applies: np.ndarray | None, sensor_rows, device: torch.device):
+        self.degrade = degrade
+        index = np.concatenate([bp.index for bp in plans])
+        apply = np.ones(len(index), dtype=bool) if applies is None else applies[index]
+        table = np.concatenate([bp.synth for bp in plans]).copy()
+        table[~apply] = np.nan  # rows of a source that is not degraded carry no parameters
+        self.host = [table, np.concatenate([bp.noise for bp in plans]).view(np.int64),
+                     np.concatenate([bp.code for bp in plans]).astype(np.int32), apply.astype(np.int32)]
+        if degrade.spec.needs_levels:
+            if sensor_rows is None:
+                raise ConfigError(f"degradation {degrade.model!r} needs each sample's camera raw levels, and this "
+                                  "split has none: pack the clean raw targets with --raw-target packed")
+            rows = sensor_rows.take(index)
+            levels = rows.levels_high if rows.levels_high is not None else rows.levels
+            self.host.append(np.ascontiguousarray(levels, dtype=np.float32))
+        else:
+            self.host.append(None)
+        staged = [None if a is None else torch.from_numpy(a) for a in self.host]
+        if device.type == "cuda":
+            staged = [None if t is None else t.pin_memory().to(device, non_blocking=True) for t in staged]
+        self.table, self.keys, self.code, self.apply, self.levels = staged
+        self.no_code = torch.zeros_like(self.code)  # windows not yet oriented: drawn where they lie
+        self.any = bool(apply.any())
+        self.at: dict[int, tuple[int, int]] = {}
+        start = 0
+        for bp in plans:
+            self.at[id(bp)] = (start, len(bp))
+            start += len(bp)
+
+    def params(self, bp) -> dict[str, torch.Tensor]:
+        """`PairBatch.degradation` of a planned batch of this run: each parameter's (n,) values, views of the table."""
+        start, n = self.at[id(bp)]
+        table = self.table[start:start + n]
+        return {name: table[:, k] for k, name in enumerate(self.degrade.columns)}
+
+    def ratios(self) -> np.ndarray | None:
+        """Each row's drawn amplification ratio (NaN where not made), for a model that has one."""
+        cols = self.degrade.columns
+        return self.host[0][:, cols.index("ratio")] if "ratio" in cols else None
+
+    @property
+    def host_apply(self) -> np.ndarray:
+        return self.host[3].astype(bool)
+
+    def apply(self, cut: Cut, stream: torch.cuda.Stream | None = None) -> Cut:
+        """The cut with its inputs made. A device cut: on `stream` once the cut is ready, the returned cut ready once
+        they are made; a host cut: now."""
+        if not cut.on_device or stream is None:
+            self.make(*cut.sides(), cut.plans, oriented=cut.oriented)
+            return cut
+        with torch.cuda.stream(stream):
+            if cut.ready is not None:
+                stream.wait_event(cut.ready)
+            self.make(*cut.sides(), cut.plans, oriented=cut.oriented)
+            ready = torch.cuda.Event()
+            ready.record(stream)
+        return replace(cut, ready=ready)
+
+    def make(self, low, high, plans: Sequence, *, oriented: bool = True) -> None:
+        """Write the inputs `low` of the block `high` ((N, H, W, C) torch tensors or numpy arrays holding `plans`'
+        rows, in order) for the rows made: on a CUDA block on the current stream, on a host block with numpy.
+        `oriented` False: the windows are not yet oriented (a DALI pipeline orients them), so their noise is drawn
+        where they lie, as it would be mapped back from the oriented window."""
+        if not self.any:
+            return
+        spans = [self.at[id(bp)] for bp in plans]
+        start, end = spans[0][0], spans[-1][0] + spans[-1][1]
+        if any(b[0] != a[0] + a[1] for a, b in zip(spans, spans[1:])) or end - start != len(low):
+            sizes = [n for _, n in spans]
+            split = (lambda t: t.split(sizes)) if isinstance(low, torch.Tensor) else \
+                (lambda a: np.split(a, np.cumsum(sizes)[:-1]))
+            for bp, lo, hi in zip(plans, split(low), split(high)):
+                self.make(lo, hi, [bp], oriented=oriented)  # not one stretch of the run: one batch at a time
+            return
+        span = slice(start, end)
+        if isinstance(high, torch.Tensor) and high.device.type == "cuda":
+            self._launch(low, high, span, oriented)
+            return
+        table, keys, code, apply, levels = (None if a is None else a[span] for a in self.host)
+        make_inputs(self.degrade, _numpy_view(high), _numpy_view(low), table, keys, code if oriented else None,
+                    apply, levels)
+
+    def _launch(self, low: torch.Tensor, high: torch.Tensor, span: slice, oriented: bool) -> None:
+        from ..synth.launch import launch
+
+        model, extra = self.degrade.spec, self.degrade.extra
+        args = (self.table[span], self.keys[span], (self.code if oriented else self.no_code)[span], self.apply[span],
+                None if self.levels is None else self.levels[span])
+        if not (high.is_contiguous() and low.is_contiguous()):  # blocks are; anything else goes through a copy
+            out = torch.empty_like(high, memory_format=torch.contiguous_format)
+            launch(model, extra, high.contiguous(), out, *args)
+            low.copy_(torch.where(self.apply[span].bool().view(-1, 1, 1, 1), out, low))
+            return
+        launch(model, extra, high, low, *args)
+
+
+class Degrade:
+    """The degrade stage of one loader: `degrade` (a `Degradation`), `applies` (bool per sample: its source is
+    degraded; None: every sample), the split's camera raw rows and the loader's device. `begin(plans)` gives a run's
+    `DegradeRun`, made once and kept while the run's plans are (a DALI feed and the batches' rows share it)."""
+
+    name = "degrade"
+    KEPT = 3  # runs kept: the current one, the next (cut ahead), one more
+
+    def __init__(self, degrade, applies: np.ndarray | None, sensor_rows, device: torch.device):
+        self.degrade, self.applies, self.sensor_rows, self.device = degrade, applies, sensor_rows, device
+        self._runs: dict[int, tuple] = {}  # id(plans) -> (plans, their DegradeRun)
+
+    @property
+    def every_row(self) -> bool:
+        """Every input is made from its target (no source keeps stored inputs): the cut reads targets only."""
+        return self.applies is None
+
+    def begin(self, plans) -> DegradeRun:
+        got = self._runs.get(id(plans))
+        if got is None or got[0] is not plans:
+            if len(self._runs) >= self.KEPT:
+                self._runs.pop(next(iter(self._runs)))
+            got = self._runs[id(plans)] = (plans, DegradeRun(self.degrade, plans, self.applies, self.sensor_rows,
+                                                            self.device))
+        return got[1]
+
+
+def _numpy_view(t) -> np.ndarray:
+    """A (N, H, W, C) CPU tensor's or array's numpy view (uint16 tensors through their int16 bits)."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    if t.dtype == torch.uint16:
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
