@@ -10,7 +10,8 @@ from typing import Callable, Iterator, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from ..batch import Rows, SensorBatch
+from ..batch import SensorBatch
+from ..cut.convert import Rows
 from ..devices import resolve_device
 from ..format.sensor import table as sensor_table
 from ..hooks import Hooks
@@ -351,7 +352,7 @@ class PlannedLoader(StatefulEpochs):
         self.device = opts.torch_device
         self._source_names = [name for name, n in frame_groups for _ in range(n)] if frame_groups else None
         self.sensor_rows = None  # camera raw splits: set by the loaders over shards (`format.sensor.SensorRows`)
-        self._degraded = self._degraded_rows(frame_groups)  # bool per sample: degraded (None: all, or none)
+        self._degrade_applies = self._degraded_rows(frame_groups)  # bool per sample: degraded (None: all, or none)
         self._degrade = None  # the degrade stage (`cut.degrade.Degrade`), made on first use: `degrade_stage`
         self._plans: dict[tuple, list[BatchPlan]] = {}
         self._init_state()
@@ -459,7 +460,7 @@ class PlannedLoader(StatefulEpochs):
         if self._degrade is None and self.cfg.degrade is not None:
             from ..cut.degrade import Degrade
 
-            self._degrade = Degrade(self.cfg.degrade, self._degraded, self.sensor_rows, self.device)
+            self._degrade = Degrade(self.cfg.degrade, self._degrade_applies, self.sensor_rows, self.device)
         return self._degrade
 
     def _degrade_run(self, plans: list[BatchPlan]):
@@ -483,7 +484,7 @@ class PlannedLoader(StatefulEpochs):
         return lambda bp: views[id(bp)]
 
     def _rows_on(self, plans: list[BatchPlan]) -> Callable[[BatchPlan], Rows]:
-        """`rows(bp)`: what each planned batch of one run holds besides its pixels (`batch.Rows`), on the loader's
+        """`rows(bp)`: what each planned batch of one run holds besides its pixels (`cut.convert.Rows`), on the loader's
         device, asked in plan order."""
         padded = self._padded_on(plans)
         run = self._degrade_run(plans)
