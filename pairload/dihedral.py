@@ -1,6 +1,7 @@
 """The eight orientation codes (flips and 90° rotations of a window) and their numpy reference: the one definition
-the planner draws, the workers apply, the GPU kernel and DALI's affine matrices reproduce, and the tests check
-against. Numpy only (loader workers import it).
+the planner draws and every executor reads (the workers' `orient`, torch's `apply_codes`, the Triton kernels through
+`pairload.cut.kernel.orient`, the synthesis counters and DALI's matrices through `source_index`), checked together by
+tests/test_orientation.py. Numpy only (loader workers import it).
 
 A code is a bit set, applied after cropping in this order: bit 2 (TRANSPOSE, 4) swaps rows and columns (square
 windows only), bit 1 (VFLIP, 2) flips vertically, bit 0 (HFLIP, 1) flips horizontally.
@@ -26,14 +27,15 @@ def orient(window: np.ndarray, code: int) -> np.ndarray:
     return window
 
 
-def source_index(code: int, h: int, w: int, i: int, j: int) -> tuple[int, int]:
-    """Where output pixel (i, j) of an h×w oriented window comes from in the unoriented window (the gather form of
-    `orient`, as the GPU kernel and the resident gather compute it)."""
-    if code & VFLIP:
-        i = h - 1 - i
-    if code & HFLIP:
-        j = w - 1 - j
-    return (j, i) if code & TRANSPOSE else (i, j)
+def source_index(code, h, w, i, j) -> tuple[np.ndarray, np.ndarray]:
+    """(row, column) in the unoriented window of pixel (i, j) of an h×w window oriented by `code`: the gather form of
+    `orient`, the flips undone, then the transpose. Scalars or arrays that broadcast together (0-d arrays for
+    scalars)."""
+    code = np.asarray(code)
+    i = np.where(code & VFLIP, h - 1 - i, i)
+    j = np.where(code & HFLIP, w - 1 - j, j)
+    t = (code & TRANSPOSE) != 0
+    return np.where(t, j, i), np.where(t, i, j)
 
 
 def allowed(code: np.ndarray, h: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -45,22 +47,16 @@ def allowed(code: np.ndarray, h: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 def matrices(code: np.ndarray, hw: np.ndarray) -> np.ndarray:
     """(n, 2, 3) float32 affine matrices mapping output (x, y) to input coordinates for each code, for windows of
-    size hw (n, 2) (DALI's `warp_affine` with `inverse_map`): pixel centres land exactly on pixel centres."""
-    code = np.asarray(code, dtype=np.int64)
-    hw = np.asarray(hw, dtype=np.float32).reshape(-1, 2)
+    size hw (n, 2) (DALI's `warp_affine` with `inverse_map`): `source_index` between pixel centres, which it maps
+    exactly onto pixel centres (being affine, it is known by where it sends the origin and the two unit steps)."""
+    code = np.asarray(code, dtype=np.int64).reshape(-1)
+    hw = np.asarray(hw, dtype=np.float64).reshape(-1, 2)
     h, w = hw[:, 0], hw[:, 1]
-    hflip, vflip, trans = (code & HFLIP) != 0, (code & VFLIP) != 0, (code & TRANSPOSE) != 0
-    # output (x, y) -> after undoing the flips (x', y') -> before the transpose (y', x') when transposed
-    xs = np.where(hflip, -1.0, 1.0).astype(np.float32)
-    ys = np.where(vflip, -1.0, 1.0).astype(np.float32)
-    xo = np.where(hflip, w, 0.0).astype(np.float32)
-    yo = np.where(vflip, h, 0.0).astype(np.float32)
-    m = np.zeros((len(code), 2, 3), dtype=np.float32)
-    # not transposed: x_in = xs*x + xo, y_in = ys*y + yo; transposed: x_in = ys*y + yo, y_in = xs*x + xo
-    m[:, 0, 0] = np.where(trans, 0, xs)
-    m[:, 0, 1] = np.where(trans, ys, 0)
-    m[:, 0, 2] = np.where(trans, yo, xo)
-    m[:, 1, 0] = np.where(trans, xs, 0)
-    m[:, 1, 1] = np.where(trans, 0, ys)
-    m[:, 1, 2] = np.where(trans, xo, yo)
-    return m
+
+    def to_input(x: float, y: float) -> np.ndarray:  # (2, n): the input (x, y) of output point (x, y)
+        i, j = source_index(code, h, w, y - 0.5, x - 0.5)
+        return np.stack([j + 0.5, i + 0.5])
+
+    origin = to_input(0.0, 0.0)
+    m = np.stack([to_input(1.0, 0.0) - origin, to_input(0.0, 1.0) - origin, origin], axis=-1)  # (2, n, 3)
+    return np.ascontiguousarray(m.transpose(1, 0, 2), dtype=np.float32)

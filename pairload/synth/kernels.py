@@ -8,19 +8,19 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..cut.kernel.orient import TR, source
 from .models.rawphysics import INVERSE_FACTORIALS, INVERSION_BELOW
-from .rng import COS, ERFINV_CENTRAL, ERFINV_TAIL, ERFINV_W, LN4, SIN, SQRT2, TUKEY_ZERO
+from .rng import COS, ERFINV_CENTRAL, ERFINV_TAIL, ERFINV_W, LN4, ROW_TAG, SECOND, SIN, SQRT2, TUKEY_ZERO
 
 # (output pixels, warps) per program of the sRGB kernels: whole rows of up to 256 pixels (no division per pixel), two
-# warps. Measured best on an H100 and an H200 (2026-11-28): `lowlight` crop 256 1.49M pairs/s against 1.32-1.35M for
-# (1024, 8), and as far ahead at crop 512, 16-bit and for `unprocess`
+# warps
 SHAPE = {"lowlight_kernel": (256, 2), "unprocess_kernel": (256, 2)}
-# the raw kernel: one program of one warp per output row, RAW_STEP columns at a time. Its row noise and parameters
-# are computed once for the row, and its inversion and quantile run only as long as those 32 pixels need (measured
-# best on an H100: 511k pairs/s against 484k for 64 columns and 404k for 256-pixel programs of four warps)
+# the raw kernel: one program of one warp per output row, RAW_STEP columns at a time, so that its row noise and
+# parameters are computed once for the row, and its inversion and quantile run only as long as those 32 pixels need
 RAW_STEP, RAW_WARPS = 32, 1
 # the numpy executors' constants, as constexprs the kernels read
 ERF_CENTRAL = tl.constexpr(ERFINV_CENTRAL)
+ERF_TAIL = tl.constexpr(ERFINV_TAIL)
 W_TAIL = tl.constexpr(ERFINV_W)
 LN_4 = tl.constexpr(LN4)
 SQRT_2 = tl.constexpr(SQRT2)
@@ -38,6 +38,8 @@ K5 = tl.constexpr(COS[5])
 INV_BELOW = tl.constexpr(INVERSION_BELOW)
 INVFACT = tl.constexpr(INVERSE_FACTORIALS)
 TUKEY0 = tl.constexpr(TUKEY_ZERO)
+ROW_WORD = tl.constexpr(ROW_TAG)
+SECOND_WORD = tl.constexpr(SECOND)
 
 
 @triton.jit
@@ -47,55 +49,24 @@ def _value(ptr, m):
 
 
 @triton.jit
-def _log2(x):
-    """log2 by the hardware's approximation (`lg2.approx.ftz.f32`: absolute error below 2^-22 on [0.5, 2], relative
-    error below 2^-22 elsewhere), where libdevice's log2f costs about twenty instructions more per value. No input is
-    subnormal (uniforms are at least 2^-24, images are floored at 1e-8), so flushing them costs nothing."""
-    return tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
-
-
-@triton.jit
-def _ln(x):
-    return _log2(x) * 0.6931471805599453
-
-
-@triton.jit
 def _uniform(bits):
     return (bits >> 9).to(tl.float32) * 1.1920928955078125e-07 + 5.9604644775390625e-08  # (b + 1/2)·2^-23, exact
 
 
 @triton.jit
 def _normal(u):
-    """The standard normal quantile of u (`rng.normal32`): √2·erfinv(2u - 1), Giles' polynomial in w = -ln(4u(1-u))."""
-    w = -_ln(u * (1.0 - u)) - LN_4
+    """The standard normal quantile of u (`rng.normal32`): √2·erfinv(2u - 1), Giles' polynomials in
+    w = -ln(4u(1-u)): the central one in w - 2.5, the tail's in √w - 3 where w >= ERFINV_W (both computed: a select)."""
+    w = -tl.log(u * (1.0 - u)) - LN_4
     wc = w - 2.5
     pc = ERF_CENTRAL[0] * wc + ERF_CENTRAL[1]
     for c in tl.static_range(2, 9):
         pc = pc * wc + ERF_CENTRAL[c]
-    return tl.where(w < W_TAIL, pc, _tail(w)) * ((2.0 * u - 1.0) * SQRT_2)
-
-
-def _tail_asm() -> str:
-    """PTX of Giles' tail polynomial in √w - 3 (`rng.ERFINV_TAIL`) for w >= ERFINV_W, 0 elsewhere, behind a branch
-    per lane: one uniform in 300 takes it, so a warp mostly skips it (as a select, every value would pay for it)."""
-    import struct
-
-    def hexf(x: float) -> str:
-        return "0f%08X" % struct.unpack("<I", struct.pack("<f", x))[0]
-
-    steps = "".join(f"fma.rn.ftz.f32 p, p, t, {hexf(c)};\n" for c in ERFINV_TAIL[1:-1])
-    return ("{\n.reg .pred c;\n.reg .f32 t, p;\nmov.f32 $0, 0f00000000;\n"
-            f"setp.lt.f32 c, $1, {hexf(ERFINV_W)};\n@c bra done;\n"
-            f"sqrt.approx.ftz.f32 t, $1;\nsub.ftz.f32 t, t, {hexf(3.0)};\nmov.f32 p, {hexf(ERFINV_TAIL[0])};\n"
-            f"{steps}fma.rn.ftz.f32 $0, p, t, {hexf(ERFINV_TAIL[-1])};\ndone:\n}}")
-
-
-TAIL_ASM = tl.constexpr(_tail_asm())
-
-
-@triton.jit
-def _tail(w):
-    return tl.inline_asm_elementwise(TAIL_ASM, "=f,f", [w], dtype=tl.float32, is_pure=True, pack=1)
+    wt = tl.sqrt(tl.maximum(w, W_TAIL)) - 3.0
+    pt = ERF_TAIL[0] * wt + ERF_TAIL[1]
+    for c in tl.static_range(2, 9):
+        pt = pt * wt + ERF_TAIL[c]
+    return tl.where(w < W_TAIL, pc, pt) * ((2.0 * u - 1.0) * SQRT_2)
 
 
 @triton.jit
@@ -113,7 +84,7 @@ def _turn(u):
 
 @triton.jit
 def _box_muller(u0, u1):
-    r = tl.sqrt(tl.maximum(-2.0 * _ln(u0), 0.0))
+    r = tl.sqrt(tl.maximum(-2.0 * tl.log(u0), 0.0))
     cos, sin = _turn(u1)
     return r * cos, r * sin
 
@@ -127,20 +98,17 @@ def _tile(H, W, BR: tl.constexpr, BW: tl.constexpr):
 
 
 @triton.jit
-def _window(code, i, j, H, W):
-    """Each output pixel's place in the un-oriented window (`rng.window_counter`)."""
-    j1 = tl.where((code & 1) != 0, W - 1 - j, j)
-    i1 = tl.where((code & 2) != 0, H - 1 - i, i)
-    t = (code & 4) != 0
-    r = tl.where(t, j1, i1)
-    s = tl.where(t, i1, j1)
-    width = tl.where(t, H, W)
-    return (r * width + s).to(tl.uint32)
+def pixel_counter(code, i, j, H, W):
+    """Each output pixel's Philox counter, its place in the unoriented window (`rng.window_counter`), and its row
+    there: the noise follows the pixel, whatever orientation the window was cut in."""
+    r, s = source(code, i, j, H, W)
+    width = tl.where((code & TR) != 0, H, W)  # the unoriented window's
+    return (r * width + s).to(tl.uint32), r
 
 
 @triton.jit
 def _encode(x, FULL: tl.constexpr):
-    curve = 1.055 * tl.exp2(_log2(x) * 0.4166666666666667) - 0.055
+    curve = 1.055 * tl.exp2(tl.log2(x) * 0.4166666666666667) - 0.055
     s = tl.where(x <= 0.0031308, x * 12.92, curve)
     return tl.floor(s * FULL + 0.5)
 
@@ -153,7 +121,7 @@ def _store(ptr, x, m):
 @triton.jit
 def _rgb_normals(keys, codes, n, i, j, H, W, ROUNDS: tl.constexpr):
     """The three normal deviates of each pixel of an RGB window: Box-Muller of its Philox block's words."""
-    counter = _window(tl.load(codes + n), i, j, H, W)
+    counter, _ = pixel_counter(tl.load(codes + n), i, j, H, W)
     key = tl.load(keys + n).to(tl.uint64, bitcast=True)
     zero = counter * 0
     r0, r1, r2, r3 = tl.philox(key, counter, zero, zero, zero, ROUNDS)
@@ -206,7 +174,7 @@ def _unprocess_channel(cam, mask, inv, dark, shot, read, forward, z):
 @triton.jit
 def _process_channel(t, row, n0, n1, n2, FULL: tl.constexpr):
     x = tl.minimum(tl.maximum(_mix(t, row, n0, n1, n2), 0.0), 1.0)
-    x = tl.exp2(_log2(tl.maximum(x, 1e-8)) * 0.45454545454545453)
+    x = tl.exp2(tl.log2(tl.maximum(x, 1e-8)) * 0.45454545454545453)
     x = 3.0 * x * x - 2.0 * x * x * x
     return tl.floor(x * FULL + 0.5)
 
@@ -330,9 +298,9 @@ def _read(u, read_s, lam, rlam, GAUSSIAN: tl.constexpr):
     if GAUSSIAN:
         x = _normal(u)
     elif tl.abs(lam) < TUKEY0:
-        x = _ln(u) - _ln(1.0 - u)
+        x = tl.log(u) - tl.log(1.0 - u)
     else:
-        x = (tl.exp2(lam * _log2(u)) - tl.exp2(lam * _log2(1.0 - u))) * rlam
+        x = (tl.exp2(lam * tl.log2(u)) - tl.exp2(lam * tl.log2(1.0 - u))) * rlam
     return read_s * x
 
 
@@ -348,7 +316,7 @@ def _row_noise(key, r, row_s, ROUNDS: tl.constexpr):
     """The two row-noise values (R's sensor row, B's) of window rows `r`."""
     rows = r.to(tl.uint32)
     zero = rows * 0
-    w0, w1, w2, w3 = tl.philox(key, rows, zero + 1, zero, zero, ROUNDS)
+    w0, w1, w2, w3 = tl.philox(key, rows, zero + ROW_WORD, zero, zero, ROUNDS)
     za, zb = _box_muller(_uniform(w0), _uniform(w1))
     return za * row_s, zb * row_s
 
@@ -382,18 +350,19 @@ def raw_kernel(high, low, levels, table, keys, codes, apply, H, W, C: tl.constex
         base3 = black3 + tl.load(t + 8)
         # a window row is an output row (no transpose: its noise once for the program) or an output column
         # (transposed: once per column)
-        transposed = (code & 4) != 0
-        ra_i, rb_i = _row_noise(key, tl.where((code & 2) != 0, H - 1 - i, i), row_s, ROUNDS)
+        transposed = (code & TR) != 0
+        row_i, _ = source(code, i, 0, H, W)
+        ra_i, rb_i = _row_noise(key, row_i, row_s, ROUNDS)
         for c0 in range(0, W, BW):
             j = c0 + tl.arange(0, BW)[None, :]
             m = j < W
-            counter = _window(code, i, j, H, W)
+            counter, row = pixel_counter(code, i, j, H, W)
             zero = counter * 0
             s0, s1, s2, s3 = tl.philox(key, counter, zero, zero, zero, ROUNDS)
-            q0, q1, q2, q3 = tl.philox(key, counter, zero, zero + 2, zero, ROUNDS)
+            q0, q1, q2, q3 = tl.philox(key, counter, zero, zero + SECOND_WORD, zero, ROUNDS)
             full = tl.zeros((1, BW), tl.float32)
             if transposed:
-                ra_j, rb_j = _row_noise(key, tl.where((code & 1) != 0, W - 1 - j, j), row_s, ROUNDS)
+                ra_j, rb_j = _row_noise(key, row, row_s, ROUNDS)
                 row_a = ra_j + full
                 row_b = rb_j + full
             else:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dihedral import TRANSPOSE, source_index
+
 ROUNDS = 10
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 _W0, _W1 = 0x9E3779B9, 0xBB67AE85
@@ -150,18 +152,12 @@ TUKEY_ZERO = 1e-4  # |λ| below this is the logistic
 
 
 def window_counter(code: np.ndarray, ho: int, wo: int) -> tuple[np.ndarray, np.ndarray]:
-    """(counter, row), each (n, ho, wo): each output pixel's place in its un-oriented crop window (uint32 row ×
-    window width + column) and its row there, for windows oriented by `code` (`pairload.dihedral`: transpose, then
-    vertical flip, then horizontal flip). The noise is drawn in the window's (the sensor's) frame, whatever
-    orientation the batch was cut in."""
-    from ..dihedral import HFLIP, TRANSPOSE, VFLIP
-
+    """(counter, row), each (n, ho, wo): each output pixel's place in its unoriented crop window (uint32 row ×
+    window width + column) and its row there, for ho×wo windows oriented by `code` (`dihedral.source_index`). The
+    noise is drawn in the window's (the sensor's) frame, whatever orientation the batch was cut in."""
     code = np.asarray(code, dtype=np.int64).reshape(-1, 1, 1)
     i = np.arange(ho, dtype=np.int64).reshape(1, -1, 1)
     j = np.arange(wo, dtype=np.int64).reshape(1, 1, -1)
-    j1 = np.where(code & HFLIP, wo - 1 - j, j)
-    i1 = np.where(code & VFLIP, ho - 1 - i, i)
-    t = (code & TRANSPOSE) != 0
-    r, s = np.where(t, j1, i1), np.where(t, i1, j1)
-    width = np.where(t, ho, wo)
+    r, s = source_index(code, ho, wo, i, j)
+    width = np.where(code & TRANSPOSE, ho, wo)  # the unoriented window's
     return (r * width + s).astype(np.uint32), np.broadcast_to(r, (len(code), ho, wo))

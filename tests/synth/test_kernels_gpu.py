@@ -1,11 +1,13 @@
 """The Triton kernels against the numpy executors on a CUDA device: the same Philox words bit for bit, the same
-outputs within the stated tolerance, and a sample's bytes the same alone and inside any batch."""
+outputs within the stated tolerance, a sample's bytes the same alone and inside any batch, and a pixel's noise the
+same under every orientation."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from pairload.dihedral import CODES, TRANSPOSE, orient
 from synth_cases import keys, levels, run_numpy, table, targets
 
 pytestmark = pytest.mark.gpu
@@ -90,3 +92,18 @@ def test_a_sample_is_the_same_alone_and_in_a_batch(model):
         assert np.array_equal(alone[0], batch[k])
     shuffled = _cuda(model, high[::-1].copy(), tab[::-1].copy(), key[::-1].copy(), code[::-1].copy())
     assert np.array_equal(shuffled[::-1], batch)
+
+
+@pytest.mark.parametrize("model,dtype,h,w", [("lowlight", "uint8", 24, 24), ("lowlight", "uint16", 12, 40),
+                                             ("raw-physics", "uint16", 24, 24), ("raw-physics", "uint16", 12, 40)])
+def test_a_pixels_noise_follows_it_under_every_orientation(model, dtype, h, w):
+    """Synthesizing a window cut in any orientation gives the synthesis of the unoriented window, oriented: each
+    pixel's noise (and the raw kernel's row noise) is drawn at its place in the unoriented window."""
+    codes = [c for c in CODES if h == w or not c & TRANSPOSE]
+    n = len(codes)
+    window = targets(model, 1, h, w, dtype)[0]
+    tab, key = np.repeat(table(model, 1), n, axis=0), np.repeat(keys(1), n)
+    plain = _cuda(model, np.stack([window] * n), tab, key, np.zeros(n, dtype=np.int64))[0]
+    oriented = _cuda(model, np.stack([orient(window, c) for c in codes]), tab, key, np.array(codes))
+    wrong = [c for k, c in enumerate(codes) if not np.array_equal(oriented[k], orient(plain, c))]
+    assert wrong == []

@@ -12,13 +12,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ...dihedral import HFLIP, TRANSPOSE, VFLIP
+from .orient import destination
 from .window import window
-
-# the orientation bits (`pairload.dihedral`, the one definition) as compile-time constants
-HF: tl.constexpr = tl.constexpr(HFLIP)
-VF: tl.constexpr = tl.constexpr(VFLIP)
-TR: tl.constexpr = tl.constexpr(TRANSPOSE)
 
 
 @triton.jit
@@ -65,11 +60,6 @@ def cut_rows(out_ptr, anchor, anchor_addr, low_addr, high_addr, width, plan, sta
     nwords = tl.where(row_bytes > 0, ((row_bytes + shift + 15) // 16) * 4, 0)
     m = tl.arange(0, WORDS)
     k0 = tl.arange(0, 4 * WORDS)
-    hflip = (code & HF) != 0
-    vflip = (code & VF) != 0
-    transpose = (code & TR) != 0
-    row_out = tl.where(vflip, hs - 1 - r, r)
-    col_out = tl.where(hflip, ws - 1 - r, r)
     plane = j.to(tl.int64) * hs
     dst = out_ptr + tl.where(side == 0, 0, high_offset)
     for c0 in range(0, ws * pix, CHUNK):
@@ -79,10 +69,6 @@ def cut_rows(out_ptr, anchor, anchor_addr, low_addr, high_addr, width, plan, sta
         px = tl.gather(stream, tl.minimum(k0 + shift, 4 * WORDS - 1), axis=0).to(tl.uint8)
         k = c0 + k0
         mask = (k0 < CHUNK) & (k < row_bytes)
-        c = k // pix
-        # not transposed: out[i, jj] = window[r, c], i = r (vflip: rows-1-r), jj = c (hflip: cols-1-c)
-        # transposed (square): out[i, jj] = window[jj', i'] with jj' = r, i' = c, then the same flips
-        oi = tl.where(transpose, tl.where(vflip, hs - 1 - c, c), row_out)
-        oj = tl.where(transpose, col_out, tl.where(hflip, ws - 1 - c, c))
+        oi, oj = destination(code, r, k // pix, hs, ws)
         tl.store(dst + ((plane + oi) * ws + oj) * pix + k % pix, px, mask=mask)
 
