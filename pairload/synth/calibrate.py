@@ -6,6 +6,7 @@ files (through pairload.raw.camera) or packed H×W×4 uint16 `.npy` mosaics. Num
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -15,8 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, ImageError, MissingDependencyError
+from ..format.atomic import write_json_atomic
 from ..raw.filetypes import NUMPY_EXTS, is_camera_raw
-from .profiles import READ_DISTS, LogLinear, Profile
+from .profiles import (FILE_KEYS, K_BOUNDS, LAMBDA_EXPECTED, READ_DISTS, Ceiling, LogLinear, Profile, lambda_ok,
+                       save_profile, writing)
 
 WINDOW = 512  # side of the central square analysed, in packed pixels (ELD and PMN take 800: statistics need less)
 MIN_FRAMES = 2  # of each kind per ISO: differences of two frames are what cancel the fixed pattern
@@ -55,6 +58,8 @@ def calibrate(flats, darks, *, name: str, iso: int | None = None, black=None, wh
     is the black level and the colour bias what rounding leaves. `window`: the central square analysed (packed pixels).
     Returns the profile (`read_dist` decides which read-noise fit it holds) and a report: per ISO K, photon-transfer
     r², read σ, Tukey-λ scale and shape, row σ, black level and colour bias, and the log-linear fits."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError.for_value("name", name, "expected a non-empty profile name")
     if read_dist not in READ_DISTS:
         raise ConfigError.for_value("read_dist", read_dist, f"expected one of {', '.join(READ_DISTS)}")
     if not isinstance(window, int) or window < 8:
@@ -67,19 +72,19 @@ def calibrate(flats, darks, *, name: str, iso: int | None = None, black=None, wh
     dark_frames = [read_frame(p, iso=iso, black=blacks, white=white, window=window, where=w)
                    for p, w in frame_paths(darks, "darks")]
     _same_camera(flat_frames + dark_frames)
-    for f in flat_frames:
-        check_saturation(f)
+    check_roles(flat_frames, dark_frames, flats, darks)
     by_iso = _by_iso(flat_frames, dark_frames)
     rows = []
     for value, (fl, dk) in sorted(by_iso.items()):
         dark = dark_noise(dk)
         rows.append({"iso": value, "flats": len(fl), "darks": len(dk), **dark,
                      **photon_transfer(fl, dk, dark)})
+        check_measured(rows[-1], fl, dk, read_dist)
     report = {"camera": (flat_frames + dark_frames)[0].camera, "read_dist": read_dist, "isos": rows}
     profile = fit_profile(rows, name=name, read_dist=read_dist, camera=report["camera"],
                           white=_common([f.white for f in flat_frames + dark_frames]))
-    report["read"] = _law_dict(profile.read)
-    report["row"] = _law_dict(profile.row)
+    report["read"] = profile.read.to_dict()
+    report["row"] = profile.row.to_dict()
     return profile, report
 
 
@@ -93,19 +98,17 @@ def _levels(black) -> tuple[float, float, float, float] | None:
     return tuple(float(v) for v in values)
 
 
-def _law_dict(law: LogLinear) -> dict:
-    return {"slope": law.slope, "bias": law.bias, "spread": law.spread}
-
-
 # ------------------------------------------------------------------ reading frames
+
+def _listed(items) -> list:
+    return [items] if isinstance(items, (str, os.PathLike)) else list(items)
+
 
 def frame_paths(items, role: str) -> list[tuple[Path, Path | None]]:
     """(file, the folder it was found under or None) of every frame in `items` (files, or folders searched
     recursively for camera raw and .npy files, hidden ones left out), in order."""
-    if isinstance(items, (str, os.PathLike)):
-        items = [items]
     out = []
-    for item in items:
+    for item in _listed(items):
         path = Path(item)
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.is_file() and _is_frame(p)
@@ -216,6 +219,91 @@ def _common(values: list):
     return values[0] if values and all(v == values[0] for v in values) else None
 
 
+# ------------------------------------------------------------------ flats and darks told apart
+
+def check_roles(flats: list[Frame], darks: list[Frame], flat_items, dark_items) -> None:
+    """Refuse flats and darks given the wrong way round (darks brighter than the flats, or far above the black
+    level), a frame given as both, and a lit frame among the darks, before the checks of one kind alone misname them
+    (a dark frame passed as a flat looks saturated or too dark, a flat among the darks makes the read noise huge)."""
+    both = sorted({f.path.resolve() for f in flats} & {f.path.resolve() for f in darks})
+    if both:
+        raise ConfigError(f"{both[0]}: given as a flat frame and as a dark frame ({len(both)} file(s) are among both); "
+                          "give each frame once", option="darks", fix="lit frames as flats, lens-capped ones as darks",
+                          flag_fix="lit frames with --flats, lens-capped ones with --darks")
+    means = np.array([float(f.window.mean()) for f in darks])
+    flat_level, dark_level = float(np.median([f.window.mean() for f in flats])), float(np.median(means))
+    black = darks[0].black
+    ceiling = Ceiling.of(darks[0].white, black)
+    if dark_level > flat_level:
+        why = f"mean {dark_level:.5g} DN"
+    elif black is not None and dark_level - float(np.mean(black)) > ceiling.dn:
+        why = (f"mean {dark_level:.5g} DN, {dark_level - float(np.mean(black)):.4g} DN above the black level, more "
+               f"than {ceiling.levels}")
+    else:
+        _check_each_dark(darks, means)
+        return
+
+    def said(flats_as: str, darks_as: str, paths=_paths) -> str:
+        return (f"the darks look like flats ({darks_as}{paths(dark_items)}: {why}; {flats_as}{paths(flat_items)}: "
+                f"mean {flat_level:.5g} DN) — did you swap {flats_as.strip(' =')} and {darks_as.strip(' =')}?")
+
+    raise ConfigError(said("flats=", "darks="), option="flats",
+                      fix="give the lens-capped frames as darks and the lit ones as flats",
+                      flag_problem=said("--flats ", "--darks ", lambda items: _brace(_paths(items))),
+                      flag_fix="give the lens-capped frames as --darks and the lit ones as --flats")
+
+
+def _check_each_dark(darks: list[Frame], means: np.ndarray) -> None:
+    level = float(np.median(means))
+    noise = float(np.median([f.window.std() for f in darks]))  # temporal, fixed-pattern and row noise: an upper bound
+    for f, mean in zip(darks, means):
+        if mean - level > DARK_FLAT * noise:
+            raise ImageError(f"{f.path}: a dark frame {mean - level:.4g} DN brighter than the darks' median "
+                             f"({level:.5g} DN), over {DARK_FLAT:g} times their noise ({noise:.3g} DN): a lit frame; "
+                             "darks are shot with the lens capped at the shortest exposure: pass it as a flat if it "
+                             "is one, or leave it out")
+
+
+def _paths(items) -> str:
+    return ", ".join(str(p) for p in _listed(items))
+
+
+def _brace(text: str) -> str:
+    """`text` as str.format leaves it (a ConfigError's flag_problem and flag_fix are formatted)."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def check_measured(row: dict, flats: list[Frame], darks: list[Frame], read_dist: str) -> None:
+    """Refuse one ISO's measured numbers (`row`: K, read and row σ, Tukey-λ, colour bias) where no camera has them
+    (the bounds `pairload.synth.profiles.check_camera` keeps profile files to), naming the value and the frames."""
+    ceiling = Ceiling.of(darks[0].white, row["black"])
+    where = f"{darks[0].path} and the other {len(darks) - 1} dark frame(s) of ISO {row['iso']}"
+    k_top = min(K_BOUNDS[1], ceiling.dn)
+    if not K_BOUNDS[0] <= row["K"] <= k_top:
+        raise ImageError(f"{flats[0].path} and the other {len(flats) - 1} flat frame(s) of ISO {row['iso']}: their "
+                         f"photon transfer gives K {row['K']:.4g} DN per electron; a "
+                         f"camera's is from {K_BOUNDS[0]:g} to {k_top:.4g} (at most {ceiling.levels}); check that the "
+                         "flats are raw frames of a steady light and that the levels (white, black) are right")
+    if read_dist == "tukey" and not lambda_ok(row["tukey_lambda"]):
+        fix = "check them for light leaks and hot pixels, or fit a Gaussian read noise"
+        raise ConfigError(f"{where}: their read noise fits a Tukey-λ shape of {row['tukey_lambda']:.3g}; "
+                          f"{LAMBDA_EXPECTED}", option="read_dist", fix=f"{fix} (read_dist='gaussian')",
+                          flag_fix=f"{fix} ({{flag}} gaussian)")
+    for key, what in (("read_sigma", "read noise"), ("row_sigma", "row noise")):
+        if row[key] > ceiling.dn:
+            raise ImageError(f"{where}: their {what} σ is {row[key]:.4g} DN; a camera's is at most {ceiling.dn:.4g} "
+                             f"DN, {ceiling.levels}; shoot darks with the lens capped at the shortest exposure, and "
+                             "check the levels (white, black)")
+    bias = max(row["color_bias"], key=abs)
+    if abs(bias) > ceiling.dn:
+        black = ", ".join(f"{v:g}" for v in row["black"])
+        fix = "give the black level of these frames"
+        raise ConfigError(f"{where}: their mean is {bias:.4g} DN from the black level ({black}); a camera's dark "
+                          f"signal is within ±{ceiling.dn:.4g} DN of it, {ceiling.levels}", option="black",
+                          fix=f"{fix} (black=), or shoot darks with the lens capped",
+                          flag_fix=f"{fix} ({{flag}} N, or R,G,B,G), or shoot darks with the lens capped")
+
+
 # ------------------------------------------------------------------ dark frames
 
 def dark_noise(darks: list[Frame]) -> dict:
@@ -267,7 +355,7 @@ def tukey_fit(noise: np.ndarray) -> tuple[float, float]:
 def photon_transfer(flats: list[Frame], darks: list[Frame], dark: dict) -> dict:
     """K of one ISO: the slope of the temporal variance against the mean signal (both DN) over pairs of flats at one
     brightness and pairs of darks; the variance of a pair's difference, halved, cancels the fixed pattern and the
-    pixels' unequal sensitivity. Refuses too-dark flats (`check_saturation` the bright ones), and a curve that is no
+    pixels' unequal sensitivity. Refuses too-dark flats, saturated ones (`check_saturation`), and a curve that is no
     line."""
     dark_mean = np.asarray(dark["black"]) + np.asarray(dark["color_bias"])
     noise = math.sqrt(dark["read_sigma"] ** 2 + dark["row_sigma"] ** 2)
@@ -275,6 +363,7 @@ def photon_transfer(flats: list[Frame], darks: list[Frame], dark: dict) -> dict:
     for f in flats:
         signals.append(f.window.mean(axis=(0, 1)) - dark_mean)
         _check_bright(f, signals[-1], noise)
+        check_saturation(f)
     order = sorted(range(len(flats)), key=lambda i: float(np.mean(signals[i])))
     pairs, i = [], 0
     while i + 1 < len(order):
@@ -351,10 +440,14 @@ def fit_profile(rows: list[dict], *, name: str, read_dist: str, camera: str | No
     isos = ", ".join(str(r["iso"]) for r in rows)
     source = (f"pairload calibrate: {sum(r['flats'] for r in rows)} flat and {sum(r['darks'] for r in rows)} dark "
               f"frames of {camera or 'one camera'}, ISO {isos}")
-    return Profile(name=name, source=source, log_k=(float(log_k.min()), float(log_k.max())), read=read, row=row,
-                   tukey_lambda=(min(lams), max(lams)) if read_dist == "tukey" else None, read_dist=read_dist,
-                   color_bias=tuple(float(v) for v in np.mean([r["color_bias"] for r in rows], axis=0)),
-                   white_level=white, black_level=black)
+    try:
+        return Profile(name=name, source=source, log_k=(float(log_k.min()), float(log_k.max())), read=read, row=row,
+                       tukey_lambda=(min(lams), max(lams)) if read_dist == "tukey" else None, read_dist=read_dist,
+                       color_bias=tuple(float(v) for v in np.mean([r["color_bias"] for r in rows], axis=0)),
+                       white_level=white, black_level=black)
+    except ConfigError as exc:  # each ISO passed `check_measured`: the fit across them is what no camera has
+        raise ImageError(f"the frames of ISO {isos} give a profile no camera has: {exc.problem}; calibrate the ISOs "
+                         "apart (the frames of each alone), or leave out the one whose numbers stand out") from None
 
 
 def _law(log_k: np.ndarray, sigmas: list[float]) -> LogLinear:
@@ -394,11 +487,67 @@ def black_option(text: str | None):
     return levels[0] if len(levels) == 1 else levels
 
 
-def save(profile: Profile, report: dict, path, report_path=None) -> None:
-    """Write the fitted profile (and, if asked, the per-ISO report) atomically."""
-    from ..format.atomic import write_json_atomic
-    from .profiles import save_profile
+# ------------------------------------------------------------------ outputs
 
-    save_profile(profile, path)
-    if report_path:
-        write_json_atomic(report_path, report)
+OUTPUTS = {"out": ("profile", "my-camera.json"), "report": ("report", "report.json")}  # option -> what, an example
+
+
+def check_outputs(out, report=None) -> None:
+    """Refuse, before a frame is read, an output path calibrate cannot write or must not replace: a folder, a path
+    in a folder that does not exist or cannot be written, an existing file that is not what calibrate would write
+    there (a profile, a report: those it replaces, as every pairload command replaces its own outputs), or one path
+    for both."""
+    if report is not None and os.path.realpath(report) == os.path.realpath(out):
+        raise ConfigError.for_value("report", report, "the same path as the profile's; give the report its own file")
+    for option, path in (("out", out), ("report", report)):
+        if path is not None:
+            _check_output(option, Path(path))
+
+
+def _check_output(option: str, path: Path) -> None:
+    what, example = OUTPUTS[option]
+
+    def refuse(problem: str, fix: str) -> ConfigError:
+        return ConfigError(f"{option}={path}: {problem}", option=option, fix=fix,
+                           flag_problem=f"{{flag}} {_brace(f'{path}: {problem}')}", flag_fix=_brace(fix))
+
+    folder = path.parent
+    if path.is_dir():
+        raise refuse(f"a folder; expected the path of the {what} JSON file to write", f"name a file in it, e.g. "
+                     f"{path / example}")
+    if folder.exists() and not folder.is_dir():
+        raise refuse(f"{folder} is a file, not a folder; expected a file path in an existing folder",
+                     f"write the {what} in a folder")
+    if not folder.is_dir():
+        raise refuse(f"the folder {folder} does not exist; expected a file path in an existing folder",
+                     f"create the folder (mkdir -p {folder}) or write the {what} elsewhere")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise refuse(f"the folder {folder} cannot be written (permission denied or a read-only file system)",
+                     f"write the {what} in a folder of yours")
+    if os.path.lexists(path) and not _replaceable(path, option):
+        raise refuse(f"an existing file that is not a {what} JSON file as calibrate writes; calibrate replaces only "
+                     f"its own outputs", "give another path, or delete the file first if it is not needed")
+
+
+def _replaceable(path: Path, option: str) -> bool:
+    """Whether `path` holds what calibrate writes as `option`: a profile (a JSON object of a profile file's keys) or
+    a report (one with the per-ISO numbers)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    if not isinstance(doc, dict):
+        return False
+    if option == "report":
+        return isinstance(doc.get("isos"), list)
+    return "read" in doc and set(doc) <= set(FILE_KEYS)
+
+
+def save(profile: Profile, report: dict, out, report_out=None) -> None:
+    """Write the fitted profile (and, if asked, the per-ISO report) atomically, after `check_outputs`; a failed
+    write is an OutputError naming the path given, not the temporary file beside it."""
+    check_outputs(out, report_out)
+    save_profile(profile, out)
+    if report_out is not None:
+        with writing(report_out, "report"):
+            write_json_atomic(report_out, report)

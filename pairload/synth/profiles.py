@@ -10,6 +10,7 @@ by (white - black) and multiply them back before their noise is added, so their 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -19,7 +20,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, OutputError
 from ..format.atomic import atomic_open
 
 READ_DISTS = ("tukey", "gaussian")
@@ -44,6 +45,10 @@ class LogLinear:
     def at(self, k) -> np.ndarray:
         """The median σ (DN) at gain `k` (DN per electron): exp(slope · log k + bias)."""
         return np.exp(self.slope * np.log(np.asarray(k, np.float64)) + self.bias)
+
+    def to_dict(self) -> dict:
+        """The law as a profile file holds it."""
+        return {"slope": self.slope, "bias": self.bias, "spread": self.spread}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,7 +136,7 @@ class Profile:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, LogLinear):
-                value = {"slope": value.slope, "bias": value.bias, "spread": value.spread}
+                value = value.to_dict()
             elif isinstance(value, tuple):
                 value = list(value)
             if value is not None:
@@ -178,7 +183,7 @@ def _range(key: str, value, what: str) -> tuple[float, float]:
 def _log_linear(value, key: str) -> dict:
     """slope, bias and spread of a log-linear law given as a LogLinear or a JSON object, checked."""
     if isinstance(value, LogLinear):
-        value = {"slope": value.slope, "bias": value.bias, "spread": value.spread}
+        value = value.to_dict()
     if not isinstance(value, dict):
         raise ConfigError(f"{key}={_shown(value)}: expected an object {{\"slope\": …, \"bias\": …, \"spread\": …}} "
                           "(log σ = slope · log K + bias, natural logs)")
@@ -200,9 +205,10 @@ def _log_linear(value, key: str) -> dict:
     return out
 
 
-def check_fields(values: dict) -> dict:
-    """A Profile's field values checked and normalised (tuples of floats, LogLinear laws); a value that cannot work
-    is a ConfigError of the form "key=value: expected …; fix"."""
+def check_fields(values: dict, *, k_key: str = "log_k") -> dict:
+    """A Profile's field values checked and normalised (tuples of floats, LogLinear laws); a value that cannot work,
+    or that no camera has (`check_camera`), is a ConfigError of the form "key=value: expected …; fix". `k_key`: the
+    key K's range was given as ("k" in a file that gives K itself), for messages."""
     out = dict(values)
     for key in ("name", "source"):
         if not isinstance(values[key], str) or not values[key].strip():
@@ -224,20 +230,128 @@ def check_fields(values: dict) -> dict:
         out["tukey_lambda"] = _range("tukey_lambda", values["tukey_lambda"], "the Tukey-λ shape")
     out["color_bias"] = _numbers("color_bias", values["color_bias"], 4,
                                  "4 numbers, DN above black of channels R, G, B, G with no light")
-    white = values["white_level"]
+    out.update(_levels(values["white_level"], values["black_level"]))
+    check_camera(out, k_key)
+    return out
+
+
+def _levels(white, black) -> dict:
+    out = {}
     if white is not None:
         out["white_level"] = _number("white_level", white, "a positive number of DN (the raw file's saturation)")
-        if out["white_level"] <= 0:
-            raise ConfigError(f"white_level={_shown(white)}: expected a positive number of DN")
-    black = values["black_level"]
+        if not 0 < out["white_level"] <= UINT16_TOP:
+            raise ConfigError(f"white_level={_shown(white)}: expected a positive number of DN, at most {UINT16_TOP} "
+                              "(a raw file's counts have 16 bits at most)", fix="give the raw file's white level")
     if black is not None:
+        shown = _shown(black)
         if isinstance(black, (int, float)) and not isinstance(black, bool):
             black = [black] * 4
         out["black_level"] = _numbers("black_level", black, 4, "a number of DN >= 0, or 4 (R, G, B, G)")
-        if min(out["black_level"]) < 0 or (white is not None and max(out["black_level"]) >= out["white_level"]):
-            raise ConfigError(f"black_level={_shown(values['black_level'])}: expected DN >= 0 and below white_level "
-                              f"({white})")
+        top = out.get("white_level", UINT16_TOP)
+        if min(out["black_level"]) < 0 or max(out["black_level"]) >= top:
+            raise ConfigError(f"black_level={shown}: expected DN >= 0 and below white_level ({_g(top)}"
+                              f"{'' if white is not None else ': none given, a 16-bit raw'})",
+                              fix="give the raw file's black level")
     return out
+
+
+# ------------------------------------------------------------------ what a camera can be
+
+K_BOUNDS = (1e-4, 1e3)  # DN per electron: raw-physics' own bounds of its K parameter
+LAMBDA_BOUNDS = (-0.5, 1.0)  # below -0.5 (excluded) the Tukey-λ noise has no finite variance; above 1 it is narrower
+# than a uniform one; ELD's and LED's cameras span -0.28 to 0.2
+SPREAD_MAX = 1.0  # σ of log σ around a law: ELD's and LED's cameras have 0.2 to 0.4
+SHARE = 16  # one electron (K), the read and row noise's σ and a colour bias: each at most 1/SHARE of white - black,
+# i.e. 4 stops or more between the noise and saturation at the highest gain (the built-ins keep 5.9 or more)
+TAIL = 3.0  # a law's upper end: its median at the top of K's range times exp(TAIL · spread)
+UINT16_TOP = 65535  # the white level of a raw whose levels are not known: the largest count of 16 bits
+LAMBDA_EXPECTED = (f"expected Tukey-λ shapes above {LAMBDA_BOUNDS[0]:g} and at most {LAMBDA_BOUNDS[1]:g} (at "
+                   f"{LAMBDA_BOUNDS[0]:g} and below the read noise has no finite variance; ELD's and LED's cameras "
+                   "span -0.28 to 0.2)")
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The largest K (DN per electron), noise σ or colour bias (DN) of a camera whose raw has these levels: 1/SHARE
+    of white - black; `levels` says which levels, for messages."""
+
+    dn: float
+    levels: str
+
+    @classmethod
+    def of(cls, white: float | None, black) -> "Ceiling":
+        top = UINT16_TOP if white is None else float(white)
+        low = 0.0 if black is None else float(np.max(black))
+        note = "" if white is not None else ": no white level known, a 16-bit raw's"
+        return cls((top - low) / SHARE, f"1/{SHARE} of white - black ({_g(top)} - {_g(low)}{note})")
+
+
+def lambda_ok(lam: float) -> bool:
+    """Whether a camera's read noise can have the Tukey-λ shape `lam`."""
+    return LAMBDA_BOUNDS[0] < lam <= LAMBDA_BOUNDS[1]
+
+
+def tukey_sd(lam: float) -> float:
+    """The standard deviation of the Tukey-λ distribution of shape `lam` (> -0.5) and scale 1; it falls as λ rises."""
+    if abs(lam) < 1e-4:  # the logistic limit; the formula below loses its digits to cancellation there
+        return math.pi / math.sqrt(3)
+    ratio = math.exp(2 * math.lgamma(lam + 1) - math.lgamma(2 * lam + 2))
+    return math.sqrt(2 / lam ** 2 * (1 / (1 + 2 * lam) - ratio))
+
+
+def check_camera(p: dict, k_key: str = "log_k") -> None:
+    """Refuse checked field values `p` that no camera has: K outside K_BOUNDS or above the ceiling (`Ceiling`), a
+    Tukey-λ shape outside LAMBDA_BOUNDS, a law's spread above SPREAD_MAX, a read or row noise whose upper end (its σ
+    at either end of K's range, TAIL spreads above the median) is above the ceiling, or a colour bias beyond it."""
+    ceiling = Ceiling.of(p["white_level"], p["black_level"])
+    k_lo, k_hi = (math.exp(v) for v in p["log_k"])
+    k_top = min(K_BOUNDS[1], ceiling.dn)
+    if k_lo < K_BOUNDS[0] or k_hi > k_top:
+        shown = f"[{k_lo:.6g}, {k_hi:.6g}]" if k_key == "k" else _shown(list(p["log_k"]))
+        raise ConfigError(f"{k_key}={shown}: K {k_lo:.4g} to {k_hi:.4g} DN per electron; expected K from "
+                          f"{K_BOUNDS[0]:g} to {k_top:.4g}: at most {K_BOUNDS[1]:g}, and at most {ceiling.levels} so "
+                          "that 16 electrons or more fill the range", fix="give K of this camera's raw in DN per "
+                          "electron" + ("" if k_key == "k" else " (log_k: its natural logs)"))
+    lam = p["tukey_lambda"]
+    if lam is not None and not (lambda_ok(lam[0]) and lambda_ok(lam[1])):
+        raise ConfigError(f"tukey_lambda={_shown(list(lam))}: {LAMBDA_EXPECTED}",
+                          fix="fit λ on dark frames (`pairload calibrate`), or set read_dist to gaussian")
+    for key in ("read", "row"):
+        _check_law(key, p, ceiling)
+    if max(abs(v) for v in p["color_bias"]) > ceiling.dn:
+        raise ConfigError(f"color_bias={_shown(list(p['color_bias']))}: expected each within ±{ceiling.dn:.4g} DN, "
+                          f"{ceiling.levels}", fix="give the dark frames' mean above the black level (a few DN), "
+                          "not the level itself")
+
+
+def _check_law(key: str, p: dict, ceiling: Ceiling) -> None:
+    law = p[key]
+    if law.spread > SPREAD_MAX:
+        raise ConfigError(f"{key}.spread={law.spread:g}: expected at most {SPREAD_MAX:g} (the standard deviation of "
+                          "log σ around the line, natural logs; ELD's and LED's cameras have 0.2 to 0.4)",
+                          fix="give the spread of natural logs")
+    # in logs: a law far off (a bias of 1000) must be refused, not overflow
+    log_k, log_median = max(((v, law.slope * v + law.bias) for v in p["log_k"]), key=lambda kv: kv[1])
+    shape = 1.0 if key == "row" or p["read_dist"] == "gaussian" else tukey_sd(p["tukey_lambda"][0])
+    log_top = log_median + TAIL * law.spread + math.log(shape)
+    if not log_top <= math.log(ceiling.dn):
+        what = "row noise's σ" if key == "row" else "read noise's σ"
+        parts = [f"median {_dn(log_median)} DN", f"× e^({TAIL:g}·spread)"]
+        if shape != 1.0:
+            parts.append(f"× {shape:.3g}, the σ of a Tukey-λ of scale 1 at λ {p['tukey_lambda'][0]:.3g}")
+        raise ConfigError(f"{key}={_shown(law.to_dict())}: the {what} reaches {_dn(log_top)} DN at K "
+                          f"{math.exp(log_k):.4g} ({' '.join(parts)}); expected at most {ceiling.dn:.4g} DN, "
+                          f"{ceiling.levels}", fix="give σ in DN of this camera's raw: log σ = slope · log K + bias, "
+                          "natural logs")
+
+
+def _dn(log_value: float) -> str:
+    """exp(`log_value`) for a message, where a float holds it."""
+    return f"{math.exp(log_value):.4g}" if log_value < 700 else f"e^{log_value:.4g}"
+
+
+def _g(value: float) -> str:
+    return f"{value:g}"
 
 
 # ------------------------------------------------------------------ files
@@ -289,17 +403,33 @@ def profile_from_dict(doc, where: str) -> Profile:
             raise ConfigError(f"{missing[0]}: missing; a profile needs {', '.join(REQUIRED)} and log_k (or k)",
                               fix=f"add {missing[0]}")
         defaults = {f.name: f.default for f in fields(Profile) if f.name in OPTIONAL}
-        checked = check_fields({**defaults, **values})
+        checked = check_fields({**defaults, **values}, k_key="k" if "k" in doc else "log_k")
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc.problem}", fix=exc.fix) from None
     return Profile(**checked)
 
 
 def save_profile(profile: Profile, path: str | os.PathLike) -> None:
-    """Write `profile` as JSON (atomically), in the format `load_profile` reads."""
-    with atomic_open(path, "w") as fh:
+    """Write `profile` as JSON (atomically), in the format `load_profile` reads; a failed write is an OutputError
+    naming `path` (`writing`)."""
+    with writing(path, "profile"), atomic_open(path, "w") as fh:
         json.dump(profile.to_dict(), fh, indent=2, ensure_ascii=False)
         fh.write("\n")
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike, what: str):
+    """An OSError while writing the JSON `what` at `path` becomes an OutputError naming `path`, not the temporary
+    file beside it."""
+    try:
+        yield
+    except OSError as exc:
+        folder = Path(path).parent
+        if Path(path).is_dir():
+            raise OutputError(f"{path}: a folder; expected the path of the {what} JSON file to write; name a file in "
+                              "it") from None
+        raise OutputError(f"{path}: cannot write the {what} ({exc.strerror or exc}); check that {folder} is a folder "
+                          "you can write with free space, or write it elsewhere") from None
 
 
 # ------------------------------------------------------------------ built-in profiles

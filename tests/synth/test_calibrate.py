@@ -4,18 +4,23 @@ sensitivity, a colour bias and the black level, at three ISOs, as .npy files and
 LibRaw. The fit must give the model back; frames of another gain must not pass for it; bad frames are refused by
 name."""
 
+import errno
 import json
 import math
+import os
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 stats = pytest.importorskip("scipy.stats")
 
-from pairload.cli import main  # noqa: E402
-from pairload.errors import ConfigError, ImageError  # noqa: E402
-from pairload.synth.calibrate import calibrate, fit_profile, read_frame  # noqa: E402
+from pairload.cli import CALIBRATE_FLAGS, main  # noqa: E402
+from pairload.errors import ConfigError, ImageError, OutputError, in_cli_terms  # noqa: E402
+from pairload.synth.calibrate import (Frame, calibrate, check_measured, fit_profile, read_frame,  # noqa: E402
+                                      save)
 from pairload.synth.profiles import load_profile  # noqa: E402
 
 BLACK, WHITE = 512, 16383
@@ -238,3 +243,134 @@ def test_the_command_refuses_bad_frames_in_one_line(one_iso, tmp_path, capsys):
     code, out, err = run(capsys, "calibrate", "--flats", tmp_path / "nothing", "--darks", one_iso / "darks", "-o",
                          tmp_path / "c.json")
     assert code == 1 and err == f"error: --flats {tmp_path / 'nothing'}: no such file or folder; check the path\n"
+
+
+def test_flats_and_darks_given_the_wrong_way_round_are_named_as_such(one_iso, tmp_path, capsys):
+    flats, darks = one_iso / "flats", one_iso / "darks"
+    with pytest.raises(ConfigError, match=rf"^the darks look like flats \(darks={flats}: mean 2012\.\d+ DN; "
+                                          rf"flats={darks}: mean 512\.\d+ DN\) — did you swap flats and darks\?; give "
+                                          "the lens-capped frames as darks and the lit ones as flats$"):
+        calibrate(darks, flats, name="x")
+    code, out, err = run(capsys, "calibrate", "--flats", darks, "--darks", flats, "-o", tmp_path / "c.json")
+    assert code == 1 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(f"error: the darks look like flats (--darks {flats}: mean 2012.") and \
+        f"; --flats {darks}: mean 512." in err and err.endswith(") — did you swap --flats and --darks?; give the "
+                                                                "lens-capped frames as --darks and the lit ones as "
+                                                                "--flats\n")
+    twice = flats / "flat_iso800_00.npy"
+    with pytest.raises(ConfigError, match=rf"^{twice.resolve()}: given as a flat frame and as a dark frame \(1 "
+                                          r"file\(s\) are among both\); give each frame once; lit frames as flats"):
+        calibrate(flats, [darks, twice], name="x")
+    for i in range(2):  # darks far above a known black level, though below the flats
+        np.save(darks / f"dark_iso800_{i:02d}.npy", np.load(darks / f"dark_iso800_{i:02d}.npy") + 1200)
+    with pytest.raises(ConfigError, match=r"^the darks look like flats \(darks=.*: mean 1712\.\d+ DN, 1200 DN above "
+                                          r"the black level, more than 1/16 of white - black \(16383 - 512\); "):
+        calibrate(flats, darks, name="x", black=BLACK, white=WHITE)
+
+
+def test_a_lit_frame_among_the_darks_is_named(one_iso):
+    lit = one_iso / "darks" / "dark_iso800_09.npy"
+    lit.write_bytes((one_iso / "flats" / "flat_iso800_00.npy").read_bytes())
+    with pytest.raises(ImageError, match=rf"^{lit}: a dark frame 1500 DN brighter than the darks' median \(512\.\d+ "
+                                         r"DN\), over 10 times their noise \(.* DN\): a lit frame; .*pass it as a flat "
+                                         "if it is one, or leave it out$"):
+        calibrate(one_iso / "flats", one_iso / "darks", name="x")
+
+
+def frame(name: str) -> Frame:
+    return Frame(path=Path(name), window=np.zeros((8, 8, 4), np.uint16), iso=800, black=None, white=WHITE,
+                 camera=None, size=(8, 8))
+
+
+MEASURED = {"iso": 800, "K": 2.0, "tukey_lambda": 0.05, "read_sigma": 11.0, "row_sigma": 0.5,
+            "color_bias": [0.3, -0.2, 0.5, 0.1], "black": [BLACK] * 4}
+
+
+@pytest.mark.parametrize("change, error, message", [
+    ({"tukey_lambda": -0.7}, ConfigError, r"d0\.npy and the other 1 dark frame\(s\) of ISO 800: their read noise fits "
+                                          r"a Tukey-λ shape of -0\.7; expected Tukey-λ shapes above -0\.5 and at most "
+                                          r"1 .*; check them for light leaks and hot pixels, or fit a Gaussian read "
+                                          r"noise \(read_dist='gaussian'\)$"),
+    ({"read_sigma": 2000.0}, ImageError, r"d0\.npy and the other 1 dark frame\(s\) of ISO 800: their read noise σ is "
+                                         r"2000 DN; a camera's is at most 991\.9 DN, 1/16 of white - black \(16383 - "
+                                         r"512\); shoot darks"),
+    ({"row_sigma": 1500.0}, ImageError, r"d0\.npy .*: their row noise σ is 1500 DN"),
+    ({"K": 5000.0}, ImageError, r"f0\.npy and the other 1 flat frame\(s\) of ISO 800: their photon transfer gives K "
+                                r"5000 DN per electron; a camera's is from 0\.0001 to 991\.9"),
+    ({"color_bias": [0.3, 3000.0, 0.5, 0.1]}, ConfigError, r"d0\.npy .*: their mean is 3000 DN from the black level "
+                                                           r"\(512, 512, 512, 512\); a camera's dark signal is "
+                                                           r"within ±991\.9 DN of it, .*; give the black level of "
+                                                           r"these frames \(black=\), or shoot darks"),
+])
+def test_measured_numbers_no_camera_has_are_refused_naming_them(change, error, message):
+    flats, darks = [frame("f0.npy"), frame("f1.npy")], [frame("d0.npy"), frame("d1.npy")]
+    check_measured(MEASURED, flats, darks, "tukey")  # a camera's numbers pass
+    with pytest.raises(error, match=f"^{message}") as caught:
+        check_measured({**MEASURED, **change}, flats, darks, "tukey")
+    if error is ConfigError:  # on the command line: the flag
+        said = in_cli_terms(caught.value, CALIBRATE_FLAGS)
+        assert re.search(r"\((--read-dist gaussian|--black N, or R,G,B,G)\)", said), said
+    check_measured({**MEASURED, "tukey_lambda": -0.7}, flats, darks, "gaussian")  # λ is not in a Gaussian profile
+
+
+def test_a_fit_across_isos_that_no_camera_has_is_refused_naming_them():
+    rows = [{**MEASURED, "iso": iso, "K": k, "read_scale": scale, "flats": 2, "darks": 2}
+            for iso, k, scale in ((100, 0.5, 3.0), (800, 2.0, 200.0), (3200, 8.0, 3.0))]
+    with pytest.raises(ImageError, match=r"^the frames of ISO 100, 800, 3200 give a profile no camera has: profile "
+                                         r"'x': read\.spread=3\.429\d*: expected at most 1 .*; calibrate the ISOs "
+                                         r"apart \(the frames of each alone\), or leave out the one whose numbers "
+                                         "stand out$"):
+        fit_profile(rows, name="x", read_dist="tukey", camera=None, white=WHITE)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-o", "{tmp}"], "-o {tmp}: a folder; expected the path of the profile JSON file to write; name a file in it, "
+                      "e.g. {tmp}/my-camera.json"),
+    (["-o", "{tmp}/none/c.json"], "-o {tmp}/none/c.json: the folder {tmp}/none does not exist; expected a file path in "
+                                  "an existing folder; create the folder (mkdir -p {tmp}/none) or write the profile "
+                                  "elsewhere"),
+    (["-o", "{tmp}/notes.txt/c.json"], "-o {tmp}/notes.txt/c.json: {tmp}/notes.txt is a file, not a folder; expected "
+                                       "a file path in an existing folder; write the profile in a folder"),
+    (["-o", "{tmp}/notes.txt"], "-o {tmp}/notes.txt: an existing file that is not a profile JSON file as calibrate "
+                                "writes; calibrate replaces only its own outputs; give another path, or delete the "
+                                "file first if it is not needed"),
+    (["-o", "{tmp}/c.json", "--report", "{tmp}"], "--report {tmp}: a folder; expected the path of the report JSON "
+                                                  "file to write; name a file in it, e.g. {tmp}/report.json"),
+    (["-o", "{tmp}/c.json", "--report", "{tmp}/c.json"], "--report {tmp}/c.json: the same path as the profile's; give "
+                                                         "the report its own file"),
+])
+def test_an_output_calibrate_cannot_write_is_refused_before_a_frame_is_read(tmp_path, capsys, args, message):
+    (tmp_path / "notes.txt").write_text("mine")
+    code, out, err = run(capsys, "calibrate", "--flats", tmp_path / "no-flats", "--darks", tmp_path / "no-darks",
+                         *(a.format(tmp=tmp_path) for a in args))
+    assert (code, err) == (1, f"error: {message.format(tmp=tmp_path)}\n")
+    assert (tmp_path / "notes.txt").read_text() == "mine" and not (tmp_path / "c.json").exists()
+
+
+def test_a_read_only_folder_is_refused_by_its_path(tmp_path):
+    from test_discover import _with_permissions
+
+    folder = tmp_path / "ro"
+    folder.mkdir(mode=0o555)
+    res = _with_permissions(f"from pairload.synth.calibrate import check_outputs; check_outputs({str(folder)!r} + "
+                            "'/c.json')")
+    assert res.returncode != 0 and res.stderr.endswith(
+        f"ConfigError: out={folder}/c.json: the folder {folder} cannot be written (permission denied or a read-only "
+        "file system); write the profile in a folder of yours\n")
+
+
+def test_calibrate_replaces_its_own_outputs_and_a_failed_write_names_the_path_given(tmp_path, monkeypatch):
+    profile = load_profile("SonyA7S2")
+    for _ in range(2):
+        save(profile, {"isos": []}, tmp_path / "p.json", tmp_path / "r.json")
+    assert load_profile(tmp_path / "p.json") == profile
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OutputError, match=rf"^{tmp_path / 'q.json'}: cannot write the profile \(No space left on "
+                                          rf"device\); check that {tmp_path} is a folder you can write with free "
+                                          "space, or write it elsewhere$"):
+        save(profile, {"isos": []}, tmp_path / "q.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json", "r.json"]  # no temporary file left

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from pairload.errors import ConfigError
+from pairload.errors import ConfigError, OutputError
 from pairload.synth.profiles import (COLUMNS, PROFILES, UNIFORMS, LogLinear, Profile, load_profile,
                                      save_profile)
 
@@ -152,3 +152,65 @@ def test_the_documentation_shows_a_file_that_loads_and_every_built_in(tmp_path):
     table = page.split("## Built-in profiles", 1)[1].split("\n## ", 1)[0]
     shown = set(re.findall(r"^\| `([\w-]+)`", table, re.M)) | {f"led-virtual-{i}" for i in range(5)}
     assert shown == set(PROFILES)
+
+
+LEVELS_10BIT = {"white_level": 1023, "black_level": 64}  # white - black = 959: every noise at most 59.94 DN
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"tukey_lambda": [-3, -3]}, r"tukey_lambda=\[-3\.0, -3\.0\]: expected Tukey-λ shapes above -0\.5 and at most 1 "
+                                 r"\(at -0\.5 and below the read noise has no finite variance; ELD's and LED's cameras "
+                                 r"span -0\.28 to 0\.2\); fit λ on dark frames \(`pairload calibrate`\), or set "
+                                 r"read_dist to gaussian$"),
+    ({"tukey_lambda": [0.1, 1.5], "read_dist": "gaussian"}, r"tukey_lambda=\[0\.1, 1\.5\]: expected Tukey-λ shapes"),
+    ({"read": {"slope": 0.6, "bias": 50}}, r'read=\{"slope": 0\.6, "bias": 50\.0, "spread": 0\.0\}: the read noise\'s '
+                                           r"σ reaches 3\.764e\+22 DN at K 7\.389 \(median 1\.721e\+22 DN × "
+                                           r"e\^\(3·spread\) × 2\.19, the σ of a Tukey-λ of scale 1 at λ -0\.1\); "
+                                           r"expected at most 4096 DN, 1/16 of white - black \(65535 - 0: no white "
+                                           r"level known, a 16-bit raw's\); give σ in DN of this camera's raw"),
+    ({"tukey_lambda": [-0.49, -0.45], **LEVELS_10BIT}, r"read=.*: the read noise's σ reaches 325\.2 DN at K 7\.389 "
+                                                       r".*× 19\.8, the σ of a Tukey-λ of scale 1 at λ -0\.49\); "
+                                                       r"expected at most 59\.94 DN, 1/16 of white - black "
+                                                       r"\(1023 - 64\)"),
+    ({"row": {"slope": 0.5, "bias": 4.0}, **LEVELS_10BIT}, r"row=.*: the row noise's σ reaches 148\.4 DN at K 7\.389"),
+    ({"row": {"slope": 0.5, "bias": -1.0, "spread": 3}}, r"row\.spread=3: expected at most 1 \(the standard deviation"),
+    ({"k": [0.5, 100], "log_k": DROP, **LEVELS_10BIT}, r"k=\[0\.5, 100\]: K 0\.5 to 100 DN per electron; expected K "
+                                                       r"from 0\.0001 to 59\.94: at most 1000, and at most 1/16 of "
+                                                       r"white - black \(1023 - 64\) so that 16 electrons or more "
+                                                       r"fill the range; give K of this camera's raw in DN per "
+                                                       r"electron$"),
+    ({"log_k": [-12.0, 1.0]}, r"log_k=\[-12\.0, 1\.0\]: K 6\.144e-06 to 2\.718 DN per electron; expected K from "
+                              r"0\.0001 .*\(log_k: its natural logs\)$"),
+    ({"color_bias": [0, 5000, 0, 0]}, r"color_bias=\[0\.0, 5000\.0, 0\.0, 0\.0\]: expected each within ±4096 DN"),
+    ({"white_level": 70000}, r"white_level=70000: expected a positive number of DN, at most 65535"),
+    ({"black_level": 65535}, r"black_level=65535: expected DN >= 0 and below white_level \(65535: none given"),
+])
+def test_a_profile_no_camera_has_is_refused_naming_the_bound(tmp_path, change, message):
+    doc = {k: v for k, v in {**GOOD, **change}.items() if v is not DROP}
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match=rf"^{path}: {message}"):
+        load_profile(path)
+
+
+def test_the_bounds_hold_for_profiles_made_in_python_and_for_a_degradation_s_k_range():
+    from pairload.synth.spec import Degradation
+
+    with pytest.raises(ConfigError, match=r"^profile 'p': tukey_lambda=\[-3\.0, -3\.0\]: expected Tukey-λ shapes"):
+        Profile(name="p", source="a test", log_k=(0.0, 1.0), read=LogLinear(slope=0.5, bias=1.0),
+                row=LogLinear(slope=0.5, bias=-1.0), tukey_lambda=(-3, -3))
+    with pytest.raises(ConfigError, match=r"^profile 'SonyA7S2': log_k=\[0\.0, 6\.9.*\]: K 1 to 1000 DN per electron; "
+                                          r"expected K from 0\.0001 to 991\.9"):
+        Degradation.of("raw-physics,K=1..1000")
+    assert Degradation.of("raw-physics,K=1..100") is not None  # well within: the read noise stays far below white
+
+
+def test_a_profile_saved_where_no_file_can_be_names_the_path_given(tmp_path):
+    with pytest.raises(OutputError, match=rf"^{tmp_path}: a folder; expected the path of the profile JSON file to "
+                                          "write; name a file in it$"):
+        save_profile(PROFILES["SonyA7S2"], tmp_path)
+    missing = tmp_path / "none" / "p.json"
+    with pytest.raises(OutputError, match=rf"^{missing}: cannot write the profile \(No such file or directory\); check "
+                                          rf"that {missing.parent} is a folder you can write with free space"):
+        save_profile(PROFILES["SonyA7S2"], missing)
+    assert list(tmp_path.iterdir()) == []  # no temporary file left
