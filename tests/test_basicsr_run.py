@@ -6,6 +6,7 @@ subprocesses from their root on the CPU. Pair i's pixels hold (i, row, column) a
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -23,7 +24,8 @@ import yaml
 from pairload import ConfigError, ShardError, make_loader
 from pairload.basicsr import loader_options
 from pairload.basicsr.metrics import calculate_psnr_gt_mean
-from pairload.basicsr.run import RepositoryError, Session, find_names, pack_hint, split_args
+from pairload.basicsr.run import (RepositoryError, Session, check_options_file, find_names, pack_hint,
+                                  split_args)
 from pairload.evaluate import gt_mean_psnr
 from pairload.pack import PackOptions, pack
 
@@ -164,6 +166,126 @@ def test_a_missing_options_file_is_named_in_one_line(data, tmp_path):
                                         "relative to the repository's root")
 
 
+FIX = ("copy one of the repository's own training option files and edit it (name:, datasets: train: and val:, "
+       "network_g:, train: total_iter: ...)")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", f"the file is empty; {FIX}"),
+    ("name: [unclosed\n  x: : y\n", f"not YAML (expected ',' or ']', but got ':' at line 2, column 4); correct the "
+                                     f"file there, or {FIX}"),
+])
+def test_an_empty_or_broken_options_file_is_one_line_from_the_command(data, tmp_path, text, message):
+    """(#60: their parser used to end in a traceback.)"""
+    repo = write_repo(tmp_path / "repo", options(data / "raw"))
+    (repo / "Options" / "Bad.yml").write_text(text)
+    done = command(repo, "-opt", "Options/Bad.yml", "--shards", str(data / "shards"))
+    assert (done.returncode, done.stderr) == (1, f"pairload.basicsr: -opt Options/Bad.yml: {message}\n")
+
+
+def bad_train(**changes) -> str:
+    opt = options(Path("raw"), **changes)
+    return yaml.safe_dump(opt)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("# name: Tiny\n", f"it holds no options \\(comments only, or null\\); {re.escape(FIX)}"),
+    ("- a\n- b\n", r"the YAML is a list \(\['a', 'b'\]\), not a mapping of options"),
+    ("Options/Tiny.yml\n", r"the YAML is a string \('Options/Tiny.yml'\), not a mapping of options"),
+    ("\x00\x01", r"not YAML \(not text: special characters are not allowed at byte 0\)"),
+    ("name: Tiny\ntrain: {total_iter: 10}\n", r"no datasets: section \(found name, train\); add datasets: with a "
+                                              r"train: dataset \(type: PairedImageDataset, gt_size, "
+                                              r"batch_size_per_gpu, ...\), or copy"),
+    ("datasets: [train, val]\n", r"datasets is a list \(\['train', 'val'\]\), expected a mapping of phases "
+                                  r"\(train:, val:\); indent the datasets under it$"),
+    ("datasets:\n  val: {name: V}\n", r"no datasets: train: mapping \(found val\); pairload.basicsr trains on the "
+                                       r"train phase: add datasets: train: with type: PairedImageDataset, gt_size "
+                                       r"and batch_size_per_gpu$"),
+    ("datasets:\n  train: 8\n", r"no datasets: train: mapping \(train is a number \(8\)\)"),
+    ("datasets:\n  train: {gt_size: 8, batch_size_per_gpu: 4}\n  val:\n", r"datasets.val is empty \(null\), "
+                                                                           r"expected a mapping of that dataset's "
+                                                                           r"options .*; indent them under val:, or "
+                                                                           r"remove val:$"),
+    (bad_train(batch_size_per_gpu="eight"), r"BasicSR options datasets.train.batch_size_per_gpu='eight': expected a "
+                                            r"whole number, at least 1$"),
+    (bad_train(use_shuffle="yes"), r"BasicSR options datasets.train.use_shuffle='yes': expected true or false$"),
+    (bad_train(type="Dataset_SIDImage"), r"BasicSR options datasets.train.type=Dataset_SIDImage: this dataset reads "
+                                         r"frame sequences"),
+    (bad_train(gt_size=None, mini_batch_sizes=None, gt_sizes=None, iters=None),
+     r"BasicSR options datasets.train: no gt_size; pairload needs the crop side \(e.g. gt_size: 128\)"),
+], ids=["comments", "list", "string", "binary", "no datasets", "datasets list", "no train", "train number",
+        "val null", "batch eight", "shuffle yes", "sequence dataset", "no gt_size"])
+def test_options_files_their_parser_cannot_read_or_pairload_cannot_load_are_named(tmp_path, text, message):
+    (tmp_path / "Options").mkdir()
+    (tmp_path / "Options" / "Bad.yml").write_text(text)
+    with pytest.raises(ConfigError, match=r"^-opt Options/Bad.yml: " + message):
+        check_options_file(["-opt", "Options/Bad.yml", "--launcher", "none"], tmp_path)
+
+
+def test_the_options_file_argument_is_checked_before_their_argparse_sees_it(tmp_path):
+    (tmp_path / "Options").mkdir()
+    (tmp_path / "Options" / "Tiny.yml").write_text(yaml.safe_dump(options(tmp_path)))
+    root = re.escape(str(tmp_path))
+    with pytest.raises(ConfigError, match=rf"^no -opt: their train.py trains from an options file; pass the training "
+                                          rf"YAML, e.g. -opt Options/NAME.yml, relative to the repository's root "
+                                          rf"{root}$"):
+        check_options_file(["--auto_resume"], tmp_path)
+    with pytest.raises(ConfigError, match=r"^--opt: no file after it; pass the training YAML, e.g. --opt "):
+        check_options_file(["--opt", "--auto_resume"], tmp_path)
+    with pytest.raises(ConfigError, match=r"^-opt Options/Tiny.yml and --opt Options/Tiny.yml: more than one "
+                                          r"options file; pass one$"):
+        check_options_file(["-opt", "Options/Tiny.yml", "--opt=Options/Tiny.yml"], tmp_path)
+    with pytest.raises(ConfigError, match=r"^-opt Options: is a folder; pass one training YAML in it \(Tiny.yml, "
+                                          r"...\), e.g. -opt Options/Tiny.yml$"):
+        check_options_file(["-opt", "Options"], tmp_path)
+    assert check_options_file(["-opt=Options/Tiny.yml"], tmp_path) == "-opt Options/Tiny.yml"
+    # their loader's Python tags are read as plain values, never run (their own loader runs them later, if at all)
+    (tmp_path / "Options" / "Tagged.yml").write_text(
+        yaml.safe_dump(options(tmp_path)) + "marker: !!python/object/apply:os.remove [gone]\n")
+    (tmp_path / "gone").touch()
+    assert check_options_file(["-opt", "Options/Tagged.yml"], tmp_path) == "-opt Options/Tagged.yml"
+    assert (tmp_path / "gone").exists()
+
+
+def test_an_unreadable_options_file_is_named(tmp_path, monkeypatch):
+    import pairload.basicsr.options as module
+
+    def denied(path, *args, **kwargs):  # what a chmod 000 file gives (but not to root, who may run the tests)
+        raise PermissionError(13, "Permission denied", str(path))
+
+    (tmp_path / "Options").mkdir()
+    (tmp_path / "Options" / "Tiny.yml").write_text("name: Tiny\n")
+    monkeypatch.setattr(module, "open", denied, raising=False)
+    with pytest.raises(ConfigError, match=r"^-opt Options/Tiny.yml: cannot read it \(Permission denied\); check "
+                                          r"the path and its permissions$"):
+        check_options_file(["-opt", "Options/Tiny.yml"], tmp_path)
+
+
+def test_what_their_parse_options_refuses_is_one_line():
+    session = Session("shards", "train", options_file="-opt Options/Tiny.yml")
+
+    def theirs(argv):
+        parser = argparse.ArgumentParser(prog="train.py")
+        parser.add_argument("-opt", required=True)
+        return parser.parse_args(argv)
+
+    with pytest.raises(ConfigError, match=r"^train.py: unrecognized arguments: --shard s; every argument but "
+                                          r"--shards, --shards-split and --gt-mean-psnr goes to their parse_options: "
+                                          r"see python basicsr/train.py -h$"):
+        session._parsed(theirs, ["-opt", "Options/Tiny.yml", "--shard", "s"])
+    with pytest.raises(SystemExit):  # argparse is itself again once their parse_options returns
+        argparse.ArgumentParser(prog="x").parse_args(["--nope"])
+
+    def lacks_path(*args):
+        return {"name": "Tiny"}["path"]
+
+    with pytest.raises(ConfigError, match=r"^-opt Options/Tiny.yml: their parse_options failed on it \(KeyError: "
+                                          r"'path'\); most often a key their parser reads is missing or of the "
+                                          r"wrong type: compare the file with the repository's own training option "
+                                          r"files$"):
+        session._parsed(lacks_path)
+
+
 def test_outside_a_repository_the_command_says_so(tmp_path):
     done = command(tmp_path, "-opt", "Options/x.yml", "--shards", "shards")
     assert done.returncode == 1 and done.stderr == (
@@ -254,9 +376,19 @@ def test_shards_that_do_not_fit_are_refused_in_one_line(data):
                                           r"channels, --shards .* split 'train' has 3-channel inputs; pack 4-channel "
                                           r"images, or set network_g.inp_channels: 3$"):
         Session(str(data / "shards"), "train").setup(opt)
-    with pytest.raises(ConfigError, match=r"^--shards .* with gt_size 32, batch_size_per_gpu 4: crop 32 is larger "
-                                          r"than sample"):
-        Session(str(data / "shards"), "train").setup(parsed_opt(data, gt_size=32))
+    with pytest.raises(ConfigError, match=r"^-opt O.yml: datasets.train gt_size 32, batch_size_per_gpu 4, "
+                                          r"dataset_enlarge_ratio 1 on --shards .* split 'train': crop 32 is larger "
+                                          r"than sample '00000' of split 'train', which is 20x16 \(crop 32x32\); use "
+                                          r"datasets.train.gt_size <= 16 or repack without that image$"):
+        Session(str(data / "shards"), "train", options_file="-opt O.yml").setup(parsed_opt(data, gt_size=32))
+    # the option file's keys, not the loader's (repeats=, last_batch=), in the advice (#60)
+    with pytest.raises(ConfigError, match=r"^datasets.train gt_size 8, batch_size_per_gpu 13, dataset_enlarge_ratio "
+                                          r"1 on --shards .* split 'train': batch_size 13 is larger than a rank's "
+                                          r"share of split 'train' \(12 samples / 1 ranks = 12\); lower "
+                                          r"datasets.train.batch_size_per_gpu, or set "
+                                          r"datasets.train.dataset_enlarge_ratio: K \(K passes over the split per "
+                                          r"epoch, each with new crops\)$"):
+        Session(str(data / "shards"), "train").setup(parsed_opt(data, batch_size_per_gpu=13, mini_batch_sizes=[13, 2]))
     with pytest.raises(ConfigError, match=r"^BasicSR options datasets.train.type=Dataset_SIDImage: this dataset "):
         Session(str(data / "shards"), "train").setup(parsed_opt(data, type="Dataset_SIDImage", N_frames=5))
 

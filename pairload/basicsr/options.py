@@ -1,10 +1,12 @@
 """A BasicSR options dict (the parsed training YAML) as `make_loader` arguments: `loader_options`, and the keys it
-reads, ignores and refuses. Needs neither basicsr nor torch."""
+reads, ignores and refuses; `read_options_file`, the training YAML checked before their parser reads it. Needs
+neither basicsr nor torch (PyYAML, which every BasicSR-family repository needs, for the file)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ConfigError
@@ -309,3 +311,101 @@ def _required(train: Mapping, key: str) -> int:
         what, e = ("the crop side", 128) if key == "gt_size" else ("the batch size per rank", 8)
         raise ConfigError(f"{WHERE}: no {key}; pairload needs {what} (e.g. {key}: {e})")
     return _whole(train, key, 0)
+
+
+# what a training YAML holds, for the refusals of one that cannot be their options
+OPTIONS_FIX = ("copy one of the repository's own training option files and edit it (name:, datasets: train: and "
+               "val:, network_g:, train: total_iter: ...)")
+
+
+def read_options_file(path: Path, label: str) -> dict:
+    """The training YAML at `path` (`label`: how the command line names it, such as "-opt Options/x.yml") as a dict,
+    with a `datasets: train:` mapping and every other dataset a mapping too: what their parse_options reads before
+    anything else. A folder, an unreadable or empty file, text that is not YAML (the parser's line and column), a
+    YAML that is not a mapping, or one without those sections is a ConfigError naming `label`. Tags their loader
+    would construct as Python objects are read as plain values (nothing is executed here)."""
+    import yaml
+
+    if path.is_dir():
+        ymls = sorted(p.name for p in path.glob("*.y*ml"))[:3]
+        example = f" ({', '.join(ymls)}, ...)" if ymls else ""
+        raise ConfigError(f"{label}: is a folder; pass one training YAML in it{example}, e.g. "
+                          f"{label}/{ymls[0] if ymls else 'NAME.yml'}")
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read()
+            doc = yaml.load(text, Loader=_options_loader())
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot read it ({exc.strerror or exc}); check the path and its permissions"
+                          ) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{label}: not YAML ({_yaml_problem(exc)}); correct the file there, or "
+                          f"{OPTIONS_FIX}") from None
+    if doc is None:
+        found = "the file is empty" if not text.strip() else "it holds no options (comments only, or null)"
+        raise ConfigError(f"{label}: {found}; {OPTIONS_FIX}")
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"{label}: the YAML is {_yaml_kind(doc)}, not a mapping of options; {OPTIONS_FIX}")
+    datasets = doc.get("datasets")
+    if datasets is None:
+        raise ConfigError(f"{label}: no datasets: section (found {_keys(doc)}); add datasets: with a train: "
+                          "dataset (type: PairedImageDataset, gt_size, batch_size_per_gpu, ...), or "
+                          f"{OPTIONS_FIX}")
+    if not isinstance(datasets, Mapping):
+        raise ConfigError(f"{label}: datasets is {_yaml_kind(datasets)}, expected a mapping of phases (train:, "
+                          "val:); indent the datasets under it")
+    if not isinstance(datasets.get("train"), Mapping):
+        found = f"train is {_yaml_kind(datasets['train'])}" if "train" in datasets else f"found {_keys(datasets)}"
+        raise ConfigError(f"{label}: no datasets: train: mapping ({found}); pairload.basicsr trains on the train "
+                          "phase: add datasets: train: with type: PairedImageDataset, gt_size and batch_size_per_gpu")
+    for phase, dataset in datasets.items():
+        if not isinstance(dataset, Mapping):
+            raise ConfigError(f"{label}: datasets.{phase} is {_yaml_kind(dataset)}, expected a mapping of that "
+                              "dataset's options (name:, type:, dataroot_lq:, dataroot_gt:, ...); indent them "
+                              f"under {phase}:, or remove {phase}:")
+    return dict(doc)
+
+
+def _options_loader():
+    """PyYAML's safe loader, reading any tag it does not know (their loader's !!python/... tags) as the plain value
+    under it."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def plain(loader, _suffix, node):
+        if isinstance(node, yaml.MappingNode):
+            return loader.construct_mapping(node)
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node)
+        return loader.construct_scalar(node)
+
+    Loader.add_multi_constructor("", plain)
+    return Loader
+
+
+def _yaml_problem(exc) -> str:
+    """What the YAML parser found, and where: "PROBLEM at line L, column C" (1-based), or its reader's byte."""
+    import yaml
+
+    mark = getattr(exc, "problem_mark", None)
+    if isinstance(exc, yaml.reader.ReaderError):
+        return f"not text: {exc.reason} at byte {exc.position}"
+    if mark is not None:
+        return f"{exc.problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return " ".join(str(exc).split())
+
+
+def _yaml_kind(value) -> str:
+    if value is None:
+        return "empty (null)"
+    kind = {list: "a list", str: "a string", bool: "true or false", int: "a number", float: "a number"}.get(
+        type(value), f"a {type(value).__name__}")
+    shown = repr(value)
+    return f"{kind} ({shown[:40]}{'...' if len(shown) > 40 else ''})"
+
+
+def _keys(mapping: Mapping) -> str:
+    names = [str(k) for k in mapping]
+    return f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''}" if names else "no keys"

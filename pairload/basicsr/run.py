@@ -15,6 +15,7 @@ their arguments.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import logging
@@ -24,10 +25,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Callable
 
-from ..errors import ConfigError, PairloadError, ShardError
+from ..errors import ConfigError, PairloadError, ShardError, in_cli_terms
 from .batches import BasicSRBatches
 from .metrics import add_gt_mean_psnr
-from .options import data_parallel_gpus, loader_options
+from .options import data_parallel_gpus, loader_options, read_options_file
 
 USAGE = """usage: python -m pairload.basicsr --shards SHARDS [--shards-split SPLIT] -opt OPTIONS.yml [ARGS...]
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run(argv)
     except PairloadError as exc:
-        print(f"pairload.basicsr: {exc}", file=sys.stderr, flush=True)
+        print(f"pairload.basicsr: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
         return 1
     return 0
 
@@ -86,9 +87,9 @@ def run(argv: list[str], cwd: Path | None = None) -> None:
     ours, theirs = split_args(argv)
     repo = (cwd or Path.cwd()).resolve()
     train = import_train(repo)
-    check_options_file(theirs, repo)
+    label = check_options_file(theirs, repo)
     found = find_names(train)
-    session = Session(ours.shards, ours.shards_split, gt_mean_psnr=ours.gt_mean_psnr)
+    session = Session(ours.shards, ours.shards_split, gt_mean_psnr=ours.gt_mean_psnr, options_file=label)
     session.patch(train, found)
     train_py = Path(train.__file__)
     sys.argv = [str(train_py), *theirs]
@@ -100,15 +101,65 @@ def run(argv: list[str], cwd: Path | None = None) -> None:
         getattr(train, entry)()
 
 
-def check_options_file(theirs: list[str], repo: Path) -> None:
-    """Their -opt/--opt file exists (else their parse_options fails with a traceback)."""
+OPTION_FLAGS = ("-opt", "--opt")  # how BasicSR-family parse_options name the training YAML
+
+
+def check_options_file(theirs: list[str], repo: Path) -> str:
+    """Their -opt/--opt file, read and checked before their parse_options reads it (which would end in a
+    traceback): one a PairedImageDataset train phase pairload can load (`options.read_options_file`, then
+    `loader_options`); returns how the command line names it ("-opt Options/x.yml")."""
+    flag, path = _options_arg(theirs, repo)
+    label = f"{flag} {path}"
+    full = repo / path
+    if not full.exists():
+        raise ConfigError(f"{label}: no such options file in {repo}; pass the training YAML, e.g. "
+                          f"{flag} Options/NAME.yml, relative to the repository's root")
+    doc = read_options_file(full, label)
+    if "--force_yml" not in theirs:  # else their parse_options changes the options it read: checked after it
+        try:
+            loader_options(doc, progressive="code", log=lambda _: None)
+        except ConfigError as exc:
+            raise ConfigError(f"{label}: {exc}") from None
+    return label
+
+
+def _options_arg(theirs: list[str], repo: Path) -> tuple[str, str]:
+    """(the flag, the path) of their -opt/--opt argument; its absence, or a second one (their argparse would take
+    the last), is a ConfigError saying what to pass."""
+    given = []
     for i, arg in enumerate(theirs):
-        flag, _, value = arg.partition("=")
-        if flag in ("-opt", "--opt"):
-            path = value or (theirs[i + 1] if i + 1 < len(theirs) else "")
-            if path and not (repo / path).is_file():
-                raise ConfigError(f"{flag} {path}: no such options file in {repo}; pass the training YAML, e.g. "
-                                  f"{flag} Options/NAME.yml, relative to the repository's root")
+        flag, eq, value = arg.partition("=")
+        if flag in OPTION_FLAGS:
+            path = value if eq else (theirs[i + 1] if i + 1 < len(theirs) else "")
+            if not path or (not eq and path.startswith("-")):
+                raise ConfigError(f"{flag}: no file after it; pass the training YAML, e.g. {flag} Options/NAME.yml, "
+                                  f"relative to the repository's root {repo}")
+            given.append((flag, path))
+    if not given:
+        raise ConfigError(f"no -opt: their train.py trains from an options file; pass the training YAML, e.g. -opt "
+                          f"Options/NAME.yml, relative to the repository's root {repo}")
+    if len(given) > 1:
+        raise ConfigError(f"{' and '.join(f'{f} {p}' for f, p in given)}: more than one options file; pass one")
+    return given[0]
+
+
+class ArgumentRefused(Exception):
+    """argparse's refusal of their arguments, raised in place of its usage text and exit (`their_argparse`)."""
+
+
+@contextlib.contextmanager
+def their_argparse():
+    """argparse refusing an argument raises ArgumentRefused(prog, message) instead of printing its usage and
+    exiting, so that the refusal is one line."""
+    def error(parser, message):
+        raise ArgumentRefused(parser.prog, message)
+
+    saved = argparse.ArgumentParser.error
+    argparse.ArgumentParser.error = error
+    try:
+        yield
+    finally:
+        argparse.ArgumentParser.error = saved
 
 
 def import_train(repo: Path):
@@ -179,8 +230,9 @@ class Prefetcher(BasicSRBatches):
 class Session:
     """One run: the patches, the loader they share and the loader-position files."""
 
-    def __init__(self, shards: str | None, split: str, *, gt_mean_psnr: bool = False):
+    def __init__(self, shards: str | None, split: str, *, gt_mean_psnr: bool = False, options_file: str = ""):
         self.shards, self.split, self.gt_mean_psnr = shards, split, gt_mean_psnr
+        self.options_file = options_file  # how the command line names it ("-opt Options/x.yml"), for refusals
         self.opt: Mapping | None = None
         self.loader = None
         self.data: TrainData | None = None
@@ -202,11 +254,29 @@ class Session:
 
     def _parse_options(self, orig):
         def parse_options(*args, **kwargs):
-            got = orig(*args, **kwargs)
+            got = self._parsed(orig, *args, **kwargs)
             opt = got[0] if isinstance(got, tuple) else got  # BasicSR >= 1.3 returns (opt, args)
             self.setup(opt)
             return got
         return parse_options
+
+    def _parsed(self, orig, *args, **kwargs):
+        """Their parse_options(...); an argument their argparse refuses, or their parser failing on the options
+        file (what `check_options_file` cannot foresee: a key of their own it needs, a value of the wrong type), is
+        a ConfigError of one line."""
+        try:
+            with their_argparse():
+                return orig(*args, **kwargs)
+        except ArgumentRefused as exc:
+            prog, message = exc.args
+            raise ConfigError(f"{prog}: {message}; every argument but --shards, --shards-split and --gt-mean-psnr "
+                              "goes to their parse_options: see python basicsr/train.py -h") from None
+        except Exception as exc:  # noqa: BLE001 - their parser's own failure, said in one line
+            where = self.options_file or "their options file"
+            what = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            raise ConfigError(f"{where}: their parse_options failed on it ({what}); most often a key their parser "
+                              "reads is missing or of the wrong type: compare the file with the repository's own "
+                              "training option files") from None
 
     def _dataset(self, orig):
         def create_dataset(dataset_opt, *args, **kwargs):
@@ -254,8 +324,12 @@ class Session:
         if self.gt_mean_psnr and add_gt_mean_psnr(opt, lambda line: self.notes.append((logging.WARNING, line))):
             self.notes.append((logging.INFO, "pairload: validation reports psnr_gt_mean (pairload.evaluate."
                                              "gt_mean_psnr) before the options' own metrics"))
+        where = f"{self.options_file}: " if self.options_file else ""
         notes: list[str] = []
-        options = loader_options(opt, progressive="code", log=notes.append)
+        try:
+            options = loader_options(opt, progressive="code", log=notes.append)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}{exc}") from None
         self.notes += [(logging.INFO, f"pairload: {n}") for n in notes]
         if not self.shards:
             raise ConfigError(f"no --shards: {pack_hint(opt['datasets']['train'])}")
@@ -269,8 +343,10 @@ class Session:
                 raise ShardError(f"{exc}; name the split to train on with --shards-split") from None
             raise
         except ConfigError as exc:
-            raise ConfigError(f"--shards {self.shards} with gt_size {options['crop']}, batch_size_per_gpu "
-                              f"{options['batch_size']}: {exc}") from None
+            per_gpu = options["batch_size"] // data_parallel_gpus(opt)
+            raise ConfigError(f"{where}datasets.train gt_size {options['crop']}, batch_size_per_gpu {per_gpu}, "
+                              f"dataset_enlarge_ratio {options['repeats']} on --shards {self.shards} split "
+                              f"{self.split!r}: {in_option_file_terms(exc)}") from None
         self.loader = loader
         check_channels(opt, loader.ds.members, f"--shards {self.shards} split {self.split!r}")
         batches = loader.batches_in(0)
@@ -389,6 +465,24 @@ class Session:
         if resume and not self.resumed:
             self.logger.warning(f"pairload: path.resume_state is {resume} but train.py did not call "
                                 "model.resume_training: the loader starts its epoch from its first batch")
+
+
+# the loader's options by the datasets.train keys they come from (`loader_options`), for its refusals' advice
+OPTION_KEYS = {"crop": "gt_size", "batch_size": "batch_size_per_gpu", "repeats": "dataset_enlarge_ratio",
+               "num_workers": "num_worker_per_gpu", "shuffle": "use_shuffle"}
+# advice that names another of the loader's options, said with the options file's keys (BasicSR drops the last
+# short batch, as last_batch='drop' does: the other last_batch values have no key there)
+OPTION_FIXES = {"batch_size": "lower {flag}, or set datasets.train.dataset_enlarge_ratio: K (K passes over the split "
+                              "per epoch, each with new crops)"}
+
+
+def in_option_file_terms(exc: ConfigError) -> str:
+    """A loader refusal said with the datasets.train keys of the options file, as `in_cli_terms` says it with
+    flags."""
+    if exc.option in OPTION_FIXES:
+        exc = ConfigError(exc.problem, option=exc.option, fix=exc.fix, flag_fix=OPTION_FIXES[exc.option],
+                          flag_problem=exc.flag_problem)
+    return in_cli_terms(exc, {k: f"datasets.train.{v}" for k, v in OPTION_KEYS.items()})
 
 
 def check_channels(opt: Mapping, members, where: str) -> None:

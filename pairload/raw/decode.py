@@ -1,12 +1,15 @@
 """Reading image files for packing: cheap header probes (`headers` for PNG, JPEG, BMP and PNM, Pillow for other
-images, numpy's header reader for `.npy`, LibRaw for camera raw), exact decodes (OpenCV) into RGB uint8 or uint16,
-`.npy` arrays taken as they are, camera raw packed or developed (`decode_camera`), and the hint for a pair whose sizes
-an EXIF rotation transposed. Policy, the same for both images of a pair: gray replicated to RGB, alpha dropped, 16
-bits kept (converted to 8 with rounding under `to_8bit`), EXIF orientation ignored (pixels as stored)."""
+images, numpy's header reader for `.npy`, LibRaw for camera raw), exact decodes (OpenCV, its libraries kept off
+stderr: `quiet_stderr`) into RGB uint8 or uint16, `.npy` arrays taken as they are, camera raw packed or developed
+(`decode_camera`), and the hint for a pair whose sizes an EXIF rotation transposed. Policy, the same for both images
+of a pair: gray replicated to RGB, alpha dropped, 16 bits kept (converted to 8 with rounding under `to_8bit`), EXIF
+orientation ignored (pixels as stored)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -252,6 +255,52 @@ def silence_cv2() -> None:
         pass
 
 
+class _QuietStderr:
+    """File descriptor 2 pointed at the null device while a C decoder runs, as one context shared by the threads
+    of a process (the first one in points it away, the last one out points it back). libpng, libtiff and OpenCV's
+    logger write their errors and warnings straight to fd 2, where they would come before pack's one-line refusal,
+    or litter a pack whose files all decode (libpng's iCCP warnings): the decoder's verdict is its return value,
+    which is reported by name. What another thread writes to fd 2 meanwhile is dropped too (pack's other threads,
+    hashing and uploading, write nothing there). Costs a few system calls per image, against milliseconds of
+    decoding."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._saved: int | None = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._saved = self._point_away()
+            self._depth += 1
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0 and self._saved is not None:
+                os.dup2(self._saved, 2)
+                os.close(self._saved)
+                self._saved = None
+
+    @staticmethod
+    def _point_away() -> int | None:
+        """fd 2's original, duplicated, after pointing fd 2 at the null device; None where fd 2 is not open."""
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            sys.stderr.flush()  # what Python holds for it is written where it was meant to go
+        try:
+            saved = os.dup(2)
+        except OSError:
+            return None
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+        return saved
+
+
+quiet_stderr = _QuietStderr()
+
+
 def decode_rgb(path: Path, *, to_8bit: bool, expect_hw: tuple[int, int] | None = None,
                out_hw: tuple[int, int] | None = None, fit: str = RESIZE) -> tuple[np.ndarray, list[str]]:
     """Decode `path` into a C-order RGB H×W×3 array, uint8 or (a 16-bit file) uint16, uint8 under `to_8bit`;
@@ -271,7 +320,8 @@ def decode_rgb(path: Path, *, to_8bit: bool, expect_hw: tuple[int, int] | None =
     # the header size first (a cheap read when no probe gave it): an image too large to decode is refused by name
     check_decodable_size(path, *(expect_hw if expect_hw is not None else probe_size(path)))
     try:
-        img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
+        with quiet_stderr:
+            img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED)
     except cv2.error as exc:  # OpenCV 5 raises where 4 returned None (a limit, a damaged stream)
         raise ImageError(f"{path}: does not decode ({_one_line(exc)}); replace or remove it") from None
     if img is None:
