@@ -272,7 +272,7 @@ def test_what_their_parse_options_refuses_is_one_line():
     with pytest.raises(ConfigError, match=r"^train.py: unrecognized arguments: --shard s; every argument but "
                                           r"--shards, --shards-split and --gt-mean-psnr goes to their parse_options: "
                                           r"see python basicsr/train.py -h$"):
-        session._parsed(theirs, ["-opt", "Options/Tiny.yml", "--shard", "s"])
+        session.parsed(theirs, ["-opt", "Options/Tiny.yml", "--shard", "s"])
     with pytest.raises(SystemExit):  # argparse is itself again once their parse_options returns
         argparse.ArgumentParser(prog="x").parse_args(["--nope"])
 
@@ -283,7 +283,7 @@ def test_what_their_parse_options_refuses_is_one_line():
                                           r"'path'\); most often a key their parser reads is missing or of the "
                                           r"wrong type: compare the file with the repository's own training option "
                                           r"files$"):
-        session._parsed(lacks_path)
+        session.parsed(lacks_path)
 
 
 def test_outside_a_repository_the_command_says_so(tmp_path):

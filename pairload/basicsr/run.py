@@ -254,13 +254,13 @@ class Session:
 
     def _parse_options(self, orig):
         def parse_options(*args, **kwargs):
-            got = self._parsed(orig, *args, **kwargs)
+            got = self.parsed(orig, *args, **kwargs)
             opt = got[0] if isinstance(got, tuple) else got  # BasicSR >= 1.3 returns (opt, args)
             self.setup(opt)
             return got
         return parse_options
 
-    def _parsed(self, orig, *args, **kwargs):
+    def parsed(self, orig, *args, **kwargs):
         """Their parse_options(...); an argument their argparse refuses, or their parser failing on the options
         file (what `check_options_file` cannot foresee: a key of their own it needs, a value of the wrong type), is
         a ConfigError of one line."""

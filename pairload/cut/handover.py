@@ -14,7 +14,8 @@ from typing import Callable
 
 import torch
 
-from ..batch import PairBatch, Rows, batches_of, oriented_sides
+from ..batch import PairBatch
+from .convert import Rows, batches_of, oriented_sides
 from ..hooks import Hooks
 from ..plan import BatchPlan
 from .degrade import Degrade

@@ -44,7 +44,7 @@ class Cut:
             return self.pair
         if not self.on_device:
             return self.layout.views(self.block)
-        from ..batch import sides_of
+        from .convert import sides_of
 
         return sides_of(self.layout, self.block)
 

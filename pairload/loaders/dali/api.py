@@ -8,7 +8,8 @@ import dataclasses
 
 from nvidia.dali.pipeline import Pipeline
 
-from ...batch import PairBatch, batches_of
+from ...batch import PairBatch
+from ...cut.convert import batches_of
 from ...errors import ConfigError
 from ...plan import BatchPlan, PlanConfig
 from ..base import LoaderOptions, check_options
