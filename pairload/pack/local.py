@@ -24,7 +24,7 @@ from .options import PackOptions, PackReport
 from .parts import Part
 from .shardplan import ShardPlan, plan_shards, target_groups
 from .sensor import is_raw, plan_camera, plan_targets
-from .sequences import check_names, describe, plan_sequences
+from .sequences import check_names, describe_splits, plan_sequences
 from .sides import split_members
 from .shardwrite import Inputs, Run, ShardDone, write_compressed, write_raw
 
@@ -79,7 +79,7 @@ def _plan(discovery, raw: Path, options: PackOptions, pool, report: PackReport, 
     report.phases["find"] = clock[1] - clock[0]
     t0 = time.perf_counter()
     if options.sequences:  # key order, each sequence's frames in a row (`sequences`); shared targets stay shared
-        check_names(discovery)
+        check_names(discovery, options.sequence_gaps)
         pairs = sorted(discovery.pairs, key=lambda p: (p.split, p.key))
     else:
         pairs = target_groups(discovery.pairs)
@@ -100,8 +100,8 @@ def _plan(discovery, raw: Path, options: PackOptions, pool, report: PackReport, 
     out_sizes = [seen.setdefault(hw, hw) for hw in (target_size(h, w, options.resize, options.max_side, options.fit)
                                                     for h, w in sizes)]
     inputs = Inputs(pairs, probes, sizes, out_sizes, members, camera, options.targets_only)
-    sequences = plan_sequences(pairs, out_sizes) if options.sequences else {}
-    report.sequences = {split: describe(seqs) for split, seqs in sequences.items()}
+    sequences = plan_sequences(pairs, out_sizes, options.sequence_gaps) if options.sequences else {}
+    report.sequences = describe_splits(sequences, pairs)
     plans = plan_shards(pairs, sizes, out_sizes, options.shard_size, members, options.targets_only)
     skel = skeleton(discovery, raw, options, members, camera, sequences)
     report.phases["plan"] = time.perf_counter() - t1

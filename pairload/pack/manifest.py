@@ -12,7 +12,6 @@ import numpy as np
 from .. import __version__
 from ..format import binindex, schema
 from ..format import sensor as fmt
-from ..format import sequences as seq
 from ..format.sequences import Sequences
 from ..format.encoding import RAW, Encoding
 from ..format.members import DEFAULT, FIELD, Members, members_of
@@ -44,7 +43,7 @@ def skeleton(discovery, raw, options: PackOptions, members: dict[str, Members] |
         if camera.docs.get(split) is not None:
             entry[fmt.FIELD] = camera.docs[split]
         if split in sequences:
-            entry[seq.FIELD], entry[seq.TARGET] = sequences[split].to_doc(), sequences[split].target
+            entry.update(sequences[split].to_entry())
         splits[split] = entry
     options_doc = {"resize": list(options.resize) if options.resize else None, "max_side": options.max_side,
                    "to_8bit": options.to_8bit, "shard_size": options.shard_size}

@@ -1,6 +1,6 @@
 """What a pack is asked to do and what it reports: `PackOptions` (validated on construction), the parsers of the
 CLI's pack options (`parse_size`, `parse_split_names`, `parse_wxh`, and `from_cli`, all of them at once),
-`PackReport` and, for a pack into a URL, `UploadReport`."""
+`PackReport` and, for a pack into a URL, `UploadReport`, with the lines `pairload pack` prints of them."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..format.encoding import ZSTD, Encoding, from_option
 from ..format.schema import check_split_name
+from ..format.sequences import GAP_POLICIES
 from ..raw.decode import CROP, DEVELOPED, FITS, PACKED, RESIZE
 from ..units import human_bytes, parse_bytes
 
@@ -50,6 +51,17 @@ def parse_wxh(text: str | None) -> tuple[int, int] | None:
     return int(m.group(1)), int(m.group(2))
 
 
+def check_gap_policy(gaps, sequences: bool) -> None:
+    """--sequence-gaps: one of `GAP_POLICIES`, other than the default only with --sequences."""
+    if gaps not in GAP_POLICIES:
+        raise ConfigError(f"--sequence-gaps {gaps}: expected refuse, split or allow (what pack --sequences does "
+                          "with a sequence whose frame numbers break: refuse it, split it into evenly numbered runs, "
+                          "or keep it whole)")
+    if gaps != GAP_POLICIES[0] and not sequences:
+        raise ConfigError(f"--sequence-gaps {gaps}: only with --sequences (it says what to do where a sequence's frame "
+                          f"numbers break); add --sequences, or leave --sequence-gaps out")
+
+
 @dataclass(frozen=True, kw_only=True)
 class PackOptions:
     low_dir: str | None = None
@@ -78,6 +90,7 @@ class PackOptions:
     # `--sequences`: the frames of videos or bursts, each folder holding frames one sequence (`pack.sequences`),
     # recorded in the manifest's split entries
     sequences: bool = False
+    sequence_gaps: str = "refuse"  # `--sequence-gaps`: a sequence whose frame numbering breaks (`pack.sequences`)
     npy_bgr: bool = False  # `--npy-bgr`: .npy colour arrays hold BGR (SDSD, SMID): stored as RGB
 
     def __post_init__(self) -> None:
@@ -109,6 +122,7 @@ class PackOptions:
             raise ConfigError(f"--workers {self.workers}: expected 0 (all cores) or a positive number")
         if self.shard_size < MIN_SHARD_SIZE:
             raise ConfigError(f"shard size {self.shard_size} bytes is too small: use at least 64KB")
+        check_gap_policy(self.sequence_gaps, self.sequences)
 
     def _check_targets_only(self) -> None:
         """The options of a targets-only pack, and those that only it takes."""
@@ -169,6 +183,20 @@ class UploadReport:
     deleted: list[str] = field(default_factory=list)  # the old manifest, and shards no longer listed
     bytes_uploaded: int = 0
 
+    def summary(self) -> str:
+        """One line: what went to the bucket, what was already there, where the staging folder is."""
+        manifest = "manifest.json"
+        shards = [n for n in self.uploaded if n != manifest]
+        there = [n for n in self.skipped if n != manifest]
+        stale = [n for n in self.deleted if n != manifest]
+        return (f"uploaded {len(shards)} shards ({human_bytes(self.bytes_uploaded)})"
+                + (f" and {manifest} (last)" if manifest in self.uploaded else "") + f" to {self.url}"
+                + (f"; {manifest} there is already this pack's" if manifest in self.skipped else "")
+                + f"; skipped {len(there)} shards already there"
+                + (f"; deleted {len(stale)} shards the new manifest does not list" if stale else "")
+                + (f"; staging folder kept at {self.staging} (a valid local pack; --no-keep-staging removes it)"
+                   if self.kept else f"; staging folder {self.staging} removed"))
+
 
 # what each phase of a pack does, as the summary line says it (the report's JSON keeps the short names)
 PHASE_WORDS = {"find": "finding pairs", "probe": "reading image headers", "plan": "planning shards",
@@ -209,3 +237,69 @@ class PackReport:
         spent = [f"{PHASE_WORDS.get(k, k.replace('_', ' '))} {v:.1f} s" for k, v in self.phases.items()]
         written = sum(s.get("bytes", 0) for s in self.splits.values())
         return ", ".join(spent + [f"{written / 1e6 / max(self.seconds, 1e-9):,.1f} MB/s written"])
+
+    def lines(self, options: PackOptions) -> list[str]:
+        """What `pairload pack` prints of the pack it made with `options`: a part's state (alone until the part that
+        finishes the pack), each split, the run and its upload, and every file converted or left out."""
+        unit = "targets" if options.targets_only else "pairs"
+        if self.part is not None:
+            state = ("and wrote the manifest (the last part to finish)" if self.finished else
+                     f"{self.pairs} {unit}; waiting for part(s) {', '.join(map(str, self.waiting[:10]))} before the "
+                     "manifest")
+            part = [f"part {self.part}: done in {self.seconds:.1f} s, {state}"]
+            if not self.finished:
+                return part
+        else:
+            part = []
+        splits = [self._split_line(split, options, unit) for split in self.splits]
+        if self.upload is not None and self.upload.reused:
+            run = [f"{self.pairs} {unit} already packed in the staging folder {self.shards_dir} (nothing decoded)"]
+        else:
+            run = [f"packed {self.pairs} {unit} in {self.seconds:.1f} s ({self.pairs / max(self.seconds, 1e-9):,.0f} "
+                   f"{unit}/s, {self.workers} workers) into {self.shards_dir}; {self.timings()}"]
+        upload = [self.upload.summary()] if self.upload is not None else []
+        return part + splits + run + upload + self._notes()
+
+    def finish_lines(self) -> list[str]:
+        """What `pairload pack --finish` prints of the manifest it wrote."""
+        where = f"{self.url}/manifest.json" if self.url else self.shards_dir / "manifest.json"
+        shards = sum(s["shards"] for s in self.splits.values())
+        return [f"finished: {self.pairs} pairs in {shards} shards; wrote {where}"]
+
+    def _split_line(self, split: str, options: PackOptions, unit: str) -> str:
+        """A split's samples, shards and bytes, then its compression, the folders it came from and how they were
+        paired, its sequences and its unmatched files, each where there is one."""
+        s, folders = self.splits[split], self.layout.get(split, {}).get("folders")
+        rules = self.layout.get(split, {}).get("rules", [])
+        return (f"{split}: {s['samples']} {unit} in {s['shards']} shards, {human_bytes(s['bytes'])}"
+                + (f" ({self.compression} level {options.compress_level}: {stored_ratio(s)})" if self.compression
+                   else "")
+                + (f" (from {', '.join(folders[:4])}{' …' if len(folders) > 4 else ''}; paired by "
+                   f"{', '.join(rules)})" if folders and not options.targets_only else "")
+                + (f"; {self.sequences[split]}" if split in self.sequences else "")
+                + (f"; {self.skipped_per_split[split]} unmatched file(s) skipped"
+                   if self.skipped_per_split.get(split) else ""))
+
+    def _notes(self) -> list[str]:
+        """How splits were named, the files converted on the way, and every image-like file under RAW (targets
+        only: every file) that was not packed, with why."""
+        notes = []
+        if self.split_folders:
+            notes.append("split folders: " + ", ".join(f"{folder} -> {m['split']} ({m['how']})"
+                                                       for folder, m in self.split_folders.items()))
+        for label, items in (("grayscale replicated to RGB", self.gray), ("alpha dropped", self.alpha),
+                             ("16-bit converted to 8-bit", self.converted_16bit)):
+            if items:
+                shown = ", ".join(items[:10]) + (f" … and {len(items) - 10} more" if len(items) > 10 else "")
+                notes.append(f"{label}: {len(items)} file(s): {shown}")
+        for u in self.unused:
+            more = u["count"] - len(u["names"])
+            shown = ", ".join(u["names"]) + (f" … and {more} more" if more > 0 else "")
+            notes.append(f"not packed ({u['reason']}): {u['count']} file(s) in {u['folder']}: {shown}; {u['hint']}")
+        return notes
+
+
+def stored_ratio(split: dict, short: bool = False) -> str:
+    """How much smaller than its decoded pixels a split (of a report, or a manifest) is stored: '1.33x smaller than
+    its pixels'."""
+    return f"{split['pixel_bytes'] / max(split['bytes'], 1):.2f}x" + ("" if short else " smaller than its pixels")

@@ -1,8 +1,10 @@
 """The sequences of a `pack --sequences`: the frames of each video or burst. A frame's sequence is the folder holding
 it, its key's parent path (`input/pair1/0001.npy` → key `pair1+0001`, sequence `pair1`). `check_names` refuses, before
 any header is read, what would make a sequence wrong (a frame in no folder of its own, a folder holding frames and
-sequence folders, frames numbered without zero padding); `plan_sequences` refuses frames of two sizes and gives each
-split's `format.sequences.Sequences`, which `manifest.skeleton` writes into its split entry.
+sequence folders, frames numbered without zero padding, and, unless `--sequence-gaps` says otherwise, frame numbers
+that break their sequence's even spacing, as frames missing after an interrupted copy do); `plan_sequences` refuses
+frames of two sizes and gives each split's `format.sequences.Sequences` (with `--sequence-gaps split`, a sequence
+cut into runs where its numbering breaks), which `manifest.skeleton` writes into its split entry.
 
 The frames of a sequence are consecutive samples in key order, which is their name order: a key's folders end in
 `+`, which sorts before every other character a key holds, so `pair1+…` all come before `pair10+…`. Shards are cut
@@ -17,7 +19,7 @@ import os
 import re
 
 from ..errors import ImageError, PairingError
-from ..format.sequences import Sequences
+from ..format.sequences import RUN, Break, Sequences, numbering_breaks, others, run_name
 from ..raw.discover import Discovery, Pair
 from ..raw.model import listing
 
@@ -36,7 +38,22 @@ def _folder(pair: Pair) -> str:
 
 def _frame(pair: Pair) -> str:
     """A frame's name as its file is named, without the extension."""
-    return os.path.splitext(pair.low_rel.rpartition("/")[2])[0]
+    return _stem(pair.low_rel)
+
+
+def _stem(rel: str) -> str:
+    return os.path.splitext(rel.rpartition("/")[2])[0]
+
+
+def _breaks(pairs: list[Pair], first: int, count: int) -> list[tuple[str, Break]]:
+    """(folder, break) of each break in the frame numbering of the sequence `pairs[first:first + count]`, by place:
+    its inputs' names, else (a target per frame) its targets', which a pairs file may number otherwise."""
+    run = pairs[first:first + count]
+    found = {b.at: (_folder(run[0]), b) for b in numbering_breaks([_frame(p) for p in run])}
+    if len({p.high_rel for p in run}) == count:  # frames sharing a target say nothing about its numbering
+        targets = numbering_breaks([_stem(p.high_rel) for p in run])
+        found = {b.at: (run[0].high_rel.rpartition("/")[0] or ".", b) for b in targets} | found
+    return [found[at] for at in sorted(found)]
 
 
 def misnumbered(a: str, b: str) -> bool:
@@ -63,10 +80,10 @@ def _runs(pairs: list[Pair]) -> list[tuple[str, str, int, int]]:
     return runs
 
 
-def check_names(discovery: Discovery) -> None:
+def check_names(discovery: Discovery, gaps: str = "refuse") -> None:
     """Refuse, naming the files, what would make the sequences of `discovery` (its pairs in (split, key) order)
     wrong: a frame in no sequence folder, a folder holding frames beside sequence folders, frames numbered without
-    zero padding."""
+    zero padding, and (`gaps`: "refuse") a break in a sequence's frame numbering (`format.sequences.Break`)."""
     pairs = discovery.pairs
     loose = set(discovery.loose)
     stray = [p.low_rel for p in pairs if p.low_rel in loose or not sequence_of(p.key)]
@@ -96,25 +113,56 @@ def check_names(discovery: Discovery) -> None:
                                    f"(the order a sequence's frames are packed in) puts {_frame(a)} before "
                                    f"{_frame(b)}; rename the frames with zero-padded numbers (0002, 0010, …) and pack "
                                    "again")
+    if gaps == "refuse":
+        _refuse_breaks([(first, fb) for _, _, first, count in runs for fb in _breaks(pairs, first, count)])
 
 
-def plan_sequences(pairs: list[Pair], out_sizes: list[tuple[int, int]]) -> dict[str, Sequences]:
+def _refuse_breaks(found: list[tuple[int, tuple[str, Break]]]) -> None:
+    """Refuse the first of the numbering breaks found, (the sequence's first pair, (folder, break)), counting the
+    others."""
+    if not found:
+        return
+    folder, b = found[0][1]
+    more = others([(first, fb[1]) for first, fb in found])
+    raise PairingError(f"{folder}: the frame numbers break, {b.words()}{more}, so a clip would join {b.before} and "
+                       f"{b.after} as consecutive frames; copy any missing frames back and pack again, or pass "
+                       f"--sequence-gaps split (each evenly numbered run its own sequence: no clip crosses a break) or "
+                       f"--sequence-gaps allow (keep the sequence whole: clips cross the break)")
+
+
+def _pieces(pairs: list[Pair], name: str, first: int, count: int, gaps: str):
+    """(name, first, count) of the sequence `name` as packed: whole, or (`gaps`: "split") cut where its numbering
+    breaks into runs named by their first frame (`format.sequences.run_name`)."""
+    cuts = sorted({b.at for _, b in _breaks(pairs, first, count)}) if gaps == "split" else []
+    if not cuts:
+        yield name, first, count
+        return
+    bounds = [0, *cuts, count]
+    for a, b in zip(bounds, bounds[1:]):
+        yield run_name(name, pairs[first + a].key), first + a, b - a
+
+
+def plan_sequences(pairs: list[Pair], out_sizes: list[tuple[int, int]], gaps: str = "refuse"
+                   ) -> dict[str, Sequences]:
     """{split: its Sequences} of `pairs` (in (split, key) order, as `check_names` passed them), each pair stored at
     `out_sizes[k]`; frames of one sequence stored at two sizes are refused naming both. A split's target is
     "sequence" where every sequence's frames share one target file (SMID's long exposure) and some sequence has
-    several frames, else "frame"."""
+    several frames, else "frame". `gaps` ("refuse", "split", "allow": `pack --sequence-gaps`): with "split", a
+    sequence whose frame numbering breaks is cut there into runs (`_pieces`); the others are recorded."""
     found: dict[str, tuple[list[str], list[int], list[int], list[bool]]] = {}
     base: dict[str, int] = {}  # split -> its first pair
-    for split, name, first, count in _runs(pairs):
-        names, starts, counts, shared = found.setdefault(split, ([], [], [], []))
-        names.append(name)
-        starts.append(first - base.setdefault(split, first))
-        counts.append(count)
-        shared.append(len({pairs[k].high_rel for k in range(first, first + count)}) == 1)
+    for split, folder, whole, size in _runs(pairs):
+        for name, first, count in _pieces(pairs, folder, whole, size, gaps):
+            names, starts, counts, shared = found.setdefault(split, ([], [], [], []))
+            names.append(name)
+            starts.append(first - base.setdefault(split, first))
+            counts.append(count)
+            shared.append(len({pairs[k].high_rel for k in range(first, first + count)}) == 1)
     out = {}
     for split, (names, starts, counts, shared) in found.items():
         target = "sequence" if all(shared) and max(counts) > 1 else "frame"
-        seqs = Sequences(names, starts, counts, target).check(sum(counts), f"split {split!r}")
+        seqs = Sequences(names, starts, counts, target, None if gaps == "refuse" else gaps).check(
+            sum(counts), f"split {split!r}")
         at = base[split]
         odd = seqs.first_mismatch(out_sizes[at:at + seqs.frames])
         if odd is not None:
@@ -128,9 +176,29 @@ def plan_sequences(pairs: list[Pair], out_sizes: list[tuple[int, int]]) -> dict[
     return out
 
 
-def describe(seqs: Sequences) -> str:
-    """A split's sequences in words: '3 sequences of 2 to 4 frames, one target per frame'."""
+def describe(seqs: Sequences, keys=()) -> str:
+    """A split's sequences in words: '3 sequences of 2 to 4 frames, one target per frame', and what `--sequence-gaps`
+    did: the runs it split, or (`keys`: the split's) the first break it kept."""
     low, high = int(seqs.counts.min()), int(seqs.counts.max())
     frames = f"{low}" if low == high else f"{low} to {high}"
     target = "one target per sequence" if seqs.target == "sequence" else "one target per frame"
-    return f"{len(seqs)} sequence{'s' if len(seqs) != 1 else ''} of {frames} frame{'s' if high != 1 else ''}, {target}"
+    said = f"{len(seqs)} sequence{'s' if len(seqs) != 1 else ''} of {frames} frame{'s' if high != 1 else ''}, {target}"
+    runs = [n for n in seqs.names if RUN in n]
+    if runs:
+        whole = len({n.rpartition(RUN)[0] for n in runs})
+        said += (f"; {whole} sequence{'s' if whole != 1 else ''} cut into {len(runs)} runs where the frame numbers "
+                 f"break (--sequence-gaps split): {listing(runs)}")
+    kept = seqs.breaks(keys) if seqs.gaps == "allow" else []
+    if kept:
+        s, first = kept[0]
+        said += (f"; {len(kept)} break(s) in the frame numbers kept (--sequence-gaps allow), the first in "
+                 f"{seqs.names[s]}: {first.words()}")
+    return said
+
+
+def describe_splits(sequences: dict[str, Sequences], pairs: list[Pair]) -> dict[str, str]:
+    """{split: its sequences in words (`describe`)} of `plan_sequences`' output for the same `pairs`."""
+    keys: dict[str, list[str]] = {}
+    for pair in pairs:
+        keys.setdefault(pair.split, []).append(pair.key)
+    return {split: describe(seqs, keys[split]) for split, seqs in sequences.items()}

@@ -9,6 +9,7 @@ noise key. Numpy only."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,9 @@ from .draws import _splitmix, _stream
 
 STARTS = ("random", "grid")  # where a clip starts: drawn uniformly over its sequence, or on the units' grid
 SHORT = ("refuse", "drop", "pad")  # a sequence with fewer frames than a clip
+FIELDS = ("frames", "stride", "start", "short")
+GRAMMAR = f"T[,stride=S][,start={'|'.join(STARTS)}][,short={'|'.join(SHORT)}]"  # a clip policy as a string
+_WHOLE = re.compile(r"[0-9]+")
 START_STREAM = 5  # the planner stream of a clip's random start (1-3: crop corner and code; 31+: synthesis)
 _FRAME = np.uint64(0x9E3779B97F4A7C15)  # mixes a frame's number into its clip's noise key
 
@@ -49,29 +53,21 @@ class Clips:
     @classmethod
     def of(cls, spec) -> "Clips | None":
         """A clip policy from `Clips`, a frame count (5), a dict ({"frames": 5, "stride": 2}) or a string
-        ("5", "5,stride=2,start=grid,short=pad"); None (or 0) for none."""
+        ("5", "5,stride=2,start=grid,short=pad": `GRAMMAR`); None (or 0) for none. Each option once, the frame
+        count required; anything else is a ConfigError naming `clips`, the value and the grammar."""
         if spec is None or isinstance(spec, Clips):
             return spec
-        if isinstance(spec, dict):
-            unknown = sorted(set(spec) - {"frames", "stride", "start", "short"})
-            if unknown:
-                raise ConfigError(f"clips: unknown field(s) {', '.join(unknown)}; expected frames, stride, start, "
-                                  "short")
-            return cls(**spec)
         if isinstance(spec, str):
-            parts = [p.strip() for p in spec.split(",") if p.strip()]
-            fields: dict = {}
-            for k, part in enumerate(parts):
-                name, eq, value = part.partition("=")
-                if not eq and k == 0:
-                    name, value = "frames", part
-                elif not eq:
-                    raise ConfigError(f"clips {spec!r}: {part!r} is not name=value; expected e.g. "
-                                      "'5,stride=2,start=grid,short=pad'")
-                name = name.strip()
-                fields[name] = int(value) if name in ("frames", "stride") and value.strip().isdigit() else value.strip()
-            return cls.of(fields) if fields else None
-        if spec == 0 and not isinstance(spec, bool):
+            return cls(**_parse(spec))
+        if isinstance(spec, dict):
+            unknown = sorted(map(str, set(spec) - set(FIELDS)))
+            if unknown or "frames" not in spec:
+                raise ConfigError(f"clips {spec!r}: " + (f"unknown field(s) {', '.join(unknown)}" if unknown else
+                                                         "no frame count"), option="clips",
+                                  fix=f"expected the fields {', '.join(FIELDS)} (frames required), e.g. "
+                                      "{'frames': 5, 'stride': 2}")
+            return cls(**spec)
+        if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool) and spec == 0:
             return None
         return cls(spec)
 
@@ -79,12 +75,43 @@ class Clips:
         return f"{self.frames},stride={self.stride},start={self.start},short={self.short}"
 
 
+def _parse(spec: str) -> dict:
+    """The fields of a clip policy string (`GRAMMAR`): the frame count first, then each option once as name=value;
+    spaces around items, names and values are ignored. Values are checked by `Clips`."""
+    def bad(problem: str) -> ConfigError:
+        return ConfigError(f"clips {spec!r}: {problem}", option="clips",
+                           fix=f"expected {GRAMMAR}, e.g. clips='5' or clips='5,stride=2,start=grid'",
+                           flag_fix=f"expected {GRAMMAR}, e.g. {{flag}} 5 or {{flag}} 5,stride=2,start=grid")
+
+    if not spec.strip():
+        raise bad("empty (leave clips out, or None, for pairs)")
+    fields: dict = {}
+    for k, item in enumerate(spec.split(",")):
+        name, eq, value = (part.strip() for part in item.partition("="))
+        if not item.strip():
+            raise bad("an empty item between commas")
+        if not eq:
+            if k:
+                raise bad(f"{item.strip()!r} is not name=value")
+            name, value = "frames", name
+        if name not in FIELDS:
+            raise bad(f"unknown option {name!r}" + (" (the frame count comes first, without a name)" if not k else ""))
+        if name in fields:
+            raise bad(f"{name} is given twice")
+        fields[name] = int(value) if name in FIELDS[:2] and _WHOLE.fullmatch(value) else value
+    if "frames" not in fields:
+        raise bad("no frame count (T, the first item)")
+    return fields
+
+
 @dataclass(frozen=True)
 class ClipUnits:
     """The units of a split's sequences under a clip policy, in index order (sequence by sequence): `seq` (the
     sequence of each unit), `pos` (its number within the sequence), `first` (the sequence's first sample),
     `count` (its frames), `key_hash` (the unit's planner hash: its sequence's first key with `pos` mixed in), `hw`
-    (its frames' size). `dropped`: the names of sequences left out (short="drop")."""
+    (its frames' size). `dropped`: the names of sequences left out (short="drop"); `gaps`: a line on the breaks in
+    the frame numbering inside the sequences, which clips cross (`Sequences.gap_report`), where the pack did not
+    allow them (a pack made before pairload looked at the numbering)."""
 
     clips: Clips
     seq: np.ndarray
@@ -95,6 +122,7 @@ class ClipUnits:
     hw: np.ndarray
     names: tuple[str, ...]
     dropped: tuple[str, ...] = ()
+    gaps: str | None = None
 
     def __len__(self) -> int:
         return len(self.seq)
@@ -104,9 +132,11 @@ class ClipUnits:
         return f"{self.names[int(self.seq[u])]} (clip {int(self.pos[u])})"
 
     @classmethod
-    def build(cls, clips: Clips, sequences, key_hash: np.ndarray, hw: np.ndarray, where: str) -> "ClipUnits":
-        """The units of `sequences` (`format.sequences.Sequences` over samples with `key_hash` and `hw`); a sequence
-        whose frames differ in size, or one shorter than a clip under short="refuse", is refused by name."""
+    def build(cls, clips: Clips, sequences, key_hash: np.ndarray, hw: np.ndarray, where: str, keys=None
+              ) -> "ClipUnits":
+        """The units of `sequences` (`format.sequences.Sequences` over samples with `key_hash` and `hw`, and `keys`
+        where given: their frame numbering is looked at, `gaps`); a sequence whose frames differ in size, or one
+        shorter than a clip under short="refuse", is refused by name."""
         names, starts, counts = sequences.names, sequences.starts, sequences.counts
         hw = np.asarray(hw, dtype=np.int64).reshape(-1, 2)
         t = clips.frames
@@ -123,14 +153,16 @@ class ClipUnits:
             raise ConfigError(f"{where}: sequence {names[s]!r} has {counts[s]} frames, fewer than a clip's {t}"
                               + (f" ({len(short)} sequences are that short)" if len(short) > 1 else ""),
                               option="clips", fix="use shorter clips, or short='drop' (leave them out) or "
-                              "short='pad' (repeat their last frame)")
+                              "short='pad' (repeat their last frame)", flag_fix=f"use shorter clips, or {{flag}} "
+                              f"{t},short=drop (leave them out) or {{flag}} {t},short=pad (repeat their last frame)")
         per = np.where(counts >= t, (counts - t) // clips.stride + 1, 1 if clips.short == "pad" else 0)
         seq = np.repeat(np.arange(len(starts), dtype=np.int64), per)
         pos = np.arange(len(seq), dtype=np.int64) - np.repeat(np.cumsum(per) - per, per)
         first = starts[seq]
         unit_hash = _splitmix(np.asarray(key_hash, dtype=np.uint64)[first] ^ _splitmix(pos.astype(np.uint64)))
         dropped = tuple(names[int(s)] for s in short) if clips.short == "drop" else ()
-        return cls(clips, seq, pos, first, counts[seq], unit_hash, hw[first], tuple(names), dropped)
+        gaps = sequences.gap_report(keys, where) if keys is not None and sequences.gaps != "allow" else None
+        return cls(clips, seq, pos, first, counts[seq], unit_hash, hw[first], tuple(names), dropped, gaps)
 
     def labels(self) -> "_Labels":
         """The units as check_split names them in messages (`label`)."""

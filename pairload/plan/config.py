@@ -151,13 +151,30 @@ class PlanConfig:
     clips: Any = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "degrade", Degradation.of(self.degrade))
-        object.__setattr__(self, "clips", Clips.of(self.clips))
+        # in this order, the first of several mistakes is the one reported
+        self._check_samples()
+        self._check_whole_numbers()
+        self._take_schedule()
+        self._check_sizes()
+        self._check_ranks()
+        self._check_epoch()
+        self._check_mixing()
+
+    def _set(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)  # frozen: a field's checked form replaces the value given
+
+    def _check_samples(self) -> None:
+        """What a sample is: its degradation (`degrade`, and the mixed sources it applies to) and its clip."""
+        self._set("degrade", Degradation.of(self.degrade))
+        self._set("clips", Clips.of(self.clips))
         sources = (self.degrade_sources,) if isinstance(self.degrade_sources, str) else self.degrade_sources
-        object.__setattr__(self, "degrade_sources", tuple(str(s) for s in sources or ()))
+        self._set("degrade_sources", tuple(str(s) for s in sources or ()))
         if self.degrade_sources and self.degrade is None:
             raise ConfigError(f"degrade_sources={list(self.degrade_sources)}: there is no degradation to apply; give "
                               "degrade= too (e.g. degrade='lowlight')")
+
+    def _check_whole_numbers(self) -> None:
+        """Sizes, seed and ranks are integers (numpy's too), never floats or bools (True would be a batch of 1)."""
         for name in ("batch_size", "crop", "seed", "rank", "world_size", "repeats", "epoch_size"):
             value = getattr(self, name)
             if name == "crop" and isinstance(value, (tuple, list)):
@@ -165,40 +182,61 @@ class PlanConfig:
             if value is not None and value is not REQUIRED and not is_whole(value):
                 raise ConfigError(f"{name}={value!r}: expected a whole number (int), found {type(value).__name__}",
                                   option=name, fix=f"pass an int, e.g. {name}=32" if name == "crop" else "pass an int")
-        if self.schedule:
-            stages = parse_schedule(self.schedule)
-            object.__setattr__(self, "schedule", stages)
-            first = stages[0]
-            for name, given, want in (("batch_size", self.batch_size, first.batch_size),
-                                      ("crop", self.crop, first.crop)):
-                if given is None and name == "batch_size" or given is REQUIRED:
-                    object.__setattr__(self, name, want)
-                elif given != want:
-                    raise ConfigError(f"{name}={given!r} but the schedule's first stage has {want!r}: with a schedule, "
-                                      f"leave {name} out (or give the first stage's)")
+
+    def _take_schedule(self) -> None:
+        """A schedule gives `batch_size` and `crop` (its first stage's); given as well, they must be the same."""
+        if not self.schedule:
+            return
+        stages = parse_schedule(self.schedule)
+        self._set("schedule", stages)
+        first = stages[0]
+        for name, given, want in (("batch_size", self.batch_size, first.batch_size), ("crop", self.crop, first.crop)):
+            if given is None and name == "batch_size" or given is REQUIRED:
+                self._set(name, want)
+            elif given != want:
+                raise ConfigError(f"{name}={given!r} but the schedule's first stage has {want!r}: with a schedule, "
+                                  f"leave {name} out (or give the first stage's)")
+
+    def _check_sizes(self) -> None:
+        """The batch size and the crop, both required."""
         if self.batch_size is None:
             raise ConfigError("batch_size is required (or a schedule, whose first stage gives it)")
         if self.crop is REQUIRED:
             raise ConfigError("crop is required: a size in pixels, or None for whole images")
         if self.batch_size < 1:
             raise ConfigError.for_value("batch_size", self.batch_size, "expected at least 1")
-        object.__setattr__(self, "batch_size", int(self.batch_size))
-        object.__setattr__(self, "crop", check_crop(self.crop))
+        self._set("batch_size", int(self.batch_size))
+        self._set("crop", check_crop(self.crop))
+
+    def _check_ranks(self) -> None:
+        """This rank among the ranks, and how an epoch that does not fill their batches ends (`LastBatch`)."""
         if self.world_size < 1 or not 0 <= self.rank < self.world_size:
             raise ConfigError(f"rank={self.rank}, world_size={self.world_size}: expected 0 <= rank < world_size")
         if self.last_batch not in LAST_BATCH:
             raise ConfigError(f"last_batch={self.last_batch!r}: expected one of {', '.join(LAST_BATCH)}")
-        object.__setattr__(self, "last_batch", LastBatch(self.last_batch))
-        if not isinstance(self.repeats, int) or self.repeats < 1:
+        self._set("last_batch", LastBatch(self.last_batch))
+
+    def _check_epoch(self) -> None:
+        """How much an epoch draws: `repeats` passes over the split, or `epoch_size` draws."""
+        if self.repeats < 1:  # a whole number already (`_check_whole_numbers`), numpy's included
             raise ConfigError(f"repeats={self.repeats!r}: expected a whole number of passes, at least 1")
+        self._set("repeats", int(self.repeats))
         if self.epoch_size is not None and self.epoch_size < 1:
             raise ConfigError(f"epoch_size={self.epoch_size}: expected at least 1 sample")
-        weights = tuple(self.weights.items()) if isinstance(self.weights, dict) else tuple(self.weights or ())
-        weights = tuple((str(k), float(v)) for k, v in weights)
+
+    def _check_mixing(self) -> None:
+        """A mixed epoch's `weights` (a dict or (source, weight) pairs), positive and finite; it is not repeated."""
+        try:
+            weights = tuple(self.weights.items()) if isinstance(self.weights, dict) else tuple(self.weights or ())
+            weights = tuple((str(k), float(v)) for k, v in weights)
+        except (TypeError, ValueError):
+            raise ConfigError(f"weights={self.weights!r}: expected {{source: weight}} or (source, weight) pairs with "
+                              "numbers for weights", option="weights",
+                              fix="e.g. weights={'real': 1, 'synth': 3}") from None
         bad = [f"{k}={v}" for k, v in weights if not v > 0 or v == float("inf")]
         if bad:
             raise ConfigError(f"weights {', '.join(bad)}: expected positive finite weights")
-        object.__setattr__(self, "weights", weights)
+        self._set("weights", weights)
         if self.repeats > 1 and self.mixed:
             raise ConfigError(f"repeats={self.repeats} with a mixed epoch (weights/epoch_size): a mixed epoch is "
                               "epoch_size draws, and a source is drawn again once it is used up; raise epoch_size "

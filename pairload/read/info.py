@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..format import binindex, schema
+from ..format.sequences import GAPS
 from ..remote import urls
 
 
@@ -47,7 +48,8 @@ def index_files_at(source: str | os.PathLike, storage_options: dict | None = Non
 def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) -> dict[str, dict]:
     """Per split: samples, shards, bytes, compression ("zstd" or "none") and the bytes of its pixels decoded, the
     distinct image sizes, and (version 5) its index file's bytes, per pair too; a split packed with --sequences, its
-    sequences (count, fewest and most frames, target per "frame" or "sequence"); a targets-only split says so
+    sequences (`_sequences`: count, fewest and most frames, target per "frame" or "sequence", the first few by name,
+    breaks in their frame numbering); a targets-only split says so
     (`"targets_only": true`, and its "members" begin "targets only"). A URL: read from its manifest (and
     index files) alone."""
     doc = read_manifest_at(shards_dir, storage_options)
@@ -70,7 +72,7 @@ def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) 
                 **({"sensor": _sensor(entry, idx.sensor)} if idx.sensor is not None else {}),
                 "sizes": {f"{w}x{h}": int(c) for (h, w), c in zip(sizes.tolist(), counts.tolist())},
                 **({"index": _index(entry[binindex.FIELD], len(idx))} if idx.mapped is not None else {}),
-                **({"sequences": _sequences(idx.sequences)} if idx.sequences is not None else {}),
+                **({"sequences": _sequences(idx.sequences, idx.keys, split)} if idx.sequences is not None else {}),
             }
     return out
 
@@ -80,11 +82,30 @@ def _index(ref: dict, samples: int) -> dict:
     return {"file": ref["file"], "bytes": ref["bytes"], "bytes_per_pair": round(ref["bytes"] / max(samples, 1), 1)}
 
 
-def _sequences(seqs) -> dict:
-    """A split packed with --sequences: how many sequences, the fewest and most frames of one, and whether each frame
-    has its own target ("frame") or the frames of a sequence share one ("sequence")."""
+SEQUENCES_LISTED = 5  # sequences named by `info`, with their frames; a pack may hold thousands
+
+
+def _sequences(seqs, keys, split: str) -> dict:
+    """A split packed with --sequences: how many sequences, the fewest and most frames of one, whether each frame
+    has its own target ("frame") or the frames of a sequence share one ("sequence"), the first `SEQUENCES_LISTED`
+    sequences {name: frames}, what the pack did with breaks in their frame numbering ("sequence_gaps": "split" or
+    "allow", where told) and, where a sequence's numbering breaks, a line saying where ("gaps")."""
     counts = seqs.counts if len(seqs) else [0]
-    return {"count": len(seqs), "frames": [int(min(counts)), int(max(counts))], "target": seqs.target}
+    gaps = seqs.gap_report(keys, f"split {split!r}")
+    return {"count": len(seqs), "frames": [int(min(counts)), int(max(counts))], "target": seqs.target,
+            "first": {name: int(n) for name, n in zip(seqs.names[:SEQUENCES_LISTED], seqs.counts.tolist())},
+            **({GAPS: seqs.gaps} if seqs.gaps else {}), **({"gaps": gaps} if gaps else {})}
+
+
+def sequences_cell(q: dict) -> str:
+    """`info`'s sequences of a split in a table cell: '3 of 3-4 frames, target per frame: pair1 (3), pair10 (3),
+    pair2 (4)', the rest counted, and what the pack was told to do with breaks in their frame numbering (the breaks
+    found inside sequences are `q["gaps"]`, a line of its own)."""
+    low, high = q["frames"]
+    listed = ", ".join(f"{name} ({n})" for name, n in q["first"].items())
+    more = f", … and {q['count'] - len(q['first'])} more" if q["count"] > len(q["first"]) else ""
+    policy = f"; packed with --sequence-gaps {q[GAPS]}" if GAPS in q else ""
+    return f"{q['count']} of {low}-{high} frames, target per {q['target']}: {listed}{more}{policy}"
 
 
 def _sensor(entry: dict, rows) -> str:

@@ -10,7 +10,7 @@ import io
 import json
 import os
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,7 @@ from ..format import schema
 from ..format.crc import crc32
 from ..format.encoding import Encoding, FrameError
 from ..format.members import DEFAULT, Members
+from ..format.sequences import run_name
 from ..remote import urls
 
 
@@ -30,6 +31,9 @@ class VerifyReport:
     bytes: int
     leftovers: tuple[str, ...] = ()  # temporary files of an interrupted pack, beside valid shards
     leftover_bytes: int = 0
+    # per split packed with --sequences whose frame numbering breaks inside a sequence: a line saying where, what a
+    # clip does there and the fix (`Sequences.gap_report`); the shards are sound, the clips may not be
+    gaps: tuple[str, ...] = ()
 
 
 def _check_shard(path: Path, entry: dict, kinds: Members = DEFAULT, idx: dict | None = None,
@@ -216,14 +220,14 @@ def verify(shards_dir: str | os.PathLike, *, cache_dir: str | os.PathLike | None
     doc = schema.read_manifest(root)
     report = _verify_splits(doc, str(root / schema.MANIFEST), lambda split, k, sh: root / sh["file"], root)
     left = sorted(p for p in root.iterdir() if p.name.endswith(schema.PARTIAL_SUFFIX))
-    return VerifyReport(shards=report.shards, samples=report.samples, bytes=report.bytes,
-                        leftovers=tuple(p.name for p in left), leftover_bytes=sum(p.stat().st_size for p in left))
+    return replace(report, leftovers=tuple(p.name for p in left), leftover_bytes=sum(p.stat().st_size for p in left))
 
 
 def _verify_splits(doc: dict, where: str, local, index_at) -> VerifyReport:
     """`local(split, k, shard entry)`: shard k's local path; `index_at`: where version-5 index files are
     (`schema.split_index`)."""
     shards = samples = nbytes = 0
+    gaps = []
     binary = doc["version"] >= schema.VERSION_BINARY
     for split, entry in doc["splits"].items():
         index = schema.split_index(doc, split, where, index_at)  # every index entry has its shape and type
@@ -231,6 +235,7 @@ def _verify_splits(doc: dict, where: str, local, index_at) -> VerifyReport:
         kinds.encoding.require_for(where, split, "verifying it")
         if index.sequences is not None:
             _check_sequences(index, f"{where}: split {split!r}")
+            gaps.append(index.sequences.gap_report(index.keys, f"split {split!r}"))
         for k, sh in enumerate(entry["shards"]):
             idx = shard_entries(index, k) if binary else None
             samples += _check_shard(local(split, k, sh), sh, kinds, idx, index.targets_only)
@@ -238,19 +243,24 @@ def _verify_splits(doc: dict, where: str, local, index_at) -> VerifyReport:
             nbytes += sh["bytes"]
         if sum(sh["samples"] for sh in entry["shards"]) != entry["samples"]:
             raise ShardError(f"{where}: split {split!r} sample count disagrees with its shards; repack")
-    return VerifyReport(shards=shards, samples=samples, bytes=nbytes)
+    return VerifyReport(shards=shards, samples=samples, bytes=nbytes, gaps=tuple(g for g in gaps if g))
 
 
 def _check_sequences(index: schema.SplitIndex, where: str) -> None:
     """A split packed with --sequences (its entry's structure is checked as it is read): every sample lies in the
-    sequence its key's folder names, the frames of a sequence have one size, and those of a sequence that shares one
-    target ("sequence_target": "sequence") have one target (its CRC-32)."""
+    sequence its key's folder names (or in a run of it that starts at its own first frame, `--sequence-gaps split`),
+    the frames of a sequence have one size, and those of a sequence that shares one target ("sequence_target":
+    "sequence") have one target (its CRC-32)."""
     seqs = index.sequences
     fix = "; the manifest is damaged or was edited: re-run the same `pairload pack --sequences` command to rewrite it"
     for s, name in enumerate(seqs.names):
-        for k in range(int(seqs.starts[s]), int(seqs.starts[s] + seqs.counts[s])):
+        start = int(seqs.starts[s])
+        first = index.keys[start]
+        whole = first.rpartition("+")[0]
+        named = whole if name in (whole, run_name(whole, first)) else name
+        for k in range(start, start + int(seqs.counts[s])):
             folder = index.keys[k].rpartition("+")[0]
-            if folder != name:
+            if folder != named:
                 raise ShardError(f"{where}: sample {index.keys[k]} lies in sequence {name!r} of the \"sequences\" "
                                  f"entry, but its key's folder is {folder!r}{fix}")
     odd = seqs.first_mismatch(index.hw)

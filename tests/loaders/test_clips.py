@@ -189,3 +189,56 @@ def test_mixed_sources_and_repeats(video: Path):
                         repeats=2)
     assert len(twice) == 2 * len(once) == 16
     assert sum(len(b) for b in twice) == 2 * (5 + 3 + 7 + 1)
+
+
+GRAMMAR = r"expected T\[,stride=S\]\[,start=random\|grid\]\[,short=refuse\|drop\|pad\], e\.g\. clips='5'"
+
+
+@pytest.mark.parametrize("spec, problem", [
+    ("stride=2", "no frame count"),
+    ("5,stride=2,stride=3", "stride is given twice"),
+    ("5,frames=6", "frames is given twice"),
+    ("5,gap=1", "unknown option 'gap'"),
+    ("5,Stride=2", "unknown option 'Stride'"),
+    ("", "empty"),
+    ("   ", "empty"),
+    ("5,,stride=2", "an empty item between commas"),
+    ("5,", "an empty item between commas"),
+    ("5,2", "'2' is not name=value"),
+])
+def test_a_clip_spec_that_does_not_parse_names_clips_the_value_and_the_grammar(spec, problem):
+    from pairload.plan.clips import Clips
+
+    with pytest.raises(ConfigError, match=rf"^clips '{spec}': {problem}.*; {GRAMMAR}"):
+        Clips.of(spec)
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("0", "clips frames=0: expected a whole number, at least 1"), ("-2", "clips frames=-2: expected a whole number"),
+    ("5.0", "clips frames=5.0: expected"), ("5,stride=0", "clips stride=0: expected"),
+    ("5,stride=-1", "clips stride=-1: expected"), ("5,stride=1.5", "clips stride=1.5: expected"),
+    ("5,start=Grid", "clips start=Grid: expected one of random, grid"), ("5,short=", "clips short=: expected one of"),
+    ({"stride": 2}, r"clips \{'stride': 2\}: no frame count; expected the fields frames, stride, start, short"),
+    ([5], r"clips frames=\[5\]: expected a whole number"),
+])
+def test_clip_values_are_refused_by_name(spec, match):
+    from pairload.plan.clips import Clips
+
+    with pytest.raises(ConfigError, match=f"^{match}"):
+        Clips.of(spec)
+
+
+def test_spaces_around_items_are_ignored_and_every_option_spelled_once_reads():
+    from pairload.plan.clips import Clips
+
+    assert Clips.of(" 5 , stride = 2 ,start=grid, short=pad ") == Clips(5, 2, "grid", "pad")
+    assert Clips.of("frames=4") == Clips(4) and Clips.of(0) is None and Clips.of(None) is None
+
+
+def test_a_clip_spec_without_frames_is_one_line_on_the_command_line(tmp_path, capsys):
+    from pairload.cli import main
+
+    assert main(["preview", str(tmp_path), "--clips", "stride=2", "--out", str(tmp_path / "g.png")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --clips stride=2: clips 'stride=2': no frame count (T, the first item); expected T")
+    assert err.count("\n") == 1 and "Traceback" not in err

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pairload.errors import PairingError, ShardError
+from pairload.errors import ConfigError, PairingError, ShardError
 from pairload.format.sequences import Sequences
 from pairload.pack import PackOptions, pack
 from pairload.read.shards import info, open_shards, verify
@@ -149,7 +149,8 @@ def test_smid_frames_share_their_sequences_one_target_and_drvs_copies_are_report
     # the target is stored once per sequence: the other frames point at their first frame's
     assert index.shares_high.tolist() == [-1, 0, 0, -1, 3, 3, 3]
     assert len(set(index.high[:3].tolist())) == 1 and index.as_targets().sequences is index.sequences
-    assert info(shards)["train"]["sequences"] == {"count": 2, "frames": [3, 4], "target": "sequence"}
+    assert info(shards)["train"]["sequences"] == {"count": 2, "frames": [3, 4], "target": "sequence",
+                                                  "first": {"0001": 3, "0002": 4}}
 
 
 def test_did_and_bvi_rlv_pack_each_video_and_light_level_as_a_sequence(tmp_path):
@@ -253,3 +254,130 @@ def test_a_frame_on_one_side_only_is_an_unmatched_file(tmp_path):
     report = pack(tmp_path / "SDSD/indoor_np", tmp_path / "out", PackOptions(workers=1, sequences=True,
                                                                              skip_unmatched=True))
     assert report.skipped == ["input/pair2/0004.npy"] and report.sequences["train"].startswith("3 sequences of 3 ")
+
+
+def build_gapped(root: Path, numbers=(1, 2, 3, 7, 8, 9), high_numbers=None) -> Path:
+    """`low/vidA/<NNNN>.png` ↔ `high/vidA/<NNNN>.png` numbered `numbers` (frames 0004-0006 lost, as after an
+    interrupted copy), and `vidB` of four evenly numbered frames; frame f of vidA holds `frame(1, f)`."""
+    for f in numbers:
+        write_rgb(root / "low/vidA" / f"{f:04d}.png", frame(1, f))
+        write_rgb(root / "high/vidA" / f"{f:04d}.png", 255 - frame(1, f))
+    for f in range(4):
+        write_rgb(root / "low/vidB" / f"{f:04d}.png", frame(2, f))
+        write_rgb(root / "high/vidB" / f"{f:04d}.png", 255 - frame(2, f))
+    return root
+
+
+def test_a_gap_in_the_frame_numbers_is_refused_naming_the_sequence_the_frames_and_the_option(tmp_path):
+    build_gapped(tmp_path / "v", numbers=(1, 2, 3, 7, 8, 9, 12))
+    assert re.fullmatch(r"error: low/vidA: the frame numbers break, frames 0003 → 0007, step 1 elsewhere \(and 1 more "
+                        r"break\(s\)\), so a clip would join 0003 and 0007 as consecutive frames; copy any missing "
+                        r"frames back and pack again, or pass --sequence-gaps split \(each evenly numbered run its "
+                        r"own sequence: no clip crosses a break\) or --sequence-gaps allow \(keep the sequence whole: "
+                        r"clips cross the break\)\n", refused(tmp_path, tmp_path / "v"))
+    assert not (tmp_path / "out/manifest.json").exists()
+
+
+def test_every_tenth_frame_is_evenly_numbered_and_packs(tmp_path):
+    build_gapped(tmp_path / "v", numbers=(10, 20, 30, 40))
+    report = pack(tmp_path / "v", tmp_path / "out", PackOptions(workers=1, sequences=True))
+    assert report.sequences["train"] == "2 sequences of 4 frames, one target per frame"
+
+
+def test_a_gap_in_the_targets_numbering_is_refused_naming_the_target_folder(tmp_path):
+    """A pairs file pairs evenly numbered inputs with targets whose numbers skip (the targets' copy was cut)."""
+    raw = tmp_path / "v"
+    rows = []
+    for k, f in enumerate((1, 2, 3, 7)):
+        write_rgb(raw / "low/vidA" / f"{k + 1:04d}.png", frame(1, k))
+        write_rgb(raw / "high/vidA" / f"{f:04d}.png", 255 - frame(1, k))
+        rows.append(f"low/vidA/{k + 1:04d}.png\thigh/vidA/{f:04d}.png")
+    (tmp_path / "pairs.tsv").write_text("\n".join(rows) + "\n")
+    with pytest.raises(PairingError, match=r"^high/vidA: the frame numbers break, frames 0003 → 0007, step 1 "
+                                           r"elsewhere, so a clip"):
+        pack(raw, tmp_path / "out", PackOptions(workers=1, sequences=True, pairs_file=str(tmp_path / "pairs.tsv")))
+
+
+def test_split_packs_each_evenly_numbered_run_as_a_sequence_and_no_clip_crosses_a_gap(tmp_path):
+    from pairload import make_loader
+
+    raw = build_gapped(tmp_path / "v")
+    report = pack(raw, tmp_path / "s", PackOptions(workers=1, sequences=True, sequence_gaps="split"))
+    assert report.sequences["train"] == ("3 sequences of 3 to 4 frames, one target per frame; 1 sequence cut into 2 "
+                                         "runs where the frame numbers break (--sequence-gaps split): vidA@0001, "
+                                         "vidA@0007")
+    seqs = open_shards(tmp_path / "s").index.sequences
+    assert seqs.names == ("vidA@0001", "vidA@0007", "vidB") and seqs.counts.tolist() == [3, 3, 4]
+    assert seqs.gaps == "split" and verify(tmp_path / "s").gaps == ()
+    q = info(tmp_path / "s")["train"]["sequences"]
+    assert q["sequence_gaps"] == "split" and "gaps" not in q
+    grid = make_loader("ram", tmp_path / "s", batch_size=1, crop=8, clips="3,start=grid", augment=False,
+                       shuffle=False, last_batch="partial")
+    assert [tuple(b.keys[0]) for b in grid][:3] == [("vidA+0001", "vidA+0002", "vidA+0003"),
+                                                    ("vidA+0007", "vidA+0008", "vidA+0009"),
+                                                    ("vidB+0000", "vidB+0001", "vidB+0002")]
+
+
+def test_allow_keeps_the_sequence_whole_and_every_reader_says_so(tmp_path, capsys):
+    import warnings
+
+    from pairload import make_loader
+    from pairload.cli import main
+
+    raw = build_gapped(tmp_path / "v")
+    report = pack(raw, tmp_path / "s", PackOptions(workers=1, sequences=True, sequence_gaps="allow"))
+    assert report.sequences["train"].endswith("; 1 break(s) in the frame numbers kept (--sequence-gaps allow), the "
+                                              "first in vidA: frames 0003 → 0007, step 1 elsewhere")
+    said = ("split 'train': sequence 'vidA': frames 0003 → 0007, step 1 elsewhere: a clip that crosses it joins 0003 "
+            "and 0007 as consecutive frames")
+    assert verify(tmp_path / "s").gaps == (f"{said}, as packed with --sequence-gaps allow",)
+    assert info(tmp_path / "s")["train"]["sequences"]["gaps"] == f"{said}, as packed with --sequence-gaps allow"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the pack was told: no warning each time a loader is made
+        make_loader("ram", tmp_path / "s", batch_size=1, crop=8, clips=3)
+    assert main(["info", str(tmp_path / "s")]) == 0
+    assert capsys.readouterr().err == f"warning: {said}, as packed with --sequence-gaps allow\n"
+
+
+def test_a_pack_made_before_gaps_were_checked_is_reported_by_verify_info_and_the_loader(tmp_path, capsys):
+    from pairload import make_loader
+    from pairload.cli import main
+
+    raw = build_gapped(tmp_path / "v")
+    pack(raw, tmp_path / "s", PackOptions(workers=1, sequences=True, sequence_gaps="allow", index="json"))
+    path = tmp_path / "s/manifest.json"
+    doc = json.loads(path.read_text())
+    del doc["splits"]["train"]["sequence_gaps"]  # as an older pairload wrote it
+    path.write_text(json.dumps(doc))
+    said = ("split 'train': sequence 'vidA': frames 0003 → 0007, step 1 elsewhere: a clip that crosses it joins 0003 "
+            "and 0007 as consecutive frames; copy any missing frames back and pack again, or pack again with "
+            "--sequence-gaps split (no clip crosses a break) or --sequence-gaps allow (clips cross it)")
+    assert main(["verify", str(tmp_path / "s")]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("ok: 1 shards, 10 samples") and err == f"warning: {said}\n"
+    assert info(tmp_path / "s")["train"]["sequences"]["gaps"] == said
+    with pytest.warns(UserWarning) as caught:
+        make_loader("ram", tmp_path / "s", batch_size=1, crop=8, clips=3)
+    assert [str(w.message) for w in caught] == [said]
+
+
+def test_sequence_gaps_takes_three_values_and_only_with_sequences():
+    with pytest.raises(ConfigError, match=r"^--sequence-gaps skip: expected refuse, split or allow \(what pack "):
+        PackOptions(sequences=True, sequence_gaps="skip")
+    with pytest.raises(ConfigError, match=r"^--sequence-gaps split: only with --sequences .*; add --sequences, or "
+                                          r"leave --sequence-gaps out$"):
+        PackOptions(sequence_gaps="split")
+
+
+def test_info_names_the_first_sequences_and_counts_the_rest(tmp_path):
+    from pairload.read.info import sequences_cell
+
+    for s in range(7):
+        for f in range(2):
+            write_rgb(tmp_path / "v/low" / f"clip{s}" / f"{f:02d}.png", frame(s, f))
+            write_rgb(tmp_path / "v/high" / f"clip{s}" / f"{f:02d}.png", 255 - frame(s, f))
+    pack(tmp_path / "v", tmp_path / "s", PackOptions(workers=1, sequences=True))
+    q = info(tmp_path / "s")["train"]["sequences"]
+    assert q["first"] == {f"clip{s}": 2 for s in range(5)} and q["count"] == 7
+    assert sequences_cell(q) == ("7 of 2-2 frames, target per frame: clip0 (2), clip1 (2), clip2 (2), clip3 (2), "
+                                 "clip4 (2), … and 2 more")
