@@ -1,7 +1,7 @@
-"""Drawing a contact sheet: cells of (input | target) images, or of clips (a row of input frames over a row of
-target frames), each image scaled to one tile height (area resampling when shrinking, nearest when enlarging, none at
-height 0), a label strip under each cell, header lines on top; the `Sheet` keeps where every tile lies, so its pixels
-can be compared with what was shown. Numpy, OpenCV and Pillow.
+"""Drawing a contact sheet: cells of (input | target) images (a targets-only split's: the target alone), or of clips
+(a row of input frames over a row of target frames), each image scaled to one tile height (area resampling when
+shrinking, nearest when enlarging, none at height 0), a label strip under each cell, header lines on top; the `Sheet`
+keeps where every tile lies, so its pixels can be compared with what was shown. Numpy, OpenCV and Pillow.
 """
 
 from __future__ import annotations
@@ -39,21 +39,23 @@ def resampling(tile_height: int) -> str:
 
 @dataclass(frozen=True)
 class Cell:
-    """One pair as shown: its displayed (input, target) HxWx3 uint8 images and the lines of its label. One clip
-    (`frames`: the keys of its T frames): `images` its T inputs then its T targets, drawn as a row of inputs over a
-    row of targets."""
+    """One pair as shown: its displayed HxWx3 uint8 images, one per side of `sides` (input and target; a stored
+    target alone: ("target",)), and the lines of its label. One clip (`frames`: the keys of its T frames): `images`
+    its T frames of each side in turn, drawn as a row of inputs over a row of targets."""
 
     key: str
     images: tuple[np.ndarray, ...]
     lines: tuple[str, ...]
     frames: tuple[str, ...] = ()
+    sides: tuple[str, ...] = SIDES
 
     def rows(self, images) -> list[list[tuple[str, int, str, np.ndarray]]]:
-        """`images` (this cell's, as shown) as rows of (side, frame, key, image): a pair's one row, a clip's two."""
+        """`images` (this cell's, as shown) as rows of (side, frame, key, image): a pair's one row, a clip's one per
+        side."""
         if not self.frames:
-            return [[(SIDES[0], 0, self.key, images[0]), (SIDES[1], 0, self.key, images[1])]]
+            return [[(side, 0, self.key, image) for side, image in zip(self.sides, images)]]
         t = len(self.frames)
-        return [[(side, f, self.frames[f], images[r * t + f]) for f in range(t)] for r, side in enumerate(SIDES)]
+        return [[(side, f, self.frames[f], images[r * t + f]) for f in range(t)] for r, side in enumerate(self.sides)]
 
 
 @dataclass(frozen=True)
@@ -77,13 +79,15 @@ class Tile:
 @dataclass(frozen=True)
 class Sheet:
     """A rendered contact sheet: `image` HxWx3 uint8 RGB, the `tiles` drawn on it, the `header` lines it states and
-    each cell's label lines (`labels`, in cell order); `frames`: a clip's frames on a sheet of clips (else 0)."""
+    each cell's label lines (`labels`, in cell order); `frames`: a clip's frames on a sheet of clips (else 0);
+    `sides`: what each cell shows (input and target, or the target alone)."""
 
     image: np.ndarray
     tiles: tuple[Tile, ...]
     header: tuple[str, ...]
     labels: tuple[tuple[str, ...], ...] = ()
     frames: int = 0
+    sides: tuple[str, ...] = SIDES
 
     def tile(self, pair: int, side: str, frame: int = 0) -> np.ndarray:
         """The pixels of one tile (of a clip: of its frame `frame`), as they lie on the sheet."""
@@ -93,9 +97,11 @@ class Sheet:
         return found[0].region(self.image)
 
     def count(self) -> str:
-        """What the sheet shows: "5 pairs", or "2 clips of 3 frames"."""
-        cells = len(self.tiles) // (2 * max(1, self.frames))
-        return f"{cells} clips of {self.frames} frames" if self.frames else f"{cells} pairs"
+        """What the sheet shows: "5 pairs", "5 targets" (a targets-only split's), or "2 clips of 3 frames"."""
+        cells = len(self.tiles) // (len(self.sides) * max(1, self.frames))
+        if self.frames:
+            return f"{cells} clips of {self.frames} frames"
+        return f"{cells} pairs" if self.sides == SIDES else f"{cells} {self.sides[0]}s"
 
     def png(self) -> bytes:
         ok, data = cv2.imencode(".png", np.ascontiguousarray(self.image[..., ::-1]),
@@ -181,7 +187,7 @@ def render(cells: list[Cell], header: list[str], tile_height: int, columns: int 
         labels.append((left, top + image_h + 3, cell.lines))
     image = _draw_text(canvas, font, head, labels, cell_w)
     return Sheet(image=image, tiles=tuple(tiles), header=tuple(header), labels=tuple(cell.lines for cell in cells),
-                 frames=len(cells[0].frames))
+                 frames=len(cells[0].frames), sides=cells[0].sides)
 
 
 def _row_heights(grid) -> list[int]:

@@ -1,8 +1,9 @@
-"""The two contact sheets of `pairload preview`: stored pairs chosen at random (`PreviewOptions.batch` False), or the
-first batch a `ram` loader on the CPU cuts from them (input and target at one window, oriented alike; with `degrade`,
-inputs synthesized from the targets; with `clips`, clips of a video split, each a strip of its input frames over a
-strip of its target frames), each pair labelled with its key (a clip with its sequence and frame keys), size and
-source folders (and the parameters synthesis drew), the display transforms and resampling stated in the header.
+"""The two contact sheets of `pairload preview`: stored pairs chosen at random (`PreviewOptions.batch` False; of a
+targets-only split, its stored targets alone), or the first batch a `ram` loader on the CPU cuts from them (input and
+target at one window, oriented alike; with `degrade`, inputs synthesized from the targets; with `clips`, clips of a
+video split, each a strip of its input frames over a strip of its target frames), each pair labelled with its key (a
+clip with its sequence and frame keys), size and source folders (and the parameters synthesis drew), the display
+transforms and resampling stated in the header.
 """
 
 from __future__ import annotations
@@ -19,19 +20,22 @@ from ..errors import ConfigError, OutputError
 from ..format.atomic import write_bytes_atomic
 from ..plan.crops import check_crop
 from ..read.shards import ShardDataset, open_shards
+from ..synth.spec import suggested_model, takers
 from .display import check_mode, displays
 from .meta import folders, source_paths
-from .render import Cell, Sheet, check_tile_height, render, resampling
+from .render import SIDES, Cell, Sheet, check_tile_height, render, resampling
 
+TARGET_ONLY = ("target",)  # a targets-only split's cell without synthesis: its stored target alone
 ORIENTATION = "orientation: t transposed, v flipped vertically, h flipped horizontally (applied in that order)"
 
 
 @dataclass(frozen=True, kw_only=True)
 class PreviewOptions:
-    """What a sheet shows. `n` pairs of `split` (all of a smaller split), chosen with `seed`; `batch`: the first
-    batch of epoch 0 of `make_loader("ram", ..., crop=crop, seed=seed)` on the CPU instead of stored pairs (`crop`:
-    a side, (height, width), or None for whole images); `tile_height`: pixels every image is scaled to (0: stored
-    size); `columns`: pairs per row (0: about square); `display`: "range" or "stretch" (`display.Display`);
+    """What a sheet shows. `n` pairs of `split` (all of a smaller split; of a targets-only split, `n` targets),
+    chosen with `seed`; `batch`: the first batch of epoch 0 of `make_loader("ram", ..., crop=crop, seed=seed)` on the
+    CPU instead of stored pairs (`crop`: a side, (height, width), or None for whole images); `tile_height`: pixels
+    every image is scaled to (0: stored size); `columns`: pairs per row (0: about square); `display`: "range" or
+    "stretch" (`display.Display`);
     `degrade` (implies `batch`): the loader synthesizes the inputs from the targets ("lowlight",
     "lowlight,gamma=2..3", a dict or a `pairload.synth.Degradation`) and each pair is labelled with its parameters;
     `clips` (implies `batch`; a split packed with --sequences): the batch is `n` clips (5, "5,stride=2,short=pad" or a
@@ -87,6 +91,8 @@ def preview(shards: str | os.PathLike | ShardDataset, options: PreviewOptions = 
     if len(ds) == 0:
         raise ConfigError(f"{ds.where}: split {options.split!r} holds no pairs; choose another split "
                           f"(`pairload info {ds.where}` lists them)")
+    if options.batch and options.degrade is None and ds.targets_only:
+        raise _needs_degrade(ds, options.split)
     return (_batch if options.batch else _pairs)(ds, options)
 
 
@@ -102,8 +108,10 @@ def write_sheet(sheet: Sheet, path: str | os.PathLike) -> Path:
 
 
 def _pairs(ds: ShardDataset, o: PreviewOptions) -> Sheet:
+    """Stored pairs chosen at random; of a targets-only split, its stored targets alone (it has no inputs to show)."""
     chosen = np.sort(np.random.default_rng(o.seed).choice(len(ds), size=min(o.n, len(ds)), replace=False))
     low_d, high_d = displays(ds.members, ds.sensor, o.display)
+    only = ds.targets_only
     paths = source_paths(ds, chosen)
     cells = []
     token = ds.acquire(chosen)
@@ -112,17 +120,40 @@ def _pairs(ds: ShardDataset, o: PreviewOptions) -> Sheet:
             low, high = ds.arrays(i)
             levels, ratio, high_levels = _sensor(ds, i)
             h, w = (int(v) for v in ds.sizes[i])
-            cells.append(Cell(ds.keys[i], (low_d(low, levels, ratio), high_d(high, high_levels)),
-                              (ds.keys[i], _size(ds, w, h) + (f", ratio {ratio:g}" if ratio is not None else ""),
-                               folders(paths.get(i)))))
+            size = _size(ds, w, h) + (f", ratio {ratio:g}" if ratio is not None and not only else "")
+            shown = (high_d(high, high_levels),) if only else (low_d(low, levels, ratio), high_d(high, high_levels))
+            cells.append(Cell(ds.keys[i], shown, (ds.keys[i], size, folders(paths.get(i))),
+                              sides=TARGET_ONLY if only else SIDES))
     finally:
         ds.release(token)
     what = "all" if len(chosen) == len(ds) else f"{len(chosen)} of"
-    header = [f"{ds.where}, split {o.split}: {what} {len(ds)} pairs" + (
-        f" chosen at random (seed {o.seed}), in index order" if len(chosen) < len(ds) else "")
-              + "; left input, right target; sizes WxH; under each: key, size, source folders (input | target)",
-              *_common(low_d, high_d, o)]
+    chosen_how = f" chosen at random (seed {o.seed}), in index order" if len(chosen) < len(ds) else ""
+    if only:
+        header = [f"{ds.where}, split {o.split}: {what} {len(ds)} targets{chosen_how}; the split holds targets only "
+                  "(packed with --targets-only): each tile is a stored target, there are no stored inputs; sizes WxH; "
+                  "under each: key, size, source folder", _synthesis_hint(ds),
+                  f"target shown: {high_d.describe()}", resampling(o.tile_height)]
+    else:
+        header = [f"{ds.where}, split {o.split}: {what} {len(ds)} pairs{chosen_how}; left input, right target; sizes "
+                  "WxH; under each: key, size, source folders (input | target)", *_common(low_d, high_d, o)]
     return render(cells, header, o.tile_height, o.columns)
+
+
+def _synthesis_hint(ds: ShardDataset) -> str:
+    """How to see the inputs a targets-only split's targets are made into."""
+    first = suggested_model(ds.members, ds.sensor)
+    return (f"to see inputs synthesized from these targets, add --degrade {first} (PreviewOptions(degrade={first!r}); "
+            f"the models that take them: {', '.join(takers(ds.members, ds.sensor)) or 'none'}; docs/synthesis.md)")
+
+
+def _needs_degrade(ds: ShardDataset, split: str) -> ConfigError:
+    """A loader's batch of a targets-only split asked for without a degradation to make its inputs."""
+    first = suggested_model(ds.members, ds.sensor)
+    return ConfigError(f"{ds.where}: split {split!r} holds targets only (packed with --targets-only), and a loader's "
+                       "batch needs inputs synthesized from them", option="degrade",
+                       fix=f"give degrade={first!r}, or leave batch, crop and clips out to see the stored targets",
+                       flag_fix=f"add --degrade {first}, or leave --batch, --crop and --clips out to see the stored "
+                                "targets")
 
 
 def _batch(ds: ShardDataset, o: PreviewOptions) -> Sheet:
@@ -171,17 +202,18 @@ def _batch(ds: ShardDataset, o: PreviewOptions) -> Sheet:
                           (_sequence(ds, rows[r:r + t]), " ".join(frames), *where), frames=frames))
     crop = "whole images" if o.crop is None else (f"crop {o.crop}" if isinstance(o.crop, int)
                                                  else f"crop {o.crop[1]}x{o.crop[0]} (WxH)")
+    stored = "the split holds targets only" if ds.targets_only else "the stored inputs are not shown"
     synthesized = [] if o.degrade is None else [
-        f"inputs synthesized from the targets, degrade={o.degrade.describe()!r} (the stored inputs are not shown); "
-        f"under each {'clip' if clips else 'pair'} the parameters it drew (3 significant digits)"]
+        f"inputs synthesized from the targets, degrade={o.degrade.describe()!r} ({stored}); under each "
+        f"{'clip' if clips else 'pair'} the parameters it drew (3 significant digits)"]
     if clips:
         what = (f"clips={o.clips.describe()!r}, last_batch='partial', seed={o.seed}) on the CPU, {units} clips of "
                 f"{len(ds.sequences)} sequences ({len(ds)} frames) in the split; each clip its {t} input frames in a "
                 "row over their targets, every frame cut at the clip's one window (input pixels) and oriented alike; "
                 "under each: its sequence and frame numbers, its frames' keys")
     else:
-        what = (f"seed={o.seed}) on the CPU, {len(ds)} pairs in the split; left input, right target, each pair cut at "
-                "one window (input pixels) and oriented alike")
+        what = (f"seed={o.seed}) on the CPU, {len(ds)} {'targets' if ds.targets_only else 'pairs'} in the split; left "
+                "input, right target, each pair cut at one window (input pixels) and oriented alike")
     header = [f"{ds.where}, split {o.split}: batch 0 of epoch 0 of make_loader('ram', batch_size={size}, {crop}, "
               + what, *synthesized, ORIENTATION, *_common(low_d, high_d, o)]
     return render(cells, header, o.tile_height, o.columns)

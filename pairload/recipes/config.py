@@ -151,12 +151,14 @@ class TrainConfig:
         if not self.mix:
             raise ConfigError(f"--degrade-sources {self.degrade_sources} names sources of a --mix, and there is "
                               "none; drop it (--degrade applies to all of --shards) or pass --mix NAME=FOLDER:WEIGHT,…")
-        names = self.degraded_sources()
+        names = [n.strip() for n in self.degrade_sources.split(",")]
         unknown = [n for n in names if n not in mix_sources(self.mix)]
-        if unknown or not names:
+        twice = [n for k, n in enumerate(names) if n in names[:k]]
+        if unknown or twice:
+            found = ", ".join(n or "an empty name" for n in unknown) if unknown else f"{twice[0]} named twice"
             raise ConfigError(f"--degrade-sources {self.degrade_sources}: expected some of the --mix sources "
-                              f"({', '.join(mix_sources(self.mix))}), separated by commas; found "
-                              f"{', '.join(unknown) or 'no name'}")
+                              f"({', '.join(mix_sources(self.mix))}), each once, separated by single commas; found "
+                              f"{found}")
 
     def _check_clips(self) -> None:
         """--clips in its canonical form (`Clips.describe`), for a kind that reads packed shards."""

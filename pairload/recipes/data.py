@@ -20,6 +20,7 @@ from ..loaders import make_loader
 from ..read.shards import ShardDataset, ShardMix, open_shards, read_manifest_at
 from ..remote.cache import ShardCache
 from ..remote.urls import is_url, join
+from ..synth.spec import suggested_model
 from .config import TrainConfig, mix_sources
 
 
@@ -118,10 +119,40 @@ def build_train_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None 
     """One call for every kind: the shards (or the --mix of several), or the raw folders for a kind that reads
     them (dali-file)."""
     data = data or TrainData(cfg)
+    check_data(cfg, data)
     return make_loader(cfg.loader, data.train_source(), split=cfg.train_split, seed=cfg.seed, rank=info.rank,
                        world_size=info.world_size, device=str(info.device), last_batch="drop",
                        num_workers=cfg.workers, **cfg.plan_options(),
                        **(cfg.remote_options() if cfg.kind.reads == SHARDS else {}))
+
+
+def check_data(cfg: TrainConfig, data: TrainData) -> None:
+    """What the manifests can refuse before any loader is built (a ram loader over a large split takes a while):
+    training sources of targets only without their synthesis, a --val-split without stored pairs."""
+    check_synthesized(cfg, data)
+    trains = all(cfg.train_split in data.manifest(folder)["splits"] for folder in cfg.folders())
+    if cfg.shards and cfg.val_split != "none" and trains:  # a missing training split: the loader names it first
+        check_val_split(cfg, data.manifest(cfg.shards))
+
+
+def check_synthesized(cfg: TrainConfig, data: TrainData) -> None:
+    """Each training source that holds targets only has its inputs synthesized: --degrade, and --degrade-sources
+    naming it when given (said with the flags; the loader would say it in make_loader's terms)."""
+    if cfg.kind.reads != SHARDS:
+        return
+    sources = {name: folder for name, (folder, _) in mix_sources(cfg.mix).items()} if cfg.mix else {"": cfg.shards}
+    named = cfg.degraded_sources()
+    for name, folder in sources.items():
+        if not _targets_only(data.manifest(folder), cfg.train_split) or cfg.degrade and (not named or name in named):
+            continue
+        what = f"--mix source {name!r} ({folder})" if name else folder
+        if cfg.degrade:
+            fix = f"add it to --degrade-sources: --degrade-sources {','.join((*named, name))}"
+        else:
+            ds = open_shards(data.open(folder, cfg.train_split), cfg.train_split)
+            fix = f"add --degrade {suggested_model(ds.members, ds.sensor)} (docs/synthesis.md)"
+        raise ConfigError(f"{what}: split {cfg.train_split!r} holds targets only (packed with --targets-only), so its "
+                          f"inputs must be synthesized from them; {fix}")
 
 
 def build_val_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = None):
@@ -136,15 +167,38 @@ def build_val_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = 
     if not cfg.shards:  # a kind that reads the raw folders (TrainConfig asks the others for --shards)
         return make_loader(cfg.loader, cfg.raw, split=cfg.val_split, batch_size=cfg.val_batch_size, crop=None,
                            last_batch="partial", augment=False, shuffle=False, **placement)
-    splits = sorted(data.manifest(cfg.shards)["splits"])
-    if cfg.val_split not in splits:
-        raise ConfigError(f"--val-split {cfg.val_split}: {cfg.shards} has no split {cfg.val_split!r} (its splits: "
-                          f"{', '.join(splits)}); validate on one of them with --val-split SPLIT, or train without "
-                          "validation with --val-split none")
+    check_val_split(cfg, data.manifest(cfg.shards))
     ds = open_shards(data.open(cfg.shards, cfg.val_split), cfg.val_split)  # its index, mapped once for both uses
     check_crop_border(cfg, ds)
     return whole_image_loader(ds, cfg.val_split, batch_size=cfg.val_batch_size, clips=cfg.clips, **placement,
                               **cfg.remote_options())
+
+
+def check_val_split(cfg: TrainConfig, manifest: dict) -> None:
+    """--val-split names a split of --shards with stored pairs: validation compares the model's output on the stored
+    inputs with their targets, and a targets-only split has no inputs (validation never synthesizes)."""
+    splits = sorted(manifest["splits"])
+    pairs = [name for name in splits if not _targets_only(manifest, name)]
+    if cfg.val_split in pairs:
+        return
+    if pairs == splits:
+        advice = "validate on one of them with --val-split SPLIT, or train without validation with --val-split none"
+    elif pairs:
+        advice = (f"validate on a split with stored pairs with --val-split SPLIT ({', '.join(pairs)}), or train "
+                  "without validation with --val-split none")
+    else:
+        advice = f"{cfg.shards} has no split with stored pairs: train without validation with --val-split none"
+    if cfg.val_split in splits:
+        problem = (f"split {cfg.val_split!r} of {cfg.shards} holds targets only (packed with --targets-only): there "
+                   "are no stored inputs to validate on")
+    else:
+        listed = ", ".join(name + (" (targets only)" if name not in pairs else "") for name in splits)
+        problem = f"{cfg.shards} has no split {cfg.val_split!r} (its splits: {listed})"
+    raise ConfigError(f"--val-split {cfg.val_split}: {problem}; {advice}")
+
+
+def _targets_only(manifest: dict, split: str) -> bool:
+    return bool(manifest["splits"].get(split, {}).get(schema.TARGETS_ONLY, False))
 
 
 def check_crop_border(cfg: TrainConfig, ds) -> None:

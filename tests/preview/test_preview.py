@@ -1,6 +1,6 @@
-"""`pairload preview`: the tiles of a sheet are the stored pixels (through the stated display transform) or the
-loader's crops of the same seed (the same window and orientation on input and target); errors are one line; `info
---sizes` counts every size of the pack."""
+"""`pairload preview`: the tiles of a sheet are the stored pixels (through the stated display transform; of a
+targets-only split, its targets alone) or the loader's crops of the same seed (the same window and orientation on
+input and target); errors are one line; `info --sizes` counts every size of the pack."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from pairload.dihedral import orient
 from pairload.format.members import Member, Members
 from pairload.pack.writer import PackOptions, pack
 from pairload.preview import PreviewOptions, preview
+from test_synthesis import targets  # noqa: F401 - shared fixture: a targets-only pack of `raw`'s train targets
 from typed_split import write_typed_split
 
 
@@ -107,7 +108,7 @@ def test_synthesized_pairs_are_shown_with_the_parameters_they_drew(packed, tmp_p
     assert main(["preview", str(packed), "--degrade", "lowlight,gama=2", "--out", str(out)]) == 1
     assert capsys.readouterr().err.strip() == ("error: --degrade lowlight,gama=2: degradation 'lowlight': no "
                                                "parameter 'gama'; its parameters are alpha, beta, gamma, gain_r, "
-                                               "gain_b, shot")
+                                               "gain_b, shot, e.g. lowlight,alpha=0.9..1")
 
 
 def test_16_bit_and_packed_bayer_splits_are_shown_through_the_stated_transforms(tmp_path):
@@ -184,14 +185,14 @@ def test_a_clip_sheet_shows_each_clip_as_its_input_frames_over_its_target_frames
     for k in range(2):
         tiles = [t for t in sheet.tiles if t.pair == k]
         assert [t.key for t in tiles] == batch.keys[k] * 2 and [t.frame for t in tiles] == [0, 1, 2] * 2
-        inputs, targets = tiles[:3], tiles[3:]
-        assert {t.side for t in inputs} == {"input"} and {t.side for t in targets} == {"target"}
+        inputs, highs = tiles[:3], tiles[3:]
+        assert {t.side for t in inputs} == {"input"} and {t.side for t in highs} == {"target"}
         # a row of input frames over a row of target frames, in frame order
-        assert [t.left for t in inputs] == [t.left for t in targets] == [inputs[0].left + f * (16 + GAP)
-                                                                         for f in range(3)]
-        assert {t.top for t in inputs} == {inputs[0].top} and {t.top for t in targets} == {inputs[0].top + 16 + GAP}
+        assert [t.left for t in inputs] == [t.left for t in highs] == [inputs[0].left + f * (16 + GAP)
+                                                                       for f in range(3)]
+        assert {t.top for t in inputs} == {inputs[0].top} and {t.top for t in highs} == {inputs[0].top + 16 + GAP}
         low = np.stack([t.region(sheet.image) for t in inputs])
-        high = np.stack([t.region(sheet.image) for t in targets])
+        high = np.stack([t.region(sheet.image) for t in highs])
         np.testing.assert_array_equal(low, batch.low[k].permute(0, 2, 3, 1).numpy())
         np.testing.assert_array_equal(high, batch.high[k].permute(0, 2, 3, 1).numpy())
         seq, first, *_ = read_clip(low.transpose(0, 3, 1, 2), high.transpose(0, 3, 1, 2))
@@ -203,6 +204,36 @@ def test_a_clip_sheet_shows_each_clip_as_its_input_frames_over_its_target_frames
     assert preview(video, PreviewOptions(clips=3, n=9, crop=16, tile_height=0)).count() == "5 clips of 3 frames"
 
 
+def test_a_targets_only_split_is_shown_as_its_targets_alone(targets, tmp_path, capsys):  # noqa: F811
+    out = tmp_path / "targets.png"
+    assert main(["preview", str(targets), "-n", "3", "--tile-height", "0", "--out", str(out)]) == 0
+    assert f"wrote {out}: 3 targets of split train" in capsys.readouterr().out
+    sheet = preview(targets, PreviewOptions(n=3, tile_height=0))
+    np.testing.assert_array_equal(read_png(out), sheet.image)
+    ds = open_shards(targets)
+    assert [t.side for t in sheet.tiles] == ["target"] * 3 and sheet.count() == "3 targets"
+    for t in sheet.tiles:  # each tile is the stored target (the fixture's 255 - (i, y, x))
+        np.testing.assert_array_equal(t.region(sheet.image), ds.arrays(list(ds.keys).index(t.key))[1])
+        assert (t.region(sheet.image)[..., 0] == 255 - int(t.key)).all()
+    assert sheet.labels == tuple((t.key, "56x40", ".") for t in sheet.tiles)  # one folder: the photos'
+    assert "3 of 8 targets chosen at random (seed 0), in index order; the split holds targets only" in sheet.header[0]
+    assert sheet.header[1] == ("to see inputs synthesized from these targets, add --degrade lowlight (PreviewOptions("
+                               "degrade='lowlight'); the models that take them: lowlight, unprocess; "
+                               "docs/synthesis.md)")
+    assert not any(line.startswith("input shown") for line in sheet.header)
+    # with a degradation: synthesized input | target, as the loader delivers them
+    synth = preview(targets, PreviewOptions(n=2, crop=16, tile_height=0, degrade="lowlight"))
+    assert [t.side for t in synth.tiles] == ["input", "target"] * 2
+    assert any("degrade='lowlight' (the split holds targets only)" in line for line in synth.header)
+    assert not np.array_equal(synth.tile(0, "input"), synth.tile(0, "target"))
+    # a loader's batch without one has no inputs to show
+    assert main(["preview", str(targets), "--crop", "16", "--out", str(out)]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"error: {targets}: split 'train' holds targets only (packed with --targets-only), and a loader's batch needs "
+        "inputs synthesized from them; add --degrade lowlight, or leave --batch, --crop and --clips out to see the "
+        "stored targets")
+
+
 @pytest.mark.parametrize("args, message", [
     (["-n", "0"], "error: -n 0: expected at least 1 pair to show"),
     (["--split", "val"], "error: {shards}/manifest.json: no split 'val'; this folder has ['test', 'train']"),
@@ -211,6 +242,9 @@ def test_a_clip_sheet_shows_each_clip_as_its_input_frames_over_its_target_frames
     (["--out", "{tmp}/grid.jpg"], "error: --out {tmp}/grid.jpg: expected a file name ending in .png"),
     (["--clips", "3,start=middle"], "error: --clips 3,start=middle: clips start=middle: expected one of random, grid"),
     (["--clips", "3"], "error: split 'train' has no sequences: clips=3 takes frames of videos or bursts"),
+    (["--degrade", "lowlight,gamma=2,gamma=3"], "error: --degrade lowlight,gamma=2,gamma=3: degradation 'lowlight': "
+                                                "gamma is given twice (gamma=2, then gamma=3); give it once, as one "
+                                                "value or one range, e.g. lowlight,gamma=1.5..5"),
 ])
 def test_bad_options_exit_1_with_one_line(packed, tmp_path, capsys, args, message):
     args = [a.format(tmp=tmp_path) for a in args]

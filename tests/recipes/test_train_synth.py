@@ -1,9 +1,11 @@
 """The reference loop on synthesized inputs (`--degrade`): it trains, validates on the stored pairs, records the
 degradation, and its data digest covers each sample's parameters (the same run: the same digest, also across a
 mid-epoch resume; other parameters on the same keys: another digest). `--init-from` starts from another run's
-weights. In-process, CPU, a pack of 16 pairs of 24x32."""
+weights. A targets-only pack is refused by the flag at fault: --degrade (or --degrade-sources) for training on it,
+--val-split for validating on it. In-process, CPU, a pack of 16 pairs of 24x32."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,15 @@ from pairload.recipes.train import main
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory) -> Path:
     return raw_and_shards(tmp_path_factory.mktemp("synthrun"), 16, test=2, size=(24, 32)) / "shards"
+
+
+@pytest.fixture(scope="module")
+def targets(shards) -> Path:
+    """The fixture's 16 training targets packed alone (`pack --targets-only`)."""
+    from pairload.pack.writer import PackOptions, pack
+
+    pack(shards.parent / "raw" / "train" / "high", shards.parent / "targets", PackOptions(workers=1, targets_only=True))
+    return shards.parent / "targets"
 
 
 def train(shards, out, *extra) -> list[dict]:
@@ -93,11 +104,19 @@ def test_init_from_starts_from_the_checkpoints_weights(shards, tmp_path, capsys)
     ({"degrade": "lowlight,gama=2"}, r"--degrade lowlight,gama=2: degradation 'lowlight': no parameter 'gama'; its "
                                      r"parameters are alpha, beta, gamma"),
     ({"degrade": "darken"}, r"--degrade darken: degradation 'darken': expected one of lowlight, "),
+    ({"degrade": "lowlight,gamma=2,gamma=3"}, r"^--degrade lowlight,gamma=2,gamma=3: degradation 'lowlight': gamma is "
+                                              r"given twice \(gamma=2, then gamma=3\); give it once, as one value or "
+                                              r"one range, e.g. lowlight,gamma=1\.5\.\.5$"),
     ({"degrade_sources": "synth"}, r"--degrade-sources synth: there is no --degrade to apply; pass --degrade SPEC"),
     ({"degrade": "lowlight", "degrade_sources": "synth"}, r"--degrade-sources synth names sources of a --mix, and "
                                                           r"there is none"),
     ({"degrade": "lowlight", "degrade_sources": "web", "mix": "real=a:1,synth=b:3"},
-     r"--degrade-sources web: expected some of the --mix sources \(real, synth\), separated by commas; found web"),
+     r"--degrade-sources web: expected some of the --mix sources \(real, synth\), each once, separated by single "
+     r"commas; found web"),
+    ({"degrade": "lowlight", "degrade_sources": "synth,,real", "mix": "real=a:1,synth=b:3"},
+     r"--degrade-sources synth,,real: .*; found an empty name$"),
+    ({"degrade": "lowlight", "degrade_sources": "synth, synth", "mix": "real=a:1,synth=b:3"},
+     r"--degrade-sources synth, synth: .*; found synth named twice$"),
 ])
 def test_degrade_options_are_checked_before_anything_starts(options, message):
     with pytest.raises(ConfigError, match=message):
@@ -108,3 +127,44 @@ def test_degrade_sources_reach_the_loader_as_names():
     cfg = TrainConfig(shards="s", mix="real=a:1,synth=b:3", degrade="lowlight", degrade_sources=" synth ")
     assert cfg.plan_options()["degrade_sources"] == ("synth",) and cfg.plan_options()["degrade"] == "lowlight"
     assert "degrade" not in TrainConfig(shards="s").plan_options()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--degrade", "lowlight", "--val-split", "train"],
+     "--val-split train: split 'train' of {targets} holds targets only (packed with --targets-only): there are no "
+     "stored inputs to validate on; {targets} has no split with stored pairs: train without validation with "
+     "--val-split none"),
+    (["--degrade", "lowlight"],
+     "--val-split test: {targets} has no split 'test' (its splits: train (targets only)); {targets} has no split with "
+     "stored pairs: train without validation with --val-split none"),
+    (["--val-split", "none"],
+     "{targets}: split 'train' holds targets only (packed with --targets-only), so its inputs must be synthesized "
+     "from them; add --degrade lowlight (docs/synthesis.md)"),
+    (["--mix", "real={shards}:1,synth={targets}:1", "--degrade", "lowlight", "--degrade-sources", "real"],
+     "--mix source 'synth' ({targets}): split 'train' holds targets only (packed with --targets-only), so its inputs "
+     "must be synthesized from them; add it to --degrade-sources: --degrade-sources real,synth"),
+])
+def test_a_targets_only_pack_is_refused_by_the_flag_at_fault(shards, targets, tmp_path, capsys, extra, message):
+    """Validation compares outputs with stored pairs and never synthesizes; the refusal names --val-split, not the
+    --degrade that was given, before any loader is built."""
+    extra = [a.format(shards=shards, targets=targets) for a in extra]
+    base = ["--device", "cpu", "--crop", "16", "--batch-size", "4", "--workers", "0", "--out", str(tmp_path / "run")]
+    assert main(["--shards", str(targets), *base, *extra]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: " + message.format(shards=shards, targets=targets)]
+
+
+def test_val_split_names_the_splits_with_stored_pairs():
+    from pairload.recipes.data import check_val_split
+
+    manifest = {"splits": {"photos": {"targets_only": True}, "test": {}, "train": {}}}
+    fix = "validate on a split with stored pairs with --val-split SPLIT (test, train), or train without validation " \
+          "with --val-split none"
+    with pytest.raises(ConfigError, match=re.escape(f"--val-split photos: split 'photos' of s holds targets only "
+                                                    f"(packed with --targets-only): there are no stored inputs to "
+                                                    f"validate on; {fix}")):
+        check_val_split(TrainConfig(shards="s", val_split="photos"), manifest)
+    with pytest.raises(ConfigError, match=re.escape("--val-split val: s has no split 'val' (its splits: photos "
+                                                    f"(targets only), test, train); {fix}")):
+        check_val_split(TrainConfig(shards="s", val_split="val"), manifest)
+    check_val_split(TrainConfig(shards="s", val_split="test"), manifest)  # stored pairs: nothing to refuse

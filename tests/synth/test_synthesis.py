@@ -137,7 +137,7 @@ def test_a_samples_input_depends_on_its_key_alone(packed, model):
     _same(ref, _inputs(make_loader("ram", packed, batch_size=3, **common), (0, 1)))
     _same(ref, _inputs(make_loader("wds", packed, batch_size=2, **common), (0, 1)))
     workers = make_loader("ram", packed, batch_size=2, num_workers=2, **common)
-    assert workers.cutter.synthesize  # on a CPU device the worker processes make the inputs
+    assert workers.cutter.degrades  # on a CPU device the worker processes make the inputs
     _same(ref, _inputs(workers, (1,)))
     ranks = {}
     for r in range(3):
@@ -173,9 +173,10 @@ def test_a_loader_state_is_bound_to_its_degradation(packed):
 
 
 @pytest.mark.parametrize("spec,match", [
-    ("lowlight,gamma=0..50", r"gamma=0\.\.50: expected a range low <= high within \[0\.1, 20\]"),
+    ("lowlight,gamma=0..50", r"gamma=0\.\.50: outside gamma's bounds; expected a range low <= high within "
+                             r"\[0\.1, 20\]"),
     ("lowlight,gama=2", "no parameter 'gama'; its parameters are alpha, beta, gamma"),
-    ("lowlight,gamma", "option 'gamma': expected name=value"),
+    ("lowlight,gamma", "option 'gamma' has no '='; expected name=value"),
     ("darkness", "degradation 'darkness': expected one of lowlight, unprocess, raw-physics"),
     ("lowlight,profile=SonyA7S2", "profile='SonyA7S2' is raw-physics' option"),
     ("raw-physics,profile=NoSuchCamera", "NoSuchCamera"),
