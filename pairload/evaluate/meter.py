@@ -16,9 +16,22 @@ import torch
 
 from ..distributed import all_reduce_sum
 from ..errors import ConfigError, EvaluationError
-from .metrics import BT601_LUMA, MetricConfig, scores
+from .metrics import BT601_LUMA, MetricConfig, check_config, check_luma, checked, scores_of
 
 NAMES = ("psnr", "ssim", "psnr_gt_mean")
+
+
+def _flags(valid, n: int, like: torch.Tensor) -> torch.Tensor:
+    """`valid` as n booleans on `like`'s device, one per image (or clip) of the batch."""
+    try:
+        keep = torch.as_tensor(valid, device=like.device)
+    except (TypeError, ValueError, RuntimeError):
+        keep = None
+    if keep is None or keep.shape != (n,) or keep.is_complex():
+        found = f"shape {tuple(keep.shape)}" if keep is not None else f"a {type(valid).__name__}"
+        raise EvaluationError(f"ValidationMetrics.update: valid has {found}; expected ({n},), one flag per image "
+                              "(or clip) of the batch (PairBatch.valid)")
+    return keep.to(torch.bool)
 
 
 class ValidationMetrics:
@@ -34,6 +47,8 @@ class ValidationMetrics:
             raise ConfigError(f"ValidationMetrics: a config and {', '.join(sorted(options))} given; pass one of them "
                               "(MetricConfig(...) or its fields as keywords)")
         self.config = config if config is not None else MetricConfig(**options)
+        check_config(self.config, "ValidationMetrics")
+        check_luma(luma)
         self.luma, self.device = luma, device
         self._sums: torch.Tensor | None = None  # psnr, ssim, psnr_gt_mean, count: float64 on the device
 
@@ -45,19 +60,13 @@ class ValidationMetrics:
         """Add a batch: `output` and `target` N×C×H×W (floats in [0, 1] or uint8), or of clips N×T×C×H×W (every frame
         an image); `valid` (bool N, e.g. `PairBatch.valid`) picks the rows (clips) to count. Returns the batch's
         per-image values."""
-        frames = 1
+        where = "ValidationMetrics.update"
+        checked(output, target, self.config, where, gt_mean=True, dims=(4, 5), layout="N×C×H×W or N×T×C×H×W")
+        n, frames = len(output), output.shape[1] if output.dim() == 5 else 1
+        keep = torch.ones(n, dtype=torch.bool, device=output.device) if valid is None else _flags(valid, n, output)
         if output.dim() == 5:  # clips: each frame scored as an image, counted where its clip is valid
-            frames = output.shape[1]
             output, target = output.flatten(0, 1), target.flatten(0, 1)
-        values = scores(output, target, self.config, self.luma)
-        n = len(values["psnr"]) // frames
-        if valid is None:
-            keep = torch.ones(n, dtype=torch.bool, device=output.device)
-        else:
-            keep = torch.as_tensor(valid, device=output.device).to(torch.bool)
-            if keep.shape != (n,):
-                raise EvaluationError(f"ValidationMetrics.update: valid has shape {tuple(keep.shape)}; expected "
-                                      f"({n},), one flag per image (or clip) of the batch")
+        values = scores_of(output, target, self.config, self.luma, where)
         keep = keep.repeat_interleave(frames)
         row = torch.stack([*(values[k][keep].sum() for k in NAMES), keep.sum().to(torch.float64)])
         self._sums = row if self._sums is None else self._sums + row.to(self._sums.device)

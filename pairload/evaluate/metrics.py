@@ -6,8 +6,9 @@ rounding, the border crop and the Y channel. The formulas are those of BasicSR's
 copy. The GT-mean variant is that of Retinexformer's `Enhancement/test_from_dataset.py --GT_mean`, after KinD and
 LLFlow. `docs/evaluation.md` describes them and how closely they agree.
 
-Inputs are N×C×H×W tensors: floats in [0, 1] (an output is clamped to [0, 1] first, as BasicSR's `tensor2img` and
-the test scripts do), or uint8 levels. Everything is computed in float64 on the 0-255 scale, and every function
+Inputs are N×C×H×W tensors: floats in [0, 1] (clamped to [0, 1] first, as BasicSR's `tensor2img` and the test
+scripts do), or uint8 levels. Floats further than 0.5 outside [0, 1] are on another scale and refused, as are NaN and
+inf (`checks`). Everything is computed in float64 on the 0-255 scale, and every function
 returns one float64 value per image, a tensor of N on the inputs' device.
 
 With `quantize=True` (the default) the images are rounded to 8 bits first, as `tensor2img` does before BasicSR's
@@ -17,6 +18,8 @@ validation computes its metrics: in float32, clamp to [0, 1], multiply by 255, r
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +27,7 @@ import torch.nn.functional as F
 
 from ..errors import ConfigError, EvaluationError
 from ..plan.crops import is_whole
+from .checks import check_pair
 
 PEAK = 255.0  # PSNR's peak and SSIM's dynamic range: the metrics work on the 0-255 scale, as BasicSR's do
 # MATLAB's rgb2ycbcr (ITU-R BT.601, studio swing), as BasicSR's rgb2ycbcr: Y = 16 + 65.481 R + 128.553 G + 24.966 B
@@ -37,6 +41,9 @@ C1, C2 = (0.01 * PEAK) ** 2, (0.03 * PEAK) ** 2
 # trade weights; RETINEXFORMER_LUMA reproduces its numbers.
 BT601_LUMA = (0.299, 0.587, 0.114)
 RETINEXFORMER_LUMA = (0.114, 0.587, 0.299)
+# what a metric needing RGB or gray says of other images, and how to go on
+Y_NEEDS = "y_channel=True needs RGB (3) or gray (1); compare them with y_channel=False"
+GRAY_NEEDS = "GT-mean's gray level needs RGB (3) or gray (1); score other images with psnr and ssim"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,24 +65,6 @@ class MetricConfig:
                 raise ConfigError.for_value(name, getattr(self, name), "expected True or False")
 
 
-def _check(output: torch.Tensor, target: torch.Tensor, where: str) -> None:
-    for name, t in (("output", output), ("target", target)):
-        if not isinstance(t, torch.Tensor):
-            raise EvaluationError(f"{where}: {name} is a {type(t).__name__}; expected a torch tensor N×C×H×W")
-        if t.dim() != 4:
-            raise EvaluationError(f"{where}: {name} has shape {tuple(t.shape)}; expected N×C×H×W (one image: "
-                                  "add a batch dimension with image[None])")
-        if not (t.is_floating_point() or t.dtype == torch.uint8):
-            raise EvaluationError(f"{where}: {name} is {t.dtype}; expected float images in [0, 1] or uint8 levels")
-    if output.shape != target.shape:
-        raise EvaluationError(f"{where}: output {tuple(output.shape)} and target {tuple(target.shape)} differ in "
-                              "shape; expected the same N×C×H×W (crop the output back to the target's size, as "
-                              "pairload.evaluate.run_whole does)")
-    if output.device != target.device:
-        raise EvaluationError(f"{where}: output on {output.device} and target on {target.device}; expected one "
-                              "device (move one of them with .to(...))")
-
-
 def levels(x: torch.Tensor, quantize: bool = True) -> torch.Tensor:
     """`x` as float64 levels on the 0-255 scale. uint8 is taken as it is. Floats are clamped to [0, 1] and, with
     `quantize`, rounded to 8 bits exactly as `tensor2img` does: in float32, so that the levels are bit for bit
@@ -92,18 +81,28 @@ def y_of(x: torch.Tensor) -> torch.Tensor:
     image is returned as it is (as BasicSR's `to_y_channel` does)."""
     if x.shape[1] == 1:
         return x
-    if x.shape[1] != 3:
-        raise EvaluationError(f"y_channel=True: the images have {x.shape[1]} channels; expected RGB (3) or gray "
-                              "(1); compare them with y_channel=False")
     w = torch.tensor(Y_WEIGHTS, dtype=x.dtype, device=x.device).view(1, 3, 1, 1) / PEAK
     return (x * w).sum(dim=1, keepdim=True) + Y_OFFSET
 
 
+def check_config(config, where: str) -> None:
+    if not isinstance(config, MetricConfig):
+        raise ConfigError(f"{where}: config is a {type(config).__name__}; expected a pairload.evaluate.MetricConfig, "
+                          "e.g. MetricConfig(crop_border=4, y_channel=True)")
+
+
+def checked(output, target, config: MetricConfig, where: str, gt_mean: bool = False, **layout) -> None:
+    """Refuse what `config`'s metrics (and GT-mean's, with `gt_mean`) cannot compare (`checks.check_pair`, which
+    takes the `layout` keywords)."""
+    check_config(config, where)
+    check_pair(output, target, where, gray_for=GRAY_NEEDS if gt_mean else Y_NEEDS if config.y_channel else None,
+               **layout)
+
+
 def prepare(output: torch.Tensor, target: torch.Tensor, config: MetricConfig,
             where: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Both images as the metrics compare them: float64 levels (rounded to 8 bits with `quantize`), the border
-    cropped, then the Y channel if asked."""
-    _check(output, target, where)
+    """Both images, as `checked` lets them through, as the metrics compare them: float64 levels (rounded to 8 bits
+    with `quantize`), the border cropped, then the Y channel if asked."""
     b = config.crop_border
     h, w = target.shape[-2:]
     if b and (2 * b >= h or 2 * b >= w):
@@ -133,8 +132,9 @@ def psnr(output: torch.Tensor, target: torch.Tensor, *, crop_border: int = 0, y_
          quantize: bool = True) -> torch.Tensor:
     """Per-image PSNR in dB (float64, N) as BasicSR's `calculate_psnr`: peak 255, MSE over every channel and pixel
     left after `crop_border`, on the Y channel with `y_channel`; inf for identical images."""
-    a, b = prepare(output, target, _config(crop_border, y_channel, quantize), "psnr")
-    return psnr_of(a, b)
+    config = _config(crop_border, y_channel, quantize)
+    checked(output, target, config, "psnr")
+    return psnr_of(*prepare(output, target, config, "psnr"))
 
 
 def _window(dtype: torch.dtype, device) -> torch.Tensor:
@@ -173,30 +173,41 @@ def ssim(output: torch.Tensor, target: torch.Tensor, *, crop_border: int = 0, y_
          quantize: bool = True) -> torch.Tensor:
     """Per-image SSIM (float64, N) as BasicSR's `calculate_ssim`: 11×11 Gaussian window (σ 1.5), valid positions
     only, C1 = (0.01·255)², C2 = (0.03·255)², on levels 0-255; RGB: the mean over the channels."""
-    a, b = prepare(output, target, _config(crop_border, y_channel, quantize), "ssim")
-    return ssim_of(a, b)
+    config = _config(crop_border, y_channel, quantize)
+    checked(output, target, config, "ssim")
+    return ssim_of(*prepare(output, target, config, "ssim"))
+
+
+def check_luma(luma) -> tuple[float, float, float]:
+    """`luma` as three gray weights (R, G, B): real, finite, not negative, not all 0."""
+    weights = tuple(luma) if isinstance(luma, (tuple, list)) else ()
+    if (len(weights) != 3 or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+                                     and v >= 0 for v in weights) or not sum(weights)):
+        raise ConfigError.for_value("luma", luma, "expected three gray weights (R, G, B), none negative and not all "
+                                    "0, e.g. BT601_LUMA", fix="pass luma=BT601_LUMA or RETINEXFORMER_LUMA")
+    return tuple(float(v) for v in weights)
+
+
+def _gt_mean_scale(output: torch.Tensor, target: torch.Tensor, luma) -> torch.Tensor:
+    weights = check_luma(luma)
+    out, tgt = levels(output, False) / PEAK, levels(target, False) / PEAK
+
+    def gray_mean(x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] == 3:
+            x = (x * torch.tensor(weights, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)).sum(dim=1, keepdim=True)
+        return x.mean(dim=(1, 2, 3))
+
+    mean_out, mean_tgt = gray_mean(out), gray_mean(tgt)
+    ratio = torch.where(mean_out > 0, mean_tgt / mean_out.clamp_min(1e-300), torch.ones_like(mean_out))
+    return (out * ratio.view(-1, 1, 1, 1)).clamp(0, 1)
 
 
 def gt_mean_scale(output: torch.Tensor, target: torch.Tensor, luma=BT601_LUMA) -> torch.Tensor:
     """`output` (clamped to [0, 1], float64) times the ratio of the target's mean gray level to its own, clipped to
     [0, 1]: the GT-mean correction. Gray is `luma`-weighted RGB (a 1-channel image is its own gray), averaged over
     the whole image. An all-black output stays black (its ratio would be infinite)."""
-    _check(output, target, "gt_mean_psnr")
-    if len(luma) != 3 or any(not isinstance(v, (int, float)) for v in luma):
-        raise ConfigError.for_value("luma", luma, "expected three weights (R, G, B), e.g. BT601_LUMA")
-    out, tgt = levels(output, False) / PEAK, levels(target, False) / PEAK
-
-    def gray_mean(x: torch.Tensor) -> torch.Tensor:
-        if x.shape[1] == 3:
-            x = (x * torch.tensor(luma, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)).sum(dim=1, keepdim=True)
-        elif x.shape[1] != 1:
-            raise EvaluationError(f"gt_mean_psnr: the images have {x.shape[1]} channels; expected RGB (3) or "
-                                  "gray (1)")
-        return x.mean(dim=(1, 2, 3))
-
-    mean_out, mean_tgt = gray_mean(out), gray_mean(tgt)
-    ratio = torch.where(mean_out > 0, mean_tgt / mean_out.clamp_min(1e-300), torch.ones_like(mean_out))
-    return (out * ratio.view(-1, 1, 1, 1)).clamp(0, 1)
+    check_pair(output, target, "gt_mean_scale", gray_for=GRAY_NEEDS)
+    return _gt_mean_scale(output, target, luma)
 
 
 def gt_mean_psnr(output: torch.Tensor, target: torch.Tensor, *, crop_border: int = 0, y_channel: bool = False,
@@ -205,13 +216,21 @@ def gt_mean_psnr(output: torch.Tensor, target: torch.Tensor, *, crop_border: int
     before comparing. This is the "GT-mean" or "GT-adjusted" PSNR of KinD, LLFlow and Retinexformer's `--GT_mean`,
     which takes out the global brightness a low-light model cannot know. Retinexformer's script compares float
     images with its own gray weights (`quantize=False, luma=RETINEXFORMER_LUMA`)."""
-    return psnr(gt_mean_scale(output, target, luma), target, crop_border=crop_border, y_channel=y_channel,
-                quantize=quantize)
+    config = _config(crop_border, y_channel, quantize)
+    checked(output, target, config, "gt_mean_psnr", gt_mean=True)
+    return psnr_of(*prepare(_gt_mean_scale(output, target, luma), target, config, "gt_mean_psnr"))
 
 
 def scores(output: torch.Tensor, target: torch.Tensor, config: MetricConfig = MetricConfig(),
            luma=BT601_LUMA) -> dict[str, torch.Tensor]:
     """{"psnr", "ssim", "psnr_gt_mean"}: the three per-image metrics of one batch, under one `config`."""
-    a, b = prepare(output, target, config, "scores")
-    adjusted, _ = prepare(gt_mean_scale(output, target, luma), target, config, "gt_mean_psnr")
-    return {"psnr": psnr_of(a, b), "ssim": ssim_of(a, b), "psnr_gt_mean": psnr_of(adjusted, b)}
+    checked(output, target, config, "scores", gt_mean=True)
+    return scores_of(output, target, config, luma, "scores")
+
+
+def scores_of(output: torch.Tensor, target: torch.Tensor, config: MetricConfig, luma,
+              where: str) -> dict[str, torch.Tensor]:
+    """`scores` of images `checked` lets through."""
+    a, b = prepare(output, target, config, where)
+    adjusted, _ = prepare(_gt_mean_scale(output, target, luma), target, config, where)
+    return {"psnr": psnr_of(a, b), "ssim": ssim_of(a, b, where), "psnr_gt_mean": psnr_of(adjusted, b)}

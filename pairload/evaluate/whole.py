@@ -26,14 +26,9 @@ import torch.nn.functional as F
 
 from ..errors import ConfigError, EvaluationError
 from ..plan.crops import is_whole
+from .checks import check_image
 
 PAD_MODES = ("reflect", "replicate", "constant")
-
-
-def _check_image(x, where: str) -> None:
-    if not isinstance(x, torch.Tensor) or x.dim() != 4:
-        found = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise EvaluationError(f"{where}: input {found}; expected an N×C×H×W tensor (one image: image[None])")
 
 
 def _check_int(name: str, value, least: int) -> None:
@@ -45,7 +40,7 @@ def pad_to_multiple(x: torch.Tensor, multiple: int, mode: str = "reflect") -> to
     """`x` padded at the bottom and the right up to the next multiple of `multiple` in height and width. Reflection
     (as Restormer and Retinexformer's test scripts do) needs a pad smaller than the side it mirrors; a smaller image
     is padded by replication instead."""
-    _check_image(x, "pad_to_multiple")
+    check_image(x, "pad_to_multiple")
     _check_int("multiple", multiple, 1)
     if mode not in PAD_MODES:
         raise ConfigError.for_value("pad_mode", mode, f"expected one of {', '.join(PAD_MODES)}")
@@ -64,8 +59,9 @@ def run_whole(model, x: torch.Tensor, *, multiple: int = 1, scale: int = 1, pad_
     network's stride: 2**levels of a U-Net, the window size of a windowed transformer, 4 for Retinexformer), and
     the output cropped back to H×W (H·scale × W·scale for a model that enlarges by `scale`). Call the model's
     `eval()` first; gradients are not kept."""
+    check_image(x, "run_whole")
     _check_int("scale", scale, 1)
-    h, w = x.shape[-2:] if isinstance(x, torch.Tensor) else (0, 0)
+    h, w = x.shape[-2:]
     padded = pad_to_multiple(x, multiple, pad_mode)
     out = model(padded)
     ph, pw = padded.shape[-2:]
@@ -128,7 +124,7 @@ def run_tiled(model, x: torch.Tensor, tiling: Tiling, *, multiple: int = 1, scal
     if not isinstance(tiling, Tiling):
         raise ConfigError(f"run_tiled: tiling is a {type(tiling).__name__}; expected a pairload.evaluate.Tiling, "
                           "e.g. Tiling(tile=512, overlap=32)")
-    _check_image(x, "run_tiled")
+    check_image(x, "run_tiled")
     _check_int("scale", scale, 1)
     _check_int("multiple", multiple, 1)
     if tiling.tile % multiple:

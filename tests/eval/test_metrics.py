@@ -242,7 +242,8 @@ def test_inputs_and_options_that_cannot_work():
         psnr(x, x, crop_border=8)
     with pytest.raises(ConfigError, match=r"crop_border=-1: expected a whole number of pixels, 0 or more"):
         psnr(x, x, crop_border=-1)
-    with pytest.raises(EvaluationError, match=r"y_channel=True: the images have 4 channels; expected RGB \(3\)"):
+    with pytest.raises(EvaluationError, match=r"psnr: the images have 4 channels; y_channel=True needs RGB \(3\) or "
+                                              r"gray \(1\); compare them with y_channel=False$"):
         psnr(torch.rand(1, 4, 16, 16), torch.rand(1, 4, 16, 16), y_channel=True)
     with pytest.raises(EvaluationError, match=r"output is torch.int32; expected float images in \[0, 1\] or uint8"):
         psnr(x.int(), x)

@@ -97,7 +97,8 @@ def test_options_that_cannot_work():
     with pytest.raises(ConfigError, match=r"tile=30 with multiple=8; expected a tile that is a multiple of 8.*"
                                           r"use tile=24"):
         run_tiled(Strict(8), torch.rand(1, 3, 40, 40), Tiling(tile=30, overlap=6), multiple=8)
-    with pytest.raises(EvaluationError, match=r"input \(3, 40, 40\); expected an N×C×H×W tensor"):
+    with pytest.raises(EvaluationError, match=r"^run_whole: input has shape \(3, 40, 40\); expected N×C×H×W "
+                                              r"\(one image: add a batch dimension with image\[None\]\)$"):
         run_whole(Strict(1), torch.rand(3, 40, 40))
     with pytest.raises(ConfigError, match=r"multiple=0: expected a whole number, at least 1"):
         run_whole(Strict(1), torch.rand(1, 3, 40, 40), multiple=0)
