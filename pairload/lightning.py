@@ -211,10 +211,23 @@ class PairDataModule(pl.LightningDataModule):
                                      crop=None, last_batch="partial", augment=False, shuffle=False,
                                      clips=self.options["clips"], **common)
             else:  # clips on the grid
-                loader = whole_image_loader(self.val_source, self.val_split, batch_size=self.val_batch_size,
+                loader = whole_image_loader(self._val_shards(remote), self.val_split, batch_size=self.val_batch_size,
                                             clips=self.options["clips"], **common)
             self._val = TrainerLoader(loader)
         return self._val
+
+    def _val_shards(self, remote: dict):
+        """The validation split, opened once; a split of targets only is refused naming val_split unless val_degrade
+        synthesizes its inputs (validation compares outputs on stored inputs with their targets)."""
+        from .read.shards import open_shards
+
+        ds = open_shards(self.val_source, self.val_split, **remote)
+        if ds.targets_only and self.val_degrade is None:
+            raise ConfigError(f"PairDataModule: val_split={self.val_split!r} of {ds.where} holds targets only (packed "
+                              "with --targets-only): there are no stored inputs to validate on; validate on a split "
+                              "with stored pairs, synthesize its inputs with val_degrade=... (the same every epoch), "
+                              "or leave val_split out")
+        return ds
 
     def state_dict(self) -> dict:
         if self._train is None:

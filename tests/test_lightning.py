@@ -397,3 +397,24 @@ def test_clips_train_as_the_loader_cuts_them_and_validate_on_the_grid(tmp_path):
 
 if __name__ == "__main__":
     run_script()
+
+
+def test_a_targets_only_val_split_is_refused_naming_val_split(tmp_path):
+    from conftest import make_raw
+    from pairload import ConfigError
+    from pairload.lightning import PairDataModule
+    from pairload.pack import PackOptions, pack
+
+    raw = make_raw(tmp_path / "raw", 4, size=(24, 32))
+    pack(raw / "high", tmp_path / "targets", PackOptions(workers=1, targets_only=True))
+    dm = PairDataModule(tmp_path / "targets", batch_size=2, crop=CROP, degrade="lowlight", val_split="train")
+    dm.trainer = in_process_trainer(tmp_path)
+    with pytest.raises(ConfigError, match=r"PairDataModule: val_split='train' of .* holds targets only \(packed with "
+                       r"--targets-only\): there are no stored inputs to validate on; validate on a split with stored "
+                       r"pairs, synthesize its inputs with val_degrade=... \(the same every epoch\), or leave "
+                       r"val_split out$"):
+        dm.val_dataloader()
+    dm = PairDataModule(tmp_path / "targets", batch_size=2, crop=CROP, degrade="lowlight", val_split="train",
+                        val_degrade="lowlight")
+    dm.trainer = in_process_trainer(tmp_path)
+    assert len(dm.val_dataloader()) == 4  # whole images, one at a time: their inputs synthesized

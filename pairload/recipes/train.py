@@ -173,13 +173,15 @@ def build_model(model_cfg: ModelConfig, cfg: TrainConfig, info: DistInfo, log) -
 
 def log_inputs(cfg: TrainConfig, log) -> None:
     """What the model is fed, where it is not plain pairs: inputs synthesized by --degrade, clips of --clips."""
+    validates = cfg.val_split != "none"
     if cfg.degrade:
         log(f"training inputs synthesized from the targets: {cfg.degrade}"
             + (f" (sources {', '.join(cfg.degraded_sources())})" if cfg.degrade_sources else "")
-            + "; validation on the stored pairs")
+            + ("; validation on the stored pairs" if validates else "; no validation (--val-split none)"))
     if cfg.clips:
         log(f"training on clips {cfg.clips}: the model takes their {cfg.frames} input frames stacked in channels and "
-            f"predicts the target of frame {cfg.frames // 2}; validation on the clips of the grid")
+            f"predicts the target of frame {cfg.frames // 2}"
+            + ("; validation on the clips of the grid" if validates else "; no validation (--val-split none)"))
 
 
 def optimisation(model: torch.nn.Module, per_epoch: list[int], cfg: TrainConfig, info: DistInfo, log):
