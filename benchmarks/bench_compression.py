@@ -4,9 +4,9 @@ the network bandwidth at which compression breaks even.
 
     python benchmarks/bench_compression.py RAW_DIR WORKDIR [--levels 1,3,9] [--loader-level 3] [--out F.json]
 
-RAW_DIR: pairs as `pairload synth` writes them (e.g. `pairload synth RAW --pairs 300 --size 600x400`). Packs the
-split once raw and once per level (a first untimed pack of each puts the raw images in the page cache, then
---pack-rounds timed rounds with the variants interleaved), then measures on the `train` split:
+RAW_DIR: pairs as `pairload make-pairs` writes them (e.g. `pairload make-pairs RAW --pairs 300 --size 600x400`).
+Packs the split once raw and once per level (a first untimed pack of each puts the raw images in the page cache,
+then --pack-rounds timed rounds with the variants interleaved), then measures on the `train` split:
   * decode: one process decoding every pair through `ShardDataset.arrays` (both images), first pass (headers and
     CRC-32 checked) and later passes (decode only), in pairs per CPU-second (= per core); raw: the same views;
   * loaders: `ram` and `wds` with num_workers 0 and 2 at crop 256, batch 32 on CPU, warm (shards in the page

@@ -2,7 +2,7 @@
 """Pack throughput against its bounds, in one run (`benchlib.packbench`): the decode bound (W processes
 decoding as pack's workers do), the output disk's write bound (W processes writing and fsyncing the shards' bytes),
 the pack with W workers, and its per-pair costs timed in one process (probe, decode, CRC-32, pwrite, hash, fsync,
-the pool). Synthetic 600x400 PNG pairs are made with `pairload synth` (reused when WORK already holds them).
+the pool). Synthetic 600x400 PNG pairs are made with `pairload make-pairs` (reused when WORK already holds them).
 
     python benchmarks/bench_pack.py --pairs 2000 --workers 16 --out x.json [--work DIR] [--raw RAW_DIR]
 

@@ -6,6 +6,7 @@ Every PairloadError becomes one line on stderr and exit code 1, at the single bo
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -70,8 +71,8 @@ def _progress(label: str, unit: str = "pairs") -> Iterator:
         yield update
 
 
-@app.command()
-def synth(
+@app.command("make-pairs")
+def make_pairs(
     out_dir: Path = typer.Argument(..., help="Folder to write train/{low,high}/ and test/{low,high}/ into."),
     source: Optional[Path] = typer.Option(None, "--from", help="Folder of normal-light photos (default: "
                                           "scikit-image's bundled photographs)."),
@@ -80,18 +81,21 @@ def synth(
     size: str = typer.Option("600x400", help="Pair size WxH."),
     seed: int = typer.Option(0, help="Random seed; the same seed gives the same files."),
     workers: int = typer.Option(1, help="Processes (the output does not depend on it)."),
+    degrade: str = typer.Option("lowlight", metavar="SPEC", help="The model that makes each input from its target, "
+                                "as the loaders' degrade= takes it, e.g. lowlight or 'lowlight,gamma=2..3'; one "
+                                "that takes 8-bit RGB targets."),
     part: Optional[str] = typer.Option(None, metavar="I/N", help="Make only part I of N of the pairs (or 'auto': "
                                        "from a SLURM array task or torchrun's rank); the last part to finish writes "
                                        "synth.json. The files are those of one run."),
 ) -> None:
-    """Make realistic low-light pairs from normal-light photos."""
+    """Make low/normal-light pairs from normal-light photos (inputs by the loaders' degradation model)."""
     from .pack.writer import parse_wxh
-    from .pack.synth import SynthOptions, synth as run
+    from .makepairs import MakePairsOptions, make_pairs as run
 
-    opts = SynthOptions(pairs=pairs, test=test, size=parse_wxh(size), seed=seed, source=str(source) if source else None,
-                        workers=workers)
+    opts = MakePairsOptions(pairs=pairs, test=test, size=parse_wxh(size), seed=seed, workers=workers,
+                            source=str(source) if source else None, degrade=degrade)
     which = _part(part)
-    with _progress("synth") as update:
+    with _progress("make-pairs") as update:
         doc = run(out_dir, opts, on_progress=update, part=which)
     if not doc["complete"]:
         out.print(f"part {which}: wrote {doc['count']} pairs to {out_dir}; the last part writes synth.json")
@@ -99,8 +103,17 @@ def synth(
     out.print(f"wrote {doc['count']} pairs ({pairs} train, {test} test) of {size} to {out_dir}")
 
 
+@app.command("synth", hidden=True, help="Deprecated alias of make-pairs, removed in the next release.")
+@functools.wraps(make_pairs)  # make-pairs' options, declared once
+def synth(*args, **kwargs) -> None:
+    sys.stderr.write("warning: `pairload synth` is deprecated and will be removed in the next release; use "
+                     "`pairload make-pairs` (the same options)\n")
+    make_pairs(*args, **kwargs)
+
+
 CALIBRATE_FLAGS = {"flats": "--flats", "darks": "--darks", "iso": "--iso", "black": "--black", "white": "--white",
-                   "read_dist": "--read-dist", "window": "--window"}
+                   "read_dist": "--read-dist", "window": "--window", "name": "--name", "out": "-o",
+                   "report": "--report"}
 
 
 @app.command()
@@ -128,9 +141,10 @@ def calibrate(
     """Fit a camera noise profile (system gain K, read and row noise, Tukey-λ, colour bias) from flat and dark
     frames, for the raw-physics low-light model."""
     from .errors import ConfigError
-    from .synth.calibrate import black_option, calibrate as run, report_lines, save
+    from .synth.calibrate import black_option, calibrate as run, check_outputs, report_lines, save
 
     try:
+        check_outputs(out_json, report_json)  # before the frames are read: a bad -o is no reason to wait
         profile, report = run(flats, darks, name=name or out_json.stem, iso=iso, black=black_option(black),
                               white=white, read_dist=read_dist, window=window)
     except ConfigError as exc:  # said with this command's flags
@@ -223,6 +237,10 @@ def pack(
     sequences: bool = typer.Option(False, "--sequences", help="Frames of videos or bursts: the folder holding each "
                                    "frame is its sequence, its frames consecutive samples in name order (numbered "
                                    "with zero padding, one size), recorded in the manifest."),
+    sequence_gaps: str = typer.Option("refuse", "--sequence-gaps", help="With --sequences, a sequence whose frame "
+                                      "numbers break their even spacing (frames missing, as after an interrupted "
+                                      "copy): 'refuse' it (naming the frames), 'split' it into evenly numbered runs, "
+                                      "each a sequence, so that no clip crosses a break, or 'allow' it whole."),
     npy_bgr: bool = typer.Option(False, "--npy-bgr", help=".npy colour arrays hold BGR (SDSD's and SMID's frames): "
                                  "store them as RGB."),
 ) -> None:
@@ -241,71 +259,20 @@ def pack(
 
         report = finish_parts(shards_dir, which.count if which else None, storage_options=options or None,
                               staging=staging)
-        where = f"{report.url}/manifest.json" if report.url else Path(shards_dir) / "manifest.json"
-        out.print(f"finished: {report.pairs} pairs in {sum(s['shards'] for s in report.splits.values())} shards; "
-                  f"wrote {where}", highlight=False, markup=False)
+        _print_lines(report.finish_lines())
         return
-    unit = "targets" if targets_only else "pairs"
-    with _progress("pack", unit) as update:
+    with _progress("pack", "targets" if targets_only else "pairs") as update:
         report = run(raw_dir, shards_dir, opts, on_progress=update, staging=staging, storage_options=options,
                      keep_staging=keep_staging, part=which)
-    if report.part is not None:
-        mine = sum(s["samples"] for s in report.splits.values()) if not report.finished else None
-        state = ("and wrote the manifest (the last part to finish)" if report.finished else
-                 f"{mine} {unit}; waiting for part(s) {', '.join(map(str, report.waiting[:10]))} before the manifest")
-        out.print(f"part {report.part}: done in {report.seconds:.1f} s, {state}", highlight=False, markup=False)
-        if not report.finished:
-            return
-    for split, s in report.splits.items():
-        found = report.layout.get(split, {})
-        out.print(f"{split}: {s['samples']} {unit} in {s['shards']} shards, {human_bytes(s['bytes'])}"
-                  + (f" ({report.compression} level {compress_level}: {_ratio(s)})" if report.compression else "")
-                  + (f" (from {', '.join(found['folders'][:4])}{' …' if len(found['folders']) > 4 else ''}; paired by "
-                     f"{', '.join(found['rules'])})" if found.get("folders") and not targets_only else "")
-                  + (f"; {report.sequences[split]}" if split in report.sequences else "")
-                  + (f"; {report.skipped_per_split[split]} unmatched file(s) skipped"
-                     if report.skipped_per_split.get(split) else ""), highlight=False, markup=False)
-    if report.upload is not None and report.upload.reused:
-        out.print(f"{report.pairs} {unit} already packed in the staging folder {report.shards_dir} (nothing decoded)",
-                  highlight=False, markup=False)
-    else:
-        rate = report.pairs / max(report.seconds, 1e-9)
-        out.print(f"packed {report.pairs} {unit} in {report.seconds:.1f} s ({rate:,.0f} {unit}/s, {report.workers} "
-                  f"workers) into {report.shards_dir}; {report.timings()}", highlight=False, markup=False)
-    if report.upload is not None:
-        out.print(_upload_summary(report.upload), highlight=False, markup=False)
-    if report.split_folders:
-        out.print("split folders: " + ", ".join(f"{folder} -> {m['split']} ({m['how']})"
-                                                for folder, m in report.split_folders.items()),
-                  highlight=False, markup=False)
-    for label, items in (("grayscale replicated to RGB", report.gray), ("alpha dropped", report.alpha),
-                         ("16-bit converted to 8-bit", report.converted_16bit)):
-        if items:
-            shown = ", ".join(items[:10]) + (f" … and {len(items) - 10} more" if len(items) > 10 else "")
-            out.print(f"{label}: {len(items)} file(s): {shown}", highlight=False, markup=False)
-    for u in report.unused:  # every image-like file under RAW (targets only: every file) is packed or listed here
-        more = u["count"] - len(u["names"])
-        shown = ", ".join(u["names"]) + (f" … and {more} more" if more > 0 else "")
-        out.print(f"not packed ({u['reason']}): {u['count']} file(s) in {u['folder']}: {shown}; {u['hint']}",
-                  highlight=False, markup=False)
+    _print_lines(report.lines(opts))
+
+
+def _print_lines(lines: list[str]) -> None:
+    for line in lines:
+        out.print(line, highlight=False, markup=False)
 
 
 SHARDS_HELP = "Folder written by `pairload pack`, or its URL (s3://, gs://, az://, https://, any fsspec URL)."
-
-
-def _upload_summary(up) -> str:
-    """One line: what went to the bucket, what was already there, where the staging folder is."""
-    manifest = "manifest.json"
-    shards = [n for n in up.uploaded if n != manifest]
-    there = [n for n in up.skipped if n != manifest]
-    stale = [n for n in up.deleted if n != manifest]
-    return (f"uploaded {len(shards)} shards ({human_bytes(up.bytes_uploaded)})"
-            + (f" and {manifest} (last)" if manifest in up.uploaded else "") + f" to {up.url}"
-            + (f"; {manifest} there is already this pack's" if manifest in up.skipped else "")
-            + f"; skipped {len(there)} shards already there"
-            + (f"; deleted {len(stale)} shards the new manifest does not list" if stale else "")
-            + (f"; staging folder kept at {up.staging} (a valid local pack; --no-keep-staging removes it)" if up.kept
-               else f"; staging folder {up.staging} removed"))
 
 
 @app.command()
@@ -326,6 +293,8 @@ def verify(
                          f"({human_bytes(report.leftover_bytes)}: {', '.join(report.leftovers[:3])}"
                          f"{' …' if len(report.leftovers) > 3 else ''}) are not part of the shards; run the same "
                          "`pairload pack` again to finish it, or delete them\n")
+    for line in report.gaps:  # the shards are sound; clips across a break in frame numbering are not
+        sys.stderr.write(f"warning: {line}\n")
 
 
 @app.command()
@@ -337,7 +306,8 @@ def info(
     storage_option: StorageOptions = None,
 ) -> None:
     """Per-split counts, bytes, compression and image sizes (a URL: from its manifest alone)."""
-    from .read.info import size_histogram
+    from .pack.options import stored_ratio
+    from .read.info import sequences_cell, size_histogram
     from .read.shards import info as run
 
     splits = run(shards_dir, storage_options=storage_options(storage_option, shards_dir))
@@ -356,11 +326,13 @@ def info(
         members = s.get("members", "uint8 ×3, same size") + (f"; {s['sensor']}" if "sensor" in s else "")
         q = s.get("sequences")  # a column only for a pack made with --sequences
         table.add_row(name, str(s["samples"]), str(s["shards"]), human_bytes(s["bytes"]),
-                      "none" if s["compression"] == "none" else f"{s['compression']}, {_ratio(s, short=True)}",
+                      "none" if s["compression"] == "none" else f"{s['compression']}, {stored_ratio(s, short=True)}",
                       members, ", ".join(f"{k}: {v}" for k, v in s["sizes"].items()),
-                      *[f"{q['count']} of {q['frames'][0]}-{q['frames'][1]} frames, target per {q['target']}"
-                        if q else "-"][:seqs])
+                      *[sequences_cell(q) if q else "-"][:seqs])
     out.print(table)
+    for s in splits.values():  # breaks in a sequence's frame numbering: clips cross them
+        if "gaps" in s.get("sequences", {}):
+            sys.stderr.write(f"warning: {s['sequences']['gaps']}\n")
 
 
 PREVIEW_FLAGS = {"n": "-n", "crop": "--crop", "tile_height": "--tile-height", "columns": "--columns",
@@ -433,11 +405,6 @@ def _cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
-
-
-def _ratio(split: dict, short: bool = False) -> str:
-    """How much smaller than its decoded pixels a split is stored: '1.33x smaller than its pixels'."""
-    return f"{split['pixel_bytes'] / max(split['bytes'], 1):.2f}x" + ("" if short else " smaller than its pixels")
 
 
 @app.command("bench-loaders")
@@ -530,7 +497,7 @@ def demo(
     workdir: Path = typer.Argument(Path("pairload-demo"), help="Where to put the demo's data and results."),
     device: str = typer.Option("auto", help="auto (GPU when there is one), cpu or cuda."),
 ) -> None:
-    """The main job on the embedded default data: synth, pack, verify, bench the loaders, train briefly."""
+    """The main job on the embedded default data: make pairs, pack, verify, bench the loaders, train briefly."""
     from .demo import run_demo
 
     run_demo(workdir, device=device, log=lambda m: out.print(m, highlight=False, markup=False))

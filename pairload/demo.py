@@ -1,6 +1,6 @@
 """`pairload demo`: the whole main job on the embedded default dataset, small enough for a laptop.
 
-synth (scikit-image's bundled photographs) → pack → verify (and one pair's input synthesized from its target, as
+make-pairs (scikit-image's bundled photographs) → pack → verify (and one pair's input synthesized from its target, as
 `degrade=` does) → bench-loaders (briefly) → one short training run, then a summary of where everything is. Uses
 the GPU when there is one (larger sizes), else the CPU.
 """
@@ -55,7 +55,7 @@ def run_demo(workdir: str | Path = "pairload-demo", *, device: str = "auto",
     from .pack.writer import PackOptions, pack
     from .format.schema import write_json_atomic
     from .read.shards import verify
-    from .pack.synth import SynthOptions, synth
+    from .makepairs import MakePairsOptions, make_pairs
     from .recipes.config import TrainConfig
     from .recipes.train import run
     from .distributed import dist_info
@@ -67,9 +67,9 @@ def run_demo(workdir: str | Path = "pairload-demo", *, device: str = "auto",
     sizes = GPU if dev.startswith("cuda") else CPU
     t0 = time.perf_counter()
     raw, shards = work / "raw", work / "shards"
-    log(f"1/5 synth: {sizes.pairs} train + {sizes.test} test low-light pairs of {sizes.size[0]}x{sizes.size[1]} "
+    log(f"1/5 make-pairs: {sizes.pairs} train + {sizes.test} test low-light pairs of {sizes.size[0]}x{sizes.size[1]} "
         f"from scikit-image's photographs -> {raw}")
-    synth(raw, SynthOptions(pairs=sizes.pairs, test=sizes.test, size=sizes.size, seed=0, workers=2))
+    make_pairs(raw, MakePairsOptions(pairs=sizes.pairs, test=sizes.test, size=sizes.size, seed=0, workers=2))
     log(f"2/5 pack -> {shards}")
     report = pack(raw, shards, PackOptions(shard_size=max(1, sizes.pairs // 4) * 2 * sizes.size[0] * sizes.size[1] * 3
                                            + 64 * 1024))

@@ -39,9 +39,9 @@ def test_errors_exit_1_with_one_line_and_no_traceback(tmp_path):
     assert res.returncode == 1 and "expected a size such as 500GB" in res.stderr
 
 
-def test_synth_then_pack_is_the_main_job(tmp_path):
+def test_make_pairs_then_pack_is_the_main_job(tmp_path):
     pytest.importorskip("skimage")
-    assert run("synth", tmp_path / "raw", "--pairs", "4", "--test", "2", "--size", "64x48").returncode == 0
+    assert run("make-pairs", tmp_path / "raw", "--pairs", "4", "--test", "2", "--size", "64x48").returncode == 0
     res = run("pack", tmp_path / "raw", tmp_path / "s")
     assert res.returncode == 0, res.stderr
     assert "train: 4 pairs" in res.stdout and "test: 2 pairs" in res.stdout

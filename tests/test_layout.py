@@ -8,7 +8,7 @@ import sys
 import pytest
 
 TORCH_FREE = ["pairload.format.schema", "pairload.format.atomic", "pairload.raw", "pairload.raw.discover",
-              "pairload.raw.decode", "pairload.pack", "pairload.pack.synth", "pairload.read", "pairload.workers",
+              "pairload.raw.decode", "pairload.pack", "pairload.makepairs", "pairload.read", "pairload.workers",
               "pairload.workers.serve", "pairload.plan", "pairload.kinds", "pairload.errors", "pairload.format.members",
               "pairload.dihedral", "pairload.plan.crops", "pairload.units", "pairload.hooks", "pairload.recipes.config",
               "pairload.remote.urls", "pairload.remote.schemes", "pairload.pack.upload", "pairload.format.stamps",

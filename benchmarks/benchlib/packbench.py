@@ -16,11 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+from pairload import makepairs
 from pairload.forking import start_method
 from pairload.format.crc import crc32
 from pairload.pack import PackOptions, pack
 from pairload.pack.jobs import Job, JobResult, start_pool
-from pairload.pack.synth import SynthOptions, synth
 from pairload.raw.decode import decode, probe, probe_image, silence_cv2
 from pairload.raw.discover import Pair, find_pairs
 
@@ -76,8 +76,8 @@ def run(work: Path, pairs: int, workers: int, *, raw: Path | None = None, size: 
 
 
 def make_pairs(raw: Path, pairs: int, size: tuple[int, int], workers: int, log=print) -> Path:
-    """`pairs` synthetic PNG pairs of `size` (W, H) under `raw`, made by `pairload synth` unless a complete run with
-    the same count and size is already there."""
+    """`pairs` synthetic PNG pairs of `size` (W, H) under `raw`, made by `pairload make-pairs` unless a complete run
+    with the same count and size is already there."""
     import json
 
     try:
@@ -88,7 +88,7 @@ def make_pairs(raw: Path, pairs: int, size: tuple[int, int], workers: int, log=p
         pass
     log(f"making {pairs} synthetic {size[0]}x{size[1]} pairs in {raw}")
     t0 = time.perf_counter()
-    synth(raw, SynthOptions(pairs=pairs, test=0, size=size, workers=workers))
+    makepairs.make_pairs(raw, makepairs.MakePairsOptions(pairs=pairs, test=0, size=size, workers=workers))
     log(f"made in {time.perf_counter() - t0:.1f} s")
     return raw
 

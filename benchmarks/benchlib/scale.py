@@ -278,7 +278,7 @@ def step_synth(cfg: ScaleConfig, n: int) -> dict:
     if synth_complete(raw, n, cfg.image):
         return {"status": "ok", "reused": True, "path": str(raw)}
     w, h = cfg.image
-    row, _ = run_one(cli("synth", raw, "--pairs", n, "--test", 0, "--size", f"{w}x{h}", "--workers", cfg.workers),
+    row, _ = run_one(cli("make-pairs", raw, "--pairs", n, "--test", 0, "--size", f"{w}x{h}", "--workers", cfg.workers),
                      cfg.timeout)
     return {**row, "reused": False, "path": str(raw), "pairs_per_s": round(n / row["wall_s"], 1)}
 

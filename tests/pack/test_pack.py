@@ -299,7 +299,7 @@ def test_repack_without_a_split_removes_its_shards_and_its_index_file(raw, tmp_p
 
 
 def test_packing_imports_neither_torch_nor_dali():
-    code = ("import sys, pairload, pairload.pack.writer, pairload.pack.synth, pairload.read.shards, "
+    code = ("import sys, pairload, pairload.pack.writer, pairload.makepairs, pairload.read.shards, "
             "pairload.raw.discover\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or 'dali' in m))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

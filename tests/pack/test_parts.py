@@ -137,28 +137,3 @@ def test_torchrun_runs_the_parts_as_its_ranks(raw, reference, tmp_path):
                            str(raw), str(out), "--part", "auto", *OPTS], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert files(out) == reference
-
-
-def test_synth_in_parts_writes_the_files_and_the_record_of_one_run(tmp_path):
-    from pairload.pack.synth import SynthOptions, synth
-
-    opts = SynthOptions(pairs=9, test=2, size=(16, 12), seed=3)
-    whole = synth(tmp_path / "one", opts)
-    docs = [synth(tmp_path / "parts", opts, part=Part(i, 3)) for i in (2, 0, 1)]
-    assert [d["complete"] for d in docs] == [False, False, True] and whole["complete"]
-    assert sum(d["count"] for d in docs) == whole["count"] == 11
-    one, parts = (sorted(p.relative_to(d) for p in d.rglob("*") if p.is_file() and not p.name.startswith("."))
-                  for d in (tmp_path / "one", tmp_path / "parts"))
-    assert one == parts and all((tmp_path / "one" / p).read_bytes() == (tmp_path / "parts" / p).read_bytes()
-                                for p in one)
-    assert not list((tmp_path / "parts").glob(".synth-part-*"))
-
-
-def test_synth_parts_of_two_runs_are_refused_naming_the_record(tmp_path):
-    from pairload.errors import ConfigError
-    from pairload.pack.synth import SynthOptions, synth
-
-    synth(tmp_path, SynthOptions(pairs=4, test=0, size=(16, 12), seed=3), part=Part(0, 2))
-    with pytest.raises(ConfigError, match=r"\.synth-part-0000-of-0002\.npz: a part of another synth run"):
-        synth(tmp_path, SynthOptions(pairs=4, test=0, size=(16, 12), seed=4), part=Part(1, 2))
-    assert not (tmp_path / "synth.json").read_text().startswith('{"complete":true')

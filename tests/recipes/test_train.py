@@ -15,7 +15,7 @@ from pairload.errors import ConfigError
 from pairload.evaluate import psnr
 from pairload.recipes.metrics import ssim
 from pairload.pack.writer import PackOptions, pack
-from pairload.pack.synth import SynthOptions, synth
+from pairload.makepairs import MakePairsOptions, make_pairs
 from pairload.recipes.checkpoint import load_checkpoint, save_checkpoint
 from pairload.recipes.config import TrainConfig
 from pairload.recipes.train import main
@@ -28,7 +28,7 @@ TEST_PAIRS = 5
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
     root = tmp_path_factory.mktemp("train")
-    synth(root / "raw", SynthOptions(pairs=32, test=TEST_PAIRS, size=(64, 48), seed=1))
+    make_pairs(root / "raw", MakePairsOptions(pairs=32, test=TEST_PAIRS, size=(64, 48), seed=1))
     pack(root / "raw", root / "shards", PackOptions(workers=1, shard_size=128 * 1024))
     return root / "shards"
 
@@ -188,7 +188,7 @@ def test_resume_with_other_data_is_refused_and_changes_nothing(shards, tmp_path,
     assert _train(shards, out, "--epochs", 1) == 0
     config = (out / "config.json").read_text()
     other = tmp_path / "other"
-    synth(tmp_path / "raw2", SynthOptions(pairs=32, test=TEST_PAIRS, size=(64, 48), seed=2))
+    make_pairs(tmp_path / "raw2", MakePairsOptions(pairs=32, test=TEST_PAIRS, size=(64, 48), seed=2))
     pack(tmp_path / "raw2", other, PackOptions(workers=1))
     assert _train(other, out, "--epochs", 2, "--resume") == 1
     assert "was trained on other data" in capsys.readouterr().err

@@ -1,9 +1,12 @@
-"""`pairload synth`: realistic low-light pairs made from normal-light photographs.
+"""`pairload make-pairs`: low/normal-light pairs written offline from normal-light photographs, for the demo, the
+tests and the benchmarks (loaders given `degrade=` make inputs at run time instead; this tool only writes files).
 
-Each pair: a random scaled crop of a photo is the normal-light target; the low-light input is that crop
-linearised (inverse sRGB), darkened by an exposure factor in [0.03, 0.3], tinted by per-channel gains, given
-Poisson-Gaussian sensor noise, and re-encoded to sRGB uint8. Without a source folder the photographs bundled
-with scikit-image are used, which gives pairload an embedded default dataset. Same seed, same bytes.
+Each pair: a random scaled crop of a photo is the normal-light target; its low-light input is made from it by the
+loaders' own degradation model and sRGB curve (`degrade`, "lowlight" by default: `pairload.synth.models`), with
+parameters drawn from the model's ranges and a noise key, both from the pair's generator of (seed, split, number).
+Without a source folder the photographs bundled with scikit-image are used. Same seed, same bytes, whatever the
+number of workers. OUT/synth.json records every pair's crop, parameters and noise key (its name is the one the
+benchmarks and earlier outputs know).
 """
 
 from __future__ import annotations
@@ -11,55 +14,78 @@ from __future__ import annotations
 import functools
 import heapq
 import json
+import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
-from ..raw.decode import decode_rgb
-from ..raw.discover import IMAGE_EXTS
-from ..raw.filetypes import NUMPY_EXTS
-from ..errors import ConfigError, MissingDependencyError, PairloadError
-from ..format.atomic import atomic_open, write_bytes_atomic
+from .errors import ConfigError, MissingDependencyError, PairloadError
+from .format.atomic import atomic_open, write_bytes_atomic
+from .format.members import Members
+from .raw.decode import decode_rgb
+from .raw.discover import IMAGE_EXTS
+from .raw.filetypes import NUMPY_EXTS
+from .synth import Degradation
+from .synth.spec import takers
 
 PHOTO_EXTS = IMAGE_EXTS - NUMPY_EXTS  # photographs to darken: .npy arrays are not sRGB photos
 BUNDLED = ("astronaut", "chelsea", "coffee", "rocket")
-EXPOSURE = (0.03, 0.3)
-GAIN = (0.85, 1.15)
-PHOTONS = (200.0, 4000.0)  # photo-electrons at full exposure (log-uniform); fewer means more shot noise
-READ_NOISE = (0.001, 0.012)
+DOC = "synth.json"
+PAIR_MEMBERS = Members()  # every pair: uint8 RGB input and target of one size; the model must take such targets
 
 
 @dataclass(frozen=True, kw_only=True)
-class SynthOptions:
+class MakePairsOptions:
+    """`degrade`: the model that makes each input, as the loaders' `degrade=` takes it ("lowlight",
+    "lowlight,gamma=2..3", a dict or a `Degradation`); read into a `Degradation` on construction."""
+
     pairs: int = 64
     test: int = 16
     size: tuple[int, int] = (600, 400)  # (width, height)
     seed: int = 0
     source: str | None = None  # folder of normal-light photos; None: scikit-image's bundled photographs
     workers: int = 1  # processes; the output does not depend on it
+    degrade: Any = "lowlight"
 
     def __post_init__(self) -> None:
-        if self.pairs < 1 or self.test < 0:
-            raise ConfigError(f"--pairs {self.pairs} --test {self.test}: expected at least 1 training pair and 0 or "
-                              "more test pairs")
-        if self.workers < 1:
-            raise ConfigError(f"--workers {self.workers}: expected at least 1")
-        if min(self.size) < 8:
-            raise ConfigError(f"--size {self.size[0]}x{self.size[1]}: expected at least 8x8")
+        for flag, value, least in (("--pairs", self.pairs, 1), ("--test", self.test, 0), ("--seed", self.seed, 0),
+                                   ("--workers", self.workers, 1)):
+            if not _whole(value) or value < least:
+                raise ConfigError(f"{flag} {value!r}: expected a whole number, {least} or more")
+        size = self.size
+        if not (isinstance(size, (tuple, list)) and len(size) == 2 and all(map(_whole, size)) and min(size) >= 8):
+            shown = f"{size[0]}x{size[1]}" if isinstance(size, (tuple, list)) and len(size) == 2 else repr(size)
+            raise ConfigError(f"--size {shown}: expected WIDTHxHEIGHT of at least 8x8, e.g. 600x400")
+        object.__setattr__(self, "size", (int(size[0]), int(size[1])))
+        if self.source is not None:  # a Path too; kept as text, which synth.json records
+            if not isinstance(self.source, (str, os.PathLike)):
+                raise ConfigError(f"--from {self.source!r}: expected the path of a folder of normal-light photos")
+            object.__setattr__(self, "source", os.fspath(self.source))
+        object.__setattr__(self, "degrade", _degradation(self.degrade))
 
 
-def srgb_to_linear(x: np.ndarray) -> np.ndarray:
-    return np.where(x <= 0.04045, x / 12.92, ((x + 0.055) / 1.055) ** 2.4)
+def _whole(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
-def linear_to_srgb(x: np.ndarray) -> np.ndarray:
-    return np.where(x <= 0.0031308, x * 12.92, 1.055 * np.power(np.maximum(x, 0.0031308), 1 / 2.4) - 0.055)
-
-
-_LINEAR = srgb_to_linear(np.arange(256, dtype=np.float64) / 255.0)  # uint8 sRGB -> linear, by table
+def _degradation(value) -> Degradation:
+    """`value` as a Degradation whose model makes inputs from 8-bit RGB photos, or a one-line refusal naming
+    --degrade and the models that can."""
+    usable = ", ".join(takers(PAIR_MEMBERS, None))
+    try:
+        degrade = Degradation.of(value)
+    except ConfigError as exc:
+        raise ConfigError(f"--degrade {value}: {exc}") from None
+    if degrade is None:
+        raise ConfigError(f"--degrade {value!r}: expected a model that makes the inputs ({usable}), e.g. lowlight")
+    why = degrade.spec.takes(PAIR_MEMBERS, False)
+    if why is not None:
+        raise ConfigError(f"--degrade {degrade}: make-pairs writes 8-bit RGB photos and {degrade.model} cannot make "
+                          f"their inputs: {why}; use one of {usable}")
+    return degrade
 
 
 def _sources(source: str | None) -> list[tuple[str, str]]:
@@ -70,8 +96,8 @@ def _sources(source: str | None) -> list[tuple[str, str]]:
             import skimage.data
         except ImportError:
             raise MissingDependencyError(
-                "pairload synth without --from uses scikit-image's bundled photographs: pip install 'pairload[demo]' "
-                "(or pass --from NORMAL_DIR)"
+                "pairload make-pairs without --from uses scikit-image's bundled photographs: pip install "
+                "'pairload[demo]' (or pass --from NORMAL_DIR)"
             ) from None
         photos = []
         for name in BUNDLED:
@@ -120,17 +146,17 @@ def _crop(photo: np.ndarray, width: int, height: int, rng: np.random.Generator) 
     return np.ascontiguousarray(img), {"scale": round(scale, 6), "y": y, "x": x, "hflip": flip}
 
 
-def darken(high: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
-    """The low-light version of an sRGB uint8 image, and the parameters drawn for it."""
-    exposure = float(np.exp(rng.uniform(np.log(EXPOSURE[0]), np.log(EXPOSURE[1]))))
-    gains = rng.uniform(GAIN[0], GAIN[1], size=3)
-    photons = float(np.exp(rng.uniform(np.log(PHOTONS[0]), np.log(PHOTONS[1]))))
-    read = float(rng.uniform(*READ_NOISE))
-    signal = _LINEAR[high] * exposure * gains
-    noisy = rng.poisson(signal * photons) / photons + rng.normal(0.0, read, size=signal.shape)
-    low = np.clip(linear_to_srgb(np.clip(noisy, 0.0, 1.0)) * 255.0 + 0.5, 0, 255).astype(np.uint8)
-    return low, {"exposure": round(exposure, 6), "gains": [round(float(g), 6) for g in gains],
-                 "photons": round(photons, 3), "read_noise": round(read, 6)}
+def make_input(high: np.ndarray, degrade: Degradation, rng: np.random.Generator
+               ) -> tuple[np.ndarray, np.ndarray, np.uint64]:
+    """The input `degrade` makes from the target `high` (H×W×3 uint8) with parameters and a noise key drawn from
+    `rng` (the pair's generator): (input, its parameters (columns,) float32, its noise key). The uniforms lie in
+    (0, 1) as the planner's do, and the noise is drawn over the whole image in orientation 0, as a loader draws it
+    for a window cut unoriented."""
+    u = (rng.integers(0, 1 << 53, size=(1, degrade.spec.uniforms)) + 0.5) * 2.0 ** -53
+    table = degrade.draw(u)
+    key = rng.integers(0, 1 << 64, size=1, dtype=np.uint64)
+    low = degrade.spec.numpy(high[None], table, key, np.zeros(1, np.int32), None, degrade.extra)[0]
+    return low, table[0], key[0]
 
 
 def _write_png(path: Path, rgb: np.ndarray) -> None:
@@ -142,48 +168,57 @@ def _write_png(path: Path, rgb: np.ndarray) -> None:
     write_bytes_atomic(path, buf.tobytes(), fsync=False)  # synth.json, written last and fsynced, marks completion
 
 
-_photos: list[tuple[str, str]] = []
+_worker: dict[str, Any] = {}  # a process's photos and degradation, set once by _init_worker
 
-# every pair's parameters, one row per pair (about 70 bytes: a million pairs cost 70 MB, not a dict each), written
-# into synth.json as the same JSON a dict per pair gives
-PARAMS = np.dtype([("done", "?"), ("source", "<i4"), ("scale", "<f8"), ("y", "<i4"), ("x", "<i4"), ("hflip", "?"),
-                   ("exposure", "<f8"), ("gains", "<f8", (3,)), ("photons", "<f8"), ("read_noise", "<f8")])
 SPLITS = ("train", "test")  # split_id 0 and 1; a pair's row is its split's base plus its number
 CHUNK = 4096  # jobs handed to the pool at a time: what bounds the parent's memory besides the table
 
 
-def _init_worker(photos: list[tuple[str, str]]) -> None:
+def row_dtype(degrade: Degradation) -> np.dtype:
+    """Every pair's record, one row per pair (60-130 bytes with the model's columns, not a dict each), written into
+    synth.json as the JSON a dict per pair gives."""
+    return np.dtype([("done", "?"), ("source", "<i4"), ("scale", "<f8"), ("y", "<i4"), ("x", "<i4"), ("hflip", "?"),
+                     ("params", "<f4", (len(degrade.columns),)), ("key", "<u8")])
+
+
+def _init_worker(photos: list[tuple[str, str]], degrade: Degradation) -> None:
     import cv2
 
     cv2.setNumThreads(1)  # one process per core already: OpenCV's own threads would oversubscribe
-    _photos[:] = photos
-
-
-def _job_rng(job: tuple) -> np.random.Generator:
-    _, seed, split_id, i, _, _ = job
-    return np.random.default_rng([seed, split_id, i])
+    _worker.update(photos=photos, degrade=degrade)
 
 
 def _make_pair(job: tuple[Path, int, int, int, int, int]) -> tuple[int, int, tuple]:
-    """Write one pair; (split_id, number, its parameters as a PARAMS row without `done`)."""
+    """Write one pair; (split_id, number, its record as a row without `done`)."""
     out, seed, split_id, i, width, height = job
-    rng = _job_rng(job)
-    source = int(rng.integers(0, len(_photos)))
-    high, crop = _crop(_photo(_photos[source][1]), width, height, rng)
-    low, params = darken(high, rng)
+    rng = np.random.default_rng([seed, split_id, i])
+    photos = _worker["photos"]
+    source = int(rng.integers(0, len(photos)))  # the first draw: `make_pairs` groups the jobs by it
+    high, crop = _crop(_photo(photos[source][1]), width, height, rng)
+    low, params, key = make_input(high, _worker["degrade"], rng)
     stem, split = f"{i:05d}", SPLITS[split_id]
     _write_png(out / split / "high" / f"{stem}.png", high)
     _write_png(out / split / "low" / f"{stem}.png", low)
-    return split_id, i, (True, source, crop["scale"], crop["y"], crop["x"], crop["hflip"], params["exposure"],
-                         params["gains"], params["photons"], params["read_noise"])
+    return split_id, i, (True, source, crop["scale"], crop["y"], crop["x"], crop["hflip"], params, key)
 
 
-def _row_params(row, names: list[str]) -> dict:
-    """A PARAMS row as the pair's dict in synth.json."""
+def _row_params(row, names: list[str], columns: tuple[str, ...]) -> dict:
+    """A record row as the pair's dict in synth.json: the float32 parameters as the float64 numbers equal to them
+    (so that they read back exactly), the noise key as 16 hex digits (64 bits, which not every JSON reader keeps)."""
     return {"source": names[int(row["source"])], "scale": float(row["scale"]), "y": int(row["y"]),
-            "x": int(row["x"]), "hflip": bool(row["hflip"]), "exposure": float(row["exposure"]),
-            "gains": [float(g) for g in row["gains"]], "photons": float(row["photons"]),
-            "read_noise": float(row["read_noise"])}
+            "x": int(row["x"]), "hflip": bool(row["hflip"]),
+            "degradation": dict(zip(columns, row["params"].tolist())), "noise_key": f"{int(row['key']):016x}"}
+
+
+def _head(options: MakePairsOptions) -> dict:
+    """synth.json's fields before its pairs: the run's options and the degradation in force (JSON types only, so
+    that a part's record compares equal after a round trip)."""
+    degrade = options.degrade
+    spans = dict(degrade.ranges)
+    return {"complete": True, "seed": options.seed, "size": list(options.size),
+            "source": options.source or "scikit-image",
+            "degrade": {"spec": degrade.describe(), "model": degrade.model, "columns": list(degrade.columns),
+                        "ranges": {p.name: list(spans.get(p.name, (p.low, p.high))) for p in degrade.spec.params}}}
 
 
 def _numbers_in_key_order(count: int) -> np.ndarray:
@@ -196,9 +231,9 @@ def _numbers_in_key_order(count: int) -> np.ndarray:
 def keys_in_order(counts: dict[str, int]):
     """(key, split, number) of every pair of `counts` ({split: pairs}), in key order."""
     for split in sorted(counts):
-        numbers = _numbers_in_key_order(counts[split])
-        for start in range(0, len(numbers), 1 << 16):  # a Python int each, a slice at a time
-            for i in numbers[start:start + (1 << 16)].tolist():
+        ranked = _numbers_in_key_order(counts[split])
+        for start in range(0, len(ranked), 1 << 16):  # a Python int each, a slice at a time
+            for i in ranked[start:start + (1 << 16)].tolist():
                 yield f"{split}/{i:05d}", split, i
 
 
@@ -228,11 +263,11 @@ def _pair_files(out: Path, key: str) -> list[Path]:
 
 
 def _take_over(out: Path, counts: dict[str, int]) -> None:
-    """Make OUT hold exactly the new pairs (`counts`: {split: pairs}): refuse files synth did not write, delete old
-    pairs that are not re-made. synth.json lists every pair file OUT may hold (old and new) from now until the run
-    completes, so a killed run is taken over the same way."""
+    """Make OUT hold exactly the new pairs (`counts`: {split: pairs}): refuse files make-pairs did not write, delete
+    old pairs that are not re-made. synth.json lists every pair file OUT may hold (old and new) from now until the
+    run completes, so a killed run is taken over the same way."""
     try:
-        old = set(json.loads((out / "synth.json").read_text(encoding="utf-8"))["pairs"])
+        old = set(json.loads((out / DOC).read_text(encoding="utf-8"))["pairs"])
     except (OSError, ValueError, KeyError, TypeError):
         old = set()
 
@@ -245,9 +280,9 @@ def _take_over(out: Path, counts: dict[str, int]) -> None:
                      if not p.name.startswith(".") and not (p.name.endswith(".png") and (
                          new(key := f"{split}/{p.name[:-4]}") or key in old)))
     if foreign:
-        raise ConfigError(f"{foreign[0].parent}: holds {len(foreign)} file(s) that pairload synth did not write "
-                          f"(e.g. {foreign[0].name}); synth into an empty or new folder, so that the pairs on disk "
-                          "are exactly those synth.json describes")
+        raise ConfigError(f"{foreign[0].parent}: holds {len(foreign)} file(s) that pairload make-pairs did not write "
+                          f"(e.g. {foreign[0].name}); make the pairs in an empty or new folder, so that the pairs on "
+                          f"disk are exactly those {DOC} describes")
     gone = sorted(key for key in old if not new(key))
     for key in gone:
         for p in _pair_files(out, key):
@@ -255,18 +290,18 @@ def _take_over(out: Path, counts: dict[str, int]) -> None:
     if old or any(counts.values()):
         out.mkdir(parents=True, exist_ok=True)
         keys = heapq.merge(keys_in_order(counts), ((k, None, None) for k in gone))  # gone: listed, as deleted
-        _write_doc(out / "synth.json", {"complete": False}, keys, lambda *_: None)
+        _write_doc(out / DOC, {"complete": False}, keys, lambda *_: None)
 
 
-def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
-          on_progress: Callable[[int, int], None] | None = None, *, part=None) -> dict:
-    """Write `out/train/{low,high}/NNNNN.png` (and `test/`), plus every pair's parameters in `out/synth.json`.
+def make_pairs(out_dir: str | os.PathLike, options: MakePairsOptions = MakePairsOptions(),
+               on_progress: Callable[[int, int], None] | None = None, *, part=None) -> dict:
+    """Write `out/train/{low,high}/NNNNN.png` (and `test/`), plus every pair's record in `out/synth.json`.
 
     `part` (a `parts.Part`): make only every N-th pair starting at the I-th (the same files the whole run would
-    write) and record them in `out/.synth-part-I-of-N.npz`; the last part to finish writes `synth.json` from the
-    records, the document one run would write. Returns the run's summary: synth.json's fields but its pairs, and
+    write) and record them in `out/.make-pairs-part-I-of-N.npz`; the last part to finish writes `synth.json` from
+    the records, the document one run would write. Returns the run's summary: synth.json's fields but its pairs, and
     `count`, the pairs this run (or part) made (`complete` false: a part still waiting for others). Memory stays
-    about 70 bytes per pair plus the workers, whatever the number of pairs."""
+    60-130 bytes per pair plus the workers, whatever the number of pairs."""
     out = Path(out_dir)
     photos = _sources(options.source)
     width, height = options.size
@@ -290,7 +325,7 @@ def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
         return [(out, options.seed, int(row >= options.pairs), row - (options.pairs if row >= options.pairs else 0),
                  width, height) for row in rows.tolist()]
 
-    table = np.zeros(options.pairs + options.test, dtype=PARAMS)
+    table = np.zeros(options.pairs + options.test, dtype=row_dtype(options.degrade))
     made = 0
 
     def keep(result) -> None:
@@ -305,7 +340,8 @@ def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
     if options.workers > 1:
         import multiprocessing as mp
 
-        with mp.get_context("spawn").Pool(options.workers, initializer=_init_worker, initargs=(photos,)) as pool:
+        with mp.get_context("spawn").Pool(options.workers, initializer=_init_worker,
+                                          initargs=(photos, options.degrade)) as pool:
             pending = None  # the pool takes a whole iterable at once: it gets a chunk while it works on the one before
             for chunk in chunks + [None]:
                 started = pool.imap_unordered(_make_pair, jobs(chunk), chunksize=4) if chunk is not None else None
@@ -313,12 +349,11 @@ def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
                     keep(result)
                 pending = started
     else:
-        _init_worker(photos)
+        _init_worker(photos, options.degrade)
         for chunk in chunks:
             for job in jobs(chunk):
                 keep(_make_pair(job))
-    head = {"complete": True, "seed": options.seed, "size": [width, height],
-            "source": options.source or "scikit-image"}
+    head = _head(options)
     names = [name for name, _ in photos]
     if part is None:
         _write_final(out, head, table, names, counts, base)
@@ -329,14 +364,16 @@ def synth(out_dir: str | os.PathLike, options: SynthOptions = SynthOptions(),
 
 
 def _write_final(out: Path, head: dict, table: np.ndarray, names: list[str], counts: dict, base: dict) -> None:
-    def value(key: str, split: str, i: int) -> dict:
-        return _row_params(table[base[split] + i], names)
+    columns = tuple(head["degrade"]["columns"])
 
-    _write_doc(out / "synth.json", head, keys_in_order({k: v for k, v in counts.items() if v}), value)
+    def value(key: str, split: str, i: int) -> dict:
+        return _row_params(table[base[split] + i], names, columns)
+
+    _write_doc(out / DOC, head, keys_in_order({k: v for k, v in counts.items() if v}), value)
 
 
 def _record(index: int, count: int) -> str:
-    return f".synth-part-{index:04d}-of-{count:04d}.npz"
+    return f".make-pairs-part-{index:04d}-of-{count:04d}.npz"
 
 
 def _write_record(path: Path, head: dict, table: np.ndarray, names: list[str]) -> None:
@@ -353,7 +390,7 @@ def _finish_parts(out: Path, count: int, head: dict, counts: dict, base: dict) -
     records; False while a part is missing. Parts take turns (a lock file) so that one of them writes it."""
     import fcntl
 
-    fd = os.open(out / ".synth.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(out / ".make-pairs.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         records = [out / _record(i, count) for i in range(count)]
@@ -363,8 +400,9 @@ def _finish_parts(out: Path, count: int, head: dict, counts: dict, base: dict) -
         for r in records:
             with np.load(r) as rec:
                 if json.loads(str(rec["head"])) != head or (table is not None and len(rec["table"]) != len(table)):
-                    raise ConfigError(f"{r}: a part of another synth run (seed, size, source or pairs differ); run "
-                                      "every part with the same options, or delete the .synth-part-* files")
+                    raise ConfigError(f"{r}: a part of another make-pairs run (seed, size, source, pairs or degrade "
+                                      "differ); run every part with the same options, or delete the "
+                                      ".make-pairs-part-* files")
                 part_table = rec["table"]
                 names = json.loads(str(rec["names"]))
             if table is None:
