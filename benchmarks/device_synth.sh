@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Synthesis on the GPU host in one device call: the GPU tests of pairload.synth, the kernels alone and `ram` with and
+# Synthesis on the GPU host in one device call: the GPU tests of pairload.degrade, the kernels alone and `ram` with and
 # without a degradation (benchmarks/synth_kernels.py), and the reference U-Net loop with and without
 # `--degrade lowlight`, interleaved; everything written to $OUT. Run from the repository root there:
 #   bash benchmarks/device_synth.sh
@@ -10,7 +10,7 @@ if [ ! -f "$work/shards/manifest.json" ]; then
   python3 -m pairload.cli pack "$work/raw" "$work/shards" --shard-size 64MB --workers 0 >/dev/null
   python3 -m pairload.cli pack "$work/raw/train/high" "$work/targets" --targets-only --shard-size 64MB --workers 0 >/dev/null
 fi
-python3 -m pytest tests/synth/test_kernels_gpu.py tests/synth/test_loaders_gpu.py -m gpu -q -s 2>&1 | grep -E "max|passed|failed" | tee "$OUT/gpu-tests.txt"
+python3 -m pytest tests/degrade/test_kernels_gpu.py tests/degrade/test_loaders_gpu.py -m gpu -q -s 2>&1 | grep -E "max|passed|failed" | tee "$OUT/gpu-tests.txt"
 PYTHONPATH=$PWD python3 benchmarks/synth_kernels.py "$work/shards" "$OUT/synth-kernels.json" | grep -E "pairs/s|^ram"
 for round in 1 2; do
   for degrade in none lowlight; do

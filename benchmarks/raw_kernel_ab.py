@@ -20,18 +20,18 @@ import torch
 import triton
 
 sys.path.insert(0, os.getcwd())
-sys.path.insert(0, "tests/synth")
-from synth_cases import keys, levels, table  # noqa: E402
+sys.path.insert(0, "tests/degrade")
+from degrade_cases import keys, levels, table  # noqa: E402
 
 DEV = torch.device("cuda")
 
 
 def load(name: str, path: str):
     """A kernels file as a module of its own (its relative imports made absolute)."""
-    text = open(path).read().replace("from .models.rawphysics", "from pairload.synth.models.rawphysics")
+    text = open(path).read().replace("from .models.rawphysics", "from pairload.degrade.models.rawphysics")
     copy = f"/tmp/ab_{name}.py"
     with open(copy, "w") as f:
-        f.write(text.replace("from .rng", "from pairload.synth.rng"))
+        f.write(text.replace("from .rng", "from pairload.degrade.rng"))
     spec = importlib.util.spec_from_file_location(f"ab_{name}", copy)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -14,7 +14,7 @@ import torch
 sys.path.insert(0, "benchmarks")
 import synth_kernels  # noqa: E402
 
-import pairload.synth.kernels as kernels  # noqa: E402
+import pairload.degrade.kernels as kernels  # noqa: E402
 
 CASES = (("lowlight", 256, "uint8"), ("lowlight", 512, "uint8"), ("lowlight", 256, "uint16"),
          ("unprocess", 256, "uint8"), ("unprocess", 512, "uint8"))

@@ -15,11 +15,11 @@ import torch
 
 from pairload import make_loader
 from pairload.bench.measure import endless
-from pairload.synth.launch import launch
-from pairload.synth.models import models
+from pairload.degrade.launch import launch
+from pairload.degrade.models import models
 
-sys.path.insert(0, "tests/synth")
-from synth_cases import keys, levels, table  # noqa: E402
+sys.path.insert(0, "tests/degrade")
+from degrade_cases import keys, levels, table  # noqa: E402
 
 
 def kernel_rate(model: str, crop: int, dtype: str, batch: int = 32, iters: int = 200, graph: bool = False) -> float:
@@ -91,8 +91,8 @@ def main() -> None:
         result["kernels"][f"{model} {dtype} crop {crop}"] = round(rate)
         result["kernels"][f"{model} {dtype} crop {crop} (GPU time: CUDA graph)"] = round(alone)
         print(f"{model} {dtype} crop {crop}: {rate:,.0f} pairs/s launched, {alone:,.0f} GPU time", flush=True)
-    import pairload.synth.kernels as kernels
-    import pairload.synth.launch as launcher
+    import pairload.degrade.kernels as kernels
+    import pairload.degrade.launch as launcher
 
     if len(sys.argv) > 3 and sys.argv[3] == "sweep":  # pixels and warps per program; the raw kernel's step
         chosen = dict(kernels.SHAPE)

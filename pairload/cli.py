@@ -141,7 +141,7 @@ def calibrate(
     """Fit a camera noise profile (system gain K, read and row noise, Tukey-λ, colour bias) from flat and dark
     frames, for the raw-physics low-light model."""
     from .errors import ConfigError
-    from .synth.calibrate import black_option, calibrate as run, check_outputs, report_lines, save
+    from .camera.calibrate import black_option, calibrate as run, check_outputs, report_lines, save
 
     try:
         check_outputs(out_json, report_json)  # before the frames are read: a bad -o is no reason to wait

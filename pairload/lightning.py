@@ -136,7 +136,7 @@ class PairDataModule(pl.LightningDataModule):
     (no crop), unshuffled, each image once across devices, `val_batch_size` at a time, from `val_source` (default:
     `source`; needed when `source` mixes several folders), one image at a time when the split's images differ in
     size. `degrade` ("lowlight", "lowlight,gamma=2..3", a dict or
-    a `pairload.synth.Degradation`) synthesizes the training inputs from their targets (`degrade_sources`: the
+    a `pairload.degrade.Degradation`) synthesizes the training inputs from their targets (`degrade_sources`: the
     mixed sources it applies to; `PairBatch.degradation` holds each sample's parameters); validation reads the
     stored pairs, unless `val_degrade` synthesizes its inputs too (the same ones every epoch). `clips` (5, or
     "5,stride=2,start=random,short=pad": a split packed with --sequences) makes the training batches clips of frames

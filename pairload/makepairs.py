@@ -2,7 +2,7 @@
 tests and the benchmarks (loaders given `degrade=` make inputs at run time instead; this tool only writes files).
 
 Each pair: a random scaled crop of a photo is the normal-light target; its low-light input is made from it by the
-loaders' own degradation model and sRGB curve (`degrade`, "lowlight" by default: `pairload.synth.models`), with
+loaders' own degradation model and sRGB curve (`degrade`, "lowlight" by default: `pairload.degrade.models`), with
 parameters drawn from the model's ranges and a noise key, both from the pair's generator of (seed, split, number).
 Without a source folder the photographs bundled with scikit-image are used. Same seed, same bytes, whatever the
 number of workers. OUT/synth.json records every pair's crop, parameters and noise key (its name is the one the
@@ -25,11 +25,11 @@ import numpy as np
 from .errors import ConfigError, MissingDependencyError, PairloadError
 from .format.atomic import atomic_open, write_bytes_atomic
 from .format.members import Members
-from .raw.decode import decode_rgb
-from .raw.discover import IMAGE_EXTS
-from .raw.filetypes import NUMPY_EXTS
-from .synth import Degradation
-from .synth.spec import takers
+from .folders.decode import decode_rgb
+from .folders.discover import IMAGE_EXTS
+from .folders.filetypes import NUMPY_EXTS
+from .degrade import Degradation
+from .degrade.spec import takers
 
 PHOTO_EXTS = IMAGE_EXTS - NUMPY_EXTS  # photographs to darken: .npy arrays are not sRGB photos
 BUNDLED = ("astronaut", "chelsea", "coffee", "rocket")

@@ -1,5 +1,5 @@
 """The orientation executors that run on a CUDA device, for tests/test_orientation.py: the cut kernel cutting a window
-under each code, and the synthesis kernels' counter helper (`pairload.synth.kernels.pixel_counter`) in a kernel of
+under each code, and the synthesis kernels' counter helper (`pairload.degrade.kernels.pixel_counter`) in a kernel of
 its own. Imported only where the GPU test runs (it imports Triton)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import triton.language as tl
 
 from pairload.cut import kernel
 from pairload.format.members import Member, Members
-from pairload.synth.kernels import pixel_counter
+from pairload.degrade.kernels import pixel_counter
 
 PAD = 16  # bytes around the stored window: the cut kernel's aligned vectors may reach 15 bytes past a row
 

@@ -29,7 +29,7 @@ ELD, Vandermode/ELD
     EXIF (`metainfo`), which is the factor f; test_ELD.py evaluates ids [4, 9, 14] (x100) and [5, 10, 15] (x200),
     all against references 6, 11, 16. ELD is an evaluation set: its pairs are all `test`.
   - ELD ships no pairs list; a user writes one: `--pairs-file test=ELD_pairs.txt`, lines
-    `SonyA7S2/scene-1/IMG_0004.ARW SonyA7S2/scene-1/IMG_0006.ARW` relative to RAW (pairload/raw/pairsfile.py:
+    `SonyA7S2/scene-1/IMG_0004.ARW SonyA7S2/scene-1/IMG_0006.ARW` relative to RAW (pairload/folders/pairsfile.py:
     whitespace-separated, extra columns ignored, `./` allowed; tab-separated lines may carry a split column).
 SMID, cchen156/Seeing-Motion-in-the-Dark (DRV) + Retinexformer / SNR-Aware-Low-Light-Enhance
   - Retinexformer README.md, Options/RetinexFormer_SMID.yml, basicsr/data/SMID_image_dataset.py; SNR-Aware

@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-TORCH_FREE = ["pairload.format.schema", "pairload.format.atomic", "pairload.raw", "pairload.raw.discover",
-              "pairload.raw.decode", "pairload.pack", "pairload.makepairs", "pairload.read", "pairload.workers",
+TORCH_FREE = ["pairload.format.schema", "pairload.format.atomic", "pairload.folders", "pairload.folders.discover",
+              "pairload.folders.decode", "pairload.pack", "pairload.makepairs", "pairload.read", "pairload.workers",
               "pairload.workers.serve", "pairload.plan", "pairload.kinds", "pairload.errors", "pairload.format.members",
               "pairload.dihedral", "pairload.plan.crops", "pairload.units", "pairload.hooks", "pairload.recipes.config",
               "pairload.remote.urls", "pairload.remote.schemes", "pairload.pack.upload", "pairload.format.stamps",
-              "pairload.format.encoding", "pairload.raw.camera", "pairload.format.sensor", "pairload.pack.sensor",
+              "pairload.format.encoding", "pairload.camera.files", "pairload.format.sensor", "pairload.pack.sensor",
               "pairload.bench.rows"]
 LIBRARY = ["pairload.loaders", "pairload.loaders.shards", "pairload.loaders.byshard", "pairload.cut",
            "pairload.batch", "pairload.devices"]
@@ -48,7 +48,7 @@ def test_the_documented_entry_points_still_work():
     assert out.returncode == 0 and "--shards" in out.stdout
     from pairload import Normalize, PairBatch, make_loader, open_shards  # noqa: F401
     from pairload.pack import PackOptions, pack  # noqa: F401
-    from pairload.raw import decode_rgb, find_pairs, probe_size  # noqa: F401
+    from pairload.folders import decode_rgb, find_pairs, probe_size  # noqa: F401
 
 
 @pytest.mark.parametrize("module", ["pairload.plan", "pairload.workers.serve"])
@@ -87,6 +87,23 @@ def package_imports() -> dict[str, set[tuple[str, str]]]:
                 found.update((a.name, "") for a in node.names)
         out[mod] = {(t, n) for t, n in found if t in mods and t != mod}
     return out
+
+
+# the runtime side (what a training process runs) and the offline side (packing, reading dataset folders and camera
+# files, calibrating, making pairs): the one loader kind that reads dataset folders at run time is dali-file's source
+RUNTIME = ("pairload.degrade", "pairload.cut", "pairload.loaders", "pairload.read", "pairload.plan", "pairload.workers",
+           "pairload.batch", "pairload.remote", "pairload.evaluate")
+READS_FOLDERS = {"pairload.loaders.dali.files"}
+OFFLINE = ("pairload.pack", "pairload.folders", "pairload.camera", "pairload.makepairs", "pairload.demo")
+
+
+def test_the_runtime_imports_no_offline_module():
+    """Lazy imports included: a runtime module never reaches the packer, the folder readers, the camera files or the
+    offline tools (dali-file's source, which reads dataset folders as it loads, is the one exception)."""
+    found = [f"{mod} imports {target}" for mod, deps in package_imports().items() for target, _ in deps
+             if mod.startswith(RUNTIME) and mod not in READS_FOLDERS and target.startswith(OFFLINE)]
+    assert found == []
+    assert any(mod.startswith("pairload.degrade") for mod in package_imports())  # the runtime side is found at all
 
 
 def test_no_import_cycle_and_no_private_name_across_packages():

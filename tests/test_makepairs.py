@@ -13,7 +13,7 @@ from pairload.cli import main
 from pairload.errors import ConfigError
 from pairload.makepairs import MakePairsOptions, keys_in_order, make_pairs
 from pairload.pack.parts import Part
-from pairload.synth.models import MODELS
+from pairload.degrade.models import MODELS
 
 pytest.importorskip("skimage")
 

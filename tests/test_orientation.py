@@ -12,7 +12,7 @@ import torch
 
 from pairload.cut.convert import apply_codes
 from pairload.dihedral import CODES, TRANSPOSE, matrices, orient, source_index
-from pairload.synth.rng import window_counter
+from pairload.degrade.rng import window_counter
 
 CASES = [(5, 5, "uint8"), (4, 7, "uint8"), (6, 6, "uint16"), (5, 9, "uint16")]
 

@@ -21,8 +21,8 @@ from pairload.forking import start_method
 from pairload.format.crc import crc32
 from pairload.pack import PackOptions, pack
 from pairload.pack.jobs import Job, JobResult, start_pool
-from pairload.raw.decode import decode, probe, probe_image, silence_cv2
-from pairload.raw.discover import Pair, find_pairs
+from pairload.folders.decode import decode, probe, probe_image, silence_cv2
+from pairload.folders.discover import Pair, find_pairs
 
 MB = 1e6
 

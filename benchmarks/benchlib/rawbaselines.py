@@ -16,7 +16,7 @@ from torch.utils.data import RandomSampler
 
 from pairload.bench.baselines import FolderPairs, TorchBaseline
 from pairload.errors import ConfigError, ImageError, ShardError
-from pairload.raw.camera import develop, read_mosaic
+from pairload.camera.files import develop, read_mosaic
 
 from .rawdata import ARRAYS_INDEX, SidPair
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from pairload.errors import ConfigError, MissingDependencyError, PairingError
 from pairload.format.atomic import atomic_open, write_json_atomic
-from pairload.raw.camera import develop, exposure_from_name, ratio, read_mosaic
+from pairload.camera.files import develop, exposure_from_name, ratio, read_mosaic
 
 CFA_CODES = {"R": 0, "G": 1, "B": 2}  # DNG's CFAPattern colour numbers (CFAPlaneColor 0, 1, 2)
 CFA = 32803  # PhotometricInterpretation: colour filter array

@@ -204,7 +204,7 @@ def _check_samples(train: Mapping, top: Mapping) -> None:
                           "channels; pack Y images, or remove color: y")
 def _degrade(train: Mapping) -> dict[str, Any]:
     """degrade and degrade_sources, checked here so that a mistake names the options' key."""
-    from ..synth.spec import Degradation
+    from ..degrade.spec import Degradation
 
     value, sources = train.get("degrade"), train.get("degrade_sources")
     if value is None:

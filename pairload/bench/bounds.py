@@ -130,8 +130,8 @@ def decode_rate(raw: str | None, split: str, seconds: float = 2.0) -> dict | Non
         return None
     import cv2
 
-    from ..raw.discover import find_pairs
-    from ..raw.filetypes import is_camera_raw
+    from ..folders.discover import find_pairs
+    from ..folders.filetypes import is_camera_raw
 
     pairs = find_pairs(raw).splits().get(split, [])[:64]
     if not pairs:

@@ -106,7 +106,7 @@ def build_loader(name: str, cfg: BenchConfig, device: torch.device, workers: int
         return make_loader(entry.kind, cfg.raw if entry.raw else cfg.shards, split=cfg.split,
                            batch_size=cfg.batch_size, crop=cfg.crop, device=str(device), rank=rank,
                            world_size=world_size, num_workers=workers, **entry.options)
-    from ..raw.discover import find_pairs
+    from ..folders.discover import find_pairs
 
     pairs = find_pairs(cfg.raw).splits().get(cfg.split)
     if not pairs:

@@ -4,7 +4,7 @@
 each row's parameters, noise key, orientation code, whether it is made, camera raw levels; on the host and copied to
 the device once), which give each batch its `PairBatch.degradation` views and make the inputs of a `Cut`
 (`DegradeRun.apply`): on a device block, on the stream the cut is ready on (the Triton kernels, one launch per block,
-no host synchronisation); on a host block with the model's numpy executor (`pairload.synth.host.make_inputs`, which
+no host synchronisation); on a host block with the model's numpy executor (`pairload.degrade.host.make_inputs`, which
 the worker processes run too). Where the stage runs (after the device cut, in the worker processes, in a DALI feed)
 is the cut path's (`pairload.cut.paths`): a cutter that makes the inputs itself has `degrades` set.
 """
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
-from ..synth.host import make_inputs
+from ..degrade.host import make_inputs
 from .payload import Cut
 
 
@@ -32,7 +32,7 @@ class DegradeRun:
         self.degrade = degrade
         index = np.concatenate([bp.index for bp in plans])
         apply = np.ones(len(index), dtype=bool) if applies is None else applies[index]
-        table = np.concatenate([bp.synth for bp in plans]).copy()
+        table = np.concatenate([bp.params for bp in plans]).copy()
         table[~apply] = np.nan  # rows of a source that is not degraded carry no parameters
         self.host = [table, np.concatenate([bp.noise for bp in plans]).view(np.int64),
                      np.concatenate([bp.code for bp in plans]).astype(np.int32), apply.astype(np.int32)]
@@ -111,7 +111,7 @@ class DegradeRun:
                     apply, levels)
 
     def _launch(self, low: torch.Tensor, high: torch.Tensor, span: slice, oriented: bool) -> None:
-        from ..synth.launch import launch
+        from ..degrade.launch import launch
 
         model, extra = self.degrade.spec, self.degrade.extra
         args = (self.table[span], self.keys[span], (self.code if oriented else self.no_code)[span], self.apply[span],

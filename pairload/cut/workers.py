@@ -37,7 +37,7 @@ from ..hooks import Hooks
 from ..plan import BatchPlan, PlanConfig
 from ..plan.crops import crop_size
 from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY, SHM_DIR
-from ..workers.windows import Synth, WindowTask, degrade_window, fill
+from ..workers.windows import DegradeRows, WindowTask, degrade_window, fill
 from .payload import Cut
 
 Run = tuple  # (epoch, consumed): one pass over an epoch, or over the rest of a started one
@@ -339,10 +339,10 @@ class WorkerCuts:
             return np.full(len(self.ds), self.ds.targets_only)
         return np.concatenate([np.full(len(ds), ds.targets_only) for ds in sources.values()])
 
-    def _synth(self, bp: BatchPlan) -> Synth | None:
+    def _degrade_rows(self, bp: BatchPlan) -> DegradeRows | None:
         if self.degrade is None:
             return None
-        return Synth(self.degrade, bp.synth, bp.noise, self._makes[bp.index])
+        return DegradeRows(self.degrade, bp.params, bp.noise, self._makes[bp.index])
 
     @property
     def depth(self) -> int:
@@ -409,7 +409,7 @@ class WorkerCuts:
                         fill(self.ds, *layout.views(host), bp.index, bp.y, bp.x, code, self.members.scale)
                         if self.degrade is not None:
                             with self.hooks.timed("degrade"):
-                                degrade_window(self.ds, *layout.views(host), bp.index, code, self._synth(bp))
+                                degrade_window(self.ds, *layout.views(host), bp.index, code, self._degrade_rows(bp))
                         if self.ds.transient:
                             self.ds.drop_evicted()
                     finally:
@@ -432,7 +432,7 @@ class WorkerCuts:
         ahead = 2 * self.num_workers
         later = tuple(plans[b + ahead].index.tolist()) if ahead and b + ahead < len(plans) else ()
         return WindowTask(slot, bp.index, bp.y, bp.x, bp.code if self.apply_codes else None, h, w, self.members,
-                          later, self._synth(bp))
+                          later, self._degrade_rows(bp))
 
     def _submit(self, run: Run, b: int, reclaim) -> tuple[Run, int]:
         """Queue tasks until the ring is full, continuing into the following epoch; returns the next (run, b)."""

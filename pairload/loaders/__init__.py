@@ -30,8 +30,8 @@ def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "tr
     (batches per rank since epoch 0) batches of that crop and per-rank size; `batch_size`/`crop` are then the
     first stage's and may be left out.
 
-    Synthesis: `degrade="lowlight"` (a model of `pairload.synth.MODELS`, with ranges: "lowlight,gamma=2..3", or a
-    `pairload.synth.Degradation`) makes each sample's input from its target, with parameters and noise drawn from
+    Synthesis: `degrade="lowlight"` (a model of `pairload.degrade.MODELS`, with ranges: "lowlight,gamma=2..3", or a
+    `pairload.degrade.Degradation`) makes each sample's input from its target, with parameters and noise drawn from
     (seed, epoch, key) (`PairBatch.degradation` holds them); a targets-only pack needs it, and a pair pack's stored
     inputs are then ignored. With mixed sources, `degrade_sources=("synth",)` names the sources it applies to
     (default: all).

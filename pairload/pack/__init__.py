@@ -1,4 +1,4 @@
-"""The write side, run once per dataset: write shards from the pairs `pairload.raw` finds and decodes (`writer`, the
+"""The write side, run once per dataset: write shards from the pairs `pairload.folders` finds and decodes (`writer`, the
 entry point, over `local`, `shardplan`, `jobs`, `shardwrite`, `manifest` and `guard`), upload them into object
 storage as they are written (`upload`). Never imports torch or DALI."""
 

@@ -17,8 +17,8 @@ from ..format.encoding import RAW, Encoding
 from ..format.members import npy_file
 from ..format.crc import crc32
 from ..forking import start_method
-from ..raw.decode import CROP, RESIZE, Header, decode, decode_camera, fitted, silence_cv2
-from ..raw.decode import probe as probe_header
+from ..folders.decode import CROP, RESIZE, Header, decode, decode_camera, fitted, silence_cv2
+from ..folders.decode import probe as probe_header
 from .guard import output_error
 
 

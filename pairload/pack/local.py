@@ -14,9 +14,9 @@ from ..errors import ImageError, OutputError
 from ..format import schema
 from ..format.atomic import write_json_atomic
 from ..format.columns import write_columns
-from ..raw.decode import RESIZE, Header, orientation_hint, target_size
-from ..raw.discover import Pair, find_pairs
-from ..raw.photos import find_targets
+from ..folders.decode import RESIZE, Header, orientation_hint, target_size
+from ..folders.discover import Pair, find_pairs
+from ..folders.photos import find_targets
 from . import guard, parts
 from .jobs import close_fds, probe_many, start_pool
 from .manifest import assemble, skeleton

@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ..format.encoding import ZSTD, Encoding, from_option
 from ..format.schema import check_split_name
 from ..format.sequences import GAP_POLICIES
-from ..raw.decode import CROP, DEVELOPED, FITS, PACKED, RESIZE
+from ..folders.decode import CROP, DEVELOPED, FITS, PACKED, RESIZE
 from ..units import human_bytes, parse_bytes
 
 DEFAULT_SHARD_SIZE = 256 * 1024**2

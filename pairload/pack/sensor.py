@@ -12,9 +12,9 @@ from pathlib import Path
 from ..errors import ConfigError, ImageError
 from ..format import sensor as fmt
 from ..format.members import Member
-from ..raw import camera
-from ..raw.decode import DEVELOPED, PACKED, Header
-from ..raw.discover import Pair
+from ..camera import files as camera
+from ..folders.decode import DEVELOPED, PACKED, Header
+from ..folders.discover import Pair
 from .jobs import IMAGE
 
 SHOWN = 5

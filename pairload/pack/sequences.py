@@ -20,8 +20,8 @@ import re
 
 from ..errors import ImageError, PairingError
 from ..format.sequences import RUN, Break, Sequences, numbering_breaks, others, run_name
-from ..raw.discover import Discovery, Pair
-from ..raw.model import listing
+from ..folders.discover import Discovery, Pair
+from ..folders.model import listing
 
 _NUMBERS = re.compile(r"(\d+)")
 

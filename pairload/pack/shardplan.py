@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..format import schema
 from ..format.members import DEFAULT, Members
-from ..raw.discover import Pair
+from ..folders.discover import Pair
 
 
 @dataclass

@@ -17,7 +17,7 @@ from ..format import schema
 from ..format.atomic import write_json_atomic
 from ..format import sensor as fmt
 from ..format.members import Members
-from ..raw.discover import Pair
+from ..folders.discover import Pair
 from . import guard
 from .jobs import Job, JobResult, close_fds, run_job
 from .options import PackOptions, PackReport

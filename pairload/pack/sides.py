@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ..errors import ImageError
 from ..format.members import Member, Members
-from ..raw.decode import Header
-from ..raw.discover import Pair
+from ..folders.decode import Header
+from ..folders.discover import Pair
 from .sensor import CameraPlan
 
 SHOWN = 5  # odd files named in a refusal

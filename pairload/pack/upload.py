@@ -332,7 +332,7 @@ def _stamp(raw: Path, options: PackOptions) -> str:
     for path in sorted(extra | {str(raw / p) for p in extra}):
         _stamp_file(h, path, path)
     if raw.is_file():  # a list of photos (`--targets-only`): the list, and the photos it names
-        from ..raw.photos import listed
+        from ..folders.photos import listed
 
         for path in [str(raw), *listed(raw)]:
             _stamp_file(h, path, path)

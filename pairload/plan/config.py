@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..synth import Degradation
+from ..degrade import Degradation
 from .clips import Clips
 from .crops import Crop, check_crop, crop_size, is_whole
 
@@ -94,7 +94,7 @@ class BatchPlan:
     code: np.ndarray
     padded: np.ndarray
     crop: Crop = None
-    synth: np.ndarray | None = None  # (n, columns) float32: each sample's degradation parameters (`degrade`)
+    params: np.ndarray | None = None  # (n, columns) float32: each sample's degradation parameters (`degrade`)
     noise: np.ndarray | None = None  # (n,) uint64: each sample's noise key
     frames: int = 1  # clips: each T consecutive rows are the frames of one clip (one window, one code)
 
@@ -129,7 +129,7 @@ class PlanConfig:
     `weights` ((source, weight), …) and `epoch_size`: a mixed epoch of `epoch_size` draws from several sources
     (see `_mixed_rows`). `schedule`: stages of crop and batch size by global step; `batch_size` and `crop` are then
     its first stage's. `degrade`: the degradation that synthesizes each sample's input from its target
-    (`pairload.synth.Degradation`, or what `Degradation.of` reads); its parameters are planned per sample;
+    (`pairload.degrade.Degradation`, or what `Degradation.of` reads); its parameters are planned per sample;
     `degrade_sources`: the mixed sources it applies to (empty: all). `clips`: batches of clips of frames from a
     split packed with --sequences (`pairload.plan.clips.Clips`, or what `Clips.of` reads: 5,
     "5,stride=2,start=grid"); `batch_size` then counts clips."""

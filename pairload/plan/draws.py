@@ -81,22 +81,22 @@ def epoch_order(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tu
     return np.random.default_rng([seed & 0xFFFFFFFF, epoch, 0x5EED, *salt]).permutation(n).astype(np.int64)
 
 
-SYNTH_KEY = 31  # the stream of a sample's noise key (the Philox key of its synthesized pixels)
-SYNTH_FIRST = 32  # the stream of a sample's first degradation-parameter uniform (then 33, 34, ...)
+NOISE_STREAM = 31  # the stream of a sample's noise key (the Philox key of its synthesized pixels)
+PARAMS_STREAM = 32  # the stream of a sample's first degradation-parameter uniform (then 33, 34, ...)
 
 
 def uniforms(key_hash: np.ndarray, *, seed: int, epoch: int, count: int,
              draw: np.ndarray | None = None) -> np.ndarray:
-    """(n, count) float64 uniforms in (0, 1) per sample, from its key alone (streams SYNTH_FIRST on): what a
+    """(n, count) float64 uniforms in (0, 1) per sample, from its key alone (streams PARAMS_STREAM on): what a
     degradation model turns into the sample's parameters."""
     key_hash = np.atleast_1d(np.asarray(key_hash, dtype=np.uint64))
     out = np.empty((len(key_hash), count), dtype=np.float64)
     for j in range(count):
-        bits = _stream(key_hash, seed, epoch, SYNTH_FIRST + j, draw) >> np.uint64(11)
+        bits = _stream(key_hash, seed, epoch, PARAMS_STREAM + j, draw) >> np.uint64(11)
         out[:, j] = (bits.astype(np.float64) + 0.5) * 2.0 ** -53
     return out
 
 
 def noise_keys(key_hash: np.ndarray, *, seed: int, epoch: int, draw: np.ndarray | None = None) -> np.ndarray:
-    """(n,) uint64: each sample's noise key, from its key alone (stream SYNTH_KEY)."""
-    return _stream(np.atleast_1d(np.asarray(key_hash, dtype=np.uint64)), seed, epoch, SYNTH_KEY, draw)
+    """(n,) uint64: each sample's noise key, from its key alone (stream NOISE_STREAM)."""
+    return _stream(np.atleast_1d(np.asarray(key_hash, dtype=np.uint64)), seed, epoch, NOISE_STREAM, draw)

@@ -20,7 +20,7 @@ from ..errors import ConfigError, OutputError
 from ..format.atomic import write_bytes_atomic
 from ..plan.crops import check_crop
 from ..read.shards import ShardDataset, open_shards
-from ..synth.spec import suggested_model, takers
+from ..degrade.spec import suggested_model, takers
 from .display import check_mode, displays
 from .meta import folders, source_paths
 from .render import SIDES, Cell, Sheet, check_tile_height, render, resampling
@@ -37,7 +37,7 @@ class PreviewOptions:
     every image is scaled to (0: stored size); `columns`: pairs per row (0: about square); `display`: "range" or
     "stretch" (`display.Display`);
     `degrade` (implies `batch`): the loader synthesizes the inputs from the targets ("lowlight",
-    "lowlight,gamma=2..3", a dict or a `pairload.synth.Degradation`) and each pair is labelled with its parameters;
+    "lowlight,gamma=2..3", a dict or a `pairload.degrade.Degradation`) and each pair is labelled with its parameters;
     `clips` (implies `batch`; a split packed with --sequences): the batch is `n` clips (5, "5,stride=2,short=pad" or a
     `pairload.plan.Clips`, with last_batch="partial": all of the split's when it has fewer), each shown as its input
     frames in a row over its target frames and labelled with its sequence and frame keys."""
@@ -56,7 +56,7 @@ class PreviewOptions:
     def __post_init__(self) -> None:
         if self.clips is not None or self.degrade is not None:
             from ..plan.clips import Clips
-            from ..synth.spec import Degradation
+            from ..degrade.spec import Degradation
 
             self._loader_option("clips", Clips.of)
             self._loader_option("degrade", Degradation.of)

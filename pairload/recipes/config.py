@@ -10,7 +10,7 @@ from ..errors import ConfigError
 from ..kinds import KINDS, LOADER_KINDS, RAW, SHARDS, Kind, kinds_that, one_of
 from ..plan.config import is_whole
 from ..remote.urls import is_url, storage_options
-from ..synth.models import models
+from ..degrade.models import models
 
 HIDDEN = "<hidden>"  # what config.json and checkpoints hold in place of a --storage-option value (a secret, maybe)
 
@@ -136,7 +136,7 @@ class TrainConfig:
     def _check_degrade(self) -> None:
         """--degrade in its canonical form (`Degradation.describe`), so config.json and the metrics say one thing
         for one degradation; --degrade-sources as names of the --mix."""
-        from ..synth.spec import Degradation
+        from ..degrade.spec import Degradation
 
         if self.degrade is not None:
             try:

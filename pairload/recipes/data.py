@@ -20,7 +20,7 @@ from ..loaders import make_loader
 from ..read.shards import ShardDataset, ShardMix, open_shards, read_manifest_at
 from ..remote.cache import ShardCache
 from ..remote.urls import is_url, join
-from ..synth.spec import suggested_model
+from ..degrade.spec import suggested_model
 from .config import TrainConfig, mix_sources
 
 
@@ -104,7 +104,7 @@ class TrainData:
                 for sh in self.manifest(folder)["splits"].get(cfg.train_split, {}).get("shards", []):
                     h.update(sh["sha256"].encode())
         else:
-            from ..raw.discover import find_pairs
+            from ..folders.discover import find_pairs
 
             for p in find_pairs(cfg.raw).pairs:
                 h.update(f"{p.split}\t{p.low_rel}\t{p.high_rel}\n".encode("utf-8", "surrogateescape"))

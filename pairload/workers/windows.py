@@ -27,13 +27,13 @@ class WindowTask(NamedTuple):
     w: int
     members: Members = DEFAULT
     ahead: tuple = ()
-    synth: "Synth | None" = None
+    degrade: "DegradeRows | None" = None
 
 
-class Synth(NamedTuple):
+class DegradeRows(NamedTuple):
     """A batch's inputs to make after cutting (the host cutter runs the degrade stage itself): the degradation
-    (`pairload.synth.Degradation`), each row's parameters (n, columns) and noise key (n,) from its plan, and which rows
-    it makes (their source holds targets)."""
+    (`pairload.degrade.Degradation`), each row's parameters (n, columns) and noise key (n,) from its plan, and which
+    rows it makes (their source holds targets)."""
 
     degrade: object
     table: np.ndarray
@@ -55,16 +55,16 @@ def fill(ds, low_dst: np.ndarray, high_dst: np.ndarray, index, y, x, code=None, 
         high_dst[j] = orient(high[yy * s:(yy + h) * s, xx * s:(xx + w) * s], c)
 
 
-def degrade_window(ds, low: np.ndarray, high: np.ndarray, index, code, synth: Synth) -> None:
+def degrade_window(ds, low: np.ndarray, high: np.ndarray, index, code, rows: DegradeRows) -> None:
     """Make the inputs `low` of the cut targets `high` (`make_inputs`); `code`: the orientation the windows were cut
     in (None: not yet oriented). A camera raw model reads each row's levels from the split."""
-    from ..synth.host import make_inputs  # imported by the tasks that degrade: a worker starts without it
+    from ..degrade.host import make_inputs  # imported by the tasks that degrade: a worker starts without it
 
     levels = None
-    if synth.degrade.spec.needs_levels:
+    if rows.degrade.spec.needs_levels:
         taken = ds.sensor.take(np.asarray(index))
         levels = taken.levels_high if taken.levels_high is not None else taken.levels
-    make_inputs(synth.degrade, high, low, synth.table, synth.keys, code, synth.apply, levels)
+    make_inputs(rows.degrade, high, low, rows.table, rows.keys, code, rows.apply, levels)
 
 
 def run_window(ds, ring: np.ndarray, task: WindowTask) -> None:
@@ -72,7 +72,7 @@ def run_window(ds, ring: np.ndarray, task: WindowTask) -> None:
         ds.willneed(task.ahead)
     low, high = task.members.batch(len(task.index), task.h, task.w).views(ring[task.slot])
     fill(ds, low, high, task.index, task.y, task.x, task.code, task.members.scale)
-    if task.synth is not None:
-        degrade_window(ds, low, high, task.index, task.code, task.synth)
+    if task.degrade is not None:
+        degrade_window(ds, low, high, task.index, task.code, task.degrade)
     if ds.transient:  # cached remote shards may be evicted once released: keep no map of them
         ds.drop_evicted()

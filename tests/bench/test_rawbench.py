@@ -19,7 +19,7 @@ from benchlib.rawbench import run_raw_bench  # noqa: E402
 from benchlib.rawdata import (SONY_BLACK, SONY_WHITE, sid_mosaics, sid_pairs, write_arrays, write_dng,  # noqa: E402
                               write_sid_tree)
 from pairload.errors import ConfigError, MissingDependencyError, PairingError  # noqa: E402
-from pairload.raw.camera import develop, read_mosaic  # noqa: E402
+from pairload.camera.files import develop, read_mosaic  # noqa: E402
 
 W, H, CROP, SEED = 96, 64, 16, 7
 

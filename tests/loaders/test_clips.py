@@ -127,7 +127,7 @@ def test_resume_on_another_world_size_delivers_every_clip_once(video: Path, kind
 def test_synthesis_draws_one_parameter_set_per_clip(video: Path):
     ld = make_loader("ram", video, batch_size=2, crop=16, clips="3,short=pad", degrade="lowlight", seed=2)
     bp = ld.plan()[0]
-    assert np.array_equal(bp.synth[0::3], bp.synth[1::3]) and np.array_equal(bp.synth[0::3], bp.synth[2::3])
+    assert np.array_equal(bp.params[0::3], bp.params[1::3]) and np.array_equal(bp.params[0::3], bp.params[2::3])
     assert len(set(bp.noise.tolist())) == len(bp.noise)  # a noise stream per frame
     batch = next(iter(ld))
     assert batch.low.shape == batch.high.shape and all(v.shape == (2,) for v in batch.degradation.values())

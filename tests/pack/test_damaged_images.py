@@ -18,7 +18,7 @@ from PIL import Image
 
 from conftest import pair_pixels
 from pairload.cli import main
-from pairload.raw.decode import quiet_stderr
+from pairload.folders.decode import quiet_stderr
 
 TRUNCATED = "does not decode (truncated or not an image); replace or remove it"
 

@@ -300,7 +300,7 @@ def test_repack_without_a_split_removes_its_shards_and_its_index_file(raw, tmp_p
 
 def test_packing_imports_neither_torch_nor_dali():
     code = ("import sys, pairload, pairload.pack.writer, pairload.makepairs, pairload.read.shards, "
-            "pairload.raw.discover\n"
+            "pairload.folders.discover\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or 'dali' in m))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
@@ -405,7 +405,7 @@ def test_file_names_that_are_not_utf8_pack_with_their_bytes_in_the_key(tmp_path)
 def test_a_photo_beyond_pillows_decompression_bomb_limit_is_probed(tmp_path):
     from PIL import Image
 
-    from pairload.raw.decode import probe_size
+    from pairload.folders.decode import probe_size
 
     h, w = 9000, (Image.MAX_IMAGE_PIXELS * 2) // 9000 + 8  # just over the size at which Pillow refuses to open
     path = tmp_path / "big.png"
@@ -465,7 +465,7 @@ def test_a_png_beyond_opencvs_pixel_limit_is_refused_by_name_before_decoding(tmp
 
 
 def test_decode_names_an_image_over_the_pixel_limit(tmp_path, monkeypatch):
-    from pairload.raw import decode
+    from pairload.folders import decode
 
     raw = make_raw(tmp_path / "raw", 1)
     path = raw / "low" / "00000.png"

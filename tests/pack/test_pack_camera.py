@@ -26,7 +26,7 @@ from pairload.errors import ConfigError, ImageError  # noqa: E402
 from pairload.format.members import Member, Members  # noqa: E402
 from pairload.pack.writer import PackOptions, pack  # noqa: E402
 from pairload.plan import key_hashes, sample_params  # noqa: E402
-from pairload.raw.camera import develop  # noqa: E402
+from pairload.camera.files import develop  # noqa: E402
 from pairload.read.shards import verify  # noqa: E402
 
 SENSOR = (24, 40)  # LibRaw opens sides of 22 pixels and more

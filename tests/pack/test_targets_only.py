@@ -257,7 +257,7 @@ def test_camera_raw_photos_keep_their_mosaic_and_levels_or_are_developed(tmp_pat
     from dng import write_dng
     from test_camera import BLACKS, WHITE, coded_mosaic, sid_pack
 
-    from pairload.raw.camera import develop
+    from pairload.camera.files import develop
 
     raw = tmp_path / "raw"
     raw.mkdir()

@@ -18,7 +18,7 @@ from pairload.dihedral import orient
 from pairload.format.members import Member, Members
 from pairload.pack.writer import PackOptions, pack
 from pairload.preview import PreviewOptions, preview
-from test_synthesis import targets  # noqa: F401 - shared fixture: a targets-only pack of `raw`'s train targets
+from test_degrade import targets  # noqa: F401 - shared fixture: a targets-only pack of `raw`'s train targets
 from typed_split import write_typed_split
 
 

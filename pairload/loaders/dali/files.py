@@ -15,8 +15,8 @@ from ...errors import ConfigError, ImageError, PairingError, PairloadError
 from ...format.schema import MANIFEST
 from ...format.stamps import stamp
 from ...plan import BatchPlan, rank_share
-from ...raw.decode import probe, is_array
-from ...raw.discover import find_pairs
+from ...folders.decode import probe, is_array
+from ...folders.discover import find_pairs
 from ..base import LoaderOptions
 from .convert import labels as label_array
 from .graph import PairedNodes, augment, dihedral_matrices
@@ -184,7 +184,7 @@ class FileSource(PairedSource):
         return None
 
     def _diagnose(self, plans: list[BatchPlan], b: int) -> PairloadError | None:
-        from ...raw.decode import decode_rgb
+        from ...folders.decode import decode_rgb
 
         for bp in plans[b:b + self.prefetch + 2]:  # DALI may have failed on a batch it was prefetching
             changed = self._changed(bp.index)
