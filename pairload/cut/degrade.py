@@ -24,8 +24,8 @@ from .payload import Cut
 
 class DegradeRun:
     """A run's per-sample degradation rows, in plan order: on the host (numpy: `host`) and on the loader's device (one
-    copy each, from page-locked memory on a GPU: `table`, `keys`, `code`, `apply`, `levels`). `table` (rows,
-    columns) float32 (NaN where the row is not made), `keys` int64 (the noise keys' bits), `code` int32, `apply`
+    copy each, from page-locked memory on a GPU: `table`, `keys`, `code`, `made`, `levels`). `table` (rows,
+    columns) float32 (NaN where the row is not made), `keys` int64 (the noise keys' bits), `code` int32, `made`
     int32, `levels` (rows, 5) float32 (black of each packed channel, white) for a model that needs them."""
 
     def __init__(self, degrade, plans, applies: np.ndarray | None, sensor_rows, device: torch.device):
@@ -48,7 +48,7 @@ class DegradeRun:
         staged = [None if a is None else torch.from_numpy(a) for a in self.host]
         if device.type == "cuda":
             staged = [None if t is None else t.pin_memory().to(device, non_blocking=True) for t in staged]
-        self.table, self.keys, self.code, self.apply, self.levels = staged
+        self.table, self.keys, self.code, self.made, self.levels = staged
         self.no_code = torch.zeros_like(self.code)  # windows not yet oriented: drawn where they lie
         self.any = bool(apply.any())
         self.at: dict[int, tuple[int, int]] = {}
@@ -114,12 +114,12 @@ class DegradeRun:
         from ..degrade.launch import launch
 
         model, extra = self.degrade.spec, self.degrade.extra
-        args = (self.table[span], self.keys[span], (self.code if oriented else self.no_code)[span], self.apply[span],
+        args = (self.table[span], self.keys[span], (self.code if oriented else self.no_code)[span], self.made[span],
                 None if self.levels is None else self.levels[span])
         if not (high.is_contiguous() and low.is_contiguous()):  # blocks are; anything else goes through a copy
             out = torch.empty_like(high, memory_format=torch.contiguous_format)
             launch(model, extra, high.contiguous(), out, *args)
-            low.copy_(torch.where(self.apply[span].bool().view(-1, 1, 1, 1), out, low))
+            low.copy_(torch.where(self.made[span].bool().view(-1, 1, 1, 1), out, low))
             return
         launch(model, extra, high, low, *args)
 
