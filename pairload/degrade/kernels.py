@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from ..cut.kernel.orient import TR, source
 from .models.rawphysics import INVERSE_FACTORIALS, INVERSION_BELOW
@@ -42,6 +43,21 @@ ROW_WORD = tl.constexpr(ROW_TAG)
 SECOND_WORD = tl.constexpr(SECOND)
 
 
+# logarithms by the hardware's approximation (libdevice's fast forms: one MUFU instruction, no subnormal fix-up; no
+# argument here is subnormal): the accurate `tl.log2`/`tl.log` slow a loader that degrades a targets-only pack, whose
+# cut reads half the bytes, so that the kernels' time shows (CHANGELOG, 2026-11-28)
+
+
+@triton.jit
+def _lg2(x):
+    return libdevice.fast_log2f(x)
+
+
+@triton.jit
+def _ln(x):
+    return libdevice.fast_logf(x)
+
+
 @triton.jit
 def _value(ptr, m):
     """A stored value as int32 (uint16 members travel as int16 views: their bits, masked back to 0..65535)."""
@@ -57,7 +73,7 @@ def _uniform(bits):
 def _normal(u):
     """The standard normal quantile of u (`rng.normal32`): √2·erfinv(2u - 1), Giles' polynomials in
     w = -ln(4u(1-u)): the central one in w - 2.5, the tail's in √w - 3 where w >= ERFINV_W (both computed: a select)."""
-    w = -tl.log(u * (1.0 - u)) - LN_4
+    w = -_ln(u * (1.0 - u)) - LN_4
     wc = w - 2.5
     pc = ERF_CENTRAL[0] * wc + ERF_CENTRAL[1]
     for c in tl.static_range(2, 9):
@@ -84,7 +100,7 @@ def _turn(u):
 
 @triton.jit
 def _box_muller(u0, u1):
-    r = tl.sqrt(tl.maximum(-2.0 * tl.log(u0), 0.0))
+    r = tl.sqrt(tl.maximum(-2.0 * _ln(u0), 0.0))
     cos, sin = _turn(u1)
     return r * cos, r * sin
 
@@ -108,7 +124,7 @@ def pixel_counter(code, i, j, H, W):
 
 @triton.jit
 def _encode(x, FULL: tl.constexpr):
-    curve = 1.055 * tl.exp2(tl.log2(x) * 0.4166666666666667) - 0.055
+    curve = 1.055 * tl.exp2(_lg2(x) * 0.4166666666666667) - 0.055
     s = tl.where(x <= 0.0031308, x * 12.92, curve)
     return tl.floor(s * FULL + 0.5)
 
@@ -145,7 +161,7 @@ def lowlight_kernel(high, low, lut, table, keys, codes, apply, H, W, C: tl.const
         i, j, m = _tile(H, W, BR, BW)
         z0, z1, z2 = _rgb_normals(keys, codes, n, i, j, H, W, ROUNDS)
         t = table + n * TS
-        la = tl.log2(tl.load(t))
+        la = _lg2(tl.load(t))
         b = tl.load(t + 1)
         g = tl.load(t + 2)
         shot = tl.load(t + 5)
@@ -174,7 +190,7 @@ def _unprocess_channel(cam, mask, inv, dark, shot, read, forward, z):
 @triton.jit
 def _process_channel(t, row, n0, n1, n2, FULL: tl.constexpr):
     x = tl.minimum(tl.maximum(_mix(t, row, n0, n1, n2), 0.0), 1.0)
-    x = tl.exp2(tl.log2(tl.maximum(x, 1e-8)) * 0.45454545454545453)
+    x = tl.exp2(_lg2(tl.maximum(x, 1e-8)) * 0.45454545454545453)
     x = 3.0 * x * x - 2.0 * x * x * x
     return tl.floor(x * FULL + 0.5)
 
@@ -298,9 +314,9 @@ def _read(u, read_s, lam, rlam, GAUSSIAN: tl.constexpr):
     if GAUSSIAN:
         x = _normal(u)
     elif tl.abs(lam) < TUKEY0:
-        x = tl.log(u) - tl.log(1.0 - u)
+        x = _ln(u) - _ln(1.0 - u)
     else:
-        x = (tl.exp2(lam * tl.log2(u)) - tl.exp2(lam * tl.log2(1.0 - u))) * rlam
+        x = (tl.exp2(lam * _lg2(u)) - tl.exp2(lam * _lg2(1.0 - u))) * rlam
     return read_s * x
 
 
