@@ -26,27 +26,28 @@ LOADERS = {  # name -> (pack argument, kind, options)
 }
 
 
-def measure(packs: dict, seconds: float) -> dict:
+def measure(packs: dict, seconds: float, names: list[str], warmup: float = 1.0) -> dict:
     """pairs/s of each loader of LOADERS with the pairload on the path (run in a child process)."""
     import pairload
     from pairload import make_loader
 
     out = {"pairload": os.path.dirname(pairload.__file__)}
-    for name, (pack, kind, options) in LOADERS.items():
+    for name in names:
+        pack, kind, options = LOADERS[name]
         try:
             out[name] = _rate(make_loader(kind, packs[pack], batch_size=32, crop=256, device="cuda", **options),
-                              seconds)
+                              seconds, warmup)
         except Exception as exc:  # noqa: BLE001 - a kind this machine lacks (DALI) is reported, not fatal
             out[name] = f"{type(exc).__name__}: {exc}"[:300]
     return out
 
 
-def _rate(loader, seconds: float) -> int:
+def _rate(loader, seconds: float, warmup: float) -> int:
     import torch
 
     batches = _endless(loader)
     t = time.perf_counter()
-    while time.perf_counter() - t < 1.0:
+    while time.perf_counter() - t < warmup:
         next(batches)
     torch.cuda.synchronize()
     n, t = 0, time.perf_counter()
@@ -75,11 +76,13 @@ def main() -> None:
     ap.add_argument("trees", nargs="+")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--warmup", type=float, default=1.0)
+    ap.add_argument("--loaders", default=",".join(LOADERS), help="comma-separated names of LOADERS")
     ap.add_argument("--child", action="store_true")
     a = ap.parse_args()
     packs = {"pairs": a.pairs, "targets": a.targets, "raw": a.raw}
     if a.child:
-        print(json.dumps(measure(packs, a.seconds)))
+        print(json.dumps(measure(packs, a.seconds, a.loaders.split(","), a.warmup)))
         return
     import torch
 
@@ -90,13 +93,14 @@ def main() -> None:
             path = os.pathsep.join([os.path.abspath(tree), os.environ.get("PYTHONPATH", "")])
             env = dict(os.environ, PYTHONPATH=path)
             got = subprocess.run([sys.executable, "-P", os.path.abspath(__file__), "x", *packs.values(), "x=x",
-                                  "--child", "--seconds", str(a.seconds)], env=env, capture_output=True, text=True)
+                                  "--child", "--seconds", str(a.seconds), "--warmup", str(a.warmup), "--loaders",
+                                  a.loaders], env=env, capture_output=True, text=True)
             line = got.stdout.strip().splitlines()[-1] if got.stdout.strip() else ""
             result = json.loads(line) if line.startswith("{") else {"error": got.stderr[-2000:]}
             runs[name].append(result)
             print(name, r, result, flush=True)
     summary = {}
-    for loader in LOADERS:
+    for loader in a.loaders.split(","):
         row = {}
         for name, _ in trees:
             rates = sorted(v[loader] for v in runs[name] if isinstance(v.get(loader), int))
@@ -104,7 +108,7 @@ def main() -> None:
                 row[name] = {"runs": rates, "median": rates[len(rates) // 2]}
         summary[loader] = row
     doc = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "crop": 256, "batch": 32,
-           "seconds": a.seconds, "trees": dict(trees), "summary": summary, "runs": runs}
+           "seconds": a.seconds, "warmup": a.warmup, "trees": dict(trees), "summary": summary, "runs": runs}
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)
     print(json.dumps(summary, indent=1))
