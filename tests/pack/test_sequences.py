@@ -335,6 +335,7 @@ def test_allow_keeps_the_sequence_whole_and_every_reader_says_so(tmp_path, capsy
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the pack was told: no warning each time a loader is made
         make_loader("ram", tmp_path / "s", batch_size=1, crop=8, clips=3)
+        make_loader("ram", {"a": tmp_path / "s", "b": tmp_path / "s"}, batch_size=1, crop=8, clips=3)  # a mix too
     assert main(["info", str(tmp_path / "s")]) == 0
     assert capsys.readouterr().err == f"warning: {said}, as packed with --sequence-gaps allow\n"
 
