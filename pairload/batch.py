@@ -58,9 +58,9 @@ class PairBatch:
     half the target's size); keys: the shard key of each row ("source/key" when sources are mixed); padded: bool N,
     True for samples repeated to fill the last batch (last_batch='pad'); source: the source name of each row when
     sources are mixed, else None; sensor: a camera raw split's ratios and levels (`SensorBatch`, which
-    `RawNormalize` applies), else None; degradation: when the inputs are synthesized (`degrade=`), each parameter of
-    the model as an (N,) float32 tensor on the batch's device (NaN for rows of a source that is not synthesized),
-    else None.
+    `RawNormalize` applies), else None; degradation: when the inputs are degraded from the targets (`degrade=`),
+    each parameter of the model as an (N,) float32 tensor on the batch's device (NaN for rows of a source that is not
+    degraded), else None.
 
     A batch of clips (`clips=T`): low and high N×T×C×H×W, keys N lists of the T frames' keys, and padded, source
     and degradation per clip (one parameter set per clip); sensor per frame."""

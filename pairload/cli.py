@@ -173,9 +173,9 @@ def _part(text: str | None):
 
 @app.command()
 def pack(
-    raw_dir: Path = typer.Argument(..., help="Folder with {low,high}/ or <split>/{low,high}/ (synonyms accepted); "
-                                   "with --targets-only, a folder of photos (searched recursively) or a text file "
-                                   "listing them, one path a line relative to its folder."),
+    folder: Path = typer.Argument(..., help="The dataset folder: {low,high}/ or <split>/{low,high}/ (synonyms "
+                                  "accepted); with --targets-only, a folder of photos (searched recursively) or a "
+                                  "text file listing them, one path a line relative to its folder."),
     shards_dir: str = typer.Argument(..., help="Output folder for the shards and manifest.json, or a URL (s3://, "
                                      "gs://, az://, any writable fsspec URL): the shards are packed into a local "
                                      "staging folder, each uploaded once finished, manifest.json last; re-running "
@@ -183,7 +183,7 @@ def pack(
     low_dir: Optional[str] = typer.Option(None, help="Name of the low-light folder (default: low|input|dark|lq|img)."),
     high_dir: Optional[str] = typer.Option(None, help="Name of the normal-light folder (default: "
                                            "high|normal|gt|target|hq)."),
-    pairs_file: Optional[List[str]] = typer.Option(None, help="Pairs list relative to RAW_DIR: 'low high [extra "
+    pairs_file: Optional[List[str]] = typer.Option(None, help="Pairs list relative to FOLDER: 'low high [extra "
                                                    "columns]' per line, or 'low<TAB>high<TAB>split'; repeat as "
                                                    "SPLIT=FILE for one file per split."),
     skip_unmatched: bool = typer.Option(False, help="Pack the matched pairs and report the unmatched files per split."),
@@ -199,7 +199,7 @@ def pack(
     shard_size: str = typer.Option("256MB", help="Close a shard at this size (KB, MB, GB)."),
     workers: int = typer.Option(0, help="Decoding processes (0: all cores)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a manifest.json in SHARDS_DIR that is not a "
-                                   "pack of RAW_DIR (another folder's pack, with its shards, or a file of yours); "
+                                   "pack of FOLDER (another folder's pack, with its shards, or a file of yours); "
                                    "refused otherwise."),
     compress: Optional[str] = typer.Option(None, help="zstd: store each image as one zstd frame (KEY.low.npy.zst), "
                                            "smaller for buckets and HTTP; loaders decode it in their workers (pip "
@@ -228,7 +228,7 @@ def pack(
                               "loaders memory-map, format version 5) or 'json' (in manifest.json, for older readers)."),
     targets_only: bool = typer.Option(False, "--targets-only", help="Pack normal-light photos alone, as targets for "
                                       "a degradation to make the inputs from (format version 6): every image under "
-                                      "RAW_DIR (or listed in it) is decoded once and stored without an input; camera "
+                                      "FOLDER (or listed in it) is decoded once and stored without an input; camera "
                                       "raw files per --raw-target."),
     split: str = typer.Option("train", help="With --targets-only: the name of the one split the photos become."),
     fit: str = typer.Option("resize", help="With --targets-only and --max-side N: 'resize' shrinks a larger image "
@@ -262,7 +262,7 @@ def pack(
         _print_lines(report.finish_lines())
         return
     with _progress("pack", "targets" if targets_only else "pairs") as update:
-        report = run(raw_dir, shards_dir, opts, on_progress=update, staging=staging, storage_options=options,
+        report = run(folder, shards_dir, opts, on_progress=update, staging=staging, storage_options=options,
                      keep_staging=keep_staging, part=which)
     _print_lines(report.lines(opts))
 
@@ -356,7 +356,7 @@ def preview(
     display: str = typer.Option("range", help="range: uint8 as stored, uint16 over its type's range, camera raw "
                                 "by its levels and ratio with gamma 1/2.2; stretch: each image's 0.5th-99.5th "
                                 "percentiles stretched to 0-255 after that. The sheet states which."),
-    degrade: Optional[str] = typer.Option(None, metavar="SPEC", help="Synthesize the inputs from the targets "
+    degrade: Optional[str] = typer.Option(None, metavar="SPEC", help="Degrade the targets into the inputs "
                                           "(implies --batch), e.g. lowlight or 'lowlight,gamma=2..3'; each pair is "
                                           "labelled with the parameters it drew."),
     clips: Optional[str] = typer.Option(None, metavar="SPEC", help="Clips of a split packed with --sequences (implies "
@@ -366,7 +366,7 @@ def preview(
     storage_option: StorageOptions = None,
 ) -> None:
     """A contact sheet (PNG) of pairs: input | target with key, size and source folders, or a loader's augmented
-    batch (or synthesized pairs, with their parameters), so that misalignment shows at a glance."""
+    batch (or degraded pairs, with their parameters), so that misalignment shows at a glance."""
     from .errors import ConfigError
     from .preview import PreviewOptions, preview as run, write_sheet
 
@@ -380,8 +380,8 @@ def preview(
         raise ConfigError(in_cli_terms(exc, PREVIEW_FLAGS)) from None
     h, w = sheet.image.shape[:2]
     out.print(f"wrote {out_png}: {sheet.count()} of split {split}" + (" as the loader cut them" if opts.batch else "")
-              + (f", inputs synthesized ({opts.degrade})" if degrade else "") + f", {w}x{h} px", highlight=False,
-              markup=False)
+              + (f", inputs degraded from the targets ({opts.degrade})" if degrade else "") + f", {w}x{h} px",
+              highlight=False, markup=False)
 
 
 def _crop(text: str | None):
@@ -410,7 +410,7 @@ def _cuda() -> bool:
 @app.command("bench-loaders")
 def bench_loaders(
     shards_dir: Path = typer.Argument(..., help="Folder written by `pairload pack`."),
-    raw: Optional[Path] = typer.Option(None, help="The raw folder the shards came from (for "
+    raw: Optional[Path] = typer.Option(None, help="The dataset folder the shards came from (for "
                                        f"{one_of(kinds_that(reads=RAW))} and the baselines)."),
     loaders: str = typer.Option(",".join(BENCH_ENTRIES), help="Comma-separated loaders to run: every kind of "
                                 "`pairload.kinds` (" + kind_help() + "), its variants and the baselines."),

@@ -1,6 +1,6 @@
 """`pairload demo`: the whole main job on the embedded default dataset, small enough for a laptop.
 
-make-pairs (scikit-image's bundled photographs) → pack → verify (and one pair's input synthesized from its target, as
+make-pairs (scikit-image's bundled photographs) → pack → verify (and one pair's input degraded from its target, as
 `degrade=` does) → bench-loaders (briefly) → one short training run, then a summary of where everything is. Uses
 the GPU when there is one (larger sizes), else the CPU.
 """
@@ -38,14 +38,14 @@ def sizes_note(sizes: DemoSizes) -> str:
             "and batch 32 (see docs/benchmarks.md)")
 
 
-def synthesized(shards: Path, crop: int) -> str:
-    """What `degrade="lowlight"` does to one pair: the parameters its input was synthesized with, on the CPU."""
+def degraded(shards: Path, crop: int) -> str:
+    """What `degrade="lowlight"` does to one pair: the parameters its input was degraded with, on the CPU."""
     from .loaders import make_loader
 
     with make_loader("ram", shards, batch_size=1, crop=crop, seed=0, degrade="lowlight") as loader:
         batch = next(iter(loader))
     params = " ".join(f"{name}={float(v[0]):.3g}" for name, v in batch.degradation.items())
-    return (f"synthesis: make_loader(..., degrade='lowlight') made the input of pair {batch.keys[0]} from its target "
+    return (f"degrade: make_loader(..., degrade='lowlight') made the input of pair {batch.keys[0]} from its target "
             f"with {params}")
 
 
@@ -78,7 +78,7 @@ def run_demo(workdir: str | Path = "pairload-demo", *, device: str = "auto",
     log("3/5 verify")
     checked = verify(shards)
     log(f"    ok: {checked.samples} samples in {checked.shards} shards")
-    log(f"    {synthesized(shards, sizes.crop)}")
+    log(f"    {degraded(shards, sizes.crop)}")
     log(f"4/5 bench-loaders ({sizes.seconds:.0f} s per loader, device {dev})")
     bench = run_bench(BenchConfig(shards=str(shards), raw=str(raw), crop=sizes.crop, batch_size=sizes.batch,
                                   workers=2, seconds=sizes.seconds, repeats=2, device=dev))

@@ -1,7 +1,7 @@
 """The eight orientation codes (flips and 90° rotations of a window) and their numpy reference: the one definition
 the planner draws and every executor reads (the workers' `orient`, torch's `apply_codes`, the Triton kernels through
-`pairload.cut.kernel.orient`, the synthesis counters and DALI's matrices through `source_index`), checked together by
-tests/test_orientation.py. Numpy only (loader workers import it).
+`pairload.cut.kernel.orient`, the degradation kernels' counters and DALI's matrices through `source_index`), checked
+together by tests/test_orientation.py. Numpy only (loader workers import it).
 
 A code is a bit set, applied after cropping in this order: bit 2 (TRANSPOSE, 4) swaps rows and columns (square
 windows only), bit 1 (VFLIP, 2) flips vertically, bit 0 (HFLIP, 1) flips horizontally.

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from .errors import ConfigError
 
-# what a kind reads (`Kind.reads`): a folder or URL written by `pairload pack`, or the raw image folders as they are
+# what a kind reads (`Kind.reads`): a folder or URL written by `pairload pack`, or a dataset's image folders as they are
 SHARDS, RAW = "shards", "raw"
 READS = (SHARDS, RAW)
 
@@ -81,7 +81,7 @@ KIND_LIST = (
     Kind("dali-external", "pairload.loaders.dali:DaliExternalLoader",
          "packed shards fed to a DALI pipeline (external_source)", requires="pairload.dali"),
     Kind("dali-file", "pairload.loaders.dali:DaliFileLoader",
-         "the raw image folder read and decoded by DALI (readers.file)", reads=RAW, mixes=False,
+         "the dataset's image folders read and decoded by DALI (readers.file)", reads=RAW, mixes=False,
          requires="pairload.dali"),
 )
 KINDS = {k.name: k for k in KIND_LIST}

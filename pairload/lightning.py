@@ -136,9 +136,9 @@ class PairDataModule(pl.LightningDataModule):
     (no crop), unshuffled, each image once across devices, `val_batch_size` at a time, from `val_source` (default:
     `source`; needed when `source` mixes several folders), one image at a time when the split's images differ in
     size. `degrade` ("lowlight", "lowlight,gamma=2..3", a dict or
-    a `pairload.degrade.Degradation`) synthesizes the training inputs from their targets (`degrade_sources`: the
+    a `pairload.degrade.Degradation`) degrades the training targets into their inputs (`degrade_sources`: the
     mixed sources it applies to; `PairBatch.degradation` holds each sample's parameters); validation reads the
-    stored pairs, unless `val_degrade` synthesizes its inputs too (the same ones every epoch). `clips` (5, or
+    stored pairs, unless `val_degrade` degrades its targets too (the same ones every epoch). `clips` (5, or
     "5,stride=2,start=random,short=pad": a split packed with --sequences) makes the training batches clips of frames
     (`PairBatch.low`/`high` N×T×C×H×W) and the validation batches clips of whole frames on the grid (start="grid", no
     augmentation, the same every epoch). The loader's state is
@@ -202,7 +202,7 @@ class PairDataModule(pl.LightningDataModule):
             return []
         if self._val is None:
             # whole images: the ram loader reads any split of shards, one image at a time when their sizes differ
-            # (`whole_image_loader`); a kind that reads the raw folders (dali-file) validates on them itself
+            # (`whole_image_loader`); a kind that reads the image folders (dali-file) validates on them itself
             remote = {k: v for k, v in self.options.items() if k in REMOTE_OPTIONS}
             common = dict(seed=self.options["seed"], num_workers=self.options["num_workers"], degrade=self.val_degrade,
                           **remote, **self._placement())
@@ -218,15 +218,15 @@ class PairDataModule(pl.LightningDataModule):
 
     def _val_shards(self, remote: dict):
         """The validation split, opened once; a split of targets only is refused naming val_split unless val_degrade
-        synthesizes its inputs (validation compares outputs on stored inputs with their targets)."""
+        makes its inputs (validation compares outputs on stored inputs with their targets)."""
         from .read.shards import open_shards
 
         ds = open_shards(self.val_source, self.val_split, **remote)
         if ds.targets_only and self.val_degrade is None:
             raise ConfigError(f"PairDataModule: val_split={self.val_split!r} of {ds.where} holds targets only (packed "
                               "with --targets-only): there are no stored inputs to validate on; validate on a split "
-                              "with stored pairs, synthesize its inputs with val_degrade=... (the same every epoch), "
-                              "or leave val_split out")
+                              "with stored pairs, degrade its targets into inputs with val_degrade=... (the same "
+                              "every epoch), or leave val_split out")
         return ds
 
     def state_dict(self) -> dict:

@@ -1,5 +1,5 @@
 """The orientation executors that run on a CUDA device, for tests/test_orientation.py: the cut kernel cutting a window
-under each code, and the synthesis kernels' counter helper (`pairload.degrade.kernels.pixel_counter`) in a kernel of
+under each code, and the degradation kernels' counter helper (`pairload.degrade.kernels.pixel_counter`) in a kernel of
 its own. Imported only where the GPU test runs (it imports Triton)."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _counters(out, codes, H, W, BH: tl.constexpr, BW: tl.constexpr):
 
 
 def counters(codes: list[int], h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
-    """(counter, row), each (n, h, w): the synthesis kernels' counters of h×w windows oriented by each code."""
+    """(counter, row), each (n, h, w): the degradation kernels' counters of h×w windows oriented by each code."""
     dev = torch.device("cuda")
     out = torch.zeros((len(codes), 2, h, w), dtype=torch.int64, device=dev)
     _counters[(len(codes),)](out, torch.tensor(codes, dtype=torch.int32, device=dev), h, w,

@@ -256,12 +256,12 @@ def test_top_level_options_are_checked():
         loader_options({"datasets": {"train": BASICSR}, "train": {"total_iter": 0}})
 
 
-def test_degrade_maps_to_the_loaders_synthesis(shards):
+def test_degrade_maps_to_the_loaders_degrade(shards):
     assert "degrade" not in loader_options(BASICSR)
     as_text = loader_options(with_train(degrade="lowlight, gamma=2..3"))
     as_dict = loader_options(with_train(degrade={"model": "lowlight", "gamma": [2, 3]}))  # a YAML mapping
     assert as_text == as_dict == {**loader_options(BASICSR), "degrade": "lowlight,gamma=2..3"}
-    assert loader_options(with_train(degrade="lowlight", degrade_sources=["synth"]))["degrade_sources"] == ("synth",)
+    assert loader_options(with_train(degrade="lowlight", degrade_sources=["made"]))["degrade_sources"] == ("made",)
     opts = loader_options(with_train(gt_size=8, batch_size_per_gpu=4, num_worker_per_gpu=0, degrade="lowlight"))
     data = BasicSRBatches(make_loader("ram", shards, **opts)).next()
     with make_loader("ram", shards, batch_size=4, crop=8, augment=True, repeats=3, degrade="lowlight") as loader:
@@ -276,7 +276,7 @@ def test_degrade_maps_to_the_loaders_synthesis(shards):
                             r"of lowlight, "),
     ({"degrade": {"gamma": [2, 3]}}, r"datasets.train.degrade=\{'gamma': \[2, 3\]\}: degradation .*: expected a "
                                      r"\"model\" key"),
-    ({"degrade_sources": ["synth"]}, r"datasets.train.degrade_sources=\['synth'\]: there is no degrade to apply; "
+    ({"degrade_sources": ["made"]}, r"datasets.train.degrade_sources=\['made'\]: there is no degrade to apply; "
                                      r"add degrade: lowlight \(for example\), or remove degrade_sources"),
     ({"degrade": "lowlight", "degrade_sources": 3}, r"datasets.train.degrade_sources=3: expected a list of the mixed "
                                                      r"sources' names"),

@@ -25,7 +25,7 @@ def test_demo_runs_the_main_job_end_to_end(tmp_path):
     assert (demo / "bench.png").exists() and (demo / "run" / "last.pt").exists()
     assert (demo / "shards" / "manifest.json").exists()
     assert f"loader benchmark: {demo / 'bench.png'}" in res.stdout and "done in" in res.stdout
-    assert "synthesis: make_loader(..., degrade='lowlight') made the input of pair " in res.stdout
+    assert "degrade: make_loader(..., degrade='lowlight') made the input of pair " in res.stdout
 
 
 def test_demo_refuses_an_unusable_device_before_doing_any_work(tmp_path):

@@ -299,7 +299,7 @@ def test_validation_batches_are_whole_images_each_once(tmp_path):
         assert model.val == expected
 
 
-def test_degrade_synthesizes_the_training_inputs_and_validation_keeps_the_stored_pairs(tmp_path):
+def test_degrade_makes_the_training_inputs_and_validation_keeps_the_stored_pairs(tmp_path):
     import lightning.pytorch as pl
     import torch
 
@@ -337,7 +337,7 @@ def test_degrade_synthesizes_the_training_inputs_and_validation_keeps_the_stored
         with make_loader("ram", shards, batch_size=2, crop=CROP, seed=3, degrade="lowlight,gamma=2..3") as loader:
             expected = [copied(b) for b in loader]
         assert len(model.train_batches) == len(expected) == 2
-        for got, want in zip(model.train_batches, expected):  # the loader's synthesized batches, parameters included
+        for got, want in zip(model.train_batches, expected):  # the loader's degraded batches, parameters included
             assert torch.equal(got.low, want.low) and not torch.equal(got.low, 255 - got.high)
             assert list(got.degradation) == ["alpha", "beta", "gamma", "gain_r", "gain_b", "shot", "read"]
             assert all(torch.equal(got.degradation[k], want.degradation[k]) for k in want.degradation)
@@ -411,10 +411,10 @@ def test_a_targets_only_val_split_is_refused_naming_val_split(tmp_path):
     dm.trainer = in_process_trainer(tmp_path)
     with pytest.raises(ConfigError, match=r"PairDataModule: val_split='train' of .* holds targets only \(packed with "
                        r"--targets-only\): there are no stored inputs to validate on; validate on a split with stored "
-                       r"pairs, synthesize its inputs with val_degrade=... \(the same every epoch\), or leave "
-                       r"val_split out$"):
+                       r"pairs, degrade its targets into inputs with val_degrade=... \(the same every epoch\), or "
+                       r"leave val_split out$"):
         dm.val_dataloader()
     dm = PairDataModule(tmp_path / "targets", batch_size=2, crop=CROP, degrade="lowlight", val_split="train",
                         val_degrade="lowlight")
     dm.trainer = in_process_trainer(tmp_path)
-    assert len(dm.val_dataloader()) == 4  # whole images, one at a time: their inputs synthesized
+    assert len(dm.val_dataloader()) == 4  # whole images, one at a time: their inputs degraded

@@ -1,6 +1,6 @@
 """Every executor of the orientation codes against their one definition (`pairload.dihedral.orient`): the gather form
-(`source_index`), torch's `apply_codes`, the synthesis counters (`rng.window_counter`), DALI's matrices and, on a
-CUDA device, the cut kernel and the synthesis kernels' counters. Each gets the same windows, square and not, 8- and
+(`source_index`), torch's `apply_codes`, the degradations' counters (`rng.window_counter`), DALI's matrices and, on a
+CUDA device, the cut kernel and the degradation kernels' counters. Each gets the same windows, square and not, 8- and
 16-bit, under every code their shape allows; a pixel's value encodes its row, column and channel, so a wrong gather
 shows."""
 
@@ -95,7 +95,7 @@ def test_dalis_own_warp_orients_a_window_as_the_reference():
 
 
 @pytest.mark.gpu
-def test_the_cut_kernel_and_the_synthesis_counters_orient_a_window_as_the_reference():
+def test_the_cut_kernel_and_the_degradation_counters_orient_a_window_as_the_reference():
     import orientation_cuda
 
     wrong = []

@@ -1,5 +1,5 @@
 """Every Python code block of the README and of the documentation site (`docs/*.md`) runs as written, in a folder
-laid out as they assume (`raw/`, `shards/`, `shards/lol`, `shards/synth`, `shards/sid`, `shards/video` (frames
+laid out as they assume (`raw/`, `shards/`, `shards/lol`, `shards/made`, `shards/sid`, `shards/video` (frames
 packed as sequences), `targets/`: the training
 targets packed targets-only; `LOLdataset/`: LOL-v1 as downloaded, fewer and synthetic pairs, which the tutorial packs
 into `shards/lol`), each in a fresh interpreter
@@ -43,7 +43,7 @@ def workdir(tmp_path_factory):
     root = tmp_path_factory.mktemp("readme")
     make_raw(root / "raw", 36, split="train", size=(260, 264))  # crop 256, batch 32
     pack(root / "raw", root / "shards", PackOptions(workers=1))
-    shutil.copytree(root / "shards", root / "shards" / "synth", ignore=shutil.ignore_patterns("lol", "synth"))
+    shutil.copytree(root / "shards", root / "shards" / "made", ignore=shutil.ignore_patterns("lol", "made"))
     make_raw(root / "LOLdataset", 40, split="our485", size=(400, 600))  # LOL-v1's folders and image size
     make_raw(root / "LOLdataset", 4, split="eval15", start=200, size=(400, 600))
     pack(root / "LOLdataset", root / "shards" / "lol", PackOptions(workers=1))  # the tutorial's `pairload pack`

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import cv2
 
-from pairload.raw.discover import IMAGE_EXTS
+from pairload.folders.discover import IMAGE_EXTS
 
 
 def _convert(job: tuple[Path, Path, str, int]) -> None:

@@ -71,12 +71,12 @@ def loader_options(opt: Mapping, *, progressive: str = "loader",
     rows with N × num_worker_per_gpu workers per iteration (`data_parallel_gpus`): so does the loader.
 
     pairload's own keys: degrade ("lowlight", "lowlight,gamma=2..3" or a mapping such as {model: lowlight, gamma:
-    [2, 3]}) → degrade, as its canonical string (the inputs are synthesized from the targets), and degrade_sources
+    [2, 3]}) → degrade, as its canonical string (the inputs are degraded from the targets), and degrade_sources
     (a list of names) → degrade_sources. A dataset `type` other than a paired one (`PAIRED_TYPES`) is refused by
     that name alone; the keys naming the source folders and BasicSR's DataLoader mechanics (`IGNORED`) are accepted
     and listed once through `log` (default: this module's logger, at INFO); any other key is refused by name, as
     are mean/std, color: y and scale other than 1 (they change the samples; pairload's are the stored pairs, or
-    the synthesized ones, in [0, 1])."""
+    the degraded ones, in [0, 1])."""
     if progressive not in PROGRESSIVE:
         raise ConfigError(f"loader_options: progressive={progressive!r}: expected 'loader' (the loader delivers "
                           "each stage's batches) or 'code' (train.py's progressive block cuts them)")
@@ -221,7 +221,7 @@ def _degrade(train: Mapping) -> dict[str, Any]:
         names = [sources] if isinstance(sources, str) else sources
         if not isinstance(names, (list, tuple)) or not names or not all(isinstance(n, str) and n for n in names):
             raise ConfigError(f"{WHERE}.degrade_sources={sources!r}: expected a list of the mixed sources' names, "
-                              "e.g. [synth]")
+                              "e.g. [made]")
         out["degrade_sources"] = tuple(names)
     return out
 

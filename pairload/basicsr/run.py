@@ -505,12 +505,12 @@ def pack_hint(train: Mapping) -> str:
     backend = train.get("io_backend")
     kind = backend.get("type") if isinstance(backend, Mapping) else None
     if not lq or not gt or str(lq).lower() == "none":
-        return ("pack the training pairs once with `pairload pack RAW SHARDS` (RAW holding low/ and high/ folders), "
-                "then add --shards SHARDS")
+        return ("pack the training pairs once with `pairload pack FOLDER SHARDS` (FOLDER holding low/ and high/ "
+                "folders), then add --shards SHARDS")
     if kind == "lmdb" or str(lq).endswith(".lmdb") or str(gt).endswith(".lmdb"):
         return (f"datasets.train reads LMDB files ({lq}, {gt}), which pairload does not read: pack the image folders "
-                "they were made from with `pairload pack RAW SHARDS` (RAW holding low/ and high/), then add --shards "
-                "SHARDS")
+                "they were made from with `pairload pack FOLDER SHARDS` (FOLDER holding low/ and high/), then add "
+                "--shards SHARDS")
     lq_path, gt_path = Path(lq), Path(gt)
     template = train.get("filename_tmpl")
     naming = f" --name-template '{template}'" if template not in (None, "{}") else ""

@@ -99,7 +99,7 @@ def build_loader(name: str, cfg: BenchConfig, device: torch.device, workers: int
     if world_size > 1 and entry.baseline is not None:
         raise Skip("a baseline has no rank share: measured with --ranks 1 only")
     if entry.raw and cfg.raw is None:
-        raise Skip("needs --raw RAW_DIR (the images the shards were packed from)")
+        raise Skip("needs --raw FOLDER (the images the shards were packed from)")
     if entry.kind is not None:
         from ..loaders import make_loader
 

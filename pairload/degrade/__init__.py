@@ -1,6 +1,6 @@
-"""Synthesized low-light inputs: degradation models (`MODELS`) that make a sample's input from its target, with
+"""Degraded low-light inputs: degradation models (`MODELS`) that make a sample's input from its target, with
 parameters the planner draws from (seed, epoch, key) and noise from a counter-based generator keyed the same way, so
-a synthesized pair is the same whatever batch, rank, loader kind or resume it arrives through. `Degradation` is what
+a degraded pair is the same whatever batch, rank, loader kind or resume it arrives through. `Degradation` is what
 loaders take (`degrade=`). Numpy only here; the CUDA kernels live in `pairload.degrade.kernels`."""
 
 from __future__ import annotations

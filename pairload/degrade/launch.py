@@ -32,7 +32,7 @@ def _pow2(n: int) -> int:
 
 def launch(model: Model, extra, high: torch.Tensor, low: torch.Tensor, table: torch.Tensor, keys: torch.Tensor,
            code: torch.Tensor, apply: torch.Tensor, levels: torch.Tensor | None = None) -> None:
-    """Synthesize `low` from `high` ((N, H, W, C), both contiguous, on one CUDA device) for the rows `apply` marks, on
+    """Degrade `high` into `low` ((N, H, W, C), both contiguous, on one CUDA device) for the rows `apply` marks, on
     the current stream. Few arguments: the launch's own cost is most of a small batch's."""
     n, h, w, c = high.shape
     if n == 0:

@@ -1,4 +1,4 @@
-"""The random numbers of synthesis, defined once and executed the same way by numpy (CPU) and the Triton kernels
+"""The random numbers of the degradations, defined once and executed the same way by numpy (CPU) and the Triton kernels
 (`pairload.degrade.kernels`): Philox4x32-10 (Salmon et al., SC 2011) keyed by a sample's 64-bit noise key, its counter
 the pixel's place in the crop window, so a sample's noise depends on nothing but (seed, epoch, key, draw) and the
 pixel. Uniforms keep the top 23 bits and a half step (exact in float32 on both sides, never 0 or 1); the kernels'

@@ -1,6 +1,7 @@
-"""`Degradation`: which model synthesizes the inputs and with which parameter ranges (validated on construction),
-from a string ("lowlight", "lowlight,gamma=2..3,shot=0.001", "raw-physics,profile=NikonD850,ratio=100..200"), a
-dict or itself; `draw` turns a batch's per-sample uniforms into its parameter table. Numpy only."""
+"""`Degradation`: which model degrades the targets into inputs and with which parameter ranges (validated on
+construction), from a string ("lowlight", "lowlight,gamma=2..3,shot=0.001",
+"raw-physics,profile=NikonD850,ratio=100..200"), a dict or itself; `draw` turns a batch's per-sample uniforms into its
+parameter table. Numpy only."""
 
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ class Degradation:
         return self.spec.table(u, dict(self.ranges), self._extra)
 
     def check_source(self, members, sensor, where: str) -> None:
-        """Refuse targets this model cannot synthesize inputs from (`members` of the split, its `sensor` rows), naming
+        """Refuse targets this model cannot degrade into inputs (`members` of the split, its `sensor` rows), naming
         the split, the model and what it takes."""
         why = self.spec.takes(members, _raw(sensor))
         if why is not None:
@@ -106,7 +107,7 @@ class Degradation:
 
 
 def takers(members, sensor) -> list[str]:
-    """The models that can synthesize inputs from targets of `members` (a split's, with its `sensor` rows)."""
+    """The models that can degrade targets of `members` (a split's, with its `sensor` rows) into inputs."""
     return [name for name, m in models().items() if m.takes(members, _raw(sensor)) is None]
 
 
@@ -156,7 +157,7 @@ def _model(name) -> Model:
     table = models()
     if not isinstance(name, str) or name not in table:
         raise ConfigError(f"degradation {name!r}: expected one of {', '.join(table)}, then its options after commas, "
-                          "e.g. lowlight,gamma=2..3 (see docs/synthesis.md)")
+                          "e.g. lowlight,gamma=2..3 (see docs/degrade.md)")
     return table[name]
 
 

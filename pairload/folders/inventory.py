@@ -174,5 +174,5 @@ def no_pairs(raw: Path, low_dir: str | None, high_dir: str | None, listed: bool)
             f"exist, put them in a high/ folder beside a low/ folder of the inputs (or name the two folders with "
             f"--low-dir/--high-dir), or list the pairs in a --pairs-file; an unpaired set (DARK FACE, ExDark, DICM, "
             f"LIME, MEF, NPE, VV) is for no-reference evaluation: read its images directly; normal-light photos to "
-            f"synthesise inputs from pack with --targets-only{also}")
+            f"degrade into inputs: pack them with --targets-only{also}")
     return PairingError(f"{generic}; found {n} images in {len(images)} folder(s) ({listing(where)}){also}")

@@ -13,7 +13,7 @@ MAX_LISTED = 10  # file names a message or an Unused entry shows before "… and
 
 class Pair:
     """Two files that make one sample: its split and key, the files' absolute paths (`low`, `high`) and their paths
-    relative to the raw folder ('/'-separated). Immutable. A million of them are held at once while a pack plans, so
+    relative to the dataset folder ('/'-separated). Immutable. A million of them are held at once while a pack plans, so
     the paths are kept as the relative strings and one shared root, and made into `Path`s when asked for."""
 
     __slots__ = ("split", "key", "low_rel", "high_rel", "_root", "_full")

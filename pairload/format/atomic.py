@@ -1,5 +1,5 @@
 """Atomic file writes: a temporary name in the same folder, fsync, rename; the temporary file never outlives a
-failure. Every writer in pairload (manifest, synth PNGs, checkpoints, reports, charts) goes through here.
+failure. Every writer in pairload (manifest, make-pairs PNGs, checkpoints, reports, charts) goes through here.
 """
 
 from __future__ import annotations

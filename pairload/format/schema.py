@@ -35,7 +35,7 @@ VERSION_BINARY = 5  # written by default: each split's per-sample index in a col
 VERSION_TARGETS = 6  # written when a split holds targets only (`TARGETS_ONLY`); always with a binary index
 VERSIONS = (1, 2, 3, 4, 5, 6)  # readable
 MANIFEST = "manifest.json"
-RAW_DIR = "raw_dir"  # manifest field: the resolved RAW folder packed; pack will not replace another folder's shards
+RAW_DIR = "raw_dir"  # manifest field: the resolved dataset folder packed; pack will not replace another folder's shards
 
 # Member suffixes inside a sample; WebDataset groups members by the key before the first dot.
 LOW = "low.npy"
@@ -233,7 +233,7 @@ def layout_compressed_sample(key: str, height: int, width: int, meta: bytes, low
 
 def sample_meta(low_rel: str | None, high_rel: str, original_hw: tuple[int, int], stored_hw: tuple[int, int],
                 high_ref: str | None = None) -> bytes:
-    """The `<key>.json` member: source paths (relative to the raw folder; a targets-only sample's `low` is null),
+    """The `<key>.json` member: source paths (relative to the dataset folder; a targets-only sample's `low` is null),
     original and stored [height, width], and, for a sample that shares another's target (format version 2), that
     sample's key as `high_ref`.
 

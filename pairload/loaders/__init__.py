@@ -20,20 +20,20 @@ def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "tr
                 device: Any = "cpu", last_batch: str = "drop", augment: bool = True, shuffle: bool = True,
                 repeats: int = 1, weights: dict | None = None, epoch_size: int | None = None, schedule: Any = (),
                 degrade: Any = None, degrade_sources: Any = (), clips: Any = None, **backend: Any):
-    """A loader over `source` (a shard folder; the raw image folder for "dali-file") for this rank.
+    """A loader over `source` (a shard folder; the dataset folder for "dali-file") for this rank.
 
     Planning (every kind over shards): `repeats=k` passes over the split per epoch, each with fresh crops and flips.
-    `source={"real": folder, "synth": folder}` with `weights={"real": 1, "synth": 3}` and `epoch_size=N`: each
+    `source={"real": folder, "made": folder}` with `weights={"real": 1, "made": 3}` and `epoch_size=N`: each
     epoch is N draws mixed in proportion to the weights, every batch mixing the sources (`PairBatch.source` names
     each row's); within a source no sample is drawn again before all were (across epochs). A value may be
     (folder, split). `schedule=[(step, crop, batch), …]` or "0:128:8,92000:160:5": from each global step on
     (batches per rank since epoch 0) batches of that crop and per-rank size; `batch_size`/`crop` are then the
     first stage's and may be left out.
 
-    Synthesis: `degrade="lowlight"` (a model of `pairload.degrade.MODELS`, with ranges: "lowlight,gamma=2..3", or a
+    Degradation: `degrade="lowlight"` (a model of `pairload.degrade.MODELS`, with ranges: "lowlight,gamma=2..3", or a
     `pairload.degrade.Degradation`) makes each sample's input from its target, with parameters and noise drawn from
     (seed, epoch, key) (`PairBatch.degradation` holds them); a targets-only pack needs it, and a pair pack's stored
-    inputs are then ignored. With mixed sources, `degrade_sources=("synth",)` names the sources it applies to
+    inputs are then ignored. With mixed sources, `degrade_sources=("made",)` names the sources it applies to
     (default: all).
 
     Clips (video and burst splits packed with `--sequences`): `clips=5` (or "5,stride=2,start=grid,short=pad", a

@@ -60,7 +60,7 @@ class RemoteOptions:
     def open(self, source, split: str, *, whole: bool, plan: PlanConfig | None = None):
         """The shards of `source`; remote ones are made local now when `whole` (the split cached whole, refused if
         larger than the limit), or fetched ahead of use and evictable once used (streaming). With a degradation in
-        `plan`, the sources it applies to are read as targets only (`synthesis_view`)."""
+        `plan`, the sources it applies to are read as targets only (`open_shards`'s `targets_only`)."""
         from ..read.shards import open_shards
 
         if self.cache_limit is not None and (not isinstance(self.cache_limit, int) or self.cache_limit <= 0):
@@ -72,7 +72,7 @@ class RemoteOptions:
                          storage_options=self.storage_options,
                          targets_only=(plan.degrade_sources or True) if degrade is not None else False)
         if plan is not None:
-            check_synthesis(ds, plan, split)
+            check_degrade(ds, plan, split)
         if not ds.remote:
             return ds
         if not whole:
@@ -97,10 +97,10 @@ def check_named(names, known) -> None:
     if unknown:
         raise ConfigError(f"degrade_sources names {', '.join(unknown)}, and the sources are "
                           f"{', '.join(known) or 'one unnamed folder'}; name mixed sources "
-                          "(make_loader(kind, {'real': folder, 'synth': folder}, ...))")
+                          "(make_loader(kind, {'real': folder, 'made': folder}, ...))")
 
 
-def check_synthesis(ds, plan: PlanConfig, split: str) -> None:
+def check_degrade(ds, plan: PlanConfig, split: str) -> None:
     """Every source of targets only has a degradation to make its inputs, and the degradation takes its targets."""
     check_named(plan.degrade_sources, [name for name, _ in ds.groups if name])
     only = getattr(ds, "targets_only_sources", ("",) if ds.targets_only else ())
@@ -111,7 +111,7 @@ def check_synthesis(ds, plan: PlanConfig, split: str) -> None:
         raise ConfigError(f"{ds.where}: {what} holds targets only (packed with --targets-only): give a degradation "
                           "that makes its inputs, e.g. degrade='lowlight'" + (f", degrade_sources=({missing[0]!r},)"
                                                                                if named else "")
-                          + " (docs/synthesis.md)")
+                          + " (docs/degrade.md)")
     if plan.degrade is not None:
         plan.degrade.check_source(ds.members, ds.sensor, f"{ds.where}: split {split!r}")
 
@@ -150,7 +150,7 @@ def clip_units(cfg: PlanConfig, sequences, key_hash: np.ndarray, hw: np.ndarray,
 
     if sequences is None:
         raise ConfigError(f"split {split!r} has no sequences: clips={cfg.clips.frames} takes frames of videos or "
-                          "bursts from a split packed with `pairload pack RAW SHARDS --sequences` (a mix: every "
+                          "bursts from a split packed with `pairload pack FOLDER SHARDS --sequences` (a mix: every "
                           "source packed so)", option="clips")
     units = ClipUnits.build(cfg.clips, sequences, key_hash, hw, f"split {split!r}", keys)
     import warnings

@@ -115,10 +115,10 @@ def _refuse_other_packs(dest: Destination, part: Part, fingerprint: str) -> None
     for other, theirs in sorted(_claims(dest).items(), key=lambda kv: (kv[0].count, kv[0].index)):
         if other.count != part.count or theirs != fingerprint:
             why = (f"of a pack in {other.count} parts, and this is part {part}" if other.count != part.count else
-                   "of another pack (other RAW files, options or pairload version)")
+                   "of another pack (other dataset files, options or pairload version)")
             raise OutputError(f"{dest.where(claim_name(other))}: part {other} {why}; run every part with the same "
-                              "RAW, options and N, or delete the .pairload-part-* objects of the other pack (or pack "
-                              "into another URL)")
+                              "FOLDER, options and N, or delete the .pairload-part-* objects of the other pack (or "
+                              "pack into another URL)")
 
 
 def finish_at_url(dest: Destination, count: int | None, report: PackReport, folder: Path, *, owned: set[str],

@@ -105,7 +105,7 @@ def owned(folder: Path, journal: dict) -> set[str]:
 
 def manifest_refusal(doc, where: str, raw: Path, elsewhere: str = "another folder") -> str | None:
     """Why pack will not replace the manifest `doc` found at `where` (None: it may): it is not a pairload manifest
-    (anything but a JSON object with pairload's "format"), or it records another RAW folder. The local and the
+    (anything but a JSON object with pairload's "format"), or it records another dataset folder. The local and the
     remote packer share these rules; `elsewhere` is where else to pack ("another folder", "another URL")."""
     if not isinstance(doc, dict) or doc.get("format") != schema.FORMAT:
         return (f"{where}: not a pairload manifest (expected JSON with \"format\": \"{schema.FORMAT}\"), so "
@@ -127,7 +127,7 @@ def parse_manifest_bytes(data: bytes):
 
 
 def check_manifest_replaceable(out: Path, raw: Path) -> None:
-    """Refuse to replace a manifest.json that is not a pairload manifest, or that records another RAW folder."""
+    """Refuse to replace a manifest.json that is not a pairload manifest, or that records another dataset folder."""
     path = out / schema.MANIFEST
     if not (path.exists() or path.is_symlink()):
         return
@@ -180,14 +180,15 @@ def check_free_space(out: Path, need: int, out_sizes: list[tuple[int, int]]) -> 
 
 
 def check_output_outside_raw(raw: Path, out: Path) -> None:
-    """The shards may not live in RAW: a later pack of RAW would walk into them (and its own partial files)."""
+    """The shards may not live in the dataset folder: a later pack of it would walk into them (and its own partial
+    files)."""
     raw_real, out_real = raw.resolve(), out.resolve()
     hint = f"e.g. `pairload pack {raw} {raw_real.name}-shards`"
     if out_real == raw_real:
-        raise ConfigError(f"{out}: the output folder is the raw folder; write the shards elsewhere, {hint}")
+        raise ConfigError(f"{out}: the output folder is the dataset folder; write the shards elsewhere, {hint}")
     if out_real.is_relative_to(raw_real):
-        raise ConfigError(f"{out}: the output folder is inside the raw folder {raw} (a later pack of {raw} would walk "
-                          f"into its own shards); write the shards outside it, {hint}")
+        raise ConfigError(f"{out}: the output folder is inside the dataset folder {raw} (a later pack of {raw} would "
+                          f"walk into its own shards); write the shards outside it, {hint}")
 
 
 # ------------------------------------------------------------------ locks

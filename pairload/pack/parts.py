@@ -140,8 +140,8 @@ def check_records(out: Path, part: Part, print_: str) -> None:
                               "other pack (or pack into another folder)")
         theirs = read_record(path).fingerprint
         if theirs != print_:
-            raise OutputError(f"{path}: {out} holds part {other} of another pack (other RAW files, options or "
-                              f"pairload version); the parts of one pack must be run with the same RAW and options: "
+            raise OutputError(f"{path}: {out} holds part {other} of another pack (other dataset files, options or "
+                              f"pairload version); the parts of one pack must be run with the same FOLDER and options: "
                               f"delete the .pairload-part-* files of the other pack, or pack into another folder")
 
 
@@ -159,7 +159,7 @@ def choose_count(found: set[Part], count: int | None, where: str) -> int:
     counts = sorted({p.count for p in found})
     if not counts:
         raise OutputError(f"{where}: no part of a pack made with --part I/N is here (no .pairload-part-*.record "
-                          "file); run `pairload pack RAW OUT --part I/N` for every part first")
+                          "file); run `pairload pack FOLDER OUT --part I/N` for every part first")
     if len(counts) > 1:
         raise OutputError(f"{where}: holds parts of packs in {' and '.join(map(str, counts))} parts; delete the "
                           ".pairload-part-* files of the pack you do not want, then finish again")
@@ -169,7 +169,7 @@ def choose_count(found: set[Part], count: int | None, where: str) -> int:
 def missing_message(where: str, gone: list[int], count: int) -> str:
     shown = ", ".join(f"{i}/{count}" for i in gone[:10]) + (" …" if len(gone) > 10 else "")
     return (f"{where}: part {shown} of {count} has not finished (no {Part(gone[0], count).record}); run `pairload "
-            f"pack RAW {where} --part {gone[0]}/{count}` (the same RAW and options), then finish again")
+            f"pack FOLDER {where} --part {gone[0]}/{count}` (the same FOLDER and options), then finish again")
 
 
 def one_pack(recs: list[Record], where_of) -> list[ShardRows]:
@@ -178,7 +178,7 @@ def one_pack(recs: list[Record], where_of) -> list[ShardRows]:
     for rec in recs[1:]:
         if rec.fingerprint != recs[0].fingerprint:
             raise OutputError(f"{where_of(rec)}: part {rec.part} belongs to another pack than part {recs[0].part} "
-                              "(other RAW files or options); run it again with the same RAW and options as the "
+                              "(other dataset files or options); run it again with the same FOLDER and options as the "
                               "others")
     return [r for rec in recs for r in rec.rows]
 

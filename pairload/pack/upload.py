@@ -2,7 +2,7 @@
 manifest last, so that a reader never sees a manifest whose shards are missing.
 
 The staging folder is an ordinary local pack (same journal, same resume, same refusals). Beside it, the ledger
-`.pairload-upload.json` records what a re-run needs: the stamp of the RAW folder and options the staging pack is
+`.pairload-upload.json` records what a re-run needs: the stamp of the dataset folder and options the staging pack is
 complete for (a re-run with the same stamp uploads the staged shards without decoding anything), and what is known to
 be at the destination: per shard object its bytes and sha256 (read from the manifest found there, or uploaded by
 pack), and the shard objects pack may replace or delete. A shard already at the destination is skipped when its size

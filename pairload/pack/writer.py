@@ -1,4 +1,4 @@
-"""`pairload pack`'s entry point: `pack` writes the shards of a RAW folder into a local folder (`local`) or a URL
+"""`pairload pack`'s entry point: `pack` writes the shards of a dataset folder into a local folder (`local`) or a URL
 (`upload`), and re-exports what the CLI imports from here (`PackOptions`, the option parsers). Imports neither torch
 nor DALI (nor fsspec or zstandard until a pack needs them)."""
 

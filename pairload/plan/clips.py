@@ -22,7 +22,7 @@ SHORT = ("refuse", "drop", "pad")  # a sequence with fewer frames than a clip
 FIELDS = ("frames", "stride", "start", "short")
 GRAMMAR = f"T[,stride=S][,start={'|'.join(STARTS)}][,short={'|'.join(SHORT)}]"  # a clip policy as a string
 _WHOLE = re.compile(r"[0-9]+")
-START_STREAM = 5  # the planner stream of a clip's random start (1-3: crop corner and code; 31+: synthesis)
+START_STREAM = 5  # the planner stream of a clip's random start (1-3: crop corner and code; 31+: the degradation)
 _FRAME = np.uint64(0x9E3779B97F4A7C15)  # mixes a frame's number into its clip's noise key
 
 

@@ -128,7 +128,7 @@ class PlanConfig:
     """What the planner decides from. `repeats`: passes over the split per epoch (fresh crops each time).
     `weights` ((source, weight), …) and `epoch_size`: a mixed epoch of `epoch_size` draws from several sources
     (see `_mixed_rows`). `schedule`: stages of crop and batch size by global step; `batch_size` and `crop` are then
-    its first stage's. `degrade`: the degradation that synthesizes each sample's input from its target
+    its first stage's. `degrade`: the degradation that makes each sample's input from its target
     (`pairload.degrade.Degradation`, or what `Degradation.of` reads); its parameters are planned per sample;
     `degrade_sources`: the mixed sources it applies to (empty: all). `clips`: batches of clips of frames from a
     split packed with --sequences (`pairload.plan.clips.Clips`, or what `Clips.of` reads: 5,
@@ -232,7 +232,7 @@ class PlanConfig:
         except (TypeError, ValueError):
             raise ConfigError(f"weights={self.weights!r}: expected {{source: weight}} or (source, weight) pairs with "
                               "numbers for weights", option="weights",
-                              fix="e.g. weights={'real': 1, 'synth': 3}") from None
+                              fix="e.g. weights={'real': 1, 'made': 3}") from None
         bad = [f"{k}={v}" for k, v in weights if not v > 0 or v == float("inf")]
         if bad:
             raise ConfigError(f"weights {', '.join(bad)}: expected positive finite weights")
@@ -278,8 +278,8 @@ def check_groups(cfg: PlanConfig, groups: Groups, where: str) -> None:
     """Refuse weights that do not name the sources exactly, and empty sources."""
     names = [name for name, _ in groups]
     if cfg.weights and names == [""]:
-        raise ConfigError(f"{where}: weights need named sources: make_loader(kind, {{'real': folder, 'synth': "
-                          "folder}, weights={'real': 1, 'synth': 3}); one folder takes epoch_size alone")
+        raise ConfigError(f"{where}: weights need named sources: make_loader(kind, {{'real': folder, 'made': "
+                          "folder}, weights={'real': 1, 'made': 3}); one folder takes epoch_size alone")
     if cfg.weights:
         given = [k for k, _ in cfg.weights]
         if sorted(given) != sorted(names):

@@ -81,7 +81,7 @@ def epoch_order(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tu
     return np.random.default_rng([seed & 0xFFFFFFFF, epoch, 0x5EED, *salt]).permutation(n).astype(np.int64)
 
 
-NOISE_STREAM = 31  # the stream of a sample's noise key (the Philox key of its synthesized pixels)
+NOISE_STREAM = 31  # the stream of a sample's noise key (the Philox key of its degraded pixels)
 PARAMS_STREAM = 32  # the stream of a sample's first degradation-parameter uniform (then 33, 34, ...)
 
 

@@ -1,8 +1,8 @@
 """The two contact sheets of `pairload preview`: stored pairs chosen at random (`PreviewOptions.batch` False; of a
 targets-only split, its stored targets alone), or the first batch a `ram` loader on the CPU cuts from them (input and
-target at one window, oriented alike; with `degrade`, inputs synthesized from the targets; with `clips`, clips of a
+target at one window, oriented alike; with `degrade`, inputs degraded from the targets; with `clips`, clips of a
 video split, each a strip of its input frames over a strip of its target frames), each pair labelled with its key (a
-clip with its sequence and frame keys), size and source folders (and the parameters synthesis drew), the display
+clip with its sequence and frame keys), size and source folders (and the parameters the degradation drew), the display
 transforms and resampling stated in the header.
 """
 
@@ -25,7 +25,7 @@ from .display import check_mode, displays
 from .meta import folders, source_paths
 from .render import SIDES, Cell, Sheet, check_tile_height, render, resampling
 
-TARGET_ONLY = ("target",)  # a targets-only split's cell without synthesis: its stored target alone
+TARGET_ONLY = ("target",)  # a targets-only split's cell without a degradation: its stored target alone
 ORIENTATION = "orientation: t transposed, v flipped vertically, h flipped horizontally (applied in that order)"
 
 
@@ -36,7 +36,7 @@ class PreviewOptions:
     CPU instead of stored pairs (`crop`: a side, (height, width), or None for whole images); `tile_height`: pixels
     every image is scaled to (0: stored size); `columns`: pairs per row (0: about square); `display`: "range" or
     "stretch" (`display.Display`);
-    `degrade` (implies `batch`): the loader synthesizes the inputs from the targets ("lowlight",
+    `degrade` (implies `batch`): the loader degrades the targets into the inputs ("lowlight",
     "lowlight,gamma=2..3", a dict or a `pairload.degrade.Degradation`) and each pair is labelled with its parameters;
     `clips` (implies `batch`; a split packed with --sequences): the batch is `n` clips (5, "5,stride=2,short=pad" or a
     `pairload.plan.Clips`, with last_batch="partial": all of the split's when it has fewer), each shown as its input
@@ -131,7 +131,7 @@ def _pairs(ds: ShardDataset, o: PreviewOptions) -> Sheet:
     if only:
         header = [f"{ds.where}, split {o.split}: {what} {len(ds)} targets{chosen_how}; the split holds targets only "
                   "(packed with --targets-only): each tile is a stored target, there are no stored inputs; sizes WxH; "
-                  "under each: key, size, source folder", _synthesis_hint(ds),
+                  "under each: key, size, source folder", _degrade_hint(ds),
                   f"target shown: {high_d.describe()}", resampling(o.tile_height)]
     else:
         header = [f"{ds.where}, split {o.split}: {what} {len(ds)} pairs{chosen_how}; left input, right target; sizes "
@@ -139,18 +139,18 @@ def _pairs(ds: ShardDataset, o: PreviewOptions) -> Sheet:
     return render(cells, header, o.tile_height, o.columns)
 
 
-def _synthesis_hint(ds: ShardDataset) -> str:
+def _degrade_hint(ds: ShardDataset) -> str:
     """How to see the inputs a targets-only split's targets are made into."""
     first = suggested_model(ds.members, ds.sensor)
-    return (f"to see inputs synthesized from these targets, add --degrade {first} (PreviewOptions(degrade={first!r}); "
-            f"the models that take them: {', '.join(takers(ds.members, ds.sensor)) or 'none'}; docs/synthesis.md)")
+    return (f"to see inputs degraded from these targets, add --degrade {first} (PreviewOptions(degrade={first!r}); "
+            f"the models that take them: {', '.join(takers(ds.members, ds.sensor)) or 'none'}; docs/degrade.md)")
 
 
 def _needs_degrade(ds: ShardDataset, split: str) -> ConfigError:
     """A loader's batch of a targets-only split asked for without a degradation to make its inputs."""
     first = suggested_model(ds.members, ds.sensor)
     return ConfigError(f"{ds.where}: split {split!r} holds targets only (packed with --targets-only), and a loader's "
-                       "batch needs inputs synthesized from them", option="degrade",
+                       "batch needs inputs degraded from them", option="degrade",
                        fix=f"give degrade={first!r}, or leave batch, crop and clips out to see the stored targets",
                        flag_fix=f"add --degrade {first}, or leave --batch, --crop and --clips out to see the stored "
                                 "targets")
@@ -181,7 +181,7 @@ def _batch(ds: ShardDataset, o: PreviewOptions) -> Sheet:
     def shown(r: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Row r (a pair, or a frame of clip k) as displayed."""
         levels, ratio, high_levels = _sensor(ds, rows[r])
-        if params:  # a synthesized raw input has the target's levels and the drawn ratio
+        if params:  # a degraded raw input has the target's levels and the drawn ratio
             levels = levels if high_levels is None else high_levels
             ratio = float(params["ratio"][k]) if "ratio" in params else ratio
         return low_d(lows[r], levels, ratio), high_d(highs[r], high_levels)
@@ -203,8 +203,8 @@ def _batch(ds: ShardDataset, o: PreviewOptions) -> Sheet:
     crop = "whole images" if o.crop is None else (f"crop {o.crop}" if isinstance(o.crop, int)
                                                  else f"crop {o.crop[1]}x{o.crop[0]} (WxH)")
     stored = "the split holds targets only" if ds.targets_only else "the stored inputs are not shown"
-    synthesized = [] if o.degrade is None else [
-        f"inputs synthesized from the targets, degrade={o.degrade.describe()!r} ({stored}); under each "
+    degraded = [] if o.degrade is None else [
+        f"inputs degraded from the targets, degrade={o.degrade.describe()!r} ({stored}); under each "
         f"{'clip' if clips else 'pair'} the parameters it drew (3 significant digits)"]
     if clips:
         what = (f"clips={o.clips.describe()!r}, last_batch='partial', seed={o.seed}) on the CPU, {units} clips of "
@@ -215,7 +215,7 @@ def _batch(ds: ShardDataset, o: PreviewOptions) -> Sheet:
         what = (f"seed={o.seed}) on the CPU, {len(ds)} {'targets' if ds.targets_only else 'pairs'} in the split; left "
                 "input, right target, each pair cut at one window (input pixels) and oriented alike")
     header = [f"{ds.where}, split {o.split}: batch 0 of epoch 0 of make_loader('ram', batch_size={size}, {crop}, "
-              + what, *synthesized, ORIENTATION, *_common(low_d, high_d, o)]
+              + what, *degraded, ORIENTATION, *_common(low_d, high_d, o)]
     return render(cells, header, o.tile_height, o.columns)
 
 
@@ -231,8 +231,8 @@ PER_LINE = 3  # parameters per label line: a line stays within a tile pair of 12
 
 
 def parameter_lines(params: dict, row: int) -> list[str]:
-    """Row `row`'s synthesized parameters as "name=value" (3 significant digits), PER_LINE to a line; "input as
-    stored" for a row that was not synthesized; none without synthesis."""
+    """Row `row`'s drawn degradation parameters as "name=value" (3 significant digits), PER_LINE to a line; "input as
+    stored" for a row that was not degraded; none without a degradation."""
     if not params:
         return []
     values = [(name, float(v[row])) for name, v in params.items()]

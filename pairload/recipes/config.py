@@ -25,7 +25,7 @@ class TrainConfig:
     loader: str = option("ram", " | ".join(LOADER_KINDS) + " (the kinds of `pairload.kinds`)")
     shards: str | None = option(None, "folder written by `pairload pack` (all loaders but "
                                       f"{one_of(kinds_that(reads=RAW))})")
-    raw: str | None = option(None, f"raw image folder ({one_of(kinds_that(reads=RAW))}; also what `pairload pack` "
+    raw: str | None = option(None, f"the dataset folder ({one_of(kinds_that(reads=RAW))}; also what `pairload pack` "
                                    "read)")
     out: str | None = option(None, "run folder: config.json, metrics.jsonl, last.pt/best.pt, validation pictures")
     epochs: int = option(10, "total epochs (with --resume: the new total)")
@@ -52,7 +52,7 @@ class TrainConfig:
                                     "test_y_channel)")
     resume: bool = option(False, "continue the run in --out from last.pt")
     init_from: str | None = option(None, "start from the model weights of this checkpoint (another run's last.pt or "
-                                         "best.pt, e.g. pre-trained on synthesized pairs; same --width/--depth); the "
+                                         "best.pt, e.g. pre-trained with --degrade; same --width/--depth); the "
                                          "optimizer and the schedule start afresh; with --resume, last.pt wins",
                                    metavar="CHECKPOINT")
     stop_after_epoch: int | None = option(None, "stop after this epoch (the schedule still spans --epochs)")
@@ -73,7 +73,7 @@ class TrainConfig:
     mix: str | None = option(None, "train on a weighted mix of shard folders, NAME=FOLDER:WEIGHT,… (validation stays "
                                    "on --shards)")
     epoch_size: int | None = option(None, "samples per epoch drawn from the --mix (default: all of its samples)")
-    degrade: str | None = option(None, "synthesize each training input from its target with a degradation model ("
+    degrade: str | None = option(None, "degrade each training target into its input with a degradation model ("
                                        + ", ".join(models()) + "), its parameters' ranges after it if wanted, e.g. "
                                        "lowlight or 'lowlight,gamma=2..3' (the stored inputs are ignored; "
                                        "validation keeps the stored pairs)", metavar="SPEC")
@@ -99,7 +99,7 @@ class TrainConfig:
         if self.loader not in KINDS:
             raise ConfigError(f"--loader {self.loader}: expected one of {', '.join(KINDS)}")
         if self.kind.reads == RAW and not self.raw:
-            raise ConfigError(f"--loader {self.loader} reads the raw image folders: pass --raw RAW_DIR")
+            raise ConfigError(f"--loader {self.loader} reads the dataset's image folders: pass --raw FOLDER")
         if self.kind.reads == SHARDS and not self.shards:
             raise ConfigError(f"--loader {self.loader} reads packed shards: pass --shards SHARDS_DIR (pairload pack)")
         if self.amp not in ("auto", "bf16", "fp16", "none"):
@@ -208,7 +208,7 @@ class TrainConfig:
 
     def folders(self) -> list[str]:
         """The shard folders (or URLs) the run trains on: the --mix's, or --shards (none for a kind that reads the
-        raw folders)."""
+        image folders)."""
         if self.kind.reads != SHARDS:
             return []
         if self.mix:
@@ -229,7 +229,7 @@ class TrainConfig:
                 "storage_options": self.storage_options()}
 
     def plan_options(self) -> dict:
-        """The training loader's planning: crop and batch (or their schedule), repeats, the mix, the synthesis."""
+        """The training loader's planning: crop and batch (or their schedule), repeats, the mix, the degradation."""
         opts: dict = {"repeats": self.repeats, "epoch_size": self.epoch_size}
         if self.crop_schedule:
             opts["schedule"] = self.crop_schedule
@@ -258,7 +258,7 @@ class TrainConfig:
 
 
 def mix_sources(spec: str) -> dict[str, tuple[str, float]]:
-    """--mix "real=shards/lol:1,synth=shards/synth:3" -> {name: (folder, weight)}."""
+    """--mix "real=shards/lol:1,made=shards/made:3" -> {name: (folder, weight)}."""
     out = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
         name, eq, rest = part.partition("=")
@@ -269,10 +269,10 @@ def mix_sources(spec: str) -> dict[str, tuple[str, float]]:
             out[name] = (folder, float(weight))
         except ValueError:
             raise ConfigError(f"--mix {part!r}: expected NAME=FOLDER:WEIGHT items separated by commas, e.g. "
-                              "real=shards/lol:1,synth=shards/synth:3") from None
+                              "real=shards/lol:1,made=shards/made:3") from None
     if not out:
         raise ConfigError("--mix is empty: expected NAME=FOLDER:WEIGHT items, e.g. "
-                          "real=shards/lol:1,synth=shards/synth:3")
+                          "real=shards/lol:1,made=shards/made:3")
     return out
 
 

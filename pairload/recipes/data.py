@@ -84,7 +84,7 @@ class TrainData:
 
     def members(self) -> tuple[Members, bool]:
         """The train split's members (`format.members`) and whether it is camera raw (its pairs carry ratios and
-        levels); raw image folders (a kind that reads them: dali-file) hold uint8 RGB."""
+        levels); image folders (a kind that reads them: dali-file) hold uint8 RGB."""
         cfg = self.cfg
         if cfg.kind.reads == RAW:
             return DEFAULT, False
@@ -96,7 +96,7 @@ class TrainData:
 
     def fingerprint(self) -> str:
         """A digest of the training data: the train split's shard hashes, or the raw pairs' paths (a kind that
-        reads the raw folders: dali-file), the --degrade that synthesizes its inputs and the --clips it is cut in."""
+        reads the image folders: dali-file), the --degrade that makes its inputs and the --clips it is cut in."""
         cfg = self.cfg
         h = hashlib.sha256()
         if cfg.kind.reads == SHARDS:
@@ -116,7 +116,7 @@ class TrainData:
 
 
 def build_train_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = None):
-    """One call for every kind: the shards (or the --mix of several), or the raw folders for a kind that reads
+    """One call for every kind: the shards (or the --mix of several), or the image folders for a kind that reads
     them (dali-file)."""
     data = data or TrainData(cfg)
     check_data(cfg, data)
@@ -128,16 +128,16 @@ def build_train_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None 
 
 def check_data(cfg: TrainConfig, data: TrainData) -> None:
     """What the manifests can refuse before any loader is built (a ram loader over a large split takes a while):
-    training sources of targets only without their synthesis, a --val-split without stored pairs."""
-    check_synthesized(cfg, data)
+    training sources of targets only without a degradation, a --val-split without stored pairs."""
+    check_degraded(cfg, data)
     trains = all(cfg.train_split in data.manifest(folder)["splits"] for folder in cfg.folders())
     if cfg.shards and cfg.val_split != "none" and trains:  # a missing training split: the loader names it first
         check_val_split(cfg, data.manifest(cfg.shards))
 
 
-def check_synthesized(cfg: TrainConfig, data: TrainData) -> None:
-    """Each training source that holds targets only has its inputs synthesized: --degrade, and --degrade-sources
-    naming it when given (said with the flags; the loader would say it in make_loader's terms)."""
+def check_degraded(cfg: TrainConfig, data: TrainData) -> None:
+    """Each training source that holds targets only has its inputs made by a degradation: --degrade, and
+    --degrade-sources naming it when given (said with the flags; the loader would say it in make_loader's terms)."""
     if cfg.kind.reads != SHARDS:
         return
     sources = {name: folder for name, (folder, _) in mix_sources(cfg.mix).items()} if cfg.mix else {"": cfg.shards}
@@ -150,9 +150,9 @@ def check_synthesized(cfg: TrainConfig, data: TrainData) -> None:
             fix = f"add it to --degrade-sources: --degrade-sources {','.join((*named, name))}"
         else:
             ds = open_shards(data.open(folder, cfg.train_split), cfg.train_split)
-            fix = f"add --degrade {suggested_model(ds.members, ds.sensor)} (docs/synthesis.md)"
+            fix = f"add --degrade {suggested_model(ds.members, ds.sensor)} (docs/degrade.md)"
         raise ConfigError(f"{what}: split {cfg.train_split!r} holds targets only (packed with --targets-only), so its "
-                          f"inputs must be synthesized from them; {fix}")
+                          f"inputs must be made from them by a degradation; {fix}")
 
 
 def build_val_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = None):
@@ -164,7 +164,7 @@ def build_val_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = 
         return None
     data = data or TrainData(cfg)
     placement = dict(rank=info.rank, world_size=info.world_size, device=str(info.device))
-    if not cfg.shards:  # a kind that reads the raw folders (TrainConfig asks the others for --shards)
+    if not cfg.shards:  # a kind that reads the image folders (TrainConfig asks the others for --shards)
         return make_loader(cfg.loader, cfg.raw, split=cfg.val_split, batch_size=cfg.val_batch_size, crop=None,
                            last_batch="partial", augment=False, shuffle=False, **placement)
     check_val_split(cfg, data.manifest(cfg.shards))
@@ -176,7 +176,7 @@ def build_val_loader(cfg: TrainConfig, info: DistInfo, data: TrainData | None = 
 
 def check_val_split(cfg: TrainConfig, manifest: dict) -> None:
     """--val-split names a split of --shards with stored pairs: validation compares the model's output on the stored
-    inputs with their targets, and a targets-only split has no inputs (validation never synthesizes)."""
+    inputs with their targets, and a targets-only split has no inputs (validation never degrades)."""
     splits = sorted(manifest["splits"])
     pairs = [name for name in splits if not _targets_only(manifest, name)]
     if cfg.val_split in pairs:

@@ -55,8 +55,8 @@ def lr_lambda(warmup: int, total: int):
 
 class Seen(NamedTuple):
     """The data an epoch consumed so far, in consumption order: the keys (a clip's frame keys as one line,
-    `key_line`) and, with synthesized inputs, the names of their parameters (`columns`) and each sample's values
-    (`params`: float32 little-endian, a row of len(columns) per key, NaN for a sample that was not synthesized)."""
+    `key_line`) and, with degraded inputs, the names of their parameters (`columns`) and each sample's values
+    (`params`: float32 little-endian, a row of len(columns) per key, NaN for a sample that was not degraded)."""
 
     keys: list[str]
     columns: tuple[str, ...] = ()
@@ -79,7 +79,7 @@ class Seen(NamedTuple):
 
 
 def parameters_of(batch) -> torch.Tensor | None:
-    """The batch's synthesized parameters as one (N, columns) float32 tensor where the batch is (no host sync), or
+    """The batch's drawn degradation parameters as one (N, columns) float32 tensor where the batch is (no host sync), or
     None when its inputs are the stored ones."""
     d = batch.degradation
     return None if d is None else torch.stack([v.float() for v in d.values()], dim=1)
@@ -129,9 +129,9 @@ def key_line(key: str | list[str]) -> str:
 
 def data_digest(keys: list[str] | list[list[str]], columns: tuple[str, ...] = (), params: bytes = b"") -> str:
     """sha256 of the keys consumed in an epoch, one per line in consumption order (a clip's line: its frames' keys,
-    `key_line`); with synthesized inputs followed by a line "degradation NAME,…" (`columns`) and each sample's (each
+    `key_line`); with degraded inputs followed by a line "degradation NAME,…" (`columns`) and each sample's (each
     clip's) parameter values in the same order (`params`: float32 little-endian, `Seen.params`). Two runs that saw
-    the same data, synthesized alike, in the same order have the same digest; without synthesis it is the digest of
+    the same data, degraded alike, in the same order have the same digest; without a degradation it is the digest of
     the keys alone."""
     h = hashlib.sha256("".join(key_line(k) + "\n" for k in keys).encode())
     if columns:
@@ -144,7 +144,7 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
                     info: DistInfo, epoch: int, on_step=None, resume: dict | None = None, checkpoint=None) -> dict:
     """One epoch (or the rest of one, from a mid-epoch checkpoint's `resume`); returns all-reduced mean loss,
     pairs/s, data-wait fraction, skipped steps, peak memory and the digest of the data consumed (keys, and the
-    synthesized parameters of --degrade). `checkpoint(step, loader_state, seen, sums)` is called every
+    drawn parameters of --degrade). `checkpoint(step, loader_state, seen, sums)` is called every
     --save-every-steps steps (on every rank: it gathers; `seen` is a `Seen` on rank 0, None elsewhere)."""
     model.train()
     loader.set_epoch(epoch)  # keeps the rest of this epoch when the loader was given a mid-epoch state
@@ -154,7 +154,7 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
     totals = torch.tensor(resume["sums"] if resume and info.is_main else [0.0] * 4, dtype=torch.float64, device=dev)
     earlier = Seen.from_state(resume) if resume and info.is_main else Seen([])
     keys_log: list[tuple[int, list[str], torch.Tensor | None]] = []
-    columns: tuple[str, ...] = ()  # the names of the synthesized parameters, from the first batch that has them
+    columns: tuple[str, ...] = ()  # the names of the degradation's parameters, from the first batch that has them
     loss_sum = torch.zeros((), device=dev, dtype=torch.float64)
     steps = pairs = skipped = 0
     meter = DataWait(dev)
@@ -193,7 +193,7 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
         loss_sum += loss.detach()
         steps += 1
         pairs += len(batch)
-        # keys are host-side (reading batch.padded would sync every step); the parameters of synthesized inputs stay
+        # keys are host-side (reading batch.padded would sync every step); the parameters of degraded inputs stay
         # on the device until the log is gathered, and then go to the host in one copy
         if batch.degradation is not None and not columns:
             columns = tuple(batch.degradation)

@@ -172,10 +172,10 @@ def build_model(model_cfg: ModelConfig, cfg: TrainConfig, info: DistInfo, log) -
 
 
 def log_inputs(cfg: TrainConfig, log) -> None:
-    """What the model is fed, where it is not plain pairs: inputs synthesized by --degrade, clips of --clips."""
+    """What the model is fed, where it is not plain pairs: inputs made by --degrade, clips of --clips."""
     validates = cfg.val_split != "none"
     if cfg.degrade:
-        log(f"training inputs synthesized from the targets: {cfg.degrade}"
+        log(f"training inputs degraded from the targets: {cfg.degrade}"
             + (f" (sources {', '.join(cfg.degraded_sources())})" if cfg.degrade_sources else "")
             + ("; validation on the stored pairs" if validates else "; no validation (--val-split none)"))
     if cfg.clips:

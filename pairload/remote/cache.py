@@ -346,7 +346,7 @@ class ShardCache:
             self.counters.refetched += attempt == 1
         raise ShardError(f"{redact(url)}: its bytes no longer match the manifest (sha256 {digest[:16]}…, the "
                          f"manifest lists {sha[:16]}…, twice); the shard was changed or replaced after the manifest "
-                         "was written: upload the whole shard folder again (`pairload pack RAW URL`)")
+                         "was written: upload the whole shard folder again (`pairload pack FOLDER URL`)")
 
     def _partial(self, sha: str, suffix: str) -> Path:
         return self.root / "shards" / f"{sha}{suffix}.partial-{os.getpid()}"

@@ -1,4 +1,4 @@
-"""Batches for the synthesis tests: targets whose values sweep the stored range, each model's parameter table for
+"""Batches for the degradation tests: targets whose values sweep the stored range, each model's parameter table for
 them (drawn as the planner draws it, or given), noise keys and orientation codes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Synthesized inputs on the CPU: each model's output has the statistics its model says, a sample's synthesized bytes
+"""Degraded inputs on the CPU: each model's output has the statistics its model says, a sample's degraded bytes
 depend on nothing but (seed, epoch, key) whatever loader, batch, rank, worker count or resume delivers it, raw windows
 keep their CFA sites, and bad options are refused by name."""
 
@@ -145,7 +145,7 @@ def test_a_samples_input_depends_on_its_key_alone(packed, model):
     _same(ref, ranks)
 
 
-def test_resume_mid_epoch_and_on_another_world_size_synthesizes_the_same(packed):
+def test_resume_mid_epoch_and_on_another_world_size_degrades_alike(packed):
     common = dict(crop=24, degrade="lowlight", batch_size=2)
     ref = _inputs(make_loader("ram", packed, **common))
     first = make_loader("ram", packed, **common)
@@ -194,22 +194,22 @@ def test_a_model_refuses_targets_it_cannot_take(packed):
 
 
 def test_degrade_sources_must_name_mixed_sources(packed):
-    with pytest.raises(ConfigError, match="degrade_sources names synth, and the sources are one unnamed folder"):
-        make_loader("ram", packed, batch_size=2, crop=24, degrade="lowlight", degrade_sources=("synth",))
+    with pytest.raises(ConfigError, match="degrade_sources names made, and the sources are one unnamed folder"):
+        make_loader("ram", packed, batch_size=2, crop=24, degrade="lowlight", degrade_sources=("made",))
     with pytest.raises(ConfigError, match="there is no degradation to apply"):
-        make_loader("ram", packed, batch_size=2, crop=24, degrade_sources=("synth",))
+        make_loader("ram", packed, batch_size=2, crop=24, degrade_sources=("made",))
 
 
-def test_mixing_synthesizes_only_the_named_source(packed):
-    loader = make_loader("ram", {"real": packed, "synth": packed}, batch_size=4, crop=24, degrade="lowlight",
-                         degrade_sources=("synth",))
+def test_mixing_degrades_only_the_named_source(packed):
+    loader = make_loader("ram", {"real": packed, "made": packed}, batch_size=4, crop=24, degrade="lowlight",
+                         degrade_sources=("made",))
     seen = set()
     for batch in loader:
         for src, a, low, high in zip(batch.source, batch.degradation["alpha"], batch.low, batch.high):
             seen.add(src)
             stored = torch.equal(low, 255 - high)  # the fixture's stored input is 255 - its target
-            assert (src == "real") == stored and (src == "synth") == bool(torch.isfinite(a))
-    assert seen == {"real", "synth"}
+            assert (src == "real") == stored and (src == "made") == bool(torch.isfinite(a))
+    assert seen == {"real", "made"}
 
 
 @pytest.fixture
@@ -225,24 +225,24 @@ def test_a_targets_only_pack_trains_with_a_degradation_and_not_without(targets, 
     with pytest.raises(ConfigError, match="split 'train' holds targets only .* degrade='lowlight'"):
         make_loader("ram", targets, batch_size=4, crop=24)
     got = _inputs(make_loader("ram", targets, batch_size=4, crop=24, degrade="lowlight"))
-    # the same targets through a pair pack read as targets only: the same synthesized inputs, key for key
+    # the same targets through a pair pack read as targets only: the same degraded inputs, key for key
     ref = _inputs(make_loader("wds", packed, batch_size=4, crop=24, degrade="lowlight"))
     assert len(got) == 8 and {k for _, k in got} == {k for _, k in ref}
     assert all(torch.equal(got[k], ref[k]) for k in got)
 
 
-def test_stored_pairs_mix_with_synthesized_ones_by_weight(targets, packed):
-    with pytest.raises(ConfigError, match="source 'synth' holds targets only .*degrade_sources=\\('synth',\\)"):
-        make_loader("ram", {"real": packed, "synth": targets}, batch_size=4, crop=24, degrade="lowlight",
+def test_stored_pairs_mix_with_degraded_ones_by_weight(targets, packed):
+    with pytest.raises(ConfigError, match="source 'made' holds targets only .*degrade_sources=\\('made',\\)"):
+        make_loader("ram", {"real": packed, "made": targets}, batch_size=4, crop=24, degrade="lowlight",
                     degrade_sources=("real",))
-    loader = make_loader("ram", {"real": packed, "synth": targets}, batch_size=4, crop=24, degrade="lowlight",
-                         degrade_sources=("synth",), weights={"real": 1, "synth": 3}, epoch_size=16)
-    count = {"real": 0, "synth": 0}
+    loader = make_loader("ram", {"real": packed, "made": targets}, batch_size=4, crop=24, degrade="lowlight",
+                         degrade_sources=("made",), weights={"real": 1, "made": 3}, epoch_size=16)
+    count = {"real": 0, "made": 0}
     for batch in loader:
         for src, low, high in zip(batch.source, batch.low, batch.high):
             count[src] += 1
             assert torch.equal(low, 255 - high) == (src == "real")
-    assert count == {"real": 4, "synth": 12}
+    assert count == {"real": 4, "made": 12}
 
 
 def test_raw_physics_through_a_loader_from_real_dng_long_exposures(tmp_path):
@@ -270,20 +270,20 @@ def test_raw_physics_through_a_loader_from_real_dng_long_exposures(tmp_path):
         assert batch.low.dtype == torch.uint16 and batch.low.shape[1] == 4
         assert ((50 <= ratio) & (ratio <= 60)).all() and torch.equal(batch.sensor.ratio, ratio)
         assert torch.allclose(batch.sensor.exposure[:, 0] * ratio, batch.sensor.exposure[:, 1])
-        x, y = RawNormalize()(batch)  # the synthesized input amplified back by its ratio is near its target
+        x, y = RawNormalize()(batch)  # the degraded input amplified back by its ratio is near its target
         assert (x - y).abs().mean() < 0.1 and not torch.equal(batch.low, batch.high)
         assert set(batch.degradation) >= {"K", "read", "row", "lam"}
 
 
 @pytest.mark.dali
-def test_dali_external_delivers_the_same_synthesized_inputs(packed):
+def test_dali_external_delivers_the_same_degraded_inputs(packed):
     common = dict(crop=24, degrade="lowlight", batch_size=4)
     ref = _inputs(make_loader("ram", packed, **common), (0, 1))
     _same(ref, _inputs(make_loader("dali-external", packed, **common), (0, 1)))
 
 
 @pytest.mark.dali
-def test_the_paired_dali_nodes_carry_the_synthesized_inputs(packed, raw):
+def test_the_paired_dali_nodes_carry_the_degraded_inputs(packed, raw):
     from nvidia.dali import pipeline_def
 
     from pairload.dali import PairedIterator, paired_inputs, paired_source
@@ -303,5 +303,5 @@ def test_the_paired_dali_nodes_carry_the_synthesized_inputs(packed, raw):
             got[(0, key)] = low.permute(2, 0, 1).clone() if low.shape[-1] == 3 else low.clone()
     source.close()
     _same(ref, got)
-    with pytest.raises(ConfigError, match="synthesis makes inputs from packed targets"):
+    with pytest.raises(ConfigError, match="a degradation makes inputs from packed targets"):
         make_loader("dali-file", raw, crop=24, degrade="lowlight", batch_size=4)

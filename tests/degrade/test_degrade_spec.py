@@ -40,11 +40,11 @@ PARAMS = "its parameters are alpha, beta, gamma, gain_r, gain_b, shot, e.g. lowl
                              "camera profile, e.g. raw-physics,profile=SonyA7S2"),
     # models and keys
     ("darken", "degradation 'darken': expected one of lowlight, unprocess, raw-physics, then its options after "
-               "commas, e.g. lowlight,gamma=2..3 (see docs/synthesis.md)"),
+               "commas, e.g. lowlight,gamma=2..3 (see docs/degrade.md)"),
     (" ", "degradation '': expected one of lowlight, unprocess, raw-physics, then its options after commas, e.g. "
-          "lowlight,gamma=2..3 (see docs/synthesis.md)"),
+          "lowlight,gamma=2..3 (see docs/degrade.md)"),
     ("lowlight gamma=2", "degradation 'lowlight gamma=2': expected one of lowlight, unprocess, raw-physics, then its "
-                         "options after commas, e.g. lowlight,gamma=2..3 (see docs/synthesis.md)"),
+                         "options after commas, e.g. lowlight,gamma=2..3 (see docs/degrade.md)"),
     ("lowlight,gama=2", LL + "no parameter 'gama'; " + PARAMS),
     ("lowlight,ratio=100", LL + "no parameter 'ratio' (that is a parameter of raw-physics); " + PARAMS),
     ("lowlight,profile=SonyA7S2", LL + "profile='SonyA7S2' is raw-physics' option (a camera noise profile); leave it "

@@ -12,7 +12,7 @@ from degrade_cases import keys, levels, run_numpy, table, targets
 
 pytestmark = pytest.mark.gpu
 
-# what CPU and CUDA outputs agree to (docs/synthesis.md): every value within one stored step (raw: within one
+# what CPU and CUDA outputs agree to (docs/degrade.md): every value within one stored step (raw: within one
 # electron's counts, a Poisson count flipped at a boundary) and at most this fraction of values differing
 AGREE = {"lowlight": (1, 2e-3), "unprocess": (1, 2e-3), "raw-physics": (3, 2e-3)}
 
@@ -97,7 +97,7 @@ def test_a_sample_is_the_same_alone_and_in_a_batch(model):
 @pytest.mark.parametrize("model,dtype,h,w", [("lowlight", "uint8", 24, 24), ("lowlight", "uint16", 12, 40),
                                              ("raw-physics", "uint16", 24, 24), ("raw-physics", "uint16", 12, 40)])
 def test_a_pixels_noise_follows_it_under_every_orientation(model, dtype, h, w):
-    """Synthesizing a window cut in any orientation gives the synthesis of the unoriented window, oriented: each
+    """Degrading a window cut in any orientation gives the degraded unoriented window, oriented: each
     pixel's noise (and the raw kernel's row noise) is drawn at its place in the unoriented window."""
     codes = [c for c in CODES if h == w or not c & TRANSPOSE]
     n = len(codes)

@@ -1,5 +1,5 @@
-"""Synthesis through the loaders on a CUDA device: every path (the zero-copy kernel reading targets only, a resident
-copy, the workers, the streaming loader) delivers the same synthesized bytes per key, and they agree with the CPU's
+"""Degradations through the loaders on a CUDA device: every path (the zero-copy kernel reading targets only, a resident
+copy, the workers, the streaming loader) delivers the same degraded bytes per key, and they agree with the CPU's
 within the stated tolerance."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def _inputs(loader) -> dict:
 
 
 @pytest.mark.parametrize("model", ["lowlight", "unprocess"])
-def test_every_cuda_path_synthesizes_the_same_inputs(packed, model):
+def test_every_cuda_path_degrades_to_the_same_inputs(packed, model):
     common = dict(batch_size=4, crop=24, degrade=model, device="cuda")
     ref = _inputs(make_loader("ram", packed, zero_copy=True, **common))
     assert len(ref) == 8
@@ -38,7 +38,7 @@ def test_every_cuda_path_synthesizes_the_same_inputs(packed, model):
 
 
 @pytest.mark.dali
-def test_dali_external_on_the_gpu_synthesizes_the_same_inputs(packed):
+def test_dali_external_on_the_gpu_degrades_to_the_same_inputs(packed):
     common = dict(batch_size=4, crop=24, degrade="lowlight", device="cuda")
     ref = _inputs(make_loader("ram", packed, **common))
     for extra in ({}, {"zero_copy": False, "num_workers": 2}):

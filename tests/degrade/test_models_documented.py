@@ -1,4 +1,4 @@
-"""docs/synthesis.md names every model, each parameter with its default range and source."""
+"""docs/degrade.md names every model, each parameter with its default range and source."""
 
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import pytest
 
 from pairload.degrade import MODELS
 
-PAGE = (Path(__file__).resolve().parents[2] / "docs" / "synthesis.md").read_text(encoding="utf-8")
+PAGE = (Path(__file__).resolve().parents[2] / "docs" / "degrade.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("name", list(MODELS))

@@ -1,5 +1,6 @@
-"""The random numbers of synthesis (numpy, what the kernels compute): uniforms strictly inside (0, 1) and symmetric,
-the kernels' normal quantile against the exact one, and the Poisson inversion against the exact inverse CDF."""
+"""The random numbers of the degradations (numpy, what the kernels compute): uniforms strictly inside (0, 1) and
+symmetric, the kernels' normal quantile against the exact one, and the Poisson inversion against the exact inverse
+CDF."""
 
 from __future__ import annotations
 

@@ -124,7 +124,7 @@ def test_resume_on_another_world_size_delivers_every_clip_once(video: Path, kind
         other.load_state_dict(state)
 
 
-def test_synthesis_draws_one_parameter_set_per_clip(video: Path):
+def test_a_degradation_draws_one_parameter_set_per_clip(video: Path):
     ld = make_loader("ram", video, batch_size=2, crop=16, clips="3,short=pad", degrade="lowlight", seed=2)
     bp = ld.plan()[0]
     assert np.array_equal(bp.params[0::3], bp.params[1::3]) and np.array_equal(bp.params[0::3], bp.params[2::3])

@@ -53,8 +53,8 @@ def test_every_cuda_path_delivers_the_cpu_clips(video: Path):
         assert _clips(loader) == want, (kind, extra)
 
 
-def test_synthesized_clips_on_the_gpu(video: Path):
-    """lowlight on clips: every CUDA path the same synthesized bytes per clip, the CPU within the stated tolerance,
+def test_degraded_clips_on_the_gpu(video: Path):
+    """lowlight on clips: every CUDA path the same degraded bytes per clip, the CPU within the stated tolerance,
     one parameter set per clip."""
     import numpy as np
 

@@ -48,7 +48,7 @@ def test_the_reference_loop_asks_the_kinds_entry_not_its_name(monkeypatch, tmp_p
 
     monkeypatch.setitem(KINDS, "raw-b", Kind("raw-b", "m:C", "another kind over the raw folders", reads=RAW,
                                              mixes=False))
-    with pytest.raises(ConfigError, match=r"^--loader raw-b reads the raw image folders: pass --raw RAW_DIR$"):
+    with pytest.raises(ConfigError, match=r"^--loader raw-b reads the dataset's image folders: pass --raw FOLDER$"):
         TrainConfig(loader="raw-b", shards=str(tmp_path))
     with pytest.raises(ConfigError, match=r"^--mix reads shard folders: use --loader ram, wds or dali-external, not "
                                           r"raw-b$"):

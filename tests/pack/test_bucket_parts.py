@@ -67,7 +67,7 @@ def test_finish_refuses_naming_the_missing_part_then_writes_the_manifest(raw, tm
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert res.stderr.strip().splitlines() == [
         f"error: s3://{bucket}/ds: part 2/3 of 3 has not finished (no .pairload-part-0002-of-0003.record); run "
-        f"`pairload pack RAW s3://{bucket}/ds --part 2/3` (the same RAW and options), then finish again"]
+        f"`pairload pack FOLDER s3://{bucket}/ds --part 2/3` (the same FOLDER and options), then finish again"]
     part_to_s3(raw, url, s3, tmp_path, 2, 3, options=OPTS)
     assert s3.objects(bucket, "ds/") == local_pack(raw, tmp_path / "local")
     with pytest.raises(OutputError, match="no part of a pack made with --part I/N is here"):

@@ -350,7 +350,7 @@ def test_a_second_pack_into_the_same_folder_is_refused_while_one_runs(raw, tmp_p
 
 
 def test_output_folder_equal_to_the_raw_folder_is_refused(raw, tmp_path):
-    with pytest.raises(ConfigError, match=r"the output folder is the raw folder"):
+    with pytest.raises(ConfigError, match=r"the output folder is the dataset folder"):
         pack(raw, raw / "train" / "..", PackOptions(workers=1))
     assert not list(raw.glob("*.tar"))
 
@@ -434,7 +434,7 @@ def test_usage_errors_exit_2_with_typers_message_and_no_traceback():
 def test_an_output_folder_inside_the_raw_folder_is_refused_naming_both(raw, tmp_path, inside):
     (raw / "link").symlink_to(raw / "train")  # a way in that only resolving the paths reveals
     out = raw / inside
-    with pytest.raises(ConfigError, match=rf"^{re.escape(str(out))}: the output folder is inside the raw folder "
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(out))}: the output folder is inside the dataset folder "
                                           rf"{re.escape(str(raw))} \(a later pack .*write the shards outside it"):
         pack(raw, out, PackOptions(workers=1))
     assert not out.exists()

@@ -11,7 +11,7 @@ from pairload.plan import PlanConfig
 @pytest.mark.parametrize("weights", [{"real": "many"}, (("real",),), 5, "real"])
 def test_malformed_weights_are_refused_naming_the_value_and_the_form_expected(weights):
     with pytest.raises(ConfigError, match=r"^weights=.*: expected \{source: weight\} or \(source, weight\) pairs with "
-                                          r"numbers for weights; e\.g\. weights=\{'real': 1, 'synth': 3\}$"):
+                                          r"numbers for weights; e\.g\. weights=\{'real': 1, 'made': 3\}$"):
         PlanConfig(batch_size=4, crop=8, weights=weights)
 
 

@@ -85,12 +85,12 @@ def test_the_cli_crop_is_width_by_height_and_implies_the_batch(packed, tmp_path)
     assert {t.region(sheet.image).shape for t in sheet.tiles} == {(16, 24, 3)}
 
 
-def test_synthesized_pairs_are_shown_with_the_parameters_they_drew(packed, tmp_path, capsys):
-    out = tmp_path / "synth.png"
+def test_degraded_pairs_are_shown_with_the_parameters_they_drew(packed, tmp_path, capsys):
+    out = tmp_path / "degraded.png"
     assert main(["preview", str(packed), "--degrade", "lowlight,gamma=2..3", "-n", "4", "--crop", "16", "--seed", "2",
                  "--tile-height", "0", "--out", str(out)]) == 0
-    assert f"wrote {out}: 4 pairs of split train as the loader cut them, inputs synthesized (lowlight,gamma=2..3)" \
-        in capsys.readouterr().out
+    assert (f"wrote {out}: 4 pairs of split train as the loader cut them, inputs degraded from the targets "
+            "(lowlight,gamma=2..3)") in capsys.readouterr().out
     sheet = preview(packed, PreviewOptions(n=4, crop=16, seed=2, tile_height=0, degrade="lowlight, gamma=2..3"))
     np.testing.assert_array_equal(read_png(out), sheet.image)
     assert any("degrade='lowlight,gamma=2..3'" in line for line in sheet.header)
@@ -217,20 +217,20 @@ def test_a_targets_only_split_is_shown_as_its_targets_alone(targets, tmp_path, c
         assert (t.region(sheet.image)[..., 0] == 255 - int(t.key)).all()
     assert sheet.labels == tuple((t.key, "56x40", ".") for t in sheet.tiles)  # one folder: the photos'
     assert "3 of 8 targets chosen at random (seed 0), in index order; the split holds targets only" in sheet.header[0]
-    assert sheet.header[1] == ("to see inputs synthesized from these targets, add --degrade lowlight (PreviewOptions("
+    assert sheet.header[1] == ("to see inputs degraded from these targets, add --degrade lowlight (PreviewOptions("
                                "degrade='lowlight'); the models that take them: lowlight, unprocess; "
-                               "docs/synthesis.md)")
+                               "docs/degrade.md)")
     assert not any(line.startswith("input shown") for line in sheet.header)
-    # with a degradation: synthesized input | target, as the loader delivers them
-    synth = preview(targets, PreviewOptions(n=2, crop=16, tile_height=0, degrade="lowlight"))
-    assert [t.side for t in synth.tiles] == ["input", "target"] * 2
-    assert any("degrade='lowlight' (the split holds targets only)" in line for line in synth.header)
-    assert not np.array_equal(synth.tile(0, "input"), synth.tile(0, "target"))
+    # with a degradation: degraded input | target, as the loader delivers them
+    degraded = preview(targets, PreviewOptions(n=2, crop=16, tile_height=0, degrade="lowlight"))
+    assert [t.side for t in degraded.tiles] == ["input", "target"] * 2
+    assert any("degrade='lowlight' (the split holds targets only)" in line for line in degraded.header)
+    assert not np.array_equal(degraded.tile(0, "input"), degraded.tile(0, "target"))
     # a loader's batch without one has no inputs to show
     assert main(["preview", str(targets), "--crop", "16", "--out", str(out)]) == 1
     assert capsys.readouterr().err.strip() == (
         f"error: {targets}: split 'train' holds targets only (packed with --targets-only), and a loader's batch needs "
-        "inputs synthesized from them; add --degrade lowlight, or leave --batch, --crop and --clips out to see the "
+        "inputs degraded from them; add --degrade lowlight, or leave --batch, --crop and --clips out to see the "
         "stored targets")
 
 

@@ -96,7 +96,7 @@ def test_clear_errors(shards, tmp_path, capsys):
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="device 'cuda' but CUDA is not available here"):
             dist_info("cuda", env={})
-    with pytest.raises(ConfigError, match="--loader dali-file reads the raw image folders: pass --raw"):
+    with pytest.raises(ConfigError, match="--loader dali-file reads the dataset's image folders: pass --raw"):
         TrainConfig(loader="dali-file", shards=str(shards))
     code = ("import sys; sys.modules['nvidia.dali'] = None\n"
             "from pairload.recipes.train import main\n"

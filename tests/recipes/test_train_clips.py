@@ -1,6 +1,6 @@
 """The reference loop on clips (`--clips 3`) of a split packed with --sequences: the model takes the 3 input frames
 stacked in channels and predicts the centre frame, validation takes every clip of the grid once, the data digest
-covers each clip's frames (also across a mid-epoch resume) and synthesis draws one parameter set per clip.
+covers each clip's frames (also across a mid-epoch resume) and a degradation draws one parameter set per clip.
 In-process, CPU, sequences of 24x32 frames."""
 
 import json
@@ -60,10 +60,10 @@ def test_clips_train_a_model_of_stacked_frames_and_resume_with_the_same_digest(v
     assert data_digest([first]) == data_digest([" ".join(first)]) != data_digest(first)
     resumed, = train(video, mid, "--save-every-steps", 2, "--resume")
     assert resumed["data_digest"] == whole["data_digest"] and resumed["data_samples"] == 12
-    # synthesis: one parameter set per clip, in the digest
-    synth, = train(video, tmp_path / "synth", "--degrade", "lowlight")
-    assert np.isfinite(synth["train_loss"]) and synth["data_samples"] == 12
-    assert synth["data_digest"] != whole["data_digest"]
+    # a degradation: one parameter set per clip, in the digest
+    degraded, = train(video, tmp_path / "degraded", "--degrade", "lowlight")
+    assert np.isfinite(degraded["train_loss"]) and degraded["data_samples"] == 12
+    assert degraded["data_digest"] != whole["data_digest"]
 
 
 def test_a_clip_model_is_residual_over_its_centre_frame():

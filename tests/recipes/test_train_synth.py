@@ -1,4 +1,4 @@
-"""The reference loop on synthesized inputs (`--degrade`): it trains, validates on the stored pairs, records the
+"""The reference loop on degraded inputs (`--degrade`): it trains, validates on the stored pairs, records the
 degradation, and its data digest covers each sample's parameters (the same run: the same digest, also across a
 mid-epoch resume; other parameters on the same keys: another digest). `--init-from` starts from another run's
 weights. A targets-only pack is refused by the flag at fault: --degrade (or --degrade-sources) for training on it,
@@ -44,7 +44,7 @@ def train(shards, out, *extra) -> list[dict]:
 def test_degrade_trains_and_its_parameters_enter_the_data_digest(shards, tmp_path, capsys):
     stored, = train(shards, tmp_path / "stored")
     synth, = train(shards, tmp_path / "synth", "--degrade", "lowlight")
-    assert "training inputs synthesized from the targets: lowlight; validation on the stored pairs" in \
+    assert "training inputs degraded from the targets: lowlight; validation on the stored pairs" in \
         capsys.readouterr().out
     again, = train(shards, tmp_path / "again", "--degrade", "lowlight")
     darker, = train(shards, tmp_path / "darker", "--degrade", "lowlight, gamma = 4..5")
@@ -138,14 +138,14 @@ def test_degrade_sources_reach_the_loader_as_names():
      "--val-split test: {targets} has no split 'test' (its splits: train (targets only)); {targets} has no split with "
      "stored pairs: train without validation with --val-split none"),
     (["--val-split", "none"],
-     "{targets}: split 'train' holds targets only (packed with --targets-only), so its inputs must be synthesized "
-     "from them; add --degrade lowlight (docs/synthesis.md)"),
-    (["--mix", "real={shards}:1,synth={targets}:1", "--degrade", "lowlight", "--degrade-sources", "real"],
-     "--mix source 'synth' ({targets}): split 'train' holds targets only (packed with --targets-only), so its inputs "
-     "must be synthesized from them; add it to --degrade-sources: --degrade-sources real,synth"),
+     "{targets}: split 'train' holds targets only (packed with --targets-only), so its inputs must be made "
+     "from them by a degradation; add --degrade lowlight (docs/degrade.md)"),
+    (["--mix", "real={shards}:1,made={targets}:1", "--degrade", "lowlight", "--degrade-sources", "real"],
+     "--mix source 'made' ({targets}): split 'train' holds targets only (packed with --targets-only), so its inputs "
+     "must be made from them by a degradation; add it to --degrade-sources: --degrade-sources real,made"),
 ])
 def test_a_targets_only_pack_is_refused_by_the_flag_at_fault(shards, targets, tmp_path, capsys, extra, message):
-    """Validation compares outputs with stored pairs and never synthesizes; the refusal names --val-split, not the
+    """Validation compares outputs with stored pairs and never degrades; the refusal names --val-split, not the
     --degrade that was given, before any loader is built."""
     extra = [a.format(shards=shards, targets=targets) for a in extra]
     base = ["--device", "cpu", "--crop", "16", "--batch-size", "4", "--workers", "0", "--out", str(tmp_path / "run")]

@@ -79,7 +79,8 @@ def cut(memory, plan: torch.Tensor, start: int, launch: Launch, out: torch.Tenso
         inputs: bool = True) -> torch.Tensor:
     """The block (laid out by `launch.layout`; a stacked uint8 layout as its (2, n, h, w, C) tensor) of the windows in
     columns start..start+n of `plan` (`plan_tensor`), cut from `memory` (a `pairload.cut.memory.Memory`) on the
-    current stream. `inputs` False: the targets only (the input block is left as it is, for a synthesis to fill)."""
+    current stream. `inputs` False: the targets only (the input block is left as it is, for the degrade stage to
+    fill)."""
     global _kernel
     if out is None:
         out = torch.empty(launch.out_shape, dtype=torch.uint8, device=plan.device)

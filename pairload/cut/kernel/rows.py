@@ -29,7 +29,8 @@ def cut_rows(out_ptr, anchor, anchor_addr, low_addr, high_addr, width, plan, sta
     from `anchor` (an int32 device tensor at the 16-byte aligned address `anchor_addr`) so that Triton knows their
     alignment and issues vector loads.
     `plan`: int64 (4, total) rows index, y, x, code of a run's samples; this batch is columns start..start+n.
-    FIRST_SIDE 1: the targets only (every input is synthesized afterwards: the stored inputs are not read)."""
+    FIRST_SIDE 1: the targets only (every input is made by the degradation afterwards: the stored inputs are not
+    read)."""
     CHUNK: tl.constexpr = 4 * WORDS - 16
     row = tl.program_id(0)
     side = tl.program_id(1) + FIRST_SIDE

@@ -37,8 +37,8 @@ class Model:
         return next((p for p in self.params if p.name == name), None)
 
     def takes(self, members, raw: bool) -> str | None:
-        """Why this model cannot synthesize inputs from targets of `members` (`format.members.Members`; `raw`: the
-        target is a packed camera raw mosaic with levels), or None."""
+        """Why this model cannot degrade targets of `members` (`format.members.Members`; `raw`: the target is a
+        packed camera raw mosaic with levels) into inputs, or None."""
         raise NotImplementedError
 
     def table(self, u: np.ndarray, spans: dict[str, tuple[float, float]], extra: Any = None) -> np.ndarray:
@@ -48,7 +48,7 @@ class Model:
 
     def numpy(self, high: np.ndarray, table: np.ndarray, keys: np.ndarray, code: np.ndarray,
               levels: np.ndarray | None = None, extra: Any = None) -> np.ndarray:
-        """The synthesized inputs (n, h, w, C) of oriented targets `high` (n, h, w, C) of one batch: `table` (n,
+        """The degraded inputs (n, h, w, C) of oriented targets `high` (n, h, w, C) of one batch: `table` (n,
         columns), `keys` (n,) uint64 noise keys, `code` (n,) the orientation each window was cut in, `levels` (n, 5)
         black of each packed channel and white (camera raw)."""
         raise NotImplementedError

@@ -55,7 +55,7 @@ def paired_source(source, *, kind: str = "external", split: str = "train", num_w
     `num_workers` is its CPU parallelism (cutting processes for "external"; the pipeline's own `num_threads`
     decodes for "file"). With a schedule, the pipeline's batch_size is the largest stage's."""
     if kind not in ("external", "file"):
-        raise ConfigError(f"kind={kind!r}: expected 'external' (packed shards) or 'file' (raw image folders)")
+        raise ConfigError(f"kind={kind!r}: expected 'external' (packed shards) or 'file' (image folders)")
     plan_names = {f.name for f in dataclasses.fields(PlanConfig)}
     backend = {k: options.pop(k) for k in list(options) if k not in plan_names}
     cls = ExternalSource if kind == "external" else FileSource

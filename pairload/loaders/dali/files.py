@@ -1,4 +1,4 @@
-"""`FileSource` (kind "file", the `dali-file` loader): raw image folders read by two `readers.file` (low, high),
+"""`FileSource` (kind "file", the `dali-file` loader): image folders read by two `readers.file` (low, high),
 decoded with the planned window and flipped by one exact warp; the readers' labels are checked against the plan,
 and a file changed since the loader was made is named."""
 
@@ -24,11 +24,11 @@ from .source import PairedSource
 
 
 def shard_folder_refusal(raw_dir) -> ConfigError | None:
-    """The refusal of a packed shard folder given where a raw image folder was expected (None: it is none)."""
+    """The refusal of a packed shard folder given where a dataset folder was expected (None: it is none)."""
     if isinstance(raw_dir, (str, os.PathLike)) and os.path.isfile(os.path.join(raw_dir, MANIFEST)):
         return ConfigError(f"{raw_dir}: a folder of packed shards (it has {MANIFEST}), but dali-file (paired_source "
-                           "kind 'file') reads raw image folders; use dali-external (kind 'external'), ram or wds "
-                           "for packed shards, or pass the raw image folder")
+                           "kind 'file') reads image folders; use dali-external (kind 'external'), ram or wds "
+                           "for packed shards, or pass the dataset folder")
     return None
 
 
@@ -45,8 +45,8 @@ class FileSource(PairedSource):
                  pairs_file: str | None = None, prefetch: int = 2, probe_threads: int = 8):
         if opts.plan.degrade is not None:
             raise ConfigError(f"{raw_dir}: degrade={opts.plan.degrade.describe()!r} with kind 'file' (DALI decoding "
-                              "the image folders): synthesis makes inputs from packed targets; pack them (`pairload "
-                              "pack PHOTOS SHARDS --targets-only`) and use dali-external, ram or wds")
+                              "the image folders): a degradation makes inputs from packed targets; pack them "
+                              "(`pairload pack PHOTOS SHARDS --targets-only`) and use dali-external, ram or wds")
         try:
             found = find_pairs(raw_dir, low_dir=low_dir, high_dir=high_dir, pairs_file=pairs_file).splits()
         except PairingError:  # a folder holding both its images and their pack is read as the image folder it is

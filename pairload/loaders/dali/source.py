@@ -33,7 +33,7 @@ def _close_live() -> None:
 class PairedSource(PlannedLoader):
     """The planner's aligned crops as DALI inputs, epoch after epoch: call `paired_inputs(source)` inside a
     `@pipeline_def` function, then iterate with `PairedIterator`. The two kinds are subclasses:
-    `ExternalSource` (packed shards) and `FileSource` (raw image folders).
+    `ExternalSource` (packed shards) and `FileSource` (image folders).
 
     Iterating yields one dict per batch: each pipeline output named by `output_map` as a torch tensor on the
     pipeline's device, `keys` and `padded`. Epoch bookkeeping, `len()`, `set_epoch()` and

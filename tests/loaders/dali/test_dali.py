@@ -403,7 +403,7 @@ def test_a_packed_shard_folder_given_to_dali_file_is_refused_naming_the_loaders_
 
     shards = data / "shards"
     want = (rf"{shards}: a folder of packed shards \(it has manifest.json\), but dali-file \(paired_source kind "
-            r"'file'\) reads raw image folders; use dali-external \(kind 'external'\), ram or wds for packed shards")
+            r"'file'\) reads image folders; use dali-external \(kind 'external'\), ram or wds for packed shards")
     with pytest.raises(ConfigError, match=want):
         make_loader("dali-file", shards, batch_size=2, crop=16)
     with pytest.raises(ConfigError, match=want):
