@@ -75,8 +75,8 @@ KIND_LIST = (
          "packed shards, the whole split in the page cache (strided deal); on a GPU the kernel cuts from it",
          {"deal": "strided"}, ("resident", "zero_copy", "pin_budget", "prefetch", "timeout", *_REMOTE)),
     Kind("wds", "pairload.loaders.shards:ShardLoader",
-         "packed shards streamed a window of shards at a time (by-shard deal): splits larger than memory; on a GPU "
-         "the kernel cuts from the window's pages", {"deal": "by_shard"},
+         "packed shards streamed a shuffle buffer of shards at a time (by-shard deal): splits larger than memory; on a "
+         "GPU the kernel cuts from the buffer's pages", {"deal": "by_shard"},
          ("shuffle_buffer", "zero_copy", "pin_budget", "prefetch", "timeout", *_REMOTE)),
     Kind("dali-external", "pairload.loaders.dali:DaliExternalLoader",
          "packed shards fed to a DALI pipeline (external_source)", requires="pairload.dali"),

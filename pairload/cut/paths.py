@@ -3,7 +3,7 @@ a way of turning a run's `BatchPlan`s into `Cut`s: what it requires, the reason 
 and how its cutter is built.
 
 - `zero-copy`: the kernel cuts the oriented windows straight out of the page cache, registered piece by piece as the
-  plan reads it (`memory.pages.PageCache`: the whole split for `ram`, a window of shards at a time for `wds`).
+  plan reads it (`memory.pages.PageCache`: the whole split for `ram`, a shuffle buffer of shards at a time for `wds`).
 - `resident`: the split is copied to the device once (`memory.resident.DeviceCopy`) and the kernel cuts it there.
 - `workers`: worker processes (or the loading process) copy the windows out of the memory-mapped shards into a
   shared host ring (`workers.WorkerCuts`); the device stage copies them over and orients them.
@@ -116,7 +116,7 @@ def _kernel_why_not(r: Request, pinned: bool = False) -> str | None:
         return (f"the split's shards are {human_bytes(sum(r.ds.shard_bytes))}, more than the pinning budget of "
                 f"{human_bytes(budget)} (pin_budget=; default half of the memory available)")
     if pinned and r.need is not None and r.need > budget:
-        return (f"a shuffle window of shards and the next one are {human_bytes(r.need)}, more than the pinning "
+        return (f"a shuffle buffer of shards and the next one are {human_bytes(r.need)}, more than the pinning "
                 f"budget of {human_bytes(budget)} (pin_budget=, or a smaller shuffle_buffer)")
     return triton_missing()
 
@@ -165,7 +165,7 @@ def _workers(r: Request) -> Cutter:
 
 
 PATHS = {p.name: p for p in (
-    CutPath("zero-copy", "a CUDA device, Triton, an uncompressed split whose shards (or, streaming, a shuffle window "
+    CutPath("zero-copy", "a CUDA device, Triton, an uncompressed split whose shards (or, streaming, a shuffle buffer "
             "of them) fit the pinning budget, a driver that registers page-cache pages",
             lambda r: _kernel_why_not(r, pinned=True), _pages),
     CutPath("resident", "a CUDA device, Triton, an uncompressed split that fits in 80% of the free device memory",

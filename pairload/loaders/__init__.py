@@ -28,7 +28,7 @@ def make_loader(kind: str, source: str | os.PathLike | dict, *, split: str = "tr
     each row's); within a source no sample is drawn again before all were (across epochs). A value may be
     (folder, split). `schedule=[(step, crop, batch), …]` or "0:128:8,92000:160:5": from each global step on
     (batches per rank since epoch 0) batches of that crop and per-rank size; `batch_size`/`crop` are then the
-    first stage's and may be left out.
+    first phase's and may be left out.
 
     Degradation: `degrade="lowlight"` (a model of `pairload.degrade.MODELS`, with ranges: "lowlight,gamma=2..3", or a
     `pairload.degrade.Degradation`) makes each sample's input from its target, with parameters and noise drawn from

@@ -82,7 +82,8 @@ class RemoteOptions:
         if self.cache_limit is not None and total > self.cache_limit:
             raise ConfigError(f"{ds.where}: split {split!r} is {human_bytes(total)} of shards and cache_limit is "
                               f"{human_bytes(self.cache_limit)}; the {self.kind} loader needs the split cached whole: "
-                              "raise cache_limit, or use the wds loader (it streams a window of shards at a time)")
+                              "raise cache_limit, or use the wds loader (it streams a shuffle buffer of shards at a "
+                              "time)")
         try:
             ds.fetch_all()
         except BaseException:
@@ -119,7 +120,7 @@ def check_degrade(ds, plan: PlanConfig, split: str) -> None:
 @runtime_checkable
 class Loader(Protocol):
     """What every kind of `make_loader` is. `len()` is this rank's batches in the current epoch: the same for every
-    epoch, except the epoch resumed from a `state_dict` (its rest) and under a crop/batch schedule (the stages the
+    epoch, except the epoch resumed from a `state_dict` (its rest) and under a crop/batch schedule (the phases the
     epoch spans); `batches_in(e)` is epoch e's, without planning it. `close()` stops the workers; iterating again
     starts them."""
 

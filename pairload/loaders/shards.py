@@ -6,8 +6,8 @@ the caller. The two kinds differ in their deal (`pairload.plan.deals`) and in wh
   every rank on a node reads the one copy held in the page cache; a remote split is made local whole first. On a
   CUDA device the kernel cuts the crops straight from the registered page cache (or, `resident=True`, from a copy
   in device memory).
-- `wds` (the by-shard deal, `byshard`) streams: each rank reads its own block of the epoch's shard order a window
-  of shards at a time, so splits larger than memory or on shared storage train at the disk's speed.
+- `wds` (the by-shard deal, `byshard`) streams: each rank reads its own block of the epoch's shard order a shuffle
+  buffer of shards at a time, so splits larger than memory or on shared storage train at the disk's speed.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..errors import ConfigError
 from ..plan import BatchPlan, Shards, get_deal
 from ..read.shards import ShardDataset
 from .base import LoaderOptions, PlannedLoader, RemoteOptions
-from .byshard import by_shard_window, pinned_window
+from .byshard import pinned_buffer, shuffle_buffer_of
 
 # the deals this loader executes, and the kind each is (`pairload.kinds`); whether a deal caches the split or
 # streams it is the deal's (`Deal.streams`)
@@ -39,7 +39,7 @@ class ShardLoader(PlannedLoader):
 
     `zero_copy`, `resident`, `pin_budget` choose the cut path (`pairload.cut.paths.choose`). by_shard:
     `shuffle_buffer` samples (whole shards) are shuffled together and remote shards are fetched ahead of use; on a
-    CUDA device the kernel cuts them from the page cache, a window of shards registered at a time."""
+    CUDA device the kernel cuts them from the page cache, a shuffle buffer of shards registered at a time."""
 
     def __init__(self, source: str | os.PathLike | ShardDataset | dict, opts: LoaderOptions, *,
                  deal: str = "strided", prefetch: int = 4, timeout: float = 300.0, zero_copy: bool | None = None,
@@ -55,14 +55,14 @@ class ShardLoader(PlannedLoader):
         self.streams = get_deal(deal).streams
         remote = RemoteOptions(cache_dir, cache_limit, storage_options, kind=self.kind)
         self.ds = remote.open(source, opts.split, whole=not self.streams, plan=opts.plan)
-        shards = window = None
+        shards = pinned = None
         if self.streams:
             if resident:
-                raise ConfigError("resident=True: the by-shard deal (wds) streams the split a window at a time; the "
-                                  "ram loader keeps it whole")
-            self.shuffle_buffer = by_shard_window(self.ds, opts, shuffle_buffer, cache_limit)
+                raise ConfigError("resident=True: the by-shard deal (wds) streams the split a shuffle buffer at a "
+                                  "time; the ram loader keeps it whole")
+            self.shuffle_buffer = shuffle_buffer_of(self.ds, opts, shuffle_buffer, cache_limit)
             shards = Shards(self.ds.shard_samples, self.shuffle_buffer)
-            window = pinned_window(self.ds, self.shuffle_buffer, pin_budget)
+            pinned = pinned_buffer(self.ds, self.shuffle_buffer, pin_budget)
         elif shuffle_buffer is not None:
             raise ConfigError("shuffle_buffer: the strided deal (ram) shuffles the whole split; it is an option of "
                               "the by-shard deal (wds)")
@@ -74,8 +74,8 @@ class ShardLoader(PlannedLoader):
         self._stage = DeviceStage(self.device, self.hooks)
         choice = choose(Request(ds=self.ds, cfg=self.cfg, plan_for=self.plan_for, device=self.device, who=self.kind,
                                 zero_copy=zero_copy, resident=resident, pin_budget=pin_budget,
-                                streaming=window is not None, need=window and window.need,
-                                ahead=window and window.ahead, num_workers=opts.num_workers, prefetch=prefetch,
+                                streaming=pinned is not None, need=pinned and pinned.need,
+                                ahead=pinned and pinned.ahead, num_workers=opts.num_workers, prefetch=prefetch,
                                 timeout=timeout, hooks=self.hooks))
         self.cutter: Cutter = choice.cutter
         self.path_note = choice.why  # why the GPU does not cut the crops ('' if it does, or on a CPU device)
@@ -139,4 +139,4 @@ def _warn_if_larger_than_memory(ds: ShardDataset) -> None:
     if ds.nbytes > 0.9 * room:
         warnings.warn(f"split {ds.split!r} is {ds.nbytes / 1e9:.1f} GB, more than the memory that could cache it "
                       f"({room / 1e9:.1f} GB): every epoch of the ram loader will read from disk at random; the wds "
-                      "loader reads each rank's shards a window at a time", stacklevel=4)
+                      "loader reads each rank's shards a shuffle buffer at a time", stacklevel=4)

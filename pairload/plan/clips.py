@@ -178,7 +178,7 @@ class ClipUnits:
 
     def shards(self, shards):
         """A split's shard structure (`deals.Shards`, in samples) → in units: a unit is in its first frame's shard;
-        the shuffle window holds as many units as its samples hold on average."""
+        the shuffle buffer holds as many units as its samples hold on average."""
         if shards is None:
             return None
         from .deals import Shards
@@ -186,7 +186,7 @@ class ClipUnits:
         ends = np.cumsum(shards.counts)
         per = np.bincount(np.searchsorted(ends, self.first, side="right"), minlength=len(shards.counts))
         frames = max(1, int(ends[-1]) if len(ends) else 1)
-        return Shards(tuple(int(k) for k in per), max(1, shards.window * len(self) // frames))
+        return Shards(tuple(int(k) for k in per), max(1, shards.buffer * len(self) // frames))
 
     def frame_rows(self, units: np.ndarray, *, seed: int, epoch: int, draw: np.ndarray | None) -> np.ndarray:
         """(n, T) int64: the samples (frames) of the clips of `units`, in order: a clip's start is drawn from

@@ -1,5 +1,5 @@
 """What the planner decides from and what it hands out: `PlanConfig` (validated on construction), the
-`LastBatch` rule, crop/batch schedule `Stage`s, and `BatchPlan`, one planned batch. Numpy only."""
+`LastBatch` rule, crop/batch schedule `Phase`s, and `BatchPlan`, one planned batch. Numpy only."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ Groups = tuple[tuple[str, int], ...]  # (name, samples) of each source, in index
 
 
 @dataclass(frozen=True)
-class Stage:
+class Phase:
     """From global step `step` on (batches delivered per rank since epoch 0), batches of `batch_size` crops of
     `crop` (per rank)."""
 
@@ -49,7 +49,7 @@ class Stage:
     batch_size: int
 
 
-def parse_schedule(spec) -> tuple[Stage, ...]:
+def parse_schedule(spec) -> tuple[Phase, ...]:
     """A crop/batch schedule from "step:crop:batch,…" (e.g. "0:128:8,92000:160:5") or (step, crop, batch) items."""
     if isinstance(spec, str):
         items = []
@@ -60,24 +60,24 @@ def parse_schedule(spec) -> tuple[Stage, ...]:
                     raise ValueError
                 items.append((int(fields[0]), None if fields[1].lower() == "none" else int(fields[1]), int(fields[2])))
             except ValueError:
-                raise ConfigError(f"schedule stage {part!r}: expected step:crop:batch with whole numbers, e.g. "
+                raise ConfigError(f"schedule phase {part!r}: expected step:crop:batch with whole numbers, e.g. "
                                   "0:128:8,92000:160:5") from None
         spec = items
-    stages = tuple(s if isinstance(s, Stage) else Stage(*s) for s in spec)
-    if not stages or stages[0].step != 0:
-        raise ConfigError(f"schedule {spec!r}: expected stages starting at step 0, e.g. 0:128:8,92000:160:5")
-    for a, b in zip(stages, stages[1:]):
+    phases = tuple(s if isinstance(s, Phase) else Phase(*s) for s in spec)
+    if not phases or phases[0].step != 0:
+        raise ConfigError(f"schedule {spec!r}: expected phases starting at step 0, e.g. 0:128:8,92000:160:5")
+    for a, b in zip(phases, phases[1:]):
         if b.step <= a.step:
-            raise ConfigError(f"schedule: stage at step {b.step} comes after step {a.step}; list stages by "
+            raise ConfigError(f"schedule: phase at step {b.step} comes after step {a.step}; list phases by "
                               "increasing step")
     checked = []
-    for st in stages:
-        where = f"schedule stage at step {st.step}: crop"
+    for st in phases:
+        where = f"schedule phase at step {st.step}: crop"
         crop = check_crop(st.crop, where)
         if not is_whole(st.batch_size) or st.batch_size < 1 or not is_whole(st.step):
-            raise ConfigError(f"schedule stage at step {st.step!r}: crop {st.crop}, batch {st.batch_size!r}: expected "
+            raise ConfigError(f"schedule phase at step {st.step!r}: crop {st.crop}, batch {st.batch_size!r}: expected "
                               "positive sizes and whole numbers")
-        checked.append(Stage(int(st.step), crop, int(st.batch_size)))
+        checked.append(Phase(int(st.step), crop, int(st.batch_size)))
     return tuple(checked)
 
 
@@ -120,15 +120,15 @@ class _Required:
         return "<required>"
 
 
-REQUIRED = _Required()  # batch_size and crop: given, or taken from the schedule's first stage
+REQUIRED = _Required()  # batch_size and crop: given, or taken from the schedule's first phase
 
 
 @dataclass(frozen=True, kw_only=True)
 class PlanConfig:
     """What the planner decides from. `repeats`: passes over the split per epoch (fresh crops each time).
     `weights` ((source, weight), …) and `epoch_size`: a mixed epoch of `epoch_size` draws from several sources
-    (see `_mixed_rows`). `schedule`: stages of crop and batch size by global step; `batch_size` and `crop` are then
-    its first stage's. `degrade`: the degradation that makes each sample's input from its target
+    (see `_mixed_rows`). `schedule`: phases of crop and batch size by global step; `batch_size` and `crop` are then
+    its first phase's. `degrade`: the degradation that makes each sample's input from its target
     (`pairload.degrade.Degradation`, or what `Degradation.of` reads); its parameters are planned per sample;
     `degrade_sources`: the mixed sources it applies to (empty: all). `clips`: batches of clips of frames from a
     split packed with --sequences (`pairload.plan.clips.Clips`, or what `Clips.of` reads: 5,
@@ -145,7 +145,7 @@ class PlanConfig:
     repeats: int = 1
     weights: tuple[tuple[str, float], ...] = ()
     epoch_size: int | None = None
-    schedule: tuple[Stage, ...] = ()
+    schedule: tuple[Phase, ...] = ()
     degrade: Any = None
     degrade_sources: tuple[str, ...] = ()
     clips: Any = None
@@ -184,23 +184,23 @@ class PlanConfig:
                                   option=name, fix=f"pass an int, e.g. {name}=32" if name == "crop" else "pass an int")
 
     def _take_schedule(self) -> None:
-        """A schedule gives `batch_size` and `crop` (its first stage's); given as well, they must be the same."""
+        """A schedule gives `batch_size` and `crop` (its first phase's); given as well, they must be the same."""
         if not self.schedule:
             return
-        stages = parse_schedule(self.schedule)
-        self._set("schedule", stages)
-        first = stages[0]
+        phases = parse_schedule(self.schedule)
+        self._set("schedule", phases)
+        first = phases[0]
         for name, given, want in (("batch_size", self.batch_size, first.batch_size), ("crop", self.crop, first.crop)):
             if given is None and name == "batch_size" or given is REQUIRED:
                 self._set(name, want)
             elif given != want:
-                raise ConfigError(f"{name}={given!r} but the schedule's first stage has {want!r}: with a schedule, "
-                                  f"leave {name} out (or give the first stage's)")
+                raise ConfigError(f"{name}={given!r} but the schedule's first phase has {want!r}: with a schedule, "
+                                  f"leave {name} out (or give the first phase's)")
 
     def _check_sizes(self) -> None:
         """The batch size and the crop, both required."""
         if self.batch_size is None:
-            raise ConfigError("batch_size is required (or a schedule, whose first stage gives it)")
+            raise ConfigError("batch_size is required (or a schedule, whose first phase gives it)")
         if self.crop is REQUIRED:
             raise ConfigError("crop is required: a size in pixels, or None for whole images")
         if self.batch_size < 1:
@@ -247,8 +247,8 @@ class PlanConfig:
         return bool(self.weights) or self.epoch_size is not None
 
     @property
-    def stages(self) -> tuple[Stage, ...]:
-        return self.schedule or (Stage(0, self.crop, self.batch_size),)
+    def phases(self) -> tuple[Phase, ...]:
+        return self.schedule or (Phase(0, self.crop, self.batch_size),)
 
     def epoch_length(self, n: int) -> int:
         """Samples an epoch over `n` draws: epoch_size (default n) when mixed, else n per repeat."""
@@ -256,7 +256,7 @@ class PlanConfig:
 
     @property
     def max_batch(self) -> int:
-        return max(st.batch_size for st in self.stages)
+        return max(st.batch_size for st in self.phases)
 
     @property
     def frames(self) -> int:
@@ -264,14 +264,14 @@ class PlanConfig:
         return self.clips.frames if self.clips is not None else 1
 
 
-def stage_at(cfg: PlanConfig, step: int) -> Stage:
-    """The schedule stage in force at global `step`."""
-    stage = cfg.stages[0]
-    for st in cfg.stages:
+def phase_at(cfg: PlanConfig, step: int) -> Phase:
+    """The schedule phase in force at global `step`."""
+    phase = cfg.phases[0]
+    for st in cfg.phases:
         if st.step > step:
             break
-        stage = st
-    return stage
+        phase = st
+    return phase
 
 
 def check_groups(cfg: PlanConfig, groups: Groups, where: str) -> None:
@@ -298,7 +298,7 @@ def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
     n = len(keys)
     if n == 0:
         raise ConfigError(f"split {split!r} is empty")
-    for crop in sorted({st.crop for st in cfg.stages if st.crop is not None}, key=crop_size, reverse=True):
+    for crop in sorted({st.crop for st in cfg.phases if st.crop is not None}, key=crop_size, reverse=True):
         ch, cw = crop_size(crop)
         small = np.flatnonzero((hw[:, 0] < ch) | (hw[:, 1] < cw))
         if len(small):
@@ -308,7 +308,7 @@ def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
                               f"{hw[i, 1]}x{hw[i, 0]} (crop {cw}x{ch})", option="crop",
                               fix=f"use {fits} or repack without that image",
                               flag_fix=f"use {fits.replace('crop', '{flag}', 1)} or repack without that image")
-    if any(st.crop is None and st.batch_size > 1 for st in cfg.stages) and len(np.unique(hw, axis=0)) > 1:
+    if any(st.crop is None and st.batch_size > 1 for st in cfg.phases) and len(np.unique(hw, axis=0)) > 1:
         raise ConfigError(f"split {split!r} has images of {len(np.unique(hw, axis=0))} different sizes, so whole "
                           "images (crop=None) cannot be batched; use batch_size=1 or a crop")
     rows = cfg.epoch_length(n)

@@ -5,8 +5,8 @@
   takes every world_size-th row, so the ranks of a node read the split at random (it must fit in memory).
 - "contiguous" (dali-file): the same permutation; rank r takes one block, as DALI's sharded readers read.
 - "by_shard" (wds): the shards in the epoch's order, each rank taking one contiguous block of them; samples are
-  shuffled only within windows of consecutive shards holding `Shards.window` samples, so a rank reads its own
-  fraction of the split, a window at a time (a split larger than memory streams through the page cache).
+  shuffled only within shuffle buffers of consecutive shards holding `Shards.buffer` samples, so a rank reads its own
+  fraction of the split, a shuffle buffer at a time (a split larger than memory streams through the page cache).
 
 Every function here is a function of the epoch's rows alone, never of the world size the epoch is dealt to, so an
 epoch started on one world size can be finished on another (`consumed`).
@@ -27,14 +27,14 @@ from .draws import epoch_order
 class Shards:
     """A split's shard structure for the by-shard deal: `counts`, the samples of each shard in index order (the
     samples of shard k follow those of shard k-1; a mix lists its sources' shards one source after the other),
-    and `window`, how many samples (whole shards, in the epoch's shard order) are shuffled together."""
+    and `buffer`, how many samples (whole shards, in the epoch's shard order) are shuffled together."""
 
     counts: tuple[int, ...]
-    window: int
+    buffer: int
 
     def __post_init__(self) -> None:
-        if self.window < 1:
-            raise ConfigError(f"shuffle window {self.window}: expected at least 1 sample")
+        if self.buffer < 1:
+            raise ConfigError(f"shuffle buffer {self.buffer}: expected at least 1 sample")
         if any(c < 0 for c in self.counts):
             raise ConfigError(f"shard sample counts {self.counts[:8]}: expected counts >= 0")
 
@@ -44,13 +44,13 @@ class Shards:
         a, b = int(np.searchsorted(ends, lo)), int(np.searchsorted(ends, hi))
         if ends[a] != lo or ends[b] != hi:
             raise ConfigError(f"samples [{lo}, {hi}) do not start and end at shard boundaries")
-        return Shards(self.counts[a:b], self.window)
+        return Shards(self.counts[a:b], self.buffer)
 
 
 def shard_order(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tuple[int, ...] = (),
                 shards: Shards | None = None) -> np.ndarray:
-    """The by-shard order of `n` samples: the shards in the epoch's permutation, and each window of consecutive
-    shards (those starting within the same `window` samples of the order) shuffled inside itself."""
+    """The by-shard order of `n` samples: the shards in the epoch's permutation, and each shuffle buffer of
+    consecutive shards (those starting within the same `buffer` samples of the order) shuffled inside itself."""
     if shards is None:
         raise ConfigError("the by-shard deal needs the split's shard sizes")
     counts = np.asarray(shards.counts, dtype=np.int64)
@@ -63,9 +63,9 @@ def shard_order(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tu
     c = counts[perm]
     at = np.cumsum(c) - c  # where each shard starts in the epoch's order
     index = np.repeat(starts[perm] - at, c) + np.arange(n, dtype=np.int64)
-    window = np.repeat(at // shards.window, c)
+    buffer = np.repeat(at // shards.buffer, c)
     noise = np.random.default_rng([seed & 0xFFFFFFFF, epoch, 0xB10C, *salt]).random(n)
-    return index[np.lexsort((noise, window))]
+    return index[np.lexsort((noise, buffer))]
 
 
 def _permutation(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tuple[int, ...] = (),
@@ -102,7 +102,7 @@ class Deal:
     `take(rows, rank, world_size)` a rank's share of an evenly cut stream, and `after(rows, world_size, taken)`
     what is left once every rank has taken `taken` rows of its share. `unit`: rows of one source kept together
     in a mixed epoch (the world size for strided deals, so that every rank gets every source). `streams`: a rank
-    reads its share a window of shards at a time, so the split need not be cached whole (the by-shard deal); the
+    reads its share a shuffle buffer of shards at a time, so the split need not be cached whole (the by-shard deal); the
     others read the whole split at random, which must be cached."""
 
     name: str

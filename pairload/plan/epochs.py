@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .clips import ClipUnits, frame_noise
-from .config import BatchPlan, Groups, LastBatch, PlanConfig, stage_at
+from .config import BatchPlan, Groups, LastBatch, PlanConfig, phase_at
 from .deals import Deal, Shards, get_deal
 from .draws import noise_keys, sample_params, uniforms
 from .mix import interleave, source_counts
@@ -138,14 +138,14 @@ def whole_steps(cfg: PlanConfig, rows: int, start: int, world_size: int) -> int:
     """Batches per rank an epoch of `rows` rows gives when it starts at global step `start` (with a short last
     batch unless `last_batch` is 'drop')."""
     t = start
-    for i, st in enumerate(cfg.stages):
-        end = cfg.stages[i + 1].step if i + 1 < len(cfg.stages) else None
+    for i, st in enumerate(cfg.phases):
+        end = cfg.phases[i + 1].step if i + 1 < len(cfg.phases) else None
         if end is not None and end <= t:
             continue
         g = world_size * st.batch_size
         full = rows // g if end is None else min(rows // g, end - t)
         t, rows = t + full, rows - full * g
-        if rows and (end is None or t < end):  # a short last batch in this stage
+        if rows and (end is None or t < end):  # a short last batch in this phase
             return t - start + (cfg.last_batch != LastBatch.DROP)
         if not rows:
             return t - start
@@ -169,16 +169,16 @@ def epoch_start_step(cfg: PlanConfig, rows: int, epoch: int, deal: str = "stride
 
 
 def _scheduled(cfg: PlanConfig, rows: np.ndarray, t: int, consumed: Consumed) -> list[tuple[np.ndarray, int | None]]:
-    """Strided deals: global batches of world_size × the stage's batch size, taken in turn from the epoch's rows
-    and dealt strided, each with its stage's crop."""
+    """Strided deals: global batches of world_size × the phase's batch size, taken in turn from the epoch's rows
+    and dealt strided, each with its phase's crop."""
     ws, length, pos = cfg.world_size, rows.shape[1], 0
     for cws, k in consumed:
         for _ in range(k):
-            pos += cws * stage_at(cfg, t).batch_size
+            pos += cws * phase_at(cfg, t).batch_size
             t += 1
     batches = []
     while pos < length:
-        st = stage_at(cfg, t)
+        st = phase_at(cfg, t)
         take = pos + np.arange(ws * st.batch_size)
         if take[-1] >= length:  # the epoch's last, short global batch
             if cfg.last_batch == LastBatch.DROP:
@@ -196,21 +196,21 @@ def _scheduled(cfg: PlanConfig, rows: np.ndarray, t: int, consumed: Consumed) ->
 
 def _scheduled_blocks(cfg: PlanConfig, rows: np.ndarray, t: int, consumed: Consumed,
                       deal: Deal) -> list[tuple[np.ndarray, int | None]]:
-    """Block deals ('drop' only): each rank's own block of the epoch, cut into the stages' batches in turn; every
+    """Block deals ('drop' only): each rank's own block of the epoch, cut into the phases' batches in turn; every
     rank has as many steps (its block holds floor(rows / world_size))."""
     if cfg.last_batch != LastBatch.DROP:
         raise ConfigError(f"a crop/batch schedule with last_batch={cfg.last_batch.value!r} and the {deal.name} deal: "
                           "it is planned with 'drop' only (every rank the same shapes at every step)")
     rows = np.stack([rows[0], np.zeros_like(rows[0]), rows[1]])
     for cws, k in consumed:
-        taken = sum(stage_at(cfg, t + j).batch_size for j in range(k))
+        taken = sum(phase_at(cfg, t + j).batch_size for j in range(k))
         t += k
         rows = deal.after(rows[:, : rows.shape[1] // cws * cws], cws, taken)
     per = rows.shape[1] // cfg.world_size
     mine = rows[:, cfg.rank * per:(cfg.rank + 1) * per]
     batches, pos = [], 0
     for j in range(whole_steps(cfg, per, t, 1)):
-        st = stage_at(cfg, t + j)
+        st = phase_at(cfg, t + j)
         batches.append((mine[:, pos:pos + st.batch_size], st.crop))
         pos += st.batch_size
     return batches

@@ -14,7 +14,7 @@ from pairload.errors import ConfigError, ShardError
 from pairload.cut import kernel
 from pairload.cut.memory import driver, pages
 from pairload.cut.paths import PATHS, Request, default_budget
-from pairload.loaders.byshard import pinned_window
+from pairload.loaders.byshard import pinned_buffer
 from pairload.read.shards import open_shards
 
 from conftest import make_raw
@@ -145,9 +145,9 @@ def test_wds_on_a_cpu_keeps_its_workers_and_refuses_what_cannot_stream(shards):
     with pytest.raises(ConfigError, match=r"unknown option\(s\) resident; this kind accepts .*zero_copy"):
         make_loader("wds", shards, batch_size=4, crop=16, resident=True)
     ds = open_shards(shards)
-    window = pinned_window(ds, 8, 1)
+    window = pinned_buffer(ds, 8, 1)
     got = why_not(ds, "cuda", pin_budget=window.need - 1, need=window.need)
-    assert "a shuffle window of shards and the next one" in got and "shuffle_buffer" in got
+    assert "a shuffle buffer of shards and the next one" in got and "shuffle_buffer" in got
 
 
 # ------------------------------------------------------------------------------------- on a GPU
@@ -326,11 +326,11 @@ def test_a_refused_registration_falls_back_with_the_drivers_reason(shards, monke
 @gpu
 @pytest.mark.parametrize("crop", [16, 37])
 def test_wds_zero_copy_equals_its_workers_across_window_moves_and_gives_the_pages_back(shards, crop, monkeypatch):
-    """The by-shard deal through the kernel: a window of shards registered at a time, pieces unregistered once their
-    last batch is cut; batches bit-identical to the worker path's over several epochs and every orientation."""
+    """The by-shard deal through the kernel: a shuffle buffer of shards registered at a time, pieces unregistered once
+    their last batch is cut; batches bit-identical to the worker path's over several epochs and every orientation."""
     monkeypatch.setattr(pages, "CHUNK", 4096)  # small pieces: many of them, sample bytes across piece boundaries
     ds = open_shards(shards)
-    window = pinned_window(ds, 8, 1)
+    window = pinned_buffer(ds, 8, 1)
     assert window.need < sum(ds.shard_bytes)
     opts = dict(batch_size=4, crop=crop, seed=13, device="cuda", shuffle_buffer=8)
     # a budget below the split's size: the window streams

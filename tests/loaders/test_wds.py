@@ -1,6 +1,6 @@
 """The wds loader (the by-shard deal): exactness for any number of workers, pad and partial, equal batch counts
 across ranks with the skipped samples reported and changing with the epoch, and reads confined to a rank's own
-block of shards, one shuffle window at a time. Pixels encode the pair index."""
+block of shards, one shuffle buffer at a time. Pixels encode the pair index."""
 
 import numpy as np
 import pytest

@@ -88,7 +88,7 @@ def test_check_split_messages():
 
 # ------------------------------------------------------------------ mixing, repeats, schedules
 
-from pairload.plan import Stage, epoch_start_step, mix_counts, parse_schedule, stage_at  # noqa: E402
+from pairload.plan import Phase, epoch_start_step, mix_counts, parse_schedule, phase_at  # noqa: E402
 
 MIX_GROUPS = (("real", 485), ("synth", 5000))
 
@@ -162,7 +162,7 @@ SCHEDULE = "0:16:4,5:12:2,9:8:3"
 
 @pytest.mark.parametrize("ws", [1, 2])
 @pytest.mark.parametrize("last_batch", ["drop", "pad"])
-def test_schedule_stages_switch_at_their_step_on_every_rank(ws, last_batch):
+def test_schedule_phases_switch_at_their_step_on_every_rank(ws, last_batch):
     n = 30
     keys, hw = key_hashes([f"s{i}" for i in range(n)]), np.full((n, 2), 40)
     cfgs = [PlanConfig(schedule=SCHEDULE, seed=4, rank=r, world_size=ws, last_batch=last_batch) for r in range(ws)]
@@ -174,7 +174,7 @@ def test_schedule_stages_switch_at_their_step_on_every_rank(ws, last_batch):
         assert epoch_start_step(cfgs[0], n, epoch) == step and num_batches(cfgs[0], n, epoch) == len(per_rank[0])
         seen = []
         for b in range(len(per_rank[0])):
-            st = stage_at(cfgs[0], step + b)
+            st = phase_at(cfgs[0], step + b)
             want = {0: (16, 4), 5: (12, 2), 9: (8, 3)}[st.step]
             for plans in per_rank:
                 bp = plans[b]
@@ -185,7 +185,7 @@ def test_schedule_stages_switch_at_their_step_on_every_rank(ws, last_batch):
         if last_batch == "pad":
             assert sorted(seen) == list(range(n))
         step += len(per_rank[0])
-    assert step > 9  # the run reached the last stage
+    assert step > 9  # the run reached the last phase
 
 
 def test_a_scheduled_or_mixed_epoch_resumes_with_its_exact_rest():
@@ -210,9 +210,9 @@ def test_schedule_and_mix_usage_errors():
         parse_schedule("0:128:8,10:160:5,10:192:4")
     with pytest.raises(ConfigError, match=r"'0:128': expected step:crop:batch"):
         parse_schedule("0:128")
-    with pytest.raises(ConfigError, match="crop=96 but the schedule's first stage has 128"):
+    with pytest.raises(ConfigError, match="crop=96 but the schedule's first phase has 128"):
         PlanConfig(schedule="0:128:8", crop=96)
-    assert parse_schedule([(0, 128, 8), (10, 160, 5)])[1] == Stage(10, 160, 5)
+    assert parse_schedule([(0, 128, 8), (10, 160, 5)])[1] == Phase(10, 160, 5)
     with pytest.raises(ConfigError, match="crop is required"):
         PlanConfig(batch_size=4)
     with pytest.raises(ConfigError, match="weights real=-1.0"):

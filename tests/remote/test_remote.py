@@ -294,7 +294,7 @@ def test_cache_limit_streams_wds_within_it_and_ram_refuses_a_larger_split(data, 
     with pytest.raises(ConfigError, match=r"the ram loader needs the split cached whole: raise cache_limit, or use "
                                           r"the wds loader"):
         make_loader("ram", server.url, cache_dir=tmp_path / "c", cache_limit=3 * shard, batch_size=2, crop=16)
-    with pytest.raises(ConfigError, match=r"cannot hold one shuffle window of shards \(8 samples\)"):
+    with pytest.raises(ConfigError, match=r"cannot hold one shuffle buffer of shards \(8 samples\)"):
         make_loader("wds", server.url, cache_dir=tmp_path / "c", cache_limit=2 * shard, batch_size=2, crop=16,
                     shuffle_buffer=8)
     opts = dict(batch_size=2, crop=16, seed=1, shuffle_buffer=4)

@@ -22,7 +22,7 @@ import torch
 @runtime_checkable
 class Memory(Protocol):
     """What a device cutter reads from. `streaming`: what a batch reads goes back once its kernels are done (a split
-    read a window of shards at a time), so batches of several launches are never pinned at once."""
+    read a shuffle buffer of shards at a time), so batches of several launches are never pinned at once."""
 
     ds: object
     device: torch.device

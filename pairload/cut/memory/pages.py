@@ -8,7 +8,7 @@ A thread (`PageCache`) registers the pieces in that order (`cuMemHostRegister`, 
 (`madvise(MADV_WILLNEED)` on the next pieces: many reads in flight). So:
 
 - the first batch of a cold split is cut as soon as its own pieces are in, not after the whole split is read;
-- `streaming` (the `wds` deal, a window of shards at a time): a piece goes back (unregistered, its remote shard
+- `streaming` (the `wds` deal, a shuffle buffer of shards at a time): a piece goes back (unregistered, its remote shard
   released to the node cache) once the batch that reads it last is cut, and the thread registers at most `ahead`
   bytes beyond what the current batch needs. Without `streaming` (`ram`) the pieces stay registered, as the whole
   split did before.

@@ -35,7 +35,7 @@ def shard_folder_refusal(raw_dir) -> ConfigError | None:
 class FileSource(PairedSource):
     """kind "file": two `fn.readers.file` (low, high) over the raw images, sharded by rank, decoded on the GPU
     ("mixed") or CPU with the planned window (`decoders.image_slice`), flipped by one exact `warp_affine`. A
-    pipeline's file lists cover a window of consecutive epochs; another epoch needs a new pipeline."""
+    pipeline's file lists cover an epoch span (consecutive epochs); another epoch needs a new pipeline."""
 
     KIND = "file"
     DEAL = "contiguous"  # readers.file gives each shard one contiguous block of its file list
@@ -143,7 +143,7 @@ class FileSource(PairedSource):
     def _graph(self, on_gpu: bool) -> PairedNodes:
         crop = self.cfg.crop
         runs = self.run_state.runs
-        # each rank's block holds its shares of every run of the window, one after the other; drop and pad make
+        # each rank's block holds its shares of every run of the epoch span, one after the other; drop and pad make
         # them whole batches of equal length on every rank, so readers.file cuts the same blocks
         blocks = [self._blocks(e, consumed) for e, consumed in runs]
         order = np.concatenate([blocks[k][r][0] for r in range(self.cfg.world_size) for k in range(len(runs))])
