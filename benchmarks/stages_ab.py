@@ -45,7 +45,9 @@ def measure(packs: dict, seconds: float, names: list[str], warmup: float = 1.0) 
 def _rate(loader, seconds: float, warmup: float) -> int:
     import torch
 
-    batches = _endless(loader)
+    from pairload.bench.measure import endless  # the tree's own (8ae094f has it too)
+
+    batches = endless(loader)
     t = time.perf_counter()
     while time.perf_counter() - t < warmup:
         next(batches)
@@ -57,14 +59,6 @@ def _rate(loader, seconds: float, warmup: float) -> int:
     rate = round(n / (time.perf_counter() - t))
     loader.close()
     return rate
-
-
-def _endless(loader):
-    epoch = 0
-    while True:
-        loader.set_epoch(epoch)
-        yield from loader
-        epoch += 1
 
 
 def main() -> None:
