@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,8 +19,10 @@ import numpy as np
 from ..errors import ConfigError, ImageError, MissingDependencyError
 from ..format.atomic import write_json_atomic
 from ..folders.filetypes import NUMPY_EXTS, is_camera_raw
-from ..degrade.profiles import (FILE_KEYS, K_BOUNDS, LAMBDA_EXPECTED, READ_DISTS, Ceiling, LogLinear, Profile,
-                                lambda_ok, save_profile, writing)
+from ..degrade.params import is_number
+from ..degrade.profiles import (FILE_KEYS, K_BOUNDS, LAMBDA_EXPECTED, READ_DISTS, UINT16_TOP, Ceiling, LogLinear,
+                                Profile, lambda_ok, save_profile, writing)
+from ..plan.crops import is_whole
 
 WINDOW = 512  # side of the central square analysed, in packed pixels (ELD and PMN take 800: statistics need less)
 MIN_FRAMES = 2  # of each kind per ISO: differences of two frames are what cancel the fixed pattern
@@ -59,14 +62,15 @@ def calibrate(flats, darks, *, name: str, iso: int | None = None, black=None, wh
     Returns the profile (`read_dist` decides which read-noise fit it holds) and a report: per ISO K, photon-transfer
     r², read σ, Tukey-λ scale and shape, row σ, black level and colour bias, and the log-linear fits."""
     if not isinstance(name, str) or not name.strip():
-        raise ConfigError.for_value("name", name, "expected a non-empty profile name")
+        raise ConfigError.for_value("name", _given(name), "expected a non-empty profile name")
     if read_dist not in READ_DISTS:
         raise ConfigError.for_value("read_dist", read_dist, f"expected one of {', '.join(READ_DISTS)}")
-    if not isinstance(window, int) or window < 8:
-        raise ConfigError.for_value("window", window, "expected a side of at least 8 packed pixels")
-    if iso is not None and (not isinstance(iso, int) or iso <= 0):
-        raise ConfigError.for_value("iso", iso, "expected a positive whole ISO number")
+    if not is_whole(window) or window < 8:
+        raise ConfigError.for_value("window", _given(window), "expected a side of at least 8 packed pixels")
+    if iso is not None and (not is_whole(iso) or iso <= 0):
+        raise ConfigError.for_value("iso", _given(iso), "expected a positive whole ISO number")
     blacks = _levels(black)
+    white = _white(white, blacks)
     flat_frames = [read_frame(p, iso=iso, black=blacks, white=white, window=window, where=w)
                    for p, w in frame_paths(flats, "flats")]
     dark_frames = [read_frame(p, iso=iso, black=blacks, white=white, window=window, where=w)
@@ -88,27 +92,52 @@ def calibrate(flats, darks, *, name: str, iso: int | None = None, black=None, wh
     return profile, report
 
 
+def _given(value):
+    """An option's value as a refusal shows it: a string quoted (black='512' is no number)."""
+    return repr(value) if isinstance(value, str) else value
+
+
 def _levels(black) -> tuple[float, float, float, float] | None:
     if black is None:
         return None
-    values = [black] * 4 if isinstance(black, (int, float)) else list(black)
-    if len(values) != 4 or not all(isinstance(v, (int, float)) and v >= 0 for v in values):
-        raise ConfigError.for_value("black", black, "expected one black level (DN >= 0) or 4, one per channel R, G, "
-                                    "B, G")
+    values = [black] * 4 if is_number(black) else list(black) if isinstance(black, (list, tuple)) else []
+    if len(values) != 4 or not all(is_number(v) and 0 <= v < math.inf for v in values):
+        raise ConfigError.for_value("black", _given(black), "expected one black level (DN >= 0) or 4, one per "
+                                    "channel R, G, B, G")
     return tuple(float(v) for v in values)
+
+
+def _white(white, blacks) -> float | None:
+    """The white level given (None: not given), a number of DN above the black level and within 16 bits."""
+    if white is None:
+        return None
+    if not is_number(white) or not 0 < white <= UINT16_TOP:
+        raise ConfigError.for_value("white", _given(white), f"expected the white level (saturation) in DN, above 0 "
+                                    f"and at most {UINT16_TOP}")
+    if blacks is not None and max(blacks) >= white:
+        raise ConfigError.for_value("white", white, f"expected a white level above the black level ("
+                                    f"{max(blacks):g} DN)", fix="give the levels of these frames (white, black)",
+                                    flag_fix="give the levels of these frames (--white, --black)")
+    return float(white)
 
 
 # ------------------------------------------------------------------ reading frames
 
-def _listed(items) -> list:
-    return [items] if isinstance(items, (str, os.PathLike)) else list(items)
+def _listed(items, role: str = "") -> list:
+    if isinstance(items, (str, os.PathLike)):
+        return [items]
+    listed = list(items) if isinstance(items, Iterable) and not isinstance(items, (bytes, dict)) else None
+    if listed is None or not all(isinstance(i, (str, os.PathLike)) for i in listed):
+        raise ConfigError.for_value(role, items if listed is None else listed, f"expected {role} frames: a path, or "
+                                    "a list of paths of files or folders")
+    return listed
 
 
 def frame_paths(items, role: str) -> list[tuple[Path, Path | None]]:
     """(file, the folder it was found under or None) of every frame in `items` (files, or folders searched
     recursively for camera raw and .npy files, hidden ones left out), in order."""
     out = []
-    for item in _listed(items):
+    for item in _listed(items, role):
         path = Path(item)
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.is_file() and _is_frame(p)
@@ -317,8 +346,11 @@ def dark_noise(darks: list[Frame]) -> dict:
     mean = stack.mean(axis=(0, 1, 2))
     other = next((f for f in darks if f.black != darks[0].black), None)
     if other is not None:
-        raise ImageError(f"{other.path}: black level {other.black}, but {darks[0].path} has {darks[0].black}; the "
-                         "dark frames of one ISO must share their levels")
+        said = [f"{f.black}" if f.black is not None else "none (a .npy mosaic, no black= or --black given)"
+                for f in (other, darks[0])]
+        raise ImageError(f"{other.path}: black level {said[0]}, but {darks[0].path} has {said[1]}; the dark frames of "
+                         "one ISO must share their levels (a raw file's are its own, .npy mosaics take black=, "
+                         "--black): give the .npy frames the raw files' level, or calibrate them apart")
     black = darks[0].black
     black = np.round(mean) if black is None else np.asarray(black)
     stack -= stack.mean(axis=0)
@@ -483,7 +515,9 @@ def black_option(text: str | None):
     try:
         levels = [float(v) for v in text.split(",")]
     except ValueError:
-        raise ConfigError(f"--black {text}: expected a number of DN, or four separated by commas (R,G,B,G)") from None
+        levels = []
+    if len(levels) not in (1, 4):
+        raise ConfigError(f"--black {text}: expected a number of DN, or four separated by commas (R,G,B,G)")
     return levels[0] if len(levels) == 1 else levels
 
 

@@ -63,10 +63,10 @@ class Param:
             if "..." in value or len(parts) > 2 or not all(_NUMBER.fullmatch(p) for p in parts):
                 raise ConfigError(f"{where}={value!r}: expected a number or a range low..high (two dots), {example}")
             value = tuple(float(p) for p in parts) if len(parts) == 2 else float(parts[0])
-        if _is_number(value):
-            return float(value), float(value)
-        if isinstance(value, (tuple, list)) and len(value) == 2 and all(_is_number(v) for v in value):
-            return float(value[0]), float(value[1])
+        if is_number(value):
+            return _float(value), _float(value)
+        if isinstance(value, (tuple, list)) and len(value) == 2 and all(is_number(v) for v in value):
+            return _float(value[0]), _float(value[1])
         raise ConfigError(f"{where}={value!r}: expected a number or a (low, high) range, {example}")
 
     def draw(self, u: np.ndarray, span: tuple[float, float] | None = None) -> np.ndarray:
@@ -84,12 +84,22 @@ class Param:
         return f"{self.name} {self.dist} {_show(self.low, self.high)}" + (f" {self.unit}" if self.unit else "")
 
 
-# a decimal number ("2", "-0.5", ".5", "1e-3"), or nan/inf, which `check` refuses by name; never "1_0" or "0x10"
-_NUMBER = re.compile(r"[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)", re.IGNORECASE)
+# a decimal number ("2", "-0.5", ".5", "1e-3"), or nan/inf, which `check` refuses by name; never "1_0", "0x10" or
+# digits of other scripts ("٢", which float() reads as 2)
+_NUMBER = re.compile(r"[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)", re.IGNORECASE | re.ASCII)
 
 
-def _is_number(value) -> bool:
+def is_number(value) -> bool:
+    """A real number (Python or numpy), and not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _float(value) -> float:
+    """A real number as a float; an int too big for one is ±inf (for `check` to refuse as not finite)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _show(lo: float, hi: float) -> str:

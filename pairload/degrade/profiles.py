@@ -156,20 +156,39 @@ FILE_KEYS = ("name", "source", "log_k", "k", *REQUIRED[2:], *OPTIONAL)  # `k`: K
 
 
 def _shown(value) -> str:
-    return json.dumps(value) if isinstance(value, (list, dict, str, bool, type(None))) else repr(value)
+    """A value as a message shows it: JSON where it can be (a list or array whole, on one line), else its repr."""
+    if isinstance(value, (tuple, np.ndarray)):
+        value = value.tolist() if isinstance(value, np.ndarray) else list(value)
+    if isinstance(value, (list, dict, str, bool, type(None))):
+        return json.dumps(value, default=repr, ensure_ascii=False)
+    return repr(value)
+
+
+def _finite(value) -> float | None:
+    """`value` as a float if it is a finite real number (not a bool), else None (an int too big for a float too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _number(key: str, value, expected: str, fix: str | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(value):
+    number = _finite(value)
+    if number is None:
         raise ConfigError(f"{key}={_shown(value)}: expected {expected}", fix=fix)
-    return float(value)
+    return number
 
 
 def _numbers(key: str, value, count: int, expected: str, fix: str | None = None) -> tuple[float, ...]:
-    if not isinstance(value, (list, tuple, np.ndarray)) or len(value) != count:
+    """`count` finite numbers; anything else is refused showing the whole value, not the element at fault."""
+    listed = isinstance(value, (list, tuple)) or isinstance(value, np.ndarray) and value.ndim == 1
+    numbers = [_finite(v) for v in value] if listed and len(value) == count else [None]
+    if None in numbers:
         raise ConfigError(f"{key}={_shown(value)}: expected {expected}", fix=fix)
-    return tuple(_number(key, v, expected, fix) for v in value)
+    return tuple(numbers)
 
 
 def _range(key: str, value, what: str) -> tuple[float, float]:
@@ -226,6 +245,10 @@ def check_fields(values: dict, *, k_key: str = "log_k") -> dict:
         if values["read_dist"] == "tukey":
             raise ConfigError("tukey_lambda: missing; a Tukey-λ read noise needs its shape's range [low, high] "
                               "(one value: low == high)", fix="add tukey_lambda, or set read_dist to gaussian")
+    elif values["read_dist"] == "gaussian":
+        raise ConfigError(f"tukey_lambda={_shown(values['tukey_lambda'])}: a Gaussian read noise (read_dist gaussian) "
+                          "has no Tukey-λ shape; the model would ignore it", fix="remove tukey_lambda, or set "
+                          "read_dist to tukey")
     else:
         out["tukey_lambda"] = _range("tukey_lambda", values["tukey_lambda"], "the Tukey-λ shape")
     out["color_bias"] = _numbers("color_bias", values["color_bias"], 4,
@@ -359,15 +382,21 @@ def _g(value: float) -> str:
 def load_profile(name_or_path: str | os.PathLike) -> Profile:
     """A built-in profile by name (`PROFILES`), or the profile in a JSON file (`.json`; keys: Profile's fields,
     `k: [Kmin, Kmax]` in place of `log_k` if you like). Anything wrong is a ConfigError naming the file and key."""
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise ConfigError(f"profile {name_or_path!r} ({type(name_or_path).__name__}): expected a built-in profile's "
+                          f"name ({', '.join(PROFILES)}) or the path of a JSON profile file (.json)")
     text = os.fspath(name_or_path)
     if text in PROFILES:
         return PROFILES[text]
     path = Path(text)
+    if text.strip() and path.is_dir():
+        raise ConfigError(f"{path}: a folder; expected a built-in profile's name or the path of a JSON profile file "
+                          "(.json)", fix="give the file in it (`pairload calibrate -o` writes one)")
     if path.suffix.lower() != ".json" and not path.is_file():
         raise ConfigError(f"unknown profile {text!r}; built-in profiles: {', '.join(PROFILES)}",
                           fix="pick one, or give the path of a JSON profile file (.json)")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_once)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such profile file", fix="check the path (`pairload calibrate` writes one)") \
             from None
@@ -376,7 +405,20 @@ def load_profile(name_or_path: str | os.PathLike) -> Profile:
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})",
                           fix="correct the file (docs/calibration.md shows the format)") from None
+    except ConfigError as exc:  # a key given twice (`_once`)
+        raise ConfigError(f"{path}: {exc.problem}", fix=exc.fix) from None
     return profile_from_dict(doc, str(path))
+
+
+def _once(pairs: list) -> dict:
+    """A JSON object whose keys are each given once (json's own reading keeps the last of two silently)."""
+    doc: dict = {}
+    for key, value in pairs:
+        if key in doc:
+            raise ConfigError(f"key {key!r} is given twice ({key}={_shown(doc[key])}, then {key}={_shown(value)})",
+                              fix="keep one")
+        doc[key] = value
+    return doc
 
 
 def profile_from_dict(doc, where: str) -> Profile:

@@ -5,6 +5,7 @@ parameter table. Numpy only."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,8 @@ class Degradation:
         object.__setattr__(self, "_extra", prepare(self.profile, dict(self.ranges)) if prepare else None)
 
     def _check_profile(self, m: Model) -> None:
+        if isinstance(self.profile, os.PathLike):
+            object.__setattr__(self, "profile", os.fspath(self.profile))
         if self.profile is None:
             return
         if not m.needs_levels:
@@ -47,6 +50,10 @@ class Degradation:
         if not isinstance(self.profile, str) or not self.profile.strip():
             raise ConfigError(f"degradation {self.model!r}: profile={self.profile!r}: expected the name of a built-in "
                               f"camera profile or the path of a .json profile, e.g. {_example(m, 'profile')}")
+        if "," in self.profile:
+            raise ConfigError(f"degradation {self.model!r}: profile={self.profile!r}: a comma in the path; a spec "
+                              "string (what loader states and configs record) cannot hold it", fix="rename or move the "
+                              "profile file to a path without commas")
 
     @classmethod
     def of(cls, value) -> "Degradation | None":
@@ -97,13 +104,21 @@ class Degradation:
 
     def describe(self) -> str:
         """The canonical string (what `of` reads back; loader states and digests record it)."""
-        parts = [self.model] + [f"{k}={lo:g}" if lo == hi else f"{k}={lo:g}..{hi:g}" for k, (lo, hi) in self.ranges]
+        parts = [self.model] + [f"{k}={_exact(lo)}" if lo == hi else f"{k}={_exact(lo)}..{_exact(hi)}"
+                                for k, (lo, hi) in self.ranges]
         if self.profile is not None:
             parts.append(f"profile={self.profile}")
         return ",".join(parts)
 
     def __str__(self) -> str:
         return self.describe()
+
+
+def _exact(value: float) -> str:
+    """`value` as `describe` writes it: short (2, 0.5, 1e-05) where that reads back the same float, else every digit
+    it needs (a digest or a recorded spec must not merge 0.1234567891 with 0.123457)."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
 
 
 def takers(members, sensor) -> list[str]:

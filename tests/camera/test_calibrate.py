@@ -9,7 +9,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +19,8 @@ stats = pytest.importorskip("scipy.stats")
 
 from pairload.cli import CALIBRATE_FLAGS, main  # noqa: E402
 from pairload.errors import ConfigError, ImageError, OutputError, in_cli_terms  # noqa: E402
-from pairload.camera.calibrate import (Frame, calibrate, check_measured, fit_profile, read_frame,  # noqa: E402
-                                      save)
+from pairload.camera.calibrate import (Frame, calibrate, check_measured, dark_noise, fit_profile,  # noqa: E402
+                                      read_frame, save)
 from pairload.degrade.profiles import load_profile  # noqa: E402
 
 BLACK, WHITE = 512, 16383
@@ -374,3 +374,49 @@ def test_calibrate_replaces_its_own_outputs_and_a_failed_write_names_the_path_gi
                                           "space, or write it elsewhere$"):
         save(profile, {"isos": []}, tmp_path / "q.json")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json", "r.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"white": float("nan")}, "white=nan: expected the white level (saturation) in DN, above 0 and at most 65535"),
+    ({"white": "16383"}, "white='16383': expected the white level (saturation) in DN, above 0 and at most 65535"),
+    ({"white": True}, "white=True: expected the white level (saturation) in DN, above 0 and at most 65535"),
+    ({"white": 1e9}, "white=1000000000.0: expected the white level (saturation) in DN, above 0 and at most 65535"),
+    ({"white": 16383, "black": 20000}, "white=16383: expected a white level above the black level (20000 DN); give "
+                                       "the levels of these frames (white, black)"),
+    ({"black": True}, "black=True: expected one black level (DN >= 0) or 4, one per channel R, G, B, G"),
+    ({"black": float("inf")}, "black=inf: expected one black level (DN >= 0) or 4, one per channel R, G, B, G"),
+    ({"black": "512"}, "black='512': expected one black level (DN >= 0) or 4, one per channel R, G, B, G"),
+    ({"iso": True}, "iso=True: expected a positive whole ISO number"),
+    ({"flats": None}, "flats=None: expected flats frames: a path, or a list of paths of files or folders"),
+])
+def test_options_that_cannot_work_are_refused_before_a_frame_is_read(tmp_path, options, message):
+    options = {"flats": tmp_path / "no-flats", "darks": tmp_path / "no-darks", "name": "x", **options}
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        calibrate(options.pop("flats"), options.pop("darks"), **options)
+
+
+def test_numpy_whole_numbers_are_whole_numbers(tmp_path):
+    with pytest.raises(ConfigError, match="^flats=.*no-flats: no such file or folder"):  # past the option checks
+        calibrate(tmp_path / "no-flats", tmp_path / "no-darks", name="x", iso=np.int64(800), window=np.int64(64))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--name", ""], "--name '': expected a non-empty profile name"),  # not the output's name in its place
+    (["--black", "1,2,3,4,5"], "--black 1,2,3,4,5: expected a number of DN, or four separated by commas (R,G,B,G)"),
+    (["--white", "nan"], "--white nan: expected the white level (saturation) in DN, above 0 and at most 65535"),
+    (["--black", "512", "--white", "100"], "--white 100.0: expected a white level above the black level (512 DN); "
+                                           "give the levels of these frames (--white, --black)"),
+])
+def test_the_command_refuses_bad_options_in_one_line(tmp_path, capsys, args, message):
+    code, out, err = run(capsys, "calibrate", "--flats", tmp_path / "no-flats", "--darks", tmp_path / "no-darks",
+                         "-o", tmp_path / "c.json", *args)
+    assert (code, err) == (1, f"error: {message}\n")
+
+
+def test_darks_of_one_iso_with_and_without_a_black_level_are_named(one_iso):
+    a, b = (replace(read_frame(one_iso / "darks" / f"dark_iso800_0{i}.npy"), black=black)
+            for i, black in ((0, None), (1, (512.0,) * 4)))
+    with pytest.raises(ImageError, match=rf"^{re.escape(str(b.path))}: black level \(512\.0, 512\.0, 512\.0, 512\.0\), "
+                                         rf"but {re.escape(str(a.path))} has none \(a \.npy mosaic, no black= or "
+                                         r"--black given\); the dark frames of one ISO must share their levels"):
+        dark_noise([a, b])

@@ -97,3 +97,28 @@ def test_a_malformed_spec_is_refused_in_one_line(spec, message):
 def test_well_formed_specs_read_back_in_their_canonical_form(spec, canonical):
     assert Degradation.of(spec).describe() == canonical
     assert Degradation.of(canonical).describe() == canonical  # the canonical form reads back as itself
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"model": "lowlight", "gamma": 10 ** 400}, LL + "gamma=inf: expected finite numbers, e.g. gamma=1.5..5"),
+    ({"model": "lowlight", "gamma": (2, -10 ** 400)}, LL + "gamma=2..-inf: expected finite numbers, e.g. gamma=1.5..5"),
+    # float() reads other scripts' digits: a spec does not
+    ("lowlight,gamma=٢", LL + "gamma='٢': expected a number or a range low..high (two dots), e.g. gamma=1.5..5"),
+    ({"model": "raw-physics", "profile": "/data/a,b.json"},
+     "degradation 'raw-physics': profile='/data/a,b.json': a comma in the path; a spec string (what loader states and "
+     "configs record) cannot hold it; rename or move the profile file to a path without commas"),
+])
+def test_huge_ints_other_digits_and_a_comma_in_a_profile_path_are_refused(spec, message):
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        Degradation.of(spec)
+
+
+def test_the_canonical_string_keeps_every_digit_and_a_profile_path_may_be_a_path(tmp_path):
+    exact = Degradation.of("lowlight,gamma=0.1234567891..2")
+    assert exact.describe() == "lowlight,gamma=0.1234567891..2"  # not 0.123457: states and digests tell them apart
+    assert Degradation.of(exact.describe()) == exact != Degradation.of("lowlight,gamma=0.123457..2")
+    from pairload.degrade.profiles import PROFILES, save_profile
+
+    save_profile(PROFILES["NikonD850"], tmp_path / "cam.json")
+    made = Degradation.of({"model": "raw-physics", "profile": tmp_path / "cam.json"})
+    assert made.profile == str(tmp_path / "cam.json") and made.extra == PROFILES["NikonD850"]

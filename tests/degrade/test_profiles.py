@@ -110,6 +110,10 @@ DROP = object()  # a key left out
     ({"row": {"slope": float("nan"), "bias": 1.0}}, r"row\.slope=nan: expected a finite number"),
     ({"row": None}, r"row=null: expected an object"),
     ({"read_dist": "poisson"}, r'read_dist="poisson": expected one of tukey, gaussian'),
+    # a shape the model would ignore: never silently
+    ({"read_dist": "gaussian"}, r"tukey_lambda=\[-0\.1, 0\.1\]: a Gaussian read noise \(read_dist gaussian\) has no "
+                                r"Tukey-λ shape; the model would ignore it; remove tukey_lambda, or set read_dist to "
+                                r"tukey$"),
     ({"tukey_lambda": DROP}, r"tukey_lambda: missing; .*add tukey_lambda, or set read_dist to gaussian"),
     ({"color_bias": [1, 2, 3]}, r"color_bias=\[1, 2, 3\]: expected 4 numbers"),
     ({"black_level": 2000, "white_level": 1023}, r"black_level=2000: expected DN >= 0 and below white_level"),
@@ -162,7 +166,6 @@ LEVELS_10BIT = {"white_level": 1023, "black_level": 64}  # white - black = 959: 
                                  r"\(at -0\.5 and below the read noise has no finite variance; ELD's and LED's cameras "
                                  r"span -0\.28 to 0\.2\); fit λ on dark frames \(`pairload calibrate`\), or set "
                                  r"read_dist to gaussian$"),
-    ({"tukey_lambda": [0.1, 1.5], "read_dist": "gaussian"}, r"tukey_lambda=\[0\.1, 1\.5\]: expected Tukey-λ shapes"),
     ({"read": {"slope": 0.6, "bias": 50}}, r'read=\{"slope": 0\.6, "bias": 50\.0, "spread": 0\.0\}: the read noise\'s '
                                            r"σ reaches 3\.764e\+22 DN at K 7\.389 \(median 1\.721e\+22 DN × "
                                            r"e\^\(3·spread\) × 2\.19, the σ of a Tukey-λ of scale 1 at λ -0\.1\); "
@@ -214,3 +217,30 @@ def test_a_profile_saved_where_no_file_can_be_names_the_path_given(tmp_path):
                                           rf"that {missing.parent} is a folder you can write with free space"):
         save_profile(PROFILES["SonyA7S2"], missing)
     assert list(tmp_path.iterdir()) == []  # no temporary file left
+
+
+@pytest.mark.parametrize("text, message", [
+    # json keeps the last of two keys: a profile file must not
+    ('{"name": "a", "name": "b"}', r'key \'name\' is given twice \(name="a", then name="b"\); keep one$'),
+    # the whole value is shown, not the element at fault
+    (json.dumps({**GOOD, "log_k": ["-1", "2"]}), r'log_k=\["-1", "2"\]: expected \[low, high\], two finite numbers'),
+    (json.dumps({**GOOD, "log_k": [True, 2]}), r"log_k=\[true, 2\]: expected \[low, high\], two finite numbers"),
+    (json.dumps({**GOOD, "log_k": [-1, 10 ** 400]}), r"log_k=\[-1, 1000000000\d+\]: expected \[low, high\]"),
+])
+def test_a_key_given_twice_and_values_that_are_no_numbers_are_refused_whole(tmp_path, text, message):
+    path = tmp_path / "mine.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=rf"^{path}: {message}"):
+        load_profile(path)
+
+
+def test_a_folder_or_what_is_no_name_is_refused_as_a_profile(tmp_path):
+    for folder in (tmp_path, tmp_path / "cam.json"):
+        folder.mkdir(exist_ok=True)
+        with pytest.raises(ConfigError, match=rf"^{folder}: a folder; expected a built-in profile's name or the path "
+                                              r"of a JSON profile file \(\.json\); give the file in it"):
+            load_profile(folder)
+    for value in (None, 5):
+        with pytest.raises(ConfigError, match=rf"^profile {value} \({type(value).__name__}\): expected a built-in "
+                                              r"profile's name \(SonyA7S2, .*\) or the path of a JSON profile file"):
+            load_profile(value)
