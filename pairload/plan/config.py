@@ -15,6 +15,21 @@ from .clips import Clips
 from .crops import Crop, check_crop, crop_size, is_whole
 
 
+
+def _source_names(given) -> tuple[str, ...]:
+    """`degrade_sources` as a tuple of names: one name, or a list or tuple of distinct non-empty names."""
+    names = (given,) if isinstance(given, str) else given
+    if names is None:
+        return ()
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n.strip() for n in names):
+        raise ConfigError.for_value("degrade_sources", repr(given), "expected the names of mixed sources, a name or a "
+                                    "list of names, e.g. degrade_sources=('made',)")
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise ConfigError.for_value("degrade_sources", repr(given), f"{', '.join(twice)} named twice; name each "
+                                    "source once")
+    return tuple(names)
+
 class LastBatch(str, Enum):
     """What happens to the samples of an epoch that do not fill a whole batch on every rank.
 
@@ -167,8 +182,7 @@ class PlanConfig:
         """What a sample is: its degradation (`degrade`, and the mixed sources it applies to) and its clip."""
         self._set("degrade", Degradation.of(self.degrade))
         self._set("clips", Clips.of(self.clips))
-        sources = (self.degrade_sources,) if isinstance(self.degrade_sources, str) else self.degrade_sources
-        self._set("degrade_sources", tuple(str(s) for s in sources or ()))
+        self._set("degrade_sources", _source_names(self.degrade_sources))
         if self.degrade_sources and self.degrade is None:
             raise ConfigError(f"degrade_sources={list(self.degrade_sources)}: there is no degradation to apply; give "
                               "degrade= too (e.g. degrade='lowlight')")

@@ -30,3 +30,17 @@ def test_of_several_mistakes_the_first_checked_is_reported():
         PlanConfig(batch_size=4, crop=8, world_size=0, repeats=0)
     with pytest.raises(ConfigError, match=r"^repeats=0: expected a whole number of passes"):
         PlanConfig(batch_size=4, crop=8, repeats=0, weights={"a": -1})
+
+
+@pytest.mark.parametrize("given, expected", [
+    (5, r"degrade_sources=5: expected the names of mixed sources, a name or a list of names, e\.g\. "
+        r"degrade_sources=\('made',\)$"),
+    (b"ab", r"degrade_sources=b'ab': expected the names of mixed sources"),
+    ([None], r"degrade_sources=\[None\]: expected the names"),
+    (["", "x"], r"degrade_sources=\['', 'x'\]: expected the names"),
+    (("a", "a"), r"degrade_sources=\('a', 'a'\): a named twice; name each source once$"),
+])
+def test_odd_degrade_sources_are_refused_by_name(given, expected):
+    with pytest.raises(ConfigError, match=expected):
+        PlanConfig(batch_size=2, crop=8, degrade="lowlight", degrade_sources=given)
+    assert PlanConfig(batch_size=2, crop=8, degrade="lowlight", degrade_sources="made").degrade_sources == ("made",)
