@@ -42,6 +42,12 @@ def calculate_psnr_gt_mean(img, img2, crop_border: int = 0, input_order: str = "
     else:
         out, tgt = (_levels(x, name, input_order) for x, name in ((img, "img"), (img2, "img2")))
     check_pair(out, tgt, TYPE, gray_for=GRAY_NEEDS, names=("img", "img2"), scale=UNIT if tensors[0] else LEVELS)
+    if not len(out):  # their loop averages the value it returns: a mean over no image would be NaN
+        raise EvaluationError(f"{TYPE}: img has shape {tuple(out.shape)}, no image; expected at least one image "
+                              "to score (skip empty batches before calling the metric)")
+    if not isinstance(test_y_channel, (bool, np.bool_)):
+        raise ConfigError.for_value(f"{TYPE}: test_y_channel", repr(test_y_channel), "expected True or False, as "
+                                    "the options' test_y_channel: true or false")
     if not tensors[0]:
         out, tgt = (t if t.dtype == torch.uint8 else t / 255.0 for t in (out, tgt))
     return float(gt_mean_psnr(out, tgt, crop_border=crop_border, y_channel=test_y_channel).mean())

@@ -46,20 +46,26 @@ def check_image(x, where: str, name: str = "input", dims: tuple[int, ...] = (4,)
     if x.dim() not in dims:
         hint = " (one image: add a batch dimension with image[None])" if x.dim() == min(dims) - 1 else ""
         raise EvaluationError(f"{where}: {name} has shape {tuple(x.shape)}; expected {layout}{hint}")
+    if x.layout != torch.strided:
+        raise EvaluationError(f"{where}: {name} is a {x.layout} tensor; expected a dense tensor {layout} "
+                              "(x.to_dense())")
     if 0 in x.shape[1:]:
         raise EvaluationError(f"{where}: {name} has shape {tuple(x.shape)}, an empty image; expected {layout} with "
                               "at least 1 channel and 1×1 pixels (check the crop or slice that made it)")
 
 
 def _check_dtype(x: torch.Tensor, where: str, name: str, scale: Scale) -> None:
-    if x.is_floating_point() or x.dtype == torch.uint8:
+    if x.is_floating_point() and x.element_size() > 1 or x.dtype == torch.uint8:
         return
-    if x.dtype == torch.bool:
+    if x.is_floating_point():  # float8: too coarse for a metric, and torch cannot take its minimum
+        fix = "pass x.float()"
+    elif x.dtype == torch.bool:
         fix = "pass x.float() to compare 0/1 as black/white"
     elif x.is_complex():
         fix = "pass a real image (x.abs() or x.real)"
     else:
-        fix = "divide it by its full scale (x / 65535.0 for 16-bit levels, as pairload.Normalize does)"
+        fix = ("divide it by its full scale (x / 255.0 for 8-bit levels, x / 65535.0 for 16-bit levels, as "
+               "pairload.Normalize does)")
     raise EvaluationError(f"{where}: {name} is {x.dtype}; expected {scale.expected} or uint8 levels; {fix}")
 
 
@@ -106,6 +112,9 @@ def check_pair(output, target, where: str, *, gray_for: str | None = None, names
     if output.device != target.device:
         raise EvaluationError(f"{where}: {names[0]} on {output.device} and {names[1]} on {target.device}; expected "
                               "one device (move one of them with .to(...))")
+    if output.is_meta:
+        raise EvaluationError(f"{where}: {names[0]} and {names[1]} are meta tensors, which hold no values; expected "
+                              "images on cpu or cuda (compute them there)")
     channels = output.shape[-3]
     if gray_for and channels not in (1, 3):
         raise EvaluationError(f"{where}: the images have {channels} channels; {gray_for}")

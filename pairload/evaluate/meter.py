@@ -14,6 +14,7 @@ import math
 
 import torch
 
+from ..devices import resolve_device
 from ..distributed import all_reduce_sum
 from ..errors import ConfigError, EvaluationError
 from .metrics import BT601_LUMA, MetricConfig, check_config, check_luma, checked, scores_of
@@ -31,6 +32,9 @@ def _flags(valid, n: int, like: torch.Tensor) -> torch.Tensor:
         found = f"shape {tuple(keep.shape)}" if keep is not None else f"a {type(valid).__name__}"
         raise EvaluationError(f"ValidationMetrics.update: valid has {found}; expected ({n},), one flag per image "
                               "(or clip) of the batch (PairBatch.valid)")
+    if keep.dtype != torch.bool and not bool(((keep == 0) | (keep == 1)).all()):  # not weights taken for flags
+        raise EvaluationError(f"ValidationMetrics.update: valid holds {keep.tolist()[:8]}; expected True/False (or "
+                              "0/1) per image (or clip) of the batch (PairBatch.valid), not weights")
     return keep.to(torch.bool)
 
 
@@ -49,7 +53,7 @@ class ValidationMetrics:
         self.config = config if config is not None else MetricConfig(**options)
         check_config(self.config, "ValidationMetrics")
         check_luma(luma)
-        self.luma, self.device = luma, device
+        self.luma, self.device = luma, resolve_device(device) if device is not None else None
         self._sums: torch.Tensor | None = None  # psnr, ssim, psnr_gt_mean, count: float64 on the device
 
     def reset(self) -> None:

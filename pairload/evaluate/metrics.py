@@ -22,6 +22,7 @@ import math
 import numbers
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -61,8 +62,10 @@ class MetricConfig:
             raise ConfigError.for_value("crop_border", self.crop_border, "expected a whole number of pixels, 0 or "
                                         "more", fix="pass crop_border=0 to keep every pixel")
         for name in ("y_channel", "quantize"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError.for_value(name, getattr(self, name), "expected True or False")
+            value = getattr(self, name)
+            if not isinstance(value, (bool, np.bool_)):
+                raise ConfigError.for_value(name, repr(value), "expected True or False")
+            object.__setattr__(self, name, bool(value))  # numpy's True too
 
 
 def levels(x: torch.Tensor, quantize: bool = True) -> torch.Tensor:
@@ -180,7 +183,7 @@ def ssim(output: torch.Tensor, target: torch.Tensor, *, crop_border: int = 0, y_
 
 def check_luma(luma) -> tuple[float, float, float]:
     """`luma` as three gray weights (R, G, B): real, finite, not negative, not all 0."""
-    weights = tuple(luma) if isinstance(luma, (tuple, list)) else ()
+    weights = tuple(luma) if isinstance(luma, (tuple, list)) or isinstance(luma, np.ndarray) and luma.ndim == 1 else ()
     if (len(weights) != 3 or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
                                      and v >= 0 for v in weights) or not sum(weights)):
         raise ConfigError.for_value("luma", luma, "expected three gray weights (R, G, B), none negative and not all "

@@ -70,6 +70,9 @@ def run_whole(model, x: torch.Tensor, *, multiple: int = 1, scale: int = 1, pad_
         raise EvaluationError(f"run_whole: the model returned {found} for a {ph}×{pw} input; expected "
                               f"N×C×{ph * scale}×{pw * scale} (pass scale= for a model that enlarges, or a model "
                               "that returns one tensor)")
+    if len(out) != len(x):
+        raise EvaluationError(f"run_whole: the model returned {len(out)} image(s) for a batch of {len(x)}; expected "
+                              "one output image per input image (a model that keeps the batch dimension)")
     return out[..., :h * scale, :w * scale]
 
 
@@ -148,6 +151,10 @@ def run_tiled(model, x: torch.Tensor, tiling: Tiling, *, multiple: int = 1, scal
                 total = torch.zeros((*out.shape[:2], ph * s, pw * s), dtype=torch.float64, device=out.device)
                 count = torch.zeros((1, 1, ph * s, pw * s), dtype=torch.float64, device=out.device)
                 dtype = out.dtype
+            if out.shape[1] != total.shape[1]:
+                raise EvaluationError(f"run_tiled: the model returned {out.shape[1]} channels for the tile at "
+                                      f"({top}, {left}) but {total.shape[1]} for the first; expected a model that "
+                                      "returns as many channels for every tile")
             part = out[..., (y0 - top) * s:(y1 - top) * s, (x0 - left) * s:(x1 - left) * s]
             total[..., y0 * s:y1 * s, x0 * s:x1 * s] += part
             count[..., y0 * s:y1 * s, x0 * s:x1 * s] += 1

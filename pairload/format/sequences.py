@@ -26,7 +26,9 @@ RUN = "@"  # a sequence split at its gaps gives runs named "<sequence>@<first fr
 #            name holds one
 
 _ESCAPED = re.compile(r"(?:~[0-9A-F]{2})+")  # `schema.key_from_relpath`'s escapes: '~XX' per UTF-8 byte
-_NUMBER = re.compile(r"[0-9]+$")
+_KEY_NUMBER = re.compile(r"[0-9]+$")  # a key's digits are ASCII: it escapes every other character
+_NUMBER = re.compile(r"\d+$")  # a name's: any decimal digits ('٣' too), as `pack.sequences.misnumbered` reads them
+_DIGITS = re.compile(r"(\d+)")
 
 
 def frame_name(key: str) -> str:
@@ -47,17 +49,32 @@ def frame_number(name: str) -> int | None:
     return int(m.group()) if m else None
 
 
+def frame_numbers(names: Sequence[str]) -> list[int | None]:
+    """The frame numbers of a sequence's frames (`names`, in frame order). Where every name is the same text around
+    the same count of numbers (`f0001_x2`, `f0002_x2`), the last of those numbers that changes from frame to frame
+    (a number in the middle of the names too); else the number each name ends with (`frame_number`)."""
+    parts = [_DIGITS.split(n) for n in names]
+    if len(parts) > 1 and len(parts[0]) > 1 and all(p[0::2] == parts[0][0::2] for p in parts):
+        fields = [[int(x) for x in p[1::2]] for p in parts]
+        changing = [j for j in range(len(fields[0])) if len({f[j] for f in fields}) > 1]
+        j = changing[-1] if changing else -1
+        return [f[j] for f in fields]
+    return [frame_number(n) for n in names]
+
+
 def _key_number(key: str) -> int | None:
     """`frame_number` of a key's frame: its trailing digits, unless its last part holds an escape ('~29' is ')')."""
-    m = _NUMBER.search(key)
+    m = _KEY_NUMBER.search(key)
     if m is None:
         return None
     return frame_number(frame_name(key)) if "~" in key[key.rfind("+") + 1:] else int(m.group())
 
 
 def _evenly(numbers: list[int | None]) -> bool:
-    """Whether frames numbered so are evenly numbered (or not numbered at all), as `numbering_breaks` finds none."""
-    if len(numbers) < 2 or all(n is None for n in numbers):
+    """Whether frames whose names end with these numbers are evenly numbered at a glance, so that `numbering_breaks`
+    finds no break (the numbers at the ends of the names change, so they are the frame numbers). False where it
+    cannot tell: a name ends otherwise (a number in its middle may be the frame number)."""
+    if len(numbers) < 2:
         return True
     if any(n is None for n in numbers):
         return False
@@ -74,10 +91,11 @@ class Break:
     before: str
     after: str
     step: int | None
+    numbers: tuple[int | None, int | None] = (None, None)  # of `before` and `after` (`frame_numbers`)
 
     def words(self) -> str:
         """'frames 0003 → 0007, step 1 elsewhere', and why it is a break."""
-        a, b = frame_number(self.before), frame_number(self.after)
+        a, b = self.numbers
         if a is None or b is None:
             why = f"{self.after if b is None else self.before} has no number at the end of its name"
         elif b == a:
@@ -91,16 +109,16 @@ class Break:
 
 def numbering_breaks(names: Sequence[str]) -> list[Break]:
     """Where the frame numbers of a sequence's frames (`names`, file names without extension, in frame order) are
-    not one arithmetic progression. Its step is the most frequent step forward (the smaller of equally frequent ones),
-    so every 10th frame of a video is evenly numbered; a break is another step (frames missing, a second numbering
-    in the folder) or a frame without a number among numbered ones. Frames none of which is numbered have no
-    numbering to break."""
-    numbers = [frame_number(n) for n in names]
+    not one arithmetic progression (`frame_numbers`). Its step is the most frequent step forward (the smaller of
+    equally frequent ones), so every 10th frame of a video is evenly numbered; a break is another step (frames
+    missing, a second numbering in the folder) or a frame without a number among numbered ones. Frames none of which
+    is numbered have no numbering to break."""
+    numbers = frame_numbers(names)
     if all(n is None for n in numbers):
         return []
     steps = Counter(b - a for a, b in zip(numbers, numbers[1:]) if a is not None and b is not None and b > a)
     step = min(steps, key=lambda d: (-steps[d], d)) if steps else None
-    return [Break(k, names[k - 1], names[k], step) for k in range(1, len(names))
+    return [Break(k, names[k - 1], names[k], step, (numbers[k - 1], numbers[k])) for k in range(1, len(names))
             if (numbers[k - 1] is None) != (numbers[k] is None)
             or (numbers[k] is not None and numbers[k] - numbers[k - 1] != step)]
 
@@ -112,6 +130,25 @@ def others(found: list[tuple[object, Break]]) -> str:
         return ""
     more = len({s for s, _ in found}) - 1
     return f" (and {len(found) - 1} more break(s)" + (f" in {more} other sequence(s)" if more else "") + ")"
+
+
+_INT64 = 2 ** 63
+
+
+def _entry_problem(doc) -> str | None:
+    """What is wrong with a split's `FIELD` entry as JSON: not {"names": [str], "starts": [int], "counts": [int]}
+    (numpy would take "6", 6.0 and True as counts); None when nothing is."""
+    if not isinstance(doc, dict):
+        return f"it is a {type(doc).__name__}"
+    for field, kind, what in (("names", str, "names"), ("starts", int, "whole numbers"), ("counts", int,
+                                                                                         "whole numbers")):
+        if field not in doc:
+            return f"it has no {field}"
+        v = doc[field]
+        if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, kind)
+                                          or kind is int and not -_INT64 <= x < _INT64 for x in v):
+            return f"{field} is {repr(v)[:60]}, not a list of {what}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -191,11 +228,11 @@ class Sequences:
         if gaps is not None and gaps not in GAP_POLICIES[1:]:
             raise ShardError(f"{where}: \"{GAPS}\" is {gaps!r}, not one of {', '.join(GAP_POLICIES[1:])}; the manifest "
                              "is damaged or from another tool: pack the folder again with --sequences")
-        try:
-            seqs = Sequences(doc["names"], doc["starts"], doc["counts"], entry.get(TARGET, "frame"), gaps)
-        except (KeyError, TypeError, ValueError) as e:
-            raise ShardError(f"{where}: the \"{FIELD}\" entry is not names/starts/counts lists ({e}); pack the "
-                             "folder again with --sequences") from None
+        problem = _entry_problem(doc)
+        if problem:
+            raise ShardError(f"{where}: the \"{FIELD}\" entry is not names/starts/counts lists ({problem}); pack the "
+                             "folder again with --sequences")
+        seqs = Sequences(doc["names"], doc["starts"], doc["counts"], entry.get(TARGET, "frame"), gaps)
         return seqs.check(samples, where)
 
     def breaks(self, keys: Sequence[str]) -> list[tuple[int, Break]]:

@@ -22,6 +22,7 @@ SHORT = ("refuse", "drop", "pad")  # a sequence with fewer frames than a clip
 FIELDS = ("frames", "stride", "start", "short")
 GRAMMAR = f"T[,stride=S][,start={'|'.join(STARTS)}][,short={'|'.join(SHORT)}]"  # a clip policy as a string
 _WHOLE = re.compile(r"[0-9]+")
+MOST = 2 ** 16  # the most frames of a clip, and the longest stride: a clip's frames are stacked in one batch
 START_STREAM = 5  # the planner stream of a clip's random start (1-3: crop corner and code; 31+: the degradation)
 _FRAME = np.uint64(0x9E3779B97F4A7C15)  # mixes a frame's number into its clip's noise key
 
@@ -42,8 +43,9 @@ class Clips:
     def __post_init__(self) -> None:
         for name in ("frames", "stride"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ConfigError.for_value(f"clips {name}", value, "expected a whole number, at least 1")
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MOST:
+                raise ConfigError.for_value(f"clips {name}", value,
+                                            f"expected a whole number, at least 1 and at most {MOST}")
             object.__setattr__(self, name, int(value))
         if self.start not in STARTS:
             raise ConfigError.for_value("clips start", self.start, f"expected one of {', '.join(STARTS)}")

@@ -126,8 +126,8 @@ def test_dtypes_that_are_no_image_are_refused_with_a_fix():
                                               r"uint8 levels; pass x.float\(\) to compare 0/1 as black/white$")
     refused(ssim, output, target.to(torch.complex64), match=r"^ssim: target is torch.complex64; .*; pass a real image")
     refused(gt_mean_psnr, (output * 65535).to(torch.uint16), target,
-            match=r"^gt_mean_psnr: output is torch.uint16; .*; divide it by its full scale \(x / 65535.0 for 16-bit "
-                  r"levels, as pairload.Normalize does\)$")
+            match=r"^gt_mean_psnr: output is torch.uint16; .*; divide it by its full scale \(x / 255.0 for 8-bit "
+                  r"levels, x / 65535.0 for 16-bit levels, as pairload.Normalize does\)$")
 
 
 def test_numpy_arrays_other_dims_and_devices():

@@ -214,7 +214,12 @@ def test_a_clip_spec_that_does_not_parse_names_clips_the_value_and_the_grammar(s
 
 
 @pytest.mark.parametrize("spec, match", [
-    ("0", "clips frames=0: expected a whole number, at least 1"), ("-2", "clips frames=-2: expected a whole number"),
+    ("0", "clips frames=0: expected a whole number, at least 1 and at most 65536"),
+    ("-2", "clips frames=-2: expected a whole number"),
+    ("99999999999999999999", "clips frames=99999999999999999999: expected a whole number, at least 1 and at most "
+                             "65536"),
+    ({"frames": 2 ** 62, "short": "pad"}, "clips frames=4611686018427387904: expected"),
+    ("3,start=grid,stride=99999999999999999999", "clips stride=99999999999999999999: expected"),
     ("5.0", "clips frames=5.0: expected"), ("5,stride=0", "clips stride=0: expected"),
     ("5,stride=-1", "clips stride=-1: expected"), ("5,stride=1.5", "clips stride=1.5: expected"),
     ("5,start=Grid", "clips start=Grid: expected one of random, grid"), ("5,short=", "clips short=: expected one of"),

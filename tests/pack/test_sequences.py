@@ -382,3 +382,52 @@ def test_info_names_the_first_sequences_and_counts_the_rest(tmp_path):
     assert q["first"] == {f"clip{s}": 2 for s in range(5)} and q["count"] == 7
     assert sequences_cell(q) == ("7 of 2-2 frames, target per frame: clip0 (2), clip1 (2), clip2 (2), clip3 (2), "
                                  "clip4 (2), … and 2 more")
+
+
+@pytest.mark.parametrize("names, said", [
+    (["f1x", "f2x", "f5x"], ["frames f2x → f5x, step 1 elsewhere"]),  # the number in the middle of the names
+    (["f0001_x2", "f0002_x2", "f0003_x2"], []),  # a number every name shares is not the frame number
+    (["\u0661", "\u0662", "\u0665"], ["frames \u0662 → \u0665, step 1 elsewhere"]),  # Arabic-Indic digits
+    (["\uff11", "\uff12", "\uff13"], []),  # full-width digits, evenly numbered
+    (["s1_0001", "s1_0002", "s2_0001"], ["frames s1_0002 → s2_0001, numbered backwards"]),
+    (["x2a", "x2b"], []),  # the names differ in letters, not numbers
+])
+def test_the_frame_number_is_the_number_that_changes_wherever_it_stands(names, said):
+    from pairload.format.sequences import numbering_breaks
+
+    assert [b.words() for b in numbering_breaks(names)] == said
+
+
+def test_a_gap_in_numbers_inside_the_names_is_refused_and_reported_in_an_older_pack(tmp_path):
+    for f in (1, 2, 3, 7):
+        write_rgb(tmp_path / "v/low/vidA" / f"frame{f}_low.png", frame(1, f))
+        write_rgb(tmp_path / "v/high/vidA" / f"frame{f}_low.png", 255 - frame(1, f))
+    with pytest.raises(PairingError, match=r"^low/vidA: the frame numbers break, frames frame3_low → frame7_low, step "
+                                           r"1 elsewhere, so a clip would join"):
+        pack(tmp_path / "v", tmp_path / "s", PackOptions(workers=1, sequences=True))
+    pack(tmp_path / "v", tmp_path / "s", PackOptions(workers=1, sequences=True, sequence_gaps="allow"))
+    manifest = tmp_path / "s/manifest.json"
+    doc = json.loads(manifest.read_text())
+    del doc["splits"]["train"]["sequence_gaps"]  # as packed before pairload read numbers inside names
+    manifest.write_text(json.dumps(doc))
+    assert verify(tmp_path / "s").gaps[0].startswith("split 'train': sequence 'vidA': frames frame3_low → frame7_low")
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("counts", ["2", "2"], r"counts is \['2', '2'\], not a list of whole numbers"),  # numpy would read them
+    ("counts", [2.0, 2.0], r"counts is \[2\.0, 2\.0\], not a list of whole numbers"),
+    ("counts", [[2], [2]], r"counts is \[\[2\], \[2\]\], not a list of whole numbers"),  # was a TypeError
+    ("counts", [2, 2 ** 70], r"counts is \[2, 1180591620717411303424\], not a list of whole numbers"),  # overflowed
+    ("starts", 0, r"starts is 0, not a list of whole numbers"),  # was a TypeError
+    ("names", [1, 2], r"names is \[1, 2\], not a list of names"),
+    (None, [1, 2], r"it is a list"),
+])
+def test_a_sequences_entry_of_other_types_is_refused_in_one_line(field, value, said):
+    entry = Sequences(["a", "b"], [0, 2], [2, 2]).to_entry()
+    if field is None:
+        entry["sequences"] = value
+    else:
+        entry["sequences"][field] = value
+    with pytest.raises(ShardError, match=rf"^w: the \"sequences\" entry is not names/starts/counts lists \({said}\); "
+                                         r"pack the folder again with --sequences$"):
+        Sequences.from_entry(entry, 4, "w")
