@@ -145,8 +145,8 @@ def calibrate(
 
     try:
         check_outputs(out_json, report_json)  # before the frames are read: a bad -o is no reason to wait
-        profile, report = run(flats, darks, name=name or out_json.stem, iso=iso, black=black_option(black),
-                              white=white, read_dist=read_dist, window=window)
+        profile, report = run(flats, darks, name=out_json.stem if name is None else name, iso=iso,
+                              black=black_option(black), white=white, read_dist=read_dist, window=window)
     except ConfigError as exc:  # said with this command's flags
         raise ConfigError(in_cli_terms(exc, CALIBRATE_FLAGS)) from None
     for line in report_lines(report):
@@ -336,7 +336,7 @@ def info(
 
 
 PREVIEW_FLAGS = {"n": "-n", "crop": "--crop", "tile_height": "--tile-height", "columns": "--columns",
-                 "display": "--display", "out": "--out", "degrade": "--degrade", "clips": "--clips"}
+                 "display": "--display", "out": "--out", "degrade": "--degrade", "clips": "--clips", "seed": "--seed"}
 
 
 @app.command()

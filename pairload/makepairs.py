@@ -25,13 +25,14 @@ import numpy as np
 from .errors import ConfigError, MissingDependencyError, PairloadError
 from .format.atomic import atomic_open, write_bytes_atomic
 from .format.members import Members
-from .folders.decode import decode_rgb
+from .folders.decode import MAX_HEIGHT, MAX_PIXELS, MAX_WIDTH, decode_rgb
 from .folders.discover import IMAGE_EXTS
-from .folders.filetypes import NUMPY_EXTS
+from .folders.filetypes import CAMERA_RAW_EXTS, NUMPY_EXTS
+from .folders.names import HIGH_NAMES, LOW_NAMES
 from .degrade import Degradation
 from .degrade.spec import takers
 
-PHOTO_EXTS = IMAGE_EXTS - NUMPY_EXTS  # photographs to darken: .npy arrays are not sRGB photos
+PHOTO_EXTS = IMAGE_EXTS - NUMPY_EXTS - CAMERA_RAW_EXTS  # photographs to darken: not .npy arrays, not camera raw
 BUNDLED = ("astronaut", "chelsea", "coffee", "rocket")
 DOC = "synth.json"
 PAIR_MEMBERS = Members()  # every pair: uint8 RGB input and target of one size; the model must take such targets
@@ -59,7 +60,11 @@ class MakePairsOptions:
         if not (isinstance(size, (tuple, list)) and len(size) == 2 and all(map(_whole, size)) and min(size) >= 8):
             shown = f"{size[0]}x{size[1]}" if isinstance(size, (tuple, list)) and len(size) == 2 else repr(size)
             raise ConfigError(f"--size {shown}: expected WIDTHxHEIGHT of at least 8x8, e.g. 600x400")
-        object.__setattr__(self, "size", (int(size[0]), int(size[1])))
+        w, h = int(size[0]), int(size[1])
+        if w * h > MAX_PIXELS or w > MAX_WIDTH or h > MAX_HEIGHT:  # pairs pack could not decode
+            raise ConfigError(f"--size {w}x{h}: {w * h:,} pixels a pair; expected at most {MAX_PIXELS:,} pixels and "
+                              f"sides of at most {MAX_WIDTH:,}x{MAX_HEIGHT:,} (what pack can decode), e.g. 600x400")
+        object.__setattr__(self, "size", (w, h))
         if self.source is not None:  # a Path too; kept as text, which synth.json records
             if not isinstance(self.source, (str, os.PathLike)):
                 raise ConfigError(f"--from {self.source!r}: expected the path of a folder of normal-light photos")
@@ -112,12 +117,33 @@ def _sources(source: str | None) -> list[tuple[str, str]]:
         return photos
     root = Path(source)
     if not root.is_dir():
-        raise ConfigError(f"--from {source}: no such folder")
-    files = sorted(p for p in root.rglob("*")
-                   if p.is_file() and p.suffix.lower() in PHOTO_EXTS and not p.name.startswith("."))
+        found = "a file, not a folder" if root.exists() else "no such folder"
+        raise ConfigError(f"--from {source}: {found}; pass the folder that holds the normal-light photos")
+    listed = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+    raw = [p for p in listed if p.suffix.lower() in CAMERA_RAW_EXTS]
+    if raw:
+        raise ConfigError(f"--from {source}: {raw[0].relative_to(root)}"
+                          + (f" and {len(raw) - 1} more file(s) are" if len(raw) > 1 else " is")
+                          + " camera raw, which make-pairs cannot darken (it reads developed 8-bit or 16-bit photos); "
+                          "develop them to PNG or TIFF, or move them out of the folder")
+    files = [p for p in listed if p.suffix.lower() in PHOTO_EXTS]
     if not files:
         raise ConfigError(f"--from {source}: no images found (expected {', '.join(sorted(PHOTO_EXTS))})")
+    _refuse_pairs_layout(root, files)
     return [(p.relative_to(root).as_posix(), str(p)) for p in files]
+
+
+def _refuse_pairs_layout(root: Path, files: list[Path]) -> None:
+    """A folder of low-light photos beside one of normal-light photos (`pairload pack`'s low/ and high/) is a paired
+    dataset: its dark inputs would be taken as targets and darkened again."""
+    folders = sorted({p.parent for p in files})
+    for low in folders:
+        high = [f for f in folders if f.parent == low.parent and f.name.lower() in HIGH_NAMES]
+        if low != root and low.name.lower() in LOW_NAMES and high:
+            rel = low.relative_to(root).as_posix(), high[0].relative_to(root).as_posix()
+            raise ConfigError(f"--from {root}: {rel[0]}/ holds low-light images beside {rel[1]}/ (a paired dataset), "
+                              "and make-pairs would darken them again; pass the normal-light folder alone, e.g. "
+                              f"--from {high[0]}")
 
 
 @functools.lru_cache(maxsize=4)  # jobs are sorted by photo, so a worker rarely needs one it has dropped
@@ -358,7 +384,7 @@ def make_pairs(out_dir: str | os.PathLike, options: MakePairsOptions = MakePairs
     if part is None:
         _write_final(out, head, table, names, counts, base)
         return {**head, "count": made}
-    _write_record(out / _record(part.index, part.count), head, table, names)
+    _write_record(out / _record(part.index, part.count), head, table, names, counts)
     complete = _finish_parts(out, part.count, head, counts, base)
     return {**head, "complete": complete, "count": made}
 
@@ -376,12 +402,14 @@ def _record(index: int, count: int) -> str:
     return f".make-pairs-part-{index:04d}-of-{count:04d}.npz"
 
 
-def _write_record(path: Path, head: dict, table: np.ndarray, names: list[str]) -> None:
-    """A part's record: its rows of the table (the others not done), the run's head and the photos' names."""
+def _write_record(path: Path, head: dict, table: np.ndarray, names: list[str], counts: dict) -> None:
+    """A part's record: its rows of the table (the others not done), the run's head, the photos' names and the pairs
+    of each split (`counts`)."""
     import io
 
     buf = io.BytesIO()
-    np.savez(buf, table=table, head=np.array(json.dumps(head)), names=np.array(json.dumps(names)))
+    np.savez(buf, table=table, head=np.array(json.dumps(head)), names=np.array(json.dumps(names)),
+             counts=np.array(json.dumps(counts)))
     write_bytes_atomic(path, buf.getvalue())
 
 
@@ -399,9 +427,10 @@ def _finish_parts(out: Path, count: int, head: dict, counts: dict, base: dict) -
         table, names = None, None
         for r in records:
             with np.load(r) as rec:
-                if json.loads(str(rec["head"])) != head or (table is not None and len(rec["table"]) != len(table)):
-                    raise ConfigError(f"{r}: a part of another make-pairs run (seed, size, source, pairs or degrade "
-                                      "differ); run every part with the same options, or delete the "
+                if json.loads(str(rec["head"])) != head or (
+                        "counts" not in rec.files or json.loads(str(rec["counts"])) != counts):
+                    raise ConfigError(f"{r}: a part of another make-pairs run (seed, size, source, pairs or "
+                                      "degrade differ); run every part with the same options, or delete the "
                                       ".make-pairs-part-* files")
                 part_table = rec["table"]
                 names = json.loads(str(rec["names"]))

@@ -213,8 +213,20 @@ def bad_train(**changes) -> str:
                                          r"frame sequences"),
     (bad_train(gt_size=None, mini_batch_sizes=None, gt_sizes=None, iters=None),
      r"BasicSR options datasets.train: no gt_size; pairload needs the crop side \(e.g. gt_size: 128\)"),
+    # a key written twice would train on the last value, silently
+    (bad_train().replace("    gt_size: 8\n", "    gt_size: 8\n    gt_size: 16\n"),
+     r"datasets\.train\.gt_size is given twice \(lines (\d+) and (?!\1)\d+\); a YAML parser keeps the last one "
+     r"silently: remove one of them$"),
+    (bad_train() + "manual_seed: 8\n", r"manual_seed is given twice \(lines \d+ and \d+\)"),
+    (bad_train() + "---\nname: Other\n", r"not YAML \(expected a single document in the stream but found another "
+                                          r"document at line \d+, column 1\)"),
+    (bad_train().replace("scale: 1\n", "scale: '1'\n"), r"BasicSR options.scale='1': expected 1; "),
+    (bad_train(degrade="lowlight", degrade_sources=["made"]),
+     r"datasets\.train\.degrade_sources=\['made'\]: names sources of a mix, and python -m pairload\.basicsr trains on "
+     r"one --shards folder, all of whose inputs degrade makes; remove degrade_sources$"),
 ], ids=["comments", "list", "string", "binary", "no datasets", "datasets list", "no train", "train number",
-        "val null", "batch eight", "shuffle yes", "sequence dataset", "no gt_size"])
+        "val null", "batch eight", "shuffle yes", "sequence dataset", "no gt_size", "key twice", "top key twice",
+        "two documents", "scale text", "degrade_sources"])
 def test_options_files_their_parser_cannot_read_or_pairload_cannot_load_are_named(tmp_path, text, message):
     (tmp_path / "Options").mkdir()
     (tmp_path / "Options" / "Bad.yml").write_text(text)
@@ -347,6 +359,21 @@ def test_our_arguments_are_taken_out_and_theirs_kept_in_order():
                                "train:x=1", "--shards-split", "val", "--auto_resume"])
     assert (ours.shards, ours.shards_split) == ("s", "val")
     assert theirs == ["-opt", "a.yml", "--launcher", "pytorch", "--force_yml", "train:x=1", "--auto_resume"]
+    assert (split_args([])[0].shards, split_args([])[0].shards_split) == (None, "train")
+    # given twice, argparse would train on the last one silently
+    with pytest.raises(ConfigError, match=r"^--shards given 2 times \(a, b\); give it once$"):
+        split_args(["--shards", "a", "-opt", "x.yml", "--shards=b"])
+    with pytest.raises(ConfigError, match=r"^--shards-split given 2 times \(train, test\); give it once$"):
+        split_args(["--shards-split", "train", "--shards-split", "test"])
+
+
+def test_a_merge_key_overridden_in_the_train_dataset_is_no_repeated_key(tmp_path):
+    """`<<: *anchor` then a key of the anchor's: YAML's override, meant, not a key written twice."""
+    (tmp_path / "Options").mkdir()
+    text = bad_train().replace("datasets:\n", "base: &base {gt_size: 16}\ndatasets:\n", 1).replace(
+        "    gt_size: 8\n", "    <<: *base\n    gt_size: 8\n")
+    (tmp_path / "Options" / "Merged.yml").write_text(text)
+    assert check_options_file(["-opt", "Options/Merged.yml"], tmp_path) == "-opt Options/Merged.yml"
 
 
 def test_a_train_py_of_another_shape_is_named():

@@ -4,6 +4,7 @@ refusals in one line; `pairload synth` kept as a deprecated alias."""
 
 import hashlib
 import json
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -144,13 +145,40 @@ def test_make_pairs_in_parts_writes_the_files_and_the_record_of_one_run(tmp_path
     assert not list((tmp_path / "parts").glob(".make-pairs-part-*"))
 
 
-def test_parts_of_two_runs_are_refused_naming_the_record(tmp_path):
+@pytest.mark.parametrize("change", [{"degrade": "lowlight,gamma=2"}, {"pairs": 2, "test": 2}])
+def test_parts_of_two_runs_are_refused_naming_the_record(tmp_path, change):
+    """Another degradation, or the same number of pairs split otherwise between train and test (whose records are
+    as long), is another run: its synth.json would list files no part wrote."""
     make_pairs(tmp_path, MakePairsOptions(pairs=4, test=0, size=(16, 12), seed=3), part=Part(0, 2))
-    other = MakePairsOptions(pairs=4, test=0, size=(16, 12), seed=3, degrade="lowlight,gamma=2")
+    other = MakePairsOptions(**{"pairs": 4, "test": 0, "size": (16, 12), "seed": 3, **change})
     with pytest.raises(ConfigError, match=r"\.make-pairs-part-0000-of-0002\.npz: a part of another make-pairs run "
                                           r"\(seed, size, source, pairs or degrade differ\)"):
         make_pairs(tmp_path, other, part=Part(1, 2))
     assert not (tmp_path / "synth.json").read_text().startswith('{"complete":true')
+
+
+def test_odd_source_folders_are_refused_by_name(tmp_path, photos):
+    """--from a file, a folder holding camera raw files (which would fail to decode as photos) or a paired dataset
+    (whose dark inputs would be darkened again), and a size pack could not decode: one line each, before any work."""
+    opts = {"pairs": 1, "test": 0, "size": (16, 12)}
+    with pytest.raises(ConfigError, match=r"^--from .*p0\.png: a file, not a folder; pass the folder that holds"):
+        make_pairs(tmp_path / "o", MakePairsOptions(**opts, source=f"{photos}/p0.png"))
+    (Path(photos) / "raw").mkdir()
+    (Path(photos) / "raw" / "IMG_1.DNG").write_bytes(b"II*")
+    with pytest.raises(ConfigError, match=r"^--from .*: raw/IMG_1\.DNG is camera raw, which make-pairs cannot darken "
+                                          r"\(it reads developed 8-bit or 16-bit photos\); develop them"):
+        make_pairs(tmp_path / "o", MakePairsOptions(**opts, source=photos))
+    for side in ("low", "high"):
+        (tmp_path / "lol" / "train" / side).mkdir(parents=True)
+        cv2.imwrite(str(tmp_path / "lol" / "train" / side / "1.png"), np.zeros((20, 20, 3), np.uint8))
+    with pytest.raises(ConfigError, match=r"^--from .*lol: train/low/ holds low-light images beside train/high/ \(a "
+                                          r"paired dataset\), and make-pairs would darken them again; pass the "
+                                          r"normal-light folder alone, e\.g\. --from .*lol/train/high$"):
+        make_pairs(tmp_path / "o", MakePairsOptions(**opts, source=tmp_path / "lol"))
+    with pytest.raises(ConfigError, match=r"^--size 40000x40000: 1,600,000,000 pixels a pair; expected at most "
+                                          r"1,073,741,824 pixels"):  # was OpenCV running out of memory
+        MakePairsOptions(size=(40000, 40000))
+    assert not (tmp_path / "o").exists()
 
 
 def test_keys_past_99999_are_written_in_the_order_of_their_text():

@@ -190,7 +190,7 @@ def _check_samples(train: Mapping, top: Mapping) -> None:
     for where, scope in (("BasicSR options", top), (WHERE, train)):
         scale = scope.get("scale", 1)
         if scale is not None and scale != 1:
-            raise ConfigError(f"{where}.scale={scale}: expected 1; pairload crops input and target at one size (a "
+            raise ConfigError(f"{where}.scale={scale!r}: expected 1; pairload crops input and target at one size (a "
                               "packed camera raw input is the only other relation, set by the split): train "
                               "super-resolution with BasicSR's own loader")
     given = [k for k in ("mean", "std") if train.get(k) is not None]
@@ -363,7 +363,35 @@ def read_options_file(path: Path, label: str) -> dict:
             raise ConfigError(f"{label}: datasets.{phase} is {_yaml_kind(dataset)}, expected a mapping of that "
                               "dataset's options (name:, type:, dataroot_lq:, dataroot_gt:, ...); indent them "
                               f"under {phase}:, or remove {phase}:")
+    _refuse_repeated(yaml.compose(text, Loader=_options_loader()), label)
     return dict(doc)
+
+
+READ_SECTIONS = ((), ("datasets",), ("datasets", "train"), ("train",))  # the mappings pairload reads keys of
+
+
+def _refuse_repeated(root, label: str) -> None:
+    """A key written twice in a mapping pairload reads (`READ_SECTIONS`): YAML parsers keep the last value
+    silently, so one of the two is not what trains; keys a merge (<<: *anchor) brings are overridden by design."""
+    import yaml
+
+    for path in READ_SECTIONS:
+        node = root
+        for name in path:
+            node = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == name), None)
+            if not isinstance(node, yaml.MappingNode):
+                break
+        else:
+            seen: dict[tuple[str, str], int] = {}
+            for key, _ in node.value:
+                if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                    continue
+                first = seen.setdefault((key.tag, key.value), key.start_mark.line + 1)
+                if first != key.start_mark.line + 1:
+                    where = ".".join((*path, key.value))
+                    raise ConfigError(f"{label}: {where} is given twice (lines {first} and "
+                                      f"{key.start_mark.line + 1}); a YAML parser keeps the last one silently: "
+                                      "remove one of them")
 
 
 def _options_loader():
@@ -392,8 +420,9 @@ def _yaml_problem(exc) -> str:
     mark = getattr(exc, "problem_mark", None)
     if isinstance(exc, yaml.reader.ReaderError):
         return f"not text: {exc.reason} at byte {exc.position}"
-    if mark is not None:
-        return f"{exc.problem} at line {mark.line + 1}, column {mark.column + 1}"
+    if mark is not None:  # "but found ..." says what the context expected ("expected a single document ...")
+        problem = f"{exc.context} {exc.problem}" if exc.context and str(exc.problem).startswith("but") else exc.problem
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
     return " ".join(str(exc).split())
 
 

@@ -77,10 +77,17 @@ def main(argv: list[str] | None = None) -> int:
 def split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """(our options, their arguments in their order)."""
     parser = argparse.ArgumentParser(prog="python -m pairload.basicsr", add_help=False, allow_abbrev=False)
-    parser.add_argument("--shards")
-    parser.add_argument("--shards-split", default="train")
+    parser.add_argument("--shards", action="append")
+    parser.add_argument("--shards-split", action="append")
     parser.add_argument("--gt-mean-psnr", action="store_true")
-    return parser.parse_known_args(argv)
+    ours, theirs = parser.parse_known_args(argv)
+    for flag, default in (("--shards", None), ("--shards-split", "train")):
+        name = flag[2:].replace("-", "_")
+        given = getattr(ours, name) or [default]
+        if len(given) > 1:  # argparse would keep the last silently
+            raise ConfigError(f"{flag} given {len(given)} times ({', '.join(given)}); give it once")
+        setattr(ours, name, given[0])
+    return ours, theirs
 
 
 def run(argv: list[str], cwd: Path | None = None) -> None:
@@ -116,11 +123,23 @@ def check_options_file(theirs: list[str], repo: Path) -> str:
                           f"{flag} Options/NAME.yml, relative to the repository's root")
     doc = read_options_file(full, label)
     if "--force_yml" not in theirs:  # else their parse_options changes the options it read: checked after it
-        try:
-            loader_options(doc, progressive="code", log=lambda _: None)
-        except ConfigError as exc:
-            raise ConfigError(f"{label}: {exc}") from None
+        run_options(doc, label, lambda _: None)
     return label
+
+
+def run_options(opt: Mapping, label: str, log: Callable[[str], object]) -> dict:
+    """`loader_options` of their options as this command runs them (their progressive block, one shard folder), a
+    refusal naming `label`, the options file."""
+    where = f"{label}: " if label else ""
+    try:
+        options = loader_options(opt, progressive="code", log=log)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}{exc}") from None
+    if options.get("degrade_sources"):
+        raise ConfigError(f"{where}datasets.train.degrade_sources={list(options['degrade_sources'])}: names sources "
+                          "of a mix, and python -m pairload.basicsr trains on one --shards folder, all of whose "
+                          "inputs degrade makes; remove degrade_sources")
+    return options
 
 
 def _options_arg(theirs: list[str], repo: Path) -> tuple[str, str]:
@@ -326,10 +345,7 @@ class Session:
                                              "gt_mean_psnr) before the options' own metrics"))
         where = f"{self.options_file}: " if self.options_file else ""
         notes: list[str] = []
-        try:
-            options = loader_options(opt, progressive="code", log=notes.append)
-        except ConfigError as exc:
-            raise ConfigError(f"{where}{exc}") from None
+        options = run_options(opt, self.options_file, notes.append)
         self.notes += [(logging.INFO, f"pairload: {n}") for n in notes]
         if not self.shards:
             raise ConfigError(f"no --shards: {pack_hint(opt['datasets']['train'])}")

@@ -63,12 +63,17 @@ def _from_folder(root: Path, out: Discovery) -> dict[str, str]:
     hints: dict[tuple[str, str], str] = {}
     for folder, names in walk(root):
         where = folder.relative_to(root).as_posix()
+        real_folder = os.path.realpath(folder)
         for name in names:
             rel = name if where == "." else f"{where}/{name}"
             full = os.path.join(folder, name)
             ext = os.path.splitext(name)[1].lower()
             if ext in IMAGE_EXTS:
-                seen = real.setdefault(real_path(full), rel)
+                target = real_path(full)
+                if target != os.path.join(real_folder, name) and not os.path.exists(target):  # a link to nothing
+                    raise PairingError(f"{root}: {escaped(rel)} is a link to {escaped(os.readlink(full))}, which does "
+                                       "not exist; restore the file it points to, or remove the link")
+                seen = real.setdefault(target, rel)
                 if seen == rel:
                     found[rel] = full
                     continue
@@ -91,17 +96,20 @@ def listed(path: str | os.PathLike) -> list[str]:
 
 
 def _from_list(path: Path, root: Path) -> dict[str, str]:
-    """{relative path: absolute path} of the images a list file names, each line checked."""
+    """{relative path: absolute path} of the images a list file names, each line checked; two lines reaching one
+    file (a link and its target) are refused, as a folder packs such a file once."""
     if path.suffix.lower() in IMAGE_LIKE_EXTS:
         raise PairingError(f"{path}: an image, not a folder or a list of photos; pass the folder that holds it")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is no part of line 1
     except UnicodeDecodeError:
         raise PairingError(f"{path}: not a UTF-8 text file; pass a folder of photos or a text file listing them, one "
                            "path a line") from None
     except OSError as exc:
         raise PairingError(f"{path}: cannot be read ({exc.strerror})") from None
     found: dict[str, str] = {}
+    real: dict[str, tuple[int, str]] = {}  # real path -> (line, entry) that named it first
+    real_path = RealPaths()
     for number, line in enumerate(text.splitlines(), 1):
         entry = line.strip()
         if not entry or entry.startswith("#"):
@@ -119,6 +127,10 @@ def _from_list(path: Path, root: Path) -> dict[str, str]:
             raise PairingError(f"{where}: {escaped(entry)}: no such file ({full}); fix or remove the line")
         if rel in found:
             raise PairingError(f"{where}: {escaped(entry)} is listed twice; remove one line")
+        first, named = real.setdefault(real_path(full), (number, entry))
+        if first != number:
+            raise PairingError(f"{where}: {escaped(entry)} is the same file as {escaped(named)} (line {first}), "
+                               "through a link; it would be trained on twice: remove one line")
         found[rel] = str(full)
     return found
 

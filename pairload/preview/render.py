@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 
 from ..errors import ConfigError
+from ..plan.crops import is_whole
 
 SIDES = ("input", "target")
 MARGIN, GAP, PAD = 10, 4, 14  # sheet border; between a cell's two tiles; between cells
@@ -158,7 +159,7 @@ def render(cells: list[Cell], header: list[str], tile_height: int, columns: int 
     check_tile_height(tile_height)
     if not cells:
         raise ConfigError("a preview sheet needs at least one pair")
-    if not isinstance(columns, int) or columns < 0:
+    if not is_whole(columns) or columns < 0:
         raise ConfigError.for_value("columns", columns, "expected 0 (about square) or a number of pairs per row")
     cols = min(columns or math.ceil(math.sqrt(len(cells))), len(cells))
     rows = math.ceil(len(cells) / cols)

@@ -18,7 +18,7 @@ import numpy as np
 from ..dihedral import HFLIP, TRANSPOSE, VFLIP
 from ..errors import ConfigError, OutputError
 from ..format.atomic import write_bytes_atomic
-from ..plan.crops import check_crop
+from ..plan.crops import check_crop, is_whole
 from ..read.shards import ShardDataset, open_shards
 from ..degrade.spec import suggested_model, takers
 from .display import check_mode, displays
@@ -60,14 +60,26 @@ class PreviewOptions:
 
             self._loader_option("clips", Clips.of)
             self._loader_option("degrade", Degradation.of)
-        if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
+        if not is_whole(self.n) or self.n < 1:
             raise ConfigError.for_value("n", self.n, "expected at least 1 pair to show")
-        if not isinstance(self.columns, int) or self.columns < 0:
+        if not is_whole(self.columns) or self.columns < 0:
             raise ConfigError.for_value("columns", self.columns, "expected 0 (about square) or pairs per row")
+        if not is_whole(self.seed) or self.seed < 0:
+            raise ConfigError.for_value("seed", self.seed, "expected a whole number, 0 or more")
         check_tile_height(self.tile_height)
         check_mode(self.display)
         if self.batch:
-            object.__setattr__(self, "crop", check_crop(self.crop))
+            self._check_crop()
+
+    def _check_crop(self) -> None:
+        """`crop` in its canonical form; a refusal said on a command line as --crop WxH, as it was typed."""
+        crop = self.crop
+        try:
+            object.__setattr__(self, "crop", check_crop(crop))
+        except ConfigError as exc:
+            shown = f"{crop[1]}x{crop[0]}" if isinstance(crop, (tuple, list)) and len(crop) == 2 else str(crop)
+            raise ConfigError(str(exc), option="crop", flag_problem="{flag} " + shown.replace("{", "{{").replace(
+                "}", "}}") + ": expected N (square) or WxH of at least 1 pixel, or 'whole'") from None
 
     def _loader_option(self, name: str, parse) -> None:
         """An option of the loader whose batch is shown (`clips`, `degrade`): parsed, a refusal naming it; given, it
@@ -78,7 +90,9 @@ class PreviewOptions:
         try:
             object.__setattr__(self, name, parse(value))
         except ConfigError as exc:
-            raise ConfigError.for_value(name, value, str(exc)) from None
+            said = str(exc)  # without the value twice where the parser already names it ("degrade=5 (int): ...")
+            raise ConfigError.for_value(name, value, said.split(": ", 1)[1] if said.startswith(f"{name}=") else said
+                                        ) from None
         object.__setattr__(self, "batch", True)
 
 

@@ -266,10 +266,14 @@ def mix_sources(spec: str) -> dict[str, tuple[str, float]]:
         try:
             if not (eq and colon and name and folder):
                 raise ValueError
-            out[name] = (folder, float(weight))
+            value = (folder, float(weight))
         except ValueError:
             raise ConfigError(f"--mix {part!r}: expected NAME=FOLDER:WEIGHT items separated by commas, e.g. "
                               "real=shards/lol:1,made=shards/made:3") from None
+        if name in out:
+            raise ConfigError(f"--mix {spec}: source {name!r} is named twice (items {name}={out[name][0]}:... and "
+                              f"{part}); give each source its own name")
+        out[name] = value
     if not out:
         raise ConfigError("--mix is empty: expected NAME=FOLDER:WEIGHT items, e.g. "
                           "real=shards/lol:1,made=shards/made:3")

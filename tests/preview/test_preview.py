@@ -15,6 +15,7 @@ from conftest import make_raw
 from pairload import make_loader, open_shards
 from pairload.cli import main
 from pairload.dihedral import orient
+from pairload.errors import ConfigError
 from pairload.format.members import Member, Members
 from pairload.pack.writer import PackOptions, pack
 from pairload.preview import PreviewOptions, preview
@@ -245,6 +246,9 @@ def test_a_targets_only_split_is_shown_as_its_targets_alone(targets, tmp_path, c
     (["--degrade", "lowlight,gamma=2,gamma=3"], "error: --degrade lowlight,gamma=2,gamma=3: degradation 'lowlight': "
                                                 "gamma is given twice (gamma=2, then gamma=3); give it once, as one "
                                                 "value or one range, e.g. lowlight,gamma=1.5..5"),
+    (["--seed", "-1"], "error: --seed -1: expected a whole number, 0 or more"),  # was a crash in numpy
+    (["--crop", "0"], "error: --crop 0: expected N (square) or WxH of at least 1 pixel, or 'whole'"),
+    (["--crop", "16x0"], "error: --crop 16x0: expected N (square) or WxH of at least 1 pixel, or 'whole'"),
 ])
 def test_bad_options_exit_1_with_one_line(packed, tmp_path, capsys, args, message):
     args = [a.format(tmp=tmp_path) for a in args]
@@ -276,3 +280,15 @@ def test_info_sizes_counts_every_size_of_the_pack(tmp_path, capsys, index):
     assert "train: 6 pairs, 3 sizes (WxH of the inputs: pairs)" in lines
     assert lines.index("  56x40  " + "#" * 40 + "  3") == lines.index("train: 6 pairs, 3 sizes (WxH of the inputs: "
                                                                           "pairs)") + 1  # most pairs first
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"seed": 1.5}, r"^seed=1\.5: expected a whole number, 0 or more$"),
+    ({"seed": True}, r"^seed=True: expected a whole number, 0 or more$"),
+    ({"columns": True}, r"^columns=True: expected 0 \(about square\) or pairs per row$"),
+    ({"crop": (0, 16), "batch": True}, r"^crop=\(0, 16\): expected a positive \(height, width\) in pixels$"),
+    ({"degrade": 5}, r"^degrade=5: expected a model name such as 'lowlight'"),  # the value said once
+])
+def test_bad_preview_options_are_refused_in_api_terms(options, message):
+    with pytest.raises(ConfigError, match=message):
+        PreviewOptions(**options)

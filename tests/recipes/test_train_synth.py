@@ -117,6 +117,8 @@ def test_init_from_starts_from_the_checkpoints_weights(shards, tmp_path, capsys)
      r"--degrade-sources synth,,real: .*; found an empty name$"),
     ({"degrade": "lowlight", "degrade_sources": "synth, synth", "mix": "real=a:1,synth=b:3"},
      r"--degrade-sources synth, synth: .*; found synth named twice$"),
+    ({"mix": "made=a:1,made=b:3"}, r"^--mix made=a:1,made=b:3: source 'made' is named twice \(items made=a:\.\.\. "
+                                   r"and made=b:3\); give each source its own name$"),  # not the last one silently
 ])
 def test_degrade_options_are_checked_before_anything_starts(options, message):
     with pytest.raises(ConfigError, match=message):
