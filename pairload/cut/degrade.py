@@ -136,11 +136,6 @@ class Degrade:
         self.degrade, self.applies, self.sensor_rows, self.device = degrade, applies, sensor_rows, device
         self._runs: dict[int, tuple] = {}  # id(plans) -> (plans, their DegradeRun)
 
-    @property
-    def every_row(self) -> bool:
-        """Every input is made from its target (no source keeps stored inputs): the cut reads targets only."""
-        return self.applies is None
-
     def begin(self, plans) -> DegradeRun:
         got = self._runs.get(id(plans))
         if got is None or got[0] is not plans:
