@@ -43,6 +43,8 @@ def _warm(name: str, cfg: BenchConfig, device: torch.device, workers: int, consu
     if cfg.ranks > 1:
         return measure_ranks(name, cfg, workers if cfg.workers else max(1, (os.cpu_count() or 2) // cfg.ranks - 1))
     base_free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)  # the row's peaks are its own loader's (and consumer's)
     loader = build_loader(name, cfg, device, workers)
     try:
         return measure(name, loader, cfg, device, consumer, base_free)

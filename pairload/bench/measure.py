@@ -90,6 +90,8 @@ def measure(name: str, loader, cfg: BenchConfig, device: torch.device, consumer:
     res.stage_seconds = dict(stages.seconds)
     if device.type == "cuda" and base_free is not None:
         res.device_mem_mb = (base_free - torch.cuda.mem_get_info(device)[0]) / 2**20
+        res.device_reserved_mb = torch.cuda.max_memory_reserved(device) / 2**20
+        res.device_allocated_mb = torch.cuda.max_memory_allocated(device) / 2**20
     if consumer:
         res.data_wait_frac = meter.fraction()
     return res

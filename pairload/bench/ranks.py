@@ -85,7 +85,8 @@ def measure_ranks(name: str, cfg: BenchConfig, workers: int) -> Result:
     res = Result(loader=name, ranks=cfg.ranks, per_rank=per, repeats=per)
     res.summarise(cfg.pair_bytes(), mem.peak, node_total=True)  # the node's rate; min/max are the per-rank spread
     res.cpu_cores_used = sum(got[r]["cpu_cores_used"] for r in range(cfg.ranks))
-    res.device_mem_mb = max(got[r]["device_mem_mb"] for r in range(cfg.ranks))
+    for column in ("device_mem_mb", "device_reserved_mb", "device_allocated_mb"):  # the rank that took the most
+        setattr(res, column, max(got[r][column] for r in range(cfg.ranks)))
     res.path = "; ".join(sorted({got[r]["path"] for r in range(cfg.ranks)}))
     res.reason = f"{cfg.ranks} ranks x {workers} workers; per rank {min(per):,.0f}-{max(per):,.0f}"
     return res

@@ -19,7 +19,9 @@ class Result:
     mb_per_s: float = 0.0
     cpu_cores_used: float = 0.0
     peak_host_rss_mb: float = 0.0
-    device_mem_mb: float = 0.0
+    device_mem_mb: float = 0.0  # the device's free memory lost over the measurement (every allocator, DALI's too)
+    device_reserved_mb: float = 0.0  # torch's caching allocator: the most it reserved, and the most allocated
+    device_allocated_mb: float = 0.0
     data_wait_frac: float | None = None
     cold: bool = False
     ranks: int = 1

@@ -5,6 +5,11 @@ A host cut (one buffer holding both sides, page-locked when the device is a GPU)
 its orientation codes and oriented there, so the copy of batch k+1 overlaps the caller's work on batch k. On a CPU
 device the block is used as it is (the host side has applied the flips). A device cut is only viewed and handed
 over.
+
+On a GPU the stage keeps at most DEPTH blocks in flight: before it hands over a block it waits until the caller's
+stream has finished the work it queued before the block handed over DEPTH blocks ago. Launching is far faster than
+the GPU runs, so a caller that never synchronises (a loop that logs every N steps, CUDA graphs, a benchmark's timed
+window) would otherwise let launches run ahead without end, each holding its block in the caching allocator.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from ..plan import BatchPlan
 from .degrade import Degrade
 from .payload import Cut
 
+DEPTH = 3  # blocks handed over whose use by the caller may still be queued on the GPU
+
 
 class DeviceStage:
     """The stages after the cutter, each timed under its name (`Hooks`): `transfer` (a host cut copied to the device
@@ -34,6 +41,7 @@ class DeviceStage:
         self._stream = torch.cuda.Stream(device) if self.cuda else None
         self._copying: deque = deque()  # (release callback, event) of host buffers whose copy may still run
         self._handed: tuple = (None, None)  # (event, stream) of the last batch handed over
+        self._used: deque = deque()  # per block handed over: an event after the caller's work queued before it
 
     def stages(self, run=None, *, augment: bool = True) -> list[tuple[str, Callable[[Cut], Cut]]]:
         """(name, stage) in order for one run's cuts; `run`: the run's `DegradeRun` when its inputs are made here."""
@@ -95,11 +103,19 @@ class DeviceStage:
             stream = torch.cuda.current_stream(self.device)
             if ready is self._handed[0] and stream == self._handed[1]:
                 return batch
+            self._bound(stream)
             stream.wait_event(ready)
             for t in (batch.low, batch.high, batch.padded):
                 t.record_stream(stream)
             self._handed = (ready, stream)
         return batch
+
+    def _bound(self, stream) -> None:
+        """A new block is handed over on `stream`: mark how far the caller's queued work goes, and wait until the
+        work queued before the block DEPTH blocks back is done (its memory is then free to be used again)."""
+        self._used.append(stream.record_event())
+        if len(self._used) > DEPTH:
+            self._used.popleft().synchronize()
 
     def one_ahead(self, cuts, rows: Callable[[BatchPlan], Rows], run=None, *, augment: bool = True):
         """Yield the batches of an iterator of cuts through the stages (`stages(run)`), each handed over while the
@@ -116,3 +132,4 @@ class DeviceStage:
 
     def clear(self) -> None:
         self._copying.clear()
+        self._used.clear()

@@ -27,6 +27,7 @@ import torch
 
 from ..errors import ConfigError
 from ..hooks import Hooks
+from ..hostmemory import host_memory
 from ..units import human_bytes
 from .payload import Cutter
 
@@ -87,10 +88,15 @@ class Choice:
 
 
 def default_budget() -> int:
-    """Bytes of shard files the zero-copy path may pin by default: half of the memory available now."""
-    import psutil
+    """Bytes of shard files the zero-copy path may pin by default: half of the memory available now, under this
+    process's memory limit where there is one (`hostmemory`: pinned pages cannot be reclaimed)."""
+    return int(BUDGET_FRACTION * host_memory().available)
 
-    return int(BUDGET_FRACTION * psutil.virtual_memory().available)
+
+def _budget_note(r: Request) -> str:
+    if r.pin_budget is not None:
+        return "pin_budget="
+    return f"pin_budget=; by default half of the memory available: {host_memory().describe()}"
 
 
 def triton_missing() -> str | None:
@@ -114,10 +120,10 @@ def _kernel_why_not(r: Request, pinned: bool = False) -> str | None:
     budget = r.budget() if pinned else 0
     if pinned and r.need is None and sum(r.ds.shard_bytes) > budget:
         return (f"the split's shards are {human_bytes(sum(r.ds.shard_bytes))}, more than the pinning budget of "
-                f"{human_bytes(budget)} (pin_budget=; default half of the memory available)")
+                f"{human_bytes(budget)} ({_budget_note(r)}); the wds loader streams it a shuffle buffer at a time")
     if pinned and r.need is not None and r.need > budget:
         return (f"a shuffle buffer of shards and the next one are {human_bytes(r.need)}, more than the pinning "
-                f"budget of {human_bytes(budget)} (pin_budget=, or a smaller shuffle_buffer)")
+                f"budget of {human_bytes(budget)} ({_budget_note(r)}; or a smaller shuffle_buffer)")
     return triton_missing()
 
 

@@ -10,8 +10,9 @@ A thread (`PageCache`) registers the pieces in that order (`cuMemHostRegister`, 
 - the first batch of a cold split is cut as soon as its own pieces are in, not after the whole split is read;
 - `streaming` (the `wds` deal, a shuffle buffer of shards at a time): a piece goes back (unregistered, its remote shard
   released to the node cache) once the batch that reads it last is cut, and the thread registers at most `ahead`
-  bytes beyond what the current batch needs. Without `streaming` (`ram`) the pieces stay registered, as the whole
-  split did before.
+  bytes beyond what the current batch needs. Without `streaming` (`ram`) the pieces stay registered; once a run's
+  own pieces are in, the thread registers the rest of the split in the background (`_fill`), so that `settle` lays
+  every shard out as one range from the second run on, on any number of ranks.
 
 The kernel reads each sample at `low[i]`/`high[i]` (device addresses, set here shard by shard as the shards are
 mapped). A batch is only launched once every piece it reads is registered (`wait`), and a piece is only unregistered
@@ -163,6 +164,7 @@ class PageCache:
         self._done = 0  # entries of the order registered (the thread goes in order: all of order[:_done])
         self._advised = 0  # entries of the order whose disk reads were started
         self._front = 0  # entries of the order the current batch needs
+        self._filled = 0  # pieces (in grid order) looked at by `_fill`
         self._gen = 0  # runs begun: a registration of an earlier run's schedule does not move `_done`
         self._idle = False  # the thread waits for the current batch to move on
         self._stale: set[int] = set()  # shards mapped anew since the tables were last pointed
@@ -304,8 +306,30 @@ class PageCache:
                     self._pos += 1
                     self._idle = False
                     return piece
+            piece = self._fill()
+            if piece is not None:
+                self._idle = False
+                return piece
             self._idle = True
             return _WAIT
+
+    def _fill(self) -> int | None:
+        """A split that stays registered, once the run's own pieces are in: the next piece some sample reads that is
+        not registered yet, within the budget (None: none). Each rank of several reads only its share of a shard in
+        an epoch, so without this a shard is complete (and `settle` lays it out as one range) only after many
+        epochs; filled in the background, every shard is whole from the second epoch on. Under the lock."""
+        if self.streaming or self.ds.remote or self._sched is None:
+            return None
+        g = self.grid
+        while self._filled < g.count:
+            piece = self._filled
+            self._filled += 1
+            if g.read[piece] and not self._state[piece]:
+                if self.pinned + int(g.nbytes[piece]) > self.budget:
+                    self._filled = g.count  # the split does not fit after all: leave the rest to the runs
+                    return None
+                return piece
+        return None
 
     def _map(self, s: int) -> np.ndarray:
         mm = self._maps.get(s)

@@ -1,0 +1,129 @@
+"""The memory a process may use, under a cgroup limit (v1 and v2 file layouts, and a real limited cgroup where this
+machine lets a test make one): what the page cache may pin is a fraction of it, and a split bigger than the limit
+is still read whole, with a warning naming the limit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pairload.hostmemory import host_memory
+
+MB = 1 << 20
+
+
+def _tree(tmp_path: Path, listing: str, files: dict[str, str]) -> tuple[Path, Path]:
+    root = tmp_path / "cgroup"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    proc = tmp_path / "proc_cgroup"
+    proc.write_text(listing)
+    return root, proc
+
+
+def test_v2_limit_of_a_parent_bounds_the_process(tmp_path):
+    root, proc = _tree(tmp_path, "0::/job/step\n", {
+        "job/memory.max": str(512 * MB), "job/memory.current": str(300 * MB),
+        "job/memory.stat": f"anon {100 * MB}\nactive_file {150 * MB}\ninactive_file {50 * MB}\n",
+        "job/step/memory.max": "max", "job/step/memory.current": str(200 * MB)})
+    got = host_memory(root, proc)
+    assert got.total == 512 * MB
+    assert got.available == 512 * MB - (300 - 200) * MB  # the file pages it holds can be reclaimed
+    assert got.limit == str(root / "job") and "memory limit in" in got.describe()
+
+
+def test_v1_limit_and_no_limit(tmp_path):
+    root, proc = _tree(tmp_path, "4:memory:/slurm/job_7\n3:cpu:/other\n", {
+        "memory/slurm/job_7/memory.limit_in_bytes": str(2048 * MB),
+        "memory/slurm/job_7/memory.usage_in_bytes": str(1024 * MB),
+        "memory/slurm/job_7/memory.stat": f"total_inactive_file {24 * MB}\ntotal_active_file 0\n",
+        "memory/slurm/memory.limit_in_bytes": "9223372036854771712"})
+    got = host_memory(root, proc)
+    assert (got.total, got.available) == (2048 * MB, 1048 * MB)
+    unlimited = host_memory(tmp_path / "nothing", tmp_path / "no_such_file")
+    assert unlimited.limit == "" and unlimited.total > 2048 * MB  # the machine's own memory
+
+
+def _limited_cgroup(name: str, limit: int) -> Path | None:
+    """A new cgroup limited to `limit` bytes (v1 or v2), or None where this machine does not let a test make one."""
+    for folder, limit_file in ((Path("/sys/fs/cgroup/memory") / name, "memory.limit_in_bytes"),
+                               (Path("/sys/fs/cgroup") / name, "memory.max")):
+        if not folder.parent.is_dir() or not os.access(folder.parent, os.W_OK):
+            continue
+        try:
+            folder.mkdir()
+        except OSError:
+            continue
+        try:
+            (folder / limit_file).write_text(str(limit))
+            return folder
+        except OSError:
+            folder.rmdir()
+    return None
+
+
+@pytest.fixture
+def cgroup_64mb():
+    folder = _limited_cgroup(f"pairload-test-{os.getpid()}", 64 * MB)
+    if folder is None:
+        pytest.skip("this machine does not let a test make a memory-limited cgroup (not root, or cgroupfs read-only)")
+    yield folder
+    for _ in range(50):
+        try:
+            folder.rmdir()
+            return
+        except OSError:  # the test's process is still leaving it
+            import time
+
+            time.sleep(0.1)
+
+
+def test_a_split_bigger_than_the_limit_is_read_whole(tmp_path, cgroup_64mb):
+    """A real cgroup of 64 MB (for what the process allocates after joining it: its imports stay charged where they
+    were) and a 150 MB split: the ram loader reads every pair, right, with the limit named, and is not killed."""
+    from pairload.pack import PackOptions, pack
+
+    h, w, n = 400, 640, 100
+    for i in range(n):
+        low = np.full((h, w, 3), i, np.uint8)
+        low[..., 1] = (np.arange(h) % 256).astype(np.uint8)[:, None]
+        for side, img in (("low", low), ("high", 255 - low)):
+            (tmp_path / "raw" / side).mkdir(parents=True, exist_ok=True)
+            np.save(tmp_path / "raw" / side / f"{i:05d}.npy", img)
+    pack(tmp_path / "raw", tmp_path / "shards", PackOptions(workers=1, shard_size=16 * MB))
+    os.sync()
+    script = textwrap.dedent(f"""
+        import os, warnings
+        import numpy as np
+        import torch
+        import pairload
+        import pairload.loaders.shards, pairload.cut.workers, pairload.read.dataset  # imported before joining
+        from pairload.hostmemory import host_memory
+        with open({str(cgroup_64mb / "cgroup.procs")!r}, "w") as f:
+            f.write(str(os.getpid()))
+        mem = host_memory()
+        assert mem.total == {64 * MB} and mem.limit, mem
+        seen = set()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loader = pairload.make_loader("ram", {str(tmp_path / "shards")!r}, batch_size=4, crop=({h}, {w}),
+                                          augment=False, num_workers=0)
+        assert any("under the memory limit" in str(c.message) for c in caught), [str(c.message) for c in caught]
+        for batch in loader:
+            low, high = batch.low.permute(0, 2, 3, 1).numpy(), batch.high.permute(0, 2, 3, 1).numpy()
+            assert (high == 255 - low).all()
+            for row in low:
+                assert (row[..., 0] == row[0, 0, 0]).all() and (row[:, 0, 1] == np.arange({h}) % 256).all()
+                seen.add(int(row[0, 0, 0]))
+        print("pairs", len(seen))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-1] == str(n)
