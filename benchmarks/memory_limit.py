@@ -1,0 +1,128 @@
+"""Loaders under a memory limit smaller than their split (a cgroup `memory.max`, as SLURM's `--mem` or a container
+sets it), on the GPU host: each loader runs one whole epoch from a cold page cache in a child process placed in a
+new cgroup before it starts Python; the row says whether it finished, its pairs/s against the disk's, its first
+batch, its cut path and warnings, and the cgroup's peak. A child that delivers nothing for STALL_S is stopped and
+reported as stalled.
+
+    python benchmarks/memory_limit.py SHARDS OUT.json --limit-gb 2 --loaders ram,wds [--trees .,.devwheels/prev]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+STALL_S = 60.0
+
+CHILD = r"""
+import json, sys, time, warnings
+t0 = time.perf_counter()
+import torch, pairload
+shards, kind, stall = sys.argv[1], sys.argv[2], float(sys.argv[3])
+dev = torch.device(sys.argv[4])
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    loader = pairload.make_loader(kind, shards, batch_size=32, crop=256, num_workers=2, device=dev)
+built = time.perf_counter() - t0
+n, first, last = 0, None, time.perf_counter()
+import threading, os
+def watchdog():
+    while True:
+        time.sleep(1.0)
+        if time.perf_counter() - last > stall:
+            print(json.dumps({"status": "stalled", "pairs": n, "built_s": built, "path": loader.path}), flush=True)
+            os._exit(3)
+threading.Thread(target=watchdog, daemon=True).start()
+t1 = time.perf_counter()
+for batch in loader:
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    n += len(batch)
+    last = time.perf_counter()
+    if first is None:
+        first = last - t0
+dt = time.perf_counter() - t1
+print(json.dumps({"status": "ok", "pairs": n, "pairs_per_s": n / dt, "built_s": built, "first_batch_s": first,
+                  "path": loader.path, "warnings": [str(w.message)[:300] for w in caught]}), flush=True)
+"""
+
+
+def cgroup(name: str, limit: int) -> tuple[Path, str]:
+    """A new cgroup limited to `limit` bytes: (folder, the file holding its peak)."""
+    v2 = Path("/sys/fs/cgroup")
+    if (v2 / "cgroup.controllers").exists() and "memory" in (v2 / "cgroup.controllers").read_text():
+        try:
+            (v2 / "cgroup.subtree_control").write_text("+memory")
+        except OSError:
+            pass
+        folder = v2 / name
+        folder.mkdir(exist_ok=True)
+        (folder / "memory.max").write_text(str(limit))
+        (folder / "memory.swap.max").write_text("0") if (folder / "memory.swap.max").exists() else None
+        return folder, "memory.peak"
+    folder = Path("/sys/fs/cgroup/memory") / name
+    folder.mkdir(exist_ok=True)
+    (folder / "memory.limit_in_bytes").write_text(str(limit))
+    return folder, "memory.max_usage_in_bytes"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("shards")
+    ap.add_argument("out")
+    ap.add_argument("--limit-gb", type=float, required=True)
+    ap.add_argument("--loaders", default="ram,wds")
+    ap.add_argument("--trees", default=".")
+    ap.add_argument("--device", default="cuda:0")
+    args = ap.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from pairload.bench.bounds import disk_bound, evict
+    from pairload.read.shards import ShardDataset
+
+    ds = ShardDataset(args.shards, "train")
+    files = [str(f) for f in ds.files]
+    evict(files)
+    disk = disk_bound(files, sum(ds.shard_bytes) // max(1, len(ds)))
+    split_bytes = sum(os.path.getsize(f) for f in files)
+    report = {"date": time.strftime("%Y-%m-%d"), "split_bytes": split_bytes, "limit_bytes": int(args.limit_gb * 2**30),
+              "pairs": len(ds), "disk": disk, "rows": []}
+    try:
+        import torch
+
+        report["device"] = torch.cuda.get_device_name(0)
+    except Exception:  # noqa: BLE001
+        report["device"] = "?"
+    for tree in args.trees.split(","):
+        for kind in args.loaders.split(","):
+            evict(files)
+            folder, peak_file = cgroup(f"pairload-{kind}-{int(time.time())}", report["limit_bytes"])
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(tree).resolve()), "/tmp/site"]))
+            cmd = ["sh", "-c", f'echo $$ > {folder}/cgroup.procs && exec "$0" -P -c "$1" "$2" "$3" "$4" "$5"',
+                   sys.executable, CHILD, args.shards, kind, str(STALL_S), args.device]
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+            wall = time.perf_counter() - t0
+            try:
+                row = json.loads(proc.stdout.strip().splitlines()[-1])
+            except (IndexError, ValueError):
+                row = {"status": f"failed (rc {proc.returncode})", "stderr": proc.stderr[-800:]}
+            row.update(tree=tree, loader=kind, wall_s=wall, rc=proc.returncode,
+                       peak_bytes=int((folder / peak_file).read_text()) if (folder / peak_file).exists() else None)
+            if row.get("pairs_per_s"):
+                row["of_disk"] = row["pairs_per_s"] / disk["pairs_per_s"]
+            report["rows"].append(row)
+            print(json.dumps(row)[:600], flush=True)
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+    Path(args.out).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
