@@ -92,9 +92,13 @@ def main() -> None:
     try:
         from nvidia import nvimgcodec as nv
 
-        for kind in ("HW_GPU_ONLY", "GPU_ONLY", "HYBRID_CPU_GPU"):
+        combos = {"HW_GPU_ONLY": ["HW_GPU_ONLY"], "HYBRID_CPU_GPU": ["HYBRID_CPU_GPU"],
+                  "HW+HYBRID": ["HW_GPU_ONLY", "HYBRID_CPU_GPU"], "default": None}
+        for kind, names in combos.items():
             try:
-                dec = nv.Decoder(device_id=0, backends=[nv.Backend(getattr(nv.BackendKind, kind))])
+                backends = None if names is None else [nv.Backend(getattr(nv.BackendKind, k), load_hint=1.0)
+                                                       for k in names]
+                dec = nv.Decoder(device_id=0, backends=backends) if backends else nv.Decoder(device_id=0)
                 arrays = [np.frombuffer(d, np.uint8) for d in data]
                 row = {}
                 for b in (32, 64, 128):

@@ -40,9 +40,6 @@ class Memory(Protocol):
     def done(self, b: int, event) -> None:
         """Batch b is cut once `event` (a CUDA event, or None: now) is done."""
 
-    def settle(self, stream) -> None:
-        """Between runs: lay out what stays for faster reads (waits for `stream`'s kernels first, if it must)."""
-
     def check(self, force: bool = False) -> None:
         """Raise a named `LoaderError` if what the device reads no longer matches the files on disk."""
 

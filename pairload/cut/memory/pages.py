@@ -11,8 +11,9 @@ A thread (`PageCache`) registers the pieces in that order (`cuMemHostRegister`, 
 - `streaming` (the `wds` deal, a shuffle buffer of shards at a time): a piece goes back (unregistered, its remote shard
   released to the node cache) once the batch that reads it last is cut, and the thread registers at most `ahead`
   bytes beyond what the current batch needs. Without `streaming` (`ram`) the pieces stay registered; once a run's
-  own pieces are in, the thread registers the rest of the split in the background (`_fill`), so that `settle` lays
-  every shard out as one range from the second run on, on any number of ranks.
+  own pieces are in, the thread registers the rest of the split in the background (`_fill`), so that the next run,
+  on any number of ranks, finds all of it registered. (The pieces are never registered again as whole shards: the
+  kernel reads 4 MB pieces as fast, and doing so cost a whole epoch's start.)
 
 The kernel reads each sample at `low[i]`/`high[i]` (device addresses, set here shard by shard as the shards are
 mapped). A batch is only launched once every piece it reads is registered (`wait`), and a piece is only unregistered
@@ -34,7 +35,7 @@ import torch
 
 from ...errors import LoaderError, PairloadError
 from ...units import human_bytes
-from .driver import Driver, register, registered, unregister
+from .driver import Driver, register, unregister
 
 CHUNK = 4 << 20  # bytes per registered piece (a multiple of the page size): a 600x400 pair spans one or two
 READ_AHEAD = 8  # pieces whose disk reads are started ahead of the one being registered
@@ -155,7 +156,6 @@ class PageCache:
         self._base = np.zeros(len(ds.shard_bytes), dtype=np.int64)  # each mapped shard's device address
         self._tables_at = np.zeros(len(ds.shard_bytes), dtype=np.int64)  # the base the tables hold for it
         self._tokens: dict[int, object] = {}  # shard -> what holds it in the node cache (remote sources)
-        self._whole: dict[int, int] = {}  # shard -> its address, registered whole (`settle`)
         self._maps: dict[int, np.ndarray] = {}
         self.pinned = 0  # bytes registered now
         self._cond = threading.Condition()
@@ -316,8 +316,8 @@ class PageCache:
     def _fill(self) -> int | None:
         """A split that stays registered, once the run's own pieces are in: the next piece some sample reads that is
         not registered yet, within the budget (None: none). Each rank of several reads only its share of a shard in
-        an epoch, so without this a shard is complete (and `settle` lays it out as one range) only after many
-        epochs; filled in the background, every shard is whole from the second epoch on. Under the lock."""
+        an epoch, so without this a shard is complete only after many epochs; filled in the background, the second
+        epoch registers nothing. Under the lock."""
         if self.streaming or self.ds.remote or self._sched is None:
             return None
         g = self.grid
@@ -411,16 +411,13 @@ class PageCache:
                 if not self._state[piece]:
                     continue
                 s = int(self.grid.shard[piece])
-                if s not in self._whole:
-                    self._unpin(int(self._ptr[piece]))
+                self._unpin(int(self._ptr[piece]))
                 self._state[piece] = False
                 self.pinned -= int(self.grid.nbytes[piece])
                 self._live[s] -= 1
                 if self._live[s] == 0:
                     freed.append(s)
             for s in freed:  # a shard with nothing registered: its map (and its place in the node cache) goes
-                if s in self._whole:
-                    self._unpin(self._whole.pop(s))
                 self._maps.pop(s, None)
                 self._base[s] = 0
                 token = self._tokens.pop(s, None)
@@ -431,42 +428,6 @@ class PageCache:
         if freed and self.ds.remote:
             self.ds.drop_evicted()
 
-    def settle(self, stream) -> None:
-        """A split that stays registered (not streaming): each shard whose pieces are all in is registered again as
-        one range. The device reads a few large registrations faster than many small ones; small pieces only serve the
-        first epoch's start.
-        Call between runs: it waits for `stream` (the kernels reading the pieces) first, once."""
-        if self.streaming:
-            return
-        g = self.grid
-        def span(s: int) -> slice:
-            return slice(g.first[s], g.first[s + 1])
-
-        with self._cond:
-            whole = [s for s in range(len(self._live)) if s not in self._whole and self._live[s]
-                     and self._state[span(s)][g.read[span(s)]].all()]
-        counts = registered()  # a piece another loader over this dataset registered too stays as it is
-        whole = [s for s in whole if all(counts.get(int(p), 0) <= 1 for p in self._ptr[span(s)][self._state[span(s)]])]
-        if not whole:
-            return
-        stream.synchronize()
-        with self._cond:
-            for s in whole:
-                pieces = np.arange(g.first[s], g.first[s + 1])
-                host = self._maps[s].ctypes.data
-                for piece in pieces[self._state[pieces]]:
-                    self._unpin(int(self._ptr[piece]))
-                if self._pin(host, int(self.ds.shard_bytes[s])):  # as it was: the pieces again (taken before)
-                    for piece in pieces[self._state[pieces]]:
-                        self._pin(int(self._ptr[piece]), int(g.nbytes[piece]))
-                    continue
-                self._whole[s] = host
-                added = pieces[~self._state[pieces]]
-                self._state[added] = True
-                self.pinned += int(g.nbytes[added].sum())
-                self._live[s] += len(added)
-                self._ptr[pieces] = host + g.start[pieces]
-
     def warm(self, samples) -> None:
         """Register these samples' pieces now, in this thread, and point the tables at them (the self-test; before
         any run begins)."""
@@ -476,11 +437,6 @@ class PageCache:
         with self._cond:
             stale, self._stale = self._stale, set()
         self._point(sorted(stale))
-
-    @property
-    def whole_shards(self) -> list[int]:
-        """The shards registered again as one range each (`settle`)."""
-        return sorted(self._whole)
 
     @property
     def thread(self) -> threading.Thread | None:

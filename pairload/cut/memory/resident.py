@@ -48,16 +48,13 @@ class DeviceCopy:
         self.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
 
     def begin(self, plans) -> None:
-        """Everything is on the device already (nor do `wait`, `done`, `settle`, `check`, `warm` have anything to
+        """Everything is on the device already (nor do `wait`, `done`, `check`, `warm` have anything to
         do: the device holds its own copy, which changes on disk cannot reach)."""
 
     def wait(self, b: int) -> None:
         pass
 
     def done(self, b: int, event) -> None:
-        pass
-
-    def settle(self, stream) -> None:
         pass
 
     def check(self, force: bool = False) -> None:

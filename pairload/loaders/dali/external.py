@@ -123,11 +123,6 @@ class ExternalSource(PairedSource):
             low, high = augment(low, outs[2]), augment(high, outs[2])
         return PairedNodes(low, high, self)
 
-    def _run_starts(self) -> None:
-        """A split read cold by the last epoch is registered again shard by shard now (`_device_iterations`)."""
-        if self._zero_active:
-            self._zero.settle()
-
     def _device_inputs(self, run: tuple, plans: list[BatchPlan]):
         """The zero-copy batches, fed without a copy once their kernel has finished. DALI orders its reads of a
         no_copy input after the stream the array itself names, and torch names none: external_source's
@@ -174,20 +169,16 @@ class ExternalSource(PairedSource):
         state = self.run_state
         if ahead and state.follow and not state.cancel:
             following = (run[0] + 1, ())
-            # the shards are registered again whole (`KernelCuts.settle`, after a split was read cold) when the
-            # consumer starts that epoch (`_run_starts`), not while this one's last batches wait for it: DALI takes
-            # the next epoch's first iterations before it hands over this one's last
-            more = self._launches(following, self.plan_for(*following), settle=False)
+            # DALI takes the next epoch's first iterations before it hands over this one's last
+            more = self._launches(following, self.plan_for(*following))
             first = list(itertools.islice(more, _LAUNCHES_AHEAD))
             self._launched = {following: itertools.chain(first, more)}
         while ahead:
             yield self._ready_iteration(run, ahead.popleft())
 
-    def _launches(self, run: tuple, plans: list[BatchPlan], settle: bool = True):
-        """The kernel's launches for a run, one `Cut` each (launched when it is yielded); `settle`:
-        `KernelCuts.cuts`'."""
-        return self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=self._per_iteration,
-                               settle=settle)
+    def _launches(self, run: tuple, plans: list[BatchPlan]):
+        """The kernel's launches for a run, one `Cut` each (launched when it is yielded)."""
+        return self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=self._per_iteration)
 
     def _ready_iteration(self, run: tuple, launched: tuple) -> list:
         cut, ready = launched

@@ -187,9 +187,6 @@ class PairedSource(PlannedLoader):
         state.queue(run)
         return self._pipe
 
-    def _run_starts(self) -> None:
-        """The consumer starts taking a run's batches (what was fed ahead of it is queued in the pipeline)."""
-
     def _discard(self) -> None:
         self._pipe = None
         self.run_state.dropped()
@@ -210,7 +207,6 @@ class PairedSource(PlannedLoader):
         state = self.run_state
         state.start(follow=self.KIND == "external")
         pipe = self._ready_for(run)
-        self._run_starts()
         state.delivering()
         self._rows_now = self._rows_on(plans)
         if self._per_iteration > 1:
