@@ -89,12 +89,12 @@ def make_pairs(
                                        "synth.json. The files are those of one run."),
 ) -> None:
     """Make low/normal-light pairs from normal-light photos (inputs by the loaders' degradation model)."""
-    from .pack.writer import parse_wxh
+    from .pack.writer import Part, parse_wxh
     from .makepairs import MakePairsOptions, make_pairs as run
 
     opts = MakePairsOptions(pairs=pairs, test=test, size=parse_wxh(size), seed=seed, workers=workers,
                             source=str(source) if source else None, degrade=degrade)
-    which = _part(part)
+    which = Part.from_cli(part, dict(os.environ))  # the scheduler's variables, read here (never by the library)
     with _progress("make-pairs") as update:
         doc = run(out_dir, opts, on_progress=update, part=which)
     if not doc["complete"]:
@@ -155,22 +155,6 @@ def calibrate(
     out.print(f"wrote {out_json}: {profile.describe()}", highlight=False, markup=False)
 
 
-def _part(text: str | None):
-    """--part I/N, or --part auto from the scheduler's variables (read here: the library never reads them)."""
-    if text is None:
-        return None
-    from .errors import ConfigError
-    from .pack.parts import Part
-
-    if text.strip() == "auto":
-        found = Part.from_scheduler(dict(os.environ))
-        if found is None:
-            raise ConfigError("--part auto: neither SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT (a SLURM array job) nor "
-                              "RANK/WORLD_SIZE (torchrun) is set; give --part I/N")
-        return found
-    return Part.parse(text)
-
-
 @app.command()
 def pack(
     folder: Path = typer.Argument(..., help="The dataset folder: {low,high}/ or <split>/{low,high}/ (synonyms "
@@ -206,6 +190,11 @@ def pack(
                                            "install 'pairload[zstd]'). Default: raw, fastest to read."),
     compress_level: int = typer.Option(3, help="zstd level with --compress, 1-22 (higher: smaller, slower to pack; "
                                        "decoding speed barely changes)."),
+    store: str = typer.Option("decoded", help="'decoded': every image's pixels, the fastest warm reads. 'encoded' "
+                              "(format version 7): every JPEG file kept as its own bytes (KEY.low.jpg, decoded by "
+                              "the loaders to exactly the pixels 'decoded' stores; 5-14x smaller, for data bigger "
+                              "than RAM and JPEG photo collections), other images stored decoded (KEY.low.npy; "
+                              "counted in the report). Not with --compress."),
     raw_target: str = typer.Option("developed", help="Camera raw targets: 'developed' by LibRaw as SID does (camera "
                                    "white balance, no auto-brightness, 16 bits; 3 channels at twice the packed "
                                    "input's size) or 'packed' like the input (raw-to-raw, as ELD uses)."),
@@ -243,17 +232,24 @@ def pack(
                                       "each a sequence, so that no clip crosses a break, or 'allow' it whole."),
     npy_bgr: bool = typer.Option(False, "--npy-bgr", help=".npy colour arrays hold BGR (SDSD's and SMID's frames): "
                                  "store them as RGB."),
+    max_shift: Optional[float] = typer.Option(None, "--max-shift", metavar="PX", help="Refuse the pairs whose input "
+                                              "is confidently shifted from its target by more than PX pixels."),
+    skip_misaligned: bool = typer.Option(False, "--skip-misaligned", help="With --max-shift: pack the others and list "
+                                         "those left out (each pair is then decoded twice)."),
+    allow_bright_inputs: bool = typer.Option(False, "--allow-bright-inputs", help="Accept inputs mostly brighter than "
+                                             "their targets (over-exposed; SICE's and MSEC's layouts need not)."),
 ) -> None:
     """Decode every pair once into WebDataset tar shards with a manifest (8- or 16-bit images, .npy arrays, camera raw
     packed as SID does); with --targets-only, every photo alone."""
     from .pack.options import from_cli
 
     opts = from_cli(dict(locals()))  # the values as typed: parsed and checked by the library
-    from .pack.writer import pack as run
+    from .audit.packing import MisalignedPairs
+    from .pack.writer import Part, pack as run
     from .remote.urls import is_url
 
     options = storage_options(storage_option, shards_dir) if is_url(shards_dir) else storage_option  # local: refused
-    which = _part(part)
+    which = Part.from_cli(part, dict(os.environ))
     if finish:
         from .pack.writer import finish_parts
 
@@ -261,15 +257,19 @@ def pack(
                               staging=staging)
         _print_lines(report.finish_lines())
         return
-    with _progress("pack", "targets" if targets_only else "pairs") as update:
-        report = run(folder, shards_dir, opts, on_progress=update, staging=staging, storage_options=options,
-                     keep_staging=keep_staging, part=which)
+    try:
+        with _progress("pack", "targets" if targets_only else "pairs") as update:
+            report = run(folder, shards_dir, opts, on_progress=update, staging=staging, storage_options=options,
+                         keep_staging=keep_staging, part=which)
+    except MisalignedPairs as exc:  # each pair on a line of its own, then the error's one line
+        sys.stderr.writelines(f"{line}\n" for line in exc.lines)
+        raise
     _print_lines(report.lines(opts))
 
 
 def _print_lines(lines: list[str]) -> None:
     for line in lines:
-        out.print(line, highlight=False, markup=False)
+        out.print(line, highlight=False, markup=False, emoji=False)  # emoji=False: "lol:train:" stays text
 
 
 SHARDS_HELP = "Folder written by `pairload pack`, or its URL (s3://, gs://, az://, https://, any fsspec URL)."
@@ -305,9 +305,9 @@ def info(
                                "inputs: pairs), from the index alone (no pixel is read)."),
     storage_option: StorageOptions = None,
 ) -> None:
-    """Per-split counts, bytes, compression and image sizes (a URL: from its manifest alone)."""
+    """Per-split counts, bytes, compression, image sizes, shifts and brightness (a URL: from its manifest alone)."""
     from .pack.options import stored_ratio
-    from .read.info import sequences_cell, size_histogram
+    from .read.info import checks_line, formats_cell, sequences_cell, size_histogram
     from .read.shards import info as run
 
     splits = run(shards_dir, storage_options=storage_options(storage_option, shards_dir))
@@ -326,13 +326,51 @@ def info(
         members = s.get("members", "uint8 ×3, same size") + (f"; {s['sensor']}" if "sensor" in s else "")
         q = s.get("sequences")  # a column only for a pack made with --sequences
         table.add_row(name, str(s["samples"]), str(s["shards"]), human_bytes(s["bytes"]),
-                      "none" if s["compression"] == "none" else f"{s['compression']}, {stored_ratio(s, short=True)}",
+                      "none" if s["compression"] == "none" else f"{s['compression']}, {stored_ratio(s, short=True)}"
+                      + (f": {formats_cell(s['formats'])}" if "formats" in s else ""),
                       members, ", ".join(f"{k}: {v}" for k, v in s["sizes"].items()),
                       *[sequences_cell(q) if q else "-"][:seqs])
     out.print(table)
+    for line in filter(None, (checks_line(name, s) for name, s in splits.items())):  # (older packs: none)
+        out.print(line, highlight=False, markup=False)
     for s in splits.values():  # breaks in a sequence's frame numbering: clips cross them
         if "gaps" in s.get("sequences", {}):
             sys.stderr.write(f"warning: {s['sequences']['gaps']}\n")
+
+
+@app.command()
+def audit(
+    shards: List[str] = typer.Argument(..., help="Folders written by `pairload pack` (or their URLs): every split of "
+                                       "each is compared with every split of the others."),
+    max_shift: float = typer.Option(1.0, help="List the pairs whose input is shifted from its target by more than "
+                                    "this many pixels (where the estimate is confident)."),
+    out_file: Optional[Path] = typer.Option(None, "--out", help="Also write the findings to FILE.json (findings, "
+                                            "settings, what was read, each split's exposure) or FILE.csv (one row "
+                                            "per finding), for a paper to cite."),
+    workers: int = typer.Option(0, help="Threads (0: all cores)."),
+    cache_dir: Optional[Path] = typer.Option(None, help="A URL's shards are cached here (default: ~/.cache/pairload)."),
+    storage_option: StorageOptions = None,
+) -> None:
+    """The same scene in a training and an evaluation split (across packs too), in two splits of one pack, or twice
+    in a split; misaligned pairs; targets far darker than their split's others; each split's exposure. Exit 1 when
+    a training and an evaluation split (or two splits of a pack) share a scene. Packs made before pairload measured
+    their pairs are measured now (once: kept as <split>.facts.npz beside the index)."""
+    from .audit.findings import check_out
+    from .audit.run import audit as run
+
+    if out_file is not None:
+        check_out(out_file)
+    with _progress("measuring", "pairs") as update:
+        report = run(shards, max_shift=max_shift, workers=workers or None, progress=lambda what, done, total:
+                     update(done, total), cache_dir=cache_dir or default_cache_dir(),
+                     storage_options=storage_options(storage_option, shards[0]))
+    if out_file is not None:
+        report.write(out_file)
+    _print_lines(report.lines())
+    if out_file is not None:
+        out.print(f"findings written to {out_file}", highlight=False, markup=False)
+    if report.leaks:
+        raise typer.Exit(1)
 
 
 PREVIEW_FLAGS = {"n": "-n", "crop": "--crop", "tile_height": "--tile-height", "columns": "--columns",
@@ -436,6 +474,7 @@ def bench_loaders(
 ) -> None:
     """Every loader and today's baselines side by side, with the hardware limits."""
     from .bench.loaders import BenchConfig, plot, run_bench
+    from .bench.result import limits_line
     from .format.schema import write_json_atomic
 
     if remote_rate is not None:
@@ -464,7 +503,7 @@ def bench_loaders(
         err.print(f"  {r.loader}{' (cold)' if r.cold else ''}: {outcome}", highlight=False, markup=False)
 
     report = run_bench(cfg, on_result=show)
-    table = Table("loader", "pairs/s", "spread", "MB/s", "CPU cores", "host RSS MB", "device MB",
+    table = Table("loader", "pairs/s", "spread", "MB/s", "CPU cores", "host RSS MB", "device MB", "reserved MB",
                   *(["data wait"] if consumer != "none" else []), "note",
                   title=f"{report['device']}, {report['cpu_count']} cores, crop {crop}, batch {batch_size}"
                   + (f", {ranks} ranks (node total; spread = per rank)" if ranks > 1 else ""))
@@ -474,18 +513,11 @@ def bench_loaders(
                       f"{r['pairs_per_s_min']:,.0f}-{r['pairs_per_s_max']:,.0f}" if ok else "",
                       f"{r['mb_per_s']:,.0f}" if ok else "", f"{r['cpu_cores_used']:.1f}" if ok else "",
                       f"{r['peak_host_rss_mb']:,.0f}" if ok else "", f"{r['device_mem_mb']:,.0f}" if ok else "",
+                      f"{r.get('device_reserved_mb', 0):,.0f}" if ok else "",
                       *([f"{r['data_wait_frac']:.3f}" if ok else ""] if consumer != "none" else []),
                       r["reason"] if ok else f"{r['status']}: {r['reason']}")
     out.print(table)
-    lim = report["limits"]
-    h2d, dec, disk = lim["h2d"], lim.get("decode"), lim.get("disk")
-    out.print(f"limits: {h2d['kind']} {h2d['gb_per_s']:.1f} GB/s = {h2d['pairs_per_s']:,.0f} pairs/s; "
-              f"one core copying crops {lim['copy']['pairs_per_s_per_core']:,.0f} pairs/s"
-              + (f"; {dec['format']} decode {dec['pairs_per_s_per_core']:,.0f} pairs/s per core, "
-                 f"{dec['pairs_per_s_all_cores']:,.0f} on {dec['cores']} cores" if dec else "")
-              + (f"; disk {disk['gb_per_s']:.2f} GB/s cold ({disk.get('streams', 1)} stream(s), the better of 1 "
-                 f"and {disk.get('parallel_streams', 1)}) = {disk['pairs_per_s']:,.0f} pairs/s"
-                 if disk else ""), highlight=False)
+    out.print(limits_line(report["limits"]), highlight=False)
     if out_json:
         write_json_atomic(out_json, report)
     if plot_png:

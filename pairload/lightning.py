@@ -138,7 +138,9 @@ class PairDataModule(pl.LightningDataModule):
     size. `degrade` ("lowlight", "lowlight,gamma=2..3", a dict or
     a `pairload.degrade.Degradation`) degrades the training targets into their inputs (`degrade_sources`: the
     mixed sources it applies to; `PairBatch.degradation` holds each sample's parameters); validation reads the
-    stored pairs, unless `val_degrade` degrades its targets too (the same ones every epoch). `clips` (5, or
+    stored pairs, unless `val_degrade` degrades its targets too (the same ones every epoch). A `val_split` whose
+    images show scenes of the training data is refused before training (`pairload.audit.refuse_overlap`) unless
+    `allow_overlap=True`. `clips` (5, or
     "5,stride=2,start=random,short=pad": a split packed with --sequences) makes the training batches clips of frames
     (`PairBatch.low`/`high` N×T×C×H×W) and the validation batches clips of whole frames on the grid (start="grid", no
     augmentation, the same every epoch). The loader's state is
@@ -151,7 +153,7 @@ class PairDataModule(pl.LightningDataModule):
                  crop: Any = REQUIRED, split: str = "train", seed: int = 0, num_workers: int = 0,
                  val_split: str | None = None, val_batch_size: int = 1, val_source: str | os.PathLike | None = None,
                  degrade: Any = None, degrade_sources: Any = (), val_degrade: Any = None, clips: Any = None,
-                 **options: Any):
+                 allow_overlap: bool = False, **options: Any):
         super().__init__()
         given = sorted(set(options) & set(FROM_TRAINER))
         if given:
@@ -165,6 +167,7 @@ class PairDataModule(pl.LightningDataModule):
         self.options = dict(batch_size=batch_size, crop=crop, seed=seed, num_workers=num_workers, degrade=degrade,
                             degrade_sources=degrade_sources, clips=clips, **options)
         self.val_batch_size, self.val_degrade = val_batch_size, val_degrade
+        self.allow_overlap = allow_overlap
         self._train: TrainerLoader | None = None
         self._val: TrainerLoader | None = None
         self._pending: dict | None = None  # a checkpoint's loader state, loaded when the loader is made
@@ -186,6 +189,12 @@ class PairDataModule(pl.LightningDataModule):
         elif every != 1:
             raise ConfigError(f"Trainer(reload_dataloaders_every_n_epochs={every}): PairDataModule needs 0 or 1 (the "
                               "Trainer re-reads each epoch's length from the loader); leave it out")
+        if self.val_split is not None and not self.allow_overlap and lookup(self.kind).reads != RAW:
+            from .audit.overlap import refuse_overlap
+
+            remote = {k: v for k, v in self.options.items() if k in REMOTE_OPTIONS}
+            refuse_overlap(self.source, self.val_source, split=self.split, val_split=self.val_split,
+                           override="allow_overlap=True", remote=remote)
 
     def train_dataloader(self) -> TrainerLoader:
         if self._train is None:

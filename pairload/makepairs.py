@@ -214,12 +214,21 @@ def _init_worker(photos: list[tuple[str, str]], degrade: Degradation) -> None:
     _worker.update(photos=photos, degrade=degrade)
 
 
+def _first_draw(rng: np.random.Generator, split_id: int, photos: int) -> int:
+    """The photo a pair starts from, its generator's first draw (`make_pairs` groups the jobs by it), among its
+    split's photos: every fourth photo (at least one, where there are two or more) is the test split's alone, so
+    that no test pair shows the scene of a training pair (`pairload audit`, and training's overlap check)."""
+    held = list(range(3, photos, 4)) or [photos - 1]
+    pool = held if split_id == 1 else [k for k in range(photos) if k not in held] or held
+    return pool[int(rng.integers(0, len(pool)))]
+
+
 def _make_pair(job: tuple[Path, int, int, int, int, int]) -> tuple[int, int, tuple]:
     """Write one pair; (split_id, number, its record as a row without `done`)."""
     out, seed, split_id, i, width, height = job
     rng = np.random.default_rng([seed, split_id, i])
     photos = _worker["photos"]
-    source = int(rng.integers(0, len(photos)))  # the first draw: `make_pairs` groups the jobs by it
+    source = _first_draw(rng, split_id, len(photos))
     high, crop = _crop(_photo(photos[source][1]), width, height, rng)
     low, params, key = make_input(high, _worker["degrade"], rng)
     stem, split = f"{i:05d}", SPLITS[split_id]
@@ -334,7 +343,7 @@ def make_pairs(out_dir: str | os.PathLike, options: MakePairsOptions = MakePairs
     counts = {"train": options.pairs, "test": options.test}
     base = {"train": 0, "test": options.pairs}
     # the photo each pair starts from is its generator's first draw: grouping jobs by photo keeps decodes few
-    photo = np.fromiter((int(np.random.default_rng([options.seed, split_id, i]).integers(0, len(photos)))
+    photo = np.fromiter((_first_draw(np.random.default_rng([options.seed, split_id, i]), split_id, len(photos))
                          for split_id, split in enumerate(SPLITS) for i in range(counts[split])),
                         dtype=np.int32, count=options.pairs + options.test)
     order = np.argsort(photo, kind="stable")  # rows (train then test) in the order the jobs are made

@@ -70,8 +70,8 @@ def _limited_cgroup(name: str, limit: int) -> Path | None:
 
 
 @pytest.fixture
-def cgroup_64mb():
-    folder = _limited_cgroup(f"pairload-test-{os.getpid()}", 64 * MB)
+def cgroup_160mb():
+    folder = _limited_cgroup(f"pairload-test-{os.getpid()}", 160 * MB)
     if folder is None:
         pytest.skip("this machine does not let a test make a memory-limited cgroup (not root, or cgroupfs read-only)")
     yield folder
@@ -85,12 +85,12 @@ def cgroup_64mb():
             time.sleep(0.1)
 
 
-def test_a_split_bigger_than_the_limit_is_read_whole(tmp_path, cgroup_64mb):
-    """A real cgroup of 64 MB (for what the process allocates after joining it: its imports stay charged where they
-    were) and a 150 MB split: the ram loader reads every pair, right, with the limit named, and is not killed."""
+def test_a_split_bigger_than_the_limit_is_read_whole(tmp_path, cgroup_160mb):
+    """A real cgroup of 160 MB (for what the process allocates after joining it: its imports stay charged where they
+    were) and a 300 MB split: the ram loader reads every pair, right, with the limit named, and is not killed."""
     from pairload.pack import PackOptions, pack
 
-    h, w, n = 400, 640, 100
+    h, w, n = 400, 640, 200
     for i in range(n):
         low = np.full((h, w, 3), i, np.uint8)
         low[..., 1] = (np.arange(h) % 256).astype(np.uint8)[:, None]
@@ -106,10 +106,10 @@ def test_a_split_bigger_than_the_limit_is_read_whole(tmp_path, cgroup_64mb):
         import pairload
         import pairload.loaders.shards, pairload.cut.workers, pairload.read.dataset  # imported before joining
         from pairload.hostmemory import host_memory
-        with open({str(cgroup_64mb / "cgroup.procs")!r}, "w") as f:
+        with open({str(cgroup_160mb / "cgroup.procs")!r}, "w") as f:
             f.write(str(os.getpid()))
         mem = host_memory()
-        assert mem.total == {64 * MB} and mem.limit, mem
+        assert mem.total == {160 * MB} and mem.limit, mem
         seen = set()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -29,6 +29,7 @@ from ..errors import ConfigError, PairloadError, ShardError, in_cli_terms
 from .batches import BasicSRBatches
 from .metrics import add_gt_mean_psnr
 from .options import data_parallel_gpus, loader_options, read_options_file
+from .versions import torchvision_fix, torchvision_import_failed
 
 USAGE = """usage: python -m pairload.basicsr --shards SHARDS [--shards-split SPLIT] -opt OPTIONS.yml [ARGS...]
 
@@ -41,6 +42,8 @@ ram loader; its validation, model, logger and checkpoints stay its own. Every ar
   --shards SHARDS        the shard folder of the training pairs
   --shards-split SPLIT   the split of SHARDS to train on (default: train)
   --gt-mean-psnr         their validation also reports GT-mean PSNR (psnr_gt_mean), by pairload.evaluate
+  --allow-overlap        train even when their validation images show scenes of the training pairs (refused
+                         otherwise; `pairload audit` lists them)
 """
 
 # the names a BasicSR-family train.py binds, each with the alternatives the known repositories use
@@ -80,6 +83,7 @@ def split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--shards", action="append")
     parser.add_argument("--shards-split", action="append")
     parser.add_argument("--gt-mean-psnr", action="store_true")
+    parser.add_argument("--allow-overlap", action="store_true")
     ours, theirs = parser.parse_known_args(argv)
     for flag, default in (("--shards", None), ("--shards-split", "train")):
         name = flag[2:].replace("-", "_")
@@ -96,16 +100,18 @@ def run(argv: list[str], cwd: Path | None = None) -> None:
     train = import_train(repo)
     label = check_options_file(theirs, repo)
     found = find_names(train)
-    session = Session(ours.shards, ours.shards_split, gt_mean_psnr=ours.gt_mean_psnr, options_file=label)
+    session = Session(ours.shards, ours.shards_split, gt_mean_psnr=ours.gt_mean_psnr, options_file=label,
+                      allow_overlap=ours.allow_overlap)
     session.patch(train, found)
     train_py = Path(train.__file__)
     sys.argv = [str(train_py), *theirs]
     entry = found["entry"]
-    if entry == "train_pipeline":
-        # what their `if __name__ == '__main__'` passes: the repository root, two levels above train.py
-        getattr(train, entry)(str(train_py.resolve().parent.parent))
-    else:
-        getattr(train, entry)()
+    with torchvision_refused(train_py):  # some import torchvision only when they log the environment
+        if entry == "train_pipeline":
+            # what their `if __name__ == '__main__'` passes: the repository root, two levels above train.py
+            getattr(train, entry)(str(train_py.resolve().parent.parent))
+        else:
+            getattr(train, entry)()
 
 
 OPTION_FLAGS = ("-opt", "--opt")  # how BasicSR-family parse_options name the training YAML
@@ -191,7 +197,8 @@ def import_train(repo: Path):
     if not sys.path or Path(sys.path[0] or ".").resolve() != repo:
         sys.path.insert(0, str(repo))
     try:
-        train = importlib.import_module("basicsr.train")
+        with torchvision_refused(train_py):
+            train = importlib.import_module("basicsr.train")
     except ImportError as exc:
         raise RepositoryError(f"{train_py}: importing it failed ({type(exc).__name__}: {exc}); install what the "
                               "repository needs (its requirements.txt; Retinexformer and Restormer also need "
@@ -202,6 +209,18 @@ def import_train(repo: Path):
         raise RepositoryError(f"basicsr.train was imported from {got}, not {train_py}: another basicsr was imported "
                               "first; run python -m pairload.basicsr in a fresh interpreter from the repository root")
     return train
+
+
+@contextlib.contextmanager
+def torchvision_refused(train_py: Path):
+    """Their code failing to import torchvision (one built for another torch, or none) is a RepositoryError of one
+    line naming the installed pair and the fix (`versions.torchvision_fix`), not their traceback."""
+    try:
+        yield
+    except Exception as exc:
+        if not torchvision_import_failed(exc):
+            raise
+        raise RepositoryError(f"{train_py}: importing torchvision failed: {torchvision_fix(exc)}") from None
 
 
 def find_names(train) -> dict[str, str]:
@@ -249,8 +268,10 @@ class Prefetcher(BasicSRBatches):
 class Session:
     """One run: the patches, the loader they share and the loader-position files."""
 
-    def __init__(self, shards: str | None, split: str, *, gt_mean_psnr: bool = False, options_file: str = ""):
+    def __init__(self, shards: str | None, split: str, *, gt_mean_psnr: bool = False, options_file: str = "",
+                 allow_overlap: bool = False):
         self.shards, self.split, self.gt_mean_psnr = shards, split, gt_mean_psnr
+        self.allow_overlap = allow_overlap
         self.options_file = options_file  # how the command line names it ("-opt Options/x.yml"), for refusals
         self.opt: Mapping | None = None
         self.loader = None
@@ -365,6 +386,13 @@ class Session:
                               f"{self.split!r}: {in_option_file_terms(exc)}") from None
         self.loader = loader
         check_channels(opt, loader.ds.members, f"--shards {self.shards} split {self.split!r}")
+        folders = [d[k] for d in opt["datasets"].values() if isinstance(d, Mapping) and not self._is_train(d)
+                   for k in ("dataroot_gt", "dataroot_lq") if isinstance(d.get(k), str) and Path(d[k]).is_dir()]
+        if folders and not self.allow_overlap:  # their validation images, by content, against the training pairs
+            from ..audit.overlap import ImageFiles, refuse_overlap
+
+            refuse_overlap(loader.ds, ImageFiles(folders), split=self.split, val_split="val",
+                           override="--allow-overlap")
         batches = loader.batches_in(0)
         world = options.get("world_size", 1)
         # their train.py counts ceil(len(train_set) * enlarge_ratio / (batch_size_per_gpu * world_size)) iterations

@@ -154,6 +154,58 @@ def decode_rate(raw: str | None, split: str, seconds: float = 2.0) -> dict | Non
             "pairs_per_s_all_cores": rate / 2 * cores, "format": files[0].suffix.lstrip(".")}
 
 
+def stored_bound(ds, device: torch.device, seconds: float = 1.0) -> dict:
+    """What a pair costs as stored: bytes per pair, and, for a split stored encoded (`pack --store encoded`), how fast
+    its JPEG members decode, on one CPU core (OpenCV, as the workers decode) and on a CUDA device (nvImageCodec in
+    batches of 64, as the decode path does; None without it)."""
+    encoded = ds.index.encoding.per_member
+    out = {"bytes_per_pair": sum(ds.shard_bytes) / max(1, len(ds)), "store": "encoded" if encoded else "decoded"}
+    if not encoded:
+        return out
+    from ..format import imageformats
+
+    rows = ds.stored_members(np.arange(min(64, len(ds))))
+    members = {(int(rows.shard[j]), int(rows.offset[j, k]), int(rows.length[j, k]))
+               for j in range(len(rows.shard)) for k in (0, 1) if rows.format[j, k] == imageformats.JPEG.code}
+    data = [ds.shard_map(shard)[start:start + n] for shard, start, n in sorted(members)]
+    if not data:
+        return out
+    import cv2
+
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            cv2.imdecode(data[n % len(data)], cv2.IMREAD_UNCHANGED)
+            n += 1
+        out["cpu_images_per_s_per_core"] = n / (time.perf_counter() - t0)
+    finally:
+        cv2.setNumThreads(threads)
+    out["gpu_images_per_s"] = _gpu_decode_rate(data, device, seconds) if device.type == "cuda" else None
+    return out
+
+
+def _gpu_decode_rate(data: list, device: torch.device, seconds: float) -> float | None:
+    from ..cut.memory.decoded import decoder_missing, gpu_decoders
+
+    if decoder_missing():
+        return None
+    decoders = gpu_decoders(device)
+    if not decoders:
+        return None
+    batch = (data * (64 // len(data) + 1))[:64]
+    stream = torch.cuda.current_stream(device).cuda_stream
+    decoders[0].decode(batch, cuda_stream=stream)
+    sync(device)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        decoders[0].decode(batch, cuda_stream=stream)
+        n += len(batch)
+    sync(device)
+    return n / (time.perf_counter() - t0)
+
+
 def copy_rate(shards: str, split: str, crop: int, seconds: float = 1.5) -> dict:
     """Single-core rate of copying crop pairs (of the split's member types; the target's at its scale) out of the
     memory-mapped shards."""

@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 
 from ..errors import ConfigError, MissingDependencyError, PairloadError
-from .bounds import copy_rate, decode_rate, disk_bound, evict, h2d_bound, sync
+from .bounds import copy_rate, decode_rate, disk_bound, evict, h2d_bound, stored_bound, sync
 from .chart import plot
 from .config import BenchConfig
 from .consumer import consumer_rate, make_consumer
@@ -68,7 +68,7 @@ def run_bench(cfg: BenchConfig, on_result: Callable[[Result], None] | None = Non
         raise ConfigError(f"--consumer unet: split {cfg.split!r} holds {ds.members.describe()}; the consumer step is "
                           "the RGB reference model's: leave --consumer out for this split")
     limits = {"h2d": h2d_bound(device, pair_bytes), "decode": decode_rate(cfg.raw, cfg.split),
-              "copy": copy_rate(cfg.shards, cfg.split, cfg.crop)}
+              "copy": copy_rate(cfg.shards, cfg.split, cfg.crop), "stored": stored_bound(ds, device)}
     if cfg.cold:
         limits["disk"] = disk_bound(ds.files, sum(ds.shard_bytes) // len(ds),  # bytes stored per pair
                                     streams=min(8, max(2, workers)))

@@ -47,3 +47,27 @@ def failed(name: str, exc: BaseException, **fields) -> Result:
     """A failed row whose reason is the error's type and first line."""
     text = str(exc).splitlines()[0][:300] if str(exc) else ""
     return Result(loader=name, status="failed", reason=f"{type(exc).__name__}: {text}", **fields)
+
+
+def limits_line(lim: dict) -> str:
+    """The report's limits in one line (`bench-loaders` prints it under the table)."""
+    h2d, dec, disk = lim["h2d"], lim.get("decode"), lim.get("disk")
+    return (f"limits: {h2d['kind']} {h2d['gb_per_s']:.1f} GB/s = {h2d['pairs_per_s']:,.0f} pairs/s; "
+            f"one core copying crops {lim['copy']['pairs_per_s_per_core']:,.0f} pairs/s"
+            + (f"; {dec['format']} decode {dec['pairs_per_s_per_core']:,.0f} pairs/s per core, "
+               f"{dec['pairs_per_s_all_cores']:,.0f} on {dec['cores']} cores" if dec else "")
+            + (f"; disk {disk['gb_per_s']:.2f} GB/s cold ({disk.get('streams', 1)} stream(s), the better of 1 "
+               f"and {disk.get('parallel_streams', 1)}) = {disk['pairs_per_s']:,.0f} pairs/s" if disk else "")
+            + _stored_line(lim.get("stored")))
+
+
+def _stored_line(stored: dict | None) -> str:
+    """How the split is stored: bytes per pair, and an encoded split's decode rates."""
+    if not stored:
+        return ""
+    line = f"; stored {stored['store']}, {stored['bytes_per_pair'] / 1e3:,.0f} KB per pair"
+    if stored.get("cpu_images_per_s_per_core"):
+        gpu = stored.get("gpu_images_per_s")
+        line += (f", JPEG decode {stored['cpu_images_per_s_per_core']:,.0f} images/s per core"
+                 + (f", {gpu:,.0f} on the GPU" if gpu else ""))
+    return line

@@ -5,6 +5,8 @@ and how its cutter is built.
 - `zero-copy`: the kernel cuts the oriented windows straight out of the page cache, registered piece by piece as the
   plan reads it (`memory.pages.PageCache`: the whole split for `ram`, a shuffle buffer of shards at a time for `wds`).
 - `resident`: the split is copied to the device once (`memory.resident.DeviceCopy`) and the kernel cuts it there.
+- `decode`: a split stored encoded (`pack --store encoded`): the GPU decodes the images each batch reads
+  (`memory.decoded.DecodedMemory`, nvImageCodec) and the kernel cuts them.
 - `workers`: worker processes (or the loading process) copy the windows out of the memory-mapped shards into a
   shared host ring (`workers.WorkerCuts`); the device stage copies them over and orients them.
 
@@ -13,7 +15,8 @@ device paths and for the workers' cuts on a GPU (copied over first); in the work
 the host (a CPU device). A cutter that runs it has `degrades` set; on the device paths the kernel then reads targets
 only when every input is made (`degrades_every_row`).
 
-`choose` takes a request's device path where it runs, else the workers; a device path that could not run is named
+`choose` takes a request's device path (`decode` for an encoded split, else `resident` or `zero-copy`) where it
+runs, else the workers; a device path that could not run is named
 in one line (a warning, or a `ConfigError` when it was asked for with `zero_copy=True`).
 """
 
@@ -114,9 +117,11 @@ def _kernel_why_not(r: Request, pinned: bool = False) -> str | None:
     if r.device.type != "cuda":
         return f"device {r.device} is not a CUDA device (the GPU kernel cuts the crops)"
     encoded = next((part.index.encoding for part in r.ds.sources if not part.index.encoding.plain), None)
-    if encoded is not None:
+    if encoded is not None and not encoded.per_member:
         return (f"the split is compressed (pack --compress {encoded.name}): its images are decoded by CPU workers; "
                 "repack without --compress for the zero-copy path")
+    if encoded is not None:
+        return "the split is stored encoded (pack --store encoded): the decode path cuts it"
     budget = r.budget() if pinned else 0
     if pinned and r.need is None and sum(r.ds.shard_bytes) > budget:
         return (f"the split's shards are {human_bytes(sum(r.ds.shard_bytes))}, more than the pinning budget of "
@@ -159,6 +164,36 @@ def _resident(r: Request) -> "Cutter | str":
     return _kernel_cutter(r, DeviceCopy(r.ds, r.device), "resident")
 
 
+def encoded(r: Request) -> bool:
+    """Some source of the split keeps its images encoded (`pack --store encoded`): the GPU decodes them."""
+    return any(part.index.encoding.per_member for part in r.ds.sources)
+
+
+def _decode_why_not(r: Request) -> str | None:
+    from .memory.decoded import decoder_missing
+
+    if r.device.type != "cuda":
+        return f"device {r.device} is not a CUDA device (the GPU decodes the encoded images)"
+    if r.resident:
+        return "resident=True keeps decoded pixels on the device; an encoded split is decoded batch by batch"
+    return triton_missing() or decoder_missing()
+
+
+def _decoded(r: Request) -> "Cutter | str":
+    from .gpu import KernelCuts, self_test
+    from .memory.decoded import JPEG_TOLERANCE, DecodedMemory
+
+    inputs = not degrades_every_row(r.cfg)
+    memory = DecodedMemory(r.ds, r.device, inputs=inputs)
+    if not memory.decoders:
+        return "nvImageCodec could make no JPEG decoder on this GPU"
+    why = self_test(memory, r.ds, r.device, tolerance=JPEG_TOLERANCE)
+    if why:
+        memory.close()
+        return why
+    return KernelCuts(memory, r.device, "decode", r.hooks, inputs=inputs)
+
+
 def _workers(r: Request) -> Cutter:
     from .workers import WorkerCuts
 
@@ -176,6 +211,8 @@ PATHS = {p.name: p for p in (
             lambda r: _kernel_why_not(r, pinned=True), _pages),
     CutPath("resident", "a CUDA device, Triton, an uncompressed split that fits in 80% of the free device memory",
             _kernel_why_not, _resident),
+    CutPath("decode", "a CUDA device, Triton, nvImageCodec, a split stored encoded (pack --store encoded)",
+            _decode_why_not, _decoded),
     CutPath("workers", "nothing: numpy-only processes (or the loading process) and a shared host ring",
             lambda r: None, _workers),
 )}
@@ -189,7 +226,7 @@ def choose(r: Request, stacklevel: int = 5) -> Choice:
     cuda = r.device.type == "cuda"
     why = ""
     if r.zero_copy is not False:
-        path = PATHS["resident" if r.resident else "zero-copy"]
+        path = PATHS["decode" if encoded(r) else "resident" if r.resident else "zero-copy"]
         why = path.why_not(r)
         got = path.build(r) if why is None else why
         if not isinstance(got, str):
@@ -198,7 +235,8 @@ def choose(r: Request, stacklevel: int = 5) -> Choice:
         if r.zero_copy:
             raise ConfigError(f"zero_copy=True: {why}; leave zero_copy unset to fall back to the worker path")
         if cuda:
-            note = ("the workers cut the crops (not the GPU from a resident copy)" if r.resident
+            note = ("the workers decode and cut the crops (not the GPU)" if path.name == "decode"
+                    else "the workers cut the crops (not the GPU from a resident copy)" if r.resident
                     else "the workers cut the crops (not the GPU from the page cache)")
             warnings.warn(f"{r.who} loader: {note}: {why}", stacklevel=stacklevel)
     return Choice(PATHS["workers"].build(r), why if cuda else "")

@@ -159,6 +159,9 @@ RULES: dict[str, Rule] = {  # in the order they are tried; the name is what the 
 # several lows may share one target
 MANY_TO_ONE = ("target name as prefix", "one target per folder", "SID scene number")
 SEQUENCE_TO_LABEL = "sequence to label"  # SICE's layout, which needs no rule: the folder name is the label's name
+# the pairings of several exposures of a scene to its one target (SICE's sequences, MSEC's `<name>_N1.5` … `_P1.5`):
+# exposure correction, whose over-exposed inputs are brighter than their targets (pack accepts that of them)
+EXPOSURE_BRACKETS = ("target name as prefix", SEQUENCE_TO_LABEL)
 ONE_TARGET_BESIDE_COPIES = "one target per folder, DRV's copies set aside"
 
 

@@ -1,7 +1,9 @@
 """A split's binary index (format version 5): the per-sample columns that versions 1-4 keep in `manifest.json` (key,
-size, offsets, CRC-32s, shared targets, frame lengths, sensor facts) plus each key's planner hash, in one column file
-`<split>.index` beside the shards, which readers memory-map instead of parsing. The manifest's split entry names it
-with its size and sha256 (`"index"`); its shards are listed without their per-sample index."""
+size, offsets, CRC-32s, shared targets, frame lengths, sensor facts), an encoded split's member formats (version 7),
+what pack measured of each sample (`facts`: hashes, fingerprints, shift, brightness; absent from older packs) and
+each key's planner hash, in one column file `<split>.index` beside the shards, which readers memory-map instead
+of parsing. The manifest's split entry names it with its size and sha256 (`"index"`); its shards are listed without
+their per-sample index."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import LoaderError, ShardError
-from . import encoding, sensor as sensor_doc
+from . import encoding, facts as facts_doc, sensor as sensor_doc
 from .columns import ColumnFile, Keys
 from .stamps import Stamp, stamp, stamp_of
 
@@ -26,6 +28,8 @@ COMMON = ((KEY_END, "<i8", ()), (KEY_HASH, "<u8", ()), (SHARD, "<i4", ()), ("hw"
           ("high", "<i8", ()), ("crc32", "<u4", (2,)))
 SIZED = (("low_bytes", "<i8", ()), ("high_bytes", "<i8", ()))  # an encoding that is not plain: each member's length
 SHARES = (("shares_high", "<i4", ()),)  # a pack where some sample shares another's target
+KINDS = (("low_kind", "|u1", ()), ("high_kind", "|u1", ()))  # an encoding of per-member formats: each one's code
+FACTS = facts_doc.COLUMNS  # what pack measured of each sample (absent from an index written before them)
 SENSOR = {sensor_doc.RATIO: ("<f8", ()), sensor_doc.EXPOSURE: ("<f8", (2,)), sensor_doc.LEVELS: ("<f8", (5,)),
           sensor_doc.LEVELS_HIGH: ("<f8", (5,))}
 
@@ -57,15 +61,20 @@ def key_hashes(keys) -> np.ndarray:
                        dtype=np.uint64, count=len(keys) if hasattr(keys, "__len__") else -1)
 
 
-def spec(entry: dict, sized: bool, shares: bool) -> list[tuple[str, str, tuple]]:
+def spec(entry: dict, sized: bool, shares: bool, kinds: bool = False, facts: bool = False
+         ) -> list[tuple[str, str, tuple]]:
     """The columns of a split's index, (name, dtype, trailing shape) in file order; `sized`: its encoding records
-    each member's stored length (`Encoding.sized`)."""
-    cols = list(COMMON) + (list(SIZED) if sized else []) + (list(SHARES) if shares else [])
-    return cols + [(name, *SENSOR[name]) for name in sensor_doc.index_fields(entry)]
+    each member's stored length (`Encoding.sized`); `kinds`: and each member's format (`Encoding.per_member`);
+    `facts`: what pack measured of each sample (`format.facts`; last, so that a reader that does not know them finds
+    every other column where it was: they need no new format version)."""
+    cols = list(COMMON) + (list(SIZED) if sized else []) + (list(KINDS) if kinds else []) + (
+        list(SHARES) if shares else [])
+    return (cols + [(name, *SENSOR[name]) for name in sensor_doc.index_fields(entry)]
+            + (list(FACTS) if facts else []))
 
 
-def index_columns(keys, columns: dict[str, np.ndarray], entry: dict, sized: bool, shares: bool
-                  ) -> dict[str, np.ndarray]:
+def index_columns(keys, columns: dict[str, np.ndarray], entry: dict, sized: bool, shares: bool, kinds: bool = False,
+                  facts: bool = False) -> dict[str, np.ndarray]:
     """The arrays of a split's index file, in `spec` order and dtypes: `keys` (strings), `columns` by name (the key
     hashes computed where absent)."""
     blob, ends = Keys.encode(keys)
@@ -74,19 +83,21 @@ def index_columns(keys, columns: dict[str, np.ndarray], entry: dict, sized: bool
     columns.setdefault(KEY_HASH, key_hashes(keys))
     columns[KEY_END] = ends
     n = len(ends)
-    for name, dtype, shape in spec(entry, sized, shares):
+    for name, dtype, shape in spec(entry, sized, shares, kinds, facts):
         out[name] = np.ascontiguousarray(np.asarray(columns[name]).astype(dtype, copy=False).reshape((n, *shape)))
     return out
 
 
 def open_index(path: str | os.PathLike, entry: dict, split: str, where: str) -> tuple[Keys, dict[str, np.ndarray]]:
     """The mapped index of one split (`entry`: its manifest entry): its keys and its columns by name, each checked
-    for dtype and length against the manifest."""
+    for dtype and length against the manifest (the facts where the index has them)."""
     f = ColumnFile(path, where)
     n = int(entry["samples"])
     shares = "shares_high" in f.columns
+    facts = any(name in f.columns for name in facts_doc.NAMES)  # then all of them: a missing one is named
     out = {}
-    for name, dtype, shape in spec(entry, encoding.of_entry(entry, where, split).sized, shares):
+    stored = encoding.of_entry(entry, where, split)
+    for name, dtype, shape in spec(entry, stored.sized, shares, stored.per_member, facts):
         out[name] = f.column(name, dtype, (n, *shape))
     blob = f.column(KEY_BYTES, "u1", (-1,))
     ends = f.column(KEY_END, "<i8", (n,))

@@ -93,7 +93,7 @@ class Members:
             raise ShardError(f"members scale {self.scale!r}: expected a whole number from 1 to 8")
         if not isinstance(self.encoding, Encoding):
             raise ShardError(f"members encoding {self.encoding!r}: expected an entry of pairload.format.encoding."
-                             "ENCODINGS (raw or zstd)")
+                             "ENCODINGS (raw, zstd or encoded)")
 
     @property
     def default(self) -> bool:

@@ -1,9 +1,10 @@
-"""The on-disk shard format, versions 1 to 6: member names, sample keys, tar headers, the manifest, and each split's
+"""The on-disk shard format, versions 1 to 7: member names, sample keys, tar headers, the manifest, and each split's
 per-sample index (`SplitIndex`: from the manifest's JSON, or from a version-5 split's mapped index file; any split
 read as targets only, `SplitIndex.as_targets`).
 
-This is the only module that knows these names and layouts; the packer, `open_shards`, `verify` and every
-loader import them from here. It imports neither torch nor DALI.
+This is the only module that knows these names and layouts (with `samples` and `tarblocks`, whose names it
+re-exports); the packer, `open_shards`, `verify` and every loader import them from here. It imports neither torch
+nor DALI.
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ import numpy as np
 from .atomic import PARTIAL_SUFFIX, fsync_dir, write_json_atomic  # noqa: F401 - part of the schema's API
 from ..errors import ShardError
 from . import binindex, encoding as encodings, sensor as sensor_doc
-from .encoding import RAW, ZSTD, Encoding
+from .encoding import Encoding
+from .facts import COLUMNS as FACT_COLUMNS, NAMES as FACT_NAMES, FactsColumns
 from .members import DEFAULT, Members, members_of
 from .sensor import SensorRows
 from .sequences import Sequences
-# how the members' tar headers are written (`tarblocks`): part of the schema's API
+# how the members' tar headers are written (`tarblocks`) and where a sample's members lie (`samples`): part of the
+# schema's API
 from .tarblocks import BLOCK, RECORD, TAR_MODE, TAR_MTIME, archive_end, header_size, padded, tar_header  # noqa: F401
+from .samples import (HIGH, LOW, MEMBER_ORDER, META, SampleLayout, StoredImage, image_suffix,  # noqa: F401
+                      layout_compressed_sample, layout_sample, member_name, member_order, npy_header, sample_end)
 
 FORMAT = "pairload-shards"
 VERSION = 2  # written when a sample shares another's target; shards without shared targets are written as 1
@@ -33,19 +38,18 @@ VERSION_COMPRESSED = 3  # written by `pack --compress`: index.low/high are then 
 VERSION_TYPED = 4  # written when a split's members are not uint8 RGB of one size (`members.Members`)
 VERSION_BINARY = 5  # written by default: each split's per-sample index in a column file beside the shards (`binindex`)
 VERSION_TARGETS = 6  # written when a split holds targets only (`TARGETS_ONLY`); always with a binary index
-VERSIONS = (1, 2, 3, 4, 5, 6)  # readable
+VERSION_ENCODED = 7  # written by `pack --store encoded`: each image member in a format of its own (`imageformats`)
+VERSIONS = (1, 2, 3, 4, 5, 6, 7)  # readable
 MANIFEST = "manifest.json"
 RAW_DIR = "raw_dir"  # manifest field: the resolved dataset folder packed; pack will not replace another folder's shards
 
-# Member suffixes inside a sample; WebDataset groups members by the key before the first dot.
-LOW = "low.npy"
-HIGH = "high.npy"
-META = "json"
-MEMBER_ORDER = (META, LOW, HIGH)
-# how a split's image members are stored is its `encoding.Encoding` (raw pixels, or each .npy file as one zstd frame)
+# how a split's image members are stored is its `encoding.Encoding` (raw pixels, each .npy file as one zstd frame, or
+# each member in a format of its own)
 COMPRESSIONS = encodings.COMPRESSIONS  # the split field's values ("zstd")
 COMPRESSION = encodings.FIELD  # split field: the encoding of its image members; absent for raw members
+STORE = encodings.STORE  # split field (version 7): "encoded", each image member in a format of its own
 LOW_BYTES, HIGH_BYTES = "low_bytes", "high_bytes"  # index fields of a compressed split: each frame's length
+LOW_KIND, HIGH_KIND = "low_kind", "high_kind"  # index fields of an encoded split: each member's format's code
 HIGH_REF = "high_ref"  # .json field of a sample whose target is another sample's `.high.npy` (version 2)
 SHARES_HIGH = "shares_high"  # index field (version 2): per sample, the index in its shard whose target it uses, or -1
 # split field (version 6): each sample stores its target alone (`<key>.json`, `<key>.high.npy`), for a degradation to
@@ -96,139 +100,6 @@ def key_from_relpath(rel: str) -> str:
             # surrogateescape: a file name that is not valid UTF-8 keeps its own bytes
             out.extend(f"~{b:02X}" for b in ch.encode("utf-8", "surrogateescape"))
     return "".join(out)
-
-
-def member_name(key: str, suffix: str) -> str:
-    return f"{key}.{suffix}"
-
-
-def image_suffix(suffix: str, encoding: Encoding = RAW) -> str:
-    """The member suffix of an image (`low.npy`) as stored: `low.npy.zst` in a zstd split."""
-    return encoding.member_suffix(suffix)
-
-
-def member_order(encoding: Encoding = RAW, targets_only: bool = False) -> tuple[str, ...]:
-    """The suffixes of one sample's members in shard order (`json`, then the low and the high image; a targets-only
-    sample: `json` and the high image)."""
-    return tuple(s if s == META else image_suffix(s, encoding) for s in _order(False, targets_only))
-
-
-def _order(shares_high: bool, targets_only: bool) -> tuple[str, ...]:
-    """The members a sample stores: no target of its own when it shares another's, no input when targets only."""
-    return (META, HIGH) if targets_only else (META, LOW) if shares_high else MEMBER_ORDER
-
-
-def npy_header(height: int, width: int) -> bytes:
-    """The .npy header of a default (uint8 H×W×3) image; `Member.npy_header` for any member."""
-    return DEFAULT.low.npy_header(height, width)
-
-
-def sample_end(key: str, height: int, width: int, meta_size: int, start: int, shares_high: bool = False,
-               members: Members = DEFAULT, targets_only: bool = False) -> int:
-    """Where the sample `layout_sample` lays out at `start` ends, computed without its bytes."""
-    s = members.scale
-    pos = start
-    for suffix in _order(shares_high, targets_only):
-        if suffix == META:
-            size = meta_size
-        elif suffix == LOW:
-            size = len(members.low.npy_header(height, width)) + members.low.nbytes(height, width)
-        else:
-            size = len(members.high.npy_header(height * s, width * s)) + members.high.nbytes(height * s, width * s)
-        pos += header_size(member_name(key, suffix), size) + padded(size)
-    return pos
-
-
-@dataclass(frozen=True)
-class SampleLayout:
-    """Where one sample's members lie in its shard; computed before any pixel is decoded."""
-
-    key: str
-    height: int
-    width: int
-    start: int  # offset of the first member's header
-    meta_data: int  # offset of the JSON payload
-    meta_size: int
-    low_data: int  # offset of the low image's pixels (after the npy header); compressed: of its zstd frame
-    high_data: int
-    end: int  # offset just past the last member
-    low_bytes: int = 0  # compressed: the length of the frame at low_data (0: raw pixels)
-    high_bytes: int = 0
-
-
-def layout_sample(key: str, height: int, width: int, meta: bytes, start: int,
-                  shared_high: int | None = None, members: Members = DEFAULT, targets_only: bool = False
-                  ) -> tuple[SampleLayout, list[tuple[int, bytes]]]:
-    """Lay out one sample at `start`; returns the layout and the (offset, bytes) header pieces to write: two, one
-    from `start` to the low image's pixels (the JSON member whole, its padding, the low member's tar and .npy
-    headers) and the high member's headers (none when the target is shared), so that a pack writes them in two calls.
-
-    `shared_high`: the pixel offset of another sample's target in the same shard (format version 2): this sample
-    then has no `.high.npy` member of its own, and its `.json` names the sample whose target it uses. `members`:
-    the split's element types and size relation (height, width: the input's). `targets_only` (format version 6): no
-    input member; the layout's `low_data` is the target's."""
-    pieces: list[tuple[int, bytes]] = []
-    pos = start
-    s = members.scale
-    npys = {LOW: members.low.npy_header(height, width), HIGH: members.high.npy_header(height * s, width * s)}
-    sizes = {LOW: members.low.nbytes(height, width), HIGH: members.high.nbytes(height * s, width * s)}
-    offsets: dict[str, int] = {}
-    if shared_high is not None:
-        offsets[HIGH] = shared_high
-    head, head_at = [], pos  # the bytes from head_at on, up to the next pixels
-    for suffix in _order(shared_high is not None, targets_only):
-        npy = npys.get(suffix, b"")
-        size = len(meta) if suffix == META else len(npy) + sizes[suffix]
-        hdr = tar_header(member_name(key, suffix), size)
-        pos += len(hdr)
-        if suffix == META:
-            head += [hdr, meta, bytes(padded(size) - size)]
-            offsets[suffix] = pos
-        else:
-            pieces.append((head_at, b"".join(head + [hdr, npy])))
-            offsets[suffix] = pos + len(npy)
-        pos += padded(size)
-        head, head_at = ([], pos) if suffix != META else (head, head_at)
-    offsets.setdefault(LOW, offsets[HIGH])  # targets only: the input is the stored target
-    layout = SampleLayout(
-        key=key, height=height, width=width, start=start, meta_data=offsets[META], meta_size=len(meta),
-        low_data=offsets[LOW], high_data=offsets[HIGH], end=pos,
-    )
-    return layout, pieces
-
-
-def layout_compressed_sample(key: str, height: int, width: int, meta: bytes, low: bytes | None, high: bytes | None,
-                             start: int, shared_high: tuple[int, int] | None = None, encoding: Encoding = ZSTD
-                             ) -> tuple[SampleLayout, list[tuple[int, bytes]]]:
-    """Lay out one sample of an encoding that is not plain at `start` (format version 3): `<key>.json`,
-    `<key>.low.npy.zst` and `<key>.high.npy.zst` (zstd), whose payloads are `low` and `high`, each a .npy file as
-    `encoding` stores it (one zstd frame). Returns the layout (low_data/high_data: where each member starts) and the
-    (offset, bytes) pieces to write, in file order.
-
-    `shared_high`: (offset, length) of another sample's target frame in the same shard; this sample then has no
-    high member of its own (high must be None). `low` None: a targets-only sample (format version 6), whose input
-    is its stored target."""
-    pieces: list[tuple[int, bytes]] = []
-    pos = start
-    where: dict[str, tuple[int, int]] = {}
-    if shared_high is not None:
-        where[HIGH] = shared_high
-    members = ((META, meta),) + (((LOW, low),) if low is not None else ()) + (
-        ((HIGH, high),) if shared_high is None else ())
-    for suffix, payload in members:
-        hdr = tar_header(member_name(key, suffix if suffix == META else image_suffix(suffix, encoding)), len(payload))
-        pieces.append((pos, hdr))
-        pos += len(hdr)
-        pieces.append((pos, payload))
-        where[suffix] = (pos, len(payload))
-        pos += padded(len(payload))
-    where.setdefault(LOW, where[HIGH])
-    layout = SampleLayout(
-        key=key, height=height, width=width, start=start, meta_data=where[META][0], meta_size=len(meta),
-        low_data=where[LOW][0], high_data=where[HIGH][0], end=pos, low_bytes=where[LOW][1],
-        high_bytes=where[HIGH][1],
-    )
-    return layout, pieces
 
 
 def sample_meta(low_rel: str | None, high_rel: str, original_hw: tuple[int, int], stored_hw: tuple[int, int],
@@ -313,6 +184,9 @@ def _check_split_entry(path: Path, split: str, entry: Any, version: int) -> None
     if not _SPLIT_SAFE.match(split):
         raise bad("the split name may only hold letters, digits, '_' and '-'")
     kinds = members_of(entry, path, split)  # "compression" and "members" are checked here, with the split named
+    if kinds.encoding.per_member and version < VERSION_ENCODED:
+        raise bad(f"\"{STORE}\" is {entry[STORE]!r} in a version {version} manifest (encoded splits are version "
+                  f"{VERSION_ENCODED})")
     sensor_doc.check_doc(entry, path, split)
     _check_targets_only(entry, kinds, version, bad)
     binary = version >= VERSION_BINARY
@@ -412,6 +286,15 @@ class SplitIndex:
     # to make the input from; loaders that train on stored pairs refuse it
     targets_only: bool = False
     sequences: Sequences | None = None  # a split packed with --sequences: the frames of each video or burst
+    low_kind: np.ndarray | None = None  # uint8 (n,) an encoded split: the format code of each input member
+    high_kind: np.ndarray | None = None  # (`imageformats.BY_CODE`); None: every member is pixels (or a zstd frame)
+    # what pack measured of each sample (`facts.FactsColumns`); None: a pack that predates them, or a json index
+    low_exact: np.ndarray | None = None  # uint64 (n,) exact hash of each input
+    high_exact: np.ndarray | None = None  # uint64 (n,) and of each target
+    low_fp: np.ndarray | None = None  # uint64 (n,) perceptual fingerprint of each input
+    high_fp: np.ndarray | None = None  # uint64 (n,) and of each target
+    shift: np.ndarray | None = None  # float32 (n, 3) dy, dx (input pixels), confidence
+    luma: np.ndarray | None = None  # float32 (n, 2) mean luma of the input, of the target
 
     def __post_init__(self) -> None:
         if self.low_bytes is None:  # raw: the pixels themselves
@@ -425,6 +308,11 @@ class SplitIndex:
         return len(self.keys)
 
     @property
+    def facts(self) -> FactsColumns | None:
+        """What pack measured of each sample, as one tuple of columns (None: a pack that predates them)."""
+        return FactsColumns(*(getattr(self, name) for name in FACT_NAMES)) if self.shift is not None else None
+
+    @property
     def encoding(self) -> Encoding:
         """How the split's image members are stored (`encoding.ENCODINGS`): `encoding.plain` when the bytes at
         `low`/`high` are the pixels themselves, as a GPU kernel or a view of the page cache can read them."""
@@ -432,8 +320,8 @@ class SplitIndex:
 
     @property
     def compression(self) -> str | None:
-        """The manifest's "compression" value: "zstd", or None for raw pixels. Kept for readers that compare the
-        string (pairload.loaders, until its rewrite); ask `encoding` instead."""
+        """The manifest's "compression" value: "zstd", or None for raw pixels ("encoded" for an encoded split, whose
+        manifest says "store"). Kept for readers that compare the string; ask `encoding` instead."""
         return self.members.encoding.stored
 
     def as_targets(self) -> "SplitIndex":
@@ -444,9 +332,12 @@ class SplitIndex:
         if self.targets_only:
             return self
         s = self.members.scale
+        facts = self.facts
         return replace(self, hw=self.hw * s if s != 1 else self.hw, low=self.high, low_bytes=self.high_bytes,
-                       crc=np.repeat(self.crc[:, 1:], 2, axis=1), members=self.members.as_targets(),
-                       sensor=None if self.sensor is None else self.sensor.as_targets(), targets_only=True)
+                       low_kind=self.high_kind, crc=np.repeat(self.crc[:, 1:], 2, axis=1),
+                       members=self.members.as_targets(),
+                       sensor=None if self.sensor is None else self.sensor.as_targets(), targets_only=True,
+                       **(facts.as_targets().columns() if facts is not None else {}))
 
     def __reduce_ex__(self, protocol):
         if self.mapped is None:
@@ -473,8 +364,10 @@ def split_index(doc: dict, split: str, where: str = MANIFEST, index_at: str | os
     members = members_of(entry, where, split)
     fields = ("hw", "low", "high", "crc32") + ((LOW_BYTES, HIGH_BYTES) if members.encoding.sized else ())
     sensor_fields = sensor_doc.index_fields(entry)
+    # what pack measured, where every shard's index has it (an older pack's has not)
+    fact_fields = FACT_NAMES if all(FACT_NAMES[0] in sh.get("index", {}) for sh in entry.get("shards", [])) else ()
     files, keys, shard, counts = [], [], [], []
-    values: dict[str, list] = {name: [] for name in fields + sensor_fields}
+    values: dict[str, list] = {name: [] for name in fields + sensor_fields + fact_fields}
     try:
         for number, sh in enumerate(entry["shards"]):
             idx = sh["index"]
@@ -485,7 +378,7 @@ def split_index(doc: dict, split: str, where: str = MANIFEST, index_at: str | os
             counts.append(n)
             keys.extend(idx["key"])
             shard.extend([number] * n)
-            for name in fields + sensor_fields:
+            for name in fields + sensor_fields + fact_fields:
                 values[name].extend(idx[name])
     except (KeyError, TypeError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed shard entry ({exc!r}); repack") from None
@@ -493,8 +386,10 @@ def split_index(doc: dict, split: str, where: str = MANIFEST, index_at: str | os
     try:
         columns = {name: _integers(values[name], name, where, split, files, counts) for name in fields}
         sensor = sensor_doc.rows_from_columns(values, n, where, split) if sensor_fields else None
+        facts = {name: np.asarray(values[name], dtype=dtype).reshape((n, *shape))
+                 for name, dtype, shape in FACT_COLUMNS if fact_fields}
         return replace(_split_index(split, files, keys, shard, columns, counts, n, members, sensor),
-                       sequences=Sequences.from_entry(entry, n, f"{where}: split {split!r}"))
+                       sequences=Sequences.from_entry(entry, n, f"{where}: split {split!r}"), **facts)
     except (ValueError, TypeError, OverflowError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed index ({exc}); repack") from None
 
@@ -580,6 +475,9 @@ def _mapped_index(split: str, entry: dict, file: binindex.IndexFile) -> SplitInd
         mapped=MappedIndex(file, entry),
         targets_only=entry.get(TARGETS_ONLY, False),
         sequences=Sequences.from_entry(entry, n, f"{file.where}: split {split!r}"),
+        low_kind=cols.get(LOW_KIND),
+        high_kind=cols.get(HIGH_KIND),
+        **{name: cols.get(name) for name in FACT_NAMES},
     )
 
 

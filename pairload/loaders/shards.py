@@ -104,7 +104,8 @@ class ShardLoader(PlannedLoader):
 
     @property
     def path(self) -> str:
-        """How batches are cut: "zero-copy", "resident" or "workers" (`pairload.cut.paths.PATHS`)."""
+        """How batches are cut: "zero-copy", "resident", "decode" (an encoded split on the GPU) or "workers"
+        (`pairload.cut.paths.PATHS`)."""
         return self.cutter.path
 
     def start_workers(self) -> None:

@@ -23,7 +23,7 @@ from typing import Callable
 from ..errors import OutputError
 from ..format import binindex, schema
 from ..format.atomic import write_bytes_atomic, write_json_atomic
-from . import guard, parts
+from . import guard, parts, trust
 from .local import index_writer, pack_folder
 from .manifest import assemble
 from .options import PackOptions, PackReport
@@ -152,6 +152,7 @@ def finish_at_url(dest: Destination, count: int | None, report: PackReport, fold
         parts.check_shard(dest.where(r.name), dest.size(r.name), r.bytes)
     skel = dict(recs[0].skeleton)
     index = skel.pop("index")
+    report.trust = trust.check_pack(skel, rows)  # refused: the parts stay, for a pack made again
     report.waiting = []
     manifest = assemble(skel, rows, report, index, index_writer(work))
     write_json_atomic(work / schema.MANIFEST, manifest)

@@ -1,17 +1,24 @@
-"""The work pack's worker processes do: the pool itself, header probes, one job per pair (decode it, then either
-write its pixels in place into a planned shard or return them as zstd frames). Everything here runs in a worker,
-or in the parent when there is one process."""
+"""The work pack's worker processes do: the pool itself, header probes, one job per pair (decode it, measure it
+(`audit.measures.pair_facts`), then either write its pixels in place into a planned shard or return them as zstd
+frames). Everything here runs in a worker, or in the parent when there is one process."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import functools
 import multiprocessing as mp
+import multiprocessing.pool
 import os
+import signal
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..audit.measures import PairFacts, pair_facts
 from ..errors import ImageError, OutputError, PairloadError
 from ..format.encoding import RAW, Encoding
 from ..format.members import npy_file
@@ -48,12 +55,19 @@ class Job:
     scale: int = 1  # the target is stored at this multiple of out_hw
     fit: str = RESIZE  # how an image is brought to out_hw: resized, or its centre cropped (`decode.fitted`)
     npy_bgr: bool = False  # a .npy's first three channels are BGR: stored as RGB (`pack --npy-bgr`)
+    # the pair's target when another job stores it (`high` None): decoded here only to measure the pair, unless the
+    # job that stores it ran just before in this worker and kept it (`keeps_high`: later jobs share its target)
+    shared_high: Path | None = None
+    keeps_high: bool = False
+    measure_only: bool = False  # decode and measure the pair, store nothing (`pack --skip-misaligned`'s first pass)
 
     def __post_init__(self) -> None:
+        if self.measure_only:
+            return
         plain = self.encoding.plain
-        if plain != (self.file is not None) or plain != (self.level is None):
+        if plain != (self.file is not None) or bool(self.encoding.levels) != (self.level is not None):
             raise ValueError(f"job {self.index}: give either a shard file (plain: raw) or an encoding that is not "
-                             "plain and its level (zstd)")
+                             "plain and its level where it has levels (zstd; encoded has none)")
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,7 @@ class JobResult:
     output_failed: bool = False
     levels: tuple[int, ...] | None = None  # a packed camera raw input: black of each packed channel, then white
     levels_high: tuple[int, ...] | None = None  # the same for a packed raw target
+    facts: PairFacts | None = None  # what was measured of the pair (`audit.measures.pair_facts`)
 
     def check(self) -> "JobResult":
         """Raise the job's error (OutputError or ImageError); else the result."""
@@ -96,13 +111,55 @@ def start_pool(workers: int):
     # fork starts workers at once, where it is safe (`forking`): an OpenMP pool that torch started, for one, would
     # hang LibRaw's development in a forked worker. (A fork server started single-threaded was tried: the CLI's
     # pack was no faster, its spawned workers starting while the folders are listed.)
-    return mp.get_context(start_method()).Pool(workers, initializer=_init_worker)
+    return WorkerPool(workers, initializer=_init_worker, initargs=(os.getpid(),),
+                      context=mp.get_context(start_method()))
 
 
-def _init_worker() -> None:
+class WorkerPool(multiprocessing.pool.Pool):
+    """A pool whose workers end quietly with the pack that started them: killed with it (Linux), or, elsewhere,
+    on the broken pipe to it, without a traceback from each."""
+
+    @staticmethod
+    def Process(ctx, *args, **kwds):  # noqa: N802 - the name multiprocessing.pool.Pool calls
+        kwds["target"] = functools.partial(_quiet_when_orphaned, kwds["target"])
+        return ctx.Process(*args, **kwds)
+
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+ORPHAN_WAIT_S = 1.0  # how long a worker whose pipe broke waits to see its parent gone (the kernel closes the
+# parent's files before it hands its children over)
+_parent: int | None = None  # the pack process that started this worker
+
+
+def _init_worker(parent: int) -> None:
+    global _parent
+    _parent = parent
+    # Ctrl-C reaches the whole process group: the pack answers it (its workers stopped, its partial shards
+    # deleted), not a KeyboardInterrupt traceback from every worker
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Pool.terminate's signal, whatever handler the parent had
+    if sys.platform.startswith("linux"):
+        # a pack killed with SIGKILL cannot stop its workers: the kernel does, as it dies (a worker's results have
+        # nowhere to go then, so there is nothing to unwind)
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the pack died before the request: no signal will come
+        os._exit(1)
     # one core per worker: OpenMP (LibRaw's development) reads this when it is first loaded, in this process
     os.environ["OMP_NUM_THREADS"] = "1"
     silence_cv2()
+
+
+def _quiet_when_orphaned(target, *args) -> None:
+    """The pool's worker loop; a broken pipe to a parent that is gone ends the worker without a traceback."""
+    try:
+        target(*args)
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        deadline = time.monotonic() + ORPHAN_WAIT_S
+        while _parent is not None and time.monotonic() < deadline:
+            if os.getppid() != _parent:
+                os._exit(1)
+            time.sleep(0.01)
+        raise
 
 
 def probe(path: str | Path) -> Header | str:
@@ -143,6 +200,35 @@ def _decode(job: Job):
     return low, high, notes, levels, levels_high
 
 
+_kept_high: tuple[Path, np.ndarray] | None = None  # this worker's last target that later jobs share
+
+
+def _measure(job: Job, low: np.ndarray | None, high: np.ndarray | None) -> PairFacts | None:
+    """The pair's facts; a pair whose target another job stores is measured against that target, kept by the job
+    that decoded it when it ran just before in this worker (`run_task` keeps a target's jobs in one task), else
+    decoded again (None for a job given neither its target nor the one it shares: nothing to compare)."""
+    global _kept_high
+    if high is not None:
+        _kept_high = (job.high, high) if job.keeps_high else None
+    elif job.shared_high is not None:
+        if _kept_high is not None and _kept_high[0] == job.shared_high:
+            high = _kept_high[1]
+        else:
+            out_hw = (job.out_hw[0] * job.scale, job.out_hw[1] * job.scale)
+            high = _side(job, job.shared_high, job.high_hw, job.high_as, out_hw)[0]
+    return None if high is None else pair_facts(low, high)
+
+
+def run_task(work, jobs: list[Job]) -> list[JobResult]:
+    """One pool task: `work` (`run_job`, or an encoded pack's job) of each job in order, in one worker, so that the
+    jobs sharing a target measure their pairs against the one decode of it (kept no longer than the task)."""
+    global _kept_high
+    try:
+        return [work(job) for job in jobs]
+    finally:
+        _kept_high = None
+
+
 def _pwrite(file: str, images: list[tuple[np.ndarray, int]]) -> None:
     fd = _fds.get(file)
     if fd is None:
@@ -160,6 +246,9 @@ def run_job(job: Job) -> JobResult:
     them."""
     try:
         low, high, notes, levels, levels_high = _decode(job)
+        facts = _measure(job, low, high)
+        if job.measure_only:
+            return JobResult(job.index, facts=facts)
         frames = (None, None)
         if not job.encoding.plain:
             frames = (job.encoding.encode(npy_file(low), job.level) if low is not None else None,
@@ -175,6 +264,8 @@ def run_job(job: Job) -> JobResult:
             return JobResult(job.index, error=str(output_error(Path(job.file), exc)), output_failed=True)
     crc_high = crc32(high) if high is not None else None
     if low is None:  # targets only: the input is the stored target
-        return JobResult(job.index, notes, crc_high, crc_high, *frames, levels=levels_high, levels_high=levels_high)
-    return JobResult(job.index, notes, crc32(low), crc_high, *frames, levels=levels, levels_high=levels_high)
+        return JobResult(job.index, notes, crc_high, crc_high, *frames, levels=levels_high, levels_high=levels_high,
+                         facts=facts)
+    return JobResult(job.index, notes, crc32(low), crc_high, *frames, levels=levels, levels_high=levels_high,
+                     facts=facts)
 

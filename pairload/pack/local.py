@@ -17,7 +17,7 @@ from ..format.columns import write_columns
 from ..folders.decode import RESIZE, Header, orientation_hint, target_size
 from ..folders.discover import Pair, find_pairs
 from ..folders.photos import find_targets
-from . import guard, parts
+from . import guard, parts, trust
 from .jobs import close_fds, probe_many, start_pool
 from .manifest import assemble, skeleton
 from .options import PackOptions, PackReport
@@ -74,9 +74,27 @@ def _report(discovery, out: Path, workers: int, options: PackOptions) -> PackRep
 def _plan(discovery, raw: Path, options: PackOptions, pool, report: PackReport, clock: tuple[float, float]
           ) -> tuple[Inputs, list[ShardPlan], dict]:
     """What every part of a pack computes alike: the headers, the camera plan, the member types, every shard's
-    boundaries and the manifest's skeleton. `clock`: when the pack started and when its pairs were found (the
-    report's "find" phase, the pool's start included)."""
+    boundaries and the manifest's skeleton (with `--skip-misaligned`, of the pairs its measuring pass keeps). `clock`:
+    when the pack started and when its pairs were found (the report's "find" phase, the pool's start included)."""
     report.phases["find"] = clock[1] - clock[0]
+    misaligned = None
+    if options.skip_misaligned:
+        discovery, misaligned = trust.leave_out_misaligned(discovery, _inputs(discovery, raw, options, pool, report),
+                                                           options, pool, report)
+    t1 = time.perf_counter()
+    inputs = _inputs(discovery, raw, options, pool, report)
+    sequences = plan_sequences(inputs.pairs, inputs.out_sizes, options.sequence_gaps) if options.sequences else {}
+    report.sequences = describe_splits(sequences, inputs.pairs)
+    plans = plan_shards(inputs.pairs, inputs.sizes, inputs.out_sizes, options.shard_size, inputs.members,
+                        options.targets_only)
+    skel = skeleton(discovery, raw, options, inputs.members, inputs.camera, sequences, misaligned)
+    report.phases["plan"] = time.perf_counter() - t1 - report.phases["probe"]
+    return inputs, plans, skel
+
+
+def _inputs(discovery, raw: Path, options: PackOptions, pool, report: PackReport) -> Inputs:
+    """The pairs in pack order with their headers, the camera plan and the member types (the report's "probe"
+    phase)."""
     t0 = time.perf_counter()
     if options.sequences:  # key order, each sequence's frames in a row (`sequences`); shared targets stay shared
         check_names(discovery, options.sequence_gaps)
@@ -84,8 +102,7 @@ def _plan(discovery, raw: Path, options: PackOptions, pool, report: PackReport, 
     else:
         pairs = target_groups(discovery.pairs)
     probes = _probe_pairs(pairs, pool, options)
-    t1 = time.perf_counter()
-    report.phases["probe"] = t1 - t0
+    report.phases["probe"] = time.perf_counter() - t0
     # a centre crop keeps every value as it is, sensor counts included; resampling does not
     resized = options.resize is not None or (options.max_side is not None and options.fit == RESIZE)
     plan = plan_targets if options.targets_only else plan_camera
@@ -99,13 +116,7 @@ def _plan(discovery, raw: Path, options: PackOptions, pool, report: PackReport, 
     sizes = [seen.setdefault(hw, hw) for hw in sizes]
     out_sizes = [seen.setdefault(hw, hw) for hw in (target_size(h, w, options.resize, options.max_side, options.fit)
                                                     for h, w in sizes)]
-    inputs = Inputs(pairs, probes, sizes, out_sizes, members, camera, options.targets_only)
-    sequences = plan_sequences(pairs, out_sizes, options.sequence_gaps) if options.sequences else {}
-    report.sequences = describe_splits(sequences, pairs)
-    plans = plan_shards(pairs, sizes, out_sizes, options.shard_size, members, options.targets_only)
-    skel = skeleton(discovery, raw, options, members, camera, sequences)
-    report.phases["plan"] = time.perf_counter() - t1
-    return inputs, plans, skel
+    return Inputs(pairs, probes, sizes, out_sizes, members, camera, options.targets_only)
 
 
 def index_writer(out: Path):
@@ -128,6 +139,7 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
         inputs, plans, skel = _plan(discovery, raw, options, pool, report, clock)
         write = write_raw if options.encoding.plain else write_compressed
         rows = write(run, inputs, plans)
+        report.trust = trust.check_pack(skel, rows, inputs.pairs)  # refused: the old pack stays as it was
     except BaseException:
         _abandon(run, pool)
         guard.forget_partials(out, journal)
@@ -192,6 +204,7 @@ def _pack_part(discovery, raw: Path, out: Path, options: PackOptions, pool, work
         mine = [plan for plan, o in zip(plans, owner) if o == part.index]
         write = write_raw if options.encoding.plain else write_compressed
         rows = write(run, inputs, mine) if mine else []
+        trust.check_part(skel, rows, inputs.pairs)
     except BaseException:
         _abandon(run, pool)
         journal_path.unlink(missing_ok=True)
@@ -242,6 +255,7 @@ def finish(out: Path, count: int | None, report: PackReport, *, required: bool =
             parts.check_shard(str(out / r.name), size, r.bytes)
         skel = dict(recs[0].skeleton)
         index = skel.pop("index")
+        report.trust = trust.check_pack(skel, rows)  # refused: the parts stay, for a pack made again
         guard.remove_partials(out, {})  # a killed finisher's temporary manifest
         report.waiting = []
         journal = guard.read_journal(out)

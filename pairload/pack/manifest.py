@@ -14,18 +14,24 @@ from ..format import binindex, schema
 from ..format import sensor as fmt
 from ..format.sequences import Sequences
 from ..format.encoding import RAW, Encoding
+from ..format.facts import NAMES as FACT_NAMES
+from ..format.imageformats import JPEG
 from ..format.members import DEFAULT, FIELD, Members, members_of
 from .options import INDEXES, PackOptions, PackReport
+from .encoded import DECODED
 from .rows import NOTES, ShardRows
 from .sensor import CameraPlan
 
 BINARY, JSON = INDEXES  # --index: where the per-sample index goes
+FACT = FACT_NAMES[0]  # a shard's rows that have this column have every fact (`format.facts`)
 
 
 def skeleton(discovery, raw, options: PackOptions, members: dict[str, Members] | None = None,
-             camera: CameraPlan | None = None, sequences: dict[str, Sequences] | None = None) -> dict:
+             camera: CameraPlan | None = None, sequences: dict[str, Sequences] | None = None,
+             misaligned: list[dict] | None = None) -> dict:
     """The manifest without its shards, index and decode notes: what every part of a pack computes alike.
-    `sequences`: each split's, packed with --sequences (its "sequences" and "sequence_target" fields)."""
+    `sequences`: each split's, packed with --sequences (its "sequences" and "sequence_target" fields); `misaligned`:
+    the pairs `--skip-misaligned` left out (the report's "misaligned")."""
     members = members or {}
     sequences = sequences or {}
     camera = camera or CameraPlan({}, {}, [])
@@ -36,7 +42,7 @@ def skeleton(discovery, raw, options: PackOptions, members: dict[str, Members] |
         if options.targets_only:
             entry[schema.TARGETS_ONLY] = True
         if stored is not None:
-            entry[schema.COMPRESSION] = stored
+            entry[options.encoding.field] = stored
         typed = members.get(split, DEFAULT).to_doc()
         if typed is not None:
             entry[FIELD] = typed
@@ -47,20 +53,28 @@ def skeleton(discovery, raw, options: PackOptions, members: dict[str, Members] |
         splits[split] = entry
     options_doc = {"resize": list(options.resize) if options.resize else None, "max_side": options.max_side,
                    "to_8bit": options.to_8bit, "shard_size": options.shard_size}
-    if stored is not None:
+    if options.encoding.per_member:
+        options_doc.update(store=stored)
+    elif stored is not None:
         options_doc.update(compress=stored, compress_level=options.compress_level)
     if options.targets_only:  # (absent otherwise: a pair pack's manifest stays the bytes it was)
         options_doc.update(targets_only=True, fit=options.fit)
     options_doc.update((k, True) for k in ("sequences", "npy_bgr") if getattr(options, k))  # likewise
+    if options.max_shift is not None:  # what pack refuses (`pack.trust` reads them back, finishing a pack's parts)
+        options_doc.update(max_shift=options.max_shift, skip_misaligned=options.skip_misaligned)
+    if options.allow_bright_inputs:
+        options_doc.update(allow_bright_inputs=True)
+    report = {"skipped_unmatched": discovery.skipped_low + discovery.skipped_high,
+              "skipped_per_split": discovery.skipped_per_split,
+              "unused": [u.as_dict() for u in discovery.unused],
+              "split_folders": {k: {"split": v[0], "how": v[1]} for k, v in sorted(discovery.split_folders.items())}}
+    if options.skip_misaligned:
+        report["misaligned"] = list(misaligned or [])
     return {
         "created_by": f"pairload {__version__}",
         schema.RAW_DIR: str(raw.resolve()),
         "options": options_doc,
-        "report": {"skipped_unmatched": discovery.skipped_low + discovery.skipped_high,
-                   "skipped_per_split": discovery.skipped_per_split,
-                   "unused": [u.as_dict() for u in discovery.unused],
-                   "split_folders": {k: {"split": v[0], "how": v[1]} for k, v in
-                                     sorted(discovery.split_folders.items())}},
+        "report": report,
         "splits": splits,
     }
 
@@ -73,15 +87,20 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
     kinds = {split: members_of(entry, "manifest", split) for split, entry in skel["splits"].items()}
     encoding = next((m.encoding for m in kinds.values() if not m.encoding.plain), RAW)  # one per pack
     shared = any(bool((r.columns["shares_high"] >= 0).any()) for r in rows)
+    facts = bool(rows) and all(FACT in r.columns for r in rows)  # (records of an older part have none)
     typed = any(FIELD in entry for entry in skel["splits"].values())
     targets = any(entry.get(schema.TARGETS_ONLY) for entry in skel["splits"].values())
     notes: dict[str, list[str]] = {v: [] for v in NOTES.values()}
+    decoded: dict[str, list[str]] = {}  # an encoded pack: the images stored as pixels, by reason
     splits: dict[str, dict] = {}
     by_split: dict[str, list[ShardRows]] = {}
     for r in rows:
         by_split.setdefault(r.split, []).append(r)
         for rel, what in r.notes:
-            notes[NOTES[what]].append(rel)
+            if what.startswith(DECODED):
+                decoded.setdefault(what[len(DECODED):], []).append(rel)
+            else:
+                notes[NOTES[what]].append(rel)
     for split, fixed in skel["splits"].items():
         parts = by_split.get(split, [])
         hw = np.concatenate([r.columns["hw"] for r in parts]) if parts else np.zeros((0, 2), np.int64)
@@ -94,14 +113,15 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
             for sh, r in zip(entry["shards"], parts):
                 sh["index"] = _json_index(r, entry, kinds[split].encoding.sized, shared)
         else:
-            sized = kinds[split].encoding.sized
-            names = [f for f, _, _ in binindex.spec(entry, sized, shared)]
+            sized, formats = kinds[split].encoding.sized, kinds[split].encoding.per_member
+            names = [f for f, _, _ in binindex.spec(entry, sized, shared, formats, facts)]
             columns = {name: np.concatenate([r.columns[name] for r in parts]) for name in names
                        if name not in (binindex.KEY_END, binindex.KEY_HASH, binindex.SHARD)}
             columns[binindex.SHARD] = np.repeat(np.arange(len(parts), dtype=np.int32), [r.samples for r in parts])
             keys = [k for r in parts for k in r.keys]
             name = binindex.index_name(split)
-            sha, size = write_index(name, binindex.index_columns(keys, columns, entry, sized, shared))
+            sha, size = write_index(name, binindex.index_columns(keys, columns, entry, sized, shared, formats,
+                                                                  facts))
             entry[binindex.FIELD] = {"file": name, "bytes": size, "sha256": sha}
         splits[split] = entry
         m = kinds[split]
@@ -110,21 +130,36 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
         report.splits[split] = {"samples": entry["samples"], "shards": len(parts), "bytes": entry["bytes"],
                                 "pixel_bytes": pixels}
     report.gray, report.alpha, report.converted_16bit = notes["gray"], notes["alpha"], notes["converted_16bit"]
+    report.kept, report.decoded = _kept(rows, targets) if encoding.per_member else 0, decoded
     # versions: 1 without shared targets (readable by every pairload), 2 with them, 3 not plain (older readers
     # refuse it by its version instead of taking the offsets of its frames for offsets of pixels), 4 with a split
     # whose members are not uint8 RGB (older readers would take its pixels for those), 5 with the index in binary
     # files (older readers find no index in the manifest), 6 with a targets-only split (older readers would train on
-    # (target, target) pairs; always a binary index)
-    version = (schema.VERSION_TARGETS if targets else schema.VERSION_BINARY if index == BINARY else
-               schema.VERSION_TYPED if typed else schema.VERSION_COMPRESSED if not encoding.plain else
-               schema.VERSION if shared else 1)
+    # (target, target) pairs; always a binary index), 7 with an encoded split (older readers would take a JPEG's
+    # bytes for pixels)
+    version = (schema.VERSION_ENCODED if encoding.per_member else schema.VERSION_TARGETS if targets else
+               schema.VERSION_BINARY if index == BINARY else schema.VERSION_TYPED if typed else
+               schema.VERSION_COMPRESSED if not encoding.plain else schema.VERSION if shared else 1)
     top = {k: v for k, v in skel.items() if k != "splits"}
     doc_report = {"gray_replicated": notes["gray"], "alpha_dropped": notes["alpha"],
                   "converted_16bit": notes["converted_16bit"]}
     doc_report.update(top.pop("report"))
+    if encoding.per_member:  # (absent otherwise: a decoded pack's manifest stays the bytes it was)
+        doc_report.update(kept_jpeg=report.kept, stored_decoded=decoded)
     return {"format": schema.FORMAT, "version": version, **{k: top[k] for k in ("created_by", schema.RAW_DIR)},
             "layout": layout_doc(encoding, typed, targets), "options": top["options"], "report": doc_report,
             "splits": splits}
+
+
+def _kept(rows: list[ShardRows], targets_only: bool) -> int:
+    """The JPEG files an encoded pack kept as they are: each stored member of the jpeg format (a targets-only
+    sample's input is its target, a shared target is stored once)."""
+    kept = 0
+    for r in rows:
+        c = r.columns
+        kept += int(((c["high_kind"] == JPEG.code) & (c["shares_high"] < 0)).sum())
+        kept += 0 if targets_only else int((c["low_kind"] == JPEG.code).sum())
+    return kept
 
 
 def _json_index(r: ShardRows, entry: dict, sized: bool, shared: bool) -> dict:
@@ -138,6 +173,8 @@ def _json_index(r: ShardRows, entry: dict, sized: bool, shared: bool) -> dict:
         index[schema.LOW_BYTES], index[schema.HIGH_BYTES] = c["low_bytes"].tolist(), c["high_bytes"].tolist()
     if shared:
         index[schema.SHARES_HIGH] = c["shares_high"].tolist()
+    if FACT in c:  # older readers pass over fields they do not know
+        index.update((name, c[name].tolist()) for name in FACT_NAMES)
     return index
 
 

@@ -8,8 +8,9 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from ..audit.packing import TrustReport
 from ..errors import ConfigError
-from ..format.encoding import ZSTD, Encoding, from_option
+from ..format.encoding import ENCODED, ZSTD, Encoding, from_store
 from ..format.schema import check_split_name
 from ..format.sequences import GAP_POLICIES
 from ..folders.decode import CROP, DEVELOPED, FITS, PACKED, RESIZE
@@ -79,6 +80,9 @@ class PackOptions:
     overwrite: bool = False  # replace a manifest.json that is not this RAW's pack (another pack's, or a user's file)
     compress: str | None = None  # "zstd": each image member as one zstd frame (format version 3); None: raw
     compress_level: int = ZSTD.default_level  # the level of an encoding that has levels (`encoding.Encoding`)
+    # "encoded": each JPEG file kept as it is, every other image as pixels (format version 7); "decoded": every
+    # image's pixels (raw, or compressed by `compress`)
+    store: str = "decoded"
     raw_target: str = DEVELOPED  # camera raw targets: developed by LibRaw (SID), or "packed" as the input (ELD)
     ratio_cap: float = 300.0  # camera raw inputs: the amplification ratio's ceiling (SID's 300)
     index: str = "binary"  # where the per-sample index goes: "binary" `<split>.index` files (version 5), or "json"
@@ -92,9 +96,16 @@ class PackOptions:
     sequences: bool = False
     sequence_gaps: str = "refuse"  # `--sequence-gaps`: a sequence whose frame numbering breaks (`pack.sequences`)
     npy_bgr: bool = False  # `--npy-bgr`: .npy colour arrays hold BGR (SDSD, SMID): stored as RGB
+    # `--max-shift PX`: refuse pairs whose input is confidently shifted from its target by more than PX pixels, or
+    # (`--skip-misaligned`) leave them out, listed; `--allow-bright-inputs`: accept a split whose inputs are mostly
+    # brighter than their targets (`audit.packing`)
+    max_shift: float | None = None
+    skip_misaligned: bool = False
+    allow_bright_inputs: bool = False
 
     def __post_init__(self) -> None:
         self._check_targets_only()
+        self._check_trust()
         if self.index not in INDEXES:
             raise ConfigError(f"--index {self.index}: expected {' or '.join(INDEXES)} (binary: a memory-mapped "
                               "<split>.index per split, format version 5; json: in manifest.json, for older readers)")
@@ -103,7 +114,10 @@ class PackOptions:
                               "LibRaw develops the target as SID does; packed: kept as a packed mosaic, raw-to-raw)")
         if isinstance(self.ratio_cap, bool) or not isinstance(self.ratio_cap, (int, float)) or not self.ratio_cap >= 1:
             raise ConfigError(f"--ratio-cap {self.ratio_cap}: expected a number of at least 1 (SID uses 300)")
-        encoding = from_option(self.compress)  # a ConfigError naming the values --compress takes
+        encoding = from_store(self.store, self.compress)  # a ConfigError naming the values --store/--compress take
+        if encoding.per_member and self.index != "binary":
+            raise ConfigError(f"--store encoded with --index {self.index}: an encoded pack is format version 7, whose "
+                              "index is always a binary <split>.index; leave --index out")
         levels = encoding.levels
         if levels and self.compress_level not in levels:
             raise ConfigError(f"--compress-level {self.compress_level}: expected {levels.start} to {levels.stop - 1} "
@@ -154,10 +168,30 @@ class PackOptions:
             raise ConfigError("--sequences: packs the frames of videos as pairs, and --targets-only packs photos "
                               "alone; leave one of them out")
 
+    def _check_trust(self) -> None:
+        """--max-shift, --skip-misaligned, --allow-bright-inputs."""
+        shift = self.max_shift
+        if shift is not None and (isinstance(shift, bool) or not isinstance(shift, (int, float))
+                                  or not 0 < shift < float("inf")):
+            raise ConfigError(f"--max-shift {shift}: expected a positive number of pixels (e.g. 1: pairs whose input "
+                              "is shifted from its target by more than 1 px are refused)")
+        if self.skip_misaligned and shift is None:
+            raise ConfigError("--skip-misaligned: give --max-shift PX too, the largest shift of a pair that is packed")
+        if self.skip_misaligned and self.sequences and self.sequence_gaps == "refuse":
+            raise ConfigError("--skip-misaligned with --sequences: a frame left out breaks its sequence's frame "
+                              "numbers; add --sequence-gaps split (each evenly numbered run its own sequence) or "
+                              "--sequence-gaps allow, or leave --skip-misaligned out to have the misaligned frames "
+                              "listed and refused")
+        if self.targets_only and (shift is not None or self.allow_bright_inputs):
+            flag = "--max-shift" if shift is not None else "--allow-bright-inputs"
+            raise ConfigError(f"{flag}: compares each input with its target, and --targets-only stores targets "
+                              f"alone; leave {flag} out")
+
     @property
     def encoding(self) -> Encoding:
-        """How the image members are stored (`--compress`: an entry of `encoding.ENCODINGS`; raw by default)."""
-        return from_option(self.compress)
+        """How the image members are stored (`--store`, `--compress`: an entry of `encoding.ENCODINGS`; raw by
+        default)."""
+        return from_store(self.store, self.compress)
 
 
 def from_cli(values: dict) -> PackOptions:
@@ -199,8 +233,10 @@ class UploadReport:
 
 
 # what each phase of a pack does, as the summary line says it (the report's JSON keeps the short names)
-PHASE_WORDS = {"find": "finding pairs", "probe": "reading image headers", "plan": "planning shards",
+PHASE_WORDS = {"find": "finding pairs", "probe": "reading image headers",
+               "measure": "measuring every pair to leave the misaligned out", "plan": "planning shards",
                "decode": "decoding and writing", "decode_compress_write": "decoding, compressing and writing",
+               "decode_keep_write": "decoding, keeping JPEG files and writing",
                "hash_fsync_tail": "hashing and syncing the last shards",
                "finish": "renaming shards and writing the manifest"}
 
@@ -225,8 +261,11 @@ class PackReport:
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (PHASE_WORDS), kept as named in JSON
     compression: str | None = None
     sequences: dict[str, str] = field(default_factory=dict)  # `--sequences`: split -> its sequences in words
+    kept: int = 0  # `--store encoded`: the JPEG files kept as they are
+    decoded: dict[str, list[str]] = field(default_factory=dict)  # and the images stored as pixels, by reason
     url: str | None = None  # a pack into a URL: where (shards_dir is then its local staging folder)
     upload: UploadReport | None = None  # a pack into a URL: what was uploaded, skipped and deleted
+    trust: TrustReport | None = None  # what pack found of its pairs' alignment and brightness (`audit.packing`)
 
     @property
     def pairs(self) -> int:
@@ -258,22 +297,37 @@ class PackReport:
             run = [f"packed {self.pairs} {unit} in {self.seconds:.1f} s ({self.pairs / max(self.seconds, 1e-9):,.0f} "
                    f"{unit}/s, {self.workers} workers) into {self.shards_dir}; {self.timings()}"]
         upload = [self.upload.summary()] if self.upload is not None else []
-        return part + splits + run + upload + self._notes()
+        stored = [self.stored_line()] if options.encoding is ENCODED else []
+        checks = self.trust.lines() if self.trust is not None else []
+        return part + splits + stored + run + upload + checks + self._notes()
+
+    def stored_line(self) -> str:
+        """An encoded pack's members: 'kept 4,980 JPEG files as they are; stored 20 images decoded: 12 PNG (a.png,
+        …), 8 CMYK JPEG (b.jpg)', the reasons most frequent first, each with its first files."""
+        line = f"kept {self.kept:,} JPEG file{'s' if self.kept != 1 else ''} as they are"
+        total = sum(len(v) for v in self.decoded.values())
+        if not total:
+            return line
+        why = sorted(self.decoded.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        return line + f"; stored {total:,} image{'s' if total != 1 else ''} decoded (as pixels): " + ", ".join(
+            f"{len(files):,} {reason} ({', '.join(files[:3])}{' …' if len(files) > 3 else ''})"
+            for reason, files in why)
 
     def finish_lines(self) -> list[str]:
         """What `pairload pack --finish` prints of the manifest it wrote."""
         where = f"{self.url}/manifest.json" if self.url else self.shards_dir / "manifest.json"
         shards = sum(s["shards"] for s in self.splits.values())
-        return [f"finished: {self.pairs} pairs in {shards} shards; wrote {where}"]
+        return ([f"finished: {self.pairs} pairs in {shards} shards; wrote {where}"]
+                + (self.trust.lines() if self.trust is not None else []))
 
     def _split_line(self, split: str, options: PackOptions, unit: str) -> str:
         """A split's samples, shards and bytes, then its compression, the folders it came from and how they were
         paired, its sequences and its unmatched files, each where there is one."""
         s, folders = self.splits[split], self.layout.get(split, {}).get("folders")
         rules = self.layout.get(split, {}).get("rules", [])
+        level = "" if self.compression == ENCODED.stored else f" level {options.compress_level}"
         return (f"{split}: {s['samples']} {unit} in {s['shards']} shards, {human_bytes(s['bytes'])}"
-                + (f" ({self.compression} level {options.compress_level}: {stored_ratio(s)})" if self.compression
-                   else "")
+                + (f" ({self.compression}{level}: {stored_ratio(s)})" if self.compression else "")
                 + (f" (from {', '.join(folders[:4])}{' …' if len(folders) > 4 else ''}; paired by "
                    f"{', '.join(rules)})" if folders and not options.targets_only else "")
                 + (f"; {self.sequences[split]}" if split in self.sequences else "")

@@ -54,6 +54,20 @@ class Part:
             return Part(int(env["RANK"]), int(env["WORLD_SIZE"]))
         return None
 
+    @staticmethod
+    def from_cli(text: str | None, env: dict[str, str]) -> "Part | None":
+        """`--part I/N`, or `--part auto`: the part the scheduler's variables in `env` give (the CLI's environment;
+        library code never reads it); None without --part."""
+        if text is None:
+            return None
+        if text.strip() == "auto":
+            found = Part.from_scheduler(env)
+            if found is None:
+                raise ConfigError("--part auto: neither SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT (a SLURM array "
+                                  "job) nor RANK/WORLD_SIZE (torchrun) is set; give --part I/N")
+            return found
+        return Part.parse(text)
+
     @property
     def record(self) -> str:
         return f".pairload-part-{self.index:04d}-of-{self.count:04d}.record"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..format import sensor as fmt
+from ..format.facts import FactsColumns
 from .jobs import JobResult
 
 NOTES = {"gray": "gray", "alpha": "alpha", "16bit": "converted_16bit"}  # a JobResult note -> PackReport list
@@ -16,8 +17,9 @@ NOTES = {"gray": "gray", "alpha": "alpha", "16bit": "converted_16bit"}  # a JobR
 
 @dataclass
 class ShardRows:
-    """A finished shard: `columns` holds `hw`, `low`, `high`, `crc32`, `shares_high` (-1: its own target), and where
-    they apply `low_bytes`/`high_bytes` (an encoding that is `sized`) and the sensor columns; `notes`: (file, what)
+    """A finished shard: `columns` holds `hw`, `low`, `high`, `crc32`, `shares_high` (-1: its own target), what was
+    measured of each pair (`format.facts`), and where they apply `low_bytes`/`high_bytes` (an encoding that is
+    `sized`), `low_kind`/`high_kind` (an encoding of per-member formats) and the sensor columns; `notes`: (file, what)
     in sample order."""
 
     split: str
@@ -33,15 +35,20 @@ class ShardRows:
 class RowsBuilder:
     """The rows of one shard of `n` samples, filled as each sample is laid out (`laid`) and as its job's result
     comes back (`result`, in any order); `finish` makes the `ShardRows`. `exposures`: the camera plan's, for a
-    sensor split (None otherwise); `packed_target`: its targets are packed raw, with levels of their own."""
+    sensor split (None otherwise); `packed_target`: its targets are packed raw, with levels of their own; `kinds`: its
+    encoding stores each member in a format of its own (whose code the layout gives)."""
 
-    def __init__(self, split: str, name: str, pairs: list, first: int, n: int, *, sized: bool,
+    def __init__(self, split: str, name: str, pairs: list, first: int, n: int, *, sized: bool, kinds: bool = False,
                  exposures: list | None = None, packed_target: bool = False):
         self.split, self.name, self.pairs, self.first, self.n = split, name, pairs, first, n
         self.cols = {"hw": np.zeros((n, 2), np.int64), "low": np.zeros(n, np.int64), "high": np.zeros(n, np.int64),
                      "shares_high": np.full(n, -1, np.int32), "crc32": np.zeros((n, 2), np.uint32)}
         if sized:
             self.cols["low_bytes"], self.cols["high_bytes"] = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        if kinds:
+            self.cols["low_kind"], self.cols["high_kind"] = np.zeros(n, np.uint8), np.zeros(n, np.uint8)
+        self.facts = FactsColumns.empty(n)
+        self.cols.update(self.facts.columns())
         self.exposures = exposures
         if exposures is not None:
             self.cols[fmt.RATIO] = np.array([e.ratio for e in exposures], dtype=np.float64)
@@ -57,10 +64,14 @@ class RowsBuilder:
         c["low"][i], c["high"][i], c["shares_high"][i] = lay.low_data, lay.high_data, lead
         if "low_bytes" in c:
             c["low_bytes"][i], c["high_bytes"][i] = lay.low_bytes, lay.high_bytes
+        if "low_kind" in c:
+            c["low_kind"][i], c["high_kind"][i] = lay.low_kind, lay.high_kind
 
     def result(self, i: int, res: JobResult) -> None:
         c = self.cols
         c["crc32"][i] = (res.crc_low, res.crc_high or 0)
+        if res.facts is not None:  # (pack's jobs always measure; a job made by hand may not)
+            self.facts.fill(i, res.facts)
         if self.exposures is not None:
             c[fmt.LEVELS][i] = res.levels
             if fmt.LEVELS_HIGH in c and res.levels_high is not None:
@@ -79,7 +90,7 @@ class RowsBuilder:
         for i in sorted(self.notes):
             pair = self.pairs[self.first + i]
             for note in self.notes[i]:
-                side, what = note.split(":")
+                side, what = note.split(":", 1)
                 notes.append((pair.low_rel if side == "low" else pair.high_rel, what))
         keys = [p.key for p in self.pairs[self.first:self.first + self.n]]
         return ShardRows(self.split, self.name, self.n, size, digest, keys, c, notes)

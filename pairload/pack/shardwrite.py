@@ -1,10 +1,12 @@
 """The two ways shard bytes reach the disk. Raw members (`write_raw`): every offset planned, each shard created at
-its final size, the workers' pixels written in place. Compressed members (`write_compressed`, `CompressedShards`):
-the workers' zstd frames appended in key order, one shard after the other. Both write `*.tar.partial` files only."""
+its final size, the workers' pixels written in place. Compressed or encoded members (`write_compressed`,
+`CompressedShards`): the workers' zstd frames, or an encoded pack's JPEG files and pixels, appended in key order, one
+shard after the other. Both write `*.tar.partial` files only."""
 
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import itertools
 import os
@@ -16,10 +18,12 @@ from typing import Callable
 from ..format import schema
 from ..format.atomic import write_json_atomic
 from ..format import sensor as fmt
+from ..format.encoding import Encoding
 from ..format.members import Members
 from ..folders.discover import Pair
 from . import guard
-from .jobs import Job, JobResult, close_fds, run_job
+from .encoded import run_encoded_job
+from .jobs import Job, JobResult, close_fds, run_job, run_task
 from .options import PackOptions, PackReport
 from .sensor import CameraPlan
 from .rows import RowsBuilder, ShardRows
@@ -82,16 +86,19 @@ class Inputs:
 
     def job(self, k: int, own: bool, options: PackOptions, **where) -> Job:
         pair = self.pairs[k]
+        after = self.pairs[k + 1] if k + 1 < len(self.pairs) else None  # a target's samples are consecutive
+        shared = after is not None and (after.split, after.high_rel) == (pair.split, pair.high_rel)
         return Job(k, None if self.targets_only else pair.low, pair.high if own else None, self.probes[2 * k],
                    self.probes[2 * k + 1], self.out_sizes[k], options.to_8bit, **where, fit=options.fit,
-                   npy_bgr=options.npy_bgr, **self.camera.job_fields(pair))
+                   npy_bgr=options.npy_bgr, shared_high=None if own else pair.high, keeps_high=own and shared,
+                   **self.camera.job_fields(pair))
 
-    def rows(self, plan: ShardPlan, sized: bool) -> RowsBuilder:
+    def rows(self, plan: ShardPlan, encoding: Encoding) -> RowsBuilder:
         doc = self.camera.docs.get(plan.split)
         exposures = None if doc is None else self.camera.exposures[plan.first:plan.first + plan.count]
         packed = doc is not None and fmt.LEVELS_HIGH in fmt.index_fields({fmt.FIELD: doc})
-        return RowsBuilder(plan.split, plan.name, self.pairs, plan.first, plan.count, sized=sized,
-                           exposures=exposures, packed_target=packed)
+        return RowsBuilder(plan.split, plan.name, self.pairs, plan.first, plan.count, sized=encoding.sized,
+                           kinds=encoding.per_member, exposures=exposures, packed_target=packed)
 
     def laid_out(self, plans: list[ShardPlan]):
         """(shard number, place, layout, lead, pieces) of every sample of `plans`, in order (`lay_out`)."""
@@ -125,21 +132,46 @@ def _chunks(iterable, n: int, max_bytes: int | None = None, first: int | None = 
         yield chunk
 
 
-def spread(chunk: list[Job]) -> list[Job]:
-    """A chunk's jobs reordered so that each of its shards' samples are spread evenly over it (their offsets are
-    planned: any order writes the same bytes). Several shards then fill at once, each at a fraction of the workers'
-    rate: a shard is hashed by one thread, slower than all the workers filling it alone, so a shard filled alone at the
-    end of a pack left a backlog to hash (and fsync) after the last decode."""
-    groups: dict[str | None, list[Job]] = {}
-    for job in chunk:
-        groups.setdefault(job.file, []).append(job)
+def spread(chunk: list, file_of: Callable = lambda job: job.file) -> list:
+    """A chunk's jobs (or runs of jobs, `units`, with `file_of` saying their shard) reordered so that each of its
+    shards' samples are spread evenly over it (their offsets are planned: any order writes the same bytes). Several
+    shards then fill at once, each at a fraction of the workers' rate: a shard is hashed by one thread, slower than
+    all the workers filling it alone, so a shard filled alone at the end of a pack left a backlog to hash (and fsync)
+    after the last decode."""
+    groups: dict[str | None, list] = {}
+    for item in chunk:
+        groups.setdefault(file_of(item), []).append(item)
     if len(groups) < 2:
         return chunk
     lists = list(groups.values())
-    ranked = sorted(((k + 0.5) / len(jobs), n, k) for n, jobs in enumerate(lists) for k in range(len(jobs)))
+    ranked = sorted(((k + 0.5) / len(items), n, k) for n, items in enumerate(lists) for k in range(len(items)))
     return [lists[n][k] for _, n, k in ranked]
 
 
+def units(jobs: list[Job]) -> list[list[Job]]:
+    """The jobs in runs that one worker takes together: a job storing a target, then the jobs whose pairs share it
+    (measured against its decode: `jobs.run_task`)."""
+    out: list[list[Job]] = []
+    for job in jobs:
+        if job.shared_high is not None and out:
+            out[-1].append(job)
+        else:
+            out.append([job])
+    return out
+
+
+def tasks(runs: list[list[Job]], size: int) -> list[list[Job]]:
+    """Pool tasks of about `size` jobs each, made of whole runs (`units`)."""
+    out: list[list[Job]] = []
+    for run in runs:
+        if out and len(out[-1]) + len(run) <= size:
+            out[-1].extend(run)
+        else:
+            out.append(list(run))
+    return out
+
+
+RUN_TASK = functools.partial(run_task, run_job)  # a raw pack's pool task
 TASK_PIXELS = 240_000  # pixels of a pair's stored size that make one pool task (a 600x400 pair: one job a task)
 
 
@@ -187,7 +219,7 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
                     fh.truncate(plans[number].size)
                 fds[number] = os.dup(fh.fileno())
                 fh.close()
-                builders[number] = inputs.rows(plans[number], options.encoding.sized)
+                builders[number] = inputs.rows(plans[number], options.encoding)
                 ends[number], finished_places[number] = [], bytearray(plans[number].count)
                 hasher.open(number, str(part), plans[number].size)
             with guard.writing(out / plans[number].partial_name):
@@ -230,8 +262,9 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
         pending = None
         # the next chunk is laid out while the workers decode this one; the first is small, so that they start at once
         for chunk in _chunks(jobs(), CHUNK, CHUNK_BYTES, first=2 * (options.workers or os.cpu_count() or 1)):
-            chunk = spread(chunk)
-            started = pool.imap_unordered(run_job, chunk, chunksize=task_size(chunk)) if pool else map(run_job, chunk)
+            work = tasks(spread(units(chunk), lambda run: run[0].file), task_size(chunk))
+            started = itertools.chain.from_iterable(pool.imap_unordered(RUN_TASK, work) if pool else
+                                                    map(RUN_TASK, work))
             if pending is not None:
                 collect(pending)
             pending = started
@@ -262,15 +295,17 @@ def write_compressed(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[S
     t_decode = time.perf_counter()
     shards = CompressedShards(run, inputs)
     total, done = sum(plan.count for plan in plans), 0
+    level = options.compress_level if options.encoding.levels else None
+    work = functools.partial(run_task, run_encoded_job if options.encoding.per_member else run_job)
     slots = ((plans[number], lead, inputs.job(plans[number].first + i, lead < 0, options,
-                                              encoding=options.encoding, level=options.compress_level))
+                                              encoding=options.encoding, level=level))
              for number, i, _, lead, _ in inputs.laid_out(plans))
     pending = None
     for chunk in itertools.chain(_chunks(slots, CHUNK), [None]):
         started = None
         if chunk is not None:
-            jobs = [job for _, _, job in chunk]
-            started = (chunk, pool.imap(run_job, jobs, chunksize=2) if pool else map(run_job, jobs))
+            runs = tasks(units([job for _, _, job in chunk]), 2)
+            started = (chunk, itertools.chain.from_iterable(pool.imap(work, runs) if pool else map(work, runs)))
         if pending is not None:
             for (plan, lead, _), res in zip(*pending):  # in job order
                 k = res.check().index
@@ -285,7 +320,8 @@ def write_compressed(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[S
                     run.on_progress(done, total)
         pending = started
     shards.close()
-    run.report.phases["decode_compress_write"] = time.perf_counter() - t_decode
+    phase = "decode_keep_write" if options.encoding.per_member else "decode_compress_write"
+    run.report.phases[phase] = time.perf_counter() - t_decode
     return shards.rows
 
 
@@ -298,13 +334,14 @@ class CompressedShards:
         self.plans: list[ShardPlan] = []  # the compressed shards, as they are opened
         self.rows: list[ShardRows] = []
         self.builder: RowsBuilder | None = None
-        self.targets: dict[int, tuple[int, int, str]] = {}  # place -> (frame offset, length, key) of a stored target
+        # place -> (frame offset, length, format code, key) of a stored target
+        self.targets: dict[int, tuple[int, int, int, str]] = {}
         self.fh = self.hash = None
         self.pos = 0
         self.finished = _on_hashed(self.plans, run.partial_files, run.on_shard)  # sees the plans as they are added
 
     def key_of(self, lead: int) -> str:
-        return self.targets[lead][2]
+        return self.targets[lead][3]
 
     def add(self, raw_plan: ShardPlan, pair: Pair, hw: tuple[int, int], meta: bytes, low: bytes | None,
             high: bytes | None, lead: int, result: JobResult) -> None:
@@ -313,12 +350,12 @@ class CompressedShards:
         if not self.plans or self.plans[-1].name != raw_plan.name:
             self._open(raw_plan)
         plan = self.plans[-1]
-        shared = None if lead < 0 else self.targets[lead][:2]
+        shared = None if lead < 0 else self.targets[lead][:3]
         layout, pieces = schema.layout_compressed_sample(pair.key, hw[0], hw[1], meta, low, high, plan.end, shared,
                                                          self.run.options.encoding)
         self._write(pieces)
         if lead < 0:
-            self.targets[plan.count] = (layout.high_data, layout.high_bytes, pair.key)
+            self.targets[plan.count] = (layout.high_data, layout.high_bytes, layout.high_kind, pair.key)
         self.builder.laid(plan.count, layout, lead)
         self.builder.result(plan.count, result)
         plan.count += 1
@@ -332,7 +369,7 @@ class CompressedShards:
         self.run.open_files.append(self.fh)
         self.run.partial_files.append(str(part))
         self.plans.append(plan)
-        self.builder, self.targets = self.inputs.rows(raw_plan, self.run.options.encoding.sized), {}
+        self.builder, self.targets = self.inputs.rows(raw_plan, self.run.options.encoding), {}
         self.hash, self.pos = hashlib.sha256(), 0
 
     def _write(self, pieces: list[tuple[int, bytes]]) -> None:

@@ -4,7 +4,10 @@ manifest as they are opened, remote shards made local through the node's cache a
 Pixels are never copied here: `ds[i]` returns views into `np.memmap`s of the tar files, so every process on a
 node that opens the same shards shares one copy of them in the page cache. A split whose encoding is not plain
 (`pack --compress zstd`) is the exception: `ds[i]` decodes both images of the sample with its `Encoding`, in the
-process that asks (a loader's worker), from the mapped members into fresh arrays.
+process that asks (a loader's worker), from the mapped members into fresh arrays; so does an encoded split
+(`pack --store encoded`) for its JPEG members, each decoded by its format (`format.imageformats`), while its npy
+members are viewed as they lie. `stored_member` and `stored_members` give the stored bytes and where they lie, for a
+decode stage of its own (a GPU's).
 """
 
 from __future__ import annotations
@@ -20,14 +23,14 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, LoaderError, ShardError
-from ..format import schema
+from ..format import imageformats, schema
 from ..format.encoding import FrameError
 from ..format.binindex import key_hashes
 from ..format.crc import crc32
 from ..format.stamps import Stamp, stamp, stamp_of
 from ..remote import urls
 from ..remote.cache import INDEX
-from .source import ShardSource
+from .source import ShardSource, StoredMember, StoredMembers
 
 
 class ShardDataset(ShardSource):
@@ -272,6 +275,8 @@ class ShardDataset(ShardSource):
         idx = self.index
         h, w = int(idx.hw[i, 0]), int(idx.hw[i, 1])
         mm = self.shard_map(int(idx.shard[i]))
+        if idx.encoding.per_member:
+            return self._formats(i, mm, h, w)
         if not idx.encoding.plain:
             return self._decoded(i, mm, h, w)
         m = idx.members
@@ -342,6 +347,82 @@ class ShardDataset(ShardSource):
                                  "`pairload verify` and repack")
         self._checked[i] = True
 
+    # -- an encoded split (`pack --store encoded`): each image member decoded by its format
+    def _formats(self, i: int, mm: np.ndarray, h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
+        """Sample i of an encoded split: an npy member's pixels viewed where they lie, a jpeg member decoded into a
+        fresh read-only array (once, when both sides are one stored member: targets only). The first read of a
+        sample in this process checks its npy headers and the CRC-32 of what it decoded."""
+        idx, m = self.index, self.index.members
+        s = m.scale
+        sides = ((int(idx.low[i]), int(idx.low_bytes[i]), int(idx.low_kind[i]), m.low, h, w),
+                 (int(idx.high[i]), int(idx.high_bytes[i]), int(idx.high_kind[i]), m.high, h * s, w * s))
+        low = self._member(i, 0, mm, *sides[0])
+        high = low if sides[0][:3] == sides[1][:3] else self._member(i, 1, mm, *sides[1])
+        if not self._checked[i]:
+            for k, (pixels, (off, _, code, member, hh, ww)) in enumerate(zip((low, high), sides)):
+                if k == 0 and high is low:
+                    continue  # one stored member: checked once, as the target
+                fmt = imageformats.BY_CODE[code]
+                if fmt.pixels and mm[off - len(member.npy_header(hh, ww)):off].tobytes() != member.npy_header(hh, ww):
+                    raise self._bad_member(i, k, fmt, "has no .npy header where the index says its pixels start")
+                crc = None if fmt.pixels else crc32(pixels)
+                if crc is not None and crc != int(idx.crc[i, k]):
+                    raise self._bad_member(i, k, fmt, f"decodes to other pixels than when it was packed (CRC-32 "
+                                           f"{crc:08x}, the index says {int(idx.crc[i, k]):08x}: damaged, or decoded "
+                                           f"here by another JPEG decoder: {imageformats.decoder()})")
+            self._checked[i] = True
+        return low, high
+
+    def _member(self, i: int, k: int, mm: np.ndarray, off: int, n: int, code: int, member, h: int, w: int
+                ) -> np.ndarray:
+        """Side k's image member of sample i, decoded by its format (a MemberError named by key, shard and side)."""
+        fmt = None
+        try:
+            fmt = imageformats.of_code(code)
+            pixels = fmt.decode(mm[off:off + n], member, h, w)
+        except imageformats.MemberError as exc:
+            raise self._bad_member(i, k, fmt, str(exc)) from None
+        if not fmt.pixels:
+            pixels.flags.writeable = False  # as every other reader's arrays: views of the read-only shard
+        return pixels
+
+    def _bad_member(self, i: int, k: int, fmt, what: str) -> ShardError:
+        idx = self.index
+        key, side = idx.keys[i], "high" if idx.targets_only else ("low", "high")[k]  # targets only: one member
+        name = f"{key}.{fmt.member_suffix(side) if fmt is not None else side}"
+        role = "input" if k == 0 and not idx.targets_only else "target"
+        return ShardError(f"{self.name(int(idx.shard[i]))}: key {key}: {name} (the {role}, a "
+                          f"{fmt.name if fmt else 'stored'} member) {what}; the shard is damaged: run `pairload verify "
+                          f"{self.where}` to find every damaged sample, and repack (or restore the shard from a copy)")
+
+    # -- the stored bytes, for a decode stage of the caller's own (a GPU's): no pixel is decoded here
+    def stored_member(self, i: int, side: int | str) -> StoredMember:
+        """Sample i's image member on `side` (0 or "low": the input; 1 or "high": the target) as stored: its format's
+        name (`imageformats.FORMATS`: "npy", the pixels themselves, H×W×C of `members.side(k)`'s dtype in C order; or
+        "jpeg", the file's own bytes) and its bytes, a read-only uint8 view of the shard's memory map (no copy). A
+        decoded split's members are all "npy"; a zstd split's are frames, which only `arrays(i)` decodes."""
+        k = _side(side)
+        rows = self.stored_members([i])
+        data = self.shard_map(int(rows.shard[0]))[int(rows.offset[0, k]):int(rows.offset[0, k] + rows.length[0, k])]
+        return StoredMember(imageformats.BY_CODE[int(rows.format[0, k])].name, data)
+
+    def stored_members(self, indices) -> StoredMembers:
+        """Where the image members of these samples lie, gathered from the index at once (no per-sample Python):
+        per sample and side (column 0: input, 1: target) its format's code (`imageformats.BY_CODE`), the offset and
+        length of its stored bytes in its shard, and the shard's number (`shard_map(number)` maps it). A targets-only
+        split gives its stored target on both sides."""
+        idx = self.index
+        if not idx.encoding.plain and not idx.encoding.per_member:
+            raise ConfigError(f"{self.where}: split {self.split!r} is compressed with {idx.encoding.name}: its members "
+                              "are frames that only `arrays(i)` decodes; stored members are given for decoded and "
+                              "encoded splits (pack --store encoded)")
+        rows = np.asarray(indices, dtype=np.int64)
+        code = np.zeros((len(rows), 2), np.uint8)
+        if idx.encoding.per_member:
+            code[:, 0], code[:, 1] = idx.low_kind[rows], idx.high_kind[rows]
+        return StoredMembers(code, np.stack([idx.low[rows], idx.high[rows]], axis=1),
+                             np.stack([idx.low_bytes[rows], idx.high_bytes[rows]], axis=1), idx.shard[rows])
+
     @property
     def members(self):
         """The split's member types and size relation (`pairload.format.members.Members`)."""
@@ -354,6 +435,10 @@ class ShardDataset(ShardSource):
     @property
     def sequences(self):
         return self.index.sequences
+
+    def facts(self, indices=None):
+        found = self.index.facts
+        return found if found is None or indices is None else found.take(indices)
 
     @property
     def targets_only(self) -> bool:
@@ -375,3 +460,10 @@ class ShardDataset(ShardSource):
     def groups(self) -> tuple[tuple[str, int], ...]:
         """(name, samples) of each source: one unnamed source."""
         return (("", len(self)),)
+
+
+def _side(side: int | str) -> int:
+    """0 for the input ("low"), 1 for the target ("high")."""
+    if not isinstance(side, bool) and side in (0, 1, "low", "high"):
+        return side if isinstance(side, int) else ("low", "high").index(side)
+    raise ConfigError(f"side {side!r}: expected 0 or 'low' (the input), 1 or 'high' (the target)")

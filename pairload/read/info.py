@@ -1,6 +1,7 @@
 """What a shard folder or URL holds, from its manifest (and a version-5 split's index file): `read_manifest_at`
-(the checked manifest), `info` (per split: samples, shards, bytes, compression, image sizes, the index file, the
-sequences) and `size_histogram` (a split's image sizes as text)."""
+(the checked manifest), `info` (per split: samples, shards, bytes, compression or store, an encoded split's member
+formats, image sizes, the index file, the sequences, the shifts and brightness pack measured) and `size_histogram`
+(a split's image sizes as text)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..format import binindex, schema
+from ..audit.packing import SHIFTED_PX, exposure_stats, shift_stats
+from ..format import binindex, imageformats, schema
 from ..format.sequences import GAPS
 from ..remote import urls
+from ..units import human_bytes
 
 
 def read_manifest_at(source: str | os.PathLike, storage_options: dict | None = None) -> dict:
@@ -46,7 +49,8 @@ def index_files_at(source: str | os.PathLike, storage_options: dict | None = Non
 
 
 def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) -> dict[str, dict]:
-    """Per split: samples, shards, bytes, compression ("zstd" or "none") and the bytes of its pixels decoded, the
+    """Per split: samples, shards, bytes, compression ("zstd", "encoded" or "none") and the bytes of its pixels
+    decoded, an encoded split's member formats (`formats`: per format, its members, their bytes and bytes per pair), the
     distinct image sizes, and (version 5) its index file's bytes, per pair too; a split packed with --sequences, its
     sequences (`_sequences`: count, fewest and most frames, target per "frame" or "sequence", the first few by name,
     breaks in their frame numbering); a targets-only split says so
@@ -70,11 +74,81 @@ def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) 
                 **({"targets_only": True, "members": f"targets only: {m.high.describe()}"} if idx.targets_only else
                    {"members": m.describe()} if not m.default else {}),
                 **({"sensor": _sensor(entry, idx.sensor)} if idx.sensor is not None else {}),
+                **({"store": "encoded", "formats": formats(idx)} if idx.encoding.per_member else {}),
                 "sizes": {f"{w}x{h}": int(c) for (h, w), c in zip(sizes.tolist(), counts.tolist())},
                 **({"index": _index(entry[binindex.FIELD], len(idx))} if idx.mapped is not None else {}),
                 **({"sequences": _sequences(idx.sequences, idx.keys, split)} if idx.sequences is not None else {}),
+                **_facts(idx),
             }
     return out
+
+
+def _facts(idx: schema.SplitIndex) -> dict:
+    """What pack measured of a split's pairs (`audit.packing`): its shifts (`"shift"`: median, 95th percentile and
+    largest in pixels, pairs shifted by 1 px or more, pairs measured confidently) and its brightness (`"exposure"`:
+    median, least and most luma per side, inputs brighter than their targets, the keys of targets far darker than
+    the others); nothing for a pack that predates them, brightness not for camera raw counts."""
+    facts = idx.facts
+    if facts is None:
+        return {}
+    out = {} if idx.targets_only else {"shift": shift_stats(facts)}
+    if idx.sensor is None:
+        exposure = exposure_stats(facts, idx.shares_high < 0 if idx.shares_high is not None else None)
+        if "dark_targets" in exposure:
+            exposure["dark_targets"] = [idx.keys[k] for k in exposure["dark_targets"]]
+        if idx.targets_only:  # each input is its target
+            exposure = {k: v for k, v in exposure.items() if k not in ("input", "brighter_inputs", "differing")}
+        out["exposure"] = exposure
+    return out
+
+
+def checks_line(split: str, s: dict) -> str | None:
+    """`info`'s line of what pack measured of a split: 'train: shift median 0.1 px, 95th percentile 0.4 px, largest
+    4.1 px; 3 of 485 pairs shifted by 1 px or more; luma of the inputs 0.06 (0.01-0.31), of the targets 0.45
+    (0.04-0.81); 0 of the 485 pairs whose sides differ clearly in brightness have the brighter image as input; …'
+    (None for a pack that predates them)."""
+    said = []
+    q = s.get("shift")
+    if q is not None:
+        if q["measured"]:
+            said.append(f"shift median {q['median']:g} px, 95th percentile {q['p95']:g} px, largest {q['max']:g} px; "
+                        f"{q['shifted']} of {q['pairs']} pairs shifted by {SHIFTED_PX:g} px or more")
+        if q["measured"] < q["pairs"]:
+            said.append(f"{q['pairs'] - q['measured']} pair(s) without a confident shift estimate")
+    e = s.get("exposure")
+    if e is not None:
+        sides = [f"of the {name}s {e[name]['median']:.2f} ({e[name]['min']:.2f}-{e[name]['max']:.2f})"
+                 for name in ("input", "target") if name in e]
+        if sides:
+            said.append("luma " + ", ".join(sides))
+        if "brighter_inputs" in e:
+            said.append(f"{e['brighter_inputs']} of the {e['differing']} pairs whose sides differ clearly in "
+                        "brightness have the brighter image as input")
+        if "dark_targets" in e:
+            keys = e["dark_targets"]
+            said.append(f"{len(keys)} target(s) far darker than the others (luma under {e['dark_below']:g}): "
+                        f"{', '.join(keys[:10])}{' …' if len(keys) > 10 else ''}")
+    return f"{split}: " + "; ".join(said) if said else None
+
+
+def formats(idx: schema.SplitIndex) -> dict[str, dict]:
+    """An encoded split's stored image members by format, most bytes first: {"jpeg": {"members": 4980, "bytes": …,
+    "bytes_per_pair": …}, "npy": {…}} (a shared target counted once, a targets-only sample's input not at all)."""
+    own = idx.shares_high < 0 if idx.shares_high is not None else slice(None)
+    sides = [(idx.high_kind[own], idx.high_bytes[own])] + ([] if idx.targets_only else [(idx.low_kind, idx.low_bytes)])
+    out = {}
+    for fmt in imageformats.FORMATS.values():
+        count = sum(int((kind == fmt.code).sum()) for kind, _ in sides)
+        nbytes = sum(int(length[kind == fmt.code].sum()) for kind, length in sides)
+        if count:
+            out[fmt.name] = {"members": count, "bytes": nbytes, "bytes_per_pair": round(nbytes / max(len(idx), 1), 1)}
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["bytes"]))
+
+
+def formats_cell(found: dict[str, dict]) -> str:
+    """`info`'s formats of an encoded split in a table cell: '4,980 jpeg (61.2 KB a pair), 20 npy (14.4 KB a pair)'."""
+    return ", ".join(f"{f['members']:,} {name} ({human_bytes(f['bytes_per_pair'])} a pair)"
+                     for name, f in found.items())
 
 
 def _index(ref: dict, samples: int) -> dict:

@@ -9,9 +9,10 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..format.binindex import key_hashes
+from ..format.facts import FactsColumns
 from ..format.sensor import SensorRows
 from .dataset import ShardDataset
-from .source import ShardSource
+from .source import ShardSource, StoredMember, StoredMembers
 
 
 class ShardMix(ShardSource):
@@ -64,6 +65,10 @@ class ShardMix(ShardSource):
     @property
     def sensor(self):
         return self._sensor
+
+    def facts(self, indices=None) -> FactsColumns | None:
+        found = FactsColumns.concat([ds.facts() for ds in self._parts])
+        return found if found is None or indices is None else found.take(indices)
 
     @property
     def sequences(self):
@@ -154,6 +159,24 @@ class ShardMix(ShardSource):
     def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         ds, j = self._part(i)
         return ds.arrays(j)
+
+    def stored_member(self, i: int, side: int | str) -> StoredMember:
+        ds, j = self._part(i)
+        return ds.stored_member(j, side)
+
+    def stored_members(self, indices) -> StoredMembers:
+        """Each source's `stored_members`, their shards numbered as the mix numbers them (source after source)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        source = self._source[idx]
+        out = StoredMembers(np.zeros((len(idx), 2), np.uint8), np.zeros((len(idx), 2), np.int64),
+                            np.zeros((len(idx), 2), np.int64), np.zeros(len(idx), np.int32))
+        first = np.cumsum([0] + [len(ds.files) for ds in self._parts])
+        for s in np.unique(source).tolist():
+            rows = source == s
+            part = self._parts[s].stored_members(idx[rows] - self._offsets[s])
+            for name, column in zip(out._fields, part):
+                getattr(out, name)[rows] = column + (first[s] if name == "shard" else 0)
+        return out
 
     def willneed(self, indices) -> None:
         for i in indices:

@@ -7,11 +7,32 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
+from ..format.facts import FactsColumns
 from ..format.members import Members
 from ..format.sensor import SensorRows
+
+
+class StoredMember(NamedTuple):
+    """One image member as stored: its format's name (`pairload.format.imageformats.FORMATS`: "npy", the pixels
+    themselves; "jpeg", a JPEG file's bytes) and its bytes, a read-only uint8 view of the shard's memory map."""
+
+    format: str
+    data: np.ndarray
+
+
+class StoredMembers(NamedTuple):
+    """Where the image members of a block of m samples lie, as arrays: per sample and side (column 0: input, 1:
+    target) `format`, uint8 (m, 2), its format's code (`imageformats.BY_CODE`); `offset` and `length`, int64 (m, 2),
+    its stored bytes in its shard; `shard`, int32 (m,), the shard's number in the source (`shard_map(number)`)."""
+
+    format: np.ndarray
+    offset: np.ndarray
+    length: np.ndarray
+    shard: np.ndarray
 
 
 class ShardSource(ABC):
@@ -54,6 +75,13 @@ class ShardSource(ABC):
     @abstractmethod
     def sensor(self) -> SensorRows | None:
         """Camera raw splits: each sample's ratio, exposures and black/white levels (`format.sensor`); else None."""
+
+    @abstractmethod
+    def facts(self, indices=None) -> FactsColumns | None:
+        """What `pairload pack` measured of these samples (None: every one), in this source's numbering: each
+        image's exact hash and perceptual fingerprint, each input's shift against its target, each side's mean luma
+        (`pairload.format.facts.FactsColumns`); None for a pack written before pack measured them (a mix: when one
+        of its sources was; `sources[k].facts()` gives each source's in its own numbering)."""
 
     @property
     def sequences(self):
@@ -112,6 +140,16 @@ class ShardSource(ABC):
     @abstractmethod
     def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(low, high) of sample i: views into the memory-mapped shard (decoded arrays for a compressed split)."""
+
+    @abstractmethod
+    def stored_member(self, i: int, side: int | str) -> StoredMember:
+        """Sample i's image member on `side` (0 or "low", 1 or "high") as stored: its format and a view of its bytes
+        (no copy, nothing decoded); see `ShardDataset.stored_member`."""
+
+    @abstractmethod
+    def stored_members(self, indices) -> StoredMembers:
+        """Where the image members of these samples lie (formats, offsets, lengths, shards) as arrays gathered at
+        once; see `ShardDataset.stored_members`."""
 
     @abstractmethod
     def shard_map(self, number: int) -> np.ndarray:

@@ -1,7 +1,7 @@
-"""`verify`: every shard of a folder or URL re-hashed and every sample parsed (compressed ones decoded), shapes and
-checksums compared with the manifest (version 5: with its splits' index files, themselves checked for size and
-sha256; a pack made with --sequences: with its sequences); the first problem is a `ShardError` naming the shard, the
-key and the fix. A URL's shards are checked in the node's cache, downloaded there first."""
+"""`verify`: every shard of a folder or URL re-hashed and every sample parsed (compressed and JPEG members decoded),
+shapes and checksums compared with the manifest (version 5: with its splits' index files, themselves checked for
+size and sha256; a pack made with --sequences: with its sequences); the first problem is a `ShardError` naming the
+shard, the key and the fix. A URL's shards are checked in the node's cache, downloaded there first."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, ShardError
-from ..format import schema
+from ..format import imageformats, schema
 from ..format.crc import crc32
 from ..format.encoding import Encoding, FrameError
 from ..format.members import DEFAULT, Members
@@ -67,8 +67,9 @@ def _check_shard(path: Path, entry: dict, kinds: Members = DEFAULT, idx: dict | 
         if suffix == schema.META:
             _check_meta(where, member.name, data, idx, k, shares, targets_only)
         else:
-            side = 0 if suffix == schema.image_suffix(schema.LOW, encoding) else 1
-            (_check_npy if encoding.plain else _check_frame)(where, member, data, idx, k, side, kinds)
+            side = 0 if suffix.split(".")[0] == schema.LOW.split(".")[0] else 1
+            check = _check_stored if encoding.per_member else _check_npy if encoding.plain else _check_frame
+            check(where, member, data, idx, k, side, kinds)
         seen.add(member.name)
     missing = sorted(set(expected) - seen)
     if missing:
@@ -94,6 +95,8 @@ def shard_entries(index: schema.SplitIndex, number: int) -> dict[str, list]:
            "high": index.high[rows].tolist(), "crc32": index.crc[rows].tolist()}
     if index.encoding.sized:
         idx[schema.LOW_BYTES], idx[schema.HIGH_BYTES] = index.low_bytes[rows].tolist(), index.high_bytes[rows].tolist()
+    if index.encoding.per_member:
+        idx[schema.LOW_KIND], idx[schema.HIGH_KIND] = index.low_kind[rows].tolist(), index.high_kind[rows].tolist()
     if index.shares_high is not None:
         idx[schema.SHARES_HIGH] = index.shares_high[rows].tolist()
     return idx
@@ -114,11 +117,14 @@ def _expected_members(path: Path, idx: dict, shares: list, encoding: Encoding, t
     """member name -> (sample, suffix) of every member the index promises; a shared target is checked for being a
     stored target of the same size at the same place, a targets-only sample's input for being its target."""
     sized = (schema.HIGH_BYTES,) if encoding.sized else ()
+    sized += (schema.HIGH_KIND,) if encoding.per_member else ()
     expected = {}
     order = schema.member_order(encoding, targets_only)
     for k, key in enumerate(idx["key"]):
+        if encoding.per_member:
+            order = schema.member_order(encoding, targets_only, _formats(path, idx, k))
         if targets_only and (idx["low"][k] != idx["high"][k] or idx["crc32"][k][0] != idx["crc32"][k][1]
-                             or (sized and idx[schema.LOW_BYTES][k] != idx[schema.HIGH_BYTES][k])):
+                             or any(idx[f.replace("high", "low")][k] != idx[f][k] for f in sized)):
             raise ShardError(f"{path.name}: key {key}: a targets-only sample's index must give its target as its input "
                              "(low and high at one offset, one CRC-32); the index is damaged: repack")
         lead = shares[k]
@@ -190,15 +196,20 @@ def _check_npy(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: dict,
                   side)
 
 
+def _check_place(where: str, member: tarfile.TarInfo, idx: dict, k: int, side: int) -> None:
+    """A stored member (a zstd frame, a JPEG file) lies where the index says, at the length it says."""
+    off, size = idx["low" if side == 0 else "high"][k], idx[schema.LOW_BYTES if side == 0 else schema.HIGH_BYTES][k]
+    if (member.offset_data, member.size) != (off, size):
+        raise ShardError(f"{where}: key {idx['key'][k]}: {member.name} is {member.size} bytes at byte "
+                         f"{member.offset_data}, the manifest index says {size} bytes at byte {off}; repack")
+
+
 def _check_frame(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: dict, k: int, side: int,
                  kinds: Members = DEFAULT) -> None:
     """An image member of an encoding that is not plain (a zstd frame): where it lies, then decoded by its
     encoding: its header and its pixels' CRC-32."""
     key, (h, w, _) = idx["key"][k], _shape(idx, k, side, kinds)
-    off, size = idx["low" if side == 0 else "high"][k], idx[schema.LOW_BYTES if side == 0 else schema.HIGH_BYTES][k]
-    if (member.offset_data, member.size) != (off, size):
-        raise ShardError(f"{where}: key {key}: {member.name} is {member.size} bytes at byte {member.offset_data}, the "
-                         f"manifest index says {size} bytes at byte {off}; repack")
+    _check_place(where, member, idx, k, side)
     try:
         side_member = kinds.side(side)
         npy = kinds.encoding.decode(data, len(side_member.npy_header(h, w)) + side_member.nbytes(h, w))
@@ -207,6 +218,37 @@ def _check_frame(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: dic
                          "it from a copy or repack)") from None
     start = _npy_header_size(where, member.name, npy, idx, k, side, kinds)
     _check_pixels(where, member.name, memoryview(npy)[start:], idx, k, side)
+
+
+def _formats(path: Path, idx: dict, k: int) -> tuple:
+    """The formats of sample k's input and target members in an encoded split's index."""
+    try:
+        return tuple(imageformats.of_code(idx[f][k]) for f in (schema.LOW_KIND, schema.HIGH_KIND))
+    except imageformats.MemberError as exc:
+        raise ShardError(f"{path.name}: key {idx['key'][k]}: its image member {exc}; the index is damaged: repack"
+                         ) from None
+
+
+def _check_stored(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: dict, k: int, side: int,
+                  kinds: Members = DEFAULT) -> None:
+    """An image member of an encoded split, by its format: an npy member as a decoded split's (header, offset,
+    CRC-32), any other decoded by its format (a JPEG: its SOI and EOI markers, its size against the index), then
+    its pixels' CRC-32."""
+    fmt = imageformats.BY_CODE[idx[schema.LOW_KIND if side == 0 else schema.HIGH_KIND][k]]
+    if fmt.pixels:
+        return _check_npy(where, member, data, idx, k, side, kinds)
+    key, (h, w, _) = idx["key"][k], _shape(idx, k, side, kinds)
+    _check_place(where, member, idx, k, side)
+    try:
+        pixels = fmt.decode(data, kinds.side(side), h, w)
+    except imageformats.MemberError as exc:
+        raise ShardError(f"{where}: key {key}: {member.name} (the {'input' if side == 0 else 'target'}, a {fmt.name} "
+                         f"member) {exc} (the shard is damaged: restore it from a copy or repack)") from None
+    if crc32(pixels) != idx["crc32"][k][side]:
+        raise ShardError(f"{where}: key {key}: {member.name} decodes to other pixels than when it was packed (its "
+                         f"CRC-32 differs from the index's): the member is damaged, or {imageformats.decoder()} "
+                         "decodes JPEG otherwise than the packing machine's OpenCV; restore the shard from a copy or "
+                         "repack")
 
 
 def verify(shards_dir: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,

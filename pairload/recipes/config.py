@@ -64,6 +64,8 @@ class TrainConfig:
                                         "an error")
     train_split: str = option("train", "split to train on")
     val_split: str = option("test", "split to validate on ('none': no validation)")
+    allow_overlap: bool = option(False, "validate even on a --val-split whose images show scenes of the training "
+                                        "data (refused otherwise: `pairload audit` lists them)")
     overwrite: bool = option(False, "replace a run already in --out")
     crop_schedule: str | None = option(None, "progressive training, STEP:CROP:BATCH,… from step 0 (e.g. "
                                              "0:128:8,92000:160:5): replaces --crop/--batch-size; the learning rate "

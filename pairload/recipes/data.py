@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 
+from ..audit.overlap import refuse_overlap
 from ..distributed import DistInfo
 from ..evaluate.loader import whole_image_loader
 from ..evaluate.metrics import WINDOW
@@ -133,6 +134,9 @@ def check_data(cfg: TrainConfig, data: TrainData) -> None:
     trains = all(cfg.train_split in data.manifest(folder)["splits"] for folder in cfg.folders())
     if cfg.shards and cfg.val_split != "none" and trains:  # a missing training split: the loader names it first
         check_val_split(cfg, data.manifest(cfg.shards))
+        if not cfg.allow_overlap and cfg.kind.reads == SHARDS:
+            refuse_overlap(data.train_source(), data.open(cfg.shards, cfg.val_split), split=cfg.train_split,
+                           val_split=cfg.val_split, override="--allow-overlap", remote=cfg.remote_options())
 
 
 def check_degraded(cfg: TrainConfig, data: TrainData) -> None:

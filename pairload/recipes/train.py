@@ -145,6 +145,9 @@ def set_up(cfg: TrainConfig, info: DistInfo, log) -> Run:
     if info.is_main:
         log_inputs(cfg, log)
     val_loader = build_val_loader(cfg, info, data)
+    if val_loader is not None and info.is_main:
+        log(f"validation on split {cfg.val_split!r} of {cfg.shards or cfg.raw}: {val_loader.samples} whole "
+            f"{'clips' if cfg.clips else 'images'}, each once per epoch across ranks")
     # the schedule is sized from the plan of every epoch (a crop/batch schedule changes the step count per epoch)
     per_epoch = [train_loader.batches_in(e) if cfg.max_steps is None else min(train_loader.batches_in(e), cfg.max_steps)
                  for e in range(cfg.epochs)]
@@ -288,7 +291,7 @@ def epoch_line(cfg: TrainConfig, epoch: int, row: dict) -> str:
     val = ""
     if "val_psnr" in row:
         val = (f"val PSNR {row['val_psnr']:.2f} dB SSIM {row['val_ssim']:.4f} (GT-mean PSNR "
-               f"{row['val_psnr_gt_mean']:.2f} dB) on {row['val_samples']} {unit} ")
+               f"{row['val_psnr_gt_mean']:.2f} dB) on {row['val_samples']} {unit} of {cfg.val_split!r} ")
         if row["val_psnr_input"] is not None:
             val += f"(input: {row['val_psnr_input']:.2f} dB, {row['val_ssim_input']:.4f})  "
     return (f"epoch {epoch + 1}/{cfg.epochs}: loss {row['train_loss']:.4f}  {val}"

@@ -10,6 +10,7 @@ from pairload.bench.loaders import BenchConfig, plot, run_bench
 from pairload.errors import ConfigError
 from pairload.bench.rows import BENCH_ENTRIES as ALL
 from pairload.pack.writer import PackOptions, pack
+from pairload.read.shards import ShardDataset
 
 from conftest import has_module, make_raw
 
@@ -247,3 +248,16 @@ def test_samples_count_the_workers_the_loaders_name(tiny):
         finally:
             loader.close()
         assert processes_of(loader) == [os.getpid()], name
+
+
+def test_an_encoded_pack_reports_its_bytes_and_decode_rate(tmp_path):
+    make_raw(tmp_path / "raw", 6, size=(48, 64), ext=".jpg")
+    pack(tmp_path / "raw", tmp_path / "shards", PackOptions(workers=1, store="encoded"))
+    cfg = BenchConfig(shards=str(tmp_path / "shards"), loaders=("ram",), crop=32, batch_size=2, workers=1,
+                      seconds=0.2, repeats=1, device="cpu")
+    report = run_bench(cfg)
+    stored = report["limits"]["stored"]
+    ds = ShardDataset(tmp_path / "shards", "train")
+    assert stored["store"] == "encoded" and stored["bytes_per_pair"] == sum(ds.shard_bytes) / len(ds)
+    assert stored["cpu_images_per_s_per_core"] > 0 and stored["gpu_images_per_s"] is None  # no GPU asked for
+    assert report["results"][0]["status"] == "ok"

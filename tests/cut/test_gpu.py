@@ -1,5 +1,7 @@
 """The CUDA paths of the torch loaders: pinned ring buffers, side-stream copies, device-resident splits."""
 
+import time
+
 import pytest
 import torch
 
@@ -47,3 +49,26 @@ def test_normalize_on_cuda():
     x = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8, device="cuda")
     y = Normalize((0.5,) * 3, (0.5,) * 3, channels_last=True).cuda()(x)
     torch.testing.assert_close(y, (x.float() / 255 - 0.5) / 0.5)
+
+
+@pytest.mark.parametrize("backend", [{}, {"num_workers": 2}, {"resident": True}])
+def test_a_consumer_that_never_synchronises_holds_the_loader_to_the_gpus_pace(shards24, backend):  # noqa: F811
+    """The GPU is kept busy 20 ms per batch and the host never waits for it: the loader may run at most DEPTH blocks
+    (of up to a few batches) ahead, so the host's loop takes about as long as the GPU's work, not a few ms."""
+    from pairload.cut.handover import DEPTH
+
+    loader = make_loader("ram", shards24, batch_size=2, crop=16, seed=0, device="cuda", **backend)
+    batches, sleep_s = 0, 0.02
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for epoch in range(12):
+        loader.set_epoch(epoch)
+        for b in loader:
+            torch.cuda._sleep(int(sleep_s * 1.4e9))  # about 20 ms of GPU time on a ~1.4 GHz clock
+            b.low.float().mean()  # uses the batch on the caller's stream
+            batches += 1
+    host = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    gpu = time.perf_counter() - t0
+    ahead = 16 * DEPTH + 2  # batches a block may hold (the resident kernel cuts up to 16 per launch), then 2 more
+    assert batches > ahead and host >= gpu * (batches - ahead) / batches * 0.8, (host, gpu, batches)

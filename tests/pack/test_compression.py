@@ -181,10 +181,10 @@ def test_a_missing_zstandard_is_named_with_the_extra_that_installs_it(both, monk
 def test_the_encoding_is_one_entry_of_the_table_and_the_manifest_keeps_its_strings(both):
     import pickle
 
-    from pairload.format.encoding import ENCODINGS, RAW, STORED, ZSTD
+    from pairload.format.encoding import ENCODED, ENCODINGS, RAW, STORED, ZSTD
     from pairload.format.members import npy_file
 
-    assert ENCODINGS == {"raw": RAW, "zstd": ZSTD} and set(STORED) == {None, "zstd"}
+    assert ENCODINGS == {"raw": RAW, "zstd": ZSTD, "encoded": ENCODED} and set(STORED) == {None, "zstd"}
     plain, zstd = open_shards(both[0]), open_shards(both[1])
     assert plain.index.encoding is RAW and plain.index.encoding.plain and not plain.index.encoding.sized
     assert zstd.index.encoding is ZSTD and not zstd.index.encoding.plain and zstd.members.encoding is ZSTD

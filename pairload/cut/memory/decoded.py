@@ -1,0 +1,231 @@
+"""The decode stage of an encoded split (`pack --store encoded`) on a CUDA device: the `Memory` the kernel cuts from
+when the shards hold JPEG files. Batch by batch, as the cutter asks for them (`wait`), the images the batch reads
+are decoded on the cutter's stream by nvImageCodec (the GPU's hardware JPEG engine where it has one, which takes no
+SMs from training), each into an H×W×C image of its own; the address tables point at them, and the kernel cuts and
+orients the windows exactly as from the page cache. The page cache holds only the encoded bytes (5-14× fewer than
+decoded pixels), read through the shards' memory maps; nothing is pinned. A member stored as pixels (`npy`: an image
+`pack` could not keep as a JPEG) is copied over as it is.
+
+A batch's images go back once the kernel that reads them is done (`done`); a streamed split's shards are only
+mapped. JPEG decoders differ by their IDCT and chroma rounding: the GPU gives libjpeg-turbo's pixels (OpenCV's decode,
+which `pack` checks and the CPU workers deliver) within JPEG_TOLERANCE levels. (torchvision's GPU `decode_jpeg`,
+also measured, was as fast but differs by up to 31 levels: another chroma upsampling.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import numpy as np
+import torch
+
+from ...errors import ShardError
+from ...format import imageformats
+
+# levels a GPU decode of a JPEG may differ from libjpeg-turbo's (OpenCV's); measured on an H200 (2026-11-28): the
+# hardware engine at most 1 (on 0.014% of pixels), the hybrid decoder at most 3 (on 3%)
+JPEG_TOLERANCE = 3
+CHECK_S = 0.5
+AHEAD = 4  # batches whose images are decoded in one call
+
+
+def decoder_missing() -> str | None:
+    """Why nvImageCodec cannot decode here (None: it can)."""
+    try:
+        from nvidia import nvimgcodec  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - any import failure means: not available
+        return (f"nvImageCodec is not importable ({type(exc).__name__}: {exc}); `pip install "
+                "nvidia-nvimgcodec-cu13` (or -cu12, as your CUDA) decodes the JPEG members on the GPU")
+    return None
+
+
+def gpu_decoders(device: torch.device) -> list:
+    """nvImageCodec's JPEG decoders for `device`, in the order the decode path tries them (`_decoders`)."""
+    from nvidia import nvimgcodec
+
+    return _decoders(nvimgcodec, device.index or 0)
+
+
+def _decoders(nvimgcodec, device_id: int) -> list:
+    """The hardware JPEG engine (its own silicon: no SMs taken from training), then, for what it cannot decode (or a
+    GPU without one), the hybrid CPU+CUDA decoder. Not one decoder given both: it shares a batch out between them,
+    and the hybrid one, on the few cores a loader has, is then the bottleneck (1,000 images/s against 13,000)."""
+    out = []
+    for kind in ("HW_GPU_ONLY", "HYBRID_CPU_GPU"):
+        try:
+            out.append(nvimgcodec.Decoder(device_id=device_id, backends=[
+                nvimgcodec.Backend(getattr(nvimgcodec.BackendKind, kind), load_hint=1.0)]))
+        except Exception:  # noqa: BLE001 - a GPU without the hardware engine: the other decoder serves
+            continue
+    return out
+
+
+class DecodedMemory:
+    """The images of `ds` (an encoded split) decoded on `device` batch by batch; `inputs` False: targets only (the
+    degrade stage makes every input). `low`/`high`: each sample's device address while a batch reading it is in
+    flight, `width`: its width in pixels."""
+
+    streaming = True  # batch by batch: a batch's images go back once it is cut
+
+    def __init__(self, ds, device: torch.device, *, inputs: bool = True):
+        self.ds, self.device, self.inputs = ds, device, inputs
+        self.decoders = gpu_decoders(device)
+        n = len(ds.sizes)
+        self.low = torch.zeros(n, dtype=torch.int64, device=device)
+        self.high = torch.zeros(n, dtype=torch.int64, device=device)
+        self.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
+        self._plans: list = []
+        self._held: dict[int, list] = {}  # batch -> what its kernel reads (decoded images, copied tables)
+        self._releasing: deque = deque()  # (event, held) to drop once the event is done
+        self._checked = time.monotonic()
+        self._closed = False
+        parts = list(ds.sources)
+        self._first = np.cumsum([0] + [len(p.shard_bytes) for p in parts])
+        self._parts = parts
+
+    # -- the Memory protocol
+    def begin(self, plans) -> None:
+        self.reap(block=True)
+        self._plans = plans
+        if self.ds.remote and len(plans):
+            self.ds.want(np.concatenate([bp.index for bp in plans]))
+
+    def wait(self, b: int) -> None:
+        """Decode what batch b reads, on the current stream, and point the tables at it: with the next AHEAD - 1
+        batches' images, in one call (the engine decodes larger batches faster), held until the last of them is
+        cut."""
+        if b in self._held:
+            return
+        end = min(len(self._plans), b + AHEAD)
+        held = self._decode(np.unique(np.concatenate([self._plans[k].index for k in range(b, end)])))
+        self._held.update({k: None for k in range(b, end - 1)})
+        self._held[end - 1] = held
+
+    def done(self, b: int, event) -> None:
+        self._releasing.append((event, self._held.pop(b, None)))
+        self.reap()
+
+    def reap(self, block: bool = False) -> None:
+        while self._releasing and (block or self._releasing[0][0] is None or self._releasing[0][0].query()):
+            event, _ = self._releasing.popleft()
+            if event is not None and block:
+                event.synchronize()
+
+    def check(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._checked >= CHECK_S:
+            self._checked = now
+            self.ds.check_files()
+
+    def warm(self, samples) -> None:
+        """Decode both sides of these samples now (the self-test cuts both), keeping them until the next `begin`."""
+        inputs, self.inputs = self.inputs, True
+        try:
+            self._releasing.append((None, self._decode(np.unique(np.asarray(samples, dtype=np.int64)))))
+        finally:
+            self.inputs = inputs
+
+    def reopen(self) -> "DecodedMemory":
+        return DecodedMemory(self.ds, self.device, inputs=self.inputs)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        self.reap(block=True)
+        self._held.clear()
+        self._closed = True
+
+    # -- decoding
+    def _map(self, shard: int) -> np.ndarray:
+        s = int(np.searchsorted(self._first, shard, side="right")) - 1
+        return self._parts[s].shard_map(int(shard - self._first[s]))
+
+    def _decode(self, samples: np.ndarray) -> list:
+        """Decode these samples' members (both sides, or the targets only) and point the tables at them; returns
+        what must stay alive until the kernel reading them is done."""
+        rows = self.ds.stored_members(samples)
+        sides = (0, 1) if self.inputs else (1,)
+        once = rows.offset[:, 0] == rows.offset[:, 1]  # a targets-only split: one member for both sides
+        ptr = np.zeros((2, len(samples)), dtype=np.int64)
+        held: list = []
+        jpegs: list[tuple[int, int, np.ndarray]] = []  # (side, row, stored bytes)
+        for k in sides:
+            for j in range(len(samples)):
+                if k == 0 and once[j] and 1 in sides:
+                    continue  # decoded once, as the target
+                data = self._stored(rows, j, k)
+                if imageformats.BY_CODE.get(int(rows.format[j, k])) is imageformats.JPEG:
+                    self._check_jpeg(data, samples[j], k, rows.shard[j])
+                    jpegs.append((k, j, data))
+                else:  # pixels as stored: copied over as they are
+                    pixels = torch.from_numpy(np.array(data, copy=True)).to(self.device)
+                    held.append(pixels)
+                    ptr[k, j] = pixels.data_ptr()
+        if jpegs:
+            held.extend(self._jpegs(jpegs, samples, rows, ptr))
+        if 1 in sides:
+            ptr[0, once] = ptr[1, once]
+        table = torch.from_numpy(ptr).pin_memory().to(self.device, non_blocking=True)
+        index = torch.from_numpy(samples).pin_memory().to(self.device, non_blocking=True)
+        held.append((table, index))
+        if self.inputs:
+            self.low.index_copy_(0, index, table[0])
+        self.high.index_copy_(0, index, table[1])
+        return held
+
+    def _stored(self, rows, j: int, k: int) -> np.ndarray:
+        start = int(rows.offset[j, k])
+        return self._map(int(rows.shard[j]))[start:start + int(rows.length[j, k])]
+
+    def _check_jpeg(self, data: np.ndarray, i: int, k: int, shard: int) -> None:
+        """A member cut short or overwritten is refused before the decoder sees it (a decoder fills a cut-short
+        JPEG with grey and says nothing)."""
+        head, tail = bytes(data[:2]), bytes(data[-2:])
+        if head != imageformats.SOI or tail != imageformats.EOI:
+            raise self._bad(i, k, shard, f"is not a whole JPEG (it starts with {head.hex(' ')} and ends with "
+                                         f"{tail.hex(' ')}, not ff d8 … ff d9)")
+
+    def _jpegs(self, jpegs, samples: np.ndarray, rows, ptr: np.ndarray) -> list:
+        """Decode the JPEG members in one batch on the current stream; their addresses go to `ptr`."""
+        images = self._decode_jpegs([data for _, _, data in jpegs])
+        scale = self.ds.members.scale
+        held = []
+        for (k, j, _), image in zip(jpegs, images):
+            shard = rows.shard[j]
+            if image is None:
+                raise self._bad(samples[j], k, shard, "does not decode on the GPU (nvImageCodec refused it)")
+            face = image.__cuda_array_interface__
+            h, w = (int(v) * (scale if k else 1) for v in self.ds.sizes[samples[j]])
+            if tuple(face["shape"]) != (h, w, 3) or face["typestr"] != "|u1":
+                raise self._bad(samples[j], k, shard, f"decodes to {face['typestr']} {tuple(face['shape'])}, the "
+                                f"index says uint8 {(h, w, 3)}")
+            if face.get("strides") not in (None, (3 * w, 3, 1)):  # rows padded: the kernel reads rows of w pixels
+                t = torch.as_tensor(image, device=self.device).contiguous()
+                held.append(t)
+                ptr[k, j] = t.data_ptr()
+            else:
+                ptr[k, j] = face["data"][0]
+            held.append(image)
+        return held
+
+    def _decode_jpegs(self, data: list) -> list:
+        """Each JPEG decoded on the current stream by the first decoder that can (None: none could)."""
+        stream = torch.cuda.current_stream(self.device).cuda_stream
+        images = [None] * len(data)
+        todo = list(range(len(data)))
+        for decoder in self.decoders:
+            got = decoder.decode([data[j] for j in todo], cuda_stream=stream)
+            for j, image in zip(todo, got):
+                images[j] = image
+            todo = [j for j in todo if images[j] is None]
+            if not todo:
+                break
+        return images
+
+    def _bad(self, i: int, k: int, shard: int, what: str) -> ShardError:
+        return ShardError(f"{self.ds.name(int(shard))}: key {self.ds.keys[int(i)]}: its {('low', 'high')[k]} member "
+                          f"{what}; the shard is damaged: run `pairload verify` on the split to find every damaged "
+                          "sample, and repack (or restore the shard from a copy)")

@@ -1,0 +1,79 @@
+"""One pair's job in an encoded pack (`pack --store encoded`, shard format version 7). The pair is decoded as a
+decoded pack decodes it (`jobs.run_job`: the same pixels, CRC-32s and notes); then each image whose file is a JPEG
+that every decoder reads to h×w×3 (`imageformats.jpeg_refusal`) and whose file bytes the readers' own `decode_jpeg`
+turns into exactly those pixels is kept as its bytes (a `jpeg` member); every other image is stored as its pixels
+(an `npy` member), with the reason in a note for pack's report ("PNG", "CMYK JPEG", "resized"). Runs in a pack
+worker, like `run_job`."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from ..format.crc import crc32
+from ..format.imageformats import JPEG, NPY, MemberError, jpeg_refusal
+from ..format.members import Member
+from ..format.samples import StoredImage
+from ..folders.decode import CROP, Header, is_array, quiet_stderr
+from .jobs import IMAGE, Job, JobResult, run_job
+
+DECODED = "decoded:"  # a note's prefix: the image was stored as pixels, for the reason that follows
+_MAGIC = ((b"\x89PNG", "PNG"), (b"II*\0", "TIFF"), (b"MM\0*", "TIFF"), (b"BM", "BMP"), (b"GIF8", "GIF"))
+
+
+def file_kind(path: Path, head: bytes) -> str:
+    """What a file that is not a JPEG is, in the report's words, from its first bytes (`head`)."""
+    if is_array(path):
+        return ".npy"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "WebP"
+    if head[:1] == b"P" and head[1:2] in (b"1", b"2", b"3", b"4", b"5", b"6"):
+        return "PNM"
+    return next((name for magic, name in _MAGIC if head.startswith(magic)), path.suffix.lstrip(".").upper() or "image")
+
+
+def _kept(path: Path, hw: tuple[int, int], crc: int) -> StoredImage | str:
+    """The JPEG file at `path` as a `jpeg` member, once its bytes decode through the readers' `decode_jpeg` to the
+    pixels whose CRC-32 is `crc` (what the decoded pack stores); else why it is stored as pixels."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+            data = head + fh.read() if head.startswith(b"\xff\xd8\xff") else None
+    except OSError:
+        return "unreadable"
+    why = file_kind(path, head) if data is None else jpeg_refusal(data, hw)
+    if why is not None:
+        return why
+    try:
+        with quiet_stderr:  # libjpeg's warnings on a damaged stream, as in a decoded pack
+            pixels = JPEG.decode(np.frombuffer(data, np.uint8), Member(), *hw)
+    except MemberError:
+        return "JPEG that does not decode"
+    # the file read here is the file the decoded pixels came from, decoded alike (not changed since, say)
+    return StoredImage(JPEG, data) if crc32(pixels) == crc else "JPEG whose decode differs from pack's"
+
+
+def _member(job: Job, path: Path | None, header, as_: str, scale: int, frame, crc: int):
+    """(StoredImage, note) of one side's image (None, None for a side the job does not store)."""
+    if path is None:
+        return None, None
+    hw = header.hw if isinstance(header, Header) else tuple(header)
+    out_hw = (job.out_hw[0] * scale, job.out_hw[1] * scale)
+    why = ("camera raw" if as_ != IMAGE else ("cropped" if job.fit == CROP else "resized") if out_hw != hw
+           else _kept(path, hw, crc))
+    return (why, None) if isinstance(why, StoredImage) else (StoredImage(NPY, frame), DECODED + why)
+
+
+def run_encoded_job(job: Job) -> JobResult:
+    """Store one pair of an encoded pack (see the module): its frames are `StoredImage`s, its notes those of
+    `run_job` and the reason an image was stored as pixels ("low:decoded:PNG"). Errors come back as from
+    `run_job`."""
+    res = run_job(job)
+    if res.error is not None:
+        return res
+    low, low_why = _member(job, job.low, job.low_hw, job.low_as, 1, res.low_frame, res.crc_low)
+    high, high_why = _member(job, job.high, job.high_hw, job.high_as, job.scale, res.high_frame, res.crc_high)
+    notes = res.notes + tuple(f"{side}:{why}" for side, why in (("low", low_why), ("high", high_why)) if why)
+    return dataclasses.replace(res, low_frame=low, high_frame=high, notes=notes)

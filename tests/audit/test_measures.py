@@ -1,0 +1,103 @@
+"""What pack measures of every image and pair (`pairload.audit.measures`), on real photographs: fingerprints that
+agree for the same scene renamed, re-encoded, resized, cropped, brightened or darkened into a low-light input, and
+that tell distinct scenes apart once compared finely (`audit.similar`); shifts of a darkened, noisy input found within
+half a pixel."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from pairload.audit.measures import (FP_BITS, exact_hash, hamming, luminance, pair_facts, perceptual_hash,
+                                     shift_between)
+from pairload.audit.packing import CONFIDENT
+from pairload.audit.run import RADIUS, MIN_SIMILARITY
+from pairload.audit.search import near_pairs
+from pairload.audit.similar import look, similarity
+
+from audit_photos import CHANGES, darken, photos, resized, tiles
+
+
+def same_scene(a: np.ndarray, b: np.ndarray) -> tuple[int, float]:
+    return int(hamming(perceptual_hash(a), perceptual_hash(b))), similarity(look(a), look(b))
+
+
+@pytest.mark.parametrize("name, change", CHANGES + (("darkened", darken), ("half size", lambda i: resized(i, 0.5))))
+def test_the_same_scene_changed_as_datasets_change_it_is_found(name, change):
+    for scene in tiles(200, 300)[:12]:
+        bits, alike = same_scene(scene, change(scene))
+        assert bits <= RADIUS and alike >= MIN_SIMILARITY, (name, bits, alike)
+
+
+def test_distinct_real_scenes_are_never_taken_for_one():
+    scenes = tiles(96, 96)  # 260 scenes, 33,670 pairs
+    fps = np.array([perceptual_hash(s) for s in scenes], dtype=np.uint64)
+    near = near_pairs(fps, None, RADIUS)
+    assert len(near) < len(scenes)  # few candidates for the fine comparison
+    looks = [look(s) for s in scenes]
+    false = [(i, j) for i, j in zip(near.i, near.j) if similarity(looks[i], looks[j]) >= MIN_SIMILARITY]
+    assert false == []
+
+
+def test_fingerprints_and_hashes_of_edge_cases():
+    flat = np.full((30, 40, 3), 90, np.uint8)
+    assert perceptual_hash(flat) == 0 and look(flat) is None  # nothing to tell scenes apart by
+    img = np.random.default_rng(0).integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    other = img.copy()
+    other[3, 4, 1] ^= 1
+    assert exact_hash(img) == exact_hash(img.copy()) != exact_hash(other)
+    assert exact_hash(img) != exact_hash(img.reshape(40, 30, 3))  # the shape counts
+    assert 0 <= perceptual_hash(img.astype(np.uint16) * 257) < 2 ** FP_BITS
+    for many in (img[..., :1], np.concatenate([img, img], axis=2)):  # other channel counts
+        assert perceptual_hash(many) >= 0
+    x = img.astype(np.float64) / 255
+    assert luminance(img) == pytest.approx((0.299 * x[..., 0] + 0.587 * x[..., 1] + 0.114 * x[..., 2]).mean())
+    assert luminance(img.astype(np.uint16) * 257) == pytest.approx(luminance(img))
+
+
+def shifted_pair(photo: np.ndarray, dy: int, dx: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A darkened, noisy input and its target, the target's window `(dy, dx)` pixels from the input's (the scene
+    moves by (dy, dx) from input to target)."""
+    h, w = 240, 360
+    y, x = 30, 30
+    target = photo[y - dy:y - dy + h, x - dx:x - dx + w]
+    return darken(photo[y:y + h, x:x + w], seed), np.ascontiguousarray(target)
+
+
+@pytest.mark.parametrize("shift", [1, 2, 4])
+def test_shifts_of_a_dark_noisy_input_are_found_within_half_a_pixel(shift):
+    for k, photo in enumerate(photos()[:5]):
+        for dy, dx in ((shift, 0), (0, -shift), (shift, shift)):
+            low, high = shifted_pair(photo, dy, dx, seed=k)
+            ey, ex, confidence = shift_between(low, high)
+            assert confidence >= CONFIDENT
+            assert abs(ey - dy) <= 0.5 and abs(ex - dx) <= 0.5, (k, dy, dx, ey, ex)
+
+
+def test_aligned_pairs_measure_no_shift_and_flat_ones_no_confidence():
+    for k, photo in enumerate(photos()[:5]):
+        low, high = shifted_pair(photo, 0, 0, seed=k)
+        dy, dx, _ = shift_between(low, high)
+        assert np.hypot(dy, dx) < 0.5
+    flat = np.full((200, 300, 3), 120, np.uint8)
+    assert shift_between(darken(flat), flat)[2] < CONFIDENT
+    assert shift_between(flat * 0, flat * 0) == (0.0, 0.0, 0.0)  # no estimate: no shift either
+
+
+def test_a_target_at_twice_the_size_is_compared_at_the_inputs():
+    photo = photos()[0]
+    low, high = shifted_pair(photo, 2, 0, seed=1)
+    big = cv2.resize(high, None, fx=2, fy=2, interpolation=cv2.INTER_CUBIC)
+    dy, dx, confidence = shift_between(low, big)
+    assert confidence >= CONFIDENT and abs(dy - 2) <= 0.5 and abs(dx) <= 0.5
+
+
+def test_pair_facts_of_a_low_light_pair():
+    photo = photos()[1]
+    low, high = darken(photo[:240, :360]), np.ascontiguousarray(photo[:240, :360])
+    f = pair_facts(low, high)
+    assert f.low_luma < 0.2 * f.high_luma
+    assert hamming(f.low_fp, f.high_fp) <= RADIUS  # a low-light input and its target agree
+    t = pair_facts(None, high)  # targets only: its input is its target
+    assert (t.low_exact, t.low_fp, t.shift_confidence) == (t.high_exact, t.high_fp, 0.0)

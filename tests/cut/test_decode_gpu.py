@@ -1,0 +1,102 @@
+"""The decode path (`pack --store encoded` read on a CUDA device): the GPU decodes the JPEG members the plan reads,
+and the batches equal the CPU workers' (OpenCV's decode) within JPEG_TOLERANCE, for pairs, targets-only packs with a
+degradation, a mix with a decoded pack, and resume; a damaged member is refused by key, never delivered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from conftest import has_module
+from pairload import make_loader
+from pairload.cut.memory.decoded import JPEG_TOLERANCE
+from pairload.errors import ShardError
+from pairload.pack import PackOptions, pack
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not has_module("nvidia.nvimgcodec"), reason="needs nvImageCodec (nvidia-nvimgcodec)")]
+
+
+def photo(i: int, h: int = 120, w: int = 176) -> np.ndarray:
+    rng = np.random.default_rng(i)
+    base = cv2.resize(rng.integers(0, 256, (h // 8, w // 8, 3), dtype=np.uint8), (w, h), interpolation=cv2.INTER_CUBIC)
+    return np.clip(base + rng.normal(0, 8, base.shape), 0, 255).astype(np.uint8)
+
+
+def jpeg_pairs(root: Path, n: int = 12, targets_only: bool = False) -> Path:
+    for i in range(n):
+        img = photo(i)
+        for side, pixels in (("high", img), ("low", img // 5)):
+            if targets_only and side == "low":
+                continue
+            folder = root / (side if not targets_only else "")
+            folder.mkdir(parents=True, exist_ok=True)
+            assert cv2.imwrite(str(folder / f"{i:03d}.jpg"), pixels, [cv2.IMWRITE_JPEG_QUALITY, 90])
+    return root
+
+
+@pytest.fixture
+def encoded(tmp_path: Path) -> Path:
+    pack(jpeg_pairs(tmp_path / "raw"), tmp_path / "shards", PackOptions(workers=1, store="encoded"))
+    return tmp_path / "shards"
+
+
+def close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    assert a.shape == b.shape
+    worst = int((a.cpu().int() - b.cpu().int()).abs().max())
+    assert worst <= JPEG_TOLERANCE, f"the GPU's decode differs from OpenCV's by {worst} levels"
+    return True
+
+
+@pytest.mark.parametrize("kind", ["ram", "wds"])
+def test_the_gpu_decodes_what_the_cpu_decodes(encoded, kind):
+    cpu = make_loader(kind, encoded, batch_size=4, crop=64, seed=3)
+    gpu = make_loader(kind, encoded, batch_size=4, crop=64, seed=3, device="cuda")
+    assert gpu.path == "decode"
+    for epoch in (0, 1):
+        cpu.set_epoch(epoch)
+        gpu.set_epoch(epoch)
+        for a, b in zip(cpu, gpu, strict=True):
+            assert a.keys == b.keys and b.low.is_cuda
+            assert close(a.low, b.low) and close(a.high, b.high)
+
+
+def test_targets_only_with_a_degradation_decodes_the_targets(tmp_path):
+    pack(jpeg_pairs(tmp_path / "photos", targets_only=True), tmp_path / "shards",
+         PackOptions(workers=1, store="encoded", targets_only=True))
+    cpu = make_loader("ram", tmp_path / "shards", batch_size=4, crop=64, seed=1, degrade="lowlight")
+    gpu = make_loader("ram", tmp_path / "shards", batch_size=4, crop=64, seed=1, degrade="lowlight", device="cuda")
+    assert gpu.path == "decode"
+    for a, b in zip(cpu, gpu, strict=True):
+        assert a.keys == b.keys and close(a.high, b.high)
+        assert b.low.float().mean() < b.high.float().mean()  # made darker from the decoded target
+
+
+def test_resume_and_a_mix_with_a_decoded_pack(encoded, tmp_path):
+    pack(jpeg_pairs(tmp_path / "raw2", n=8), tmp_path / "decoded", PackOptions(workers=1))
+    source = {"enc": encoded, "dec": tmp_path / "decoded"}
+    whole = list(make_loader("ram", source, batch_size=4, crop=32, seed=5, device="cuda"))
+    first = make_loader("ram", source, batch_size=4, crop=32, seed=5, device="cuda")
+    it = iter(first)
+    seen = [next(it) for _ in range(2)]
+    state = first.state_dict()
+    rest = make_loader("ram", source, batch_size=4, crop=32, seed=5, device="cuda")
+    rest.load_state_dict(state)
+    got = seen + list(rest)
+    assert [b.keys for b in got] == [b.keys for b in whole]
+    assert all(torch.equal(a.high, b.high) for a, b in zip(got, whole))  # one decoder: exactly the same pixels
+
+
+def test_a_damaged_member_is_refused_by_key(encoded):
+    tar = sorted(encoded.glob("*.tar"))[0]
+    data = bytearray(tar.read_bytes())
+    end = data.find(b"\xff\xd9", data.rfind(b".low.jpg"))  # the last input's EOI (not sample 0's: the self-test's)
+    data[end:end + 2] = b"\x00\x00"
+    tar.write_bytes(bytes(data))
+    with pytest.raises(ShardError, match=r"key \d+: its low member is not a whole JPEG"):
+        for _ in make_loader("ram", encoded, batch_size=12, crop=32, seed=0, device="cuda", shuffle=False):
+            pass
