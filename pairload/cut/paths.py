@@ -132,10 +132,10 @@ def _kernel_why_not(r: Request, pinned: bool = False) -> str | None:
     return triton_missing()
 
 
-def _kernel_cutter(r: Request, memory, path: str) -> "Cutter | str":
+def _kernel_cutter(r: Request, memory, path: str, tolerance: int = 0) -> "Cutter | str":
     from .gpu import KernelCuts, self_test
 
-    why = self_test(memory, r.ds, r.device)
+    why = self_test(memory, r.ds, r.device, tolerance=tolerance)
     if why:
         memory.close()
         return why
@@ -180,18 +180,12 @@ def _decode_why_not(r: Request) -> str | None:
 
 
 def _decoded(r: Request) -> "Cutter | str":
-    from .gpu import KernelCuts, self_test
     from .memory.decoded import JPEG_TOLERANCE, DecodedMemory
 
-    inputs = not degrades_every_row(r.cfg)
-    memory = DecodedMemory(r.ds, r.device, inputs=inputs)
+    memory = DecodedMemory(r.ds, r.device, inputs=not degrades_every_row(r.cfg))
     if not memory.decoders:
         return "nvImageCodec could make no JPEG decoder on this GPU"
-    why = self_test(memory, r.ds, r.device, tolerance=JPEG_TOLERANCE)
-    if why:
-        memory.close()
-        return why
-    return KernelCuts(memory, r.device, "decode", r.hooks, inputs=inputs)
+    return _kernel_cutter(r, memory, "decode", tolerance=JPEG_TOLERANCE)
 
 
 def _workers(r: Request) -> Cutter:

@@ -22,11 +22,11 @@ import torch
 
 from ...errors import ShardError
 from ...format import imageformats
+from .pages import CHECK_S
 
 # levels a GPU decode of a JPEG may differ from libjpeg-turbo's (OpenCV's); measured on an H200 (2026-11-28): the
 # hardware engine at most 1 (on 0.014% of pixels), the hybrid decoder at most 3 (on 3%)
 JPEG_TOLERANCE = 3
-CHECK_S = 0.5
 AHEAD = 4  # batches whose images are decoded in one call
 
 
@@ -80,9 +80,6 @@ class DecodedMemory:
         self._releasing: deque = deque()  # (event, held) to drop once the event is done
         self._checked = time.monotonic()
         self._closed = False
-        parts = list(ds.sources)
-        self._first = np.cumsum([0] + [len(p.shard_bytes) for p in parts])
-        self._parts = parts
 
     # -- the Memory protocol
     def begin(self, plans) -> None:
@@ -119,7 +116,8 @@ class DecodedMemory:
             self.ds.check_files()
 
     def warm(self, samples) -> None:
-        """Decode both sides of these samples now (the self-test cuts both), keeping them until the next `begin`."""
+        """Decode both sides of these samples now (the self-test cuts both, and waits for its kernel), keeping
+        them until the next batch is done."""
         inputs, self.inputs = self.inputs, True
         try:
             self._releasing.append((None, self._decode(np.unique(np.asarray(samples, dtype=np.int64)))))
@@ -139,10 +137,6 @@ class DecodedMemory:
         self._closed = True
 
     # -- decoding
-    def _map(self, shard: int) -> np.ndarray:
-        s = int(np.searchsorted(self._first, shard, side="right")) - 1
-        return self._parts[s].shard_map(int(shard - self._first[s]))
-
     def _decode(self, samples: np.ndarray) -> list:
         """Decode these samples' members (both sides, or the targets only) and point the tables at them; returns
         what must stay alive until the kernel reading them is done."""
@@ -178,7 +172,7 @@ class DecodedMemory:
 
     def _stored(self, rows, j: int, k: int) -> np.ndarray:
         start = int(rows.offset[j, k])
-        return self._map(int(rows.shard[j]))[start:start + int(rows.length[j, k])]
+        return self.ds.shard_map(int(rows.shard[j]))[start:start + int(rows.length[j, k])]
 
     def _check_jpeg(self, data: np.ndarray, i: int, k: int, shard: int) -> None:
         """A member cut short or overwritten is refused before the decoder sees it (a decoder fills a cut-short
