@@ -8,6 +8,7 @@ their pixels are identical (their exact hashes agree)."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ RADIUS = 20  # fingerprint bits two images may differ by and still be compared f
 MIN_SIMILARITY = 0.85  # the verified likeness from which two images are the same scene
 NEAR = 10  # fingerprint bits within which two images are always compared finely
 PER_SAMPLE = 16  # candidates compared finely per sample at most, nearest fingerprints first
+NEAREST = 2 * PER_SAMPLE  # fingerprints of the other split kept per image (with ties): a copy's are among the
+# nearest, and random ones within RADIUS bits would otherwise grow with the product of the splits' sizes
 FAR_PER_SAMPLE = 1  # of those beyond NEAR bits whose other sides are not near too
 SIDES = ("input", "target")
 TRAINING_WORDS = ("train", "training", "trainset", "train_set", "training_set")
@@ -53,16 +56,16 @@ class AuditedSplit:
     def place(self, i: int) -> Place:
         return Place(self.pack, self.name, str(self.ds.keys[int(i)]))
 
-    def images(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(sample, side, exact hash, fingerprint) of each stored image: both sides of a pair, a targets-only
-        sample's target once."""
+    def images(self, span: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(sample, side, exact hash, fingerprint) of each stored image of the samples in [span) (all where None):
+        both sides of a pair, a targets-only sample's target once."""
         f = self.facts
-        n = len(f.high_fp)
+        lo, hi = span or (0, len(f.high_fp))
         sides = (1,) if not self.paired else (0, 1)
-        sample = np.concatenate([np.arange(n)] * len(sides))
-        side = np.repeat(np.array(sides), n)
-        exact = np.concatenate([(f.low_exact, f.high_exact)[s] for s in sides])
-        fp = np.concatenate([(f.low_fp, f.high_fp)[s] for s in sides])
+        sample = np.concatenate([np.arange(lo, hi)] * len(sides))
+        side = np.repeat(np.array(sides), hi - lo)
+        exact = np.concatenate([(f.low_exact, f.high_exact)[s][lo:hi] for s in sides])
+        fp = np.concatenate([(f.low_fp, f.high_fp)[s][lo:hi] for s in sides])
         return sample, side, exact, fp
 
 
@@ -109,14 +112,42 @@ class Match(NamedTuple):
 def matches(qa: AuditedSplit, qb: AuditedSplit, *, radius: int = RADIUS, min_similarity: float = MIN_SIMILARITY,
             workers: int | None = None, looks: dict | None = None) -> list[Match]:
     """The images of `qa` that show a scene of `qb`: identical pixels, or fingerprints within `radius` bits and a
-    verified likeness of `min_similarity` or more (the candidates `_candidates` keeps)."""
-    sa, ea_side, xa, fa = qa.images()
+    verified likeness of `min_similarity` or more (the candidates `_candidates` keeps). From `SPREAD_FROM` samples
+    of `qa` on, its samples are shared out among `workers` forked processes, each doing all of it for its share
+    (threads would queue on the interpreter's lock for the many small steps of each comparison)."""
+    workers = workers or os.cpu_count() or 1
+    whole = (0, len(qa.facts.high_fp))
+    if workers == 1 or whole[1] < SPREAD_FROM or "fork" not in multiprocessing.get_all_start_methods():
+        return _matches_of(qa, qb, whole, radius, min_similarity, workers, {} if looks is None else looks)
+    global _SHARED
+    _SHARED = (qa, qb, radius, min_similarity)
+    bounds = np.linspace(0, whole[1], 4 * workers + 1).astype(np.int64)
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            parts = pool.map(_spread_share, list(zip(bounds[:-1].tolist(), bounds[1:].tolist())), chunksize=1)
+    finally:
+        _SHARED = None
+    return [m for part in parts for m in part]
+
+
+SPREAD_FROM = 4096  # samples of the query split from which `matches` forks processes
+_SHARED: tuple | None = None  # what forked processes of `matches` read: (qa, qb, radius, min_similarity)
+
+
+def _spread_share(span: tuple[int, int]) -> list[Match]:
+    qa, qb, radius, min_similarity = _SHARED
+    return _matches_of(qa, qb, span, radius, min_similarity, 1, {})
+
+
+def _matches_of(qa: AuditedSplit, qb: AuditedSplit, span: tuple[int, int], radius: int, min_similarity: float,
+                workers: int, looks: dict) -> list[Match]:
+    """`matches` of `qa`'s samples in [span)."""
+    sa, ea_side, xa, fa = qa.images(span)
     sb, eb_side, xb, fb = qb.images()
     found = _identical(sa, ea_side, xa, sb, eb_side, xb)
-    near = near_pairs(fa, fb, radius, workers=workers)
+    near = near_pairs(fa, fb, radius, most=NEAREST, workers=workers)
     candidates = _candidates(sa[near.i], ea_side[near.i], sb[near.j], eb_side[near.j], near.distance,
                              {(m.a, m.b) for m in found}, len(qb.facts.high_fp))
-    looks = {} if looks is None else looks
 
     def seen(q: AuditedSplit, i: int, side: int):
         key = (id(q), i, side)
@@ -129,8 +160,11 @@ def matches(qa: AuditedSplit, qb: AuditedSplit, *, radius: int = RADIUS, min_sim
         s = similarity(seen(qa, a, side_a), seen(qb, b, side_b))
         return Match(a, side_a, b, side_b, d, s) if s >= min_similarity else None
 
-    with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
-        verified = [m for m in pool.map(verify, candidates) if m is not None]
+    if workers == 1:
+        verified = [m for m in map(verify, candidates) if m is not None]
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            verified = [m for m in pool.map(verify, candidates) if m is not None]
     return found + verified
 
 

@@ -1,7 +1,8 @@
 """Which fingerprints lie within a Hamming radius of each other, without comparing every pair where that is cheaper:
 multi-index hashing (the 64 bits cut into bands; two fingerprints within radius R agree within R // bands bits in at
 least one band, so each band's buckets are probed around each query), else a blocked scan of all pairs. Both give
-exactly the pairs within the radius."""
+exactly the pairs within the radius; where each image of the query may keep only its nearest few (`most`), both keep
+the same."""
 
 from __future__ import annotations
 
@@ -32,20 +33,27 @@ class NearPairs:
         return len(self.i)
 
 
-def near_pairs(a, b=None, radius: int = 8, *, method: str | None = None, workers: int | None = None) -> NearPairs:
+def near_pairs(a, b=None, radius: int = 8, *, most: int | None = None, method: str | None = None,
+               workers: int | None = None) -> NearPairs:
     """Every pair of fingerprints within `radius` bits: of `a` against `b` (uint64 arrays), or of `a` against itself
-    (`b` None: pairs i < j). `method` "bands" or "scan" forces one (tests compare them); None picks the cheaper."""
+    (`b` None: pairs i < j). `most`: of each fingerprint of `a`, only its `most` nearest (all of those tied with the
+    last kept), so that what is found stays proportional to `a` where fingerprints crowd (random 64-bit ones come
+    within 20 bits of 0.2% of others). `method` "bands" or "scan" forces one (tests compare them); None picks the
+    cheaper."""
     a = np.ascontiguousarray(a, dtype=np.uint64)
     same = b is None
     b = a if same else np.ascontiguousarray(b, dtype=np.uint64)
     if not 0 <= radius < 64:
         raise ValueError(f"radius {radius}: expected 0 to 63 bits")
+    if most is not None and most < 1:
+        raise ValueError(f"most {most}: expected at least 1 fingerprint")
     method = method or ("bands" if _probe_cost(len(a), len(b), radius) < _PROBE_SHARE else "scan")
     find = _by_bands if method == "bands" else _by_scan
     chunks = _chunks(len(a), max(1, _BLOCK // max(1, len(b) if method == "scan" else _probes(radius) * BANDS)))
     with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
         tables = _band_tables(b) if method == "bands" else None
-        parts = list(pool.map(lambda span: find(a, b, span, radius, tables), chunks))
+        parts = list(pool.map(lambda span: _nearest(*find(a, b, span, radius, tables), a, b, span, radius, most),
+                              chunks))
     i = np.concatenate([p[0] for p in parts] or [np.zeros(0, np.int64)])
     j = np.concatenate([p[1] for p in parts] or [np.zeros(0, np.int64)])
     if same:
@@ -57,6 +65,20 @@ def near_pairs(a, b=None, radius: int = 8, *, method: str | None = None, workers
 
 def _chunks(n: int, size: int) -> list[tuple[int, int]]:
     return [(start, min(n, start + size)) for start in range(0, n, size)]
+
+
+def _nearest(i, j, a, b, span, radius: int, most: int | None):
+    """Of the pairs (i, j) a chunk found, each i's `most` nearest and those tied with them (all where `most` is
+    None): every pair up to the distance at which i has `most`, counted from the distances' histogram."""
+    if most is None or len(i) <= most:
+        return i, j
+    start, stop = span
+    distance = popcount(a[i] ^ b[j]).astype(np.int64)
+    counts = np.bincount((i - start) * (radius + 1) + distance, minlength=(stop - start) * (radius + 1))
+    reached = counts.reshape(stop - start, radius + 1).cumsum(axis=1) >= most
+    cut = np.where(reached.any(axis=1), reached.argmax(axis=1), radius)
+    keep = distance <= cut[i - start]
+    return i[keep], j[keep]
 
 
 def _by_scan(a, b, span, radius, _tables):

@@ -56,6 +56,16 @@ def test_one_packs_test_scenes_among_anothers_training_pairs_are_all_found(packs
     assert audit(packs[:1]).leaks == []  # each pack alone is clean
 
 
+def test_shared_out_among_processes_the_audit_finds_the_same(packs, monkeypatch):
+    import pairload.audit.run as run
+
+    alone = audit(packs, workers=1)
+    monkeypatch.setattr(run, "SPREAD_FROM", 1)  # every split pair forks, each process a share of the samples
+    spread = audit(packs, workers=2)
+    assert [f.row() for f in spread.findings] == [f.row() for f in alone.findings]
+    assert len(alone.leaks) == len(LEAKED)
+
+
 def test_the_command_says_each_class_in_a_line_and_exits_1_on_leaks(packs, tmp_path, capsys):
     out = tmp_path / "findings.json"
     assert main(["audit", *map(str, packs), "--out", str(out)]) == 1

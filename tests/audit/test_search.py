@@ -39,3 +39,19 @@ def test_one_set_against_itself_gives_each_pair_once():
         found = near_pairs(both, None, 9, method=method)
         assert (found.i < found.j).all()
         assert {(k, 200 + k) for k in range(100) if k % 24 <= 9} <= set(zip(found.i.tolist(), found.j.tolist()))
+
+
+def test_most_keeps_each_fingerprints_nearest_and_their_ties():
+    a, b = planted(300, 4000, seed=2)
+    radius, most = 22, 5  # random fingerprints crowd within 22 bits: dozens each
+    every = near_pairs(a, b, radius, method="scan")
+    expected = set()
+    for i in range(len(a)):
+        d = np.sort(every.distance[every.i == i])
+        cut = d[most - 1] if len(d) >= most else radius
+        expected |= {(i, int(j)) for j, dj in zip(every.j[every.i == i], every.distance[every.i == i]) if dj <= cut}
+    for method in ("scan", "bands"):
+        kept = near_pairs(a, b, radius, most=most, method=method)
+        assert set(zip(kept.i.tolist(), kept.j.tolist())) == expected
+    assert len(expected) < len(every) / 4
+    assert {(k, k) for k in range(150) if k % 24 <= 12} <= expected  # near copies are never crowded out
