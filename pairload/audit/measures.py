@@ -34,11 +34,16 @@ def exact_hash(img: np.ndarray) -> int:
 def perceptual_hash(img: np.ndarray) -> int:
     """A 64-bit fingerprint of what the image shows, alike (small Hamming distance) for the same scene re-encoded,
     resized, slightly cropped or shifted, or brighter or darker (a low-light input and its target agree)."""
+    return _fingerprint(_shrink(img, 2 * _FP_SIDE))
+
+
+def _fingerprint(shrunk: np.ndarray) -> int:
+    """`perceptual_hash` of an image `_shrink`-ed for it."""
     import cv2
 
     # The signs of the thumbnail's lowest DCT frequencies say where it is lighter or darker than itself: a change
     # of brightness or contrast (a scale and an offset) keeps every one, and the tone curve is undone first.
-    coeffs = cv2.dct(thumbnail(img, _FP_SIDE))
+    coeffs = cv2.dct(_thumbnail_of(shrunk, _FP_SIDE))
     bits = (coeffs[_FP_U, _FP_V] > _FP_FLAT).astype(np.uint8)
     return int(np.packbits(bits, bitorder="little").view("<u8")[0])
 
@@ -47,9 +52,13 @@ def thumbnail(img: np.ndarray, side: int) -> np.ndarray:
     """float32 side×side: the image's luma, averaged down to side×side (its aspect ratio dropped) and brought by a
     power to a median of half its maximum, so that a dark input and its target, or one photo under two tone curves,
     give alike thumbnails."""
+    return _thumbnail_of(_shrink(img, 2 * side), side)
+
+
+def _thumbnail_of(shrunk: np.ndarray, side: int) -> np.ndarray:
     import cv2
 
-    small = cv2.resize(_luma(_shrink(img, 2 * side)), (side, side), interpolation=cv2.INTER_AREA)
+    small = cv2.resize(_luma(shrunk), (side, side), interpolation=cv2.INTER_AREA)
     top = float(small.max())
     if top <= 0:
         return small
@@ -228,8 +237,17 @@ class PairFacts:
 
 def pair_facts(low: np.ndarray | None, high: np.ndarray) -> PairFacts:
     """`PairFacts` of a pair (`low` None: a targets-only sample)."""
-    hx, hf, hl = exact_hash(high), perceptual_hash(high), luminance(high)
+    hx, hf, hl = _image_facts(high)
     if low is None:
         return PairFacts(hx, hx, hf, hf, 0.0, 0.0, 0.0, hl, hl)
     dy, dx, conf = shift_between(low, high)
-    return PairFacts(exact_hash(low), hx, perceptual_hash(low), hf, dy, dx, conf, luminance(low), hl)
+    lx, lf, ll = _image_facts(low)
+    return PairFacts(lx, hx, lf, hf, dy, dx, conf, ll, hl)
+
+
+def _image_facts(img: np.ndarray) -> tuple[int, int, float]:
+    """(exact hash, fingerprint, brightness) of an image, the last two from one averaging down (the brightness of
+    the averaged image is the image's within half a unit of its dtype, for a fifth of the time)."""
+    shrunk = _shrink(img, 2 * _FP_SIDE)
+    brightness = luminance(shrunk if shrunk.dtype == img.dtype else img)  # many channels: averaged to float
+    return exact_hash(img), _fingerprint(shrunk), brightness
