@@ -1,13 +1,14 @@
 """The formats an image member of an encoded split is stored in (`pack --store encoded`, shard format version 7), in
 one table (`FORMATS`): each format's name, its code in the index's `low_kind`/`high_kind` columns, its tar member
 suffix (`<key>.low.jpg`, `<key>.low.npy`: the shards stay WebDataset-readable) and its CPU decode, the one every
-reader and `pack` itself use. A lossless encoding is one more entry.
+reader and `pack` itself use.
 
 `npy`: the pixels themselves, H×W×C of the member's dtype in C order behind their .npy header (the index's offset is
 the pixels', as in a decoded split). `jpeg`: a JPEG file's own bytes, never re-encoded, which `decode_jpeg` turns
 into exactly the pixels `pack --store decoded` stores from that file (OpenCV, `IMREAD_UNCHANGED`: EXIF orientation
-ignored, BGR to RGB); `jpeg_refusal` says which JPEG files may be kept so. Numpy here, OpenCV when a JPEG is decoded;
-never torch or DALI.
+ignored, BGR to RGB); `jpeg_refusal` says which JPEG files may be kept so. `tiles`: any other image, lossless, in
+tiles of zstd frames of filtered planes (`format.tiles`), which a GPU decodes too, tile by tile. Numpy here,
+OpenCV when a JPEG is decoded; never torch or DALI.
 """
 
 from __future__ import annotations
@@ -96,9 +97,17 @@ class ImageFormat:
         return f"{side}.{self.suffix}"
 
 
+def decode_tiles(data: np.ndarray, member: Member, h: int, w: int) -> np.ndarray:
+    """The pixels of a `tiles` member (lossless: `format.tiles`), a fresh array."""
+    from .tiles import decode_tiles as decode
+
+    return decode(data, member, h, w)
+
+
 NPY = ImageFormat("npy", 0, "npy", decode_npy, pixels=True)
 JPEG = ImageFormat("jpeg", 1, "jpg", decode_jpeg)
-FORMATS: dict[str, ImageFormat] = {f.name: f for f in (NPY, JPEG)}
+TILES = ImageFormat("tiles", 2, "tiles", decode_tiles)
+FORMATS: dict[str, ImageFormat] = {f.name: f for f in (NPY, JPEG, TILES)}
 BY_CODE: dict[int, ImageFormat] = {f.code: f for f in FORMATS.values()}
 
 
