@@ -176,16 +176,19 @@ def _decode_why_not(r: Request) -> str | None:
         return f"device {r.device} is not a CUDA device (the GPU decodes the encoded images)"
     if r.resident:
         return "resident=True keeps decoded pixels on the device; an encoded split is decoded batch by batch"
-    return triton_missing() or decoder_missing()
+    return triton_missing() or decoder_missing(r.ds)
 
 
 def _decoded(r: Request) -> "Cutter | str":
-    from .memory.decoded import JPEG_TOLERANCE, DecodedMemory
+    from ..format import imageformats
+    from .memory.decoded import JPEG_TOLERANCE, DecodedMemory, formats_in
 
     memory = DecodedMemory(r.ds, r.device, inputs=not degrades_every_row(r.cfg))
-    if not memory.decoders:
+    jpeg = imageformats.JPEG in formats_in(r.ds)
+    if jpeg and not memory.decoders:
         return "nvImageCodec could make no JPEG decoder on this GPU"
-    return _kernel_cutter(r, memory, "decode", tolerance=JPEG_TOLERANCE)
+    # lossless tiles decode exactly; a JPEG's pixels may differ from libjpeg-turbo's by the decoders' rounding
+    return _kernel_cutter(r, memory, "decode", tolerance=JPEG_TOLERANCE if jpeg else 0)
 
 
 def _workers(r: Request) -> Cutter:

@@ -138,15 +138,17 @@ def read_tiled(data: np.ndarray, member: Member, h: int, w: int, *, check_crc: b
     table_at = HEADER.size + _aligned(gh * gw)
     if len(data) < table_at + 8 * nframes:
         raise MemberError(f"is cut short: {len(data)} bytes end inside its frame table")
+    table = np.frombuffer(data[table_at:table_at + 8 * nframes].tobytes(), dtype="<u4").reshape(-1, 2).astype(np.int64)
+    ends = table[:, 0] + table[:, 1]
+    if nframes and ends.max() > len(data):  # before the CRC-32, which a member cut short fails too
+        raise MemberError(f"is cut short: its frames end at byte {int(ends.max())}, {len(data)} bytes are stored")
     if check_crc and crc32(data[HEADER.size:]) != crc:
         raise MemberError("is damaged: the CRC-32 of its bytes differs from the one written when it was packed")
     modes = np.asarray(data[HEADER.size:HEADER.size + gh * gw])
-    table = np.frombuffer(data[table_at:table_at + 8 * nframes].tobytes(), dtype="<u4").reshape(-1, 2).astype(np.int64)
     if len(modes) and int(modes.max()) not in MODES:
         raise MemberError(f"has predictor code {int(modes.max())}, which this pairload does not know")
-    ends = table[:, 0] + table[:, 1]
-    if nframes and (table[:, 0].min() < table_at + 8 * nframes or ends.max() > len(data)):
-        raise MemberError(f"has a frame outside its {len(data)} bytes")
+    if nframes and table[:, 0].min() < table_at + 8 * nframes:
+        raise MemberError("has a frame inside its frame table")
     return TiledImage(mh, mw, c, itemsize, tile, modes, table[:, 0], table[:, 1])
 
 

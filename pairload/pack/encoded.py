@@ -1,25 +1,30 @@
 """One pair's job in an encoded pack (`pack --store encoded`, shard format version 7). The pair is decoded as a
 decoded pack decodes it (`jobs.run_job`: the same pixels, CRC-32s and notes); then each image whose file is a JPEG
 that every decoder reads to h×w×3 (`imageformats.jpeg_refusal`) and whose file bytes the readers' own `decode_jpeg`
-turns into exactly those pixels is kept as its bytes (a `jpeg` member); every other image is stored as its pixels
-(an `npy` member), with the reason in a note for pack's report ("PNG", "CMYK JPEG", "resized"). Runs in a pack
-worker, like `run_job`."""
+turns into exactly those pixels is kept as its bytes (a `jpeg` member); every other image is stored lossless as
+those pixels' tiles (a `tiles` member, `format.tiles`), or as the pixels themselves (an `npy` member) where its
+tiles would not be smaller; a note says which and why, for pack's report ("tiles:PNG", "decoded:incompressible").
+Runs in a pack worker, like `run_job`: the tiles cost CPU where the decodes do."""
 
 from __future__ import annotations
 
 import dataclasses
+import io
 from pathlib import Path
 
 import numpy as np
 
 from ..format.crc import crc32
-from ..format.imageformats import JPEG, NPY, MemberError, jpeg_refusal
+from ..format.imageformats import JPEG, NPY, TILES, MemberError, jpeg_refusal
 from ..format.members import Member
 from ..format.samples import StoredImage
+from ..format.tiles import encode_tiles
 from ..folders.decode import CROP, Header, is_array, quiet_stderr
 from .jobs import IMAGE, Job, JobResult, run_job
 
+TILED = "tiles:"  # a note's prefix: the image was stored as tiles; what follows says why its file was not kept
 DECODED = "decoded:"  # a note's prefix: the image was stored as pixels, for the reason that follows
+INCOMPRESSIBLE = "incompressible"  # the reason: its tiles were no smaller than its pixels (noise, say)
 _MAGIC = ((b"\x89PNG", "PNG"), (b"II*\0", "TIFF"), (b"MM\0*", "TIFF"), (b"BM", "BMP"), (b"GIF8", "GIF"))
 
 
@@ -36,7 +41,7 @@ def file_kind(path: Path, head: bytes) -> str:
 
 def _kept(path: Path, hw: tuple[int, int], crc: int) -> StoredImage | str:
     """The JPEG file at `path` as a `jpeg` member, once its bytes decode through the readers' `decode_jpeg` to the
-    pixels whose CRC-32 is `crc` (what the decoded pack stores); else why it is stored as pixels."""
+    pixels whose CRC-32 is `crc` (what the decoded pack stores); else why it is not kept as its file."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(16)
@@ -55,6 +60,17 @@ def _kept(path: Path, hw: tuple[int, int], crc: int) -> StoredImage | str:
     return StoredImage(JPEG, data) if crc32(pixels) == crc else "JPEG whose decode differs from pack's"
 
 
+def _lossless(npy: bytes, why: str) -> tuple[StoredImage, str]:
+    """(member, note) of an image not kept as its file (`why`), from the .npy file a decoded pack stores: its tiles
+    (decoded exactly, so they need no check here: readers compare the decode with the index's CRC-32), or that .npy
+    where the tiles are no smaller."""
+    pixels = np.load(io.BytesIO(npy), allow_pickle=False)
+    tiles = encode_tiles(pixels)
+    if len(tiles) < pixels.nbytes:
+        return StoredImage(TILES, tiles), TILED + why
+    return StoredImage(NPY, npy), DECODED + INCOMPRESSIBLE
+
+
 def _member(job: Job, path: Path | None, header, as_: str, scale: int, frame, crc: int):
     """(StoredImage, note) of one side's image (None, None for a side the job does not store)."""
     if path is None:
@@ -63,12 +79,12 @@ def _member(job: Job, path: Path | None, header, as_: str, scale: int, frame, cr
     out_hw = (job.out_hw[0] * scale, job.out_hw[1] * scale)
     why = ("camera raw" if as_ != IMAGE else ("cropped" if job.fit == CROP else "resized") if out_hw != hw
            else _kept(path, hw, crc))
-    return (why, None) if isinstance(why, StoredImage) else (StoredImage(NPY, frame), DECODED + why)
+    return (why, None) if isinstance(why, StoredImage) else _lossless(frame, why)
 
 
 def run_encoded_job(job: Job) -> JobResult:
     """Store one pair of an encoded pack (see the module): its frames are `StoredImage`s, its notes those of
-    `run_job` and the reason an image was stored as pixels ("low:decoded:PNG"). Errors come back as from
+    `run_job` and how an image not kept as its file was stored, and why ("low:tiles:PNG"). Errors come back as from
     `run_job`."""
     res = run_job(job)
     if res.error is not None:

@@ -18,7 +18,7 @@ from ..format.facts import NAMES as FACT_NAMES
 from ..format.imageformats import JPEG
 from ..format.members import DEFAULT, FIELD, Members, members_of
 from .options import INDEXES, PackOptions, PackReport
-from .encoded import DECODED
+from .encoded import DECODED, TILED
 from .rows import NOTES, ShardRows
 from .sensor import CameraPlan
 
@@ -91,14 +91,16 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
     typed = any(FIELD in entry for entry in skel["splits"].values())
     targets = any(entry.get(schema.TARGETS_ONLY) for entry in skel["splits"].values())
     notes: dict[str, list[str]] = {v: [] for v in NOTES.values()}
-    decoded: dict[str, list[str]] = {}  # an encoded pack: the images stored as pixels, by reason
+    # an encoded pack: the images stored as tiles, by what their files were, and as pixels, by reason
+    stored: dict[str, dict[str, list[str]]] = {TILED: {}, DECODED: {}}
     splits: dict[str, dict] = {}
     by_split: dict[str, list[ShardRows]] = {}
     for r in rows:
         by_split.setdefault(r.split, []).append(r)
         for rel, what in r.notes:
-            if what.startswith(DECODED):
-                decoded.setdefault(what[len(DECODED):], []).append(rel)
+            how = next((prefix for prefix in stored if what.startswith(prefix)), None)
+            if how is not None:
+                stored[how].setdefault(what[len(how):], []).append(rel)
             else:
                 notes[NOTES[what]].append(rel)
     for split, fixed in skel["splits"].items():
@@ -130,13 +132,14 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
         report.splits[split] = {"samples": entry["samples"], "shards": len(parts), "bytes": entry["bytes"],
                                 "pixel_bytes": pixels}
     report.gray, report.alpha, report.converted_16bit = notes["gray"], notes["alpha"], notes["converted_16bit"]
-    report.kept, report.decoded = _kept(rows, targets) if encoding.per_member else 0, decoded
+    report.kept = _kept(rows, targets) if encoding.per_member else 0
+    report.tiled, report.decoded = stored[TILED], stored[DECODED]
     # versions: 1 without shared targets (readable by every pairload), 2 with them, 3 not plain (older readers
     # refuse it by its version instead of taking the offsets of its frames for offsets of pixels), 4 with a split
     # whose members are not uint8 RGB (older readers would take its pixels for those), 5 with the index in binary
     # files (older readers find no index in the manifest), 6 with a targets-only split (older readers would train on
     # (target, target) pairs; always a binary index), 7 with an encoded split (older readers would take a JPEG's
-    # bytes for pixels)
+    # or tiles' bytes for pixels)
     version = (schema.VERSION_ENCODED if encoding.per_member else schema.VERSION_TARGETS if targets else
                schema.VERSION_BINARY if index == BINARY else schema.VERSION_TYPED if typed else
                schema.VERSION_COMPRESSED if not encoding.plain else schema.VERSION if shared else 1)
@@ -145,7 +148,7 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
                   "converted_16bit": notes["converted_16bit"]}
     doc_report.update(top.pop("report"))
     if encoding.per_member:  # (absent otherwise: a decoded pack's manifest stays the bytes it was)
-        doc_report.update(kept_jpeg=report.kept, stored_decoded=decoded)
+        doc_report.update(kept_jpeg=report.kept, stored_tiles=report.tiled, stored_decoded=report.decoded)
     return {"format": schema.FORMAT, "version": version, **{k: top[k] for k in ("created_by", schema.RAW_DIR)},
             "layout": layout_doc(encoding, typed, targets), "options": top["options"], "report": doc_report,
             "splits": splits}

@@ -80,8 +80,8 @@ class PackOptions:
     overwrite: bool = False  # replace a manifest.json that is not this RAW's pack (another pack's, or a user's file)
     compress: str | None = None  # "zstd": each image member as one zstd frame (format version 3); None: raw
     compress_level: int = ZSTD.default_level  # the level of an encoding that has levels (`encoding.Encoding`)
-    # "encoded": each JPEG file kept as it is, every other image as pixels (format version 7); "decoded": every
-    # image's pixels (raw, or compressed by `compress`)
+    # "encoded": each JPEG file kept as it is, every other image lossless as tiles (format version 7); "decoded":
+    # every image's pixels (raw, or compressed by `compress`)
     store: str = "decoded"
     raw_target: str = DEVELOPED  # camera raw targets: developed by LibRaw (SID), or "packed" as the input (ELD)
     ratio_cap: float = 300.0  # camera raw inputs: the amplification ratio's ceiling (SID's 300)
@@ -236,7 +236,7 @@ class UploadReport:
 PHASE_WORDS = {"find": "finding pairs", "probe": "reading image headers",
                "measure": "measuring every pair to leave the misaligned out", "plan": "planning shards",
                "decode": "decoding and writing", "decode_compress_write": "decoding, compressing and writing",
-               "decode_keep_write": "decoding, keeping JPEG files and writing",
+               "decode_keep_write": "decoding, keeping JPEG files, tiling the other images and writing",
                "hash_fsync_tail": "hashing and syncing the last shards",
                "finish": "renaming shards and writing the manifest"}
 
@@ -262,6 +262,7 @@ class PackReport:
     compression: str | None = None
     sequences: dict[str, str] = field(default_factory=dict)  # `--sequences`: split -> its sequences in words
     kept: int = 0  # `--store encoded`: the JPEG files kept as they are
+    tiled: dict[str, list[str]] = field(default_factory=dict)  # the images stored as tiles, by what their files were
     decoded: dict[str, list[str]] = field(default_factory=dict)  # and the images stored as pixels, by reason
     url: str | None = None  # a pack into a URL: where (shards_dir is then its local staging folder)
     upload: UploadReport | None = None  # a pack into a URL: what was uploaded, skipped and deleted
@@ -302,16 +303,15 @@ class PackReport:
         return part + splits + stored + run + upload + checks + self._notes()
 
     def stored_line(self) -> str:
-        """An encoded pack's members: 'kept 4,980 JPEG files as they are; stored 20 images decoded: 12 PNG (a.png,
-        …), 8 CMYK JPEG (b.jpg)', the reasons most frequent first, each with its first files."""
+        """An encoded pack's members: 'kept 4,980 JPEG files as they are; stored 20 images lossless as tiles: 12 PNG
+        (a.png, …), 8 CMYK JPEG (b.jpg); stored 1 image as pixels: 1 incompressible (n.png)', each kind and reason
+        most frequent first, with its first files."""
         line = f"kept {self.kept:,} JPEG file{'s' if self.kept != 1 else ''} as they are"
-        total = sum(len(v) for v in self.decoded.values())
-        if not total:
-            return line
-        why = sorted(self.decoded.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-        return line + f"; stored {total:,} image{'s' if total != 1 else ''} decoded (as pixels): " + ", ".join(
-            f"{len(files):,} {reason} ({', '.join(files[:3])}{' …' if len(files) > 3 else ''})"
-            for reason, files in why)
+        for what, found in (("lossless as tiles", self.tiled), ("as pixels", self.decoded)):
+            total = sum(len(v) for v in found.values())
+            if total:
+                line += f"; stored {total:,} image{'s' if total != 1 else ''} {what}: " + _counted(found)
+        return line
 
     def finish_lines(self) -> list[str]:
         """What `pairload pack --finish` prints of the manifest it wrote."""
@@ -351,6 +351,13 @@ class PackReport:
             shown = ", ".join(u["names"]) + (f" … and {more} more" if more > 0 else "")
             notes.append(f"not packed ({u['reason']}): {u['count']} file(s) in {u['folder']}: {shown}; {u['hint']}")
         return notes
+
+
+def _counted(files: dict[str, list[str]]) -> str:
+    """'12 PNG (a.png, b.png, c.png …), 8 CMYK JPEG (d.jpg)': each entry's files counted, most first, the first three
+    named."""
+    most = sorted(files.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    return ", ".join(f"{len(v):,} {what} ({', '.join(v[:3])}{' …' if len(v) > 3 else ''})" for what, v in most)
 
 
 def stored_ratio(split: dict, short: bool = False) -> str:

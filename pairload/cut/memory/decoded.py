@@ -1,10 +1,11 @@
 """The decode stage of an encoded split (`pack --store encoded`) on a CUDA device: the `Memory` the kernel cuts from
-when the shards hold JPEG files. Batch by batch, as the cutter asks for them (`wait`), the images the batch reads
-are decoded on the cutter's stream by nvImageCodec (the GPU's hardware JPEG engine where it has one, which takes no
-SMs from training), each into an H×W×C image of its own; the address tables point at them, and the kernel cuts and
-orients the windows exactly as from the page cache. The page cache holds only the encoded bytes (5-14× fewer than
-decoded pixels), read through the shards' memory maps; nothing is pinned. A member stored as pixels (`npy`: an image
-`pack` could not keep as a JPEG) is copied over as it is.
+when the shards hold encoded images. Batch by batch, as the cutter asks for them (`wait`), the images the batch reads
+are decoded on the cutter's stream, each into an H×W×C image of its own: JPEG files by nvImageCodec (the GPU's
+hardware JPEG engine where it has one, which takes no SMs from training), lossless `tiles` members by nvCOMP and a
+kernel (`memory.tiles`), only the tiles the batch's windows read; the address tables point at them, and the kernel
+cuts and orients the windows exactly as from the page cache. The page cache holds only the encoded bytes (2-14×
+fewer than decoded pixels), read through the shards' memory maps; nothing is pinned. A member stored as pixels
+(`npy`) is copied over as it is.
 
 A batch's images go back once the kernel that reads them is done (`done`); a streamed split's shards are only
 mapped. JPEG decoders differ by their IDCT and chroma rounding: the GPU gives libjpeg-turbo's pixels (OpenCV's decode,
@@ -30,14 +31,37 @@ JPEG_TOLERANCE = 3
 AHEAD = 4  # batches whose images are decoded in one call
 
 
-def decoder_missing() -> str | None:
-    """Why nvImageCodec cannot decode here (None: it can)."""
+def decoder_missing(ds=None) -> str | None:
+    """Why the GPU cannot decode `ds`'s encoded members here (None: it can): nvImageCodec for JPEG files (all that
+    is asked where `ds` is None), nvCOMP's library for lossless tiles."""
+    formats = formats_in(ds) if ds is not None else {imageformats.JPEG}
+    if imageformats.TILES in formats:
+        from .tiles import nvcomp_missing
+
+        why = nvcomp_missing()
+        if why:
+            return why
+    if imageformats.JPEG not in formats:
+        return None
     try:
         from nvidia import nvimgcodec  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - any import failure means: not available
         return (f"nvImageCodec is not importable ({type(exc).__name__}: {exc}); `pip install "
                 "nvidia-nvimgcodec-cu13` (or -cu12, as your CUDA) decodes the JPEG members on the GPU")
     return None
+
+
+def formats_in(ds) -> set:
+    """The image formats (`imageformats.FORMATS`) of the members of `ds` (a split or a mix of them)."""
+    found = set()
+    for part in getattr(ds, "sources", [ds]):
+        idx = part.index
+        if idx.encoding.per_member:
+            codes = np.union1d(np.unique(idx.low_kind), np.unique(idx.high_kind))
+            found |= {imageformats.of_code(int(c)) for c in codes}
+        else:
+            found.add(imageformats.NPY)
+    return found
 
 
 def gpu_decoders(device: torch.device) -> list:
@@ -70,7 +94,13 @@ class DecodedMemory:
 
     def __init__(self, ds, device: torch.device, *, inputs: bool = True):
         self.ds, self.device, self.inputs = ds, device, inputs
-        self.decoders = gpu_decoders(device)
+        formats = formats_in(ds)
+        self.decoders = gpu_decoders(device) if imageformats.JPEG in formats else []
+        self.tiles = None
+        if imageformats.TILES in formats:
+            from .tiles import TileDecoder
+
+            self.tiles = TileDecoder(device)
         n = len(ds.sizes)
         self.low = torch.zeros(n, dtype=torch.int64, device=device)
         self.high = torch.zeros(n, dtype=torch.int64, device=device)
@@ -95,7 +125,9 @@ class DecodedMemory:
         if b in self._held:
             return
         end = min(len(self._plans), b + AHEAD)
-        held = self._decode(np.unique(np.concatenate([self._plans[k].index for k in range(b, end)])))
+        plans = self._plans[b:end]
+        samples = np.unique(np.concatenate([bp.index for bp in plans]))
+        held = self._decode(samples, _windows(plans, samples, self.ds.sizes) if self.tiles is not None else None)
         self._held.update({k: None for k in range(b, end - 1)})
         self._held[end - 1] = held
 
@@ -133,33 +165,48 @@ class DecodedMemory:
 
     def close(self) -> None:
         self.reap(block=True)
+        if self.tiles is not None:
+            self.tiles.check()
         self._held.clear()
         self._closed = True
 
     # -- decoding
-    def _decode(self, samples: np.ndarray) -> list:
+    def _decode(self, samples: np.ndarray, windows: np.ndarray | None = None) -> list:
         """Decode these samples' members (both sides, or the targets only) and point the tables at them; returns
-        what must stay alive until the kernel reading them is done."""
+        what must stay alive until the kernel reading them is done. `windows`: per sample the (top, left, bottom,
+        right) of the input's pixels its windows read, of which a tiled member decodes only the tiles they touch
+        (None: whole images)."""
         rows = self.ds.stored_members(samples)
         sides = (0, 1) if self.inputs else (1,)
         once = rows.offset[:, 0] == rows.offset[:, 1]  # a targets-only split: one member for both sides
         ptr = np.zeros((2, len(samples)), dtype=np.int64)
         held: list = []
         jpegs: list[tuple[int, int, np.ndarray]] = []  # (side, row, stored bytes)
+        tiled: list[tuple[int, int, tuple]] = []  # (side, row, (stored bytes, header, tiles wanted))
         for k in sides:
             for j in range(len(samples)):
                 if k == 0 and once[j] and 1 in sides:
                     continue  # decoded once, as the target
                 data = self._stored(rows, j, k)
-                if imageformats.BY_CODE.get(int(rows.format[j, k])) is imageformats.JPEG:
+                kind = imageformats.BY_CODE.get(int(rows.format[j, k]))
+                if kind is imageformats.JPEG:
                     self._check_jpeg(data, samples[j], k, rows.shard[j])
                     jpegs.append((k, j, data))
+                elif kind is imageformats.TILES:
+                    tiled.append((k, j, self._tiled(data, samples[j], k, rows.shard[j], windows, j)))
                 else:  # pixels as stored: copied over as they are
                     pixels = torch.from_numpy(np.array(data, copy=True)).to(self.device)
                     held.append(pixels)
                     ptr[k, j] = pixels.data_ptr()
         if jpegs:
             held.extend(self._jpegs(jpegs, samples, rows, ptr))
+        if tiled:
+            names = [f"{self.ds.name(int(rows.shard[j]))}: key {self.ds.keys[int(samples[j])]}: its "
+                     f"{('low', 'high')[k]} member" for k, j, _ in tiled]
+            addresses, _, keep = self.tiles.decode([member for _, _, member in tiled], names)
+            for (k, j, _), address in zip(tiled, addresses):
+                ptr[k, j] = address
+            held.extend(keep)
         if 1 in sides:
             ptr[0, once] = ptr[1, once]
         table = torch.from_numpy(ptr).pin_memory().to(self.device, non_blocking=True)
@@ -173,6 +220,22 @@ class DecodedMemory:
     def _stored(self, rows, j: int, k: int) -> np.ndarray:
         start = int(rows.offset[j, k])
         return self.ds.shard_map(int(rows.shard[j]))[start:start + int(rows.length[j, k])]
+
+    def _tiled(self, data: np.ndarray, i: int, k: int, shard: int, windows, j: int) -> tuple:
+        """(bytes, checked header, the tiles to decode) of a `tiles` member: its header, frame table and CRC-32 are
+        checked here, before the GPU sees it (nvCOMP decodes what it is given)."""
+        from ...format.tiles import read_tiled
+
+        scale = self.ds.members.scale if k else 1
+        h, w = (int(v) * scale for v in self.ds.sizes[i])
+        try:
+            t = read_tiled(data, self.ds.members.side(k), h, w)
+        except imageformats.MemberError as exc:
+            raise self._bad(i, k, shard, str(exc)) from None
+        if windows is None or windows[j, 0] < 0:
+            return data, t, np.arange(len(t.modes))
+        top, left, bottom, right = (int(v) * scale for v in windows[j])
+        return data, t, t.touched(top, left, max(1, bottom - top), max(1, right - left))
 
     def _check_jpeg(self, data: np.ndarray, i: int, k: int, shard: int) -> None:
         """A member cut short or overwritten is refused before the decoder sees it (a decoder fills a cut-short
@@ -223,3 +286,30 @@ class DecodedMemory:
         return ShardError(f"{self.ds.name(int(shard))}: key {self.ds.keys[int(i)]}: its {('low', 'high')[k]} member "
                           f"{what}; the shard is damaged: run `pairload verify` on the split to find every damaged "
                           "sample, and repack (or restore the shard from a copy)")
+
+
+def _windows(plans, samples: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Per sample of `samples` (sorted), the (top, left, bottom, right) of the input's pixels the windows of `plans`
+    read, within the image; -1 everywhere for a sample some plan reads whole."""
+    out = np.full((len(samples), 4), -1, dtype=np.int64)
+    out[:, :2] = np.iinfo(np.int64).max
+    out[:, 2:] = 0
+    whole = np.zeros(len(samples), dtype=bool)
+    for bp in plans:
+        at = np.searchsorted(samples, bp.index)
+        if bp.crop is None:
+            whole[at] = True
+            continue
+        h, w = bp.out_hw(sizes)
+        y, x = np.asarray(bp.y, dtype=np.int64), np.asarray(bp.x, dtype=np.int64)
+        np.minimum.at(out[:, 0], at, y)
+        np.minimum.at(out[:, 1], at, x)
+        np.maximum.at(out[:, 2], at, y + h)
+        np.maximum.at(out[:, 3], at, x + w)
+    hw = sizes[samples]
+    out[:, 0:2] = np.maximum(out[:, 0:2], 0)
+    out[:, 2] = np.minimum(out[:, 2], hw[:, 0])
+    out[:, 3] = np.minimum(out[:, 3], hw[:, 1])
+    whole |= (out[:, 2] <= out[:, 0]) | (out[:, 3] <= out[:, 1])
+    out[whole] = -1
+    return out

@@ -1,0 +1,124 @@
+"""Lossless `tiles` members decoded on the GPU (nvCOMP and the untile kernel): the very pixels stored, whole or
+only the tiles a window touches, for 8- and 16-bit members of 1, 3 and 4 channels; through the loaders, batches
+equal to the CPU's bit for bit; a damaged member refused by key, never delivered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from conftest import has_module
+from pairload import make_loader
+from pairload.errors import ShardError
+from pairload.format.members import Member
+from pairload.format.tiles import encode_tiles, read_tiled
+from pairload.pack import PackOptions, pack
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+              pytest.mark.skipif(not has_module("triton"), reason="needs Triton")]
+
+
+def nvcomp_ready() -> bool:
+    from pairload.cut.memory.tiles import nvcomp_missing
+
+    return nvcomp_missing() is None
+
+
+def image(seed: int, h: int, w: int, c: int, dtype) -> np.ndarray:
+    """Smooth content (the predictors engage) plus noise (some tiles stay as they are), every value distinct
+    enough that a misplaced tile shows."""
+    rng = np.random.default_rng(seed)
+    top = np.iinfo(dtype).max
+    y, x = np.mgrid[0:h, 0:w]
+    base = np.stack([(y * 7 + x * 3 + 40 * k) % (top + 1) for k in range(c)], axis=-1).astype(np.float64)
+    noisy = base + rng.normal(0, top / 64, base.shape) * (x[..., None] > w // 2)
+    return np.clip(noisy, 0, top).astype(dtype)
+
+
+def gpu_decode(members: list[np.ndarray], wanted=None) -> list[np.ndarray]:
+    from pairload.cut.memory.tiles import TileDecoder
+
+    decoder = TileDecoder(torch.device("cuda"))
+    parsed = []
+    for k, img in enumerate(members):
+        data = np.frombuffer(encode_tiles(img), np.uint8)
+        t = read_tiled(data, Member(img.dtype.name, img.shape[2]), *img.shape[:2])
+        parsed.append((data, t, np.arange(len(t.modes)) if wanted is None else wanted[k]))
+    addresses, images, _ = decoder.decode(parsed, [f"member {k}" for k in range(len(members))])
+    out = []
+    for (_, t, _), address in zip(parsed, addresses):
+        start = int(address) - images.data_ptr()
+        n = t.h * t.w * t.channels * t.itemsize
+        raw = images[start:start + n].cpu().numpy()
+        out.append(raw.view(np.uint16 if t.itemsize == 2 else np.uint8).reshape(t.h, t.w, t.channels))
+    torch.cuda.synchronize()
+    decoder.check()
+    return out
+
+
+@pytest.mark.skipif(not nvcomp_ready(), reason="needs nvCOMP's library (nvidia-libnvcomp)")
+def test_every_member_type_decodes_to_the_very_pixels():
+    members = [image(0, 400, 600, 3, np.uint8), image(1, 37, 301, 1, np.uint16), image(2, 300, 513, 4, np.uint16),
+               image(3, 5, 7, 3, np.uint8), image(4, 256, 256, 3, np.uint8)]
+    for img, got in zip(members, gpu_decode(members)):
+        assert np.array_equal(got, img), (img.shape, img.dtype)
+
+
+@pytest.mark.skipif(not nvcomp_ready(), reason="needs nvCOMP's library (nvidia-libnvcomp)")
+def test_only_the_tiles_a_window_touches_are_decoded():
+    img = image(5, 700, 900, 3, np.uint8)
+    t = read_tiled(np.frombuffer(encode_tiles(img), np.uint8), Member(), 700, 900)
+    wanted = t.touched(300, 200, 256, 256)
+    assert len(wanted) == 4 < len(t.modes)
+    got = gpu_decode([img], [wanted])[0]
+    assert np.array_equal(got[300:556, 200:456], img[300:556, 200:456])
+
+
+def png_pairs(root: Path, n: int = 10) -> Path:
+    for i in range(n):
+        high = image(10 + i, 150, 300, 3, np.uint8)
+        for side, pixels in (("high", high), ("low", high // 6 + (i % 3))):
+            (root / side).mkdir(parents=True, exist_ok=True)
+            assert cv2.imwrite(str(root / side / f"{i:03d}.png"), pixels[..., ::-1])
+    return root
+
+
+@pytest.fixture
+def lossless(tmp_path: Path) -> Path:
+    pack(png_pairs(tmp_path / "raw"), tmp_path / "shards", PackOptions(workers=1, store="encoded"))
+    return tmp_path / "shards"
+
+
+@pytest.mark.skipif(not nvcomp_ready(), reason="needs nvCOMP's library (nvidia-libnvcomp)")
+@pytest.mark.parametrize("kind", ["ram", "wds"])
+def test_the_loaders_deliver_the_cpus_batches_bit_for_bit(lossless, kind):
+    cpu = make_loader(kind, lossless, batch_size=4, crop=64, seed=3)
+    gpu = make_loader(kind, lossless, batch_size=4, crop=64, seed=3, device="cuda")
+    assert gpu.path == "decode"
+    for epoch in (0, 1):
+        cpu.set_epoch(epoch)
+        gpu.set_epoch(epoch)
+        for a, b in zip(cpu, gpu, strict=True):
+            assert a.keys == b.keys and b.low.is_cuda
+            assert torch.equal(a.low, b.low.cpu()) and torch.equal(a.high, b.high.cpu())
+    whole = make_loader("ram", lossless, batch_size=2, crop=None, shuffle=False, device="cuda")
+    plain = make_loader("ram", lossless, batch_size=2, crop=None, shuffle=False)
+    for a, b in zip(plain, whole, strict=True):
+        assert torch.equal(a.high, b.high.cpu())
+
+
+@pytest.mark.skipif(not nvcomp_ready(), reason="needs nvCOMP's library (nvidia-libnvcomp)")
+def test_a_damaged_member_is_refused_by_key(lossless):
+    tar = sorted(lossless.glob("*.tar"))[0]
+    data = bytearray(tar.read_bytes())
+    member = data.rfind(b".high.tiles") // 512 * 512 + 512  # the last target's bytes (not sample 0's: the self-test's)
+    assert bytes(data[member:member + 4]) == b"PLT1"
+    data[member + 200] ^= 0xFF
+    tar.write_bytes(bytes(data))
+    with pytest.raises(ShardError, match=r"key \d+: its high member is damaged: the CRC-32 of its bytes differs"):
+        for _ in make_loader("ram", lossless, batch_size=10, crop=32, seed=0, device="cuda", shuffle=False):
+            pass
