@@ -193,8 +193,9 @@ def pack(
     store: str = typer.Option("decoded", help="'decoded': every image's pixels, the fastest warm reads. 'encoded' "
                               "(format version 7): every JPEG file kept as its own bytes (KEY.low.jpg, decoded by "
                               "the loaders to exactly the pixels 'decoded' stores; 5-14x smaller, for data bigger "
-                              "than RAM and JPEG photo collections), other images stored decoded (KEY.low.npy; "
-                              "counted in the report). Not with --compress."),
+                              "than RAM and JPEG photo collections), other images lossless as tiles (KEY.low.tiles, "
+                              "about 2x smaller on photographs; decoded exactly) or, where tiles are no smaller, as "
+                              "pixels (KEY.low.npy); each counted in the report. Not with --compress."),
     raw_target: str = typer.Option("developed", help="Camera raw targets: 'developed' by LibRaw as SID does (camera "
                                    "white balance, no auto-brightness, 16 bits; 3 channels at twice the packed "
                                    "input's size) or 'packed' like the input (raw-to-raw, as ELD uses)."),

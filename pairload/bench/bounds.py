@@ -156,34 +156,60 @@ def decode_rate(raw: str | None, split: str, seconds: float = 2.0) -> dict | Non
 
 def stored_bound(ds, device: torch.device, seconds: float = 1.0) -> dict:
     """What a pair costs as stored: bytes per pair, and, for a split stored encoded (`pack --store encoded`), how fast
-    its JPEG members decode, on one CPU core (OpenCV, as the workers decode) and on a CUDA device (nvImageCodec in
-    batches of 64, as the decode path does; None without it)."""
+    its members decode on one CPU core, by the readers' own decode (`imageformats`, as the workers decode), each
+    format that has members among the first 64 samples: JPEG (`cpu_images_per_s_per_core`) and tiles
+    (`tiles_cpu_images_per_s_per_core`); and its JPEG members on a CUDA device (nvImageCodec in batches of 64, as the
+    decode path does; None without it or without JPEG members)."""
     encoded = ds.index.encoding.per_member
     out = {"bytes_per_pair": sum(ds.shard_bytes) / max(1, len(ds)), "store": "encoded" if encoded else "decoded"}
     if not encoded:
         return out
     from ..format import imageformats
 
-    rows = ds.stored_members(np.arange(min(64, len(ds))))
-    members = {(int(rows.shard[j]), int(rows.offset[j, k]), int(rows.length[j, k]))
-               for j in range(len(rows.shard)) for k in (0, 1) if rows.format[j, k] == imageformats.JPEG.code}
-    data = [ds.shard_map(shard)[start:start + n] for shard, start, n in sorted(members)]
-    if not data:
-        return out
+    found = _sampled_members(ds)
+    for fmt, key in ((imageformats.JPEG, "cpu_images_per_s_per_core"),
+                     (imageformats.TILES, "tiles_cpu_images_per_s_per_core")):
+        if found.get(fmt.name):
+            out[key] = _cpu_decode_rate(fmt, found[fmt.name], seconds)
+    jpegs = [data for data, *_ in found.get(imageformats.JPEG.name, [])]
+    out["gpu_images_per_s"] = _gpu_decode_rate(jpegs, device, seconds) if device.type == "cuda" and jpegs else None
+    return out
+
+
+def _sampled_members(ds, samples: int = 64) -> dict[str, list[tuple]]:
+    """The distinct stored members of the first `samples` samples by format name: (bytes, member type, h, w) each (a
+    targets-only sample's one member taken as its target)."""
+    from ..format import imageformats
+
+    rows = ds.stored_members(np.arange(min(samples, len(ds))))
+    m, seen, out = ds.members, set(), {}
+    for j in range(len(rows.shard)):
+        h, w = (int(v) for v in ds.index.hw[j])
+        for k in (1, 0):
+            shard, start, n = int(rows.shard[j]), int(rows.offset[j, k]), int(rows.length[j, k])
+            if (shard, start) in seen:
+                continue
+            seen.add((shard, start))
+            s = m.scale if k else 1
+            out.setdefault(imageformats.BY_CODE[int(rows.format[j, k])].name, []).append(
+                (ds.shard_map(shard)[start:start + n], m.side(k), h * s, w * s))
+    return out
+
+
+def _cpu_decode_rate(fmt, members: list[tuple], seconds: float) -> float:
+    """Images/s one core decodes `members` at ((bytes, member type, h, w) each) by `fmt`'s decode."""
     import cv2
 
     threads = cv2.getNumThreads()
-    cv2.setNumThreads(1)
+    cv2.setNumThreads(1)  # one core's rate; the process's own setting is restored below
     try:
         n, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < seconds:
-            cv2.imdecode(data[n % len(data)], cv2.IMREAD_UNCHANGED)
+            fmt.decode(*members[n % len(members)])
             n += 1
-        out["cpu_images_per_s_per_core"] = n / (time.perf_counter() - t0)
+        return n / (time.perf_counter() - t0)
     finally:
         cv2.setNumThreads(threads)
-    out["gpu_images_per_s"] = _gpu_decode_rate(data, device, seconds) if device.type == "cuda" else None
-    return out
 
 
 def _gpu_decode_rate(data: list, device: torch.device, seconds: float) -> float | None:

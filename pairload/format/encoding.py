@@ -1,10 +1,10 @@
 """How a split's image members are stored, in one table (`ENCODINGS`): raw pixels, each .npy file as one zstd
 frame (`pairload pack --compress zstd`, shard format version 3), or each member in a format of its own
-(`pairload pack --store encoded`, version 7: a JPEG file's own bytes, or raw pixels; `imageformats`). Every choice
-that depends on it — the members' names, whether the index records each member's stored length (and its format), how
-a member is encoded and decoded, the package that needs, whether a reader (a GPU kernel, a view of the page cache) may
-take the stored bytes as the pixels — asks the split's `Encoding` (`SplitIndex.encoding`, `Members.encoding`,
-`PackOptions.encoding`). A new encoding is one entry.
+(`pairload pack --store encoded`, version 7: a JPEG file's own bytes, lossless tiles, or raw pixels;
+`imageformats`). Every choice that depends on it — the members' names, whether the index records each member's
+stored length (and its format), how a member is encoded and decoded, the package that needs, whether a reader (a GPU
+kernel, a view of the page cache) may take the stored bytes as the pixels — asks the split's `Encoding`
+(`SplitIndex.encoding`, `Members.encoding`, `PackOptions.encoding`). A new encoding is one entry.
 
 A split's manifest entry names its encoding by one field (`Encoding.field`): `"compression": "zstd"`, `"store":
 "encoded"`, or nothing for raw pixels (`Encoding.stored`). Imports neither torch nor DALI, and an encoding's package
@@ -118,8 +118,9 @@ ZSTD = Encoding("zstd", plain=False, suffix=".zst", encode=codec.compress, decod
                             "tar; index.low_bytes/high_bytes: the frame's length")
 ENCODED = Encoding("encoded", plain=False, per_member=True, field=STORE,
                    offsets_doc="byte offset of each image member's stored data in its tar: an npy member's pixels "
-                               "(after its .npy header), a jpeg member's file bytes; index.low_bytes/high_bytes: its "
-                               "stored length, index.low_kind/high_kind: its format (0: npy, 1: jpeg)")
+                               "(after its .npy header), a jpeg member's file bytes, a tiles member's bytes; "
+                               "index.low_bytes/high_bytes: its stored length, index.low_kind/high_kind: its format "
+                               "(0: npy, 1: jpeg, 2: tiles)")
 ENCODINGS: dict[str, Encoding] = {e.name: e for e in (RAW, ZSTD, ENCODED)}
 # "compression" value -> encoding (None: raw pixels)
 STORED: dict[str | None, Encoding] = {e.stored: e for e in ENCODINGS.values() if e.field == FIELD}
@@ -143,10 +144,10 @@ def from_store(store: str, compress: str | None) -> Encoding:
     decode)."""
     if store not in STORES:
         raise ConfigError(f"--store {store}: expected {' or '.join(STORES)} (decoded: every image's pixels; encoded: "
-                          "JPEG files kept as they are, other images as pixels)")
+                          "JPEG files kept as they are, other images lossless as tiles)")
     if store == ENCODED.name and compress is not None:
         raise ConfigError(f"--store encoded with --compress {compress}: an encoded pack keeps JPEG files as they are "
-                          "and stores its other images decoded, uncompressed; leave out --compress (or pack "
+                          "and its other images lossless as tiles of zstd frames; leave out --compress (or pack "
                           f"--store decoded --compress {compress})")
     return ENCODED if store == ENCODED.name else from_option(compress)
 

@@ -306,7 +306,7 @@ class PackReport:
         """An encoded pack's members: 'kept 4,980 JPEG files as they are; stored 20 images lossless as tiles: 12 PNG
         (a.png, …), 8 CMYK JPEG (b.jpg); stored 1 image as pixels: 1 incompressible (n.png)', each kind and reason
         most frequent first, with its first files."""
-        line = f"kept {self.kept:,} JPEG file{'s' if self.kept != 1 else ''} as they are"
+        line = f"kept {self.kept:,} JPEG file{'s as they are' if self.kept != 1 else ' as it is'}"
         for what, found in (("lossless as tiles", self.tiled), ("as pixels", self.decoded)):
             total = sum(len(v) for v in found.values())
             if total:

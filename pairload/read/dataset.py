@@ -5,8 +5,8 @@ Pixels are never copied here: `ds[i]` returns views into `np.memmap`s of the tar
 node that opens the same shards shares one copy of them in the page cache. A split whose encoding is not plain
 (`pack --compress zstd`) is the exception: `ds[i]` decodes both images of the sample with its `Encoding`, in the
 process that asks (a loader's worker), from the mapped members into fresh arrays; so does an encoded split
-(`pack --store encoded`) for its JPEG members, each decoded by its format (`format.imageformats`), while its npy
-members are viewed as they lie. `stored_member` and `stored_members` give the stored bytes and where they lie, for a
+(`pack --store encoded`) for its jpeg and tiles members, each decoded by its format (`format.imageformats`), while its
+npy members are viewed as they lie. `stored_member` and `stored_members` give the stored bytes and where they lie, for a
 decode stage of its own (a GPU's).
 """
 
@@ -349,8 +349,8 @@ class ShardDataset(ShardSource):
 
     # -- an encoded split (`pack --store encoded`): each image member decoded by its format
     def _formats(self, i: int, mm: np.ndarray, h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
-        """Sample i of an encoded split: an npy member's pixels viewed where they lie, a jpeg member decoded into a
-        fresh read-only array (once, when both sides are one stored member: targets only). The first read of a
+        """Sample i of an encoded split: an npy member's pixels viewed where they lie, a jpeg or tiles member decoded
+        into a fresh read-only array (once, when both sides are one stored member: targets only). The first read of a
         sample in this process checks its npy headers and the CRC-32 of what it decoded."""
         idx, m = self.index, self.index.members
         s = m.scale
@@ -368,8 +368,8 @@ class ShardDataset(ShardSource):
                 crc = None if fmt.pixels else crc32(pixels)
                 if crc is not None and crc != int(idx.crc[i, k]):
                     raise self._bad_member(i, k, fmt, f"decodes to other pixels than when it was packed (CRC-32 "
-                                           f"{crc:08x}, the index says {int(idx.crc[i, k]):08x}: damaged, or decoded "
-                                           f"here by another JPEG decoder: {imageformats.decoder()})")
+                                           f"{crc:08x}, the index says {int(idx.crc[i, k]):08x}: damaged"
+                                           f"{another_decoder(fmt)})")
             self._checked[i] = True
         return low, high
 
@@ -398,9 +398,10 @@ class ShardDataset(ShardSource):
     # -- the stored bytes, for a decode stage of the caller's own (a GPU's): no pixel is decoded here
     def stored_member(self, i: int, side: int | str) -> StoredMember:
         """Sample i's image member on `side` (0 or "low": the input; 1 or "high": the target) as stored: its format's
-        name (`imageformats.FORMATS`: "npy", the pixels themselves, H×W×C of `members.side(k)`'s dtype in C order; or
-        "jpeg", the file's own bytes) and its bytes, a read-only uint8 view of the shard's memory map (no copy). A
-        decoded split's members are all "npy"; a zstd split's are frames, which only `arrays(i)` decodes."""
+        name (`imageformats.FORMATS`: "npy", the pixels themselves, H×W×C of `members.side(k)`'s dtype in C order;
+        "jpeg", the file's own bytes; or "tiles", the pixels lossless in tiles, `format.tiles`) and its bytes, a
+        read-only uint8 view of the shard's memory map (no copy). A decoded split's members are all "npy"; a zstd
+        split's are frames, which only `arrays(i)` decodes."""
         k = _side(side)
         rows = self.stored_members([i])
         data = self.shard_map(int(rows.shard[0]))[int(rows.offset[0, k]):int(rows.offset[0, k] + rows.length[0, k])]
@@ -460,6 +461,13 @@ class ShardDataset(ShardSource):
     def groups(self) -> tuple[tuple[str, int], ...]:
         """(name, samples) of each source: one unnamed source."""
         return (("", len(self)),)
+
+
+def another_decoder(fmt) -> str:
+    """Besides damage, why a member of format `fmt` may decode to other pixels than pack's: for a JPEG, another
+    decoder than the packing machine's (", or decoded here by another JPEG decoder: OpenCV …"); a lossless format
+    decodes alike everywhere ("")."""
+    return f", or decoded here by another JPEG decoder: {imageformats.decoder()}" if fmt is imageformats.JPEG else ""
 
 
 def _side(side: int | str) -> int:

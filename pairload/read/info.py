@@ -133,7 +133,8 @@ def checks_line(split: str, s: dict) -> str | None:
 
 def formats(idx: schema.SplitIndex) -> dict[str, dict]:
     """An encoded split's stored image members by format, most bytes first: {"jpeg": {"members": 4980, "bytes": …,
-    "bytes_per_pair": …}, "npy": {…}} (a shared target counted once, a targets-only sample's input not at all)."""
+    "bytes_per_pair": …}, "tiles": {…}, "npy": {…}} (a shared target counted once, a targets-only sample's input not at
+    all)."""
     own = idx.shares_high < 0 if idx.shares_high is not None else slice(None)
     sides = [(idx.high_kind[own], idx.high_bytes[own])] + ([] if idx.targets_only else [(idx.low_kind, idx.low_bytes)])
     out = {}
@@ -146,7 +147,8 @@ def formats(idx: schema.SplitIndex) -> dict[str, dict]:
 
 
 def formats_cell(found: dict[str, dict]) -> str:
-    """`info`'s formats of an encoded split in a table cell: '4,980 jpeg (61.2 KB a pair), 20 npy (14.4 KB a pair)'."""
+    """`info`'s formats of an encoded split in a table cell: '4,980 jpeg (61.2 KB a pair), 20 tiles (1.4 KB a pair),
+    1 npy (0.1 KB a pair)'."""
     return ", ".join(f"{f['members']:,} {name} ({human_bytes(f['bytes_per_pair'])} a pair)"
                      for name, f in found.items())
 

@@ -1,7 +1,7 @@
-"""`verify`: every shard of a folder or URL re-hashed and every sample parsed (compressed and JPEG members decoded),
-shapes and checksums compared with the manifest (version 5: with its splits' index files, themselves checked for
-size and sha256; a pack made with --sequences: with its sequences); the first problem is a `ShardError` naming the
-shard, the key and the fix. A URL's shards are checked in the node's cache, downloaded there first."""
+"""`verify`: every shard of a folder or URL re-hashed and every sample parsed (compressed, JPEG and tiles members
+decoded), shapes and checksums compared with the manifest (version 5: with its splits' index files, themselves
+checked for size and sha256; a pack made with --sequences: with its sequences); the first problem is a `ShardError`
+naming the shard, the key and the fix. A URL's shards are checked in the node's cache, downloaded there first."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from ..format.encoding import Encoding, FrameError
 from ..format.members import DEFAULT, Members
 from ..format.sequences import run_name
 from ..remote import urls
+from .dataset import another_decoder
 
 
 @dataclass(frozen=True)
@@ -232,8 +233,8 @@ def _formats(path: Path, idx: dict, k: int) -> tuple:
 def _check_stored(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: dict, k: int, side: int,
                   kinds: Members = DEFAULT) -> None:
     """An image member of an encoded split, by its format: an npy member as a decoded split's (header, offset,
-    CRC-32), any other decoded by its format (a JPEG: its SOI and EOI markers, its size against the index), then
-    its pixels' CRC-32."""
+    CRC-32), any other decoded by its format (a JPEG: its SOI and EOI markers, its size against the index; tiles:
+    their header, frame table and CRC-32 of their bytes, every tile), then its pixels' CRC-32."""
     fmt = imageformats.BY_CODE[idx[schema.LOW_KIND if side == 0 else schema.HIGH_KIND][k]]
     if fmt.pixels:
         return _check_npy(where, member, data, idx, k, side, kinds)
@@ -246,9 +247,8 @@ def _check_stored(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: di
                          f"member) {exc} (the shard is damaged: restore it from a copy or repack)") from None
     if crc32(pixels) != idx["crc32"][k][side]:
         raise ShardError(f"{where}: key {key}: {member.name} decodes to other pixels than when it was packed (its "
-                         f"CRC-32 differs from the index's): the member is damaged, or {imageformats.decoder()} "
-                         "decodes JPEG otherwise than the packing machine's OpenCV; restore the shard from a copy or "
-                         "repack")
+                         f"CRC-32 differs from the index's): the member is damaged{another_decoder(fmt)}; restore the "
+                         "shard from a copy or repack")
 
 
 def verify(shards_dir: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,

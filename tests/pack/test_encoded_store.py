@@ -1,12 +1,14 @@
 """`pack --store encoded` (shard format version 7): every JPEG file is kept as its own bytes (`<key>.low.jpg`) and
 decodes to exactly the pixels `--store decoded` stores from it (a numpy reference built from `cv2.imdecode` of the
-source files), every other image is stored as pixels and reported with its reason; every CPU loader, resume, a mix
-with a decoded pack, repeats and degrade give a decoded pack's batches; `verify` and `info` know the store; the
-stored bytes and their index columns are offered as they lie; older readers refuse the version by its number;
-decoded packs are the bytes they were.
+source files), every other image is stored lossless as tiles (`<key>.low.tiles`), or as pixels where its tiles are no
+smaller, each reported with its reason; every CPU loader, resume, a mix with a decoded pack, repeats, clips and
+degrade give a decoded pack's batches; `verify` and `info` know the store; a damaged member is refused by shard, key
+and side, never delivered; the stored bytes and their index columns are offered as they lie; older readers refuse
+the version by its number; decoded packs are the bytes they were.
 
-The photos are smooth noise (JPEG keeps it close, not exactly), so a member decoded under another key, cut at
-another place or with its channels swapped shows in one comparison."""
+The photos are smooth noise (JPEG keeps it close, not exactly) and the PNG pairs `conftest`'s (pixels encoding the
+pair, row and column), so a member decoded under another key, cut at another place or with its channels swapped
+shows in one comparison."""
 
 from __future__ import annotations
 
@@ -25,6 +27,9 @@ from conftest import make_raw, write_rgb
 from pairload import ConfigError, ShardError, make_loader, open_shards
 from pairload.dihedral import orient
 from pairload.format import imageformats, schema
+from pairload.format.members import Member
+from pairload.format.tiles import HEADER, encode_tiles, read_tiled
+from pairload.pack import encoded as encoded_job
 from pairload.pack.writer import PackOptions, pack
 from pairload.plan import key_hashes, sample_params
 from pairload.preview import PreviewOptions, preview
@@ -52,12 +57,25 @@ def reference(path: Path) -> np.ndarray:
     return np.repeat(img[..., None], 3, axis=2) if img.ndim == 2 else np.ascontiguousarray(img[..., ::-1])
 
 
+PNG_SIZES = [(40, 56), (40, 56), (260, 300), (40, 56)]  # pair 2: 2×2 tiles
+CUT_PAIR = 2  # the pair whose target `packs["png-cut"]` stores cut short
+
+
+def cut_short(img: np.ndarray, **kw) -> bytes:
+    """`encode_tiles`, but pair CUT_PAIR's target (255 - CUT_PAIR in channel 0: `conftest.pair_pixels`) loses its
+    last 100 bytes, as a member written cut short would."""
+    data = encode_tiles(img, **kw)
+    return data[:-100] if img[0, 0, 0] == 255 - CUT_PAIR and img.shape[:2] == PNG_SIZES[CUT_PAIR] else data
+
+
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory):
-    """A FiveK-like pair folder (six JPEG pairs, one progressive; a PNG pair; a pair whose input is a grey JPEG) and
-    a photo folder (five JPEGs, a CMYK JPEG, one with bytes after its end, a PNG), each packed decoded and encoded."""
+    """A FiveK-like pair folder (six JPEG pairs, one progressive; a PNG pair; a pair whose input is a grey JPEG), a
+    photo folder (five JPEGs, a CMYK JPEG, one with bytes after its end, a PNG, a PNG of noise) and a folder of PNG
+    pairs (`conftest.make_raw`), each packed decoded and encoded; the PNG pairs also with one target's tiles cut
+    short (`png-cut`)."""
     root = tmp_path_factory.mktemp("encoded")
-    pairs, photos = root / "pairs", root / "photos"
+    pairs, photos, pngs = root / "pairs", root / "photos", make_raw(root / "png", 4, sizes=PNG_SIZES)
     for i in range(6):
         write_jpeg(pairs / "low" / f"a{i}.jpg", photo(i) // 3, progressive=i == 1)
         write_jpeg(pairs / "high" / f"a{i}.jpg", photo(i))
@@ -71,37 +89,54 @@ def packs(tmp_path_factory):
     write_jpeg(photos / "tail.jpg", photo(31))
     (photos / "tail.jpg").write_bytes((photos / "tail.jpg").read_bytes() + b"\0\0")
     write_rgb(photos / "p.png", photo(32))
+    write_rgb(photos / "noise.png", np.random.default_rng(33).integers(0, 256, (H, W, 3), dtype=np.uint8))
     common = dict(shard_size=64 * 1024)
-    out = {"pairs": pairs, "photos": photos}
+    out = {"pairs": pairs, "photos": photos, "png": pngs}
     out["pairs-dec"] = pack(pairs, root / "pairs-dec", PackOptions(workers=1, **common)).shards_dir
     out["pairs-enc"] = pack(pairs, root / "pairs-enc", PackOptions(workers=2, store="encoded", **common))
     out["photos-dec"] = pack(photos, root / "photos-dec", PackOptions(workers=1, targets_only=True, **common)
                              ).shards_dir
     out["photos-enc"] = pack(photos, root / "photos-enc", PackOptions(workers=1, targets_only=True, store="encoded",
                                                                       **common))
+    out["png-dec"] = pack(pngs, root / "png-dec", PackOptions(workers=1, **common)).shards_dir
+    out["png-enc"] = pack(pngs, root / "png-enc", PackOptions(workers=2, store="encoded", **common))
+    with pytest.MonkeyPatch.context() as patch:  # (one worker: the job runs in this process)
+        patch.setattr(encoded_job, "encode_tiles", cut_short)
+        out["png-cut"] = pack(pngs, root / "png-cut", PackOptions(workers=1, store="encoded", **common)).shards_dir
     return out
 
 
-def test_jpegs_are_kept_byte_for_byte_and_decode_to_what_pack_stores_decoded(packs):
-    for name, folder in (("pairs", packs["pairs-enc"].shards_dir), ("photos", packs["photos-enc"].shards_dir)):
-        enc, dec = open_shards(folder), open_shards(packs[f"{name}-dec"])
-        sources = json.loads((folder / "manifest.json").read_text())
-        assert enc.keys == dec.keys and len(enc) == 8
-        kept = 0
-        for i, key in enumerate(enc.keys):
-            for k, (got, want) in enumerate(zip(enc.arrays(i), dec.arrays(i))):
-                np.testing.assert_array_equal(got, want, err_msg=f"{name} {key} side {k}")
-                assert got.dtype == np.uint8 and got.flags.c_contiguous and not got.flags.writeable
-            for side in ("low", "high")[enc.targets_only:]:
-                source = packs[name] / _source(folder, enc, i, side)
-                np.testing.assert_array_equal(enc.arrays(i)[side == "high"], reference(source))
-                stored = enc.stored_member(i, side)
-                if stored.format == "jpeg":
-                    assert stored.data.tobytes() == source.read_bytes() and not stored.data.flags.writeable
-                    kept += 1
-                else:
-                    assert stored.format == "npy" and stored.data.tobytes() == enc.arrays(i)[side == "high"].tobytes()
-        assert kept == sources["report"]["kept_jpeg"] == (13 if name == "pairs" else 5)
+# the members each encoded pack stores, by format (the PNG pairs compress: `conftest`'s pixels are ramps)
+FORMATS = {"pairs": {"jpeg": 13, "tiles": 3}, "photos": {"jpeg": 5, "tiles": 3, "npy": 1}, "png": {"tiles": 8}}
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_jpegs_are_kept_byte_for_byte_and_every_member_decodes_to_what_pack_stores_decoded(packs, name):
+    folder = packs[f"{name}-enc"].shards_dir
+    enc, dec = open_shards(folder), open_shards(packs[f"{name}-dec"])
+    sources = json.loads((folder / "manifest.json").read_text())
+    assert enc.keys == dec.keys and len(enc) == {"pairs": 8, "photos": 9, "png": 4}[name]
+    found = {}
+    for i, key in enumerate(enc.keys):
+        for k, (got, want) in enumerate(zip(enc.arrays(i), dec.arrays(i))):
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} {key} side {k}")
+            assert got.dtype == np.uint8 and got.flags.c_contiguous and not got.flags.writeable
+        for side in ("low", "high")[enc.targets_only:]:
+            source = packs[name] / _source(folder, enc, i, side)
+            pixels = enc.arrays(i)[side == "high"]
+            np.testing.assert_array_equal(pixels, reference(source))
+            stored = enc.stored_member(i, side)
+            found[stored.format] = found.get(stored.format, 0) + 1
+            assert not stored.data.flags.writeable
+            if stored.format == "jpeg":
+                assert stored.data.tobytes() == source.read_bytes()
+            elif stored.format == "tiles":  # lossless, and smaller than the pixels
+                assert len(stored.data) < pixels.nbytes
+                np.testing.assert_array_equal(imageformats.TILES.decode(stored.data, enc.members.high,
+                                                                        *pixels.shape[:2]), pixels)
+            else:
+                assert stored.format == "npy" and stored.data.tobytes() == pixels.tobytes()
+    assert found == FORMATS[name] and sources["report"]["kept_jpeg"] == found.get("jpeg", 0)
 
 
 def _source(folder: Path, ds, i: int, side: str) -> str:
@@ -112,26 +147,33 @@ def _source(folder: Path, ds, i: int, side: str) -> str:
         return json.load(tf.extractfile(f"{ds.keys[i]}.json"))[side]
 
 
-def test_the_report_manifest_and_info_say_what_was_kept_and_why_the_rest_was_not(packs):
+def test_the_report_manifest_and_info_say_what_was_kept_and_how_the_rest_was_stored(packs):
     report, folder = packs["photos-enc"], packs["photos-enc"].shards_dir
     lines = report.lines(PackOptions(targets_only=True, store="encoded"))
-    assert "kept 5 JPEG files as they are; stored 3 images decoded (as pixels): 1 CMYK JPEG (cmyk.jpg), " \
-           "1 JPEG with bytes after its end marker (tail.jpg), 1 PNG (p.png)" in lines
-    assert any(line.startswith("train: 8 targets in ") and "(encoded: " in line for line in lines)
+    assert "kept 5 JPEG files as they are; stored 3 images lossless as tiles: 1 CMYK JPEG (cmyk.jpg), 1 JPEG with " \
+           "bytes after its end marker (tail.jpg), 1 PNG (p.png); stored 1 image as pixels: 1 incompressible " \
+           "(noise.png)" in lines
+    assert any(line.startswith("train: 9 targets in ") and "(encoded: " in line for line in lines)
     doc = json.loads((folder / "manifest.json").read_text())
     assert doc["version"] == schema.VERSION_ENCODED == 7 and doc["splits"]["train"]["store"] == "encoded"
     assert doc["options"]["store"] == "encoded" and "compress" not in doc["options"]
-    assert doc["report"]["stored_decoded"] == {"CMYK JPEG": ["cmyk.jpg"], "JPEG with bytes after its end marker":
-                                               ["tail.jpg"], "PNG": ["p.png"]}
+    assert doc["report"]["stored_tiles"] == {"CMYK JPEG": ["cmyk.jpg"], "JPEG with bytes after its end marker":
+                                             ["tail.jpg"], "PNG": ["p.png"]}
+    assert doc["report"]["stored_decoded"] == {"incompressible": ["noise.png"]}
     pairs = json.loads((packs["pairs-enc"].shards_dir / "manifest.json").read_text())["report"]
-    assert pairs["stored_decoded"] == {"PNG": ["low/p0.png", "high/p0.png"], "grey JPEG": ["low/g0.jpg"]}
-    assert doc["layout"]["members"] == ["json", "high.npy|high.jpg"]
+    assert pairs["stored_tiles"] == {"PNG": ["low/p0.png", "high/p0.png"], "grey JPEG": ["low/g0.jpg"]}
+    assert pairs["stored_decoded"] == {} and "(0: npy, 1: jpeg, 2: tiles)" in doc["layout"]["index_offsets"]
+    assert doc["layout"]["members"] == ["json", "high.npy|high.jpg|high.tiles"]
     found = info(folder)["train"]
     assert found["store"] == "encoded" and found["compression"] == "encoded"
-    assert {k: v["members"] for k, v in found["formats"].items()} == {"jpeg": 5, "npy": 3}
+    assert {k: v["members"] for k, v in found["formats"].items()} == {"jpeg": 5, "tiles": 3, "npy": 1}
+    ds = open_shards(folder)
+    tiles = sum(len(ds.stored_member(i, 1).data) for i in range(len(ds)) if ds.stored_member(i, 1).format == "tiles")
     jpeg_bytes = sum(len((packs["photos"] / f"{i}.jpg").read_bytes()) for i in range(5))
-    assert found["formats"]["jpeg"]["bytes"] == jpeg_bytes and found["formats"]["npy"]["bytes"] == 3 * H * W * 3
-    assert verify(folder).samples == 8 and verify(packs["pairs-enc"].shards_dir).samples == 8
+    assert found["formats"]["jpeg"]["bytes"] == jpeg_bytes and found["formats"]["npy"]["bytes"] == H * W * 3
+    assert found["formats"]["tiles"] == {"members": 3, "bytes": tiles, "bytes_per_pair": round(tiles / 9, 1)}
+    assert verify(folder).samples == 9 and verify(packs["pairs-enc"].shards_dir).samples == 8
+    assert verify(packs["png-enc"].shards_dir).samples == 4
 
 
 def test_stored_members_are_the_index_columns_gathered_at_once(packs):
@@ -156,6 +198,18 @@ def test_stored_members_are_the_index_columns_gathered_at_once(packs):
         ds.stored_member(0, "input")
 
 
+def test_bench_measures_each_decoded_formats_cpu_rate_and_assumes_no_jpeg(packs):
+    from pairload.bench.bounds import stored_bound
+
+    ds = open_shards(packs["pairs-enc"].shards_dir)
+    stored = stored_bound(ds, torch.device("cpu"), seconds=0.05)
+    assert stored["store"] == "encoded" and stored["bytes_per_pair"] == sum(ds.shard_bytes) / len(ds)
+    assert stored["cpu_images_per_s_per_core"] > 0 and stored["tiles_cpu_images_per_s_per_core"] > 0
+    assert stored["gpu_images_per_s"] is None  # no GPU asked for
+    tiles_only = stored_bound(open_shards(packs["png-enc"].shards_dir), torch.device("cpu"), seconds=0.05)
+    assert "cpu_images_per_s_per_core" not in tiles_only and tiles_only["tiles_cpu_images_per_s_per_core"] > 0
+
+
 def collect(loader, epoch: int):
     loader.set_epoch(epoch)
     return [(b.keys, b.low.clone(), b.high.clone()) for b in loader]
@@ -165,11 +219,12 @@ LOADERS = [("ram", {}), ("ram", {"num_workers": 2}), ("wds", {}), ("wds", {"num_
            pytest.param("dali-external", {"device": "cpu"}, marks=pytest.mark.dali)]
 
 
+@pytest.mark.parametrize("name", ["pairs", "png"])
 @pytest.mark.parametrize("kind, options", LOADERS)
-def test_every_cpu_loader_yields_the_decoded_packs_batches(packs, kind, options):
-    enc, dec = packs["pairs-enc"].shards_dir, packs["pairs-dec"]
-    with make_loader(kind, enc, batch_size=3, crop=24, seed=4, **options) as a, \
-            make_loader(kind, dec, batch_size=3, crop=24, seed=4, **options) as b:
+def test_every_cpu_loader_yields_the_decoded_packs_batches(packs, kind, options, name):
+    enc, dec = packs[f"{name}-enc"].shards_dir, packs[f"{name}-dec"]
+    with make_loader(kind, enc, batch_size=2, crop=24, seed=4, **options) as a, \
+            make_loader(kind, dec, batch_size=2, crop=24, seed=4, **options) as b:
         for epoch in (0, 1):
             got, want = collect(a, epoch), collect(b, epoch)
             assert len(got) == len(want) > 0
@@ -182,13 +237,14 @@ def test_every_cpu_loader_yields_the_decoded_packs_batches(packs, kind, options)
         y, x, code = (int(v[0]) for v in sample_params(key_hashes([key]), ds.sizes[i:i + 1], seed=4, epoch=1,
                                                         crop=24, augment=True))
         for side, batch in ((0, low), (1, high)):
-            want = orient(reference(packs["pairs"] / _source(enc, ds, i, ("low", "high")[side]))[y:y + 24, x:x + 24],
+            want = orient(reference(packs[name] / _source(enc, ds, i, ("low", "high")[side]))[y:y + 24, x:x + 24],
                           code)
             np.testing.assert_array_equal(batch[j].permute(1, 2, 0).numpy(), want)
 
 
-def test_resume_a_mix_with_a_decoded_pack_and_repeats_give_the_decoded_batches(packs):
-    enc, dec = packs["pairs-enc"].shards_dir, packs["pairs-dec"]
+@pytest.mark.parametrize("name", ["pairs", "png"])
+def test_resume_a_mix_with_a_decoded_pack_and_repeats_give_the_decoded_batches(packs, name):
+    enc, dec = packs[f"{name}-enc"].shards_dir, packs[f"{name}-dec"]
     opts = dict(batch_size=2, crop=16, seed=1, weights={"a": 1, "b": 3}, epoch_size=20)
     want = collect(make_loader("ram", {"a": dec, "b": dec}, **opts), 0)
     full = collect(make_loader("ram", {"a": enc, "b": dec}, **opts), 0)
@@ -198,12 +254,13 @@ def test_resume_a_mix_with_a_decoded_pack_and_repeats_give_the_decoded_batches(p
     resumed = make_loader("ram", {"a": enc, "b": dec}, **opts)
     resumed.load_state_dict(json.loads(json.dumps(cut.state_dict())))
     tail = [(b.keys, b.low.clone(), b.high.clone()) for b in resumed]
-    assert len(full) == len(want) == len(head + tail) == 10 and any(k.startswith("a/") for k in want[0][0] + want[1][0])
+    assert len(full) == len(want) == len(head + tail) == 10 and any(k.startswith("a/") for b in head for k in b[0])
     for x, y, z in zip(want, full, head + tail):
         assert x[0] == y[0] == z[0] and torch.equal(x[1], y[1]) and torch.equal(x[1], z[1])
         assert torch.equal(x[2], y[2]) and torch.equal(x[2], z[2])
     repeated = [collect(make_loader("wds", f, batch_size=4, crop=16, seed=1, repeats=3), 2) for f in (enc, dec)]
-    assert len(repeated[0]) == 6 and all(x[0] == y[0] and torch.equal(x[1], y[1]) for x, y in zip(*repeated))
+    assert len(repeated[0]) == 3 * len(open_shards(dec)) // 4
+    assert all(x[0] == y[0] and torch.equal(x[1], y[1]) for x, y in zip(*repeated))
 
 
 def test_degraded_inputs_and_preview_read_an_encoded_targets_pack_as_a_decoded_one(packs, tmp_path):
@@ -217,37 +274,46 @@ def test_degraded_inputs_and_preview_read_an_encoded_targets_pack_as_a_decoded_o
     assert all(np.array_equal(a.tile(k, "target"), b.tile(k, "target")) for k in range(4))
 
 
-@pytest.fixture
-def damaged(packs, tmp_path):
-    """A copy of the encoded pair pack, and a function damaging one JPEG member's bytes in its shard."""
-    folder = Path(shutil.copytree(packs["pairs-enc"].shards_dir, tmp_path / "enc"))
-    ds = open_shards(folder)
-    i = next(i for i in range(len(ds)) if ds.stored_member(i, "high").format == "jpeg")
+def damaged_copy(folder: Path, tmp_path: Path, fmt: str, change) -> tuple[Path, str, str]:
+    """A copy of an encoded pack whose first target member of format `fmt` is changed in place in its shard by
+    `change(member bytes as a uint8 array)`: (the copy, the shard's name, the sample's key)."""
+    copy = Path(shutil.copytree(folder, tmp_path / "damaged"))
+    ds = open_shards(copy)
+    i = next(i for i in range(len(ds)) if ds.stored_member(i, "high").format == fmt)
     rows = ds.stored_members([i])
-    shard = ds.files[int(rows.shard[0])]
-    off, n = int(rows.offset[0, 1]), int(rows.length[0, 1])
-    key = ds.keys[i]
-
-    def damage(at: slice, value) -> str:
-        data = bytearray(shard.read_bytes())
-        member = np.frombuffer(bytes(data[off:off + n]), np.uint8).copy()
-        member[at] = value(member[at])
-        data[off:off + n] = member.tobytes()
-        shard.write_bytes(bytes(data))
-        return key
-
-    return folder, shard.name, damage
+    shard, off, n = ds.files[int(rows.shard[0])], int(rows.offset[0, 1]), int(rows.length[0, 1])
+    data = bytearray(shard.read_bytes())
+    member = np.frombuffer(bytes(data[off:off + n]), np.uint8).copy()
+    change(member)
+    data[off:off + n] = member.tobytes()
+    shard.write_bytes(bytes(data))
+    return copy, shard.name, ds.keys[i]
 
 
-@pytest.mark.parametrize("at, value, found", [
-    (slice(-200, None), np.zeros_like, r"is cut short: it ends with bytes 00 00, not the EOI marker ff d9"),
-    (slice(0, 2), lambda b: np.array([0x89, 0x50], np.uint8), r"is not a JPEG: it starts with bytes 89 50, not the SOI "
-                                                               r"marker ff d8"),
-    (slice(400, 440), lambda b: b ^ 0x5A, r"(decodes to other pixels than when it was packed|does not decode)"),
+def _zero_tail(m):  # a file written cut short: zeros where its end should be
+    m[-200:] = 0
+
+
+def _png_start(m):  # another codec's bytes
+    m[:8] = np.frombuffer(b"\x89PNG\r\n\x1a\n", np.uint8)
+
+
+def _scrambled(m):
+    m[400:440] ^= 0x5A
+
+
+def _flipped_in_a_frame(m):  # one bit of the first zstd frame's data
+    _, h, w, c, *_ = HEADER.unpack(m[:HEADER.size].tobytes())
+    m[int(read_tiled(m, Member("uint8", c), h, w, check_crc=False).offsets[0]) + 6] ^= 1
+
+
+@pytest.mark.parametrize("change, found", [
+    (_zero_tail, r"is cut short: it ends with bytes 00 00, not the EOI marker ff d9"),
+    (_png_start, r"is not a JPEG: it starts with bytes 89 50, not the SOI marker ff d8"),
+    (_scrambled, r"(decodes to other pixels than when it was packed|does not decode)"),
 ])
-def test_bad_encoded_bytes_are_refused_by_key_shard_and_side_never_delivered(damaged, at, value, found):
-    folder, shard, damage = damaged
-    key = damage(at, value)
+def test_bad_encoded_bytes_are_refused_by_key_shard_and_side_never_delivered(packs, tmp_path, change, found):
+    folder, shard, key = damaged_copy(packs["pairs-enc"].shards_dir, tmp_path, "jpeg", change)
     where = rf"{shard}: key {key}: {key}.high.jpg \(the target, a jpeg member\) {found}"
     with pytest.raises(ShardError, match=where + r".*the shard is damaged: run `pairload verify .*` to find every "
                                                r"damaged sample, and repack"):
@@ -257,6 +323,54 @@ def test_bad_encoded_bytes_are_refused_by_key_shard_and_side_never_delivered(dam
     with make_loader("ram", folder, batch_size=8, crop=24, seed=0, last_batch="partial") as loader:
         with pytest.raises(ShardError, match=rf"key {key}: {key}.high.jpg"):
             list(loader)
+
+
+# how a tiles member is damaged, and what every reader says of it (the cut-short one: `packs["png-cut"]`)
+TILES_DAMAGE = {
+    "cut short": (None, r"is cut short: its frames end at byte \d+, \d+ bytes are stored"),
+    "another codec's bytes": (_png_start, r"is not a tiled member: it starts with 89 50 4e 47, not 50 4c 54 31 "
+                                          r"\(b'PLT1'\)"),
+    "a flipped bit": (_flipped_in_a_frame, r"is damaged: the CRC-32 of its bytes differs from the one written when "
+                                           r"it was packed"),
+}
+
+
+def damaged_tiles(packs, tmp_path: Path, case: str) -> tuple[Path, str, str, str]:
+    """An encoded pack of the PNG pairs with one target's tiles damaged as `case` says: (its folder, the shard's
+    name, the sample's key, where and what the readers say of it, as a pattern)."""
+    change, found = TILES_DAMAGE[case]
+    if change is None:
+        folder = packs["png-cut"]
+        ds = open_shards(folder)
+        key = f"{CUT_PAIR:05d}"
+        shard = ds.files[int(ds.stored_members([ds.keys.index(key)]).shard[0])].name
+    else:
+        folder, shard, key = damaged_copy(packs["png-enc"].shards_dir, tmp_path, "tiles", change)
+    return folder, shard, key, rf"{shard}: key {key}: {key}\.high\.tiles \(the target, a tiles member\) {found}"
+
+
+@pytest.mark.parametrize("case", list(TILES_DAMAGE))
+def test_damaged_tiles_are_refused_by_shard_key_and_side_and_the_rest_still_reads(packs, tmp_path, case):
+    folder, shard, key, where = damaged_tiles(packs, tmp_path, case)
+    ds, dec = open_shards(folder), open_shards(packs["png-dec"])
+    with pytest.raises(ShardError, match=where + r"; the shard is damaged: run `pairload verify .*` to find every "
+                                                 r"damaged sample, and repack \(or restore the shard from a copy\)$"):
+        ds.arrays(ds.keys.index(key))
+    with pytest.raises(ShardError, match=where + r" \(the shard is damaged: restore it from a copy or repack\)$"):
+        verify(folder)
+    for i in range(len(ds)):  # every other sample reads as it was packed
+        if ds.keys[i] != key:
+            assert all(np.array_equal(a, b) for a, b in zip(ds.arrays(i), dec.arrays(i)))
+
+
+@pytest.mark.parametrize("case", list(TILES_DAMAGE))
+@pytest.mark.parametrize("kind, options", LOADERS)
+def test_every_cpu_loader_refuses_damaged_tiles_in_one_line(packs, tmp_path, kind, options, case):
+    folder, shard, key, where = damaged_tiles(packs, tmp_path, case)
+    with make_loader(kind, folder, batch_size=8, crop=24, seed=0, last_batch="partial", **options) as loader:
+        with pytest.raises(ShardError, match=where) as caught:
+            list(loader)
+    assert "\n" not in str(caught.value)
 
 
 def test_an_older_reader_refuses_the_pack_by_its_version_and_a_bad_store_is_named(packs, tmp_path, monkeypatch):
@@ -340,22 +454,26 @@ def without_measures(path: Path, folder: Path) -> tuple[str, int]:
                          index.meta)
 
 
-def test_sequences_of_jpeg_frames_pack_encoded_and_load_as_clips(tmp_path):
+@pytest.mark.parametrize("ext, fmt", [(".jpg", "jpeg"), (".png", "tiles")])
+def test_sequences_pack_encoded_and_load_as_clips(tmp_path, ext, fmt):
+    write = write_jpeg if ext == ".jpg" else write_rgb
     for s, n in enumerate((4, 3)):
         for f in range(n):
-            write_jpeg(tmp_path / "raw" / "low" / f"vid{s}" / f"{f:03d}.jpg", photo(40 + 4 * s + f) // 3)
-            write_jpeg(tmp_path / "raw" / "high" / f"vid{s}" / f"{f:03d}.jpg", photo(40 + 4 * s + f))
+            write(tmp_path / "raw" / "low" / f"vid{s}" / f"{f:03d}{ext}", photo(40 + 4 * s + f) // 3)
+            write(tmp_path / "raw" / "high" / f"vid{s}" / f"{f:03d}{ext}", photo(40 + 4 * s + f))
     for store in ("decoded", "encoded"):
         pack(tmp_path / "raw", tmp_path / store, PackOptions(workers=1, sequences=True, store=store))
     enc, dec = open_shards(tmp_path / "encoded"), open_shards(tmp_path / "decoded")
     assert enc.sequences.names == dec.sequences.names == ("vid0", "vid1")
-    assert {f: v["members"] for f, v in info(tmp_path / "encoded")["train"]["formats"].items()} == {"jpeg": 14}
+    assert {f: v["members"] for f, v in info(tmp_path / "encoded")["train"]["formats"].items()} == {fmt: 14}
     opts = dict(batch_size=2, crop=16, seed=3, clips=3)
-    for x, y in zip(collect(make_loader("wds", enc, **opts), 0), collect(make_loader("wds", dec, **opts), 0)):
+    got, want = collect(make_loader("wds", enc, **opts), 0), collect(make_loader("wds", dec, **opts), 0)
+    assert len(got) == len(want) > 0
+    for x, y in zip(got, want):
         assert x[0] == y[0] and x[1].shape[1] == 3 and torch.equal(x[1], y[1]) and torch.equal(x[2], y[2])
 
 
-def test_camera_raw_is_stored_decoded_with_its_levels_and_reported(tmp_path):
+def test_camera_raw_is_stored_as_tiles_with_its_levels_and_reported(tmp_path):
     pytest.importorskip("rawpy")
     pytest.importorskip("tifffile")
     from dng import write_dng
@@ -367,8 +485,9 @@ def test_camera_raw_is_stored_decoded_with_its_levels_and_reported(tmp_path):
     for store in ("decoded", "encoded"):
         report = pack(tmp_path / "raw", tmp_path / store, PackOptions(workers=1, targets_only=True,
                                                                        raw_target="packed", store=store))
-    assert report.decoded == {"camera raw": ["long.dng"]} and report.kept == 0
+    assert report.tiled == {"camera raw": ["long.dng"]} and report.decoded == {} and report.kept == 0
     enc, dec = open_shards(tmp_path / "encoded"), open_shards(tmp_path / "decoded")
+    assert enc.stored_member(0, "high").format == "tiles" and enc[0][2].dtype == np.uint16
     np.testing.assert_array_equal(enc[0][2], dec[0][2])
     assert enc.sensor.levels.tolist() == dec.sensor.levels.tolist() and enc.members.describe() == dec.members.describe()
     assert verify(tmp_path / "encoded").samples == 1

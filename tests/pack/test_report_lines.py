@@ -43,3 +43,16 @@ def test_finish_names_the_manifest_it_wrote():
         "finished: 13 pairs in 3 shards; wrote s3://b/p/manifest.json"]
     assert PackReport(shards_dir=Path("out"), splits=SPLITS).finish_lines() == [
         "finished: 13 pairs in 3 shards; wrote out/manifest.json"]
+
+
+def test_an_encoded_pack_says_what_it_kept_tiled_and_stored_as_pixels_and_why():
+    report = PackReport(shards_dir=Path("out"), splits=SPLITS, compression="encoded", kept=4980,
+                        tiled={"PNG": [f"p{i}.png" for i in range(300)], "camera raw": ["a.dng"]},
+                        decoded={"incompressible": ["noise.png"]})
+    lines = report.lines(PackOptions(store="encoded"))
+    assert lines[0].startswith("train: 10 pairs in 2 shards, 2.0 KB (encoded: 2.00x smaller than its pixels)")
+    assert lines[2] == ("kept 4,980 JPEG files as they are; stored 301 images lossless as tiles: 300 PNG (p0.png, "
+                        "p1.png, p2.png …), 1 camera raw (a.dng); stored 1 image as pixels: 1 incompressible "
+                        "(noise.png)")
+    assert PackReport(shards_dir=Path("out"), kept=1).stored_line() == "kept 1 JPEG file as it is"
+    assert "JPEG" not in " ".join(PackReport(shards_dir=Path("out"), splits=SPLITS).lines(PackOptions()))

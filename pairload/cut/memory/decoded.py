@@ -166,7 +166,7 @@ class DecodedMemory:
     def close(self) -> None:
         self.reap(block=True)
         if self.tiles is not None:
-            self.tiles.check()
+            self.tiles.close()
         self._held.clear()
         self._closed = True
 
