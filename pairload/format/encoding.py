@@ -147,8 +147,8 @@ def from_store(store: str, compress: str | None) -> Encoding:
                           "JPEG files kept as they are, other images lossless as tiles)")
     if store == ENCODED.name and compress is not None:
         raise ConfigError(f"--store encoded with --compress {compress}: an encoded pack keeps JPEG files as they are "
-                          "and its other images lossless as tiles of zstd frames; leave out --compress (or pack "
-                          f"--store decoded --compress {compress})")
+                          "and stores its other images decoded into lossless tiles, zstd frames already; leave out "
+                          f"--compress (or pack --store decoded --compress {compress})")
     return ENCODED if store == ENCODED.name else from_option(compress)
 
 
