@@ -19,13 +19,9 @@ from typing import Callable
 
 import numpy as np
 
-from .members import Member
+from .members import Member, MemberError  # noqa: F401 - MemberError is this table's error too
 
 SOI, EOI = b"\xff\xd8", b"\xff\xd9"  # a JPEG stream's first and last two bytes
-
-
-class MemberError(ValueError):
-    """A stored member that does not hold the image the index says (the caller names the shard, key and side)."""
 
 
 def decode_npy(data: np.ndarray, member: Member, h: int, w: int) -> np.ndarray:

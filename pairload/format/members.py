@@ -27,6 +27,10 @@ DTYPES = {name: row[0] for name, row in DTYPE_TABLE.items()}
 FIELD = "members"  # manifest field of a split whose members are not the default
 
 
+class MemberError(ValueError):
+    """A stored member that does not hold the image the index says (the caller names the shard, key and side)."""
+
+
 @dataclass(frozen=True)
 class Member:
     """One side's images: `dtype` (a name from DTYPES) and `channels`, stored H×W×C in C order."""

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def nvcomp_ready() -> bool:
-    from pairload.cut.memory.tiles import nvcomp_missing
+    from pairload.cut.memory.nvcomp import nvcomp_missing
 
     return nvcomp_missing() is None
 

@@ -38,7 +38,7 @@ def decoder_missing(ds=None) -> str | None:
     is asked where `ds` is None), nvCOMP's library for lossless tiles."""
     formats = formats_in(ds) if ds is not None else {imageformats.JPEG}
     if imageformats.TILES in formats:
-        from .tiles import nvcomp_missing
+        from .nvcomp import nvcomp_missing
 
         why = nvcomp_missing()
         if why:

@@ -3,9 +3,9 @@ the batch at once, decompressed by nvCOMP's batched zstd (one call for every fra
 together by one Triton kernel that undoes each tile's predictor and writes its pixels into the image, exactly as the
 CPU's `format.tiles.decode_tiles` does (integer arithmetic: the very pixels stored).
 
-nvCOMP is called through its C library (`libnvcomp.so.5`, the `nvidia-libnvcomp-cu12`/`-cu13` wheel that DALI also
-installs) with ctypes: its batched API takes device arrays of frame addresses and sizes, which numpy computes for a
-whole batch, where its Python module takes a Python object per frame (36 per pair). Each member's bytes are checked
+nvCOMP is called through its C library (`memory.nvcomp`): its batched API takes device arrays of frame addresses
+and sizes, which numpy computes for a whole batch, where its Python module takes a Python object per frame (36 per
+pair). Each member's bytes are checked
 on the CPU before anything is decoded (its header, its frame table, its CRC-32: `format.tiles.read_tiled`), and
 nvCOMP's status of every frame is checked before the next batch is decoded.
 """
@@ -13,7 +13,6 @@ nvCOMP's status of every frame is checked before the next batch is decoded.
 from __future__ import annotations
 
 import ctypes
-import functools
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -22,42 +21,11 @@ import triton
 import triton.language as tl
 
 from ...format.tiles import TiledImage
+from .nvcomp import DecompressOpts, library
 
-_SONAME = "libnvcomp.so.5"
 STAGERS = 2  # threads copying the members' bytes into pinned memory (a copy runs at ~10 GB/s a core; the decode
 # path reads ~7 GB/s of them at 10,000 pairs/s)
 ROWS = 8  # rows of a tile the kernel sums at once (a tile's rows depend on the ones above: the rest is parallel)
-
-
-class _DecompressOpts(ctypes.Structure):  # nvcompBatchedZstdDecompressOpts_t: a backend, then zeros
-    _fields_ = [("backend", ctypes.c_int), ("reserved", ctypes.c_char * 60)]
-
-
-def nvcomp_missing() -> str | None:
-    """Why nvCOMP's library cannot be loaded here (None: it can)."""
-    try:
-        _library()
-    except OSError as exc:
-        return (f"nvCOMP's library ({_SONAME}) cannot be loaded ({exc}); `pip install nvidia-libnvcomp-cu13` (or "
-                "-cu12, as your CUDA) decodes the lossless members on the GPU")
-    return None
-
-
-@functools.lru_cache(maxsize=1)
-def _library():
-    try:
-        from nvidia.libnvcomp.load import load_library  # the wheel's own loader finds its copy
-
-        lib = load_library()
-    except ImportError:
-        lib = None
-    lib = lib or ctypes.CDLL(_SONAME, ctypes.RTLD_LOCAL)
-    size_t, ptr = ctypes.c_size_t, ctypes.c_void_p
-    lib.nvcompBatchedZstdDecompressGetTempSizeAsync.argtypes = [size_t, size_t, _DecompressOpts,
-                                                                ctypes.POINTER(size_t), size_t]
-    lib.nvcompBatchedZstdDecompressAsync.argtypes = [ptr, ptr, ptr, ptr, size_t, ptr, size_t, ptr, _DecompressOpts,
-                                                     ptr, ptr]
-    return lib
 
 
 class TileDecoder:
@@ -65,7 +33,7 @@ class TileDecoder:
 
     def __init__(self, device: torch.device):
         self.device = device
-        self.lib = _library()
+        self.lib = library()
         self._temp = torch.empty(0, dtype=torch.uint8, device=device)
         self._statuses: tuple | None = None  # (pinned statuses, event, names of the frames' members)
         self._pool = ThreadPoolExecutor(STAGERS, thread_name_prefix="pairload-stage")
@@ -123,7 +91,7 @@ class TileDecoder:
         n = len(plan.frame_offset)
         most = int(plan.frame_bytes.max())
         temp = ctypes.c_size_t(0)
-        opts = _DecompressOpts(0)
+        opts = DecompressOpts(0)
         self._ok(self.lib.nvcompBatchedZstdDecompressGetTempSizeAsync(n, most, opts, ctypes.byref(temp),
                                                                       int(plan.frame_bytes.sum())))
         if self._temp.numel() < temp.value:
