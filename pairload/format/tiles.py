@@ -75,9 +75,9 @@ class TiledImage:
 
     def touched(self, y: int, x: int, h: int, w: int) -> np.ndarray:
         """The tiles a window (top, left, height, width) reads, in order."""
-        rows = np.arange(y // self.tile, (y + h - 1) // self.tile + 1)
-        cols = np.arange(x // self.tile, (x + w - 1) // self.tile + 1)
-        return (rows[:, None] * self.grid[1] + cols[None, :]).ravel()
+        across, t = self.grid[1], self.tile
+        cols = range(x // t, (x + w - 1) // t + 1)
+        return np.array([r * across + c for r in range(y // t, (y + h - 1) // t + 1) for c in cols], dtype=np.int64)
 
 
 def encode_tiles(img: np.ndarray, *, tile: int = TILE, level: int = LEVEL) -> bytes:

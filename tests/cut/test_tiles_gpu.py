@@ -48,7 +48,7 @@ def gpu_decode(members: list[np.ndarray], wanted=None) -> list[np.ndarray]:
         data = np.frombuffer(encode_tiles(img), np.uint8)
         t = read_tiled(data, Member(img.dtype.name, img.shape[2]), *img.shape[:2])
         parsed.append((data, t, np.arange(len(t.modes)) if wanted is None else wanted[k]))
-    addresses, images, _ = decoder.decode(parsed, [f"member {k}" for k in range(len(members))])
+    addresses, images, _ = decoder.decode(parsed, lambda m: f"member {m}")
     out = []
     for (_, t, _), address in zip(parsed, addresses):
         start = int(address) - images.data_ptr()

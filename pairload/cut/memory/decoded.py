@@ -203,9 +203,12 @@ class DecodedMemory:
         if jpegs:
             held.extend(self._jpegs(jpegs, samples, rows, ptr))
         if tiled:
-            names = [f"{self.ds.name(int(rows.shard[j]))}: key {self.ds.keys[int(samples[j])]}: its "
-                     f"{('low', 'high')[k]} member" for k, j, _ in tiled]
-            addresses, _, keep = self.tiles.decode([member for _, _, member in tiled], names)
+            def name(m: int) -> str:
+                k, j, _ = tiled[m]
+                return (f"{self.ds.name(int(rows.shard[j]))}: key {self.ds.keys[int(samples[j])]}: its "
+                        f"{('low', 'high')[k]} member")
+
+            addresses, _, keep = self.tiles.decode([member for _, _, member in tiled], name)
             for (k, j, _), address in zip(tiled, addresses):
                 ptr[k, j] = address
             held.extend(keep)

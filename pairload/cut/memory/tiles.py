@@ -13,7 +13,9 @@ nvCOMP's status of every frame is checked before the next batch is decoded.
 from __future__ import annotations
 
 import ctypes
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import numpy as np
 import torch
@@ -35,15 +37,19 @@ class TileDecoder:
         self.device = device
         self.lib = library()
         self._temp = torch.empty(0, dtype=torch.uint8, device=device)
-        self._statuses: tuple | None = None  # (pinned statuses, event, names of the frames' members)
+        # per decode call not yet checked: (its frames' statuses as they will be on the host, the event after which
+        # they are, each frame's member, the members' names)
+        self._pending: deque = deque()
         self._pool = ThreadPoolExecutor(STAGERS, thread_name_prefix="pairload-stage")
 
-    def decode(self, members: list[tuple[np.ndarray, TiledImage, np.ndarray]], names: list[str]) -> tuple:
+    def decode(self, members: list[tuple[np.ndarray, TiledImage, np.ndarray]], names: Callable[[int], str]
+               ) -> tuple:
         """Decode `members` ((its bytes, its checked header and tables, the tiles wanted)) into images of their own,
         H×W×C of their dtype (tiles not wanted are left unwritten), in one uint8 device buffer; returns (each
         image's device address, the buffer, what must stay alive until the kernel reading them is done).
-        `names[m]` names member m in an error."""
-        self.check()
+        `names(m)` names member m in an error. The statuses of earlier calls are checked where they are done: waiting
+        for them would keep this call's work on the host from overlapping the GPU's decode of the last."""
+        self.check(block=False)
         stream = torch.cuda.current_stream(self.device)
         image_bytes = np.array([t.h * t.w * t.channels * t.itemsize for _, t, _ in members], dtype=np.int64)
         image_at = np.concatenate([[0], np.cumsum((image_bytes + 255) // 256 * 256)])
@@ -63,27 +69,26 @@ class TileDecoder:
         if len(plan.tile_at):
             scratch, statuses = self._zstd(stream, stored, plan, keep)
             keep += _untile_all(plan, scratch, images)
-            self._statuses = (*statuses, [names[m] for m in plan.frame_member])
+            self._pending.append((*statuses, plan.frame_member, names))
         return images.data_ptr() + image_at[:-1], images, keep
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
-        self.check()
+        self.check(block=True)
 
-    def check(self) -> None:
-        """Raise for a frame of the last batch nvCOMP could not decode (waits for that batch's decode)."""
-        if self._statuses is None:
-            return
-        statuses, event, names = self._statuses
-        self._statuses = None
-        event.synchronize()
-        bad = np.flatnonzero(statuses.numpy() != 0)
-        if len(bad):
-            from ...errors import ShardError
+    def check(self, block: bool = True) -> None:
+        """Raise for a frame nvCOMP could not decode, of the calls whose decode is done (`block`: of every call,
+        waiting for them). Each member's CRC-32 was checked before its decode: this is the second line."""
+        while self._pending and (block or self._pending[0][1].query()):
+            statuses, event, member, names = self._pending.popleft()
+            event.synchronize()
+            bad = np.flatnonzero(statuses.numpy() != 0)
+            if len(bad):
+                from ...errors import ShardError
 
-            raise ShardError(f"{names[bad[0]]} does not decompress on the GPU (nvCOMP status "
-                             f"{int(statuses.numpy()[bad[0]])}, {len(bad)} frames of the batch); the shard is "
-                             "damaged: run `pairload verify` on the split and repack")
+                raise ShardError(f"{names(int(member[bad[0]]))} does not decompress on the GPU (nvCOMP status "
+                                 f"{int(statuses.numpy()[bad[0]])}, {len(bad)} frames of the batch); the shard is "
+                                 "damaged: run `pairload verify` on the split and repack")
 
     def _zstd(self, stream, stored: torch.Tensor, plan, keep: list) -> tuple:
         """Decompress every frame of the plan into a scratch buffer (returned, with the frames' statuses as they
