@@ -56,7 +56,7 @@ def rate(decoder, members, images: int, crop: int | None, repeat: int) -> dict:
             wanted = t.touched(y, x, crop, crop)
         decoded_pixels += sum(t.tile_box(i)[2] * t.tile_box(i)[3] for i in wanted)
         calls.append((data, t, wanted))
-    names = str
+    names = lambda m, what: ValueError(f"{m} {what}")  # noqa: E731
     decoder.decode(calls, names)
     torch.cuda.synchronize()
     best = float("inf")
@@ -74,7 +74,7 @@ def rate(decoder, members, images: int, crop: int | None, repeat: int) -> dict:
 
 def exact(decoder, members) -> bool:
     calls = [(d, t, np.arange(len(t.modes))) for d, t in members[:8]]
-    addresses, images, _ = decoder.decode(calls, str)
+    addresses, images, _ = decoder.decode(calls, lambda m, what: ValueError(f"{m} {what}"))
     host = images.cpu().numpy()
     ok = True
     for (data, t, _), address in zip(calls, addresses):

@@ -16,9 +16,10 @@ gradient`: red and blue as their differences from green first (three channels on
 inputs) compress best as they are, detailed ones with the gradient; pack keeps whichever is smaller.
 
 Layout of a member (little-endian): a 32-byte header (magic `PLT1`, height, width, channels, bytes per value, tile
-side, frames, CRC-32 of everything after the header), one mode byte per tile, then per frame its offset from the
-member's start and its length (uint32 pairs), then the frames, each at a 16-byte boundary. Frame f of tile t, channel
-c, byte plane b (high byte first) is f = (t·C + c)·B + b; it holds th·tw bytes.
+side, frames, CRC-32 of the tables that follow), one mode byte per tile, then per frame its offset from the member's
+start and its length (uint32 pairs), then per tile the CRC-32 of its bytes (from its first frame to the end of its
+last), then the frames, each at a 16-byte boundary. Frame f of tile t, channel c, byte plane b (high byte first) is
+f = (t·C + c)·B + b; it holds th·tw bytes. A crop's tiles are checked alone: a reader checks what it decodes.
 
 Numpy and zstandard only (pack imports this); never torch or DALI.
 """
@@ -38,7 +39,7 @@ TILE = 256  # a tile's side: a crop of 256 touches at most 2×2 tiles
 LEVEL = 1  # zstd level: on real photographs' filtered planes level 1 comes out 2% smaller than level 3, at twice its
 # speed (2026-11-28)
 MAGIC = b"PLT1"
-HEADER = struct.Struct("<4sIIBBHII8x")  # magic, h, w, channels, itemsize, tile, frames, crc of what follows
+HEADER = struct.Struct("<4sIIBBHII8x")  # magic, h, w, channels, itemsize, tile, frames, crc of the tables
 ALIGN = 16
 AS_IS, GRADIENT, COLOUR_GRADIENT = 0, 1, 2
 MODES = {AS_IS: "as is", GRADIENT: "gradient", COLOUR_GRADIENT: "colour gradient"}
@@ -56,6 +57,7 @@ class TiledImage:
     modes: np.ndarray  # (tiles,) uint8
     offsets: np.ndarray  # (frames,) int64, from the member's start
     lengths: np.ndarray  # (frames,) int64
+    crcs: np.ndarray  # (tiles,) int64: the CRC-32 of each tile's bytes (`span`)
 
     @property
     def grid(self) -> tuple[int, int]:
@@ -72,6 +74,11 @@ class TiledImage:
         gy, gx = divmod(int(t), self.grid[1])
         y, x = gy * self.tile, gx * self.tile
         return y, x, min(self.tile, self.h - y), min(self.tile, self.w - x)
+
+    def span(self, t: int) -> tuple[int, int]:
+        """Where tile t's bytes (its frames) start and end in the member."""
+        first, last = int(t) * self.planes, (int(t) + 1) * self.planes - 1
+        return int(self.offsets[first]), int(self.offsets[last] + self.lengths[last])
 
     def touched(self, y: int, x: int, h: int, w: int) -> np.ndarray:
         """The tiles a window (top, left, height, width) reads, in order."""
@@ -102,55 +109,79 @@ def encode_tiles(img: np.ndarray, *, tile: int = TILE, level: int = LEVEL) -> by
         modes.append(mode)
         frames += [cctx.compress(p) for p in planes[mode]]
     table_at = HEADER.size + _aligned(len(modes))
-    pos = table_at + _aligned(8 * len(frames))
+    crcs_at = table_at + 8 * len(frames)
+    pos = _aligned(crcs_at + 4 * len(modes))
     offsets = []
     for f in frames:
+        pos = _aligned(pos)
         offsets.append(pos)
-        pos = _aligned(pos + len(f))
-    body = bytearray(pos - HEADER.size)
-    body[:len(modes)] = bytes(modes)
+        pos += len(f)
+    out = bytearray(pos)  # no padding after the last frame: every byte past the tables is some tile's
+    out[HEADER.size:HEADER.size + len(modes)] = bytes(modes)
     table = np.array([(o, len(f)) for o, f in zip(offsets, frames)], dtype="<u4")
-    body[table_at - HEADER.size:table_at - HEADER.size + table.nbytes] = table.tobytes()
+    out[table_at:crcs_at] = table.tobytes()
     for o, f in zip(offsets, frames):
-        body[o - HEADER.size:o - HEADER.size + len(f)] = f
-    head = HEADER.pack(MAGIC, h, w, c, itemsize, tile, len(frames), crc32(body))
-    return head + bytes(body)
+        out[o:o + len(f)] = f
+    per = len(frames) // len(modes)
+    ends = [o + len(f) for o, f in zip(offsets, frames)]
+    crcs = np.array([crc32(memoryview(out)[offsets[t * per]:ends[t * per + per - 1]]) for t in range(len(modes))],
+                    dtype="<u4")
+    out[crcs_at:crcs_at + crcs.nbytes] = crcs.tobytes()
+    tables_end = crcs_at + crcs.nbytes
+    out[:HEADER.size] = HEADER.pack(MAGIC, h, w, c, itemsize, tile, len(frames),
+                                    crc32(memoryview(out)[HEADER.size:tables_end]))
+    return bytes(out)
 
 
 def read_tiled(data: np.ndarray, member: Member, h: int, w: int, *, check_crc: bool = True) -> TiledImage:
     """The header and tables of a `tiles` member (uint8 bytes), checked: its magic, its size against the index's
-    (h, w and `member`), every frame within its bytes, and (`check_crc`) the CRC-32 of its bytes; a MemberError says
-    what is wrong."""
+    (h, w and `member`), the CRC-32 of its tables, every frame within its bytes, and (`check_crc`) every tile's
+    CRC-32 (a reader of some tiles checks those: `check_tiles`); a MemberError says what is wrong."""
     if len(data) < HEADER.size:
         raise MemberError(f"is cut short: {len(data)} bytes, fewer than a tiled member's {HEADER.size}-byte header")
     magic, mh, mw, c, itemsize, tile, nframes, crc = HEADER.unpack_from(data)
     if magic != MAGIC:
         raise MemberError(f"is not a tiled member: it starts with {magic.hex(' ')}, not {MAGIC.hex(' ')} ({MAGIC!r})")
-    want = (h, w, member.channels, member.np_dtype.itemsize)
-    if (mh, mw, c, itemsize) != want:
+    if (mh, mw, c, itemsize) != (h, w, member.channels, member.np_dtype.itemsize):
         raise MemberError(f"holds a {mh}x{mw}x{c} image of {8 * itemsize}-bit values, the index says "
                           f"{h}x{w}x{member.channels} {member.dtype}")
     if tile < 1:
         raise MemberError(f"has tile side {tile}")
     gh, gw = -(-mh // tile), -(-mw // tile)
-    if nframes != gh * gw * c * itemsize:
-        raise MemberError(f"has {nframes} frames, expected {gh * gw * c * itemsize} ({gh}x{gw} tiles of {c} "
-                          f"channels)")
-    table_at = HEADER.size + _aligned(gh * gw)
-    if len(data) < table_at + 8 * nframes:
+    tiles = gh * gw
+    if nframes != tiles * c * itemsize:
+        raise MemberError(f"has {nframes} frames, expected {tiles * c * itemsize} ({gh}x{gw} tiles of {c} channels)")
+    table_at = HEADER.size + _aligned(tiles)
+    crcs_at = table_at + 8 * nframes
+    if len(data) < crcs_at + 4 * tiles:
         raise MemberError(f"is cut short: {len(data)} bytes end inside its frame table")
-    table = np.ascontiguousarray(data[table_at:table_at + 8 * nframes]).view("<u4").reshape(-1, 2).astype(np.int64)
+    if crc32(data[HEADER.size:crcs_at + 4 * tiles]) != crc:
+        raise MemberError(DAMAGED)
+    table = np.ascontiguousarray(data[table_at:crcs_at]).view("<u4").reshape(-1, 2).astype(np.int64)
     ends = table[:, 0] + table[:, 1]
-    if nframes and ends.max() > len(data):  # before the CRC-32, which a member cut short fails too
+    if nframes and int(ends.max()) > len(data):  # a member cut short, not one damaged
         raise MemberError(f"is cut short: its frames end at byte {int(ends.max())}, {len(data)} bytes are stored")
-    if check_crc and crc32(data[HEADER.size:]) != crc:
-        raise MemberError("is damaged: the CRC-32 of its bytes differs from the one written when it was packed")
-    modes = np.asarray(data[HEADER.size:HEADER.size + gh * gw])
-    if len(modes) and int(modes.max()) not in MODES:
+    modes = np.asarray(data[HEADER.size:HEADER.size + tiles])
+    if tiles and int(modes.max()) not in MODES:
         raise MemberError(f"has predictor code {int(modes.max())}, which this pairload does not know")
-    if nframes and table[:, 0].min() < table_at + 8 * nframes:
-        raise MemberError("has a frame inside its frame table")
-    return TiledImage(mh, mw, c, itemsize, tile, modes, table[:, 0], table[:, 1])
+    if nframes and int(table[:, 0].min()) < crcs_at + 4 * tiles:
+        raise MemberError("has a frame inside its tables")
+    crcs = np.ascontiguousarray(data[crcs_at:crcs_at + 4 * tiles]).view("<u4").astype(np.int64)
+    t = TiledImage(mh, mw, c, itemsize, tile, modes, table[:, 0], table[:, 1], crcs)
+    if check_crc:
+        check_tiles(data, t, range(tiles))
+    return t
+
+
+DAMAGED = "is damaged: the CRC-32 of its bytes differs from the one written when it was packed"
+
+
+def check_tiles(data, t: TiledImage, tiles) -> None:
+    """A MemberError for the first of `tiles` whose bytes are not those packed (their CRC-32)."""
+    for tile in tiles:
+        lo, hi = t.span(tile)
+        if crc32(data[lo:hi]) != int(t.crcs[tile]):
+            raise MemberError(f"{DAMAGED} (tile {int(tile)})")
 
 
 def decode_tiles(data: np.ndarray, member: Member, h: int, w: int) -> np.ndarray:

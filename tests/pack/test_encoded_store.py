@@ -331,7 +331,7 @@ TILES_DAMAGE = {
     "another codec's bytes": (_png_start, r"is not a tiled member: it starts with 89 50 4e 47, not 50 4c 54 31 "
                                           r"\(b'PLT1'\)"),
     "a flipped bit": (_flipped_in_a_frame, r"is damaged: the CRC-32 of its bytes differs from the one written when "
-                                           r"it was packed"),
+                                           r"it was packed \(tile 0\)"),
 }
 
 

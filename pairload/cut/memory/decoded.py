@@ -203,12 +203,11 @@ class DecodedMemory:
         if jpegs:
             held.extend(self._jpegs(jpegs, samples, rows, ptr))
         if tiled:
-            def name(m: int) -> str:
+            def bad(m: int, what: str) -> ShardError:
                 k, j, _ = tiled[m]
-                return (f"{self.ds.name(int(rows.shard[j]))}: key {self.ds.keys[int(samples[j])]}: its "
-                        f"{('low', 'high')[k]} member")
+                return self._bad(samples[j], k, rows.shard[j], what)
 
-            addresses, _, keep = self.tiles.decode([member for _, _, member in tiled], name)
+            addresses, _, keep = self.tiles.decode([member for _, _, member in tiled], bad)
             for (k, j, _), address in zip(tiled, addresses):
                 ptr[k, j] = address
             held.extend(keep)
@@ -227,14 +226,15 @@ class DecodedMemory:
         return self.ds.shard_map(int(rows.shard[j]))[start:start + int(rows.length[j, k])]
 
     def _tiled(self, data: np.ndarray, i: int, k: int, shard: int, windows, j: int) -> tuple:
-        """(bytes, checked header, the tiles to decode) of a `tiles` member: its header, frame table and CRC-32 are
-        checked here, before the GPU sees it (nvCOMP decodes what it is given)."""
+        """(bytes, checked header, the tiles to decode) of a `tiles` member: its header and tables are checked here,
+        its tiles' CRC-32s as they are staged (`TileDecoder.decode`), before the GPU sees them (nvCOMP decodes what
+        it is given)."""
         from ...format.tiles import read_tiled
 
         scale = self.ds.members.scale if k else 1
         h, w = (int(v) * scale for v in self.ds.sizes[i])
         try:
-            t = read_tiled(data, self.ds.members.side(k), h, w)
+            t = read_tiled(data, self.ds.members.side(k), h, w, check_crc=False)
         except imageformats.MemberError as exc:
             raise self._bad(i, k, shard, str(exc)) from None
         if windows is None or windows[j, 0] < 0:

@@ -6,8 +6,8 @@ CPU's `format.tiles.decode_tiles` does (integer arithmetic: the very pixels stor
 nvCOMP is called through its C library (`memory.nvcomp`): its batched API takes device arrays of frame addresses
 and sizes, which numpy computes for a whole batch, where its Python module takes a Python object per frame (36 per
 pair). Each member's bytes are checked
-on the CPU before anything is decoded (its header, its frame table, its CRC-32: `format.tiles.read_tiled`), and
-nvCOMP's status of every frame is checked before the next batch is decoded.
+on the CPU before anything is decoded (its header and tables: `format.tiles.read_tiled`; each wanted tile's CRC-32 as
+its bytes are staged), and nvCOMP's status of every frame once its decode is done.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ...format.tiles import TiledImage
+from ...format.crc import crc32
+from ...format.tiles import DAMAGED, TiledImage
 from .nvcomp import DecompressOpts, library
 
 STAGERS = 2  # threads copying the members' bytes into pinned memory (a copy runs at ~10 GB/s a core; the decode
@@ -38,17 +39,18 @@ class TileDecoder:
         self.lib = library()
         self._temp = torch.empty(0, dtype=torch.uint8, device=device)
         # per decode call not yet checked: (its frames' statuses as they will be on the host, the event after which
-        # they are, each frame's member, the members' names)
+        # they are, each frame's member, the error for a member)
         self._pending: deque = deque()
         self._pool = ThreadPoolExecutor(STAGERS, thread_name_prefix="pairload-stage")
 
-    def decode(self, members: list[tuple[np.ndarray, TiledImage, np.ndarray]], names: Callable[[int], str]
-               ) -> tuple:
-        """Decode `members` ((its bytes, its checked header and tables, the tiles wanted)) into images of their own,
-        H×W×C of their dtype (tiles not wanted are left unwritten), in one uint8 device buffer; returns (each
-        image's device address, the buffer, what must stay alive until the kernel reading them is done).
-        `names(m)` names member m in an error. The statuses of earlier calls are checked where they are done: waiting
-        for them would keep this call's work on the host from overlapping the GPU's decode of the last."""
+    def decode(self, members: list[tuple[np.ndarray, TiledImage, np.ndarray]],
+               bad: Callable[[int, str], Exception]) -> tuple:
+        """Decode `members` ((its bytes, its header and tables as `read_tiled` checked them, the tiles wanted)) into
+        images of their own, H×W×C of their dtype (tiles not wanted are left unwritten), in one uint8 device buffer;
+        returns (each image's device address, the buffer, what must stay alive until the kernel reading them is
+        done). Each wanted tile's CRC-32 is checked as its bytes are staged, before the GPU sees them; `bad(m,
+        what)` is the error raised for member m. nvCOMP's statuses of earlier calls are checked once they are done:
+        waiting for them would keep this call's work on the host from overlapping the GPU's decode of the last."""
         self.check(block=False)
         stream = torch.cuda.current_stream(self.device)
         image_bytes = np.array([t.h * t.w * t.channels * t.itemsize for _, t, _ in members], dtype=np.int64)
@@ -59,17 +61,24 @@ class TileDecoder:
         host = torch.empty(int(plan.staged), dtype=torch.uint8, pin_memory=True)
         staged = host.numpy()
 
-        def stage(runs) -> None:
-            for m, start, stop, at in runs:
+        def stage(runs) -> tuple | None:
+            for (m, start, stop, at), tiles in runs:
                 staged[at:at + stop - start] = members[m][0][start:stop]
+                for lo, hi, crc, tile in tiles:  # while the run's bytes are in the cache
+                    if crc32(staged[lo:hi]) != crc:
+                        return m, tile
+            return None
 
-        list(self._pool.map(stage, [plan.runs[k::STAGERS] for k in range(STAGERS)]))
+        work = list(zip(plan.runs, plan.run_tiles))
+        for found in self._pool.map(stage, [work[k::STAGERS] for k in range(STAGERS)]):
+            if found is not None:
+                raise bad(found[0], f"{DAMAGED} (tile {found[1]})")
         stored = host.to(self.device, non_blocking=True)
         keep: list = [host, stored, images]
         if len(plan.tile_at):
             scratch, statuses = self._zstd(stream, stored, plan, keep)
             keep += _untile_all(plan, scratch, images)
-            self._pending.append((*statuses, plan.frame_member, names))
+            self._pending.append((*statuses, plan.frame_member, bad))
         return images.data_ptr() + image_at[:-1], images, keep
 
     def close(self) -> None:
@@ -80,15 +89,12 @@ class TileDecoder:
         """Raise for a frame nvCOMP could not decode, of the calls whose decode is done (`block`: of every call,
         waiting for them). Each member's CRC-32 was checked before its decode: this is the second line."""
         while self._pending and (block or self._pending[0][1].query()):
-            statuses, event, member, names = self._pending.popleft()
+            statuses, event, member, bad = self._pending.popleft()
             event.synchronize()
-            bad = np.flatnonzero(statuses.numpy() != 0)
-            if len(bad):
-                from ...errors import ShardError
-
-                raise ShardError(f"{names(int(member[bad[0]]))} does not decompress on the GPU (nvCOMP status "
-                                 f"{int(statuses.numpy()[bad[0]])}, {len(bad)} frames of the batch); the shard is "
-                                 "damaged: run `pairload verify` on the split and repack")
+            failed = np.flatnonzero(statuses.numpy() != 0)
+            if len(failed):
+                raise bad(int(member[failed[0]]), f"does not decompress on the GPU (nvCOMP status "
+                          f"{int(statuses.numpy()[failed[0]])}, {len(failed)} frames of the batch)")
 
     def _zstd(self, stream, stored: torch.Tensor, plan, keep: list) -> tuple:
         """Decompress every frame of the plan into a scratch buffer (returned, with the frames' statuses as they
@@ -124,10 +130,10 @@ class TileDecoder:
 
 class _FramePlan:
     """What a decode call does: the ranges of the members' bytes staged (`runs`: (member, start, stop, staged
-    at), `staged` bytes in all), then as arrays: per frame its offset and length in the staged bytes, its decoded
-    size and where it is decoded to in the scratch buffer, and its member; per tile its first frame's scratch
-    offset, size, predictor, channels and value size, and the byte offset of its top-left pixel in the images'
-    buffer and its image's row length in bytes."""
+    at), `staged` bytes in all) and per run its tiles' checks ((staged start, end, CRC-32, tile)); then as arrays:
+    per frame its offset and length in the staged bytes, its decoded size, where it is decoded to in the scratch
+    buffer, and its member; per tile its first frame's scratch offset, size, predictor, channels and value size,
+    and the byte offset of its top-left pixel in the images' buffer and its image's row length in bytes."""
 
     def __init__(self, **columns):
         self.__dict__.update(columns)
@@ -169,7 +175,13 @@ def _frame_plan(members, image_at: np.ndarray) -> _FramePlan:
     pixel = c * item
     scratch_at = _starts(frame_bytes)
     runs = list(zip(mt[run_first].tolist(), lo.tolist(), hi.tolist(), at[:-1].tolist()))
-    return _FramePlan(runs=runs, staged=max(int(at[-1]), 16), frame_offset=frame_offset, frame_length=length,
+    crc = np.concatenate([t.crcs for _, t, _ in members])[_starts(geo[:, 7])[mt] + tile] if n else tile
+    last_of_tile = first + planes - 1
+    checks = list(zip(frame_offset[first].tolist(), (frame_offset[last_of_tile] + length[last_of_tile]).tolist(),
+                      crc.tolist(), tile.tolist()))
+    run_tiles = [checks[a:b + 1] for a, b in zip(run_first.tolist(), run_last.tolist())]
+    return _FramePlan(runs=runs, run_tiles=run_tiles, staged=max(int(at[-1]), 16), frame_offset=frame_offset,
+                      frame_length=length,
                       frame_bytes=frame_bytes, frame_member=mt[frame_tile], scratch_at=scratch_at,
                       tile_at=scratch_at[first], tile_h=th, tile_w=tw, mode=mode,
                       out_at=image_at[:-1][mt] + (gy * side * w + gx * side) * pixel, row_bytes=w * pixel,
