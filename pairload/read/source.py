@@ -18,7 +18,8 @@ from ..format.sensor import SensorRows
 
 class StoredMember(NamedTuple):
     """One image member as stored: its format's name (`pairload.format.imageformats.FORMATS`: "npy", the pixels
-    themselves; "jpeg", a JPEG file's bytes) and its bytes, a read-only uint8 view of the shard's memory map."""
+    themselves; "jpeg", a JPEG file's bytes; "tiles", a lossless image, `pairload.format.tiles`) and its bytes, a
+    read-only uint8 view of the shard's memory map."""
 
     format: str
     data: np.ndarray
