@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from conftest import has_module
+from decode_pairs import epochs_alike
 from pairload import make_loader
 from pairload.cut.memory.decoded import JPEG_TOLERANCE
 from pairload.errors import ShardError
@@ -54,15 +55,7 @@ def close(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 @pytest.mark.parametrize("kind", ["ram", "wds"])
 def test_the_gpu_decodes_what_the_cpu_decodes(encoded, kind):
-    cpu = make_loader(kind, encoded, batch_size=4, crop=64, seed=3)
-    gpu = make_loader(kind, encoded, batch_size=4, crop=64, seed=3, device="cuda")
-    assert gpu.path == "decode"
-    for epoch in (0, 1):
-        cpu.set_epoch(epoch)
-        gpu.set_epoch(epoch)
-        for a, b in zip(cpu, gpu, strict=True):
-            assert a.keys == b.keys and b.low.is_cuda
-            assert close(a.low, b.low) and close(a.high, b.high)
+    epochs_alike(encoded, kind, close)
 
 
 def test_targets_only_with_a_degradation_decodes_the_targets(tmp_path):
