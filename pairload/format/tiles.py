@@ -161,7 +161,7 @@ def read_tiled(data: np.ndarray, member: Member, h: int, w: int, *, check_crc: b
     ends = table[:, 0] + table[:, 1]
     if nframes and int(ends.max()) > len(data):  # a member cut short, not one damaged
         raise MemberError(f"is cut short: its frames end at byte {int(ends.max())}, {len(data)} bytes are stored")
-    modes = np.asarray(data[HEADER.size:HEADER.size + tiles])
+    modes = np.array(data[HEADER.size:HEADER.size + tiles])  # a copy: a kept header holds no view of a shard
     if tiles and int(modes.max()) not in MODES:
         raise MemberError(f"has predictor code {int(modes.max())}, which this pairload does not know")
     if nframes and int(table[:, 0].min()) < crcs_at + 4 * tiles:

@@ -29,6 +29,8 @@ from .pages import CHECK_S
 # hardware engine at most 1 (on 0.014% of pixels), the hybrid decoder at most 3 (on 3%)
 JPEG_TOLERANCE = 3
 AHEAD = 4  # batches whose images are decoded in one call (JPEG files)
+HEADERS_KEPT = 1 << 16  # tiles members whose tables are kept read (~1 KB each): a split of that many images reads
+# each once, then only the tiles' CRC-32s are checked (the shards' files are watched: `check`)
 AHEAD_TILES = 8  # the same for a split with lossless tiles: nvCOMP decodes 16,000 images/s in calls of 256 and
 # 19,800 in calls of 512 (600x400, crop 256, H200, 2026-11-28)
 
@@ -112,6 +114,7 @@ class DecodedMemory:
         self._releasing: deque = deque()  # (event, held) to drop once the event is done
         self._checked = time.monotonic()
         self._closed = False
+        self._headers: dict = {}  # (sample, side) -> a tiles member's checked header and tables, the oldest first
 
     # -- the Memory protocol
     def begin(self, plans) -> None:
@@ -232,11 +235,16 @@ class DecodedMemory:
         from ...format.tiles import read_tiled
 
         scale = self.ds.members.scale if k else 1
-        h, w = (int(v) * scale for v in self.ds.sizes[i])
-        try:
-            t = read_tiled(data, self.ds.members.side(k), h, w, check_crc=False)
-        except imageformats.MemberError as exc:
-            raise self._bad(i, k, shard, str(exc)) from None
+        t = self._headers.get((i, k))
+        if t is None:
+            h, w = (int(v) * scale for v in self.ds.sizes[i])
+            try:
+                t = read_tiled(data, self.ds.members.side(k), h, w, check_crc=False)
+            except imageformats.MemberError as exc:
+                raise self._bad(i, k, shard, str(exc)) from None
+            if len(self._headers) >= HEADERS_KEPT:
+                self._headers.pop(next(iter(self._headers)))
+            self._headers[(i, k)] = t
         if windows is None or windows[j, 0] < 0:
             return data, t, np.arange(len(t.modes))
         top, left, bottom, right = (int(v) * scale for v in windows[j])
