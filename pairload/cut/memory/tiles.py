@@ -28,7 +28,8 @@ from .nvcomp import DecompressOpts, library
 
 STAGERS = 2  # threads copying the members' bytes into pinned memory (a copy runs at ~10 GB/s a core; the decode
 # path reads ~7 GB/s of them at 10,000 pairs/s)
-ROWS = 8  # rows of a tile the kernel sums at once (a tile's rows depend on the ones above: the rest is parallel)
+ROWS = 8  # rows of a tile the kernel sums at once for up to 4 channels, fewer for more (a tile's rows depend on the
+# ones above: the rest is parallel)
 
 
 class TileDecoder:
@@ -206,8 +207,9 @@ def _untile_all(plan: _FramePlan, scratch: torch.Tensor, images: torch.Tensor) -
                          plan.row_bytes[sel]], axis=1).astype(np.int64)
         dev = torch.from_numpy(meta).pin_memory().to(images.device, non_blocking=True)
         width = int(max(plan.tile_w[sel].max(), 16))
-        _untile[(len(sel),)](scratch, images, dev, CHANNELS=channels, CP=triton.next_power_of_2(channels),
-                             ITEMSIZE=itemsize, BLOCK=triton.next_power_of_2(width), ROWS=ROWS, num_warps=8)
+        cp = triton.next_power_of_2(channels)
+        _untile[(len(sel),)](scratch, images, dev, CHANNELS=channels, CP=cp, ITEMSIZE=itemsize,
+                             BLOCK=triton.next_power_of_2(width), ROWS=max(1, ROWS * 4 // cp), num_warps=8)
         tables.append(dev)
     return tables
 
