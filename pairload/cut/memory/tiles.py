@@ -5,9 +5,9 @@ CPU's `format.tiles.decode_tiles` does (integer arithmetic: the very pixels stor
 
 nvCOMP is called through its C library (`memory.nvcomp`): its batched API takes device arrays of frame addresses
 and sizes, which numpy computes for a whole batch, where its Python module takes a Python object per frame (36 per
-pair). Each member's bytes are checked
-on the CPU before anything is decoded (its header and tables: `format.tiles.read_tiled`; each wanted tile's CRC-32 as
-its bytes are staged), and nvCOMP's status of every frame once its decode is done.
+pair). Each member's bytes are checked on the CPU before anything is decoded (its header and tables:
+`format.tiles.read_tiled`; each wanted tile's CRC-32 as its bytes are staged), and nvCOMP's status of every frame
+once its decode is done.
 """
 
 from __future__ import annotations
