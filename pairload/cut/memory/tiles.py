@@ -88,7 +88,7 @@ class TileDecoder:
 
     def check(self, block: bool = True) -> None:
         """Raise for a frame nvCOMP could not decode, of the calls whose decode is done (`block`: of every call,
-        waiting for them). Each member's CRC-32 was checked before its decode: this is the second line."""
+        waiting for them). Each tile's CRC-32 was checked before its decode: this is the second line."""
         while self._pending and (block or self._pending[0][1].query()):
             statuses, event, member, bad = self._pending.popleft()
             event.synchronize()
