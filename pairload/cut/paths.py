@@ -6,7 +6,7 @@ and how its cutter is built.
   plan reads it (`memory.pages.PageCache`: the whole split for `ram`, a shuffle buffer of shards at a time for `wds`).
 - `resident`: the split is copied to the device once (`memory.resident.DeviceCopy`) and the kernel cuts it there.
 - `decode`: a split stored encoded (`pack --store encoded`): the GPU decodes the images each batch reads
-  (`memory.decoded.DecodedMemory`, nvImageCodec) and the kernel cuts them.
+  (`memory.decoded.DecodedMemory`: JPEG files by nvImageCodec, lossless tiles by nvCOMP) and the kernel cuts them.
 - `workers`: worker processes (or the loading process) copy the windows out of the memory-mapped shards into a
   shared host ring (`workers.WorkerCuts`); the device stage copies them over and orients them.
 
@@ -181,10 +181,10 @@ def _decode_why_not(r: Request) -> str | None:
 
 def _decoded(r: Request) -> "Cutter | str":
     from ..format import imageformats
-    from .memory.decoded import JPEG_TOLERANCE, DecodedMemory, formats_in
+    from .memory.decoded import JPEG_TOLERANCE, DecodedMemory
 
     memory = DecodedMemory(r.ds, r.device, inputs=not degrades_every_row(r.cfg))
-    jpeg = imageformats.JPEG in formats_in(r.ds)
+    jpeg = imageformats.JPEG in memory.formats
     if jpeg and not memory.decoders:
         return "nvImageCodec could make no JPEG decoder on this GPU"
     # lossless tiles decode exactly; a JPEG's pixels may differ from libjpeg-turbo's by the decoders' rounding
@@ -208,7 +208,8 @@ PATHS = {p.name: p for p in (
             lambda r: _kernel_why_not(r, pinned=True), _pages),
     CutPath("resident", "a CUDA device, Triton, an uncompressed split that fits in 80% of the free device memory",
             _kernel_why_not, _resident),
-    CutPath("decode", "a CUDA device, Triton, nvImageCodec, a split stored encoded (pack --store encoded)",
+    CutPath("decode", "a CUDA device, Triton, a split stored encoded (pack --store encoded), nvImageCodec for its "
+            "JPEG files, nvCOMP's library for its lossless tiles",
             _decode_why_not, _decoded),
     CutPath("workers", "nothing: numpy-only processes (or the loading process) and a shared host ring",
             lambda r: None, _workers),

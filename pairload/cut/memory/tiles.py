@@ -151,7 +151,8 @@ def _frame_plan(members, image_at: np.ndarray) -> _FramePlan:
     tile = np.concatenate(wanted) if n else np.zeros(0, np.int64)
     mt = np.repeat(np.arange(n), [len(w) for w in wanted])  # each wanted tile's member
     h, w, c, item, side, across, planes = (geo[mt, k] for k in range(7))
-    mode = np.concatenate([t.modes for _, t, _ in members]).astype(np.int64)[_starts(geo[:, 7])[mt] + tile]
+    of_all = _starts(geo[:, 7])[mt] + tile  # each wanted tile among the members' tiles, concatenated
+    mode = np.concatenate([t.modes for _, t, _ in members]).astype(np.int64)[of_all]
     # frames: `planes` per wanted tile, in the members' concatenated tables
     frame_tile = np.repeat(np.arange(len(tile)), planes)
     first = _starts(planes)  # each wanted tile's first frame in the plan
@@ -176,7 +177,7 @@ def _frame_plan(members, image_at: np.ndarray) -> _FramePlan:
     pixel = c * item
     scratch_at = _starts(frame_bytes)
     runs = list(zip(mt[run_first].tolist(), lo.tolist(), hi.tolist(), at[:-1].tolist()))
-    crc = np.concatenate([t.crcs for _, t, _ in members])[_starts(geo[:, 7])[mt] + tile] if n else tile
+    crc = np.concatenate([t.crcs for _, t, _ in members])[of_all] if n else tile
     last_of_tile = first + planes - 1
     checks = list(zip(frame_offset[first].tolist(), (frame_offset[last_of_tile] + length[last_of_tile]).tolist(),
                       crc.tolist(), tile.tolist()))
