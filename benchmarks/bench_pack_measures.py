@@ -3,7 +3,9 @@
 `pairload pack`'s time (#58; budget: 10 % on 600x400 pairs). Makes low-light pairs of real photographs
 (scikit-image's, 600x400, the input darkened 7-20x with noise), then packs them with the measures and without them
 (`pair_facts` replaced by a constant in the packing process and its forked workers), alternately, each pack in a
-fresh process, and reports the fastest of each and the overhead; plus `pair_facts` alone on one pair, in one thread.
+fresh process, and reports the fastest of each and the overhead; the measures' CPU seconds timed inside the workers
+of each pack against that pack's other CPU seconds (`in_pack_overhead`: the same ratio, free of the drift between
+packs on a shared machine); plus `pair_facts` alone on one pair, in one thread.
 
     python benchmarks/bench_pack_measures.py --pairs 300 --workers 2 --repeat 3 [--ext .jpg] [--out x.json]
 
@@ -25,13 +27,27 @@ ONE_PACK = """
 import json, resource, sys, time
 import pairload.pack.jobs as jobs
 from pairload.audit.measures import PairFacts
+import multiprocessing
+in_facts = multiprocessing.Value("d", 0.0)  # CPU seconds the forked workers spent measuring (shared memory)
 if sys.argv[1] == "without":
     jobs.pair_facts = lambda low, high: PairFacts(0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.5)
+else:
+    measured = jobs.pair_facts
+
+    def timed(low, high):
+        t = time.thread_time()
+        try:
+            return measured(low, high)
+        finally:
+            with in_facts.get_lock():
+                in_facts.value += time.thread_time() - t
+
+    jobs.pair_facts = timed
 from pairload.pack import PackOptions, pack
 t0 = time.perf_counter()
 pack(sys.argv[2], sys.argv[3], PackOptions(workers=int(sys.argv[4])))
 used = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-print(json.dumps([time.perf_counter() - t0, sum(u.ru_utime + u.ru_stime for u in used)]))
+print(json.dumps([time.perf_counter() - t0, sum(u.ru_utime + u.ru_stime for u in used), in_facts.value]))
 """
 
 
@@ -85,15 +101,18 @@ def main(argv: list[str] | None = None) -> dict:
         make_pairs(raw, args.pairs, args.ext)
     seconds: dict[str, list[float]] = {"without": [], "with": []}
     cpu: dict[str, list[float]] = {"without": [], "with": []}
+    share: list[float] = []  # per pack with the measures: their CPU seconds over the rest of its CPU seconds
     for _ in range(args.repeat):
         for mode in seconds:
             res = subprocess.run([sys.executable, "-c", ONE_PACK, mode, str(raw), str(work / f"shards{args.ext}"),
                                   str(args.workers)], capture_output=True, text=True)
             if res.returncode:
                 sys.exit(f"the pack failed: {res.stderr.strip().splitlines()[-1]}")
-            wall, used = json.loads(res.stdout.strip().splitlines()[-1])
+            wall, used, facts = json.loads(res.stdout.strip().splitlines()[-1])
             seconds[mode].append(wall)
             cpu[mode].append(used)
+            if mode == "with":
+                share.append(facts / (used - facts))
             print(mode, f"{wall:.2f} s, {used:.2f} CPU s", file=sys.stderr, flush=True)
     best = {mode: min(v) for mode, v in seconds.items()}
     report = {"pairs": args.pairs, "size": "600x400", "ext": args.ext, "workers": args.workers,
@@ -101,6 +120,9 @@ def main(argv: list[str] | None = None) -> dict:
               "overhead": round(best["with"] / best["without"] - 1, 4),
               # CPU seconds of the packing process and its workers (less disturbed by other jobs than the wall)
               "cpu_seconds": cpu, "cpu_overhead": round(min(cpu["with"]) / min(cpu["without"]) - 1, 4),
+              # the measures' own CPU seconds, timed inside the workers of each pack, over that pack's other CPU
+              # seconds: what they add, free of the drift between packs that the comparison above suffers from
+              "in_pack_overhead": [round(v, 4) for v in share],
               "pair_facts_ms_one_thread": round(one_pair_ms(raw, args.ext), 3)}
     print(json.dumps(report, indent=2))
     if args.out:
