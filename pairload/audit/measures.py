@@ -17,18 +17,88 @@ FP_BITS = 64  # bits of a perceptual fingerprint (a uint64)
 
 
 def exact_hash(img: np.ndarray) -> int:
-    """A 64-bit hash of the image's pixels and shape (identical pixels: identical hash), as an unsigned int."""
-    import cv2
+    """A 64-bit hash of the image's pixels and shape (identical pixels: identical hash), as an unsigned int: the
+    CRC-32 of its bytes, and above it the CRC-32 of its shape and of the image halved (`_half`). CRC-32 runs at
+    gigabytes a second, where a cryptographic hash would cost a millisecond an image, and two distinct images that
+    collide in both (the CRC-32 of the bytes catches any change confined to 32 bits) are about as rare as a 64-bit
+    hash's accidental collisions, all that duplicates need guarding against. Its low 32 bits are the CRC-32 a pack
+    stores of the member."""
+    return _scan(img, project=False)[0]
 
+
+def _exact(crc: int, img: np.ndarray, half: np.ndarray) -> int:
     from ..format.crc import crc32
 
-    # Two CRC-32s, of the bytes and of the bytes reversed (another linear map of them): CRC-32 runs at gigabytes a
-    # second, where a cryptographic hash would cost a millisecond an image. Accidental collisions, all that
-    # duplicates need guarding against, are about as rare as a 64-bit hash's.
-    data = np.ascontiguousarray(img).reshape(max(1, img.shape[0]), -1).view(np.uint8)
     head = repr((img.shape, img.dtype.str)).encode()
-    backwards = cv2.flip(data, -1) if data.size else data
-    return crc32(data, crc32(head)) | crc32(backwards, crc32(head[::-1])) << 32
+    return crc | crc32(np.ascontiguousarray(half).view(np.uint8).reshape(-1), crc32(head)) << 32
+
+
+STRIP = 64  # rows of an image measured at a time: a 600-pixel-wide RGB strip is 115 KB, read from memory once and
+# then worked on in the core's cache (every measure is a pass over the image; packing's workers share memory's
+# bandwidth)
+
+
+def _scan(img: np.ndarray, project: bool) -> tuple:
+    """(exact hash, the image halved (`_half`), its projections (`_projections`; None when not asked for or the
+    image is too small to measure a shift on)), in one pass over the image, a strip of rows at a time."""
+    from ..format.crc import crc32
+
+    h, w = img.shape[:2]
+    c = 1 if img.ndim == 2 else img.shape[2]
+    img = np.ascontiguousarray(img)
+    flat = img.reshape(h, w * c)
+    raw = flat.view(np.uint8) if h else np.zeros((0, 0), np.uint8)
+    halves = min(h, w) >= _HALVE_FROM
+    project = project and min(h, w) >= _SHIFT_LEAST
+    summed = flat if flat.dtype in (np.uint8, np.uint16, np.float32, np.float64) or not project else \
+        flat.astype(np.float32)  # what OpenCV adds up
+    hh, hw = h // 2, w // 2
+    half = np.empty((hh, hw) if c > 4 or c == 1 else (hh, hw, c), img.dtype if c <= 4 else np.float32) \
+        if halves else img
+    cols = np.zeros((2, w * c), np.float64) if project else None
+    rows = np.empty((2, h), np.float32) if project else None
+    crc = 0
+    step = STRIP if halves else max(h, 1)
+    for y0 in range(0, h, step):
+        y1 = min(h, y0 + step)
+        crc = crc32(raw[y0:y1], crc)
+        if halves and y0 < 2 * hh:
+            top, bottom = y0 // 2, min(y1, 2 * hh) // 2
+            half[top:bottom] = _halved(img[y0:2 * bottom, :2 * hw])
+        if project:
+            for k, (a, b) in enumerate(((y0, min(y1, h // 2)), (max(y0, h // 2), y1))):
+                if b > a:
+                    cols[k] += _sums(summed[a:b], 0).ravel()
+            rows[0, y0:y1] = _sums(summed[y0:y1, :(w // 2) * c], 1).ravel()
+            rows[1, y0:y1] = _sums(summed[y0:y1, (w // 2) * c:], 1).ravel()
+    proj = (cols.reshape(2, w, c).sum(axis=2).astype(np.float32), rows) if project else None
+    return _exact(crc, img, half), half, proj
+
+
+_HALVE_FROM = 4 * 32  # the shorter side from which an image is halved for its fingerprint (see `_shrink`)
+
+
+def _half(img: np.ndarray) -> np.ndarray:
+    """The image averaged over 2×2 blocks (an odd last row or column left out; more than 4 channels first averaged
+    into one, float32), or itself when its shorter side is under `_HALVE_FROM`."""
+    if min(img.shape[:2]) < _HALVE_FROM:
+        return img
+    h, w = img.shape[0] // 2, img.shape[1] // 2
+    return _halved(img[: 2 * h, : 2 * w])
+
+
+def _halved(img: np.ndarray) -> np.ndarray:
+    import cv2
+
+    if img.ndim == 3 and img.shape[2] > 4:  # OpenCV resizes up to 4 channels
+        img = img.mean(axis=2, dtype=np.float32)
+    return cv2.resize(img, (img.shape[1] // 2, img.shape[0] // 2), interpolation=cv2.INTER_AREA)
+
+
+def _sums(part: np.ndarray, axis: int) -> np.ndarray:
+    import cv2
+
+    return cv2.reduce(part, axis, cv2.REDUCE_SUM, dtype=cv2.CV_32F)
 
 
 def perceptual_hash(img: np.ndarray) -> int:
@@ -78,14 +148,12 @@ _FP_U, _FP_V = (np.array(c) for c in zip(*sorted(((u, v) for u in range(12) for 
 
 def _shrink(img: np.ndarray, side: int) -> np.ndarray:
     """The image halved while both its sides stay ≥ `side` (OpenCV's block average is fastest by halves), each
-    time cropped by a pixel where a side is odd."""
-    import cv2
-
-    if img.ndim == 3 and img.shape[2] > 4:  # OpenCV resizes up to 4 channels
-        img = img.mean(axis=2, dtype=np.float32)
-    while min(img.shape[:2]) >= 2 * side:
+    time cropped by a pixel where a side is odd (more than 4 channels first averaged into one)."""
+    while min(img.shape[:2]) >= 2 * side or (img.ndim == 3 and img.shape[2] > 4):
+        if min(img.shape[:2]) < 2 * side:
+            return img.mean(axis=2, dtype=np.float32)
         h, w = img.shape[0] // 2, img.shape[1] // 2
-        img = cv2.resize(img[: 2 * h, : 2 * w], (w, h), interpolation=cv2.INTER_AREA)
+        img = _halved(img[: 2 * h, : 2 * w])
     return img
 
 
@@ -132,74 +200,64 @@ def shift_between(low: np.ndarray, high: np.ndarray) -> tuple[float, float, floa
         return 0.0, 0.0, 0.0
     if high.shape[:2] != low.shape[:2]:
         high = cv2.resize(high, (low.shape[1], low.shape[0]), interpolation=cv2.INTER_AREA)
-    # Phase correlation of gradient magnitudes: it whitens the spectrum, so the input's darkness (a scale) does not
-    # matter, and the blur keeps its noise from making edges of its own. Windows of full resolution keep it
-    # sub-pixel and fast. Two windows must agree for any confidence, so that one window's noise or repeated texture
-    # cannot pass for a shift; a third is measured only when the first two disagree.
-    windows = _windows(high, _SHIFT_WINDOW, _SHIFT_WINDOWS)
-    found = [_window_shift(low, high, *w) for w in windows[:2]]
-    if len(found) == 2 and not _agree(found[0], found[1]):
-        found += [_window_shift(low, high, *w) for w in windows[2:]]
-    seen = [f for f in found if f[2] >= _SHIFT_PEAK]
-    sure = [f for f in seen if sum(_agree(f, g) for g in seen) >= min(2, len(found))]  # itself and another
-    if not sure:  # no two windows agree: no estimate
+    # A translation of the image translates its projections: the sums of its columns give dx, of its rows dy. Each
+    # sum averages hundreds of pixels, so the input's noise all but vanishes, and phase correlation (which whitens
+    # the spectrum) of their differences ignores the input's darkness (a scale) and its shading. Each half of the
+    # image (top and bottom for dx, left and right for dy) is measured on its own, and the two must agree for any
+    # confidence, so that one half's noise or repeated texture cannot pass for a shift.
+    return _shift_of(_projections(low), _projections(high))
+
+
+def _shift_of(low: tuple, high: tuple) -> tuple[float, float, float]:
+    """`shift_between` of two images of one size from their `_projections` (None: too small to measure)."""
+    if low is None or high is None:
         return 0.0, 0.0, 0.0
-    est = np.array(sure)
-    weights = est[:, 2] + 1e-6
-    dy, dx = (est[:, :2] * weights[:, None]).sum(axis=0) / weights.sum()
-    return float(dy), float(dx), float(est[:, 2].sum() / len(found))
+    dx, peak_x = _profile_shift(low[0], high[0])
+    dy, peak_y = _profile_shift(low[1], high[1])
+    if min(peak_x.min(), peak_y.min()) < _SHIFT_PEAK or np.ptp(dx) > _SHIFT_AGREE or np.ptp(dy) > _SHIFT_AGREE:
+        return 0.0, 0.0, 0.0
+    return float(dy.mean()), float(dx.mean()), float(min(peak_x.mean(), peak_y.mean()))
 
 
-def _window_shift(low: np.ndarray, high: np.ndarray, y: int, x: int, hw: tuple[int, int]
-                  ) -> tuple[float, float, float]:
-    import cv2
-
-    a, b = _edges(low[y:y + hw[0], x:x + hw[1]]), _edges(high[y:y + hw[0], x:x + hw[1]])
-    (dx, dy), response = cv2.phaseCorrelate(a, b, _hanning(a.shape))
-    return dy, dx, min(max(response, 0.0), 1.0)
-
-
-def _agree(f, g) -> bool:
-    return abs(f[0] - g[0]) <= _SHIFT_AGREE and abs(f[1] - g[1]) <= _SHIFT_AGREE
-
-
-_SHIFT_WINDOW = 128  # side of the windows the shift is measured in (full resolution)
-_SHIFT_WINDOWS = 3  # at most
-_SHIFT_AGREE = 0.5  # pixels two windows' shifts may differ by and agree
-_SHIFT_PEAK = 0.05  # the least correlation peak of a window's estimate (a flat or black window's is 0)
+_SHIFT_AGREE = 0.5  # pixels the two halves' shifts may differ by and agree
+_SHIFT_PEAK = 0.05  # the least correlation peak of a half's estimate (a flat or black image's is 0)
 _SHIFT_LEAST = 8  # pixels of an input's shorter side below which no shift is measured
 
 
-def _edges(img: np.ndarray) -> np.ndarray:
+def _projections(img: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(2, W) sums of the columns of the image's top and bottom halves, and (2, H) sums of the rows of its left and
+    right halves, every channel added, float32 (None for an image too small to measure a shift on)."""
+    return _scan(img, project=True)[2]
+
+
+def _profile_shift(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of (k, n) profiles `a` (the input's) and `b` (the target's): the shift that maps a onto b, to a
+    fraction of a pixel, and its phase-correlation peak in [0, 1]."""
     import cv2
 
-    y = cv2.GaussianBlur(_luma(img), (5, 5), 1.0)
-    return cv2.magnitude(cv2.Sobel(y, cv2.CV_32F, 1, 0, ksize=3), cv2.Sobel(y, cv2.CV_32F, 0, 1, ksize=3))
+    da, db = np.diff(a, axis=1), np.diff(b, axis=1)
+    n = da.shape[1]
+    size = cv2.getOptimalDFTSize(n + n // 8)  # a little zero padding against wrap-around, a length FFTs are fast at
+    window = _hann(n)
+    spectrum = np.fft.rfft(db * window, size, axis=1) * np.conj(np.fft.rfft(da * window, size, axis=1))
+    spectrum /= np.abs(spectrum) + 1e-20
+    r = np.fft.irfft(spectrum, size, axis=1)
+    k = r.argmax(axis=1)
+    rows = np.arange(len(r))
+    before, peak, after = r[rows, k - 1], r[rows, k], r[rows, (k + 1) % size]
+    curve = before - 2 * peak + after
+    fraction = np.where(curve < 0, 0.5 * (before - after) / np.where(curve < 0, curve, -1.0), 0.0)
+    shift = k + fraction
+    return np.where(shift > size / 2, shift - size, shift), np.clip(peak, 0.0, 1.0)
 
 
-def _windows(img: np.ndarray, side: int, count: int) -> list[tuple[int, int, tuple[int, int]]]:
-    """(top, left, (h, w)) of `count` `side`-square windows spread along the image's longer middle line, inset from
-    its borders (where a shifted image's content has no counterpart in the other); the middle one first."""
-    h, w = img.shape[:2]
-    sh, sw = min(h, side), min(w, side)
-    my, mx = min((h - sh) // 2, h // 16), min((w - sw) // 2, w // 16)
-    if w >= h:
-        spots = [((h - sh) // 2, int(x)) for x in np.linspace(mx, w - sw - mx, count)]
-    else:
-        spots = [(int(y), (w - sw) // 2) for y in np.linspace(my, h - sh - my, count)]
-    spots = sorted(dict.fromkeys(spots), key=lambda spot: abs(spot[0] - (h - sh) / 2) + abs(spot[1] - (w - sw) / 2))
-    return [(t, lf, (sh, sw)) for t, lf in spots]
+def _hann(n: int) -> np.ndarray:
+    if n not in _HANN:
+        _HANN[n] = np.hanning(n).astype(np.float32)
+    return _HANN[n]
 
 
-def _hanning(shape: tuple[int, int]) -> np.ndarray:
-    import cv2
-
-    if shape not in _HANNING:
-        _HANNING[shape] = cv2.createHanningWindow((shape[1], shape[0]), cv2.CV_32F)
-    return _HANNING[shape]
-
-
-_HANNING: dict = {}
+_HANN: dict = {}
 
 
 def luminance(img: np.ndarray) -> float:
@@ -237,17 +295,20 @@ class PairFacts:
 
 def pair_facts(low: np.ndarray | None, high: np.ndarray) -> PairFacts:
     """`PairFacts` of a pair (`low` None: a targets-only sample)."""
-    hx, hf, hl = _image_facts(high)
+    same = low is not None and low.shape[:2] == high.shape[:2]
+    hx, hf, hl, hp = _image_facts(high, project=same)
     if low is None:
         return PairFacts(hx, hx, hf, hf, 0.0, 0.0, 0.0, hl, hl)
-    dy, dx, conf = shift_between(low, high)
-    lx, lf, ll = _image_facts(low)
+    lx, lf, ll, lp = _image_facts(low, project=same)
+    dy, dx, conf = _shift_of(lp, hp) if same else shift_between(low, high)
     return PairFacts(lx, hx, lf, hf, dy, dx, conf, ll, hl)
 
 
-def _image_facts(img: np.ndarray) -> tuple[int, int, float]:
-    """(exact hash, fingerprint, brightness) of an image, the last two from one averaging down (the brightness of
-    the averaged image is the image's within half a unit of its dtype, for a fifth of the time)."""
-    shrunk = _shrink(img, 2 * _FP_SIDE)
+def _image_facts(img: np.ndarray, project: bool) -> tuple[int, int, float, tuple | None]:
+    """(exact hash, fingerprint, brightness, projections or None) of an image, in one pass over it (`_scan`); the
+    fingerprint and brightness from the image halved (the brightness of the averaged image is the image's within
+    half a unit of its dtype)."""
+    exact, half, proj = _scan(img, project)
+    shrunk = _shrink(half, 2 * _FP_SIDE)
     brightness = luminance(shrunk if shrunk.dtype == img.dtype else img)  # many channels: averaged to float
-    return exact_hash(img), _fingerprint(shrunk), brightness
+    return exact, _fingerprint(shrunk), brightness, proj

@@ -262,10 +262,12 @@ def run_job(job: Job) -> JobResult:
                     + ([(high, job.high_off)] if high is not None else []))
         except OSError as exc:  # the disk filled up under us: the shard is to blame, not the pair being written
             return JobResult(job.index, error=str(output_error(Path(job.file), exc)), output_failed=True)
-    crc_high = crc32(high) if high is not None else None
+    # a measured image's exact hash holds its CRC-32 (`measures.exact_hash`): not a second pass over it
+    crc_high = None if high is None else facts.high_exact & 0xFFFFFFFF if facts is not None else crc32(high)
     if low is None:  # targets only: the input is the stored target
         return JobResult(job.index, notes, crc_high, crc_high, *frames, levels=levels_high, levels_high=levels_high,
                          facts=facts)
-    return JobResult(job.index, notes, crc32(low), crc_high, *frames, levels=levels, levels_high=levels_high,
+    crc_low = facts.low_exact & 0xFFFFFFFF if facts is not None else crc32(low)
+    return JobResult(job.index, notes, crc_low, crc_high, *frames, levels=levels, levels_high=levels_high,
                      facts=facts)
 

@@ -14,6 +14,7 @@ from pairload.audit.measures import (FP_BITS, exact_hash, hamming, luminance, pa
 from pairload.audit.packing import CONFIDENT
 from pairload.audit.run import RADIUS, MIN_SIMILARITY
 from pairload.audit.search import near_pairs
+from pairload.format.crc import crc32
 from pairload.audit.similar import look, similarity
 
 from audit_photos import CHANGES, darken, photos, resized, tiles
@@ -48,6 +49,9 @@ def test_fingerprints_and_hashes_of_edge_cases():
     other[3, 4, 1] ^= 1
     assert exact_hash(img) == exact_hash(img.copy()) != exact_hash(other)
     assert exact_hash(img) != exact_hash(img.reshape(40, 30, 3))  # the shape counts
+    photo = photos()[0]
+    assert exact_hash(photo) & 0xFFFFFFFF == crc32(photo)  # the member's CRC-32 a pack stores: measured once
+    assert exact_hash(photo) != exact_hash(photo[::-1].copy())  # each strip of rows counts in its place
     assert 0 <= perceptual_hash(img.astype(np.uint16) * 257) < 2 ** FP_BITS
     for many in (img[..., :1], np.concatenate([img, img], axis=2)):  # other channel counts
         assert perceptual_hash(many) >= 0
@@ -73,6 +77,37 @@ def test_shifts_of_a_dark_noisy_input_are_found_within_half_a_pixel(shift):
             ey, ex, confidence = shift_between(low, high)
             assert confidence >= CONFIDENT
             assert abs(ey - dy) <= 0.5 and abs(ex - dx) <= 0.5, (k, dy, dx, ey, ex)
+
+
+def camera_dark(img: np.ndarray, seed: int) -> np.ndarray:
+    """A low-light input as a camera gives it: a tone curve, vignetting, a colour cast, shot and read noise."""
+    rng = np.random.default_rng(seed)
+    h, w = img.shape[:2]
+    yy, xx = np.mgrid[0:h, 0:w]
+    shade = 1 - 2 * (((yy - h / 2) / h) ** 2 + ((xx - w / 2) / w) ** 2)
+    x = (img / 255.0) ** 2.2 * 0.15 * shade[..., None] * np.array([1.0, 0.8, 1.3])
+    x = rng.poisson(x * 255 * 4) / 4 + rng.normal(0, 2, x.shape)
+    return np.clip(x, 0, 255).astype(np.uint8)
+
+
+def test_shifts_survive_a_cameras_tone_curve_shading_and_cast():
+    found = 0
+    for k, photo in enumerate(photos()[:6]):
+        _, high = shifted_pair(photo, 2, -3, seed=k)
+        low = camera_dark(shifted_pair(photo, 0, 0, seed=k)[1], seed=k)  # the same window as the target's input
+        dy, dx, confidence = shift_between(low, high)
+        if confidence >= CONFIDENT:  # an estimate that counts is right; most count
+            assert abs(dy - 2) <= 0.5 and abs(dx + 3) <= 0.5, (k, dy, dx, confidence)
+            found += 1
+    assert found >= 5
+
+
+def test_a_pair_of_two_scenes_has_no_confident_shift():
+    scenes = photos()
+    for k in range(len(scenes)):
+        low = darken(np.ascontiguousarray(scenes[k][:240, :360]), seed=k)
+        other = np.ascontiguousarray(scenes[(k + 1) % len(scenes)][:240, :360])
+        assert shift_between(low, other)[2] < CONFIDENT
 
 
 def test_aligned_pairs_measure_no_shift_and_flat_ones_no_confidence():
