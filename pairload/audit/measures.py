@@ -33,46 +33,24 @@ def _exact(crc: int, img: np.ndarray, half: np.ndarray) -> int:
     return crc | crc32(np.ascontiguousarray(half).view(np.uint8).reshape(-1), crc32(head)) << 32
 
 
-STRIP = 64  # rows of an image measured at a time: a 600-pixel-wide RGB strip is 115 KB, read from memory once and
-# then worked on in the core's cache (every measure is a pass over the image; packing's workers share memory's
-# bandwidth)
-
-
 def _scan(img: np.ndarray, project: bool) -> tuple:
     """(exact hash, the image halved (`_half`), its projections (`_projections`; None when not asked for or the
-    image is too small to measure a shift on)), in one pass over the image, a strip of rows at a time."""
+    image is too small to measure a shift on))."""
     from ..format.crc import crc32
 
     h, w = img.shape[:2]
     c = 1 if img.ndim == 2 else img.shape[2]
     img = np.ascontiguousarray(img)
     flat = img.reshape(h, w * c)
-    raw = flat.view(np.uint8) if h else np.zeros((0, 0), np.uint8)
-    halves = min(h, w) >= _HALVE_FROM
-    project = project and min(h, w) >= _SHIFT_LEAST
-    summed = flat if flat.dtype in (np.uint8, np.uint16, np.float32, np.float64) or not project else \
-        flat.astype(np.float32)  # what OpenCV adds up
-    hh, hw = h // 2, w // 2
-    half = np.empty((hh, hw) if c > 4 or c == 1 else (hh, hw, c), img.dtype if c <= 4 else np.float32) \
-        if halves else img
-    cols = np.zeros((2, w * c), np.float64) if project else None
-    rows = np.empty((2, h), np.float32) if project else None
-    crc = 0
-    step = STRIP if halves else max(h, 1)
-    for y0 in range(0, h, step):
-        y1 = min(h, y0 + step)
-        crc = crc32(raw[y0:y1], crc)
-        if halves and y0 < 2 * hh:
-            top, bottom = y0 // 2, min(y1, 2 * hh) // 2
-            half[top:bottom] = _halved(img[y0:2 * bottom, :2 * hw])
-        if project:
-            for k, (a, b) in enumerate(((y0, min(y1, h // 2)), (max(y0, h // 2), y1))):
-                if b > a:
-                    cols[k] += _sums(summed[a:b], 0).ravel()
-            rows[0, y0:y1] = _sums(summed[y0:y1, :(w // 2) * c], 1).ravel()
-            rows[1, y0:y1] = _sums(summed[y0:y1, (w // 2) * c:], 1).ravel()
-    proj = (cols.reshape(2, w, c).sum(axis=2).astype(np.float32), rows) if project else None
-    return _exact(crc, img, half), half, proj
+    half = _half(img)
+    exact = _exact(crc32(flat.view(np.uint8) if h else b""), img, half)
+    if not (project and min(h, w) >= _SHIFT_LEAST):
+        return exact, half, None
+    if flat.dtype not in (np.uint8, np.uint16, np.float32, np.float64):
+        flat = flat.astype(np.float32)  # what OpenCV adds up
+    cols = np.concatenate([_sums(flat[: h // 2], 0), _sums(flat[h // 2:], 0)]).reshape(2, w, c).sum(axis=2)
+    rows = np.concatenate([_sums(flat[:, : (w // 2) * c], 1), _sums(flat[:, (w // 2) * c:], 1)], axis=1).T
+    return exact, half, (cols, rows)
 
 
 _HALVE_FROM = 4 * 32  # the shorter side from which an image is halved for its fingerprint (see `_shrink`)
@@ -133,7 +111,9 @@ def _thumbnail_of(shrunk: np.ndarray, side: int) -> np.ndarray:
     if top <= 0:
         return small
     small /= top
-    middle = float(np.median(small))
+    # its median (np.median's own arithmetic, in one partition)
+    flat = np.partition(small.reshape(-1), ((small.size - 1) // 2, small.size // 2))
+    middle = float((flat[(small.size - 1) // 2] + flat[small.size // 2]) / np.float32(2))
     if 0 < middle < 1:
         np.power(small, np.float32(min(max(np.log(0.5) / np.log(middle), 1 / 16), 16)), out=small)
     return small
@@ -212,11 +192,10 @@ def _shift_of(low: tuple, high: tuple) -> tuple[float, float, float]:
     """`shift_between` of two images of one size from their `_projections` (None: too small to measure)."""
     if low is None or high is None:
         return 0.0, 0.0, 0.0
-    dx, peak_x = _profile_shift(low[0], high[0])
-    dy, peak_y = _profile_shift(low[1], high[1])
-    if min(peak_x.min(), peak_y.min()) < _SHIFT_PEAK or np.ptp(dx) > _SHIFT_AGREE or np.ptp(dy) > _SHIFT_AGREE:
+    dx0, dx1, dy0, dy1, *peaks = _profile_shifts(low, high).tolist()
+    if min(peaks) < _SHIFT_PEAK or abs(dx0 - dx1) > _SHIFT_AGREE or abs(dy0 - dy1) > _SHIFT_AGREE:
         return 0.0, 0.0, 0.0
-    return float(dy.mean()), float(dx.mean()), float(min(peak_x.mean(), peak_y.mean()))
+    return (dy0 + dy1) / 2, (dx0 + dx1) / 2, min(peaks[0] + peaks[1], peaks[2] + peaks[3]) / 2
 
 
 _SHIFT_AGREE = 0.5  # pixels the two halves' shifts may differ by and agree
@@ -230,25 +209,30 @@ def _projections(img: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return _scan(img, project=True)[2]
 
 
-def _profile_shift(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of (k, n) profiles `a` (the input's) and `b` (the target's): the shift that maps a onto b, to a
-    fraction of a pixel, and its phase-correlation peak in [0, 1]."""
+def _profile_shifts(low: tuple, high: tuple) -> np.ndarray:
+    """(8,): the shifts that map the input's profiles (`_projections`: top and bottom columns, left and right rows)
+    onto the target's, to a fraction of a pixel, then the four phase-correlation peaks in [0, 1]; all four in one
+    batch of FFTs."""
     import cv2
 
-    da, db = np.diff(a, axis=1), np.diff(b, axis=1)
-    n = da.shape[1]
+    nx, ny = low[0].shape[1] - 1, low[1].shape[1] - 1
+    n = max(nx, ny)
     size = cv2.getOptimalDFTSize(n + n // 8)  # a little zero padding against wrap-around, a length FFTs are fast at
-    window = _hann(n)
-    spectrum = np.fft.rfft(db * window, size, axis=1) * np.conj(np.fft.rfft(da * window, size, axis=1))
-    spectrum /= np.abs(spectrum) + 1e-20
-    r = np.fft.irfft(spectrum, size, axis=1)
+    # the profiles' differences (their shading gone), windowed: input's then target's, columns then rows
+    signal = np.zeros((8, size), np.float32)
+    signal[[0, 1, 4, 5], :nx] = np.diff(np.concatenate([low[0], high[0]]), axis=1) * _hann(nx)
+    signal[[2, 3, 6, 7], :ny] = np.diff(np.concatenate([low[1], high[1]]), axis=1) * _hann(ny)
+    spectra = np.fft.rfft(signal, axis=1)
+    cross = spectra[4:] * np.conj(spectra[:4])
+    cross /= np.abs(cross) + 1e-20
+    r = np.fft.irfft(cross, size, axis=1)
     k = r.argmax(axis=1)
-    rows = np.arange(len(r))
+    rows = np.arange(4)
     before, peak, after = r[rows, k - 1], r[rows, k], r[rows, (k + 1) % size]
     curve = before - 2 * peak + after
     fraction = np.where(curve < 0, 0.5 * (before - after) / np.where(curve < 0, curve, -1.0), 0.0)
     shift = k + fraction
-    return np.where(shift > size / 2, shift - size, shift), np.clip(peak, 0.0, 1.0)
+    return np.concatenate([np.where(shift > size / 2, shift - size, shift), np.clip(peak, 0.0, 1.0)])
 
 
 def _hann(n: int) -> np.ndarray:
