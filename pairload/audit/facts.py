@@ -16,7 +16,7 @@ import numpy as np
 
 from ..format.atomic import write_bytes_atomic
 from ..format.facts import NAMES, FactsColumns
-from .measures import pair_facts
+from .measures import VERSION as MEASURES, pair_facts
 
 SIDECAR = "{split}.facts.npz"
 _KEY = "index_sha256"
@@ -39,7 +39,7 @@ def split_facts(ds, *, progress: Callable[[int, int], None] | None = None, worke
     if stored is not None:
         return SplitFacts(stored, "index")
     path = sidecar_path(ds)
-    key = index_identity(ds) if path is not None else ""
+    key = f"{index_identity(ds)} measures {MEASURES}" if path is not None else ""
     found = _read_sidecar(path, key, len(ds)) if path is not None else None
     if found is not None:
         return SplitFacts(found, "sidecar")

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 FP_BITS = 64  # bits of a perceptual fingerprint (a uint64)
+# what these functions measure, by version: facts kept beside an index by another version are measured again
+# (2: the exact hash's low half is the image's plain CRC-32; the shift from the halves' projections)
+VERSION = 2
 
 
 def exact_hash(img: np.ndarray) -> int:
