@@ -181,13 +181,16 @@ class DecodedMemory:
         what must stay alive until the kernel reading them is done. `windows`: per sample the (top, left, bottom,
         right) of the input's pixels its windows read, of which a tiled member decodes only the tiles they touch
         (None: whole images)."""
+        return self._submit(self._prepare(samples, windows))
+
+    def _prepare(self, samples: np.ndarray, windows: np.ndarray | None) -> "_Prepared":
+        """The host's part of `_decode`, touching no device: each member's bytes found and checked, a tiled member's
+        tables read and its wanted tiles staged."""
         rows = self.ds.stored_members(samples)
         sides = (0, 1) if self.inputs else (1,)
         once = rows.offset[:, 0] == rows.offset[:, 1]  # a targets-only split: one member for both sides
-        ptr = np.zeros((2, len(samples)), dtype=np.int64)
-        held: list = []
-        jpegs: list[tuple[int, int, np.ndarray]] = []  # (side, row, stored bytes)
-        tiled: list[tuple[int, int, tuple]] = []  # (side, row, (stored bytes, header, tiles wanted))
+        out = _Prepared(samples, rows, sides, once)
+        tiled: list[tuple] = []  # (stored bytes, header, tiles wanted, memo)
         for k in sides:
             for j in range(len(samples)):
                 if k == 0 and once[j] and 1 in sides:
@@ -196,26 +199,40 @@ class DecodedMemory:
                 kind = imageformats.BY_CODE.get(int(rows.format[j, k]))
                 if kind is imageformats.JPEG:
                     self._check_jpeg(data, samples[j], k, rows.shard[j])
-                    jpegs.append((k, j, data))
+                    out.jpegs.append((k, j, data))
                 elif kind is imageformats.TILES:
-                    tiled.append((k, j, self._tiled(data, samples[j], k, rows.shard[j], windows, j)))
+                    out.tiled.append((k, j))
+                    tiled.append(self._tiled(data, samples[j], k, rows.shard[j], windows, j))
                 else:  # pixels as stored: copied over as they are
-                    pixels = torch.from_numpy(np.array(data, copy=True)).to(self.device)
-                    held.append(pixels)
-                    ptr[k, j] = pixels.data_ptr()
-        if jpegs:
-            held.extend(self._jpegs(jpegs, samples, rows, ptr))
+                    out.pixels.append((k, j, data))
         if tiled:
+            where = out.tiled  # not `out`: the staged call keeps `bad`, and `out` keeps the staged call
+
             def bad(m: int, what: str) -> ShardError:
-                k, j, _ = tiled[m]
+                k, j = where[m]
                 return self._bad(samples[j], k, rows.shard[j], what)
 
-            addresses, _, keep = self.tiles.decode([member for _, _, member in tiled], bad)
-            for (k, j, _), address in zip(tiled, addresses):
+            out.staged = self.tiles.stage(tiled, bad)
+        return out
+
+    def _submit(self, out: "_Prepared") -> list:
+        """The device's part of `_decode`, on the current stream."""
+        samples, rows = out.samples, out.rows
+        ptr = np.zeros((2, len(samples)), dtype=np.int64)
+        held: list = []
+        for k, j, data in out.pixels:
+            pixels = torch.from_numpy(np.array(data, copy=True)).to(self.device)
+            held.append(pixels)
+            ptr[k, j] = pixels.data_ptr()
+        if out.jpegs:
+            held.extend(self._jpegs(out.jpegs, samples, rows, ptr))
+        if out.staged is not None:
+            addresses, _, keep = self.tiles.submit(out.staged)
+            for (k, j), address in zip(out.tiled, addresses):
                 ptr[k, j] = address
             held.extend(keep)
-        if 1 in sides:
-            ptr[0, once] = ptr[1, once]
+        if 1 in out.sides:
+            ptr[0, out.once] = ptr[1, out.once]
         table = torch.from_numpy(ptr).pin_memory().to(self.device, non_blocking=True)
         index = torch.from_numpy(samples).pin_memory().to(self.device, non_blocking=True)
         held.append((table, index))
@@ -229,14 +246,15 @@ class DecodedMemory:
         return self.ds.shard_map(int(rows.shard[j]))[start:start + int(rows.length[j, k])]
 
     def _tiled(self, data: np.ndarray, i: int, k: int, shard: int, windows, j: int) -> tuple:
-        """(bytes, checked header, the tiles to decode) of a `tiles` member: its header and tables are checked here,
-        its tiles' CRC-32s as they are staged (`TileDecoder.decode`), before the GPU sees them (nvCOMP decodes what
-        it is given)."""
+        """(bytes, checked header, the tiles to decode, which tiles' CRC-32s were checked) of a `tiles` member: its
+        header and tables are checked here, its tiles' CRC-32s as they are staged the first time
+        (`TileDecoder.decode`), before the GPU sees them (nvCOMP decodes what it is given). The shards' files are
+        watched (`check`): bytes checked once stay as they were."""
         from ...format.tiles import read_tiled
 
         scale = self.ds.members.scale if k else 1
-        t = self._headers.get((i, k))
-        if t is None:
+        kept = self._headers.get((i, k))
+        if kept is None:
             h, w = (int(v) * scale for v in self.ds.sizes[i])
             try:
                 t = read_tiled(data, self.ds.members.side(k), h, w, check_crc=False)
@@ -244,11 +262,14 @@ class DecodedMemory:
                 raise self._bad(i, k, shard, str(exc)) from None
             if len(self._headers) >= HEADERS_KEPT:
                 self._headers.pop(next(iter(self._headers)))
-            self._headers[(i, k)] = t
+            kept = self._headers[(i, k)] = (t, np.zeros(len(t.modes), dtype=bool), t.tile, t.grid[1])
+        t, checked, side, across = kept
         if windows is None or windows[j, 0] < 0:
-            return data, t, np.arange(len(t.modes))
-        top, left, bottom, right = (int(v) * scale for v in windows[j])
-        return data, t, t.touched(top, left, max(1, bottom - top), max(1, right - left))
+            return data, t, np.arange(len(t.modes)), checked
+        top, left, bottom, right = windows[j].tolist()
+        rows = np.arange(top * scale // side, (bottom * scale - 1) // side + 1)
+        cols = np.arange(left * scale // side, (right * scale - 1) // side + 1)
+        return data, t, (rows[:, None] * across + cols).reshape(-1), checked
 
     def _check_jpeg(self, data: np.ndarray, i: int, k: int, shard: int) -> None:
         """A member cut short or overwritten is refused before the decoder sees it (a decoder fills a cut-short
@@ -299,6 +320,19 @@ class DecodedMemory:
         return ShardError(f"{self.ds.name(int(shard))}: key {self.ds.keys[int(i)]}: its {('low', 'high')[k]} member "
                           f"{what}; the shard is damaged: run `pairload verify` on the split to find every damaged "
                           "sample, and repack (or restore the shard from a copy)")
+
+
+class _Prepared:
+    """A decode call's host part (`DecodedMemory._prepare`): its samples, their stored members' rows, the sides
+    decoded, which samples' input is their target; the JPEG files and pixel members ((side, row, bytes)), the
+    tiled members ((side, row)) and their staged bytes (`TileDecoder.stage`)."""
+
+    def __init__(self, samples: np.ndarray, rows, sides: tuple, once: np.ndarray):
+        self.samples, self.rows, self.sides, self.once = samples, rows, sides, once
+        self.jpegs: list = []
+        self.pixels: list = []
+        self.tiled: list = []
+        self.staged = None
 
 
 def _windows(plans, samples: np.ndarray, sizes: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -23,7 +24,7 @@ import triton
 import triton.language as tl
 
 from ...format.crc import crc32
-from ...format.tiles import DAMAGED, TiledImage
+from ...format.tiles import DAMAGED
 from .nvcomp import DecompressOpts, library
 
 STAGERS = 2  # threads copying the members' bytes into pinned memory (a copy runs at ~10 GB/s a core; the decode
@@ -44,19 +45,20 @@ class TileDecoder:
         self._pending: deque = deque()
         self._pool = ThreadPoolExecutor(STAGERS, thread_name_prefix="pairload-stage")
 
-    def decode(self, members: list[tuple[np.ndarray, TiledImage, np.ndarray]],
-               bad: Callable[[int, str], Exception]) -> tuple:
-        """Decode `members` ((its bytes, its header and tables as `read_tiled` checked them, the tiles wanted)) into
-        images of their own, H×W×C of their dtype (tiles not wanted are left unwritten), in one uint8 device buffer;
-        returns (each image's device address, the buffer, what must stay alive until the kernel reading them is
-        done). Each wanted tile's CRC-32 is checked as its bytes are staged, before the GPU sees them; `bad(m,
-        what)` is the error raised for member m. nvCOMP's statuses of earlier calls are checked once they are done:
-        waiting for them would keep this call's work on the host from overlapping the GPU's decode of the last."""
-        self.check(block=False)
-        stream = torch.cuda.current_stream(self.device)
-        image_bytes = np.array([t.h * t.w * t.channels * t.itemsize for _, t, _ in members], dtype=np.int64)
+    def decode(self, members: list[tuple], bad: Callable[[int, str], Exception]) -> tuple:
+        """Decode `members` ((its bytes, its header and tables as `read_tiled` checked them, the tiles wanted[, a
+        bool per tile: its CRC-32 already checked in this process, updated here])) into images of their own, H×W×C
+        of their dtype (tiles not wanted are left unwritten), in one uint8 device buffer; returns (each image's
+        device address, the buffer, what must stay alive until the kernel reading them is done). `stage` then
+        `submit`."""
+        return self.submit(self.stage(members, bad))
+
+    def stage(self, members: list[tuple], bad: Callable[[int, str], Exception]) -> "_Staged":
+        """The host's part of `decode` (it touches no device): the call's plan, and the wanted tiles' bytes copied
+        into pinned memory, each tile's CRC-32 checked as it is copied (unless its member's memo says it was), before
+        the GPU sees them; `bad(m, what)` is the error raised for member m."""
+        image_bytes = np.array([t.h * t.w * t.channels * t.itemsize for _, t, *_ in members], dtype=np.int64)
         image_at = np.concatenate([[0], np.cumsum((image_bytes + 255) // 256 * 256)])
-        images = torch.empty(int(image_at[-1]), dtype=torch.uint8, device=self.device)
         plan = _frame_plan(members, image_at)
         # only the wanted tiles' frames travel: each run of consecutive wanted tiles is one range of the member
         host = torch.empty(int(plan.staged), dtype=torch.uint8, pin_memory=True)
@@ -74,12 +76,25 @@ class TileDecoder:
         for found in self._pool.map(stage, [work[k::STAGERS] for k in range(STAGERS)]):
             if found is not None:
                 raise bad(found[0], f"{DAMAGED} (tile {found[1]})")
-        stored = host.to(self.device, non_blocking=True)
-        keep: list = [host, stored, images]
+        for member in members:  # every wanted tile now checked: a member's memo remembers them
+            if len(member) > 3 and member[3] is not None:
+                member[3][member[2]] = True
+        return _Staged(plan, image_at, host, bad)
+
+    def submit(self, staged: "_Staged") -> tuple:
+        """The device's part of `decode`, on the current stream: the staged bytes copied over, nvCOMP's batched
+        decompression of every frame, the kernel that undoes the predictors. nvCOMP's statuses of earlier calls
+        are checked once they are done: waiting for them would keep the host's work from overlapping the GPU's."""
+        self.check(block=False)
+        stream = torch.cuda.current_stream(self.device)
+        plan, image_at = staged.plan, staged.image_at
+        images = torch.empty(int(image_at[-1]), dtype=torch.uint8, device=self.device)
+        stored = staged.host.to(self.device, non_blocking=True)
+        keep: list = [staged.host, stored, images]
         if len(plan.tile_at):
             scratch, statuses = self._zstd(stream, stored, plan, keep)
             keep += _untile_all(plan, scratch, images)
-            self._pending.append((*statuses, plan.frame_member, bad))
+            self._pending.append((*statuses, plan.frame_member, staged.bad))
         return images.data_ptr() + image_at[:-1], images, keep
 
     def close(self) -> None:
@@ -129,6 +144,17 @@ class TileDecoder:
             raise RuntimeError(f"nvCOMP's batched zstd decompression failed to start (status {status})")
 
 
+@dataclass(frozen=True)
+class _Staged:
+    """A decode call's host part done (`TileDecoder.stage`): its plan, where each image goes in the images' buffer,
+    the staged bytes (pinned), and the error for a member."""
+
+    plan: "_FramePlan"
+    image_at: np.ndarray
+    host: torch.Tensor
+    bad: Callable[[int, str], Exception]
+
+
 class _FramePlan:
     """What a decode call does: the ranges of the members' bytes staged (`runs`: (member, start, stop, staged
     at), `staged` bytes in all) and per run its tiles' checks ((staged start, end, CRC-32, tile)); then as arrays:
@@ -146,20 +172,20 @@ def _frame_plan(members, image_at: np.ndarray) -> _FramePlan:
     n = len(members)
     # per member: height, width, channels, value size, tile side, tiles across, frames per tile, tiles
     geo = np.array([(t.h, t.w, t.channels, t.itemsize, t.tile, t.grid[1], t.planes, len(t.modes))
-                    for _, t, _ in members], dtype=np.int64).reshape(n, 8)
-    wanted = [np.asarray(w, dtype=np.int64) for _, _, w in members]
+                    for _, t, *_ in members], dtype=np.int64).reshape(n, 8)
+    wanted = [np.asarray(m[2], dtype=np.int64) for m in members]
     tile = np.concatenate(wanted) if n else np.zeros(0, np.int64)
     mt = np.repeat(np.arange(n), [len(w) for w in wanted])  # each wanted tile's member
     h, w, c, item, side, across, planes = (geo[mt, k] for k in range(7))
     of_all = _starts(geo[:, 7])[mt] + tile  # each wanted tile among the members' tiles, concatenated
-    mode = np.concatenate([t.modes for _, t, _ in members]).astype(np.int64)[of_all]
+    mode = np.concatenate([t.modes for _, t, *_ in members]).astype(np.int64)[of_all]
     # frames: `planes` per wanted tile, in the members' concatenated tables
     frame_tile = np.repeat(np.arange(len(tile)), planes)
     first = _starts(planes)  # each wanted tile's first frame in the plan
     in_tile = np.arange(len(frame_tile)) - first[frame_tile]
     global_frame = (_starts(geo[:, 7] * geo[:, 6])[mt] + tile * planes)[frame_tile] + in_tile
-    member_offset = np.concatenate([t.offsets for _, t, _ in members])[global_frame]
-    length = np.concatenate([t.lengths for _, t, _ in members])[global_frame]
+    member_offset = np.concatenate([t.offsets for _, t, *_ in members])[global_frame]
+    length = np.concatenate([t.lengths for _, t, *_ in members])[global_frame]
     # runs of consecutive wanted tiles of one member: their frames lie one after another in its bytes
     new = np.ones(len(tile), dtype=bool)
     new[1:] = (mt[1:] != mt[:-1]) | (tile[1:] != tile[:-1] + 1)
@@ -177,11 +203,15 @@ def _frame_plan(members, image_at: np.ndarray) -> _FramePlan:
     pixel = c * item
     scratch_at = _starts(frame_bytes)
     runs = list(zip(mt[run_first].tolist(), lo.tolist(), hi.tolist(), at[:-1].tolist()))
-    crc = np.concatenate([t.crcs for _, t, _ in members])[of_all] if n else tile
-    last_of_tile = first + planes - 1
-    checks = list(zip(frame_offset[first].tolist(), (frame_offset[last_of_tile] + length[last_of_tile]).tolist(),
-                      crc.tolist(), tile.tolist()))
-    run_tiles = [checks[a:b + 1] for a, b in zip(run_first.tolist(), run_last.tolist())]
+    # the tiles whose CRC-32 is checked as they are staged: those not checked before (a member's memo)
+    need = np.flatnonzero(np.concatenate([~m[3][w] if len(m) > 3 and m[3] is not None else np.ones(len(w), bool)
+                                          for m, w in zip(members, wanted)])) if n else tile
+    crc = np.concatenate([t.crcs for _, t, *_ in members])[of_all[need]] if n else tile
+    last_of_tile = (first + planes - 1)[need]
+    checks = list(zip(frame_offset[first[need]].tolist(),
+                      (frame_offset[last_of_tile] + length[last_of_tile]).tolist(), crc.tolist(), tile[need].tolist()))
+    cut = np.searchsorted(need, np.append(run_first, len(tile))).tolist()  # each run's checks among them
+    run_tiles = [checks[a:b] for a, b in zip(cut[:-1], cut[1:])]
     return _FramePlan(runs=runs, run_tiles=run_tiles, staged=max(int(at[-1]), 16), frame_offset=frame_offset,
                       frame_length=length,
                       frame_bytes=frame_bytes, frame_member=mt[frame_tile], scratch_at=scratch_at,
