@@ -137,6 +137,9 @@ class Loader(Protocol):
 
 
 STATE_FORMAT = "pairload-loader-state"
+# the epochs' order (`plan.bijection`); a state saved under another order (a state without the field: numpy's
+# permutations, before 2026-11-29) describes a part of an epoch this planner does not draw
+ORDER = "feistel-6"
 KEYS_AT_ONCE = 512  # a run's keys are taken this many at a time (`PlannedLoader._keys_on`)
 _PLAN_FIELDS = ("seed", "batch_size", "crop", "split", "last_batch", "shuffle", "augment", "samples", "deal")
 # fields a state written before they existed lacks; absent means this default
@@ -236,6 +239,12 @@ def check_state(state: dict, mine: dict) -> tuple[int, tuple[tuple[int, int], ..
                           "malformed") from None
     if any(ws < 1 or k < 0 for ws, k in consumed):
         raise ConfigError(f"loader state: consumed {consumed} needs world sizes >= 1 and batch counts >= 0")
+    saved = state.get("order", "numpy-permutation")
+    if saved != ORDER and any(k for _, k in consumed):
+        raise ConfigError(f"loader state: saved in the middle of epoch {epoch} by a pairload that ordered epochs "
+                          f"otherwise ({saved!r}; this one: {ORDER!r}), so the rest of that epoch is not defined "
+                          f"here; resume with that pairload, or start epoch {epoch + 1} from the state with "
+                          f"state['epoch'] = {epoch + 1} and state['consumed'] = []")
     return epoch, consumed
 
 
@@ -298,8 +307,8 @@ class StatefulEpochs:
         consumed = list(self._consumed(epoch))
         if self._active[0] == epoch and self._delivered:
             consumed.append((self.cfg.world_size, self._delivered))
-        return {"format": STATE_FORMAT, "version": 1, "epoch": epoch, "consumed": [list(c) for c in consumed],
-                "world_size": self.cfg.world_size, **self._plan_fields()}
+        return {"format": STATE_FORMAT, "version": 1, "order": ORDER, "epoch": epoch,
+                "consumed": [list(c) for c in consumed], "world_size": self.cfg.world_size, **self._plan_fields()}
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from a state: the next iteration delivers the rest of its epoch (dealt over this loader's

@@ -1,4 +1,4 @@
-"""Per-sample randomness: stable key hashes, the epoch's permutation, and each sample's crop corner and
+"""Per-sample randomness: stable key hashes, the epoch's order, and each sample's crop corner and
 augmentation code, all pure functions of (seed, epoch, key, draw). Numpy only.
 
 Augmentation codes: `pairload.dihedral` (one per sample, applied to both images after cropping).
@@ -73,12 +73,17 @@ def sample_params(key_hash: np.ndarray, hw: np.ndarray, *, seed: int, epoch: int
     return y, x, allowed(code, win[:, 0], win[:, 1])
 
 
-def epoch_order(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tuple[int, ...] = ()) -> np.ndarray:
-    """The epoch's permutation of a split's sample indices, the same on every rank (`salt`: another, independent
-    permutation of the same epoch, e.g. for a repeat)."""
+def epoch_order(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tuple[int, ...] = (),
+                positions: np.ndarray | None = None) -> np.ndarray:
+    """The epoch's order of a split's sample indices, the same on every rank: the sample at each of `positions`
+    (None: all n, the whole permutation), from a keyed bijection (`plan.bijection`; `salt`: another, independent
+    order of the same epoch, e.g. for a repeat)."""
+    from .bijection import order_key, permute
+
+    pos = np.arange(n, dtype=np.int64) if positions is None else np.asarray(positions, dtype=np.int64)
     if not shuffle:
-        return np.arange(n, dtype=np.int64)
-    return np.random.default_rng([seed & 0xFFFFFFFF, epoch, 0x5EED, *salt]).permutation(n).astype(np.int64)
+        return pos.copy()
+    return permute(pos, n, order_key(seed, epoch, salt))
 
 
 NOISE_STREAM = 31  # the stream of a sample's noise key (the Philox key of its degraded pixels)

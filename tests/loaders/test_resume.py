@@ -118,6 +118,14 @@ def test_a_state_from_another_plan_is_refused_naming_the_difference(data):
         make_loader("ram", data / "shards", batch_size=3, crop=16, seed=4).load_state_dict(a.state_dict())
     with pytest.raises(ConfigError, match=r"expected a dict from a pairload loader's state_dict\(\)"):
         a.load_state_dict({"epoch": 1})
+    older = {k: v for k, v in a.state_dict().items() if k != "order"}  # saved by a pairload that permuted epochs
+    with pytest.raises(ConfigError, match=r"loader state: saved in the middle of epoch 0 by a pairload that ordered "
+                       r"epochs otherwise \('numpy-permutation'; this one: 'feistel-6'\).* start epoch 1 from the "
+                       r"state with state\['epoch'\] = 1 and state\['consumed'\] = \[\]"):
+        loader(data, "ram").load_state_dict(older)
+    b = loader(data, "ram")
+    b.load_state_dict({**older, "epoch": 1, "consumed": []})  # an epoch's start is the same under any order
+    assert b.epoch == 1
 
 
 def test_wds_resumes_with_another_number_of_workers(data):
