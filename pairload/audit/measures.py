@@ -292,9 +292,9 @@ def pair_facts(low: np.ndarray | None, high: np.ndarray) -> PairFacts:
 
 
 def _image_facts(img: np.ndarray, project: bool) -> tuple[int, int, float, tuple | None]:
-    """(exact hash, fingerprint, brightness, projections or None) of an image, in one pass over it (`_scan`); the
-    fingerprint and brightness from the image halved (the brightness of the averaged image is the image's within
-    half a unit of its dtype)."""
+    """(exact hash, fingerprint, brightness, projections or None) of an image (`_scan`); the fingerprint and
+    brightness from the image halved and averaged down further (the brightness of the averaged image is the image's
+    within half a unit of its dtype)."""
     exact, half, proj = _scan(img, project)
     shrunk = _shrink(half, 2 * _FP_SIDE)
     brightness = luminance(shrunk if shrunk.dtype == img.dtype else img)  # many channels: averaged to float
