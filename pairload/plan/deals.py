@@ -63,9 +63,14 @@ def shard_order(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tu
     c = counts[perm]
     at = np.cumsum(c) - c  # where each shard starts in the epoch's order
     index = np.repeat(starts[perm] - at, c) + np.arange(n, dtype=np.int64)
-    buffer = np.repeat(at // shards.buffer, c)
-    noise = np.random.default_rng([seed & 0xFFFFFFFF, epoch, 0xB10C, *salt]).random(n)
-    return index[np.lexsort((noise, buffer))]
+    # each shuffle buffer (the shards starting within the same `buffer` samples of the order) in an order of its
+    # own: the bijection of its positions, keyed by the buffer's number
+    buffer = at // shards.buffer
+    edges = np.flatnonzero(np.diff(buffer)) + 1
+    bounds = np.concatenate([[0], at[edges], [n]]).tolist()
+    for b, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+        index[lo:hi] = index[lo + epoch_order(hi - lo, seed=seed, epoch=epoch, salt=(0xB10C, *salt, b))]
+    return index
 
 
 def _permutation(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tuple[int, ...] = (),
