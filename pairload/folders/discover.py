@@ -74,16 +74,22 @@ def find_pairs(
                                            real_path=real_path)
     if not out.pairs:
         raise no_pairs(raw, low_dir, high_dir, bool(files))
-    seen: dict[tuple[str, str], Pair] = {}
-    for p in out.pairs:
-        other = seen.get((p.split, p.key))
-        if other is not None:
-            raise PairingError(f"{raw}: {other.low_rel} and {p.low_rel} give the same sample key {p.key!r} in split "
-                               f"{p.split!r}; rename one of them")
-        seen[(p.split, p.key)] = p
+    _refuse_repeated_keys(raw, out.pairs)
     out.pairs.sort(key=lambda p: (p.split, p.key))
     lists = inventory(raw, out, found, dropped, {real_path(path) for _, path in files}, real_path, real)
     if not files:  # a list lying in RAW that marks a pair for another split than its folder: refused, never leaked
         refuse_pairs_lists_marking_other_splits(raw, out.pairs, lists, SideFolders(raw, low_dir, high_dir,
                                                                                    split_names or {}), real_path)
     return out
+
+
+def _refuse_repeated_keys(raw: Path, pairs: list[Pair]) -> None:
+    """Refuse two pairs of one split with one sample key (a function of its own: its table of every key is freed
+    before the inventory walks RAW)."""
+    seen: dict[tuple[str, str], Pair] = {}
+    for p in pairs:
+        other = seen.get((p.split, p.key))
+        if other is not None:
+            raise PairingError(f"{raw}: {other.low_rel} and {p.low_rel} give the same sample key {p.key!r} in split "
+                               f"{p.split!r}; rename one of them")
+        seen[(p.split, p.key)] = p

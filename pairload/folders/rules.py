@@ -4,6 +4,7 @@ when it pairs every file on both sides; never by sorted order, never by eliminat
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -13,7 +14,8 @@ from .names import HIGH_NAMES, LOW_NAMES, tokens
 from .scan import Unit
 from .walk import images, no_images, side_images
 
-Stems = dict[str, tuple[str, str]]  # relative path without extension -> (absolute path, relative path)
+# relative path without extension -> (absolute path, relative path): `walk.Stems`, or a dict for SICE's sequences
+Stems = Mapping[str, tuple[str, str]]
 
 
 @dataclass(frozen=True)

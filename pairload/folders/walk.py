@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ..errors import PairingError
@@ -65,13 +66,51 @@ def walk(top: Path, seen: set[tuple[int, int]] | None = None):
             yield Path(dirpath), sorted(n for n in filenames if not n.startswith("."))
 
 
-def images(folder: Path) -> tuple[dict[str, tuple[str, str]], Counter]:
+class Stems(Mapping):
+    """A side folder's images by relative path without extension: stems[stem] is (absolute path, path relative to the
+    folder), made when asked for. Only each stem and a shared extension are kept (a million files: one dict of short
+    names, where the two paths and a tuple per file took three times as much)."""
+
+    def __init__(self, folder: Path):
+        self.prefix = os.path.join(folder, "")
+        self._ext: dict[str, str] = {}  # stem -> its extension as spelled (one string per distinct extension)
+        self._odd: dict[str, tuple[str, str]] = {}  # (path, rel) of a file whose path is not prefix + rel
+
+    def add(self, stem: str, path: str, rel: str) -> None:
+        if path == self.prefix + rel and rel.startswith(stem):
+            ext = rel[len(stem):]
+            self._ext[stem] = _EXTS.setdefault(ext, ext)
+        else:
+            self._odd[stem] = (path, rel)
+
+    def __getitem__(self, stem: str) -> tuple[str, str]:
+        ext = self._ext.get(stem)
+        if ext is None:
+            return self._odd[stem]
+        rel = stem + ext
+        return self.prefix + rel, rel
+
+    def __contains__(self, stem) -> bool:
+        return stem in self._ext or stem in self._odd
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._ext
+        yield from self._odd
+
+    def __len__(self) -> int:
+        return len(self._ext) + len(self._odd)
+
+
+_EXTS: dict[str, str] = {}  # each extension spelling once, whatever the number of files
+
+
+def images(folder: Path) -> tuple[Stems, Counter]:
     """Images under `folder` by relative path without extension (each: its absolute path, its path relative to
     `folder`), and a count of the other extensions seen.
     Two files with one stem are refused."""
-    found: dict[str, tuple[str, str]] = {}
+    found = Stems(folder)
     others: Counter = Counter()
-    prefix = os.path.join(folder, "")
+    prefix = found.prefix
     for dirpath, filenames in walk(folder):
         for name in filenames:
             ext = os.path.splitext(name)[1].lower()
@@ -86,7 +125,7 @@ def images(folder: Path) -> tuple[dict[str, tuple[str, str]], Counter]:
                     f"{folder}: two files with the same stem {stem!r}: {found[stem][1]} and {rel}; "
                     "keep one of them (pairs are matched by name without extension)"
                 )
-            found[stem] = (path, rel)
+            found.add(stem, path, rel)
     return found, others
 
 
@@ -102,7 +141,7 @@ def no_images(folder: Path, raw: Path, others: Counter) -> PairingError:
     return PairingError(f"{raw}: {where} holds no usable images (found {found}); {hint}")
 
 
-def side_images(raw: Path, folder: Path) -> dict[str, tuple[str, str]]:
+def side_images(raw: Path, folder: Path) -> Stems:
     """The images of one side folder; a side folder without any is refused."""
     found, others = images(folder)
     if not found:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from ..format import schema
 from ..format.atomic import write_json_atomic
 from ..format import sensor as fmt
@@ -201,7 +203,8 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
     builders: list[RowsBuilder | None] = [None] * len(plans)
     rows: list[ShardRows | None] = [None] * len(plans)
     remaining = [plan.count for plan in plans]
-    ends: list[list[int] | None] = [None] * len(plans)  # each laid sample's end offset, while its shard fills
+    # each sample's end offset, while its shard fills (an array: a shard may hold a million tiny pairs)
+    ends: list[np.ndarray | None] = [None] * len(plans)
     finished_places: list[bytearray | None] = [None] * len(plans)
     whole = [0] * len(plans)  # the samples from a shard's start that are all in
     hasher = ShardHasher(hash_threads(options.workers or os.cpu_count() or 1),
@@ -220,13 +223,14 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
                 fds[number] = os.dup(fh.fileno())
                 fh.close()
                 builders[number] = inputs.rows(plans[number], options.encoding)
-                ends[number], finished_places[number] = [], bytearray(plans[number].count)
+                ends[number] = np.zeros(plans[number].count, np.int64)
+                finished_places[number] = bytearray(plans[number].count)
                 hasher.open(number, str(part), plans[number].size)
             with guard.writing(out / plans[number].partial_name):
                 for off, data in pieces:
                     os.pwrite(fds[number], data, off)
             builders[number].laid(i, lay, lead)
-            ends[number].append(lay.end)
+            ends[number][i] = lay.end
             yield inputs.job(plans[number].first + i, lead < 0, options, file=run.partial_files[number],
                              low_off=lay.low_data, high_off=lay.high_data if lead < 0 else None), lay.end - lay.start
 
@@ -252,7 +256,7 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
                     k += 1
                 if k > start:
                     whole[number] = k
-                    hasher.ready(number, ends[number][k - 1])
+                    hasher.ready(number, int(ends[number][k - 1]))
             done += 1
             if run.on_progress:
                 run.on_progress(done, total)
