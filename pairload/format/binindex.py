@@ -8,6 +8,7 @@ their per-sample index."""
 from __future__ import annotations
 
 import hashlib
+import json
 import mmap
 import os
 import re
@@ -88,9 +89,11 @@ def index_columns(keys, columns: dict[str, np.ndarray], entry: dict, sized: bool
     return out
 
 
-def open_index(path: str | os.PathLike, entry: dict, split: str, where: str) -> tuple[Keys, dict[str, np.ndarray]]:
+def open_index(path: str | os.PathLike, entry: dict, split: str, where: str, *, known: bool = False
+               ) -> tuple[Keys, dict[str, np.ndarray]]:
     """The mapped index of one split (`entry`: its manifest entry): its keys and its columns by name, each checked
-    for dtype and length against the manifest (the facts where the index has them)."""
+    for dtype and length against the manifest (the facts where the index has them); the keys' ends and the shard
+    column too, unless `known` (an earlier open checked this very file: `check_file`), which reads them whole."""
     f = ColumnFile(path, where)
     n = int(entry["samples"])
     shares = "shares_high" in f.columns
@@ -101,6 +104,8 @@ def open_index(path: str | os.PathLike, entry: dict, split: str, where: str) -> 
         out[name] = f.column(name, dtype, (n, *shape))
     blob = f.column(KEY_BYTES, "u1", (-1,))
     ends = f.column(KEY_END, "<i8", (n,))
+    if known:
+        return Keys(blob, ends), out
     if n and (int(ends[-1]) != len(blob) or (np.diff(ends) < 0).any() or int(ends[0]) < 0):
         raise ShardError(f"{where}: split {split!r}: its keys do not fit their bytes; re-run the same `pairload "
                          "pack` command to rewrite the index")
@@ -127,6 +132,7 @@ class IndexFile:
     bytes: int
     sha256: str
     stamp: Stamp | None
+    known: bool = False  # found whole and consistent by an earlier open (`VERIFIED`): not hashed nor checked again
 
     def check_unchanged(self) -> None:
         """Raise if the file is gone or is another file than the one this index was built from."""
@@ -139,10 +145,17 @@ class IndexFile:
                               "same folder?); its batches would mix two packs: make the loader again")
 
 
-def check_file(path: str | os.PathLike, where: str, ref: dict, split: str, *, cached: bool = False) -> IndexFile:
+VERIFIED = ".verified"  # beside an index file: the stamp of the file an open found whole (its sha256 the manifest's)
+# and consistent with its manifest entry, so that later opens of that very file (same device, inode, size and
+# modification time) need not read it all again: at a billion samples it is tens of gigabytes
+
+
+def check_file(path: str | os.PathLike, where: str, ref: dict, split: str, *, cached: bool = False,
+               bind: str | None = None) -> IndexFile:
     """The index file of `split` at `path`, once its size and sha256 are the manifest's (`ref`: the split's
     "index" entry); else a ShardError naming the file and the fix. `cached`: a node cache's copy named by its
-    sha256."""
+    sha256. `bind`: the digest of the split's manifest entry; a file an earlier open recorded as checked against
+    the same entry (`remember`) is not hashed again (None: always hashed, as `pairload verify` does)."""
     try:
         fh = open(path, "rb")
     except FileNotFoundError:
@@ -155,11 +168,43 @@ def check_file(path: str | os.PathLike, where: str, ref: dict, split: str, *, ca
         if st.st_size != ref["bytes"]:
             raise ShardError(f"{where}: {st.st_size} bytes, the manifest says {ref['bytes']}; the index is truncated "
                              f"or belongs to another pack: {_REPACK}")
-        digest = hashlib.sha256()
-        if st.st_size:
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:  # hashed from the page cache, no copy
-                digest.update(mm)
-    if digest.hexdigest() != ref["sha256"]:
-        raise ShardError(f"{where}: sha256 {digest.hexdigest()[:16]}… differs from the manifest's "
+        if bind is not None and not cached and _recorded(path) == _record(ref["sha256"], bind, stamp_of(st)):
+            return IndexFile(str(path), where, st.st_size, ref["sha256"], stamp_of(st), known=True)
+        digest = _sha256_of(fh, st.st_size)
+    if digest != ref["sha256"]:
+        raise ShardError(f"{where}: sha256 {digest[:16]}… differs from the manifest's "
                          f"{ref['sha256'][:16]}…; the index was changed or belongs to another pack: {_REPACK}")
     return IndexFile(str(path), where, st.st_size, ref["sha256"], None if cached else stamp_of(st))
+
+
+def _sha256_of(fh, size: int) -> str:
+    digest = hashlib.sha256()
+    if size:
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:  # hashed from the page cache, no copy
+            digest.update(mm)
+    return digest.hexdigest()
+
+
+def remember(file: IndexFile, bind: str) -> None:
+    """Record that `file` (as it was stamped when hashed) was found whole and consistent with the manifest entry
+    `bind` digests; nothing is recorded for a node cache's copy, or where the folder is not ours to write."""
+    if file.stamp is None or file.known:
+        return
+    from .atomic import write_json_atomic
+
+    try:
+        write_json_atomic(file.path + VERIFIED, _record(file.sha256, bind, file.stamp))
+    except OSError:
+        pass
+
+
+def _record(sha256: str, bind: str, st: Stamp) -> dict:
+    return {"sha256": sha256, "entry": bind, "stamp": list(st)}
+
+
+def _recorded(path) -> dict | None:
+    try:
+        with open(f"{path}{VERIFIED}", encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None

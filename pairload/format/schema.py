@@ -9,6 +9,7 @@ nor DALI.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -350,17 +351,19 @@ class SplitIndex:
 Locate = Callable[[str, str, int], tuple[Any, str]]
 
 
-def split_index(doc: dict, split: str, where: str = MANIFEST, index_at: str | os.PathLike | Locate | None = None
-                ) -> SplitIndex:
+def split_index(doc: dict, split: str, where: str = MANIFEST, index_at: str | os.PathLike | Locate | None = None,
+                *, recheck: bool = False) -> SplitIndex:
     """The index of one split of a checked manifest (`where` names it). A version-5 split maps its index file,
     checked against the manifest's size and sha256: `index_at` is the folder beside the manifest, or a `Locate`
-    that fetches it (a node cache's copy named by its sha256)."""
+    that fetches it (a node cache's copy named by its sha256). A file found whole by an earlier open is not read
+    again (`binindex.VERIFIED`) unless `recheck`."""
     splits = doc["splits"]
     if split not in splits:
         raise ShardError(f"{where}: no split {split!r}; this folder has {sorted(splits)}")
     entry = splits[split]
     if doc.get("version", 1) >= VERSION_BINARY:
-        return _mapped_index(split, entry, _index_file(entry[binindex.FIELD], split, where, index_at))
+        bind = None if recheck else hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()
+        return _mapped_index(split, entry, _index_file(entry[binindex.FIELD], split, where, index_at, bind), bind)
     members = members_of(entry, where, split)
     fields = ("hw", "low", "high", "crc32") + ((LOW_BYTES, HIGH_BYTES) if members.encoding.sized else ())
     sensor_fields = sensor_doc.index_fields(entry)
@@ -433,7 +436,7 @@ def _split_index(split, files, keys, shard, columns, counts, n, members=DEFAULT,
     )
 
 
-def _index_file(ref: dict, split: str, where: str, index_at) -> binindex.IndexFile:
+def _index_file(ref: dict, split: str, where: str, index_at, bind: str | None) -> binindex.IndexFile:
     if index_at is None:
         raise ShardError(f"{where}: split {split!r} keeps its index in {ref['file']} beside the manifest; this reader "
                          "was given the manifest alone (a pairload bug: please report it)")
@@ -441,13 +444,14 @@ def _index_file(ref: dict, split: str, where: str, index_at) -> binindex.IndexFi
         path, shown = index_at(ref["file"], ref["sha256"], ref["bytes"])
         return binindex.check_file(path, shown, ref, split, cached=True)
     path = Path(index_at) / ref["file"]
-    return binindex.check_file(path, str(path), ref, split)
+    return binindex.check_file(path, str(path), ref, split, bind=bind)
 
 
-def _mapped_index(split: str, entry: dict, file: binindex.IndexFile) -> SplitIndex:
+def _mapped_index(split: str, entry: dict, file: binindex.IndexFile, bind: str | None = None) -> SplitIndex:
     """A version-5 split's index: views of its mapped file (checked: every column's type and length, the keys,
-    the shard column against the manifest's sample counts, the sensor facts' sense)."""
-    keys, cols = binindex.open_index(file.path, entry, split, file.where)
+    the shard column against the manifest's sample counts, the sensor facts' sense; recorded as checked for the
+    next open where `bind` digests the manifest entry)."""
+    keys, cols = binindex.open_index(file.path, entry, split, file.where, known=file.known)
     file.check_unchanged()  # the file mapped is the one whose sha256 was checked
     n = len(keys)
     sensor = None
@@ -456,6 +460,8 @@ def _mapped_index(split: str, entry: dict, file: binindex.IndexFile) -> SplitInd
         sensor_doc.rows_from_columns({name: cols[name] for name in fields}, n, file.where, split)  # the checks
         sensor = SensorRows(*(cols.get(name) for name in (sensor_doc.RATIO, sensor_doc.EXPOSURE, sensor_doc.LEVELS,
                                                           sensor_doc.LEVELS_HIGH)))  # float64 views, not copies
+    if bind is not None:
+        binindex.remember(file, bind)
     return SplitIndex(
         split=split,
         files=tuple(sh["file"] for sh in entry["shards"]),

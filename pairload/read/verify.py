@@ -272,7 +272,7 @@ def _verify_splits(doc: dict, where: str, local, index_at) -> VerifyReport:
     gaps = []
     binary = doc["version"] >= schema.VERSION_BINARY
     for split, entry in doc["splits"].items():
-        index = schema.split_index(doc, split, where, index_at)  # every index entry has its shape and type
+        index = schema.split_index(doc, split, where, index_at, recheck=True)  # every entry's shape and type
         kinds = index.members
         kinds.encoding.require_for(where, split, "verifying it")
         if index.sequences is not None:

@@ -228,6 +228,24 @@ def test_a_damaged_index_file_is_one_line_naming_it_and_the_fix(packs, tmp_path,
         assert "\n" not in str(caught.value)
 
 
+def test_an_index_found_whole_is_not_read_again_until_it_changes(packs, tmp_path, monkeypatch):
+    folder = Path(shutil.copytree(packs["plain"][1], tmp_path / "v5"))
+    make_loader("ram", folder, batch_size=2, crop=16)  # hashed and checked whole: recorded
+    assert (folder / f"train.index{binindex.VERIFIED}").is_file()
+
+    def unread(*args, **kwargs):
+        raise AssertionError("the index file was read whole again")
+
+    with monkeypatch.context() as m:
+        m.setattr(binindex, "_sha256_of", unread)
+        assert len(make_loader("ram", folder, batch_size=2, crop=16)) > 0  # the record stands for the reading
+        with pytest.raises(AssertionError, match="read whole again"):
+            verify(folder)  # `pairload verify` always reads it
+    _flip(folder)  # changed: its stamp is not the recorded one
+    with pytest.raises(ShardError, match=r"train\.index: sha256 [0-9a-f]{16}… differs from the manifest's"):
+        make_loader("ram", folder, batch_size=2, crop=16)
+
+
 def test_a_pickled_index_is_its_file_not_its_rows(tmp_path):
     sizes = {}
     for n in (100, 20_000):
