@@ -261,6 +261,25 @@ class MappedIndex:
     entry: dict
 
 
+class PixelBytes:
+    """The bytes each sample's member stores in a plain split, its pixels (height × width × bytes per pixel),
+    worked out for the rows asked: `pixel_bytes[i]` or `[rows]` (an array of every sample's would cost 8 bytes a
+    sample of private memory on every rank)."""
+
+    def __init__(self, hw: np.ndarray, per_pixel: int):
+        self.hw, self.per_pixel = hw, per_pixel
+
+    def __getitem__(self, rows):
+        hw = np.asarray(self.hw[rows], dtype=np.int64)
+        return hw[..., 0] * hw[..., 1] * self.per_pixel
+
+    def __len__(self) -> int:
+        return len(self.hw)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        return self[:] if dtype is None else self[:].astype(dtype)
+
+
 @dataclass(frozen=True)
 class SplitIndex:
     """Column arrays over one split's samples, in key order, built from the manifest (no shard is opened). Version
@@ -276,7 +295,7 @@ class SplitIndex:
     high: np.ndarray  # int64 (n,)
     crc: np.ndarray  # uint32 (n, 2) CRC-32 of low and high pixels
     shard_samples: np.ndarray  # int64 (n_shards,)
-    low_bytes: np.ndarray | None = None  # int64 (n,) bytes stored at `low`: the pixels, or the zstd frame
+    low_bytes: np.ndarray | None = None  # int64 (n,) bytes stored at `low`: the zstd frame (`PixelBytes` for pixels)
     high_bytes: np.ndarray | None = None
     members: Members = DEFAULT  # element types, size relation (`hw` is the input's size) and encoding
     sensor: SensorRows | None = None  # camera raw splits: each sample's ratio, exposures and levels
@@ -298,12 +317,10 @@ class SplitIndex:
     luma: np.ndarray | None = None  # float32 (n, 2) mean luma of the input, of the target
 
     def __post_init__(self) -> None:
-        if self.low_bytes is None:  # raw: the pixels themselves
-            area = self.hw[:, 0] * self.hw[:, 1]
+        if self.low_bytes is None:  # raw: the pixels themselves, worked out for the rows asked
             s = self.members.scale
-            object.__setattr__(self, "low_bytes", area * self.members.low.pixel_bytes)
-            area *= s * s * self.members.high.pixel_bytes  # in place: no third n-long temporary
-            object.__setattr__(self, "high_bytes", area)
+            object.__setattr__(self, "low_bytes", PixelBytes(self.hw, self.members.low.pixel_bytes))
+            object.__setattr__(self, "high_bytes", PixelBytes(self.hw, s * s * self.members.high.pixel_bytes))
 
     def __len__(self) -> int:
         return len(self.keys)
