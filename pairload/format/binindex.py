@@ -170,14 +170,15 @@ def check_file(path: str | os.PathLike, where: str, ref: dict, split: str, *, ca
                              f"or belongs to another pack: {_REPACK}")
         if bind is not None and not cached and _recorded(path) == _record(ref["sha256"], bind, stamp_of(st)):
             return IndexFile(str(path), where, st.st_size, ref["sha256"], stamp_of(st), known=True)
-        digest = _sha256_of(fh, st.st_size)
+        digest = sha256_of(fh, st.st_size)
     if digest != ref["sha256"]:
         raise ShardError(f"{where}: sha256 {digest[:16]}… differs from the manifest's "
                          f"{ref['sha256'][:16]}…; the index was changed or belongs to another pack: {_REPACK}")
     return IndexFile(str(path), where, st.st_size, ref["sha256"], None if cached else stamp_of(st))
 
 
-def _sha256_of(fh, size: int) -> str:
+def sha256_of(fh, size: int) -> str:
+    """The sha256 of an open file of `size` bytes, read through its memory map."""
     digest = hashlib.sha256()
     if size:
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:  # hashed from the page cache, no copy

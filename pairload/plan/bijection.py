@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .draws import _splitmix_int
+from .splitmix import splitmix_int
 
 ROUNDS = 6  # Luby-Rackoff: 4 rounds of a pseudo-random function give a pseudo-random permutation; 6 for margin
 _M64 = (1 << 64) - 1
@@ -20,9 +20,9 @@ _M64 = (1 << 64) - 1
 
 def order_key(seed: int, epoch: int, salt: tuple[int, ...] = ()) -> int:
     """The key of one epoch's order (`salt`: another, independent order of the same epoch, e.g. a repeat's)."""
-    key = _splitmix_int((seed & 0xFFFFFFFF) << 32 ^ 0x5EED)
+    key = splitmix_int((seed & 0xFFFFFFFF) << 32 ^ 0x5EED)
     for part in (epoch, *salt):
-        key = _splitmix_int((key + (int(part) & _M64)) & _M64)
+        key = splitmix_int((key + (int(part) & _M64)) & _M64)
     return key
 
 
@@ -46,7 +46,7 @@ def permute(positions: np.ndarray, n: int, key: int) -> np.ndarray:
 def _round_keys(key: int) -> list[np.uint64]:
     keys, k = [], key & _M64
     for _ in range(ROUNDS):
-        k = _splitmix_int(k)
+        k = splitmix_int(k)
         keys.append(np.uint64(k))
     return keys
 

@@ -12,31 +12,8 @@ from ..dihedral import HFLIP, TRANSPOSE, VFLIP, allowed  # noqa: F401 - the plan
 # the planner's handle on a sample: a stable 64-bit hash of its key, defined beside the binary index that stores it
 from ..format.binindex import key_hashes  # noqa: F401
 from .crops import Crop, windows
-
-
-_M64 = (1 << 64) - 1
-
-
-def _splitmix(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser of each uint64 of `x` (a new array; array arithmetic wraps without warnings)."""
-    z = np.asarray(x, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-    t = z >> np.uint64(30)
-    z ^= t
-    z *= np.uint64(0xBF58476D1CE4E5B9)
-    np.right_shift(z, np.uint64(27), out=t)
-    z ^= t
-    z *= np.uint64(0x94D049BB133111EB)
-    np.right_shift(z, np.uint64(31), out=t)
-    z ^= t
-    return z
-
-
-def _splitmix_int(x: int) -> int:
-    """`_splitmix` of one value, in Python integers (no arrays for the one number an epoch's stream starts from)."""
-    z = (x + 0x9E3779B97F4A7C15) & _M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-    return z ^ (z >> 31)
+from .bijection import order_key, permute
+from .splitmix import splitmix as _splitmix, splitmix_int as _splitmix_int
 
 
 def _stream(key_hash: np.ndarray, seed: int, epoch: int, stream: int, draw: np.ndarray | None = None) -> np.ndarray:
@@ -78,8 +55,6 @@ def epoch_order(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tu
     """The epoch's order of a split's sample indices, the same on every rank: the sample at each of `positions`
     (None: all n, the whole permutation), from a keyed bijection (`plan.bijection`; `salt`: another, independent
     order of the same epoch, e.g. for a repeat)."""
-    from .bijection import order_key, permute
-
     pos = np.arange(n, dtype=np.int64) if positions is None else np.asarray(positions, dtype=np.int64)
     if not shuffle:
         return pos.copy()

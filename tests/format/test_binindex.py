@@ -237,7 +237,7 @@ def test_an_index_found_whole_is_not_read_again_until_it_changes(packs, tmp_path
         raise AssertionError("the index file was read whole again")
 
     with monkeypatch.context() as m:
-        m.setattr(binindex, "_sha256_of", unread)
+        m.setattr(binindex, "sha256_of", unread)
         assert len(make_loader("ram", folder, batch_size=2, crop=16)) > 0  # the record stands for the reading
         with pytest.raises(AssertionError, match="read whole again"):
             verify(folder)  # `pairload verify` always reads it
