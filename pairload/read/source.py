@@ -205,8 +205,3 @@ class ShardSource(ABC):
         low, high = self.arrays(i)
         return self.keys[i], low, high
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes of pixels (low and high)."""
-        hw, m = self.sizes, self.members
-        return int((hw[:, 0] * hw[:, 1]).sum()) * m.bytes_per_input_pixel
