@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .splitmix import splitmix_int
+from .splitmix import M64, MUL1, MUL2, splitmix_int
 
 ROUNDS = 6  # Luby-Rackoff: 4 rounds of a pseudo-random function give a pseudo-random permutation; 6 for margin
-_M64 = (1 << 64) - 1
 
 
 def order_key(seed: int, epoch: int, salt: tuple[int, ...] = ()) -> int:
     """The key of one epoch's order (`salt`: another, independent order of the same epoch, e.g. a repeat's)."""
     key = splitmix_int((seed & 0xFFFFFFFF) << 32 ^ 0x5EED)
     for part in (epoch, *salt):
-        key = splitmix_int((key + (int(part) & _M64)) & _M64)
+        key = splitmix_int((key + (int(part) & M64)) & M64)
     return key
 
 
@@ -44,7 +43,7 @@ def permute(positions: np.ndarray, n: int, key: int) -> np.ndarray:
 
 
 def _round_keys(key: int) -> list[np.uint64]:
-    keys, k = [], key & _M64
+    keys, k = [], key & M64
     for _ in range(ROUNDS):
         k = splitmix_int(k)
         keys.append(np.uint64(k))
@@ -68,5 +67,5 @@ def _feistel(x: np.ndarray, half: int, keys: list[np.uint64]) -> np.ndarray:
     return left << shift | right
 
 
-_MUL1, _MUL2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_MUL1, _MUL2 = np.uint64(MUL1), np.uint64(MUL2)
 _SHIFT1, _SHIFT2 = np.uint64(27), np.uint64(31)
