@@ -29,6 +29,11 @@ def exact_hash(img: np.ndarray) -> int:
     return _scan(img, project=False)[0]
 
 
+def member_crc(exact: int) -> int:
+    """The CRC-32 of an image's bytes (what a pack stores of the member), from its `exact_hash`."""
+    return exact & 0xFFFFFFFF
+
+
 def _exact(crc: int, img: np.ndarray, half: np.ndarray) -> int:
     from ..format.crc import crc32
 
@@ -132,9 +137,9 @@ _FP_U, _FP_V = (np.array(c) for c in zip(*sorted(((u, v) for u in range(12) for 
 def _shrink(img: np.ndarray, side: int) -> np.ndarray:
     """The image halved while both its sides stay ≥ `side` (OpenCV's block average is fastest by halves), each
     time cropped by a pixel where a side is odd (more than 4 channels first averaged into one)."""
-    while min(img.shape[:2]) >= 2 * side or (img.ndim == 3 and img.shape[2] > 4):
-        if min(img.shape[:2]) < 2 * side:
-            return img.mean(axis=2, dtype=np.float32)
+    if min(img.shape[:2]) < 2 * side:
+        return img.mean(axis=2, dtype=np.float32) if img.ndim == 3 and img.shape[2] > 4 else img
+    while min(img.shape[:2]) >= 2 * side:  # the first halving averages many channels into one (`_halved`)
         h, w = img.shape[0] // 2, img.shape[1] // 2
         img = _halved(img[: 2 * h, : 2 * w])
     return img

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..audit.measures import PairFacts, pair_facts
+from ..audit.measures import PairFacts, member_crc, pair_facts
 from ..errors import ImageError, OutputError, PairloadError
 from ..format.encoding import RAW, Encoding
 from ..format.members import npy_file
@@ -263,11 +263,11 @@ def run_job(job: Job) -> JobResult:
         except OSError as exc:  # the disk filled up under us: the shard is to blame, not the pair being written
             return JobResult(job.index, error=str(output_error(Path(job.file), exc)), output_failed=True)
     # a measured image's exact hash holds its CRC-32 (`measures.exact_hash`): not a second pass over it
-    crc_high = None if high is None else facts.high_exact & 0xFFFFFFFF if facts is not None else crc32(high)
+    crc_high = None if high is None else member_crc(facts.high_exact) if facts is not None else crc32(high)
     if low is None:  # targets only: the input is the stored target
         return JobResult(job.index, notes, crc_high, crc_high, *frames, levels=levels_high, levels_high=levels_high,
                          facts=facts)
-    crc_low = facts.low_exact & 0xFFFFFFFF if facts is not None else crc32(low)
+    crc_low = member_crc(facts.low_exact) if facts is not None else crc32(low)
     return JobResult(job.index, notes, crc_low, crc_high, *frames, levels=levels, levels_high=levels_high,
                      facts=facts)
 
