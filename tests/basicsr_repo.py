@@ -75,6 +75,8 @@ def set_random_seed(seed):
 
 
 def make_exp_dirs(opt):
+    if get_dist_info()[0] != 0:  # @master_only in BasicSR: another rank would rename the folder rank 0 just made
+        return
     path = opt["path"]
     if os.path.exists(path["experiments_root"]):
         os.rename(path["experiments_root"], path["experiments_root"] + "_archived_" + get_time_str())
