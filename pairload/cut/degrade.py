@@ -1,12 +1,13 @@
 """The degrade stage: a loader's inputs made from their targets (`degrade=`), as a stage of the cut path.
 
-`Degrade` is made once per loader. For each run it builds the run's tables once (`Degrade.begin` → `DegradeRun`:
-each row's parameters, noise key, orientation code, whether it is made, camera raw levels; on the host and copied to
-the device once), which give each batch its `PairBatch.degradation` views and make the inputs of a `Cut`
-(`DegradeRun.apply`): on a device block, on the stream the cut is ready on (the Triton kernels, one launch per block,
-no host synchronisation); on a host block with the model's numpy executor (`pairload.degrade.host.make_inputs`, which
-the worker processes run too). Where the stage runs (after the device cut, in the worker processes, in a DALI feed)
-is the cut path's (`pairload.cut.paths`): a cutter that makes the inputs itself has `degrades` set.
+`Degrade` is made once per loader. For each run it builds the tables of each block of the run once
+(`Degrade.begin` → `DegradeRuns`, a `DegradeRun` per block: each row's parameters, noise key, orientation code,
+whether it is made, camera raw levels; on the host and copied to the device once), which give each batch its
+`PairBatch.degradation` views and make the inputs of a `Cut` (`DegradeRuns.apply`): on a device block, on the stream
+the cut is ready on (the Triton kernels, one launch per block, no host synchronisation); on a host block with the
+model's numpy executor (`pairload.degrade.host.make_inputs`, which the worker processes run too). Where the stage runs
+(after the device cut, in the worker processes, in a DALI feed) is the cut path's (`pairload.cut.paths`): a cutter
+that makes the inputs itself has `degrades` set.
 """
 
 from __future__ import annotations
@@ -23,19 +24,20 @@ from .payload import Cut
 
 
 class DegradeRun:
-    """A run's per-sample degradation rows, in plan order: on the host (numpy: `host`) and on the loader's device (one
-    copy each, from page-locked memory on a GPU: `table`, `keys`, `code`, `made`, `levels`). `table` (rows,
-    columns) float32 (NaN where the row is not made), `keys` int64 (the noise keys' bits), `code` int32, `made`
-    int32, `levels` (rows, 5) float32 (black of each packed channel, white) for a model that needs them."""
+    """A block of a run's (`plan.run.Block`) per-sample degradation rows, in plan order: on the host (numpy:
+    `host`) and on the loader's device (one copy each, from page-locked memory on a GPU: `table`, `keys`, `code`,
+    `made`, `levels`). `table` (rows, columns) float32 (NaN where the row is not made), `keys` int64 (the noise
+    keys' bits), `code` int32, `made` int32, `levels` (rows, 5) float32 (black of each packed channel, white) for a
+    model that needs them."""
 
-    def __init__(self, degrade, plans, applies: np.ndarray | None, sensor_rows, device: torch.device):
+    def __init__(self, degrade, block, applies: np.ndarray | None, sensor_rows, device: torch.device):
         self.degrade = degrade
-        index = np.concatenate([bp.index for bp in plans])
+        index = block.column("index")
         apply = np.ones(len(index), dtype=bool) if applies is None else applies[index]
-        table = np.concatenate([bp.params for bp in plans]).copy()
+        table = block.column("params").copy()
         table[~apply] = np.nan  # rows of a source that is not degraded carry no parameters
-        self.host = [table, np.concatenate([bp.noise for bp in plans]).view(np.int64),
-                     np.concatenate([bp.code for bp in plans]).astype(np.int32), apply.astype(np.int32)]
+        self.host = [table, block.column("noise").view(np.int64), block.column("code").astype(np.int32),
+                     apply.astype(np.int32)]
         if degrade.spec.needs_levels:
             if sensor_rows is None:
                 raise ConfigError(f"degradation {degrade.model!r} needs each sample's camera raw levels, and this "
@@ -51,15 +53,16 @@ class DegradeRun:
         self.table, self.keys, self.code, self.made, self.levels = staged
         self.no_code = torch.zeros_like(self.code)  # windows not yet oriented: drawn where they lie
         self.any = bool(apply.any())
-        self.at: dict[int, tuple[int, int]] = {}
-        start = 0
-        for bp in plans:
-            self.at[id(bp)] = (start, len(bp))
-            start += len(bp)
+        self.block = block
+
+    def span(self, bp) -> tuple[int, int]:
+        """(first row, rows) of a planned batch of this block."""
+        return self.block.start(bp), len(bp)
 
     def params(self, bp) -> dict[str, torch.Tensor]:
-        """`PairBatch.degradation` of a planned batch of this run: each parameter's (n,) values, views of the table."""
-        start, n = self.at[id(bp)]
+        """`PairBatch.degradation` of a planned batch of this block: each parameter's (n,) values, views of the
+        table."""
+        start, n = self.span(bp)
         table = self.table[start:start + n]
         return {name: table[:, k] for k, name in enumerate(self.degrade.columns)}
 
@@ -72,20 +75,6 @@ class DegradeRun:
     def host_apply(self) -> np.ndarray:
         return self.host[3].astype(bool)
 
-    def apply(self, cut: Cut, stream: torch.cuda.Stream | None = None) -> Cut:
-        """The cut with its inputs made. A device cut: on `stream` once the cut is ready, the returned cut ready once
-        they are made; a host cut: now."""
-        if not cut.on_device or stream is None:
-            self.make(*cut.sides(), cut.plans, oriented=cut.oriented)
-            return cut
-        with torch.cuda.stream(stream):
-            if cut.ready is not None:
-                stream.wait_event(cut.ready)
-            self.make(*cut.sides(), cut.plans, oriented=cut.oriented)
-            ready = torch.cuda.Event()
-            ready.record(stream)
-        return replace(cut, ready=ready)
-
     def make(self, low, high, plans: Sequence, *, oriented: bool = True) -> None:
         """Write the inputs `low` of the block `high` ((N, H, W, C) torch tensors or numpy arrays holding `plans`'
         rows, in order) for the rows made: on a CUDA block on the current stream, on a host block with numpy.
@@ -93,16 +82,8 @@ class DegradeRun:
         where they lie, as it would be mapped back from the oriented window."""
         if not self.any:
             return
-        spans = [self.at[id(bp)] for bp in plans]
-        start, end = spans[0][0], spans[-1][0] + spans[-1][1]
-        if any(b[0] != a[0] + a[1] for a, b in zip(spans, spans[1:])) or end - start != len(low):
-            sizes = [n for _, n in spans]
-            split = (lambda t: t.split(sizes)) if isinstance(low, torch.Tensor) else \
-                (lambda a: np.split(a, np.cumsum(sizes)[:-1]))
-            for bp, lo, hi in zip(plans, split(low), split(high)):
-                self.make(lo, hi, [bp], oriented=oriented)  # not one stretch of the run: one batch at a time
-            return
-        span = slice(start, end)
+        start, n = self.span(plans[0])
+        span = slice(start, start + n + sum(len(bp) for bp in plans[1:]))
         if isinstance(high, torch.Tensor) and high.device.type == "cuda":
             self._launch(low, high, span, oriented)
             return
@@ -124,26 +105,86 @@ class DegradeRun:
         launch(model, extra, high, low, *args)
 
 
+class DegradeRuns:
+    """A run's degradation tables, a `DegradeRun` per block of the run, made when a batch of the block first needs
+    them (the last `KEPT` kept: the block delivered, the one cut ahead, one more for a DALI feed running ahead)."""
+
+    KEPT = 3
+
+    def __init__(self, stage: "Degrade", run):
+        self.stage, self.run = stage, run
+        self._blocks: dict[int, DegradeRun] = {}
+
+    def of_block(self, block) -> DegradeRun:
+        got = self._blocks.get(block.first)
+        if got is None:
+            if len(self._blocks) >= self.KEPT:
+                self._blocks.pop(next(iter(self._blocks)))
+            s = self.stage
+            got = self._blocks[block.first] = DegradeRun(s.degrade, block, s.applies, s.sensor_rows, s.device)
+        return got
+
+    def of(self, bp) -> DegradeRun:
+        return self.of_block(self.run.block_of(bp))
+
+    def params(self, bp) -> dict[str, torch.Tensor]:
+        return self.of(bp).params(bp)
+
+    def apply(self, cut: Cut, stream: torch.cuda.Stream | None = None) -> Cut:
+        """The cut with its inputs made. A device cut: on `stream` once the cut is ready, the returned cut ready once
+        they are made; a host cut: now."""
+        if not cut.on_device or stream is None:
+            self.make(*cut.sides(), cut.plans, oriented=cut.oriented)
+            return cut
+        with torch.cuda.stream(stream):
+            if cut.ready is not None:
+                stream.wait_event(cut.ready)
+            self.make(*cut.sides(), cut.plans, oriented=cut.oriented)
+            ready = torch.cuda.Event()
+            ready.record(stream)
+        return replace(cut, ready=ready)
+
+    def make(self, low, high, plans: Sequence, *, oriented: bool = True) -> None:
+        """`DegradeRun.make` for `plans`' rows of `low` and `high`: at once when they are one stretch of one block,
+        else a batch at a time."""
+        tables = self.of(plans[0])
+        first, n = tables.span(plans[0])
+        at = first
+        stretch = True
+        for bp in plans:
+            got = self.of(bp)
+            stretch = stretch and got is tables and got.span(bp)[0] == at
+            at += len(bp)
+        if stretch and at - first == len(low):
+            tables.make(low, high, plans, oriented=oriented)
+            return
+        sizes = [len(bp) for bp in plans]
+        split = (lambda t: t.split(sizes)) if isinstance(low, torch.Tensor) else \
+            (lambda a: np.split(a, np.cumsum(sizes)[:-1]))
+        for bp, lo, hi in zip(plans, split(low), split(high)):
+            self.of(bp).make(lo, hi, [bp], oriented=oriented)
+
+
 class Degrade:
     """The degrade stage of one loader: `degrade` (a `Degradation`), `applies` (bool per sample: its source is
-    degraded; None: every sample), the split's camera raw rows and the loader's device. `begin(plans)` gives a run's
-    `DegradeRun`, made once and kept while the run's plans are (a DALI feed and the batches' rows share it)."""
+    degraded; None: every sample), the split's camera raw rows and the loader's device. `begin(run)` gives a run's
+    `DegradeRuns`, made once and kept while the run is (a DALI feed and the batches' rows share it)."""
 
     name = "degrade"
     KEPT = 3  # runs kept: the current one, the next (cut ahead), one more
 
     def __init__(self, degrade, applies: np.ndarray | None, sensor_rows, device: torch.device):
         self.degrade, self.applies, self.sensor_rows, self.device = degrade, applies, sensor_rows, device
-        self._runs: dict[int, tuple] = {}  # id(plans) -> (plans, their DegradeRun)
+        self._runs: list[DegradeRuns] = []
 
-    def begin(self, plans) -> DegradeRun:
-        got = self._runs.get(id(plans))
-        if got is None or got[0] is not plans:
-            if len(self._runs) >= self.KEPT:
-                self._runs.pop(next(iter(self._runs)))
-            got = self._runs[id(plans)] = (plans, DegradeRun(self.degrade, plans, self.applies, self.sensor_rows,
-                                                            self.device))
-        return got[1]
+    def begin(self, run) -> DegradeRuns:
+        for got in self._runs:
+            if got.run is run:
+                return got
+        if len(self._runs) >= self.KEPT:
+            self._runs.pop(0)
+        self._runs.append(DegradeRuns(self, run))
+        return self._runs[-1]
 
 
 def _numpy_view(t) -> np.ndarray:

@@ -62,17 +62,23 @@ class KernelCuts:
             group = 1  # a launch's batches are pinned at once: a streamed window keeps one at a time
         with self.hooks.timed("plan"):
             memory.begin(plans)
-            with torch.cuda.stream(self.stream):  # the whole run's plan goes to the device in one copy
-                plan = kernel.plan_tensor(plans, self.device, augment)
-            shapes = kernel.out_shapes(plans, hw)
         events = events or memory.streaming
-        start, b = 0, 0
+        b, block = 0, None
         while b < len(plans):
             memory.check()
-            h, w = shapes[b]
-            n = len(plans[b])
+            if block is None or b >= block.first + len(block):
+                with self.hooks.timed("plan"):  # each block's plan goes to the device in one copy
+                    block = plans.block_at(b)
+                    with torch.cuda.stream(self.stream):
+                        plan = kernel.plan_tensor(block.plans, self.device, augment)
+                    shapes = kernel.out_shapes(block.plans, hw)
+            at = b - block.first
+            start = int(block.starts[at])
+            h, w = shapes[at]
+            n = len(block.plans[at])
             k = 1
-            while k < group and b + k < len(plans) and len(plans[b + k]) == n and shapes[b + k] == (h, w):
+            while (k < group and at + k < len(block) and len(block.plans[at + k]) == n
+                   and shapes[at + k] == (h, w)):
                 k += 1
             launch = self._launch(k * n, h, w)
             with torch.cuda.stream(self.stream):
@@ -80,15 +86,14 @@ class KernelCuts:
                     for j in range(k):  # everything these batches read is readable by the device
                         memory.wait(b + j)
                 with self.hooks.timed("launch"):
-                    block = kernel.cut(memory, plan, start, launch, inputs=self.inputs)
+                    out = kernel.cut(memory, plan, start, launch, inputs=self.inputs)
                 ready = None
                 if events:
                     ready = torch.cuda.Event()
                     ready.record(self.stream)
             for j in range(k):
                 memory.done(b + j, ready)
-            yield Cut(tuple(plans[b:b + k]), launch.layout, block, True, ready)
-            start += k * n
+            yield Cut(tuple(block.plans[at:at + k]), launch.layout, out, True, ready)
             b += k
 
     def close(self) -> None:

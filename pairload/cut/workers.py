@@ -35,6 +35,8 @@ from ..errors import ConfigError, LoaderError, WorkerError
 from ..format.members import DEFAULT, Members
 from ..hooks import Hooks
 from ..plan import BatchPlan, PlanConfig
+from ..plan import Run as PlanRun
+from ..plan.run import BLOCK
 from ..plan.crops import crop_size
 from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY, SHM_DIR
 from ..workers.windows import DegradeRows, WindowTask, degrade_window, fill
@@ -322,7 +324,7 @@ class WorkerCuts:
         self._free: deque = deque()
         self._done: dict[int, object] = {}
         self._tokens: dict[int, object] = {}  # slot -> remote shards held for its task
-        self._wanted: Run | None = None  # the run whose shards were last queued for download
+        self._wanted: tuple | None = None  # (run, block) whose shards were last queued for download
 
     path = "workers"
     on_device = False
@@ -397,8 +399,9 @@ class WorkerCuts:
             if self.num_workers:
                 yield from self._worker_batches(run, plans, reclaim)
             else:
-                self._want(plans, 0)
                 for bp in plans:
+                    if bp.at % BLOCK == 0:
+                        self._want(plans, bp.at)
                     layout = self.members.batch(len(bp), *bp.out_hw(self.ds.sizes))
                     host = torch.empty(layout.total, dtype=torch.uint8, pin_memory=self.pin).numpy()
                     token = self.ds.acquire(bp.index)  # remote shards: local and held while they are cut
@@ -419,10 +422,14 @@ class WorkerCuts:
             self.close()  # the other workers stop too; the next iteration starts fresh ones
             raise
 
-    def _want(self, plans: list[BatchPlan], b: int) -> None:
-        """Remote shards: start downloading what batches b, b+1, ... of this run read, in that order."""
+    def _want(self, plans: PlanRun, b: int) -> None:
+        """Remote shards: start downloading what batches b, b+1, ... of this run's block of b and the next block read,
+        in that order (called again as the run enters each block)."""
         if self.ds.remote and b < len(plans):
-            self.ds.want(np.concatenate([bp.index for bp in plans[b:]]))
+            block = plans.block_at(b)
+            self.ds.want(block.column("index")[block.start(plans[b]):])
+            if block.first + len(block) < len(plans):
+                self.ds.want(plans.block_at(block.first + len(block)).column("index"))
 
     def _task(self, slot: int, plans: list[BatchPlan], b: int) -> WindowTask:
         bp = plans[b]
@@ -446,8 +453,8 @@ class WorkerCuts:
                 if skipped > 2:  # empty epochs (the rest of a finished epoch): nothing to run ahead into
                     break
                 continue
-            if run != self._wanted:
-                self._wanted = run
+            if (run, b // BLOCK) != self._wanted:
+                self._wanted = (run, b // BLOCK)
                 self._want(plans, b)
             slot = self._free.popleft()
             self.pool.submit(self._task(slot, plans, b))

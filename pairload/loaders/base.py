@@ -17,7 +17,8 @@ from ..format.sensor import table as sensor_table
 from ..hooks import Hooks
 from ..errors import ConfigError
 from ..units import human_bytes
-from ..plan import BatchPlan, PlanConfig, Shards, check_groups, check_split, key_hashes, num_batches, plan_epoch
+from ..plan import (BatchPlan, Block, PlanConfig, Run, Shards, check_groups, check_split, key_hashes, num_batches,
+                    plan_run)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,7 +141,6 @@ STATE_FORMAT = "pairload-loader-state"
 # the epochs' order (`plan.bijection`); a state saved under another order (a state without the field: numpy's
 # permutations, before 2026-11-29) describes a part of an epoch this planner does not draw
 ORDER = "feistel-6"
-KEYS_AT_ONCE = 512  # a run's keys are taken this many at a time (`PlannedLoader._keys_on`)
 _PLAN_FIELDS = ("seed", "batch_size", "crop", "split", "last_batch", "shuffle", "augment", "samples", "deal")
 # fields a state written before they existed lacks; absent means this default
 _NEWER_FIELDS = {"repeats": 1, "mix": None, "schedule": None, "degrade": None, "clips": None}
@@ -360,11 +360,13 @@ class PlannedLoader(StatefulEpochs):
             shards = units.shards(shards)
         self.shards = shards
         self.device = opts.torch_device
-        self._source_names = [name for name, n in frame_groups for _ in range(n)] if frame_groups else None
+        # the source of sample i: the first group whose end is past i (two short arrays, not a name per sample)
+        self._source_names = [name for name, _ in frame_groups] if frame_groups else None
+        self._source_ends = np.cumsum([n for _, n in frame_groups]) if frame_groups else None
         self.sensor_rows = None  # camera raw splits: set by the loaders over shards (`format.sensor.SensorRows`)
         self._degrade_applies = self._degraded_rows(frame_groups)  # bool per sample: degraded (None: all, or none)
         self._degrade = None  # the degrade stage (`cut.degrade.Degrade`), made on first use: `degrade_stage`
-        self._plans: dict[tuple, list[BatchPlan]] = {}
+        self._plans: dict[tuple, Run] = {}
         self._init_state()
 
     def _degraded_rows(self, groups) -> np.ndarray | None:
@@ -386,14 +388,14 @@ class PlannedLoader(StatefulEpochs):
         """Batches this rank delivers in `epoch` from its start (what `len()` says once `set_epoch(epoch)`)."""
         return num_batches(self.cfg, self.samples, epoch, self.DEAL)
 
-    def plan_for(self, epoch: int, consumed: tuple[tuple[int, int], ...] = ()) -> list[BatchPlan]:
-        """This rank's batches for `epoch` (for the rest of it, when `consumed` says how it was started before);
-        the last few runs' plans are kept."""
+    def plan_for(self, epoch: int, consumed: tuple[tuple[int, int], ...] = ()) -> Run:
+        """This rank's batches for `epoch` (for the rest of it, when `consumed` says how it was started before), as
+        a `Run` (planned a block at a time); the last few runs are kept."""
         run = (epoch, tuple(consumed))
         if run not in self._plans:
             if len(self._plans) >= self.PLANS_KEPT:
                 self._plans.pop(next(iter(self._plans)))
-            self._plans[run] = plan_epoch(self.cfg, *self._plan_by, epoch, deal=self.DEAL, consumed=consumed,
+            self._plans[run] = plan_run(self.cfg, *self._plan_by, epoch, deal=self.DEAL, consumed=consumed,
                                           groups=self.groups, shards=self.shards, units=self.units)
         return self._plans[run]
 
@@ -402,67 +404,60 @@ class PlannedLoader(StatefulEpochs):
         take = getattr(self.keys, "take", None)  # a version-5 split's `columns.Keys`: one gather for the batch
         return take(bp.index) if take is not None else [self.keys[i] for i in bp.index.tolist()]
 
-    def _keys_on(self, plans: list[BatchPlan]) -> Callable[[BatchPlan], list[str]]:
-        """`keys(bp)` for the batches of one run, asked in plan order: the keys of the next batches are taken together
-        (one `Keys.take` of about KEYS_AT_ONCE keys, not one per batch: a fast cut leaves a batch little Python
-        time)."""
+    def _keys_on(self, run: Run) -> Callable[[BatchPlan], list[str]]:
+        """`keys(bp)` for the batches of one run: a version-5 split's keys are taken a block of the run at a time
+        (one `Keys.take`, not one per batch: a fast cut leaves a batch little Python time)."""
         take = getattr(self.keys, "take", None)
-        if take is None or not plans:
+        if take is None:
             return self._keys
-        at = {id(bp): k for k, bp in enumerate(plans)}
-        ready: dict[int, list[str]] = {}
 
-        def keys(bp: BatchPlan) -> list[str]:
-            got = ready.pop(id(bp), None)
-            if got is not None:
-                return got
-            k = at.get(id(bp))
-            if k is None:
-                return self._keys(bp)
-            ahead = plans[k:k + max(1, KEYS_AT_ONCE // max(1, len(bp)))]
-            flat = take(np.concatenate([p.index for p in ahead]))
-            ready.clear()
-            pos = 0
-            for p in ahead:
-                ready[id(p)] = flat[pos:pos + len(p)]
-                pos += len(p)
-            return ready.pop(id(bp))
-        return keys
+        def block_keys(block: Block) -> list[list[str]]:
+            flat = take(block.column("index"))
+            return [flat[a:a + n] for a, n in zip(block.starts.tolist(), block.sizes.tolist())]
+        return run.per_block(block_keys)
 
     def _source(self, bp: BatchPlan) -> list[str] | None:
         """The source name of each of a planned batch's rows (None: one source)."""
-        if self._source_names is None:
+        if self._source_ends is None:
             return None
-        return [self._source_names[i] for i in bp.index.tolist()]
+        which = np.searchsorted(self._source_ends, bp.index, side="right")
+        return [self._source_names[k] for k in which.tolist()]
 
     @staticmethod
     def _padded(bp: BatchPlan) -> torch.Tensor:
         """A planned batch's padding flags as a (CPU) bool tensor of its own."""
         return torch.from_numpy(bp.padded.copy())
 
-    def _padded_on(self, plans: list[BatchPlan]) -> Callable[[BatchPlan], torch.Tensor]:
-        """`padded(bp)` on the loader's device for the batches of one run (views of one copy: `_on_device`)."""
-        if self.device.type != "cuda" or not plans:
+    def _padded_on(self, run: Run) -> Callable[[BatchPlan], torch.Tensor]:
+        """`padded(bp)` on the loader's device for the batches of one run (views of one copy per block:
+        `_on_device`)."""
+        if self.device.type != "cuda":
             return lambda bp: self._padded(bp).to(self.device)
-        flags = np.concatenate([bp.padded for bp in plans])
-        if not flags.any():  # no padding (most runs): nothing copied
-            return self._views(plans, torch.zeros(len(flags), dtype=torch.bool, device=self.device))
-        return self._on_device(plans, flags)
 
-    def _sensor_on(self, plans: list[BatchPlan], run=None) -> Callable[[BatchPlan], SensorBatch | None]:
+        def flags(block: Block) -> list[torch.Tensor]:
+            padded = block.column("padded")
+            if not padded.any():  # no padding (most blocks): nothing copied
+                return _split(block, torch.zeros(len(padded), dtype=torch.bool, device=self.device))
+            return self._on_device(block, padded)
+        return run.per_block(flags)
+
+    def _sensor_on(self, run: Run, degrade=None) -> Callable[[BatchPlan], SensorBatch | None]:
         """`sensor(bp)`: a planned batch's camera raw facts on the loader's device (None for an image split), as
-        views of one copy per run (`_on_device`); a degraded raw input's ratio is the one drawn for it (`run`: the
-        run's `DegradeRun`), its exposure the target's over that ratio."""
-        if self.sensor_rows is None or not plans:
+        views of one copy per block (`_on_device`); a degraded raw input's ratio is the one drawn for it (`degrade`:
+        the run's `DegradeRuns`), its exposure the target's over that ratio."""
+        if self.sensor_rows is None:
             return lambda bp: None
-        table = np.concatenate([sensor_table(self.sensor_rows.take(bp.index)) for bp in plans])
-        ratio = run.ratios() if run is not None else None
-        if ratio is not None:
-            on = run.host_apply
-            table[on, 0] = ratio[on]
-            table[on, 1] = table[on, 2] / ratio[on]
-        views = self._on_device(plans, table)
-        return lambda bp: SensorBatch(views(bp))
+
+        def facts(block: Block) -> list[SensorBatch]:
+            table = sensor_table(self.sensor_rows.take(block.column("index")))
+            tables = degrade.of_block(block) if degrade is not None else None
+            ratio = tables.ratios() if tables is not None else None
+            if ratio is not None:
+                on = tables.host_apply
+                table[on, 0] = ratio[on]
+                table[on, 1] = table[on, 2] / ratio[on]
+            return [SensorBatch(v) for v in self._on_device(block, table)]
+        return run.per_block(facts)
 
     @property
     def degrade_stage(self):
@@ -473,38 +468,32 @@ class PlannedLoader(StatefulEpochs):
             self._degrade = Degrade(self.cfg.degrade, self._degrade_applies, self.sensor_rows, self.device)
         return self._degrade
 
-    def _degrade_run(self, plans: list[BatchPlan]):
-        """The run's `DegradeRun` (its tables on the loader's device, made once per run's plans), or None."""
+    def _degrade_run(self, run: Run):
+        """The run's `DegradeRuns` (its tables on the loader's device, made once per block), or None."""
         stage = self.degrade_stage
-        return None if stage is None or not plans else stage.begin(plans)
+        return None if stage is None or not len(run) else stage.begin(run)
 
-    def _on_device(self, plans: list[BatchPlan], rows: np.ndarray) -> Callable[[BatchPlan], torch.Tensor]:
-        """`view(bp)`: a run's `rows` (the batches' rows in plan order, first axis the samples) on the loader's
-        device, as views of one copy made on the current stream from page-locked memory (a copy per batch from
+    def _on_device(self, block: Block, rows: np.ndarray) -> list[torch.Tensor]:
+        """A block's `rows` (its batches' rows in order, first axis the samples) on the loader's device, split into
+        each batch's view of one copy made on the current stream from page-locked memory (a copy per batch from
         pageable memory would wait for every kernel queued before it, and one copy per batch costs launches)."""
         values = torch.from_numpy(rows)
         if self.device.type == "cuda":
             values = values.pin_memory()
-        return self._views(plans, values.to(self.device, non_blocking=True))
+        return _split(block, values.to(self.device, non_blocking=True))
 
-    @staticmethod
-    def _views(plans: list[BatchPlan], values: torch.Tensor) -> Callable[[BatchPlan], torch.Tensor]:
-        """`view(bp)`: each planned batch's rows of `values` (the run's rows, in plan order)."""
-        views = dict(zip(map(id, plans), values.split([len(bp) for bp in plans])))
-        return lambda bp: views[id(bp)]
-
-    def _rows_on(self, plans: list[BatchPlan]) -> Callable[[BatchPlan], Rows]:
+    def _rows_on(self, run: Run) -> Callable[[BatchPlan], Rows]:
         """`rows(bp)`: what each planned batch of one run holds besides its pixels (`cut.convert.Rows`), on the loader's
         device, asked in plan order."""
-        padded = self._padded_on(plans)
-        run = self._degrade_run(plans)
-        sensor = self._sensor_on(plans, run)
-        keys = self._keys_on(plans)
-        if run is None:
+        padded = self._padded_on(run)
+        degrade = self._degrade_run(run)
+        sensor = self._sensor_on(run, degrade)
+        keys = self._keys_on(run)
+        if degrade is None:
             return lambda bp: Rows(keys(bp), padded(bp), self._source(bp), sensor(bp))
-        return lambda bp: Rows(keys(bp), padded(bp), self._source(bp), sensor(bp), run.params(bp))
+        return lambda bp: Rows(keys(bp), padded(bp), self._source(bp), sensor(bp), degrade.params(bp))
 
-    def plan(self) -> list[BatchPlan]:
+    def plan(self) -> Run:
         return self.plan_for(self.epoch, self._consumed(self.epoch))
 
     def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple[tuple[int, int], ...]):
@@ -521,3 +510,8 @@ class PlannedLoader(StatefulEpochs):
     def _as_clips(self, batch):
         """A batch of clips' frames as clips (`PairBatch.as_clips`)."""
         return batch.as_clips(self.cfg.frames)
+
+
+def _split(block: Block, values: torch.Tensor) -> list[torch.Tensor]:
+    """Each batch's rows of a block's `values` (the block's rows in order)."""
+    return list(values.split(block.sizes.tolist()))

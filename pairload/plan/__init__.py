@@ -6,7 +6,9 @@ draw of it this is), so every backend (ram, GPU-resident, wds, DALI) executes th
 target always receive the same window and the same transform. Numpy only.
 
 `draws` (hashes, permutations, crop corners, codes), `config` (`PlanConfig`, `LastBatch`, `Phase`, `BatchPlan`),
-`mix` (mixed epochs), `deals` (the registry of orders and rank shares), `epochs` (`plan_epoch`, `num_batches`).
+`mix` (mixed epochs), `deals` (the registry of orders and rank shares), `positions` (an epoch's rows as views of
+positions), `epochs` (`plan_run`, `plan_epoch`, `num_batches`), `run` (`Run`: a rank's batches, planned a block at a
+time).
 """
 
 from .clips import Clips, ClipUnits  # noqa: F401
@@ -15,5 +17,6 @@ from .config import (LAST_BATCH, REQUIRED, BatchPlan, Groups, LastBatch, PlanCon
 from .deals import DEALS, Deal, Shards, get_deal, shard_order  # noqa: F401
 from .draws import HFLIP, TRANSPOSE, VFLIP, epoch_order, key_hashes, sample_params  # noqa: F401
 from .epochs import (Consumed, epoch_rows, epoch_start_step, epoch_stream, num_batches, plan_epoch,  # noqa: F401
-                     rank_share, share_rows, whole_steps)
+                     plan_run, rank_share, share_rows, whole_steps)
+from .run import Block, Run  # noqa: F401
 from .mix import interleave, mix_counts, source_counts  # noqa: F401

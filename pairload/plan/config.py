@@ -112,6 +112,7 @@ class BatchPlan:
     params: np.ndarray | None = None  # (n, columns) float32: each sample's degradation parameters (`degrade`)
     noise: np.ndarray | None = None  # (n,) uint64: each sample's noise key
     frames: int = 1  # clips: each T consecutive rows are the frames of one clip (one window, one code)
+    at: int = 0  # its number in its run (`plan.run.Run`): executors find a batch's part of a run's tables by it
 
     def __len__(self) -> int:
         return len(self.index)

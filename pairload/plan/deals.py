@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .draws import epoch_order
+from .positions import Cut, Pieces, Stride, View
 
 
 @dataclass(frozen=True)
@@ -48,72 +49,78 @@ class Shards:
 
 
 def shard_order(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tuple[int, ...] = (),
-                shards: Shards | None = None) -> np.ndarray:
-    """The by-shard order of `n` samples: the shards in the epoch's permutation, and each shuffle buffer of
-    consecutive shards (those starting within the same `buffer` samples of the order) shuffled inside itself."""
+                shards: Shards | None = None, positions: np.ndarray | None = None) -> np.ndarray:
+    """The by-shard order of `n` samples at `positions` (None: all n): the shards in the epoch's permutation, and
+    each shuffle buffer of consecutive shards (those starting within the same `buffer` samples of the order) in an
+    order of its own, the bijection of its positions keyed by the buffer's number. Memory: a few integers per shard."""
     if shards is None:
         raise ConfigError("the by-shard deal needs the split's shard sizes")
     counts = np.asarray(shards.counts, dtype=np.int64)
     if int(counts.sum()) != n:
         raise ConfigError(f"shard sizes add up to {int(counts.sum())} samples, the split has {n}")
+    pos = np.arange(n, dtype=np.int64) if positions is None else np.asarray(positions, dtype=np.int64)
     if not shuffle:
-        return np.arange(n, dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        return pos.copy()
+    starts = np.cumsum(counts) - counts
     perm = epoch_order(len(counts), seed=seed, epoch=epoch, salt=(0x5A4D, *salt))
     c = counts[perm]
     at = np.cumsum(c) - c  # where each shard starts in the epoch's order
-    index = np.repeat(starts[perm] - at, c) + np.arange(n, dtype=np.int64)
-    # each shuffle buffer (the shards starting within the same `buffer` samples of the order) in an order of its
-    # own: the bijection of its positions, keyed by the buffer's number
     buffer = at // shards.buffer
     edges = np.flatnonzero(np.diff(buffer)) + 1
-    bounds = np.concatenate([[0], at[edges], [n]]).tolist()
-    for b, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
-        index[lo:hi] = index[lo + epoch_order(hi - lo, seed=seed, epoch=epoch, salt=(0xB10C, *salt, b))]
-    return index
+    bounds = np.concatenate([[0], at[edges], [n]]).astype(np.int64)  # shuffle buffer b: positions [b_k, b_k+1)
+    b = np.searchsorted(bounds, pos, side="right") - 1
+    moved = np.empty_like(pos)
+    for k in np.unique(b).tolist():
+        sel = b == k
+        lo, hi = int(bounds[k]), int(bounds[k + 1])
+        moved[sel] = lo + epoch_order(hi - lo, seed=seed, epoch=epoch, salt=(0xB10C, *salt, k), positions=pos[sel] - lo)
+    slot = np.searchsorted(at, moved, side="right") - 1  # the shard of the order that position lies in
+    return starts[perm][slot] - at[slot] + moved
 
 
 def _permutation(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tuple[int, ...] = (),
-                 shards: Shards | None = None) -> np.ndarray:
-    return epoch_order(n, seed=seed, epoch=epoch, shuffle=shuffle, salt=salt)
+                 shards: Shards | None = None, positions: np.ndarray | None = None) -> np.ndarray:
+    return epoch_order(n, seed=seed, epoch=epoch, shuffle=shuffle, salt=salt, positions=positions)
 
 
 def _bounds(length: int, rank: int, world_size: int) -> tuple[int, int]:
     return rank * length // world_size, (rank + 1) * length // world_size
 
 
-def _take_strided(rows: np.ndarray, rank: int, world_size: int) -> np.ndarray:
-    return rows[:, rank::world_size]
+def _take_strided(rows: View, rank: int, world_size: int) -> View:
+    return Stride(rows, rank, world_size)
 
 
-def _take_block(rows: np.ndarray, rank: int, world_size: int) -> np.ndarray:
-    lo, hi = _bounds(rows.shape[1], rank, world_size)
-    return rows[:, lo:hi]
+def _take_block(rows: View, rank: int, world_size: int) -> View:
+    lo, hi = _bounds(rows.length, rank, world_size)
+    return Cut(rows, lo, hi - lo)
 
 
-def _after_strided(rows: np.ndarray, world_size: int, taken: int) -> np.ndarray:
-    return rows[:, taken * world_size:]  # rank r's j-th sample sits at j * world_size + r
+def _after_strided(rows: View, world_size: int, taken: int) -> View:
+    start = min(taken * world_size, rows.length)  # rank r's j-th sample sits at j * world_size + r
+    return Cut(rows, start, rows.length - start)
 
 
-def _after_block(rows: np.ndarray, world_size: int, taken: int) -> np.ndarray:
-    keep = np.concatenate([np.arange(lo + min(taken, hi - lo), hi) for lo, hi in
-                           (_bounds(rows.shape[1], r, world_size) for r in range(world_size))]).astype(np.int64)
-    return rows[:, keep]
+def _after_block(rows: View, world_size: int, taken: int) -> View:
+    spans = tuple((lo + min(taken, hi - lo), hi) for lo, hi in
+                  (_bounds(rows.length, r, world_size) for r in range(world_size)))
+    return Pieces(rows, spans)
 
 
 @dataclass(frozen=True)
 class Deal:
-    """One deal: `order(n, seed=, epoch=, shuffle=, salt=, shards=)` gives the epoch's sample order,
-    `take(rows, rank, world_size)` a rank's share of an evenly cut stream, and `after(rows, world_size, taken)`
-    what is left once every rank has taken `taken` rows of its share. `unit`: rows of one source kept together
+    """One deal: `order(n, seed=, epoch=, shuffle=, salt=, shards=, positions=)` gives the epoch's sample order
+    (at `positions`), `take(rows, rank, world_size)` a rank's share of an evenly cut stream, and
+    `after(rows, world_size, taken)` what is left once every rank has taken `taken` rows of its share (both of
+    `plan.positions` views, never materialised). `unit`: rows of one source kept together
     in a mixed epoch (the world size for strided deals, so that every rank gets every source). `streams`: a rank
     reads its share a shuffle buffer of shards at a time, so the split need not be cached whole (the by-shard deal); the
     others read the whole split at random, which must be cached."""
 
     name: str
     order: Callable[..., np.ndarray]
-    take: Callable[[np.ndarray, int, int], np.ndarray]
-    after: Callable[[np.ndarray, int, int], np.ndarray]
+    take: Callable[[View, int, int], View]
+    after: Callable[[View, int, int], View]
     strided: bool
     streams: bool = False
 

@@ -297,7 +297,7 @@ def test_the_by_shard_order_keeps_windows_of_whole_shards_together():
 def test_batches_cut_from_one_reshape_equal_slices_of_the_whole(sizes):
     """`sized_plans` makes the leading batches of one size as the rows of one reshape: each equals the same rows
     sliced out of a single batch of all of them, in order, whatever the sizes after the first change."""
-    from pairload.plan.epochs import sized_plans
+    from pairload.plan.run import sized_plans
 
     n = sum(sizes)
     rng = np.random.default_rng(len(sizes))

@@ -121,7 +121,7 @@ class DecodedMemory:
         self.reap(block=True)
         self._plans = plans
         if self.ds.remote and len(plans):
-            self.ds.want(np.concatenate([bp.index for bp in plans]))
+            self.ds.want(plans.all_index())
 
     def wait(self, b: int) -> None:
         """Decode what batch b reads, on the current stream, and point the tables at it: with the next AHEAD - 1

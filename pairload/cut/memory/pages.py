@@ -112,11 +112,11 @@ class Grid:
         np.add.at(read, self.hi + 1, -1)
         self.read = np.cumsum(read[:-1]) > 0
 
-    def schedule(self, plans) -> Schedule:
-        """The pieces a run's batches read (`plans`: `BatchPlan`s with `.index`), in first-read order."""
-        n = len(plans)
-        index = np.concatenate([bp.index for bp in plans]).astype(np.int64) if n else np.zeros(0, np.int64)
-        batch = np.repeat(np.arange(n), [len(bp) for bp in plans])
+    def schedule(self, run) -> Schedule:
+        """The pieces a run's batches read (`run`: a `plan.run.Run`), in first-read order."""
+        n = len(run)
+        index = run.all_index().astype(np.int64) if n else np.zeros(0, np.int64)
+        batch = np.repeat(np.arange(n), run.batch_sizes())
         lo, hi = self.lo[index], self.hi[index]
         span = hi - lo + 1
         starts = np.repeat(lo - np.concatenate([[0], np.cumsum(span)[:-1]]), span)
@@ -219,7 +219,7 @@ class PageCache:
             self._gen += 1
             self._cond.notify_all()
         if self.ds.remote and len(plans):
-            self.ds.want(np.concatenate([bp.index for bp in plans]))  # downloads start in the order of use
+            self.ds.want(plans.all_index())  # downloads start in the order of use
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=_registrar, args=(weakref.ref(self), self._cond, self._ctx),
                                             name="pairload-pins", daemon=True)
