@@ -48,8 +48,11 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding `
 
 def slot_bytes(cfg: PlanConfig, hw: np.ndarray, members: Members = DEFAULT) -> int:
     """Bytes of one ring slot: the largest batch of any schedule phase, inputs and targets laid out by the split's
-    members, of crops or of the split's largest whole image."""
-    largest = hw[int(np.argmax(hw[:, 0] * hw[:, 1]))]
+    members, of crops or of the split's largest whole image (the sizes are read only for whole images)."""
+    largest = (0, 0)
+    if any(st.crop is None for st in cfg.phases):
+        hw = np.asarray(hw)
+        largest = hw[int(np.argmax(hw[:, 0] * hw[:, 1]))]
     sizes = [crop_size(st.crop) or (int(largest[0]), int(largest[1])) for st in cfg.phases]
     return max(members.batch(st.batch_size * cfg.frames, h, w).total for st, (h, w) in zip(cfg.phases, sizes))
 

@@ -115,6 +115,13 @@ def open_index(path: str | os.PathLike, entry: dict, split: str, where: str, *, 
                                                               if n else np.zeros(len(counts), np.int64), counts):
         raise ShardError(f"{where}: split {split!r}: its shard column disagrees with the manifest's sample counts "
                          f"{counts.tolist()[:8]}; the index belongs to another pack: re-run `pairload pack`")
+    hw = out["hw"]
+    for name, found in (("min_size", hw.min(axis=0) if n else None), ("max_size", hw.max(axis=0) if n else None)):
+        said = entry.get(name)  # loaders trust these bounds instead of scanning every size: they must be the index's
+        if said is not None and (found is None or list(map(int, found)) != list(said)):
+            raise ShardError(f"{where}: split {split!r}: the manifest's {name} {said} is not its index's "
+                             f"{None if found is None else list(map(int, found))}; the manifest was edited or belongs "
+                             "to another pack: re-run `pairload pack`")
     return Keys(blob, ends), out
 
 

@@ -28,6 +28,77 @@ def _aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
+# A mapped column of a large file is read for the rows asked and its pages let go again (`paged`): random rows touch
+# a page each (and the kernel maps the pages around it), so a column read at random would otherwise stay mapped whole
+# in every process that reads it, counted as that process's own memory. Under this size the mapping is kept.
+PAGED_ABOVE = 64 << 20
+
+
+class LazyColumn:
+    """A per-sample column read for the rows asked (`column[rows]`, `len`, `shape`, `dtype`), not held whole;
+    `np.asarray(column)` makes the whole array (for small splits and rare paths)."""
+
+    shape: tuple
+    dtype: np.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+
+def _mapping(array: np.ndarray) -> tuple[mmap.mmap, int] | None:
+    """The mmap an array views and where in it the array starts (None: not a view of one)."""
+    base = array
+    while isinstance(base, np.ndarray) or isinstance(base, memoryview):
+        base = base.base if isinstance(base, np.ndarray) else base.obj
+    if not isinstance(base, mmap.mmap) or base.closed:
+        return None
+    start = array.ctypes.data - np.frombuffer(base, dtype=np.uint8, count=0).ctypes.data
+    return base, start
+
+
+def release_pages(array: np.ndarray) -> None:
+    """Let go of this process's pages of a mapped array (they stay in the page cache: the next read maps them again);
+    nothing for an array that is not a view of a mapping."""
+    found = _mapping(array) if isinstance(array, np.ndarray) else None
+    if found is None:
+        return
+    mm, start = found
+    lo = start // mmap.PAGESIZE * mmap.PAGESIZE
+    hi = min(len(mm), -(-(start + array.nbytes) // mmap.PAGESIZE) * mmap.PAGESIZE)
+    if hi > lo:
+        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+def is_large_mapping(array) -> bool:
+    found = _mapping(array) if isinstance(array, np.ndarray) else None
+    return found is not None and len(found[0]) > PAGED_ABOVE
+
+
+class PagedColumn(LazyColumn):
+    """A column of a large mapped file read for the rows asked, its pages let go after each read (see PAGED_ABOVE)."""
+
+    def __init__(self, array: np.ndarray):
+        self.array, self.shape, self.dtype = array, array.shape, array.dtype
+
+    def __getitem__(self, key):
+        try:
+            return np.array(self.array[key])  # a copy: nothing keeps the pages
+        finally:
+            release_pages(self.array)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.array, dtype=dtype)
+
+
+def paged(array):
+    """`array` read through `PagedColumn` when it views a mapping larger than PAGED_ABOVE, else itself."""
+    return PagedColumn(array) if is_large_mapping(array) else array
+
+
 def column_bytes(columns: dict[str, np.ndarray], meta: dict) -> tuple[bytes, list[np.ndarray]]:
     """The header (magic to the data start) and the arrays to write after it, each padded to 64 bytes."""
     arrays, doc, pos = [], {}, 0
@@ -127,7 +198,7 @@ class Keys(Sequence):
     """Sample keys stored as one byte string and the end offset of each (`encode`), decoded one at a time: a
     million keys cost two arrays (shared, when mapped), not a million Python strings."""
 
-    __slots__ = ("blob", "ends", "_decoded")
+    __slots__ = ("blob", "ends", "_decoded", "paged")
     GATHER_FROM = 256  # `take` of this many keys or more gathers their bytes with numpy (fewer: a slice each)
     DECODE_UP_TO = 1 << 16  # `take` from a split of at most this many keys decodes them all once (a few MB of
     #                         strings) and picks from the list, instead of gathering and decoding their bytes each time
@@ -135,6 +206,7 @@ class Keys(Sequence):
     def __init__(self, blob: np.ndarray, ends: np.ndarray):
         self.blob, self.ends = blob, ends
         self._decoded: list[str] | None = None
+        self.paged = is_large_mapping(ends)  # `take` lets the pages it read go (a large file: `PagedColumn`)
 
     @staticmethod
     def encode(keys) -> tuple[np.ndarray, np.ndarray]:
@@ -181,7 +253,10 @@ class Keys(Sequence):
             joined = out[:-1].tobytes()
         keys = joined.decode("utf-8", "surrogateescape").split("\0")
         if len(keys) != len(idx):  # a key with a NUL in it after all: one at a time
-            return [self._one(int(i)) for i in idx]
+            keys = [self._one(int(i)) for i in idx]
+        if self.paged:
+            release_pages(self.blob)
+            release_pages(self.ends)
         return keys
 
     def __getitem__(self, i):

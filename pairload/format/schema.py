@@ -315,6 +315,9 @@ class SplitIndex:
     high_fp: np.ndarray | None = None  # uint64 (n,) and of each target
     shift: np.ndarray | None = None  # float32 (n, 3) dy, dx (input pixels), confidence
     luma: np.ndarray | None = None  # float32 (n, 2) mean luma of the input, of the target
+    # ((least height, least width), (greatest height, greatest width)) of `hw`, as the manifest records them (checked
+    # against the index when it was found whole): None where not recorded
+    size_bounds: tuple[tuple[int, int], tuple[int, int]] | None = None
 
     def __post_init__(self) -> None:
         if self.low_bytes is None:  # raw: the pixels themselves, worked out for the rows asked
@@ -351,7 +354,11 @@ class SplitIndex:
             return self
         s = self.members.scale
         facts = self.facts
-        return replace(self, hw=self.hw * s if s != 1 else self.hw, low=self.high, low_bytes=self.high_bytes,
+        bounds = self.size_bounds
+        if bounds is not None and s != 1:
+            bounds = tuple((a * s, b * s) for a, b in bounds)
+        return replace(self, hw=self.hw * s if s != 1 else self.hw, size_bounds=bounds, low=self.high,
+                       low_bytes=self.high_bytes,
                        low_kind=self.high_kind, crc=np.repeat(self.crc[:, 1:], 2, axis=1),
                        members=self.members.as_targets(),
                        sensor=None if self.sensor is None else self.sensor.as_targets(), targets_only=True,
@@ -500,8 +507,17 @@ def _mapped_index(split: str, entry: dict, file: binindex.IndexFile, bind: str |
         sequences=Sequences.from_entry(entry, n, f"{file.where}: split {split!r}"),
         low_kind=cols.get(LOW_KIND),
         high_kind=cols.get(HIGH_KIND),
+        size_bounds=size_bounds(entry),
         **{name: cols.get(name) for name in FACT_NAMES},
     )
+
+
+def size_bounds(entry: dict) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """A split entry's (min_size, max_size) as ((h, w), (h, w)), or None where the manifest does not record them."""
+    lo, hi = entry.get("min_size"), entry.get("max_size")
+    if not (isinstance(lo, list) and isinstance(hi, list) and len(lo) == len(hi) == 2):
+        return None
+    return (int(lo[0]), int(lo[1])), (int(hi[0]), int(hi[1]))
 
 
 def _reopened(split: str, mapped: MappedIndex, targets_only: bool = False) -> SplitIndex:

@@ -15,6 +15,7 @@ from ..cut.convert import Rows
 from ..devices import resolve_device
 from ..format.sensor import table as sensor_table
 from ..hooks import Hooks
+from ..format.columns import LazyColumn, paged
 from ..errors import ConfigError
 from ..units import human_bytes
 from ..plan import (BatchPlan, Block, PlanConfig, Run, Shards, check_groups, check_split, key_hashes, num_batches,
@@ -327,16 +328,18 @@ class PlannedLoader(StatefulEpochs):
     PLANS_KEPT = 3  # runs whose plans are kept: the current one, the next (workers run ahead), one more for len()
 
     def __init__(self, keys, hw: np.ndarray, split: str, opts: LoaderOptions, groups=(), shards: Shards | None = None,
-                 key_hash: np.ndarray | None = None, sequences=None):
+                 key_hash: np.ndarray | None = None, sequences=None, bounds=None):
         """`groups`: (name, samples) of each source when several share the index space (see `with_sources`);
         `keys` any sequence (a version-5 split's `columns.Keys` is kept as it is, never made a tuple); `key_hash`:
         the planner's hash of each key when the source has them (else computed here); `sequences`: a split packed
-        with --sequences (`format.sequences.Sequences`), which clips (`PlanConfig.clips`) need. With clips the
+        with --sequences (`format.sequences.Sequences`), which clips (`PlanConfig.clips`) need; `bounds`: the least
+        and greatest image sizes where the source knows them (`size_bounds`). With clips the
         planner deals clip units (`plan.clips.ClipUnits`): `samples`, `groups` and `shards` count units, and each
         planned batch holds its clips' frames."""
         self.keys = keys if isinstance(keys, Sequence) else tuple(keys)
-        self.hw = np.asarray(hw, dtype=np.int64)  # a mapped index's int64 column is viewed, not copied
-        self.key_hash = key_hashes(self.keys) if key_hash is None else np.asarray(key_hash, dtype=np.uint64)
+        # a mapped index's columns are viewed, not copied; a mix's are read from its sources as rows are asked
+        self.hw = _column(hw, np.int64)
+        self.key_hash = key_hashes(self.keys) if key_hash is None else _column(key_hash, np.uint64)
         frame_groups = named_groups(groups)
         self.units = clip_units(opts.plan, sequences, self.key_hash, self.hw, split, self.keys) \
             if opts.plan.clips is not None else None
@@ -350,7 +353,7 @@ class PlannedLoader(StatefulEpochs):
                               "loaders over packed shards (ram, wds, dali-external): pack the folder with "
                               "`pairload pack` and use one of them")
         if units is None:
-            check_split(self.cfg, self.keys, self.hw, split)
+            check_split(self.cfg, self.keys, self.hw, split, bounds)
             self.samples = len(self.keys)
             self._plan_by = (self.key_hash, self.hw)  # what the planner deals: samples, or clip units
         else:
@@ -515,3 +518,11 @@ class PlannedLoader(StatefulEpochs):
 def _split(block: Block, values: torch.Tensor) -> list[torch.Tensor]:
     """Each batch's rows of a block's `values` (the block's rows in order)."""
     return list(values.split(block.sizes.tolist()))
+
+
+def _column(values, dtype):
+    """A per-sample column as the planner reads it: a lazy one as it is, an array of a large mapped file read for the
+    rows asked (`format.columns.paged`), any other made an array of `dtype` (a mapped column is viewed, not copied)."""
+    if isinstance(values, LazyColumn):
+        return values
+    return paged(np.asarray(values, dtype=dtype))

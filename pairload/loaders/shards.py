@@ -67,7 +67,8 @@ class ShardLoader(PlannedLoader):
             raise ConfigError("shuffle_buffer: the strided deal (ram) shuffles the whole split; it is an option of "
                               "the by-shard deal (wds)")
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, self.ds.groups, shards,
-                         key_hash=self.ds.key_hash, sequences=self.ds.sequences if opts.plan.clips else None)
+                         key_hash=self.ds.key_hash, sequences=self.ds.sequences if opts.plan.clips else None,
+                         bounds=self.ds.size_bounds)
         self.sensor_rows = self.ds.sensor
         self.prefetch = prefetch
         self.resident = resident

@@ -307,14 +307,18 @@ def check_groups(cfg: PlanConfig, groups: Groups, where: str) -> None:
             raise ConfigError(f"{where}: source {name!r} has no samples")
 
 
-def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
+def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str, bounds=None) -> None:
     """Refuse a crop larger than the smallest image, mixed sizes without a crop, and a batch larger than a rank's
-    share."""
+    share. `bounds`: ((least h, least w), (greatest h, greatest w)) of `hw` where known (the manifest's): then the
+    sizes are read only to name an image that does not fit."""
     n = len(keys)
     if n == 0:
         raise ConfigError(f"split {split!r} is empty")
     for crop in sorted({st.crop for st in cfg.phases if st.crop is not None}, key=crop_size, reverse=True):
         ch, cw = crop_size(crop)
+        if bounds is not None and bounds[0][0] >= ch and bounds[0][1] >= cw:
+            continue
+        hw = np.asarray(hw)
         small = np.flatnonzero((hw[:, 0] < ch) | (hw[:, 1] < cw))
         if len(small):
             i = int(small[np.argmin(hw[small].min(axis=1))])
@@ -323,7 +327,8 @@ def check_split(cfg: PlanConfig, keys, hw: np.ndarray, split: str) -> None:
                               f"{hw[i, 1]}x{hw[i, 0]} (crop {cw}x{ch})", option="crop",
                               fix=f"use {fits} or repack without that image",
                               flag_fix=f"use {fits.replace('crop', '{flag}', 1)} or repack without that image")
-    if any(st.crop is None and st.batch_size > 1 for st in cfg.phases) and len(np.unique(hw, axis=0)) > 1:
+    if any(st.crop is None and st.batch_size > 1 for st in cfg.phases) and (
+            bounds is None or bounds[0] != bounds[1]) and len(np.unique(np.asarray(hw), axis=0)) > 1:
         raise ConfigError(f"split {split!r} has images of {len(np.unique(hw, axis=0))} different sizes, so whole "
                           "images (crop=None) cannot be batched; use batch_size=1 or a crop")
     rows = cfg.epoch_length(n)

@@ -16,6 +16,13 @@ from .bijection import order_key, permute
 from .splitmix import splitmix as _splitmix, splitmix_int as _splitmix_int
 
 
+def source_key_hashes(source: str, key_hash: np.ndarray) -> np.ndarray:
+    """The planner's hashes of a mixed source's samples ("source/key"): each key's own hash mixed with the source
+    name's, so the same key in two sources draws differently, computed for the rows asked (no key is hashed again)."""
+    salt = np.uint64(key_hashes([f"{source}/"])[0])
+    return _splitmix(np.asarray(key_hash, dtype=np.uint64) ^ salt)
+
+
 def _stream(key_hash: np.ndarray, seed: int, epoch: int, stream: int, draw: np.ndarray | None = None) -> np.ndarray:
     base = (seed & 0xFFFFFFFF) << 32 | (epoch & 0xFFFFFF) << 8 | stream
     if draw is None:

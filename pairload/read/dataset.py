@@ -225,6 +225,12 @@ class ShardDataset(ShardSource):
         return self.index.hw
 
     @property
+    def size_bounds(self):
+        """((least h, least w), (greatest h, greatest w)) of `sizes`, as the manifest records them (None: not
+        recorded): what the planner checks a crop against without reading every size."""
+        return self.index.size_bounds
+
+    @property
     def files(self) -> list[Path]:
         """Each shard's local path (for a remote source: its place in the cache, present once fetched)."""
         return list(self._paths)

@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
-from ..format.binindex import key_hashes
+from ..format.columns import paged
 from ..format.facts import FactsColumns
 from ..format.sensor import SensorRows
+from ..plan.draws import source_key_hashes
+from .concat import Column, PrefixedKeys
 from .dataset import ShardDataset
 from .source import ShardSource, StoredMember, StoredMembers
 
@@ -29,10 +31,8 @@ class ShardMix(ShardSource):
         self.split = "+".join(f"{name}:{ds.split}" for name, ds in self.by_name.items())
         sizes = [len(ds) for ds in self.by_name.values()]
         self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        self._keys = tuple(f"{name}/{k}" for name, ds in self.by_name.items() for k in ds.keys)
-        self._hw = np.concatenate([ds.sizes for ds in self.by_name.values()]).astype(np.int64).reshape(-1, 2)
         self._parts = list(self.by_name.values())
-        self._source = np.repeat(np.arange(len(sizes)), sizes)
+        self._columns()
         kinds = {name: ds.members for name, ds in self.by_name.items()}
         first = next(iter(kinds.values()))
         odd = [name for name, m in kinds.items() if (m.low, m.high, m.scale) != (first.low, first.high, first.scale)]
@@ -51,8 +51,23 @@ class ShardMix(ShardSource):
                               "not; mix camera raw splits with camera raw splits")
         self._sensor = None if rows[0] is None else SensorRows.concat(rows)
 
+    def _columns(self) -> None:
+        """Per-sample columns read from the sources as rows are asked for: nothing per sample is made here."""
+        names = list(self.by_name)
+        self._keys = PrefixedKeys(names, [ds.keys for ds in self._parts])
+        self._hw = Column([paged(ds.sizes) for ds in self._parts], dtype=np.int64)
+        self._hash = Column([paged(ds.key_hash) for ds in self._parts],
+                            convert=lambda s, rows: source_key_hashes(names[s], rows), dtype=np.uint64)
+
     def __getstate__(self):
-        return self.__dict__.copy()  # the parts pickle without their maps
+        state = self.__dict__.copy()  # the parts pickle without their maps; the columns are made again from them
+        for name in ("_keys", "_hw", "_hash"):
+            state.pop(name)
+        return state
+
+    def __setstate__(self, state) -> None:
+        self.__dict__.update(state)
+        self._columns()
 
     @property
     def sources(self) -> list[ShardDataset]:
@@ -98,16 +113,24 @@ class ShardMix(ShardSource):
         return " + ".join(f"{name}={ds.where}" for name, ds in self.by_name.items())
 
     @property
-    def keys(self) -> tuple[str, ...]:
+    def keys(self) -> PrefixedKeys:
         return self._keys
 
     @property
-    def key_hash(self) -> np.ndarray:
-        return key_hashes(self._keys)  # of the prefixed keys: a mix is planned as one split of "name/key" samples
+    def key_hash(self) -> Column:
+        return self._hash  # a mix is planned as one split of "name/key" samples (`plan.draws.source_key_hashes`)
 
     @property
-    def sizes(self) -> np.ndarray:
+    def sizes(self) -> Column:
         return self._hw
+
+    @property
+    def size_bounds(self):
+        bounds = [ds.size_bounds for ds in self._parts]
+        if any(b is None for b in bounds):
+            return None
+        return (tuple(min(b[0][k] for b in bounds) for k in range(2)),
+                tuple(max(b[1][k] for b in bounds) for k in range(2)))
 
     @property
     def groups(self) -> tuple[tuple[str, int], ...]:
@@ -135,14 +158,18 @@ class ShardMix(ShardSource):
             number -= len(ds.files)
         raise IndexError(f"shard number past the last shard of the mix {self.where}")
 
+    def _sources(self, idx: np.ndarray) -> np.ndarray:
+        """The source (its number) of each of these samples of the mix."""
+        return np.searchsorted(self._offsets[1:], idx, side="right")
+
     def _part(self, i: int) -> tuple[ShardDataset, int]:
-        s = int(self._source[i])
+        s = int(self._sources(np.array([i]))[0])
         return self._parts[s], i - int(self._offsets[s])
 
     def _by_part(self, indices):
         """(part, its sample indices) for the parts these samples of the mix come from, in order of first use."""
         idx = np.asarray(indices, dtype=np.int64)
-        source = self._source[idx]
+        source = self._sources(idx)
         _, first = np.unique(source, return_index=True)
         for s in source[np.sort(first)].tolist():
             yield self._parts[s], idx[source == s] - self._offsets[s]
@@ -167,7 +194,7 @@ class ShardMix(ShardSource):
     def stored_members(self, indices) -> StoredMembers:
         """Each source's `stored_members`, their shards numbered as the mix numbers them (source after source)."""
         idx = np.asarray(indices, dtype=np.int64)
-        source = self._source[idx]
+        source = self._sources(idx)
         out = StoredMembers(np.zeros((len(idx), 2), np.uint8), np.zeros((len(idx), 2), np.int64),
                             np.zeros((len(idx), 2), np.int64), np.zeros(len(idx), np.int32))
         first = np.cumsum([0] + [len(ds.files) for ds in self._parts])

@@ -108,6 +108,11 @@ class ShardSource(ABC):
         """(n, 2) int64 height, width of each sample."""
 
     @property
+    def size_bounds(self) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """((least h, least w), (greatest h, greatest w)) of `sizes` when known without reading them (None: not)."""
+        return None
+
+    @property
     @abstractmethod
     def groups(self) -> tuple[tuple[str, int], ...]:
         """(name, samples) of each named source, in index order ("" for a single split)."""

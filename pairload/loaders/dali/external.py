@@ -43,7 +43,8 @@ class ExternalSource(PairedSource):
         self.ds = remote.open(source, opts.split, whole=True, plan=opts.plan)
         self.where = self.ds.where
         super().__init__(self.ds.keys, self.ds.sizes, self.ds.split, opts, prefetch, self.ds.groups,
-                         key_hash=self.ds.key_hash, sequences=self.ds.sequences if opts.plan.clips else None)
+                         key_hash=self.ds.key_hash, sequences=self.ds.sequences if opts.plan.clips else None,
+                         bounds=self.ds.size_bounds)
         self.sensor_rows = self.ds.sensor
         self._flip_on_device = False
         request = Request(ds=self.ds, cfg=self.cfg, plan_for=self.plan_for, device=self.device, who="dali-external",

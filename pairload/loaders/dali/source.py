@@ -41,8 +41,9 @@ class PairedSource(PlannedLoader):
 
     KIND = ""
 
-    def __init__(self, keys, hw, split, opts: LoaderOptions, prefetch: int, groups=(), key_hash=None, sequences=None):
-        super().__init__(keys, hw, split, opts, groups, key_hash=key_hash, sequences=sequences)
+    def __init__(self, keys, hw, split, opts: LoaderOptions, prefetch: int, groups=(), key_hash=None, sequences=None,
+                 bounds=None):
+        super().__init__(keys, hw, split, opts, groups, key_hash=key_hash, sequences=sequences, bounds=bounds)
         if prefetch < 1:
             raise ConfigError(f"prefetch={prefetch}: expected at least 1 batch")
         self.prefetch = prefetch
