@@ -11,7 +11,7 @@ import torch
 
 from ..errors import PairloadError
 from ..hooks import Hooks
-from ..plan import BatchPlan
+from ..plan import Run
 from . import kernel
 from .kernel import Launch
 from .payload import Cut
@@ -45,7 +45,7 @@ class KernelCuts:
     def worker_pids(self) -> list[int]:
         return []
 
-    def cuts(self, run: tuple, plans: list[BatchPlan], reclaim=None, *, augment: bool = True, hw=None,
+    def cuts(self, run: tuple, plans: Run, reclaim=None, *, augment: bool = True, hw=None,
              events: bool = True, group: int = 1):
         """The run's plans as `Cut`s, each cut on `self.stream` with the event that marks it ready (`events`; a
         streamed memory records them anyway: what a batch read goes back once it is cut); `group` > 1: up to that

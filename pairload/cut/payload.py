@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator, Protocol
 import numpy as np
 
 from ..format.members import BatchLayout
-from ..plan import BatchPlan
+from ..plan import BatchPlan, Run
 
 
 @dataclass
@@ -59,7 +59,7 @@ class Cutter(Protocol):
     degrades: bool
 
     def start(self) -> None: ...
-    def cuts(self, run: tuple, plans: list[BatchPlan], reclaim: Callable[[], None] = ...,
+    def cuts(self, run: tuple, plans: Run, reclaim: Callable[[], None] = ...,
              **options) -> Iterator[Cut]: ...
     def worker_pids(self) -> list[int]: ...
     def close(self) -> None: ...

@@ -36,13 +36,12 @@ from ..format.members import DEFAULT, Members
 from ..hooks import Hooks
 from ..plan import BatchPlan, PlanConfig
 from ..plan import Run as PlanRun
-from ..plan.run import BLOCK
+from ..plan.run import BLOCK, RunKey, next_run
 from ..plan.crops import crop_size
 from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY, SHM_DIR
 from ..workers.windows import DegradeRows, WindowTask, degrade_window, fill
 from .payload import Cut
 
-Run = tuple  # (epoch, consumed): one pass over an epoch, or over the rest of a started one
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding `pairload`, for the workers' path
 
 
@@ -394,7 +393,7 @@ class WorkerCuts:
 
     # ------------------------------------------------------------------ batches
 
-    def cuts(self, run: Run, plans: list[BatchPlan], reclaim: Callable[[], None] = lambda: None):
+    def cuts(self, run: RunKey, plans: PlanRun, reclaim: Callable[[], None] = lambda: None):
         """A `Cut` per plan; `reclaim()` is called before slots are counted (the caller frees the slots whose copies
         have finished)."""
         self.ds.check_files()  # a shard truncated or replaced between epochs is an error here, not a SIGBUS later
@@ -434,7 +433,7 @@ class WorkerCuts:
             if block.first + len(block) < len(plans):
                 self.ds.want(plans.block_at(block.first + len(block)).column("index"))
 
-    def _task(self, slot: int, plans: list[BatchPlan], b: int) -> WindowTask:
+    def _task(self, slot: int, plans: PlanRun, b: int) -> WindowTask:
         bp = plans[b]
         self._tokens[slot] = self.ds.acquire(bp.index)  # remote shards: local and held until the slot is done
         h, w = bp.out_hw(self.ds.sizes)
@@ -444,14 +443,14 @@ class WorkerCuts:
         return WindowTask(slot, bp.index, bp.y, bp.x, bp.code if self.apply_codes else None, h, w, self.members,
                           later, self._degrade_rows(bp))
 
-    def _submit(self, run: Run, b: int, reclaim) -> tuple[Run, int]:
+    def _submit(self, run: RunKey, b: int, reclaim) -> tuple[RunKey, int]:
         """Queue tasks until the ring is full, continuing into the following epoch; returns the next (run, b)."""
         reclaim()
         skipped = 0
         while self._free:
             plans = self.plan_for(*run)
             if b >= len(plans):
-                run, b = (run[0] + 1, ()), 0
+                run, b = next_run(run), 0
                 skipped += 1
                 if skipped > 2:  # empty epochs (the rest of a finished epoch): nothing to run ahead into
                     break
@@ -490,7 +489,7 @@ class WorkerCuts:
         if pool is self.pool:  # a slot of a pool closed since (after a worker error) is not this ring's
             self._free.append(slot)
 
-    def _worker_batches(self, run: Run, plans: list[BatchPlan], reclaim):
+    def _worker_batches(self, run: RunKey, plans: PlanRun, reclaim):
         pool = self._ensure()
         if self._pending and self._pending[0][:2] != (run, 0):
             self._drain()

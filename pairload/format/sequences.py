@@ -18,8 +18,8 @@ from ..errors import ShardError
 FIELD = "sequences"  # split field: {"names": [...], "starts": [...], "counts": [...]}
 TARGET = "sequence_target"  # split field: "frame" (each frame its own target) or "sequence" (one target per sequence)
 TARGETS = ("frame", "sequence")
-# split field: what `pack --sequence-gaps` did with breaks in a sequence's frame numbering, "split" or "allow"; absent:
-# "refuse" (the default, so none is left) or a pack made before pairload looked at the numbering
+# split field: what `pack --sequence-gaps` did with breaks in a sequence's frame numbering, "refuse" (none is left),
+# "split" or "allow"; absent: a pack made before pairload looked at the numbering, or wrote "refuse" (2026-11-29)
 GAPS = "sequence_gaps"
 GAP_POLICIES = ("refuse", "split", "allow")
 RUN = "@"  # a sequence split at its gaps gives runs named "<sequence>@<first frame>"; a key escapes '@', so no other
@@ -161,7 +161,7 @@ class Sequences:
     starts: np.ndarray  # int64 (S,)
     counts: np.ndarray  # int64 (S,)
     target: str = "frame"
-    gaps: str | None = None  # `GAPS`: "split" or "allow" where the pack was told what to do with numbering breaks
+    gaps: str | None = None  # `GAPS`: what the pack did with numbering breaks; None: a pack that did not look
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "names", tuple(self.names))
@@ -225,8 +225,8 @@ class Sequences:
         if doc is None:
             return None
         gaps = entry.get(GAPS)
-        if gaps is not None and gaps not in GAP_POLICIES[1:]:
-            raise ShardError(f"{where}: \"{GAPS}\" is {gaps!r}, not one of {', '.join(GAP_POLICIES[1:])}; the manifest "
+        if gaps is not None and gaps not in GAP_POLICIES:
+            raise ShardError(f"{where}: \"{GAPS}\" is {gaps!r}, not one of {', '.join(GAP_POLICIES)}; the manifest "
                              "is damaged or from another tool: pack the folder again with --sequences")
         problem = _entry_problem(doc)
         if problem:

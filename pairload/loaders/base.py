@@ -147,7 +147,8 @@ _PLAN_FIELDS = ("seed", "batch_size", "crop", "split", "last_batch", "shuffle", 
 _NEWER_FIELDS = {"repeats": 1, "mix": None, "schedule": None, "degrade": None, "clips": None}
 
 
-def clip_units(cfg: PlanConfig, sequences, key_hash: np.ndarray, hw: np.ndarray, split: str, keys=None):
+def clip_units(cfg: PlanConfig, sequences, key_hash: np.ndarray, hw: np.ndarray, split: str, keys=None,
+               bounds=None):
     """The clip units of a split's sequences (`plan.clips.ClipUnits`); a split packed without --sequences is
     refused. Sequences left out as too short (short='drop'), and breaks in a sequence's frame numbering (`keys`),
     are reported in a warning, by name."""
@@ -157,7 +158,7 @@ def clip_units(cfg: PlanConfig, sequences, key_hash: np.ndarray, hw: np.ndarray,
         raise ConfigError(f"split {split!r} has no sequences: clips={cfg.clips.frames} takes frames of videos or "
                           "bursts from a split packed with `pairload pack FOLDER SHARDS --sequences` (a mix: every "
                           "source packed so)", option="clips")
-    units = ClipUnits.build(cfg.clips, sequences, key_hash, hw, f"split {split!r}", keys)
+    units = ClipUnits.build(cfg.clips, sequences, key_hash, hw, f"split {split!r}", keys, bounds)
     import warnings
 
     if units.gaps:
@@ -341,7 +342,7 @@ class PlannedLoader(StatefulEpochs):
         self.hw = _column(hw, np.int64)
         self.key_hash = key_hashes(self.keys) if key_hash is None else _column(key_hash, np.uint64)
         frame_groups = named_groups(groups)
-        self.units = clip_units(opts.plan, sequences, self.key_hash, self.hw, split, self.keys) \
+        self.units = clip_units(opts.plan, sequences, self.key_hash, self.hw, split, self.keys, bounds) \
             if opts.plan.clips is not None else None
         units = self.units
         plan_groups = units.groups(groups) if units is not None else groups
@@ -357,7 +358,7 @@ class PlannedLoader(StatefulEpochs):
             self.samples = len(self.keys)
             self._plan_by = (self.key_hash, self.hw)  # what the planner deals: samples, or clip units
         else:
-            check_split(self.cfg, units.labels(), units.hw, split)
+            check_split(self.cfg, units.labels(), units.hw, split, bounds)
             self.samples = len(units)
             self._plan_by = (units.key_hash, units.hw)
             shards = units.shards(shards)
@@ -499,7 +500,7 @@ class PlannedLoader(StatefulEpochs):
     def plan(self) -> Run:
         return self.plan_for(self.epoch, self._consumed(self.epoch))
 
-    def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple[tuple[int, int], ...]):
+    def _batches(self, epoch: int, plans: Run, consumed: tuple[tuple[int, int], ...]):
         raise NotImplementedError
 
     def __iter__(self):

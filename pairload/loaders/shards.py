@@ -18,7 +18,7 @@ import warnings
 from ..cut import Cutter, Request, choose
 from ..cut.handover import DeviceStage
 from ..errors import ConfigError
-from ..plan import BatchPlan, Shards, get_deal
+from ..plan import Run, Shards, get_deal
 from ..read.shards import ShardDataset
 from .base import LoaderOptions, PlannedLoader, RemoteOptions
 from .byshard import pinned_buffer, shuffle_buffer_of
@@ -124,7 +124,7 @@ class ShardLoader(PlannedLoader):
         self._stage.clear()
         self.ds.close_remote()
 
-    def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
+    def _batches(self, epoch: int, plans: Run, consumed: tuple):
         rows = self._rows_on(plans)
         # the degrade stage runs in the cutter where the cut path placed it there, else on the device after the cut
         run = None if self.cutter.degrades else self._degrade_run(plans)

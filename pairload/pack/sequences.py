@@ -161,7 +161,7 @@ def plan_sequences(pairs: list[Pair], out_sizes: list[tuple[int, int]], gaps: st
     out = {}
     for split, (names, starts, counts, shared) in found.items():
         target = "sequence" if all(shared) and max(counts) > 1 else "frame"
-        seqs = Sequences(names, starts, counts, target, None if gaps == "refuse" else gaps).check(
+        seqs = Sequences(names, starts, counts, target, gaps).check(
             sum(counts), f"split {split!r}")
         at = base[split]
         odd = seqs.first_mismatch(out_sizes[at:at + seqs.frames])

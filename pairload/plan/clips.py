@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
+from ..format.columns import LazyColumn
 from .draws import _splitmix, _stream
 
 STARTS = ("random", "grid")  # where a clip starts: drawn uniformly over its sequence, or on the units' grid
@@ -108,41 +109,65 @@ def _parse(spec: str) -> dict:
 
 @dataclass(frozen=True)
 class ClipUnits:
-    """The units of a split's sequences under a clip policy, in index order (sequence by sequence): `seq` (the
-    sequence of each unit), `pos` (its number within the sequence), `first` (the sequence's first sample),
-    `count` (its frames), `key_hash` (the unit's planner hash: its sequence's first key with `pos` mixed in), `hw`
-    (its frames' size). `dropped`: the names of sequences left out (short="drop"); `gaps`: a line on the breaks in
-    the frame numbering inside the sequences, which clips cross (`Sequences.gap_report`), where the pack did not
-    allow them (a pack made before pairload looked at the numbering)."""
+    """The units of a split's sequences under a clip policy, in index order (sequence by sequence), kept per
+    sequence: `starts` (each sequence's first sample), `counts` (its frames), `per` (its units), `seq_hash` (its
+    first key's planner hash), `seq_hw` (its frames' size). A unit's sequence, its number there (`pos`), its planner
+    hash (its sequence's first key with `pos` mixed in: `key_hash`) and its size (`hw`) are worked out for the units
+    asked, so nothing here is of the frames' number. `dropped`: the names of sequences left out (short="drop");
+    `gaps`: a line on the breaks in the frame numbering inside the sequences, which clips cross
+    (`Sequences.gap_report`), where the pack did not allow them (a pack made before pairload looked at the
+    numbering)."""
 
     clips: Clips
-    seq: np.ndarray
-    pos: np.ndarray
-    first: np.ndarray
-    count: np.ndarray
-    key_hash: np.ndarray
-    hw: np.ndarray
+    starts: np.ndarray
+    counts: np.ndarray
+    per: np.ndarray
+    seq_hash: np.ndarray
+    seq_hw: np.ndarray
     names: tuple[str, ...]
     dropped: tuple[str, ...] = ()
     gaps: str | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ends", np.cumsum(self.per).astype(np.int64))
+
     def __len__(self) -> int:
-        return len(self.seq)
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def seq_of(self, units) -> np.ndarray:
+        """The sequence of each of these units."""
+        return np.searchsorted(self.ends, np.asarray(units, dtype=np.int64), side="right")
+
+    def pos_of(self, units, seq: np.ndarray) -> np.ndarray:
+        """Each unit's number within its sequence (`seq`: theirs, `seq_of`)."""
+        return np.asarray(units, dtype=np.int64) - (self.ends - self.per)[seq]
+
+    @property
+    def key_hash(self) -> "_UnitColumn":
+        return _UnitColumn(self, "key_hash")
+
+    @property
+    def hw(self) -> "_UnitColumn":
+        return _UnitColumn(self, "hw")
+
+    def unit_hash(self, units) -> np.ndarray:
+        seq = self.seq_of(units)
+        return _splitmix(self.seq_hash[seq] ^ _splitmix(self.pos_of(units, seq).astype(np.uint64)))
 
     def label(self, u: int) -> str:
         """A unit in messages: "sequence name (clip k)"."""
-        return f"{self.names[int(self.seq[u])]} (clip {int(self.pos[u])})"
+        seq = self.seq_of([u])
+        return f"{self.names[int(seq[0])]} (clip {int(self.pos_of([u], seq)[0])})"
 
     @classmethod
-    def build(cls, clips: Clips, sequences, key_hash: np.ndarray, hw: np.ndarray, where: str, keys=None
-              ) -> "ClipUnits":
+    def build(cls, clips: Clips, sequences, key_hash, hw, where: str, keys=None, bounds=None) -> "ClipUnits":
         """The units of `sequences` (`format.sequences.Sequences` over samples with `key_hash` and `hw`, and `keys`
         where given: their frame numbering is looked at, `gaps`); a sequence whose frames differ in size, or one
-        shorter than a clip under short="refuse", is refused by name."""
+        shorter than a clip under short="refuse", is refused by name. `bounds`: the least and greatest sizes where
+        known; when they agree no frame's size is read but the sequences' first frames'."""
         names, starts, counts = sequences.names, sequences.starts, sequences.counts
-        hw = np.asarray(hw, dtype=np.int64).reshape(-1, 2)
         t = clips.frames
-        odd = sequences.first_mismatch(hw)
+        odd = sequences.first_mismatch(hw) if bounds is None or bounds[0] != bounds[1] else None
         if odd is not None:
             k, f = odd
             s = int(np.searchsorted(starts, k, side="right")) - 1
@@ -157,25 +182,30 @@ class ClipUnits:
                               option="clips", fix="use shorter clips, or short='drop' (leave them out) or "
                               "short='pad' (repeat their last frame)", flag_fix=f"use shorter clips, or {{flag}} "
                               f"{t},short=drop (leave them out) or {{flag}} {t},short=pad (repeat their last frame)")
-        per = np.where(counts >= t, (counts - t) // clips.stride + 1, 1 if clips.short == "pad" else 0)
-        seq = np.repeat(np.arange(len(starts), dtype=np.int64), per)
-        pos = np.arange(len(seq), dtype=np.int64) - np.repeat(np.cumsum(per) - per, per)
-        first = starts[seq]
-        unit_hash = _splitmix(np.asarray(key_hash, dtype=np.uint64)[first] ^ _splitmix(pos.astype(np.uint64)))
+        per = np.where(counts >= t, (counts - t) // clips.stride + 1, 1 if clips.short == "pad" else 0).astype(np.int64)
+        starts = np.asarray(starts, dtype=np.int64)
         dropped = tuple(names[int(s)] for s in short) if clips.short == "drop" else ()
-        gaps = sequences.gap_report(keys, where) if keys is not None and sequences.gaps != "allow" else None
-        return cls(clips, seq, pos, first, counts[seq], unit_hash, hw[first], tuple(names), dropped, gaps)
+        # a pack that looked at the numbering refused, split or allowed its breaks: only an older one's are read here
+        gaps = sequences.gap_report(keys, where) if keys is not None and sequences.gaps is None else None
+        first_hw = np.asarray(hw[starts], dtype=np.int64).reshape(-1, 2)
+        return cls(clips, starts, np.asarray(counts, dtype=np.int64), per,
+                   np.asarray(key_hash[starts], dtype=np.uint64), first_hw, tuple(names), dropped, gaps)
 
     def labels(self) -> "_Labels":
         """The units as check_split names them in messages (`label`)."""
         return _Labels(self)
 
+    def _per(self, counts) -> np.ndarray:
+        """Units in each of consecutive stretches of samples of these sizes (a unit is its first frame's)."""
+        ends = np.cumsum(counts)
+        return np.bincount(np.searchsorted(ends, self.starts, side="right"), weights=self.per,
+                           minlength=len(counts)).astype(np.int64)[:len(counts)]
+
     def groups(self, groups) -> tuple[tuple[str, int], ...]:
         """Mixed sources' (name, samples) → (name, units): a unit is its first frame's source's."""
         if not groups:
             return ()
-        ends = np.cumsum([n for _, n in groups])
-        per = np.bincount(np.searchsorted(ends, self.first, side="right"), minlength=len(groups))
+        per = self._per([n for _, n in groups])
         return tuple((name, int(k)) for (name, _), k in zip(groups, per))
 
     def shards(self, shards):
@@ -185,9 +215,8 @@ class ClipUnits:
             return None
         from .deals import Shards
 
-        ends = np.cumsum(shards.counts)
-        per = np.bincount(np.searchsorted(ends, self.first, side="right"), minlength=len(shards.counts))
-        frames = max(1, int(ends[-1]) if len(ends) else 1)
+        per = self._per(shards.counts)
+        frames = max(1, int(np.sum(shards.counts)))
         return Shards(tuple(int(k) for k in per), max(1, shards.buffer * len(self) // frames))
 
     def frame_rows(self, units: np.ndarray, *, seed: int, epoch: int, draw: np.ndarray | None) -> np.ndarray:
@@ -195,15 +224,35 @@ class ClipUnits:
         (seed, epoch, unit, draw) (start="random") or is its unit's place on the grid; past a short sequence's end
         its last frame repeats."""
         t = self.clips.frames
-        count = self.count[units]
+        seq = self.seq_of(units)
+        count = self.counts[seq]
         if self.clips.start == "grid":
-            start = self.pos[units] * self.clips.stride
+            start = self.pos_of(units, seq) * self.clips.stride
         else:
             span = np.maximum(count - t, 0) + 1
-            start = (_stream(self.key_hash[units], seed, epoch, START_STREAM, draw) % span.astype(np.uint64)
+            start = (_stream(self.unit_hash(units), seed, epoch, START_STREAM, draw) % span.astype(np.uint64)
                      ).astype(np.int64)
         frame = np.minimum(start[:, None] + np.arange(t, dtype=np.int64), count[:, None] - 1)
-        return self.first[units][:, None] + frame
+        return self.starts[seq][:, None] + frame
+
+
+class _UnitColumn(LazyColumn):
+    """A per-unit column of `ClipUnits` (its planner hash, or its size), worked out for the units asked."""
+
+    def __init__(self, units: ClipUnits, name: str):
+        self.units, self.name = units, name
+        self.shape = (len(units), 2) if name == "hw" else (len(units),)
+        self.dtype = np.dtype(np.int64 if name == "hw" else np.uint64)
+
+    def __getitem__(self, index):
+        if isinstance(index, (tuple, slice)):
+            return np.asarray(self)[index]
+        if self.name == "hw":
+            return self.units.seq_hw[self.units.seq_of(index)]
+        return self.units.unit_hash(index)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self[np.arange(len(self.units), dtype=np.int64)], dtype=dtype)
 
 
 def frame_noise(noise: np.ndarray, frames: int) -> np.ndarray:

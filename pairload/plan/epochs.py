@@ -67,6 +67,9 @@ class EpochRows:
     def at(self, pos: np.ndarray):
         index, draw = np.empty(len(pos), dtype=np.int64), np.empty(len(pos), dtype=np.int64)
         if not self.cfg.mixed:
+            if not len(pos) or int(pos.max()) < self.n:  # one pass (no repeats): one order
+                index[:] = self._order(self.n, self.epoch, (), self.shards, pos)
+                return index, np.zeros(len(pos), dtype=bool), np.zeros(len(pos), dtype=np.int64)
             r, within = np.divmod(pos, self.n)
             for k in np.unique(r).tolist():
                 sel = r == k

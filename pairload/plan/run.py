@@ -19,8 +19,14 @@ from .config import BatchPlan, PlanConfig
 from .draws import noise_keys, sample_params, uniforms
 from .positions import View, rows_of
 
+RunKey = tuple  # (epoch, consumed): which run, as `PlannedLoader.plan_for(*key)` takes it
 BLOCK = 256  # batches planned together (8,192 rows at batch 32): a few milliseconds of numpy, a few MB
 BLOCKS_KEPT = 2  # blocks kept planned (the one being delivered and the one the workers run ahead into)
+
+
+def next_run(key: RunKey) -> RunKey:
+    """The run that follows a run delivered to its end: the next epoch, from its start."""
+    return (key[0] + 1, ())
 
 
 @dataclass(frozen=True)
@@ -36,9 +42,10 @@ class Block:
     """Batches [first, first + len(plans)) of a run, planned; `column(name)` is a BatchPlan field over all of them in
     order (concatenated once), `start(bp)` where a batch's rows begin in it."""
 
-    def __init__(self, first: int, plans: list[BatchPlan]):
+    def __init__(self, first: int, plans: list[BatchPlan], sizes: np.ndarray | None = None):
         self.first, self.plans = first, plans
-        sizes = np.fromiter((len(bp) for bp in plans), dtype=np.int64, count=len(plans))
+        if sizes is None:
+            sizes = np.fromiter((len(bp) for bp in plans), dtype=np.int64, count=len(plans))
         self.sizes = sizes
         self.starts = np.cumsum(sizes) - sizes
         self._columns: dict[str, np.ndarray] = {}
@@ -138,15 +145,21 @@ class Run(Sequence):
         sizes, crops, first_row = self._layout(k0, k1)
         rows = rows_of(self.view, first_row, first_row + int(sizes.sum()))
         starts = np.cumsum(sizes) - sizes
+        frames = self.units.clips.frames if self.units is not None else 1
+        crop_set = dict.fromkeys(crops)
+        if len(crop_set) == 1:  # one crop (no schedule, or one phase): the block in one vectorised call
+            plans = sized_plans(self.cfg, self.key_hash, self.hw, self.epoch, rows, sizes.tolist(), crops[0],
+                                self.units, list(range(k0, k1)))
+            return Block(k0, plans, sizes * frames)
         plans: list[BatchPlan | None] = [None] * (k1 - k0)
-        for crop in dict.fromkeys(crops):  # the batches of each crop in one vectorised call
+        for crop in crop_set:  # the batches of each crop in one vectorised call
             which = [i for i, c in enumerate(crops) if c == crop]
             take = np.concatenate([np.arange(starts[i], starts[i] + sizes[i]) for i in which])
             made = sized_plans(self.cfg, self.key_hash, self.hw, self.epoch, rows[:, take],
                                [int(sizes[i]) for i in which], crop, self.units, [k0 + i for i in which])
             for i, plan in zip(which, made):
                 plans[i] = plan
-        return Block(k0, plans)
+        return Block(k0, plans, sizes * frames)
 
     def per_block(self, make: Callable[[Block], Sequence]) -> Callable[[BatchPlan], object]:
         """`get(bp)`: the item of `make(block)` (one per batch of the block, in order) for bp's batch, `make` called

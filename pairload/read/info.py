@@ -165,12 +165,13 @@ def _sequences(seqs, keys, split: str) -> dict:
     """A split packed with --sequences: how many sequences, the fewest and most frames of one, whether each frame
     has its own target ("frame") or the frames of a sequence share one ("sequence"), the first `SEQUENCES_LISTED`
     sequences {name: frames}, what the pack did with breaks in their frame numbering ("sequence_gaps": "split" or
-    "allow", where told) and, where a sequence's numbering breaks, a line saying where ("gaps")."""
+    "allow", where the pack was told; not the default "refuse") and, where a sequence's numbering breaks, a line
+    saying where ("gaps")."""
     counts = seqs.counts if len(seqs) else [0]
     gaps = seqs.gap_report(keys, f"split {split!r}")
     return {"count": len(seqs), "frames": [int(min(counts)), int(max(counts))], "target": seqs.target,
             "first": {name: int(n) for name, n in zip(seqs.names[:SEQUENCES_LISTED], seqs.counts.tolist())},
-            **({GAPS: seqs.gaps} if seqs.gaps else {}), **({"gaps": gaps} if gaps else {})}
+            **({GAPS: seqs.gaps} if seqs.gaps not in (None, "refuse") else {}), **({"gaps": gaps} if gaps else {})}
 
 
 def sequences_cell(q: dict) -> str:

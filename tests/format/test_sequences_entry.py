@@ -49,7 +49,7 @@ def test_the_gap_field_round_trips_and_is_checked():
     entry = seqs.to_entry()
     assert entry["sequence_gaps"] == "split" and Sequences.from_entry(entry, 6, "s").gaps == "split"
     assert "sequence_gaps" not in Sequences(["a"], [0], [6]).to_entry()  # the default: the bytes of before
-    with pytest.raises(ShardError, match=r"^s: \"sequence_gaps\" is 'skip', not one of split, allow; the manifest"):
+    with pytest.raises(ShardError, match=r"^s: \"sequence_gaps\" is .skip., not one of refuse, split, allow; the"):
         Sequences.from_entry({**entry, "sequence_gaps": "skip"}, 6, "s")
     keys = ["a+0001", "a+0002", "a+0003", "a+0007", "a+0008", "a+0010"]
     assert [(s, b.at) for s, b in Sequences(["a"], [0], [6]).breaks(keys)] == [(0, 3), (0, 5)]

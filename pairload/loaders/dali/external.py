@@ -13,7 +13,8 @@ import torch
 from nvidia.dali.tensors import TensorListGPU
 from torch.utils.dlpack import to_dlpack
 
-from ...plan import BatchPlan
+from ...plan import Run
+from ...plan.run import next_run
 from ..base import LoaderOptions, RemoteOptions
 from ...cut import PATHS, Cut, Request, choose
 from ...cut.degrade import Degrade
@@ -124,7 +125,7 @@ class ExternalSource(PairedSource):
             low, high = augment(low, outs[2]), augment(high, outs[2])
         return PairedNodes(low, high, self)
 
-    def _device_inputs(self, run: tuple, plans: list[BatchPlan]):
+    def _device_inputs(self, run: tuple, plans: Run):
         """The zero-copy batches, fed without a copy once their kernel has finished. DALI orders its reads of a
         no_copy input after the stream the array itself names, and torch names none: external_source's
         `cuda_stream` does not order them. So the kernels run ahead (`_CUT_AHEAD` batches, `_CUT_GROUP` per launch)
@@ -154,7 +155,7 @@ class ExternalSource(PairedSource):
                                   before=lambda: self._zero.stream.wait_stream(torch.cuda.current_stream(self.device)))
         return [TensorListGPU(to_dlpack(side)) for side in sides]  # DLPack: no per-call probing of the tensor
 
-    def _device_iterations(self, run: tuple, plans: list[BatchPlan]):
+    def _device_iterations(self, run: tuple, plans: Run):
         """`_per_iteration` planned batches per DALI iteration: each launch of the kernel (up to that many batches of
         one shape, one `Cut`) is fed as one DALI batch of all their samples, with _LAUNCHES_AHEAD more launched
         behind it, so that the device keeps cutting while DALI takes it. When the feed runs on into the next epoch,
@@ -169,7 +170,7 @@ class ExternalSource(PairedSource):
                 yield self._ready_iteration(run, ahead.popleft())
         state = self.run_state
         if ahead and state.follow and not state.cancel:
-            following = (run[0] + 1, ())
+            following = next_run(run)
             # DALI takes the next epoch's first iterations before it hands over this one's last
             more = self._launches(following, self.plan_for(*following))
             first = list(itertools.islice(more, _LAUNCHES_AHEAD))
@@ -177,7 +178,7 @@ class ExternalSource(PairedSource):
         while ahead:
             yield self._ready_iteration(run, ahead.popleft())
 
-    def _launches(self, run: tuple, plans: list[BatchPlan]):
+    def _launches(self, run: tuple, plans: Run):
         """The kernel's launches for a run, one `Cut` each (launched when it is yielded)."""
         return self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=self._per_iteration)
 
@@ -194,7 +195,7 @@ class ExternalSource(PairedSource):
         with self.hooks.timed(Degrade.name):
             return tables.apply(cut, self._zero.stream).ready
 
-    def _inputs(self, run: tuple, plans: list[BatchPlan]):
+    def _inputs(self, run: tuple, plans: Run):
         if self._zero_active and self._per_iteration > 1:
             yield from self._device_iterations(run, plans)
             return

@@ -14,7 +14,7 @@ import nvidia.dali.types as types
 from ...errors import ConfigError, ImageError, PairingError, PairloadError
 from ...format.schema import MANIFEST
 from ...format.stamps import stamp
-from ...plan import BatchPlan, rank_share
+from ...plan import BatchPlan, Run, rank_share
 from ...folders.decode import probe, is_array
 from ...folders.discover import find_pairs
 from ..base import LoaderOptions
@@ -123,7 +123,7 @@ class FileSource(PairedSource):
         return {"low": ([str(self.pairs[i].low) for i in order], labels),
                 "high": ([str(self.pairs[i].high) for i in order], labels)}
 
-    def _inputs(self, run: tuple, plans: list[BatchPlan]):
+    def _inputs(self, run: tuple, plans: Run):
         bs = self.cfg.batch_size
         for bp in plans:
             changed = self._changed(bp.index)  # before DALI reads the batch's files
@@ -183,7 +183,7 @@ class FileSource(PairedSource):
                                       "loader again so that its size is probed and its pair planned anew")
         return None
 
-    def _diagnose(self, plans: list[BatchPlan], b: int) -> PairloadError | None:
+    def _diagnose(self, plans: Run, b: int) -> PairloadError | None:
         from ...folders.decode import decode_rgb
 
         for bp in plans[b:b + self.prefetch + 2]:  # DALI may have failed on a batch it was prefetching

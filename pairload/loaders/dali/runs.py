@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable, Iterator
 
-Run = tuple  # (epoch, consumed): one planned pass, as `PlannedLoader.plan_for(*run)` takes it
+from ...plan.run import RunKey, next_run
+
 
 _END = object()
 
@@ -19,18 +20,18 @@ class RunState:
     def __init__(self, queue_depth: int):
         self.queue_depth = queue_depth  # how many fed batches the pipeline may still read (its prefetch queues)
         self.at: tuple | None = None
-        self.defining: Run | None = None  # the run a pipeline is being defined for
-        self.runs: list[Run] = []  # the runs the current graph was made for
+        self.defining: RunKey | None = None  # the run a pipeline is being defined for
+        self.runs: list[RunKey] = []  # the runs the current graph was made for
         # (run, BatchPlan) of each batch fed to DALI, in order; (run, (BatchPlan, ...)) for an iteration that carries
         # several planned batches
         self.fed: deque = deque(maxlen=4096)
         self.queued: deque = deque()  # runs the feed is to deliver next
-        self.last_run: Run | None = None  # the run the feed started last
+        self.last_run: RunKey | None = None  # the run the feed started last
         self.cancel = False  # the consumer left the run being fed: the feed ends it at its next batch
         self.follow = False  # the feed goes on into the next epoch (set while our iterator drives; kind external)
         self.held: deque = deque()  # release functions of fed host buffers, oldest first
 
-    def reset(self, runs: list[Run] | None = None) -> None:
+    def reset(self, runs: list[RunKey] | None = None) -> None:
         """A new feed: nothing fed or queued, no run started; `runs`: the runs a new graph serves."""
         if runs is not None:
             self.runs = list(runs)
@@ -61,12 +62,12 @@ class RunState:
     def delivering(self) -> None:
         self.at = None
 
-    def ended(self, run: Run) -> None:
+    def ended(self, run: RunKey) -> None:
         self.at = ("end", run)
 
-    def follows(self, run: Run) -> bool:
+    def follows(self, run: RunKey) -> bool:
         """Whether the pipeline, at the end of a run, is already delivering `run` (the next epoch, from its start)."""
-        return self.follow and self.at is not None and self.at[0] == "end" and run == (self.at[1][0] + 1, ())
+        return self.follow and self.at is not None and self.at[0] == "end" and run == next_run(self.at[1])
 
     def leave(self) -> None:
         """Left mid-run, or the feed went on into an epoch not asked for: it ends at its next call."""
@@ -76,7 +77,7 @@ class RunState:
         self.cancel = False  # the feed has ended (or never ran again): the next one starts with the queued run
         self.fed.clear()
 
-    def queue(self, run: Run) -> None:
+    def queue(self, run: RunKey) -> None:
         self.queued.append(run)
 
     def take(self) -> tuple:
@@ -86,7 +87,7 @@ class RunState:
 
     # ---------------------------------------------------------------- the feed
 
-    def feed(self, inputs: Callable[[Run], Iterator], auto_next: Callable[[], Run | None], timed) -> Iterator:
+    def feed(self, inputs: Callable[[RunKey], Iterator], auto_next: Callable[[], RunKey | None], timed) -> Iterator:
         """The batches external_source takes: the queued run's `inputs(run)` (or `auto_next()`'s when none is
         queued), then, while following, the next epochs'. `timed(stage)`: a timing context (`Hooks.timed`)."""
         run = self.queued.popleft() if self.queued else auto_next()
@@ -106,7 +107,7 @@ class RunState:
             # into the next epoch, which is what the consumer asks for next unless it jumps (`_ready_for`)
             if not (self.follow and fed) or self.cancel:
                 break
-            run = (run[0] + 1, ())
+            run = next_run(run)
         self.cancel = False
 
     # ---------------------------------------------------------------- held buffers

@@ -12,7 +12,8 @@ from nvidia.dali import pipeline_def
 from nvidia.dali.pipeline import Pipeline
 
 from ...errors import ConfigError, LoaderError, PairloadError
-from ...plan import BatchPlan
+from ...plan import BatchPlan, Run
+from ...plan.run import next_run
 from ..base import LoaderOptions, PlannedLoader
 from .convert import dali_error, named_tensors
 from .graph import Binding, Feed, PairedNodes, attach, device_id
@@ -95,7 +96,7 @@ class PairedSource(PlannedLoader):
     def _graph(self, on_gpu: bool) -> PairedNodes:
         raise NotImplementedError
 
-    def _inputs(self, run: tuple, plans: list[BatchPlan]):
+    def _inputs(self, run: tuple, plans: Run):
         """The external_source batches of one run (appending (run, plan) to `run_state.fed` for each)."""
         raise NotImplementedError
 
@@ -110,7 +111,7 @@ class PairedSource(PlannedLoader):
     def _auto_next(self) -> tuple | None:
         """The run to feed when the consumer named none (DALI's own iterators): the epoch after the last one."""
         state = self.run_state
-        return state.runs[0] if state.last_run is None else (state.last_run[0] + 1, ())
+        return state.runs[0] if state.last_run is None else next_run(state.last_run)
 
     def _run_feed(self):
         return self.run_state.feed(lambda run: self._inputs(run, self.plan_for(*run)), self._auto_next,
@@ -203,7 +204,7 @@ class PairedSource(PlannedLoader):
 
     # ------------------------------------------------------------------ iteration
 
-    def _batches(self, epoch: int, plans: list[BatchPlan], consumed: tuple):
+    def _batches(self, epoch: int, plans: Run, consumed: tuple):
         run = (epoch, consumed)
         state = self.run_state
         state.start(follow=self.KIND == "external")
@@ -226,7 +227,7 @@ class PairedSource(PlannedLoader):
             yield batch
         state.ended(run)
 
-    def _run_once(self, pipe, run: tuple, plans: list[BatchPlan], b: int):
+    def _run_once(self, pipe, run: tuple, plans: Run, b: int):
         """One iteration's outputs (batch b of the run comes next); DALI's failures as pairload's errors."""
         timed = self.hooks.timed
         try:
@@ -241,7 +242,7 @@ class PairedSource(PlannedLoader):
             self._discard()
             raise (self._diagnose(plans, b) or dali_error(exc, self.where)) from None
 
-    def _iterations(self, pipe, run: tuple, plans: list[BatchPlan]):
+    def _iterations(self, pipe, run: tuple, plans: Run):
         """The batches of a run when each DALI iteration carries several planned batches (fed together, in plan
         order: `RunState.fed` holds the tuple of their plans): each iteration's outputs split into them."""
         state, b = self.run_state, 0
@@ -274,7 +275,7 @@ class PairedSource(PlannedLoader):
     def _check(self, labels, bp: BatchPlan, b: int) -> None:
         """Raise if the labels that came out are not the plan's (readers out of step)."""
 
-    def _diagnose(self, plans: list[BatchPlan], b: int) -> PairloadError | None:
+    def _diagnose(self, plans: Run, b: int) -> PairloadError | None:
         """After a DALI failure at batch b, find a file to blame (DALI's own message often names none)."""
         return None
 
