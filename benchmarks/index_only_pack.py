@@ -4,12 +4,13 @@ split of a small real pack (SRC) repeated by its index alone. Every one of the N
 planner hash, and points at sample i % K of SRC's shards (linked, not copied), so every loader runs end to end on it;
 only `pairload verify` tells it apart (each shard's tar holds K samples, its index says more). Then, unless
 --no-measure: `make_loader` and the first batch, timed, with the process's private memory (psutil's USS, which counts
-the pages of the mapped index this process alone has touched, page cache it shares with nobody yet) and its anonymous
-memory (what it allocated itself) once pairload and torch are imported and after the first batch, in a fresh process per loader kind and mode (one worker): a plain
-start, a resume mid-epoch onto another world size, and OUT mixed with SRC.
+the pages of the mapped index this process alone has touched, page cache it shares with nobody yet) and its
+anonymous memory (what it allocated itself) once pairload and torch are imported and after the first batch, in a
+fresh process per loader kind and mode (one worker): a plain start, a resume mid-epoch onto another world size, and
+OUT mixed with SRC.
 
     python benchmarks/index_only_pack.py SRC OUT --samples 10000000 [--split train] [--kinds ram,wds]
-        [--modes plain,resume,mixed] [--measure-only] [--out F]
+        [--modes plain,resume,mixed,tenfold,clips] [--sequence-frames F] [--measure-only] [--out F]
 
 SRC: a pack made by `pairload pack` with one split of a few samples (binary index, plain members). The index is
 built in memory (about 80 bytes a sample, keys hashed a million at a time): 10^8 samples take about 8 GB.
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pairload.format import binindex, encoding, schema
+from pairload.format import binindex, encoding, schema, sequences
 from pairload.format.atomic import write_json_atomic
 from pairload.format.columns import ColumnFile, write_columns
 
@@ -52,6 +53,10 @@ if mode == "plain":
     loader = make_loader(kind, shards, **common)
 elif mode == "mixed":  # the big split and a small pack, drawn 3:1
     loader = make_loader(kind, {"big": shards, "small": small}, weights={"big": 3, "small": 1}, **common)
+elif mode == "tenfold":  # the big split as ten sources of its own: ten times its samples in one mix
+    loader = make_loader(kind, {f"part{k}": shards for k in range(10)}, **common)
+elif mode == "clips":  # clips of 5 frames of OUT's sequences (--sequence-frames)
+    loader = make_loader(kind, shards, **dict(common, batch_size=8), clips=5)
 else:  # resume: a state saved by rank 0 of 2 in the middle of epoch 4, loaded by rank 1 of 3
     first = make_loader(kind, shards, rank=0, world_size=2, **common)
     state = first.state_dict()
@@ -75,7 +80,7 @@ KEY_DIGITS = 10
 CHUNK = 1_000_000
 
 
-def build(src: Path, out: Path, n: int, split: str) -> dict:
+def build(src: Path, out: Path, n: int, split: str, frames: int = 0) -> dict:
     doc = schema.read_manifest(src)
     entry = doc["splits"][split]
     if not isinstance(entry.get(binindex.FIELD), dict) or len(entry["shards"]) != 1:
@@ -106,13 +111,20 @@ def build(src: Path, out: Path, n: int, split: str) -> dict:
         os.link(src / shard["file"], link)
     new = dict(entry, samples=n, shards=[dict(shard, samples=n)])
     new.pop("folders", None)
+    if frames:  # sequences of `frames` frames each (the last one shorter), their numbering left as it is
+        starts = list(range(0, n, frames))
+        new[sequences.FIELD] = {"names": [f"v{k:09d}" for k in range(len(starts))], "starts": starts,
+                                "counts": [min(frames, n - a) for a in starts]}
+        new[sequences.TARGET], new[sequences.GAPS] = "frame", "allow"
     name = binindex.index_name(split)
     arrays = {binindex.KEY_BYTES: blob.reshape(-1)}
     for col, dtype, shape in binindex.spec(new, False, False):  # `binindex.index_columns`, keys already encoded
         arrays[col] = np.ascontiguousarray(columns.pop(col).astype(dtype, copy=False).reshape((n, *shape)))
     sha, size = write_columns(out / name, arrays)
     new[binindex.FIELD] = {"file": name, "bytes": size, "sha256": sha}
-    write_json_atomic(out / schema.MANIFEST, dict(doc, splits={split: new}))
+    manifest = dict(doc, splits={split: new})
+    write_json_atomic(out / schema.MANIFEST, manifest)
+    schema.record_packed(out, manifest)  # as pack does: the first loader does not read the index it wrote
     return {"samples": n, "index_bytes": size, "bytes_per_sample": round(size / n, 1)}
 
 
@@ -125,7 +137,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--kinds", default="ram,wds", help="loader kinds to time (comma-separated)")
     ap.add_argument("--modes", default="plain,resume,mixed",
                     help="what to time: plain (make_loader and a first batch), resume (a state saved mid-epoch by "
-                         "rank 0 of 2, loaded by rank 1 of 3), mixed (OUT and SRC mixed 3:1)")
+                         "rank 0 of 2, loaded by rank 1 of 3), mixed (OUT and SRC mixed 3:1), tenfold (OUT as ten "
+                         "sources of one mix: 10 N samples), clips (of 5 frames: needs --sequence-frames)")
+    ap.add_argument("--sequence-frames", type=int, default=0,
+                    help="build OUT as sequences of this many frames each (a video split, for clips)")
     ap.add_argument("--no-measure", action="store_true")
     ap.add_argument("--measure-only", action="store_true", help="OUT was built before: time it only")
     ap.add_argument("--out", dest="report", type=Path, help="write the JSON report here too")
@@ -133,7 +148,7 @@ def main(argv: list[str] | None = None) -> dict:
     t0 = time.perf_counter()
     report = {"date": time.strftime("%Y-%m-%d"), "cpu_count": os.cpu_count(), "samples": args.samples}
     if not args.measure_only:
-        report.update(build(args.src, args.out, args.samples, args.split))
+        report.update(build(args.src, args.out, args.samples, args.split, args.sequence_frames))
         report["build_s"] = round(time.perf_counter() - t0, 1)
     if not args.no_measure:
         report["loaders"] = []

@@ -27,6 +27,7 @@ from .facts import COLUMNS as FACT_COLUMNS, NAMES as FACT_NAMES, FactsColumns
 from .members import DEFAULT, Members, members_of
 from .sensor import SensorRows
 from .sequences import Sequences
+from .stamps import stamp_of
 # how the members' tar headers are written (`tarblocks`) and where a sample's members lie (`samples`): part of the
 # schema's API
 from .tarblocks import BLOCK, RECORD, TAR_MODE, TAR_MTIME, archive_end, header_size, padded, tar_header  # noqa: F401
@@ -386,7 +387,7 @@ def split_index(doc: dict, split: str, where: str = MANIFEST, index_at: str | os
         raise ShardError(f"{where}: no split {split!r}; this folder has {sorted(splits)}")
     entry = splits[split]
     if doc.get("version", 1) >= VERSION_BINARY:
-        bind = None if recheck else hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()
+        bind = None if recheck else entry_digest(entry)
         return _mapped_index(split, entry, _index_file(entry[binindex.FIELD], split, where, index_at, bind), bind)
     members = members_of(entry, where, split)
     fields = ("hw", "low", "high", "crc32") + ((LOW_BYTES, HIGH_BYTES) if members.encoding.sized else ())
@@ -419,6 +420,31 @@ def split_index(doc: dict, split: str, where: str = MANIFEST, index_at: str | os
                        sequences=Sequences.from_entry(entry, n, f"{where}: split {split!r}"), **facts)
     except (ValueError, TypeError, OverflowError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed index ({exc}); repack") from None
+
+
+def entry_digest(entry: dict) -> str:
+    """The digest of a split's manifest entry that a record of its index file found whole is bound to."""
+    return hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()
+
+
+def record_packed(folder: str | os.PathLike, doc: dict) -> None:
+    """Record each index file a pack just wrote into `folder` (the manifest `doc`'s) as found whole, as a first open
+    would after reading it all: pack computed its sha256 as it wrote it, so the first loader opens a split of a billion
+    samples in a second. `pairload verify` reads it all the same."""
+    if doc.get("version", 1) < VERSION_BINARY:
+        return
+    for entry in doc["splits"].values():
+        ref = entry.get(binindex.FIELD)
+        if not isinstance(ref, dict):
+            continue
+        path = Path(folder) / ref["file"]
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if st.st_size == ref["bytes"]:
+            binindex.remember(binindex.IndexFile(str(path), str(path), st.st_size, ref["sha256"], stamp_of(st)),
+                              entry_digest(entry))
 
 
 def _integers(values: list, field: str, where: str, split: str, files: list, counts: list) -> np.ndarray:

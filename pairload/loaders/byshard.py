@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import ConfigError
 from ..read.shards import ShardDataset
 from ..units import human_bytes
@@ -54,8 +56,12 @@ def shuffle_buffer_of(ds: ShardDataset, opts: LoaderOptions, shuffle_buffer: int
         raise ConfigError(f"a crop/batch schedule with last_batch={str(opts.plan.last_batch)!r}: wds plans "
                           "scheduled epochs with 'drop' only (every rank the same shapes at every step); use the "
                           "ram or dali-external loader for the others")
-    hw = ds.sizes
-    largest = hw[int((hw[:, 0] * hw[:, 1]).argmax())] if len(ds) else (1, 1)
+    bounds = ds.size_bounds  # the greatest height and width, where the manifest says: no size is read
+    if bounds is not None:
+        largest = bounds[1]
+    else:
+        hw = np.asarray(ds.sizes)
+        largest = hw[int((hw[:, 0] * hw[:, 1]).argmax())] if len(ds) else (1, 1)
     buffer = shuffle_buffer or auto_shuffle_buffer(ds.members.pair_bytes(int(largest[0]), int(largest[1])))
     if ds.remote and cache_limit is not None:
         _check_buffer(ds, buffer, cache_limit)

@@ -159,6 +159,7 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     manifest = assemble(skel, rows, report, options.index, index_writer(out))
     with guard.writing(out / schema.MANIFEST):
         write_json_atomic(out / schema.MANIFEST, manifest)
+    schema.record_packed(out, manifest)
     (out / guard.JOURNAL).unlink(missing_ok=True)
     if pool:
         pool.join()
@@ -265,6 +266,7 @@ def finish(out: Path, count: int | None, report: PackReport, *, required: bool =
         manifest = assemble(skel, rows, report, index, index_writer(out))
         with guard.writing(out / schema.MANIFEST):
             write_json_atomic(out / schema.MANIFEST, manifest)
+        schema.record_packed(out, manifest)
         (out / guard.JOURNAL).unlink(missing_ok=True)
         for rec in recs:
             (out / rec.part.record).unlink(missing_ok=True)

@@ -246,6 +246,25 @@ def test_an_index_found_whole_is_not_read_again_until_it_changes(packs, tmp_path
         make_loader("ram", folder, batch_size=2, crop=16)
 
 
+def test_the_first_loader_after_pack_does_not_read_the_index_pack_just_wrote(tmp_path, monkeypatch):
+    make_raw(tmp_path / "raw", n=6)
+    pack(tmp_path / "raw", tmp_path / "p", PackOptions(workers=1))
+
+    def unread(*args, **kwargs):
+        raise AssertionError("the index file was read whole")
+
+    with monkeypatch.context() as m:
+        m.setattr(binindex, "sha256_of", unread)
+        assert len(make_loader("ram", tmp_path / "p", batch_size=2, crop=16)) > 0
+    with open(tmp_path / "p" / "train.index", "r+b") as fh:  # a byte changed since: no longer the file recorded
+        fh.seek(-1, os.SEEK_END)
+        last = fh.read(1)
+        fh.seek(-1, os.SEEK_END)
+        fh.write(bytes([last[0] ^ 1]))
+    with pytest.raises(ShardError, match=r"train\.index: sha256 [0-9a-f]{16}… differs from the manifest's"):
+        make_loader("ram", tmp_path / "p", batch_size=2, crop=16)
+
+
 def test_a_pickled_index_is_its_file_not_its_rows(tmp_path):
     sizes = {}
     for n in (100, 20_000):
