@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import LoaderError, ShardError
+from ..splitmix import splitmix
 from . import encoding, facts as facts_doc, sensor as sensor_doc
 from .columns import ColumnFile, Keys
 from .stamps import Stamp, stamp, stamp_of
@@ -60,6 +61,14 @@ def key_hashes(keys) -> np.ndarray:
     in the index, so that readers of a version-5 split never hash its keys."""
     return np.fromiter((int.from_bytes(hashlib.blake2b(k.encode(), digest_size=8).digest(), "little") for k in keys),
                        dtype=np.uint64, count=len(keys) if hasattr(keys, "__len__") else -1)
+
+
+def source_key_hashes(source: str, key_hash: np.ndarray) -> np.ndarray:
+    """The planner's hashes of a mixed source's samples ("source/key"): each key's own hash mixed with the source
+    name's, so that the same key in two sources draws differently, worked out for the rows asked (no key is hashed
+    again)."""
+    salt = np.uint64(key_hashes([f"{source}/"])[0])
+    return splitmix(np.asarray(key_hash, dtype=np.uint64) ^ salt)
 
 
 def spec(entry: dict, sized: bool, shares: bool, kinds: bool = False, facts: bool = False

@@ -101,6 +101,15 @@ def owned(folder: Path, journal: dict) -> set[str]:
     return {name for name in names if schema.is_shard_name(name) or binindex.is_index_name(name)}
 
 
+def remove_stale(folder: Path, names) -> None:
+    """Delete these shard and index files of an earlier pack (`owned`, less what the new one keeps), and the record
+    of each index file found whole (`binindex.VERIFIED`)."""
+    for name in sorted(names):
+        (folder / name).unlink(missing_ok=True)
+        if binindex.is_index_name(name):
+            (folder / f"{name}{binindex.VERIFIED}").unlink(missing_ok=True)
+
+
 # ------------------------------------------------------------------ refusals
 
 def manifest_refusal(doc, where: str, raw: Path, elsewhere: str = "another folder") -> str | None:

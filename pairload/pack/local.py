@@ -153,8 +153,7 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     guard.write_journal(out, owned, [r.name + schema.PARTIAL_SUFFIX for r in rows])  # a kill from here on still knows
     (out / schema.MANIFEST).unlink(missing_ok=True)  # its shards are about to be replaced
     _rename_into_place(out, rows, run.partial_files)
-    for stale in sorted(owned - keep):
-        (out / stale).unlink(missing_ok=True)
+    guard.remove_stale(out, owned - keep)
     schema.fsync_dir(out)
     manifest = assemble(skel, rows, report, options.index, index_writer(out))
     with guard.writing(out / schema.MANIFEST):
@@ -261,8 +260,7 @@ def finish(out: Path, count: int | None, report: PackReport, *, required: bool =
         report.waiting = []
         journal = guard.read_journal(out)
         keep = {r.name for r in rows}
-        for stale in sorted(guard.owned(out, journal) - keep):  # old shards and index files: before the new index
-            (out / stale).unlink(missing_ok=True)
+        guard.remove_stale(out, guard.owned(out, journal) - keep)  # old shards and index files: before the new index
         manifest = assemble(skel, rows, report, index, index_writer(out))
         with guard.writing(out / schema.MANIFEST):
             write_json_atomic(out / schema.MANIFEST, manifest)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .splitmix import M64, MUL1, MUL2, splitmix_int
+from ..splitmix import M64, MUL1, MUL2, splitmix_int
 
 ROUNDS = 6  # Luby-Rackoff: 4 rounds of a pseudo-random function give a pseudo-random permutation; 6 for margin
 

@@ -13,14 +13,7 @@ from ..dihedral import HFLIP, TRANSPOSE, VFLIP, allowed  # noqa: F401 - the plan
 from ..format.binindex import key_hashes  # noqa: F401
 from .crops import Crop, windows
 from .bijection import order_key, permute
-from .splitmix import splitmix as _splitmix, splitmix_int as _splitmix_int
-
-
-def source_key_hashes(source: str, key_hash: np.ndarray) -> np.ndarray:
-    """The planner's hashes of a mixed source's samples ("source/key"): each key's own hash mixed with the source
-    name's, so the same key in two sources draws differently, computed for the rows asked (no key is hashed again)."""
-    salt = np.uint64(key_hashes([f"{source}/"])[0])
-    return _splitmix(np.asarray(key_hash, dtype=np.uint64) ^ salt)
+from ..splitmix import splitmix as _splitmix, splitmix_int as _splitmix_int
 
 
 def _stream(key_hash: np.ndarray, seed: int, epoch: int, stream: int, draw: np.ndarray | None = None) -> np.ndarray:

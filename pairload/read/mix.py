@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
+from ..format.binindex import source_key_hashes
 from ..format.columns import paged
 from ..format.facts import FactsColumns
 from ..format.sensor import SensorRows
-from ..plan.draws import source_key_hashes
 from .concat import Column, PrefixedKeys
 from .dataset import ShardDataset
 from .source import ShardSource, StoredMember, StoredMembers
@@ -118,7 +118,7 @@ class ShardMix(ShardSource):
 
     @property
     def key_hash(self) -> Column:
-        return self._hash  # a mix is planned as one split of "name/key" samples (`plan.draws.source_key_hashes`)
+        return self._hash  # a mix is planned as one split of "name/key" samples (`format.binindex.source_key_hashes`)
 
     @property
     def sizes(self) -> Column:

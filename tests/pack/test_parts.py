@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from pairload.errors import ConfigError, OutputError
+from pairload.format.binindex import VERIFIED
 from pairload.pack.parts import Part
 from pairload.pack.writer import PackOptions, finish_parts, pack
 
@@ -39,8 +40,9 @@ def raw(tmp_path_factory) -> Path:
 
 
 def files(folder: Path) -> dict[str, bytes]:
-    """Every file a finished pack leaves (its locks aside), by name."""
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if not p.name.endswith(".lock")}
+    """Every file a finished pack leaves (its locks and the records of its index files found whole, which carry the
+    files' stamps, aside), by name."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if not p.name.endswith((".lock", VERIFIED))}
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.Popen:

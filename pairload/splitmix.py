@@ -1,5 +1,5 @@
-"""SplitMix64's finaliser, the planner's one hash of 64-bit values: every per-sample draw and the epoch's order are
-made of it. Numpy only."""
+"""SplitMix64's finaliser, the planner's one hash of 64-bit values: every per-sample draw, the epoch's order and a
+mixed source's key hashes are made of it. Numpy only."""
 
 from __future__ import annotations
 
