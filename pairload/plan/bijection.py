@@ -29,7 +29,7 @@ def permute(positions: np.ndarray, n: int, key: int) -> np.ndarray:
     """int64: the sample index at each of `positions` (int64 in [0, n)) in the order `key` names; a bijection of
     [0, n) for every key."""
     pos = np.asarray(positions, dtype=np.int64)
-    if n <= 1:
+    if n <= 1 or not pos.size:
         return np.zeros_like(pos)
     half = max(1, ((n - 1).bit_length() + 1) // 2)  # bits of each half: 4**half >= n
     keys = _round_keys(key)

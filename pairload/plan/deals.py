@@ -59,7 +59,7 @@ def shard_order(n: int, *, seed: int, epoch: int, shuffle: bool = True, salt: tu
     if int(counts.sum()) != n:
         raise ConfigError(f"shard sizes add up to {int(counts.sum())} samples, the split has {n}")
     pos = np.arange(n, dtype=np.int64) if positions is None else np.asarray(positions, dtype=np.int64)
-    if not shuffle:
+    if not shuffle or not len(pos):
         return pos.copy()
     starts = np.cumsum(counts) - counts
     perm = epoch_order(len(counts), seed=seed, epoch=epoch, salt=(0x5A4D, *salt))

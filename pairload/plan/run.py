@@ -77,6 +77,7 @@ class Run(Sequence):
         self._length = int(counts.sum())
         self.rows = int((counts * [s.rows for s in self.segments]).sum()) if self.segments else 0
         self._blocks: OrderedDict[int, Block] = OrderedDict()
+        self._all: np.ndarray | None = None  # every row, once `all_index` has worked them out
 
     def __len__(self) -> int:
         return self._length
@@ -117,7 +118,9 @@ class Run(Sequence):
         schedules a whole run ahead (registering the pages it reads), whose split is in memory anyway."""
         if self.units is not None:  # clips: their frames' samples
             return np.concatenate([bp.index for bp in self] or [np.zeros(0, dtype=np.int64)])
-        return rows_of(self.view, 0, self.rows)[0]
+        if self._all is None:
+            self._all = rows_of(self.view, 0, self.rows)  # kept: the blocks are cut from them, not worked out again
+        return self._all[0]
 
     def block(self, b: int) -> Block:
         got = self._blocks.get(b)
@@ -143,7 +146,8 @@ class Run(Sequence):
     def _plan_block(self, b: int) -> Block:
         k0, k1 = b * BLOCK, min((b + 1) * BLOCK, self._length)
         sizes, crops, first_row = self._layout(k0, k1)
-        rows = rows_of(self.view, first_row, first_row + int(sizes.sum()))
+        last_row = first_row + int(sizes.sum())
+        rows = self._all[:, first_row:last_row] if self._all is not None else rows_of(self.view, first_row, last_row)
         starts = np.cumsum(sizes) - sizes
         frames = self.units.clips.frames if self.units is not None else 1
         crop_set = dict.fromkeys(crops)
