@@ -10,7 +10,7 @@ fresh process per loader kind and mode (one worker): a plain start, a resume mid
 OUT mixed with SRC.
 
     python benchmarks/index_only_pack.py SRC OUT --samples 10000000 [--split train] [--kinds ram,wds]
-        [--modes plain,resume,mixed,tenfold,clips] [--sequence-frames F] [--measure-only] [--out F]
+        [--modes plain,resume,mixed,tenfold,degrade,clips] [--sequence-frames F] [--measure-only] [--out F]
 
 SRC: a pack made by `pairload pack` with one split of a few samples (binary index, plain members). The index is
 built in memory (about 80 bytes a sample, keys hashed a million at a time): 10^8 samples take about 8 GB.
@@ -55,6 +55,8 @@ elif mode == "mixed":  # the big split and a small pack, drawn 3:1
     loader = make_loader(kind, {"big": shards, "small": small}, weights={"big": 3, "small": 1}, **common)
 elif mode == "tenfold":  # the big split as ten sources of its own: ten times its samples in one mix
     loader = make_loader(kind, {f"part{k}": shards for k in range(10)}, **common)
+elif mode == "degrade":  # OUT read as targets only, each input made by the low-light model
+    loader = make_loader(kind, shards, degrade="lowlight", **common)
 elif mode == "clips":  # clips of 5 frames of OUT's sequences (--sequence-frames)
     loader = make_loader(kind, shards, **dict(common, batch_size=8), clips=5)
 else:  # resume: a state saved by rank 0 of 2 in the middle of epoch 4, loaded by rank 1 of 3
@@ -138,7 +140,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--modes", default="plain,resume,mixed",
                     help="what to time: plain (make_loader and a first batch), resume (a state saved mid-epoch by "
                          "rank 0 of 2, loaded by rank 1 of 3), mixed (OUT and SRC mixed 3:1), tenfold (OUT as ten "
-                         "sources of one mix: 10 N samples), clips (of 5 frames: needs --sequence-frames)")
+                         "sources of one mix: 10 N samples), degrade (OUT as targets, degrade='lowlight'), clips (of 5 "
+                         "frames: needs --sequence-frames)")
     ap.add_argument("--sequence-frames", type=int, default=0,
                     help="build OUT as sequences of this many frames each (a video split, for clips)")
     ap.add_argument("--no-measure", action="store_true")

@@ -38,6 +38,7 @@ from ..plan import BatchPlan, PlanConfig
 from ..plan import Run as PlanRun
 from ..plan.run import BLOCK, RunKey, next_run
 from ..plan.crops import crop_size
+from ..read.concat import PerSource
 from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY, SHM_DIR
 from ..workers.windows import DegradeRows, WindowTask, degrade_window, fill
 from .payload import Cut
@@ -336,12 +337,10 @@ class WorkerCuts:
         """The cuts hold the inputs a degradation makes (the degrade stage runs in this cutter)."""
         return self.degrade is not None
 
-    def _degraded_rows(self) -> np.ndarray:
+    def _degraded_rows(self) -> PerSource:
         """Per sample: its source is read as targets only (the loader opened the degraded sources so)."""
-        sources = getattr(self.ds, "by_name", None)
-        if sources is None:
-            return np.full(len(self.ds), self.ds.targets_only)
-        return np.concatenate([np.full(len(ds), ds.targets_only) for ds in sources.values()])
+        sources = list(getattr(self.ds, "by_name", {}).values()) or [self.ds]
+        return PerSource([ds.targets_only for ds in sources], [len(ds) for ds in sources])
 
     def _degrade_rows(self, bp: BatchPlan) -> DegradeRows | None:
         if self.degrade is None:

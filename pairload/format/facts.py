@@ -75,7 +75,8 @@ class FactsColumns(NamedTuple):
     def as_targets(self) -> "FactsColumns":
         """The facts of the same samples read as targets only: each input is its target."""
         return FactsColumns(self.high_exact, self.high_exact, self.high_fp, self.high_fp,
-                            np.zeros_like(self.shift), np.repeat(self.luma[:, HIGH:], 2, axis=1))
+                            np.broadcast_to(np.zeros(3, dtype=self.shift.dtype), self.shift.shape),
+                            np.broadcast_to(self.luma[:, HIGH:], (len(self.luma), 2)))  # views, not copies
 
     def shift_px(self) -> np.ndarray:
         """float64 (n,): each sample's shift in input pixels, |(dy, dx)|."""

@@ -360,7 +360,7 @@ class SplitIndex:
             bounds = tuple((a * s, b * s) for a, b in bounds)
         return replace(self, hw=self.hw * s if s != 1 else self.hw, size_bounds=bounds, low=self.high,
                        low_bytes=self.high_bytes,
-                       low_kind=self.high_kind, crc=np.repeat(self.crc[:, 1:], 2, axis=1),
+                       low_kind=self.high_kind, crc=_both_sides(self.crc[:, 1:]),
                        members=self.members.as_targets(),
                        sensor=None if self.sensor is None else self.sensor.as_targets(), targets_only=True,
                        **(facts.as_targets().columns() if facts is not None else {}))
@@ -536,6 +536,12 @@ def _mapped_index(split: str, entry: dict, file: binindex.IndexFile, bind: str |
         size_bounds=size_bounds(entry),
         **{name: cols.get(name) for name in FACT_NAMES},
     )
+
+
+def _both_sides(column: np.ndarray) -> np.ndarray:
+    """An (n, 1) column of the target side as (n, 2), both sides the target's: a read-only view, not a copy (a mapped
+    index's column stays mapped, whatever its length)."""
+    return np.broadcast_to(column, (len(column), 2))
 
 
 def size_bounds(entry: dict) -> tuple[tuple[int, int], tuple[int, int]] | None:

@@ -16,6 +16,7 @@ from ..devices import resolve_device
 from ..format.sensor import table as sensor_table
 from ..hooks import Hooks
 from ..format.columns import LazyColumn, paged
+from ..read.concat import PerSource
 from ..errors import ConfigError
 from ..units import human_bytes
 from ..plan import (BatchPlan, Block, PlanConfig, Run, Shards, check_groups, check_split, key_hashes, num_batches,
@@ -373,14 +374,14 @@ class PlannedLoader(StatefulEpochs):
         self._plans: dict[tuple, Run] = {}
         self._init_state()
 
-    def _degraded_rows(self, groups) -> np.ndarray | None:
+    def _degraded_rows(self, groups) -> PerSource | None:
         """Which samples `degrade` makes the inputs of when it names some of the mixed sources (None: every
         sample)."""
         names = self.cfg.degrade_sources
         if not names:
             return None
         check_named(names, [name for name, _ in groups])
-        return np.concatenate([np.full(n, name in names) for name, n in groups])
+        return PerSource([name in names for name, _ in groups], [n for _, n in groups])
 
     def __len__(self) -> int:
         consumed = self._consumed(self.epoch)

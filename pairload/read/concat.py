@@ -55,6 +55,22 @@ class Column(LazyColumn):
         return whole.astype(dtype or self.dtype, copy=False)
 
 
+class PerSource(LazyColumn):
+    """One value per source, read as a per-sample column of sources of `sizes` samples one after another (whether a
+    mixed source is degraded, or read as targets only): two short arrays, not a value per sample."""
+
+    def __init__(self, values, sizes):
+        self.values = np.asarray(values)
+        self.ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
+        self.shape, self.dtype = (int(self.ends[-1]) if len(self.ends) else 0,), self.values.dtype
+
+    def __getitem__(self, index):
+        return self.values[np.searchsorted(self.ends, np.asarray(index, dtype=np.int64), side="right")]
+
+    def __array__(self, dtype=None, copy=None):
+        return np.repeat(self.values, np.diff(self.ends, prepend=0)).astype(dtype or self.dtype, copy=False)
+
+
 class PrefixedKeys(Sequence):
     """A mix's keys, "name/key", made from its sources' keys as they are asked for (`take` gathers many)."""
 
