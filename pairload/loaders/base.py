@@ -369,7 +369,7 @@ class PlannedLoader(StatefulEpochs):
         self._source_names = [name for name, _ in frame_groups] if frame_groups else None
         self._source_ends = np.cumsum([n for _, n in frame_groups]) if frame_groups else None
         self.sensor_rows = None  # camera raw splits: set by the loaders over shards (`format.sensor.SensorRows`)
-        self._degrade_applies = self._degraded_rows(frame_groups)  # bool per sample: degraded (None: all, or none)
+        self._degrade_applies = self._degraded_rows(frame_groups)  # per sample: degraded (None: all, or none)
         self._degrade = None  # the degrade stage (`cut.degrade.Degrade`), made on first use: `degrade_stage`
         self._plans: dict[tuple, Run] = {}
         self._init_state()
@@ -401,7 +401,7 @@ class PlannedLoader(StatefulEpochs):
             if len(self._plans) >= self.PLANS_KEPT:
                 self._plans.pop(next(iter(self._plans)))
             self._plans[run] = plan_run(self.cfg, *self._plan_by, epoch, deal=self.DEAL, consumed=consumed,
-                                          groups=self.groups, shards=self.shards, units=self.units)
+                                        groups=self.groups, shards=self.shards, units=self.units)
         return self._plans[run]
 
     def _keys(self, bp: BatchPlan) -> list[str]:
