@@ -3,8 +3,9 @@ print nothing (they used to print ~60 lines of BrokenPipeError tracebacks); inte
 process group, as a terminal sends it), it exits non-zero with one line at most, no traceback from it or its
 workers, and no shard left under a name that looks complete.
 
-The pack is a subprocess with 2 workers over 100 pairs of 1000x1500 PNGs, hard links of one pair: each is decoded
-for real (about 50 ms), so the pack is still writing when it is stopped, and the fixture costs one pair."""
+The pack is a subprocess with 2 workers over 400 pairs of 1000x1500 PNGs, hard links of one pair: each is decoded
+for real (about 50 ms), so the pack is still writing when it is stopped (with 100, a CI machine under load once let
+the test process wait until the pack had finished), and the fixture costs one pair."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import pytest
 from conftest import pair_pixels, write_rgb
 
 ROOT = Path(__file__).resolve().parents[2]
-PAIRS = 100
+PAIRS = 400
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel ends orphaned workers "
                                 "on Linux (PR_SET_PDEATHSIG); elsewhere they end at their next result")
