@@ -5,24 +5,22 @@ Every PairloadError becomes one line on stderr and exit code 1, at the single bo
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Iterator, List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .errors import PairloadError, in_cli_terms
-from .kinds import RAW, kinds_that, one_of
+from .progress import progress as _progress
+from .kinds import RAW, kind_help, kinds_that, one_of
 from .units import human_bytes
 from .bench.rows import BENCH_ENTRIES
-from .kinds import kind_help
 from .remote.urls import default_cache_dir, storage_options
 
 # plain click help (rich_markup_mode=None): rich's panels cut option descriptions with "…" at 80 columns
@@ -54,21 +52,6 @@ StorageOptions = Annotated[Optional[List[str]], typer.Option(
     help="For a URL: KEY=VALUE passed to its fsspec backend (repeat it), e.g. key=ID, secret=KEY, anon=true; "
          "true/false become booleans; for s3:// endpoint_url=URL goes into client_kwargs (MinIO, Ceph, R2). "
          "Credentials otherwise come from the backend's usual places; values are never printed.")]
-
-
-@contextlib.contextmanager
-def _progress(label: str, unit: str = "pairs") -> Iterator:
-    with Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=Console(stderr=True),
-                  transient=False, disable=not sys.stderr.isatty(), auto_refresh=False) as bar:
-        task = bar.add_task(label, total=None, rate="")
-
-        def update(done: int, total: int) -> None:
-            elapsed = bar.tasks[0].elapsed or 0.0
-            rate = f"{done / elapsed:,.0f} {unit}/s" if elapsed > 0 else ""
-            bar.update(task, completed=done, total=total, rate=rate, refresh=True)  # no refresh thread: see pack._pool
-
-        yield update
 
 
 @app.command("make-pairs")
