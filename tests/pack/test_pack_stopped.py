@@ -52,9 +52,12 @@ def written(out: Path) -> bool:
 def writing_pack(raw: Path, out: Path) -> tuple[subprocess.Popen, list[psutil.Process]]:
     """A pack of `raw` into `out` in a session of its own, once it is `written`; and its workers."""
     path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    # Ctrl-C's default action, as in a terminal, whatever this test runs under (a job started with `&` by a shell
+    # without job control ignores SIGINT, and so would the pack it starts)
     proc = subprocess.Popen([sys.executable, "-m", "pairload.cli", "pack", str(raw), str(out), "--workers", "2"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": path})
+                            env={**os.environ, "PYTHONPATH": path},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not written(out) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
