@@ -148,7 +148,7 @@ class DegradeRuns:
         """`DegradeRun.make` for `plans`' rows of `low` and `high`: at once when they are one stretch of one block,
         else a batch at a time."""
         tables = self.of(plans[0])
-        first, n = tables.span(plans[0])
+        first = tables.span(plans[0])[0]
         at = first
         stretch = True
         for bp in plans:

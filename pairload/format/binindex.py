@@ -166,6 +166,11 @@ VERIFIED = ".verified"  # beside an index file: the stamp of the file an open fo
 # modification time) need not read it all again: at a billion samples it is tens of gigabytes
 
 
+def record_of(path: str) -> str:
+    """The path (or name) of the record, beside an index file, that an open found the file whole (`VERIFIED`)."""
+    return f"{path}{VERIFIED}"
+
+
 def check_file(path: str | os.PathLike, where: str, ref: dict, split: str, *, cached: bool = False,
                bind: str | None = None) -> IndexFile:
     """The index file of `split` at `path`, once its size and sha256 are the manifest's (`ref`: the split's
@@ -210,7 +215,7 @@ def remember(file: IndexFile, bind: str) -> None:
     from .atomic import write_json_atomic
 
     try:
-        write_json_atomic(file.path + VERIFIED, _record(file.sha256, bind, file.stamp))
+        write_json_atomic(record_of(file.path), _record(file.sha256, bind, file.stamp))
     except OSError:
         pass
 
@@ -221,7 +226,7 @@ def _record(sha256: str, bind: str, st: Stamp) -> dict:
 
 def _recorded(path) -> dict | None:
     try:
-        with open(f"{path}{VERIFIED}", encoding="utf-8") as fh:
+        with open(record_of(path), encoding="utf-8") as fh:
             return json.load(fh)
     except (OSError, ValueError):
         return None

@@ -16,7 +16,7 @@ from ..devices import resolve_device
 from ..format.sensor import table as sensor_table
 from ..hooks import Hooks
 from ..format.columns import LazyColumn, paged
-from ..read.concat import PerSource
+from ..read.concat import Offsets, PerSource
 from ..errors import ConfigError
 from ..units import human_bytes
 from ..plan import (BatchPlan, Block, PlanConfig, Run, Shards, check_groups, check_split, key_hashes, num_batches,
@@ -365,9 +365,9 @@ class PlannedLoader(StatefulEpochs):
             shards = units.shards(shards)
         self.shards = shards
         self.device = opts.torch_device
-        # the source of sample i: the first group whose end is past i (two short arrays, not a name per sample)
+        # the source of each sample from the sources' sizes (a name per source, not one per sample)
         self._source_names = [name for name, _ in frame_groups] if frame_groups else None
-        self._source_ends = np.cumsum([n for _, n in frame_groups]) if frame_groups else None
+        self._source_rows = Offsets([n for _, n in frame_groups]) if frame_groups else None
         self.sensor_rows = None  # camera raw splits: set by the loaders over shards (`format.sensor.SensorRows`)
         self._degrade_applies = self._degraded_rows(frame_groups)  # per sample: degraded (None: all, or none)
         self._degrade = None  # the degrade stage (`cut.degrade.Degrade`), made on first use: `degrade_stage`
@@ -423,10 +423,9 @@ class PlannedLoader(StatefulEpochs):
 
     def _source(self, bp: BatchPlan) -> list[str] | None:
         """The source name of each of a planned batch's rows (None: one source)."""
-        if self._source_ends is None:
+        if self._source_rows is None:
             return None
-        which = np.searchsorted(self._source_ends, bp.index, side="right")
-        return [self._source_names[k] for k in which.tolist()]
+        return [self._source_names[k] for k in self._source_rows.of(bp.index).tolist()]
 
     @staticmethod
     def _padded(bp: BatchPlan) -> torch.Tensor:

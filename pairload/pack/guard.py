@@ -107,7 +107,7 @@ def remove_stale(folder: Path, names) -> None:
     for name in sorted(names):
         (folder / name).unlink(missing_ok=True)
         if binindex.is_index_name(name):
-            (folder / f"{name}{binindex.VERIFIED}").unlink(missing_ok=True)
+            (folder / binindex.record_of(name)).unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------ refusals

@@ -520,7 +520,7 @@ def remove_staging(folder: Path, extra: list[str] = ()) -> None:
         names += [sh["file"] for sh in _shards(schema.read_manifest(folder))]
     except PairloadError:
         pass
-    names += [f"{name}{binindex.VERIFIED}" for name in names if binindex.is_index_name(name)]  # their records
+    names += [binindex.record_of(name) for name in names if binindex.is_index_name(name)]  # their records
     for name in names:
         (folder / name).unlink(missing_ok=True)
     with contextlib.suppress(OSError):

@@ -12,7 +12,7 @@ from ..format.binindex import source_key_hashes
 from ..format.columns import paged
 from ..format.facts import FactsColumns
 from ..format.sensor import SensorRows
-from .concat import Column, PrefixedKeys
+from .concat import Column, Offsets, PrefixedKeys
 from .dataset import ShardDataset
 from .source import ShardSource, StoredMember, StoredMembers
 
@@ -30,7 +30,7 @@ class ShardMix(ShardSource):
         self.by_name = dict(parts)
         self.split = "+".join(f"{name}:{ds.split}" for name, ds in self.by_name.items())
         sizes = [len(ds) for ds in self.by_name.values()]
-        self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self._rows = Offsets(sizes)  # where each source's samples lie in the mix
         self._parts = list(self.by_name.values())
         self._columns()
         kinds = {name: ds.members for name, ds in self.by_name.items()}
@@ -96,7 +96,7 @@ class ShardMix(ShardSource):
         # the sources' gap policy where they share one (a mix of `allow` packs stays silent about their breaks)
         gaps = parts[0].gaps if all(p.gaps == parts[0].gaps for p in parts) else None
         return Sequences(tuple(f"{name}/{q}" for name, p in zip(self.by_name, parts) for q in p.names),
-                         np.concatenate([p.starts + off for p, off in zip(parts, self._offsets)]),
+                         np.concatenate([p.starts + off for p, off in zip(parts, self._rows.starts)]),
                          np.concatenate([p.counts for p in parts]), parts[0].target, gaps)
 
     def as_targets(self, names: tuple[str, ...] | None = None) -> "ShardMix":
@@ -160,11 +160,11 @@ class ShardMix(ShardSource):
 
     def _sources(self, idx: np.ndarray) -> np.ndarray:
         """The source (its number) of each of these samples of the mix."""
-        return np.searchsorted(self._offsets[1:], idx, side="right")
+        return self._rows.of(idx)
 
     def _part(self, i: int) -> tuple[ShardDataset, int]:
         s = int(self._sources(np.array([i]))[0])
-        return self._parts[s], i - int(self._offsets[s])
+        return self._parts[s], i - int(self._rows.starts[s])
 
     def _by_part(self, indices):
         """(part, its sample indices) for the parts these samples of the mix come from, in order of first use."""
@@ -172,7 +172,7 @@ class ShardMix(ShardSource):
         source = self._sources(idx)
         _, first = np.unique(source, return_index=True)
         for s in source[np.sort(first)].tolist():
-            yield self._parts[s], idx[source == s] - self._offsets[s]
+            yield self._parts[s], idx[source == s] - self._rows.starts[s]
 
     def name(self, number: int) -> str:
         ds, n = self._shard(number)
@@ -200,7 +200,7 @@ class ShardMix(ShardSource):
         first = np.cumsum([0] + [len(ds.files) for ds in self._parts])
         for s in np.unique(source).tolist():
             rows = source == s
-            part = self._parts[s].stored_members(idx[rows] - self._offsets[s])
+            part = self._parts[s].stored_members(idx[rows] - self._rows.starts[s])
             for name, column in zip(out._fields, part):
                 getattr(out, name)[rows] = column + (first[s] if name == "shard" else 0)
         return out
