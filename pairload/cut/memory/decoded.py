@@ -24,13 +24,12 @@ import torch
 from ...errors import ShardError
 from ...format import imageformats
 from .pages import CHECK_S
+from .tileplan import TileTable, plan
 
 # levels a GPU decode of a JPEG may differ from libjpeg-turbo's (OpenCV's); measured on an H200 (2026-11-28): the
 # hardware engine at most 1 (on 0.014% of pixels), the hybrid decoder at most 3 (on 3%)
 JPEG_TOLERANCE = 3
 AHEAD = 4  # batches whose images are decoded in one call (JPEG files)
-HEADERS_KEPT = 1 << 16  # tiles members whose tables are kept read (~1 KB each): a split of that many images reads
-# each once, then only the tiles' CRC-32s are checked (the shards' files are watched: `check`)
 AHEAD_TILES = 8  # the same for a split with lossless tiles: nvCOMP decodes 16,000 images/s in calls of 256 and
 # 19,800 in calls of 512 (600x400, crop 256, H200, 2026-11-28)
 
@@ -114,7 +113,9 @@ class DecodedMemory:
         self._releasing: deque = deque()  # (event, held) to drop once the event is done
         self._checked = time.monotonic()
         self._closed = False
-        self._headers: dict = {}  # (sample, side) -> a tiles member's checked header and tables, the oldest first
+        # the tiles members' tables, each read once (the shards' files are watched: `check`), and the memo of their
+        # tiles whose CRC-32 was checked
+        self._table = TileTable(n) if self.tiles is not None else None
 
     # -- the Memory protocol
     def begin(self, plans) -> None:
@@ -181,41 +182,53 @@ class DecodedMemory:
         what must stay alive until the kernel reading them is done. `windows`: per sample the (top, left, bottom,
         right) of the input's pixels its windows read, of which a tiled member decodes only the tiles they touch
         (None: whole images)."""
-        return self._submit(self._prepare(samples, windows))
+        return self.submit(self.prepare(samples, windows))
 
-    def _prepare(self, samples: np.ndarray, windows: np.ndarray | None) -> "_Prepared":
-        """The host's part of `_decode`, touching no device: each member's bytes found and checked, a tiled member's
-        tables read and its wanted tiles staged."""
+    def prepare(self, samples: np.ndarray, windows: np.ndarray | None) -> "Prepared":
+        """The host's part of `_decode`, touching no device: each member's bytes found and checked, the tiled members'
+        wanted tiles planned from the split's table (`tileplan`: numpy over all of them, a member's tables read at its
+        first use) and staged."""
         rows = self.ds.stored_members(samples)
         sides = (0, 1) if self.inputs else (1,)
         once = rows.offset[:, 0] == rows.offset[:, 1]  # a targets-only split: one member for both sides
-        out = _Prepared(samples, rows, sides, once)
-        tiled: list[tuple] = []  # (stored bytes, header, tiles wanted, memo)
-        for k in sides:
-            for j in range(len(samples)):
-                if k == 0 and once[j] and 1 in sides:
-                    continue  # decoded once, as the target
-                data = self._stored(rows, j, k)
-                kind = imageformats.BY_CODE.get(int(rows.format[j, k]))
-                if kind is imageformats.JPEG:
-                    self._check_jpeg(data, samples[j], k, rows.shard[j])
-                    out.jpegs.append((k, j, data))
-                elif kind is imageformats.TILES:
-                    out.tiled.append((k, j))
-                    tiled.append(self._tiled(data, samples[j], k, rows.shard[j], windows, j))
-                else:  # pixels as stored: copied over as they are
-                    out.pixels.append((k, j, data))
-        if tiled:
-            where = out.tiled  # not `out`: the staged call keeps `bad`, and `out` keeps the staged call
-
-            def bad(m: int, what: str) -> ShardError:
-                k, j = where[m]
-                return self._bad(samples[j], k, rows.shard[j], what)
-
-            out.staged = self.tiles.stage(tiled, bad)
+        out = Prepared(samples, rows, sides, once)
+        # the members decoded, side by side: an input that is its target is decoded once, as the target
+        k = np.concatenate([np.full(len(samples), s, dtype=np.int64) for s in sides])
+        j = np.concatenate([np.arange(len(samples)) for _ in sides])
+        keep = ~((k == 0) & once[j]) if 1 in sides else np.ones(len(k), dtype=bool)
+        k, j = k[keep], j[keep]
+        tiled = rows.format[j, k] == imageformats.TILES.code
+        for kk, jj in zip(k[~tiled].tolist(), j[~tiled].tolist()):
+            data = self._stored(rows, jj, kk)
+            if imageformats.BY_CODE.get(int(rows.format[jj, kk])) is imageformats.JPEG:
+                self._check_jpeg(data, samples[jj], kk, rows.shard[jj])
+                out.jpegs.append((kk, jj, data))
+            else:  # pixels as stored: copied over as they are
+                out.pixels.append((kk, jj, data))
+        if tiled.any():
+            out.tiled = tk, tj = k[tiled], j[tiled]
+            out.staged = self._stage_tiles(samples, rows, tk, tj, windows)
         return out
 
-    def _submit(self, out: "_Prepared") -> list:
+    def _stage_tiles(self, samples: np.ndarray, rows, k: np.ndarray, j: np.ndarray, windows) -> object:
+        """Plan and stage the tiled members (side k of row j): the tiles of each that `windows` touch (None: every
+        tile). A member's header and tables are checked at its first use (`_header`), its tiles' CRC-32s as they are
+        staged the first time (`TileDecoder.stage`), before the GPU sees them (nvCOMP decodes what it is given). The
+        shards' files are watched (`check`): bytes checked once stay as they were."""
+        table_rows = self._table.rows(samples[j], k,
+                                      lambda m: self._header(int(samples[j[m]]), rows, int(j[m]), int(k[m])))
+        shards, source = np.unique(rows.shard[j], return_inverse=True)
+        wanted = np.full((len(j), 4), -1, dtype=np.int64) if windows is None else windows[j]
+        scale = np.where(k == 1, self.ds.members.scale, 1)
+        member, tile = self._table.windows(table_rows, wanted, scale)
+        p = plan(self._table, table_rows, source, rows.offset[j, k], member, tile)
+
+        def bad(m: int, what: str) -> ShardError:
+            return self._bad(samples[j[m]], int(k[m]), rows.shard[j[m]], what)
+
+        return self.tiles.stage(p, [self.ds.shard_map(int(s)) for s in shards], bad, self._table)
+
+    def submit(self, out: "Prepared") -> list:
         """The device's part of `_decode`, on the current stream."""
         samples, rows = out.samples, out.rows
         ptr = np.zeros((2, len(samples)), dtype=np.int64)
@@ -228,8 +241,7 @@ class DecodedMemory:
             held.extend(self._jpegs(out.jpegs, samples, rows, ptr))
         if out.staged is not None:
             addresses, _, keep = self.tiles.submit(out.staged)
-            for (k, j), address in zip(out.tiled, addresses):
-                ptr[k, j] = address
+            ptr[out.tiled] = addresses
             held.extend(keep)
         if 1 in out.sides:
             ptr[0, out.once] = ptr[1, out.once]
@@ -245,31 +257,16 @@ class DecodedMemory:
         start = int(rows.offset[j, k])
         return self.ds.shard_map(int(rows.shard[j]))[start:start + int(rows.length[j, k])]
 
-    def _tiled(self, data: np.ndarray, i: int, k: int, shard: int, windows, j: int) -> tuple:
-        """(bytes, checked header, the tiles to decode, which tiles' CRC-32s were checked) of a `tiles` member: its
-        header and tables are checked here, its tiles' CRC-32s as they are staged the first time
-        (`TileDecoder.decode`), before the GPU sees them (nvCOMP decodes what it is given). The shards' files are
-        watched (`check`): bytes checked once stay as they were."""
+    def _header(self, i: int, rows, j: int, k: int):
+        """The checked header and tables of sample i's `tiles` member on side k, row j of `rows` (`format.tiles.
+        read_tiled`; its tiles' CRC-32s are checked as they are staged)."""
         from ...format.tiles import read_tiled
 
-        scale = self.ds.members.scale if k else 1
-        kept = self._headers.get((i, k))
-        if kept is None:
-            h, w = (int(v) * scale for v in self.ds.sizes[i])
-            try:
-                t = read_tiled(data, self.ds.members.side(k), h, w, check_crc=False)
-            except imageformats.MemberError as exc:
-                raise self._bad(i, k, shard, str(exc)) from None
-            if len(self._headers) >= HEADERS_KEPT:
-                self._headers.pop(next(iter(self._headers)))
-            kept = self._headers[(i, k)] = (t, np.zeros(len(t.modes), dtype=bool), t.tile, t.grid[1])
-        t, checked, side, across = kept
-        if windows is None or windows[j, 0] < 0:
-            return data, t, np.arange(len(t.modes)), checked
-        top, left, bottom, right = windows[j].tolist()
-        rows = np.arange(top * scale // side, (bottom * scale - 1) // side + 1)
-        cols = np.arange(left * scale // side, (right * scale - 1) // side + 1)
-        return data, t, (rows[:, None] * across + cols).reshape(-1), checked
+        h, w = (int(v) * (self.ds.members.scale if k else 1) for v in self.ds.sizes[i])
+        try:
+            return read_tiled(self._stored(rows, j, k), self.ds.members.side(k), h, w, check_crc=False)
+        except imageformats.MemberError as exc:
+            raise self._bad(i, k, rows.shard[j], str(exc)) from None
 
     def _check_jpeg(self, data: np.ndarray, i: int, k: int, shard: int) -> None:
         """A member cut short or overwritten is refused before the decoder sees it (a decoder fills a cut-short
@@ -322,16 +319,16 @@ class DecodedMemory:
                           "sample, and repack (or restore the shard from a copy)")
 
 
-class _Prepared:
-    """A decode call's host part (`DecodedMemory._prepare`): its samples, their stored members' rows, the sides
+class Prepared:
+    """A decode call's host part (`DecodedMemory.prepare`): its samples, their stored members' rows, the sides
     decoded, which samples' input is their target; the JPEG files and pixel members ((side, row, bytes)), the
-    tiled members ((side, row)) and their staged bytes (`TileDecoder.stage`)."""
+    tiled members ((sides, rows): two arrays) and their staged bytes (`TileDecoder.stage`)."""
 
     def __init__(self, samples: np.ndarray, rows, sides: tuple, once: np.ndarray):
         self.samples, self.rows, self.sides, self.once = samples, rows, sides, once
         self.jpegs: list = []
         self.pixels: list = []
-        self.tiled: list = []
+        self.tiled: tuple = ()
         self.staged = None
 
 

@@ -23,12 +23,12 @@ import torch
 import triton
 import triton.language as tl
 
-from ...format.crc import crc32
 from ...format.tiles import DAMAGED
+from . import tileplan
 from .nvcomp import DecompressOpts, library
 
-STAGERS = 2  # threads copying the members' bytes into pinned memory (a copy runs at ~10 GB/s a core; the decode
-# path reads ~7 GB/s of them at 10,000 pairs/s)
+STAGERS = 4  # threads copying the members' bytes into pinned memory: ~140 MB a call of 256 pairs (600x400, crop 256),
+# which 2 threads copied in ~27 ms; through the `ram` loader 8,400 pairs/s with 2, 10,600 with 4 (H200, 2026-11-29)
 ROWS = 8  # rows of a tile the kernel sums at once for up to 4 channels, fewer for more (a tile's rows depend on the
 # ones above: the rest is parallel)
 
@@ -46,40 +46,29 @@ class TileDecoder:
         self._pool = ThreadPoolExecutor(STAGERS, thread_name_prefix="pairload-stage")
 
     def decode(self, members: list[tuple], bad: Callable[[int, str], Exception]) -> tuple:
-        """Decode `members` ((its bytes, its header and tables as `read_tiled` checked them, the tiles wanted[, a
-        bool per tile: its CRC-32 already checked in this process, updated here])) into images of their own, H×W×C
-        of their dtype (tiles not wanted are left unwritten), in one uint8 device buffer; returns (each image's
-        device address, the buffer, what must stay alive until the kernel reading them is done). `stage` then
-        `submit`."""
-        return self.submit(self.stage(members, bad))
+        """Decode `members` ((its bytes, its header and tables as `read_tiled` checked them, the tiles wanted, in
+        order)) into images of their own, H×W×C of their dtype (tiles not wanted are left unwritten), in one uint8
+        device buffer; returns (each image's device address, the buffer, what must stay alive until the kernel
+        reading them is done). Every wanted tile's CRC-32 is checked; `bad(m, what)` is the error raised for member
+        m. The decode path plans its calls itself, from its split's table (`tileplan`), then `stage` and `submit`."""
+        n = len(members)
+        table = tileplan.TileTable.of([t for _, t, *_ in members])
+        wanted = [np.asarray(m[2], dtype=np.int64) for m in members]
+        tile = np.concatenate(wanted) if n else np.zeros(0, dtype=np.int64)
+        member = np.repeat(np.arange(n), [len(w) for w in wanted])
+        p = tileplan.plan(table, np.arange(n), np.arange(n), np.zeros(n, dtype=np.int64), member, tile)
+        return self.submit(self.stage(p, [m[0] for m in members], bad, table))
 
-    def stage(self, members: list[tuple], bad: Callable[[int, str], Exception]) -> "_Staged":
-        """The host's part of `decode` (it touches no device): the call's plan, and the wanted tiles' bytes copied
-        into pinned memory, each tile's CRC-32 checked as it is copied (unless its member's memo says it was), before
-        the GPU sees them; `bad(m, what)` is the error raised for member m."""
-        image_bytes = np.array([t.h * t.w * t.channels * t.itemsize for _, t, *_ in members], dtype=np.int64)
-        image_at = np.concatenate([[0], np.cumsum((image_bytes + 255) // 256 * 256)])
-        plan = _frame_plan(members, image_at)
-        # only the wanted tiles' frames travel: each run of consecutive wanted tiles is one range of the member
+    def stage(self, plan: tileplan.TilePlan, sources: list[np.ndarray], bad: Callable[[int, str], Exception],
+              table: tileplan.TileTable) -> "_Staged":
+        """The host's part of `decode` (it touches no device): the plan's bytes copied from `sources` into pinned
+        memory, each tile's CRC-32 checked as it is copied unless `table`'s memo says it was, before the GPU sees
+        them; `bad(m, what)` is the error raised for member m."""
         host = torch.empty(int(plan.staged), dtype=torch.uint8, pin_memory=True)
-        staged = host.numpy()
-
-        def stage(runs) -> tuple | None:
-            for (m, start, stop, at), tiles in runs:
-                staged[at:at + stop - start] = members[m][0][start:stop]
-                for lo, hi, crc, tile in tiles:  # while the run's bytes are in the cache
-                    if crc32(staged[lo:hi]) != crc:
-                        return m, tile
-            return None
-
-        work = list(zip(plan.runs, plan.run_tiles))
-        for found in self._pool.map(stage, [work[k::STAGERS] for k in range(STAGERS)]):
-            if found is not None:
-                raise bad(found[0], f"{DAMAGED} (tile {found[1]})")
-        for member in members:  # every wanted tile now checked: a member's memo remembers them
-            if len(member) > 3 and member[3] is not None:
-                member[3][member[2]] = True
-        return _Staged(plan, image_at, host, bad)
+        found = tileplan.stage(plan, sources, host.numpy(), self._pool, STAGERS, table)
+        if found is not None:
+            raise bad(found[0], f"{DAMAGED} (tile {found[1]})")
+        return _Staged(plan, host, bad)
 
     def submit(self, staged: "_Staged") -> tuple:
         """The device's part of `decode`, on the current stream: the staged bytes copied over, nvCOMP's batched
@@ -87,7 +76,8 @@ class TileDecoder:
         are checked once they are done: waiting for them would keep the host's work from overlapping the GPU's."""
         self.check(block=False)
         stream = torch.cuda.current_stream(self.device)
-        plan, image_at = staged.plan, staged.image_at
+        plan = staged.plan
+        image_at = plan.image_at
         images = torch.empty(int(image_at[-1]), dtype=torch.uint8, device=self.device)
         stored = staged.host.to(self.device, non_blocking=True)
         keep: list = [staged.host, stored, images]
@@ -146,87 +136,15 @@ class TileDecoder:
 
 @dataclass(frozen=True)
 class _Staged:
-    """A decode call's host part done (`TileDecoder.stage`): its plan, where each image goes in the images' buffer,
-    the staged bytes (pinned), and the error for a member."""
+    """A decode call's host part done (`TileDecoder.stage`): its plan, the staged bytes (pinned), and the error for a
+    member."""
 
-    plan: "_FramePlan"
-    image_at: np.ndarray
+    plan: tileplan.TilePlan
     host: torch.Tensor
     bad: Callable[[int, str], Exception]
 
 
-class _FramePlan:
-    """What a decode call does: the ranges of the members' bytes staged (`runs`: (member, start, stop, staged
-    at), `staged` bytes in all) and per run its tiles' checks ((staged start, end, CRC-32, tile)); then as arrays:
-    per frame its offset and length in the staged bytes, its decoded size, where it is decoded to in the scratch
-    buffer, and its member; per tile its first frame's scratch offset, size, predictor, channels and value size,
-    and the byte offset of its top-left pixel in the images' buffer and its image's row length in bytes."""
-
-    def __init__(self, **columns):
-        self.__dict__.update(columns)
-
-
-def _frame_plan(members, image_at: np.ndarray) -> _FramePlan:
-    """The `_FramePlan` of a decode call, computed for all its members at once (numpy over the wanted tiles and
-    their frames; the members' tables concatenated)."""
-    n = len(members)
-    # per member: height, width, channels, value size, tile side, tiles across, frames per tile, tiles
-    geo = np.array([(t.h, t.w, t.channels, t.itemsize, t.tile, t.grid[1], t.planes, len(t.modes))
-                    for _, t, *_ in members], dtype=np.int64).reshape(n, 8)
-    wanted = [np.asarray(m[2], dtype=np.int64) for m in members]
-    tile = np.concatenate(wanted) if n else np.zeros(0, np.int64)
-    mt = np.repeat(np.arange(n), [len(w) for w in wanted])  # each wanted tile's member
-    h, w, c, item, side, across, planes = (geo[mt, k] for k in range(7))
-    of_all = _starts(geo[:, 7])[mt] + tile  # each wanted tile among the members' tiles, concatenated
-    mode = np.concatenate([t.modes for _, t, *_ in members]).astype(np.int64)[of_all]
-    # frames: `planes` per wanted tile, in the members' concatenated tables
-    frame_tile = np.repeat(np.arange(len(tile)), planes)
-    first = _starts(planes)  # each wanted tile's first frame in the plan
-    in_tile = np.arange(len(frame_tile)) - first[frame_tile]
-    global_frame = (_starts(geo[:, 7] * geo[:, 6])[mt] + tile * planes)[frame_tile] + in_tile
-    member_offset = np.concatenate([t.offsets for _, t, *_ in members])[global_frame]
-    length = np.concatenate([t.lengths for _, t, *_ in members])[global_frame]
-    # runs of consecutive wanted tiles of one member: their frames lie one after another in its bytes
-    new = np.ones(len(tile), dtype=bool)
-    new[1:] = (mt[1:] != mt[:-1]) | (tile[1:] != tile[:-1] + 1)
-    run = np.cumsum(new) - 1
-    run_first = np.flatnonzero(new)
-    run_last = np.append(run_first[1:] - 1, len(tile) - 1)
-    lo = member_offset[first[run_first]]
-    last_frame = first[run_last] + planes[run_last] - 1
-    hi = member_offset[last_frame] + length[last_frame]
-    at = np.concatenate([[0], np.cumsum((hi - lo + 15) // 16 * 16)])
-    frame_offset = (at[:-1] - lo)[run][frame_tile] + member_offset
-    gy, gx = np.divmod(tile, np.maximum(across, 1))
-    th, tw = np.minimum(side, h - gy * side), np.minimum(side, w - gx * side)
-    frame_bytes = np.repeat(th * tw, planes)
-    pixel = c * item
-    scratch_at = _starts(frame_bytes)
-    runs = list(zip(mt[run_first].tolist(), lo.tolist(), hi.tolist(), at[:-1].tolist()))
-    # the tiles whose CRC-32 is checked as they are staged: those not checked before (a member's memo)
-    need = np.flatnonzero(np.concatenate([~m[3][w] if len(m) > 3 and m[3] is not None else np.ones(len(w), bool)
-                                          for m, w in zip(members, wanted)])) if n else tile
-    crc = np.concatenate([t.crcs for _, t, *_ in members])[of_all[need]] if n else tile
-    last_of_tile = (first + planes - 1)[need]
-    checks = list(zip(frame_offset[first[need]].tolist(),
-                      (frame_offset[last_of_tile] + length[last_of_tile]).tolist(), crc.tolist(), tile[need].tolist()))
-    cut = np.searchsorted(need, np.append(run_first, len(tile))).tolist()  # each run's checks among them
-    run_tiles = [checks[a:b] for a, b in zip(cut[:-1], cut[1:])]
-    return _FramePlan(runs=runs, run_tiles=run_tiles, staged=max(int(at[-1]), 16), frame_offset=frame_offset,
-                      frame_length=length,
-                      frame_bytes=frame_bytes, frame_member=mt[frame_tile], scratch_at=scratch_at,
-                      tile_at=scratch_at[first], tile_h=th, tile_w=tw, mode=mode,
-                      out_at=image_at[:-1][mt] + (gy * side * w + gx * side) * pixel, row_bytes=w * pixel,
-                      channels=c, itemsize=item)
-
-
-def _starts(counts: np.ndarray) -> np.ndarray:
-    """Where each of consecutive runs of `counts` starts."""
-    counts = np.asarray(counts, dtype=np.int64)
-    return np.concatenate([[0], np.cumsum(counts)[:-1]]) if len(counts) else counts
-
-
-def _untile_all(plan: _FramePlan, scratch: torch.Tensor, images: torch.Tensor) -> list:
+def _untile_all(plan: tileplan.TilePlan, scratch: torch.Tensor, images: torch.Tensor) -> list:
     """One launch per (channels, value size) the batch's tiles have: the kernel per tile; returns the tables the
     launches read."""
     tables = []

@@ -1,0 +1,206 @@
+"""The host's part of decoding lossless `tiles` members on the GPU (`memory.tiles`), numpy only: every tiles member
+read so far as rows of flat arrays (`TileTable`: its geometry, each tile's predictor, CRC-32 and whether this process
+checked it, each frame's offset and length), so that a decode call's plan (`plan`) is numpy over all its members'
+wanted tiles at once, and its staging (`stage`) a few contiguous copies per thread.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+
+import numpy as np
+
+from ...format.crc import crc32
+from ...format.tiles import TiledImage
+
+FRAMES_KEPT = 1 << 22  # frames whose tables a TileTable keeps (16 bytes each: 64 MB; 600x400 RGB members have 18,
+# so 233,000 of them); past that it starts again, empty
+GEOMETRY = ("h", "w", "channels", "itemsize", "tile", "across", "planes", "tiles", "tile0", "frame0")
+
+
+class TileTable:
+    """The tables of the tiles members of `n` samples (per sample an input and a target), rows of flat arrays filled
+    at each member's first use (`rows`): per member its GEOMETRY (height, width, channels, bytes per value, tile
+    side, tiles across, frames per tile, tiles, and where its tiles and frames start in the flat arrays); per tile its
+    predictor (`modes`), CRC-32 (`crcs`) and whether its bytes were checked in this process (`checked`, the memo
+    `stage` updates); per frame its offset from the member's start and its length."""
+
+    def __init__(self, n: int):
+        self.slot = np.full((2, n), -1, dtype=np.int64)  # (side, sample) -> row
+        self.geometry = np.zeros((0, len(GEOMETRY)), dtype=np.int64)
+        self.modes = np.zeros(0, dtype=np.int64)
+        self.crcs = np.zeros(0, dtype=np.int64)
+        self.checked = np.zeros(0, dtype=bool)
+        self.offsets = np.zeros(0, dtype=np.int64)
+        self.lengths = np.zeros(0, dtype=np.int64)
+        self.members = self.tiles = self.frames = 0  # rows, tiles and frames in use
+
+    @classmethod
+    def of(cls, images: list[TiledImage]) -> "TileTable":
+        """A table of these members, as the inputs of samples 0..n-1."""
+        table = cls(len(images))
+        table.rows(np.arange(len(images)), np.zeros(len(images), dtype=np.int64), lambda m: images[m])
+        return table
+
+    def column(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """GEOMETRY column `name` of these rows."""
+        return self.geometry[rows, GEOMETRY.index(name)]
+
+    def rows(self, samples: np.ndarray, sides: np.ndarray, read) -> np.ndarray:
+        """The rows of these members (sample, side), reading `read(m)` (member m's `TiledImage`, checked) for those
+        not in the table yet: per-member Python only at a member's first use."""
+        row = self.slot[sides, samples]
+        new = np.flatnonzero(row < 0)
+        if not len(new):
+            return row
+        images = [read(int(m)) for m in new]
+        frames = sum(len(t.offsets) for t in images)
+        if self.frames + frames > FRAMES_KEPT:  # full: start again with this call's members
+            self.slot[:] = -1
+            self.members = self.tiles = self.frames = 0
+            new = np.arange(len(samples))
+            images = [read(int(m)) for m in new]
+            frames = sum(len(t.offsets) for t in images)
+        tiles = sum(len(t.modes) for t in images)
+        geometry = np.array([(t.h, t.w, t.channels, t.itemsize, t.tile, t.grid[1], t.planes, len(t.modes), 0, 0)
+                             for t in images], dtype=np.int64).reshape(len(images), len(GEOMETRY))
+        geometry[:, 8] = self.tiles + _starts(geometry[:, 7])
+        geometry[:, 9] = self.frames + _starts(geometry[:, 6] * geometry[:, 7])
+        self.geometry = _put(self.geometry, self.members, geometry)
+        self.modes = _put(self.modes, self.tiles, np.concatenate([t.modes for t in images]))
+        self.crcs = _put(self.crcs, self.tiles, np.concatenate([t.crcs for t in images]))
+        self.checked = _put(self.checked, self.tiles, np.zeros(tiles, dtype=bool))
+        self.offsets = _put(self.offsets, self.frames, np.concatenate([t.offsets for t in images]))
+        self.lengths = _put(self.lengths, self.frames, np.concatenate([t.lengths for t in images]))
+        self.slot[sides[new], samples[new]] = self.members + np.arange(len(new))
+        self.members, self.tiles, self.frames = self.members + len(new), self.tiles + tiles, self.frames + frames
+        return self.slot[sides, samples]
+
+    def windows(self, rows: np.ndarray, windows: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(each wanted tile's member, the tile) of members `rows` reading `windows` ((top, left, bottom, right) of
+        the input's pixels per member, a negative top: the whole image; `scale`: each member's pixels per input
+        pixel), each member's tiles in order."""
+        side, across, tiles = (self.column(k, rows) for k in ("tile", "across", "tiles"))
+        whole = windows[:, 0] < 0
+        top, left, bottom, right = (windows[:, k] * scale for k in range(4))
+        r0 = np.where(whole, 0, top // side)
+        c0 = np.where(whole, 0, left // side)
+        nr = np.where(whole, tiles // np.maximum(across, 1), (bottom - 1) // side - r0 + 1)
+        nc = np.where(whole, across, (right - 1) // side - c0 + 1)
+        member = np.repeat(np.arange(len(rows)), nr * nc)
+        q = np.arange(len(member)) - _starts(nr * nc)[member]
+        r, c = np.divmod(q, nc[member])
+        return member, (r0[member] + r) * across[member] + c0[member] + c
+
+
+class TilePlan:
+    """What a decode call does. Staging, per run of consecutive wanted tiles of one member: its bytes' `source`
+    (among the call's byte arrays), where they start and end there (`lo`, `hi`) and where they go (`at`, `staged`
+    bytes in all); per tile to check (`check_*`: those not checked before): its run, its staged start and end, its
+    CRC-32, its member and tile, and its row among the table's tiles. Then per frame its offset and length in the
+    staged bytes, its decoded size, where it is decoded to in the scratch buffer, and its member; per tile its first
+    frame's scratch offset, size, predictor, channels and value size, the byte offset of its top-left pixel in the
+    images' buffer and its image's row length in bytes; per member where its image starts in that buffer
+    (`image_at`, with the buffer's size last)."""
+
+    def __init__(self, **columns):
+        self.__dict__.update(columns)
+
+
+def plan(table: TileTable, rows: np.ndarray, source: np.ndarray, start: np.ndarray, member: np.ndarray,
+         tile: np.ndarray) -> TilePlan:
+    """The `TilePlan` of decoding tiles `tile` of members `member` (indices into `rows`, each member's tiles in
+    order): member m is table row `rows[m]`, its bytes start at `start[m]` of byte array `source[m]`. Numpy over
+    every wanted tile and frame at once."""
+    geo = table.geometry[rows]
+    image_bytes = geo[:, 0] * geo[:, 1] * geo[:, 2] * geo[:, 3]
+    image_at = np.concatenate([[0], np.cumsum((image_bytes + 255) // 256 * 256)])
+    mt, tile = np.asarray(member, dtype=np.int64), np.asarray(tile, dtype=np.int64)
+    h, w, c, item, side, across, planes = (geo[mt, k] for k in range(7))
+    of_all = geo[mt, 8] + tile  # each wanted tile's row among the table's tiles
+    frame_tile = np.repeat(np.arange(len(tile)), planes)
+    first = _starts(planes)  # each wanted tile's first frame in the plan
+    global_frame = (geo[mt, 9] + tile * planes)[frame_tile] + np.arange(len(frame_tile)) - first[frame_tile]
+    member_offset = table.offsets[global_frame]
+    length = table.lengths[global_frame]
+    # runs of consecutive wanted tiles of one member: their frames lie one after another in its bytes
+    new = np.ones(len(tile), dtype=bool)
+    new[1:] = (mt[1:] != mt[:-1]) | (tile[1:] != tile[:-1] + 1)
+    run = np.cumsum(new) - 1
+    run_first = np.flatnonzero(new)
+    run_last = np.append(run_first[1:] - 1, len(tile) - 1)
+    lo = member_offset[first[run_first]]
+    last_frame = first[run_last] + planes[run_last] - 1
+    hi = member_offset[last_frame] + length[last_frame]
+    at = np.concatenate([[0], np.cumsum((hi - lo + 15) // 16 * 16)])
+    frame_offset = (at[:-1] - lo)[run][frame_tile] + member_offset
+    gy, gx = np.divmod(tile, np.maximum(across, 1))
+    th, tw = np.minimum(side, h - gy * side), np.minimum(side, w - gx * side)
+    frame_bytes = np.repeat(th * tw, planes)
+    pixel = c * item
+    scratch_at = _starts(frame_bytes)
+    # the tiles whose CRC-32 is checked as they are staged: those not checked before in this process
+    need = np.flatnonzero(~table.checked[of_all])
+    last_of_tile = (first + planes - 1)[need]
+    run_member = mt[run_first]
+    return TilePlan(source=np.asarray(source, dtype=np.int64)[run_member], lo=lo + start[run_member],
+                    hi=hi + start[run_member], at=at[:-1], staged=max(int(at[-1]), 16),
+                    check_run=run[need], check_lo=frame_offset[first[need]],
+                    check_hi=frame_offset[last_of_tile] + length[last_of_tile], check_crc=table.crcs[of_all[need]],
+                    check_member=mt[need], check_tile=tile[need], check_row=of_all[need],
+                    frame_offset=frame_offset, frame_length=length, frame_bytes=frame_bytes,
+                    frame_member=mt[frame_tile], scratch_at=scratch_at, tile_at=scratch_at[first], tile_h=th,
+                    tile_w=tw, mode=table.modes[of_all], out_at=image_at[:-1][mt] + (gy * side * w + gx * side) * pixel,
+                    row_bytes=w * pixel, channels=c, itemsize=item, image_at=image_at)
+
+
+def stage(p: TilePlan, sources: list[np.ndarray], out: np.ndarray, pool: Executor, threads: int,
+          table: TileTable) -> tuple[int, int] | None:
+    """Copy the plan's runs from `sources` into `out` (`p.staged` bytes), on `threads` threads of `pool`, each a
+    stretch of consecutive runs of about as many bytes, checking the CRC-32 of each tile the plan checks as its run
+    is copied (while its bytes are in the cache); (member, tile) of the first damaged one in the plan's order, or
+    None, and then every checked tile marked in the table's memo."""
+    n = len(p.lo)
+    size = p.hi - p.lo
+    cut = np.searchsorted(np.cumsum(size), np.arange(1, threads) * (int(size.sum()) / threads), side="right")
+    edges = [0, *np.minimum(cut + 1, n).tolist(), n]
+    src, lo, hi, at = (a.tolist() for a in (p.source, p.lo, p.hi, p.at))
+    checks = np.searchsorted(p.check_run, np.arange(n + 1)).tolist()  # each run's checks: checks[r]..checks[r+1]
+    check_lo, check_hi, check_crc = (a.tolist() for a in (p.check_lo, p.check_hi, p.check_crc))
+
+    def copy(a: int, b: int) -> int | None:
+        if checks[a] == checks[b]:  # nothing to check (every tile checked before): the copies alone
+            for r in range(a, b):
+                out[at[r]:at[r] + hi[r] - lo[r]] = sources[src[r]][lo[r]:hi[r]]
+            return None
+        for r in range(a, b):
+            out[at[r]:at[r] + hi[r] - lo[r]] = sources[src[r]][lo[r]:hi[r]]
+            for k in range(checks[r], checks[r + 1]):
+                if crc32(out[check_lo[k]:check_hi[k]]) != check_crc[k]:
+                    return k
+        return None
+
+    parts = [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+    found = [k for k in pool.map(lambda ab: copy(*ab), parts) if k is not None]
+    if found:
+        k = min(found)
+        return int(p.check_member[k]), int(p.check_tile[k])
+    table.checked[p.check_row] = True
+    return None
+
+
+def _put(column: np.ndarray, at: int, values: np.ndarray) -> np.ndarray:
+    """`column` with `values` written from `at` on, grown (doubled) where it is too short."""
+    end = at + len(values)
+    if end > len(column):
+        grown = np.zeros((max(end, 2 * len(column)), *column.shape[1:]), dtype=column.dtype)
+        grown[:at] = column[:at]
+        column = grown
+    column[at:end] = values
+    return column
+
+
+def _starts(counts: np.ndarray) -> np.ndarray:
+    """Where each of consecutive runs of `counts` starts."""
+    counts = np.asarray(counts, dtype=np.int64)
+    return np.concatenate([[0], np.cumsum(counts)[:-1]]) if len(counts) else counts

@@ -1,0 +1,97 @@
+"""The host's part of the GPU decode of lossless tiles (`cut.memory.tileplan`), on the CPU: a call's plan and staged
+bytes give every wanted tile's very pixels (its frames decompressed where the plan says, as nvCOMP does), a window
+plans the tiles it touches, a damaged tile is found by member and tile, and a tile is checked once."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from pairload.format.codec import zstandard
+from pairload.format.members import Member
+from pairload.format.tiles import encode_tiles, read_tiled, tile_pixels
+from pairload.cut.memory.tileplan import TileTable, plan, stage
+
+
+def member(seed: int, h: int, w: int, c: int, dtype) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    top = np.iinfo(dtype).max
+    y, x = np.mgrid[0:h, 0:w]
+    base = np.stack([(y * 5 + x * 3 + 50 * k) % (top + 1) for k in range(c)], axis=-1).astype(np.float64)
+    return np.clip(base + rng.normal(0, top / 50, base.shape) * (x[..., None] > w // 2), 0, top).astype(dtype)
+
+
+@pytest.fixture(scope="module")
+def members():
+    images = [member(0, 400, 600, 3, np.uint8), member(1, 37, 301, 1, np.uint16), member(2, 300, 513, 4, np.uint16),
+              member(3, 5, 7, 3, np.uint8)]
+    out = []
+    for img in images:
+        data = np.frombuffer(encode_tiles(img, tile=128), np.uint8)
+        out.append((data, read_tiled(data, Member(img.dtype.name, img.shape[2]), *img.shape[:2])))
+    return out
+
+
+def staged_call(members, wanted, table=None, threads=3):
+    """(plan, staged bytes, stage's result, table) of one call of `wanted` tiles per member, each member's bytes
+    after a few bytes of padding in a source of its own, the sources in reverse order."""
+    table = table or TileTable.of([t for _, t in members])
+    pad = [np.concatenate([np.full(32 * (m + 1), 7, np.uint8), data]) for m, (data, _) in enumerate(members)]
+    tile = np.concatenate([np.asarray(w, dtype=np.int64) for w in wanted])
+    which = np.repeat(np.arange(len(members)), [len(w) for w in wanted])
+    start = 32 * (np.arange(len(members)) + 1)
+    p = plan(table, np.arange(len(members)), np.arange(len(members))[::-1], start, which, tile)
+    out = np.zeros(p.staged, np.uint8)
+    with ThreadPoolExecutor(threads) as pool:
+        found = stage(p, pad[::-1], out, pool, threads, table)
+    return p, out, found, table
+
+
+def test_the_staged_frames_are_every_wanted_tiles_frames(members):
+    wanted = [[0, 1, 3, 4, 5, 10], [2], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], [0]]
+    p, out, found, _ = staged_call(members, wanted)
+    assert found is None
+    zstd = zstandard("test")
+    dctx = zstd.ZstdDecompressor()
+    frames = iter(range(len(p.frame_offset)))
+    for m, ((data, t), tiles) in enumerate(zip(members, wanted)):
+        for tile in tiles:
+            _, _, th, tw = t.tile_box(tile)
+            at = [next(frames) for _ in range(t.planes)]
+            planes = [np.frombuffer(dctx.decompress(bytes(out[p.frame_offset[f]:][:p.frame_length[f]])),
+                                    np.uint8) for f in at]
+            assert [len(x) for x in planes] == [th * tw] * t.planes
+            stored = [data[t.offsets[f]:t.offsets[f] + t.lengths[f]] for f in range(tile * t.planes,
+                                                                                   (tile + 1) * t.planes)]
+            want = [np.frombuffer(dctx.decompress(bytes(s)), np.uint8) for s in stored]
+            assert all(np.array_equal(a, b) for a, b in zip(planes, want)), (m, tile)
+    assert next(frames, None) is None  # no frame more than the wanted tiles'
+    assert tile_pixels(*members[0], wanted[0][0]).shape[:2] == (p.tile_h[0], p.tile_w[0])
+
+
+def test_a_window_plans_the_tiles_it_touches(members):
+    _, t = members[0]
+    table = TileTable.of([t, t])
+    windows = np.array([[100, 200, 356, 456], [-1, -1, -1, -1]])
+    which, tile = table.windows(np.array([0, 1]), windows, np.array([1, 1]))
+    assert tile[which == 0].tolist() == t.touched(100, 200, 256, 256).tolist()
+    assert tile[which == 1].tolist() == list(range(len(t.modes)))
+    which, tile = table.windows(np.array([0]), np.array([[50, 100, 178, 228]]), np.array([2]))
+    assert tile.tolist() == t.touched(100, 200, 256, 256).tolist()
+
+
+def test_a_damaged_tile_is_named_and_a_checked_tile_is_not_checked_again(members):
+    data, t = members[0]
+    damaged = data.copy()
+    lo, hi = t.span(4)
+    damaged[lo + 5] ^= 0xFF
+    table = TileTable.of([t])
+    _, _, found, _ = staged_call([(damaged, t)], [[3, 4, 5]], table)
+    assert found == (0, 4)
+    assert not table.checked.any()  # a call with a damaged tile marks nothing
+    p, _, found, _ = staged_call([(data, t)], [[3, 4, 5]], table)
+    assert found is None and table.checked[[3, 4, 5]].all() and table.checked.sum() == 3
+    p, _, found, _ = staged_call([(damaged, t)], [[4]], table)  # checked once in this process: not again
+    assert found is None and len(p.check_run) == 0
