@@ -32,7 +32,10 @@ import pairload.pack as pack_mod
 from pairload.pack import PackOptions
 floor = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 t = time.perf_counter()
-report = pack_mod.pack(sys.argv[1], sys.argv[2], PackOptions(workers=int(sys.argv[3])))
+options = PackOptions(workers=int(sys.argv[3]))
+if len(sys.argv) > 4:
+    options = PackOptions(workers=int(sys.argv[3]), shard_size=int(sys.argv[4]))
+report = pack_mod.pack(sys.argv[1], sys.argv[2], options)
 print(json.dumps({"seconds": round(time.perf_counter() - t, 3), "floor_rss_bytes": floor,
                   "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                   "peak_worker_rss_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
@@ -74,11 +77,12 @@ def make_raw(raw: Path, n: int, size: tuple[int, int]) -> bool:
     return True
 
 
-def pack_once(raw: Path, out: Path, workers: int) -> dict:
+def pack_once(raw: Path, out: Path, workers: int, shard_size: int | None = None) -> dict:
     shutil.rmtree(out, ignore_errors=True)  # an existing pack would be checked and replaced, not packed from scratch
     root = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-c", ONE_PACK, str(raw), str(out), str(workers)], env=env,
+    done = subprocess.run([sys.executable, "-c", ONE_PACK, str(raw), str(out), str(workers)]
+                          + ([str(shard_size)] if shard_size else []), env=env,
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"pack of {raw} failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -100,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="Pack's decoding processes (default 1).")
     ap.add_argument("--image", default="16x16", help="Pair size WxH (default 16x16).")
     ap.add_argument("--repeat", type=int, default=1, help="Packs per size; the lowest peak is kept (default 1).")
+    ap.add_argument("--shard-size", type=int, help="Pack's --shard-size in bytes (default: pack's own, 256 MB, which "
+                    "holds 100k+ tiny pairs: one shard's rows, ~100 B a pair, then grow with N in this benchmark).")
     ap.add_argument("--out", type=Path, help="Also write the report (JSON) here, atomically.")
     args = ap.parse_args(argv)
     sizes = [int(v) for v in args.pairs.split(",") if v.strip()]
@@ -112,12 +118,13 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         made = make_raw(raw, n, (w, h))
         print(f"{n} pairs: {'made' if made else 'reused'} {raw} ({time.perf_counter() - t:.1f} s)", file=sys.stderr)
-        runs = [pack_once(raw, work / f"shards-{n}", args.workers) for _ in range(args.repeat)]
+        runs = [pack_once(raw, work / f"shards-{n}", args.workers, args.shard_size) for _ in range(args.repeat)]
         rows[n] = dict(min(runs, key=lambda r: r["peak_rss_bytes"]), runs=len(runs))
         print(f"{n} pairs: peak {rows[n]['peak_rss_bytes'] / 2**20:.1f} MiB (workers "
               f"{rows[n]['peak_worker_rss_bytes'] / 2**20:.1f} MiB), {rows[n]['seconds']} s", file=sys.stderr)
         shutil.rmtree(work / f"shards-{n}", ignore_errors=True)
-    report = {"benchmark": "pack_memory", "config": {"pairs": sizes, "workers": args.workers, "image": f"{w}x{h}"},
+    report = {"benchmark": "pack_memory", "config": {"pairs": sizes, "workers": args.workers, "image": f"{w}x{h}",
+                                                    "shard_size": args.shard_size},
               "machine": {"cpu_count": os.cpu_count(), "machine": platform.machine(),
                           "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")},
               "sizes": {str(n): r for n, r in rows.items()},

@@ -7,19 +7,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import PairingError
 from ..format.schema import check_split_name
 from .filetypes import IMAGE_EXTS, IMAGE_LIKE_EXTS
 from .pairing import pairs_from_folders
 from .inventory import inventory, no_pairs
 from .leaks import drop_repeated_files, refuse_pairs_lists_marking_other_splits, refuse_self_pairs_and_leaks
-from .model import Discovery, Pair, Unused
+from .model import Discovery, Pair, PairTable, Unused
 from .names import split_alias
 from .realpaths import RealPaths
 from .pairsfile import SideFolders, marks_splits, parse_pairs_files, read_pairs_file
 from .scan import scan
 
-__all__ = ["IMAGE_EXTS", "IMAGE_LIKE_EXTS", "Discovery", "Pair", "Unused", "find_pairs", "split_alias"]
+__all__ = ["IMAGE_EXTS", "IMAGE_LIKE_EXTS", "Discovery", "Pair", "PairTable", "Unused", "find_pairs", "split_alias"]
 
 
 def find_pairs(
@@ -69,13 +71,13 @@ def find_pairs(
         found = scan(raw, low_dir, high_dir, {k.lower(): v for k, v in (split_names or {}).items()})
         pairs_from_folders(raw, found.units, skip_unmatched, split_names or {}, name_template, out)
         dropped = drop_repeated_files(raw, out, real_path)
-        out.pairs.sort(key=lambda p: (p.split, p.key))
+        out.pairs.sort_keys()
         real = refuse_self_pairs_and_leaks(out.pairs, [(str(raw), "")] * len(out.pairs), listed=False,
                                            real_path=real_path)
     if not out.pairs:
         raise no_pairs(raw, low_dir, high_dir, bool(files))
     _refuse_repeated_keys(raw, out.pairs)
-    out.pairs.sort(key=lambda p: (p.split, p.key))
+    out.pairs.sort_keys()
     lists = inventory(raw, out, found, dropped, {real_path(path) for _, path in files}, real_path, real)
     if not files:  # a list lying in RAW that marks a pair for another split than its folder: refused, never leaked
         refuse_pairs_lists_marking_other_splits(raw, out.pairs, lists, SideFolders(raw, low_dir, high_dir,
@@ -83,13 +85,12 @@ def find_pairs(
     return out
 
 
-def _refuse_repeated_keys(raw: Path, pairs: list[Pair]) -> None:
-    """Refuse two pairs of one split with one sample key (a function of its own: its table of every key is freed
-    before the inventory walks RAW)."""
-    seen: dict[tuple[str, str], Pair] = {}
-    for p in pairs:
-        other = seen.get((p.split, p.key))
-        if other is not None:
-            raise PairingError(f"{raw}: {other.low_rel} and {p.low_rel} give the same sample key {p.key!r} in split "
-                               f"{p.split!r}; rename one of them")
-        seen[(p.split, p.key)] = p
+def _refuse_repeated_keys(raw: Path, pairs: PairTable) -> None:
+    """Refuse two pairs of one split with one sample key (found side by side in key order, as columns)."""
+    order = pairs.key_order()
+    key, split = pairs.fixed("key")[order], pairs.split_codes()[order]
+    same = np.flatnonzero((key[1:] == key[:-1]) & (split[1:] == split[:-1]))
+    if len(same):
+        other, p = pairs[int(order[same[0]])], pairs[int(order[same[0] + 1])]
+        raise PairingError(f"{raw}: {other.low_rel} and {p.low_rel} give the same sample key {p.key!r} in split "
+                           f"{p.split!r}; rename one of them")

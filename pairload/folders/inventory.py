@@ -17,7 +17,7 @@ from .names import HIGH_NAMES, LOW_NAMES, side_of, split_alias
 from .pairsfile import is_pairs_list
 from .realpaths import RealPaths, path_hash
 from .scan import MAX_DEPTH, Scan
-from .walk import subfolders, walk
+from .walk import subfolders, walk, walk_chunks
 
 _HINTS = {
     UNMATCHED: "restore their partners, or list the pairs in a --pairs-file",
@@ -104,24 +104,31 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
         where, _, name = rel.rpartition("/")
         groups.setdefault((where or ".", SAME_FILE), []).append(name)
         hints.setdefault((where or ".", SAME_FILE), f"{_HINTS[SAME_FILE]} (as {kept})")
-    for folder, names in walk(raw):
-        where = folder.relative_to(raw).as_posix()
+    for folder, names in walk_chunks(raw):  # (a chunk of a folder's names at a time: a folder of a million files
+        where = folder.relative_to(raw).as_posix()  # is never listed whole)
         for name, is_used in zip(names, used_of(folder, names).tolist()):
             ext = os.path.splitext(name)[1].lower()
             rel = f"{where}/{name}" if where != "." else name
             if ext in LIST_EXTS and real_path(folder / name) not in given and is_pairs_list(folder / name):
                 groups.setdefault((where, PAIRS_LIST), []).append(name)
                 lists.append(folder / name)
-                hints[(where, PAIRS_LIST)] = _pairs_list_hint(folder, groups[(where, PAIRS_LIST)])
                 continue
             if ext not in IMAGE_LIKE_EXTS or is_used or rel in dropped:
                 continue
             reason, hint = _reason(raw, where, rel, ext, unmatched, deep, unknown, bool(given), aside)
             groups.setdefault((where, reason), []).append(name)
             hints[(where, reason)] = hint
+    for (where, reason), names in groups.items():
+        names.sort()  # (found in the order the folder lists them)
+        if reason == PAIRS_LIST:
+            hints[(where, reason)] = _pairs_list_hint(raw / where if where != "." else raw, names)
+        elif reason != SAME_FILE:  # the hint of the group's last name, whatever order the folder listed them in
+            rel = f"{where}/{names[-1]}" if where != "." else names[-1]
+            hints[(where, reason)] = _reason(raw, where, rel, os.path.splitext(names[-1])[1].lower(), unmatched, deep,
+                                             unknown, bool(given), aside)[1]
     out.unused = [Unused(folder, reason, len(names), tuple(names[:MAX_LISTED]), hints[(folder, reason)])
                   for (folder, reason), names in sorted(groups.items())]
-    return lists
+    return sorted(lists)
 
 
 def no_pairs(raw: Path, low_dir: str | None, high_dir: str | None, listed: bool) -> PairingError:

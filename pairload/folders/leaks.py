@@ -80,7 +80,7 @@ def drop_repeated_files(raw: Path, out: Discovery, real_path: RealPaths) -> dict
                     f"(symlinks); an image in two splits leaks test data into training: {_FIX_FOLDERS}")
             dropped[p.low_rel] = keep.low_rel
     if dropped:
-        out.pairs = [p for p in out.pairs if p.low_rel not in dropped]
+        out.pairs.keep(np.fromiter((p.low_rel not in dropped for p in out.pairs), bool, count=len(out.pairs)))
     return dropped
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..errors import PairingError
 from ..format.schema import key_from_relpath
 from .model import Discovery, Pair, escaped, listing
+from .realpaths import path_hash
 from .rules import pair_unit
 from .scan import Unit
 from .splits import locate, split_names_of
@@ -74,9 +75,10 @@ def pairs_from_folders(raw: Path, units: list[Unit], skip_unmatched: bool, overr
             lp, lrel = lows[stem]
             hp = highs[mapping[stem]][0]
             rel = f"{prefix}/{lrel}" if prefix else lrel
-            out.pairs.append(Pair(split, key_from_relpath(rel), lp, hp, _rel(raw, lp), _rel(raw, hp)))
+            low_rel = _rel(raw, lp)
+            out.pairs.append(Pair(split, key_from_relpath(rel), lp, hp, low_rel, _rel(raw, hp)))
             if "/" not in lrel:  # directly in its side folder: in no folder of its own (`Discovery.loose`)
-                out.loose.append(out.pairs[-1].low_rel)
+                out.loose.append(path_hash(low_rel))
         out.add_source(split, low_where, rule)
         out.add_source(split, high_where, rule)
     if problems and not skip_unmatched:

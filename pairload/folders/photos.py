@@ -47,7 +47,7 @@ def find_targets(photos: str | os.PathLike, split: str = "train") -> Discovery:
                                "without their extension); rename or remove one of them")
         keys[key] = rel
         out.pairs.append(Pair(split, key, Path(full), Path(full), rel, rel))
-    out.pairs.sort(key=lambda p: p.key)
+    out.pairs.sort_keys()  # (one split: key order)
     out.sources[split] = [source]
     out.rules[split] = [RULE]
     return out

@@ -66,6 +66,40 @@ def walk(top: Path, seen: set[tuple[int, int]] | None = None):
             yield Path(dirpath), sorted(n for n in filenames if not n.startswith("."))
 
 
+def walk_chunks(top: Path, chunk: int = 4096):
+    """(folder, some of its visible file names) for every real folder under `top` once, as `walk` finds them but
+    in lists of at most `chunk` names, in the order the folder lists them (not sorted): a folder of a million files
+    is never held as a list of its names."""
+    seen: set[tuple[int, int]] = set()
+    queue = [Path(top)]
+    while queue:
+        stack = [queue.pop(0)]
+        while stack:
+            folder = stack.pop()
+            rid = real_id(folder)
+            if rid in seen:
+                continue
+            seen.add(rid)
+            real, names = [], []
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        if entry.name.startswith("."):
+                            continue
+                        if entry.is_dir():  # (a link to a folder: walked after the real ones, as `walk` does)
+                            (queue.append(folder / entry.name) if entry.is_symlink() else real.append(entry.name))
+                            continue
+                        names.append(entry.name)
+                        if len(names) >= chunk:
+                            yield folder, names
+                            names = []
+            except OSError as exc:
+                raise unreadable(exc) from None
+            if names:
+                yield folder, names
+            stack.extend(folder / d for d in sorted(real, reverse=True))
+
+
 class Stems(Mapping):
     """A side folder's images by relative path without extension: stems[stem] is (absolute path, path relative to the
     folder), made when asked for. Only each stem and a shared extension are kept (a million files: one dict of short

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import LoaderError, ShardError
 from ..splitmix import splitmix
 from . import encoding, facts as facts_doc, sensor as sensor_doc
-from .columns import ColumnFile, Keys
+from .columns import ColumnFile, Keys, Pieces
 from .stamps import Stamp, stamp, stamp_of
 
 FIELD = "index"  # split field of a version-5 manifest: {"file", "bytes", "sha256"}
@@ -85,16 +85,23 @@ def spec(entry: dict, sized: bool, shares: bool, kinds: bool = False, facts: boo
 
 def index_columns(keys, columns: dict[str, np.ndarray], entry: dict, sized: bool, shares: bool, kinds: bool = False,
                   facts: bool = False) -> dict[str, np.ndarray]:
-    """The arrays of a split's index file, in `spec` order and dtypes: `keys` (strings), `columns` by name (the key
-    hashes computed where absent)."""
-    blob, ends = Keys.encode(keys)
+    """The arrays of a split's index file, in `spec` order and dtypes: `keys` (strings, or a `Keys` of their bytes),
+    `columns` by name (the key hashes computed where absent; a column may be `Pieces`, joined as it is written)."""
+    blob, ends = (keys.blob, keys.ends) if isinstance(keys, Keys) else Keys.encode(keys)
     out = {KEY_BYTES: blob}
     columns = dict(columns)
-    columns.setdefault(KEY_HASH, key_hashes(keys))
+    if KEY_HASH not in columns:
+        columns[KEY_HASH] = key_hashes(keys)
     columns[KEY_END] = ends
     n = len(ends)
     for name, dtype, shape in spec(entry, sized, shares, kinds, facts):
-        out[name] = np.ascontiguousarray(np.asarray(columns[name]).astype(dtype, copy=False).reshape((n, *shape)))
+        column = columns[name]
+        if isinstance(column, Pieces):
+            if column.shape != (n, *shape):
+                raise ValueError(f"index column {name!r}: {column.shape}, expected {(n, *shape)}")
+            out[name] = Pieces(dtype, column.shape, column.pieces)
+        else:
+            out[name] = np.ascontiguousarray(np.asarray(column).astype(dtype, copy=False).reshape((n, *shape)))
     return out
 
 

@@ -99,11 +99,24 @@ def paged(array):
     return PagedColumn(array) if is_large_mapping(array) else array
 
 
+class Pieces:
+    """A column to write made of pieces (arrays of its dtype, one after the other along the first axis), each made
+    when it is written (`pieces()` is called then): a file of many shards' columns is written without joining them
+    in memory first."""
+
+    def __init__(self, dtype, shape: tuple, pieces):
+        self.dtype, self.shape, self.pieces = np.dtype(dtype), tuple(int(s) for s in shape), pieces
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+
+
 def column_bytes(columns: dict[str, np.ndarray], meta: dict) -> tuple[bytes, list[np.ndarray]]:
-    """The header (magic to the data start) and the arrays to write after it, each padded to 64 bytes."""
+    """The header (magic to the data start) and the arrays to write after it (or `Pieces`), each padded to 64
+    bytes."""
     arrays, doc, pos = [], {}, 0
     for name, arr in columns.items():
-        arr = np.ascontiguousarray(arr)
+        if not isinstance(arr, Pieces):
+            arr = np.ascontiguousarray(arr)
         if arr.dtype.byteorder == ">" or arr.dtype.kind not in "biuf":
             raise ValueError(f"column {name!r}: {arr.dtype} cannot be stored (little-endian numbers only)")
         doc[name] = {"dtype": arr.dtype.newbyteorder("<").str, "shape": list(arr.shape), "offset": pos}
@@ -114,9 +127,26 @@ def column_bytes(columns: dict[str, np.ndarray], meta: dict) -> tuple[bytes, lis
     return head + bytes(_aligned(len(head)) - len(head)), arrays
 
 
+def _chunks_of(arr):
+    """A column's bytes to write, piece by piece (a `Pieces` checked against the size it declared)."""
+    if not isinstance(arr, Pieces):
+        yield memoryview(arr).cast("B") if arr.size else b""
+        return
+    written = 0
+    for piece in arr.pieces():
+        piece = np.ascontiguousarray(piece, dtype=arr.dtype)
+        if piece.shape[1:] != arr.shape[1:]:
+            raise ValueError(f"a piece of shape {piece.shape} in a column of shape {arr.shape}")
+        written += piece.nbytes
+        yield memoryview(piece).cast("B") if piece.size else b""
+    if written != arr.nbytes:
+        raise ValueError(f"a column of {arr.nbytes} bytes got {written} from its pieces")
+
+
 def write_columns(path: str | os.PathLike, columns: dict[str, np.ndarray], meta: dict | None = None
                   ) -> tuple[str, int]:
-    """Write a column file atomically (a temporary name beside it, fsync, rename); returns its sha256 and size."""
+    """Write a column file atomically (a temporary name beside it, fsync, rename); returns its sha256 and size.
+    A column may be `Pieces`, made piece by piece as it is written."""
     path = Path(path)
     head, arrays = column_bytes(columns, meta or {})
     digest = hashlib.sha256(head)
@@ -124,11 +154,12 @@ def write_columns(path: str | os.PathLike, columns: dict[str, np.ndarray], meta:
     with atomic_open(path, "wb") as fh:
         fh.write(head)
         for arr in arrays:
-            data = memoryview(arr).cast("B") if arr.size else b""
+            for data in _chunks_of(arr):
+                fh.write(data)
+                digest.update(data)
             pad = bytes(_aligned(arr.nbytes) - arr.nbytes)
-            for piece in (data, pad):
-                fh.write(piece)
-                digest.update(piece)
+            fh.write(pad)
+            digest.update(pad)
             size += _aligned(arr.nbytes)
     return digest.hexdigest(), size
 

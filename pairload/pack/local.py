@@ -98,7 +98,8 @@ def _inputs(discovery, raw: Path, options: PackOptions, pool, report: PackReport
     t0 = time.perf_counter()
     if options.sequences:  # key order, each sequence's frames in a row (`sequences`); shared targets stay shared
         check_names(discovery, options.sequence_gaps)
-        pairs = sorted(discovery.pairs, key=lambda p: (p.split, p.key))
+        pairs = discovery.pairs  # (reordered in place, as target_groups does: a table is never held twice)
+        pairs.sort_keys()
     else:
         pairs = target_groups(discovery.pairs)
     probes = _probe_pairs(pairs, pool, options)

@@ -13,13 +13,15 @@ from .. import __version__
 from ..format import binindex, schema
 from ..format import sensor as fmt
 from ..format.sequences import Sequences
+from ..format.columns import Pieces
 from ..format.encoding import RAW, Encoding
 from ..format.facts import NAMES as FACT_NAMES
 from ..format.imageformats import JPEG
 from ..format.members import DEFAULT, FIELD, Members, members_of
 from .options import INDEXES, PackOptions, PackReport
 from .encoded import DECODED, TILED
-from .rows import NOTES, ShardRows
+from .rows import NOTES, ShardRows, joined_keys
+from .spill import column_spec
 from .sensor import CameraPlan
 
 BINARY, JSON = INDEXES  # --index: where the per-sample index goes
@@ -105,10 +107,10 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
                 notes[NOTES[what]].append(rel)
     for split, fixed in skel["splits"].items():
         parts = by_split.get(split, [])
-        hw = np.concatenate([r.columns["hw"] for r in parts]) if parts else np.zeros((0, 2), np.int64)
-        entry = {"samples": int(len(hw)), "bytes": sum(r.bytes for r in parts),
-                 "min_size": hw.min(axis=0).tolist() if len(hw) else None,
-                 "max_size": hw.max(axis=0).tolist() if len(hw) else None}
+        sizes, counts = _sizes(parts)  # each size stored, and how many samples have it
+        entry = {"samples": int(counts.sum()), "bytes": sum(r.bytes for r in parts),
+                 "min_size": sizes.min(axis=0).tolist() if len(sizes) else None,
+                 "max_size": sizes.max(axis=0).tolist() if len(sizes) else None}
         entry.update((k, v) for k, v in fixed.items())
         entry["shards"] = [{"file": r.name, "samples": r.samples, "bytes": r.bytes, "sha256": r.sha256} for r in parts]
         if index == JSON:
@@ -117,18 +119,18 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
         else:
             sized, formats = kinds[split].encoding.sized, kinds[split].encoding.per_member
             names = [f for f, _, _ in binindex.spec(entry, sized, shared, formats, facts)]
-            columns = {name: np.concatenate([r.columns[name] for r in parts]) for name in names
+            columns = {name: _joined(parts, name) for name in names
                        if name not in (binindex.KEY_END, binindex.KEY_HASH, binindex.SHARD)}
             columns[binindex.SHARD] = np.repeat(np.arange(len(parts), dtype=np.int32), [r.samples for r in parts])
-            keys = [k for r in parts for k in r.keys]
+            keys = joined_keys(parts)
             name = binindex.index_name(split)
             sha, size = write_index(name, binindex.index_columns(keys, columns, entry, sized, shared, formats,
                                                                   facts))
             entry[binindex.FIELD] = {"file": name, "bytes": size, "sha256": sha}
         splits[split] = entry
         m = kinds[split]
-        pixels = (int((hw[:, 0] * hw[:, 1]).sum()) * m.high.pixel_bytes if fixed.get(schema.TARGETS_ONLY) else
-                  sum(m.pair_bytes(int(h), int(w)) for h, w in hw))  # a targets-only sample stores one image
+        pixels = sum(count * (h * w * m.high.pixel_bytes if fixed.get(schema.TARGETS_ONLY) else m.pair_bytes(h, w))
+                     for (h, w), count in zip(sizes.tolist(), counts.tolist()))  # a targets-only sample: one image
         report.splits[split] = {"samples": entry["samples"], "shards": len(parts), "bytes": entry["bytes"],
                                 "pixel_bytes": pixels}
     report.gray, report.alpha, report.converted_16bit = notes["gray"], notes["alpha"], notes["converted_16bit"]
@@ -152,6 +154,27 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
     return {"format": schema.FORMAT, "version": version, **{k: top[k] for k in ("created_by", schema.RAW_DIR)},
             "layout": layout_doc(encoding, typed, targets), "options": top["options"], "report": doc_report,
             "splits": splits}
+
+
+def _sizes(parts: list[ShardRows]) -> tuple[np.ndarray, np.ndarray]:
+    """The sizes (h, w) the samples of `parts` are stored at, each once, and how many samples have each."""
+    found = [np.unique(r.columns["hw"].reshape(-1, 2), axis=0, return_counts=True) for r in parts if r.samples]
+    if not found:
+        return np.zeros((0, 2), np.int64), np.zeros(0, np.int64)
+    sizes = np.concatenate([s for s, _ in found])
+    counts = np.concatenate([c for _, c in found])
+    sizes, back = np.unique(sizes, axis=0, return_inverse=True)
+    return sizes, np.bincount(back.reshape(-1), weights=counts, minlength=len(sizes)).astype(np.int64)
+
+
+def _joined(parts: list[ShardRows], name: str) -> Pieces:
+    """One column of `parts`, one after the other, read shard by shard as the index is written (never joined in
+    memory: a pack's rows may be far larger than one shard's)."""
+    specs = [column_spec(r.columns, name) for r in parts]
+    dtype = np.result_type(*(d for d, _ in specs)) if specs else np.dtype(np.int64)
+    n = sum(shape[0] for _, shape in specs)
+    trailing = specs[0][1][1:] if specs else ()
+    return Pieces(dtype, (n, *trailing), lambda: (r.columns[name] for r in parts))
 
 
 def _kept(rows: list[ShardRows], targets_only: bool) -> int:

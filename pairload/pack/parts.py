@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, OutputError
-from ..format.columns import ColumnFile, Keys, write_columns
+from ..format.columns import ColumnFile, Keys, Pieces, write_columns
 from .rows import ShardRows
+from .spill import column_spec
 from .shardplan import ShardPlan
 
 _RECORD = re.compile(r"^\.pairload-part-(\d{4})-of-(\d{4})\.record$")
@@ -105,10 +106,10 @@ def write_record(out: Path, part: Part, print_: str, skeleton: dict, rows: list[
     columns: dict[str, np.ndarray] = {}
     shards = []
     for j, r in enumerate(rows):
-        blob, ends = Keys.encode(r.keys)
-        columns[f"{j}/key_bytes"], columns[f"{j}/key_end"] = blob, ends
-        for name, arr in r.columns.items():
-            columns[f"{j}/{name}"] = arr
+        columns[f"{j}/key_bytes"], columns[f"{j}/key_end"] = r.keys.blob, r.keys.ends
+        for name in r.columns:  # (a spilled column is read as it is written)
+            dtype, shape = column_spec(r.columns, name)
+            columns[f"{j}/{name}"] = Pieces(dtype, shape, lambda c=r.columns, name=name: [c[name]])
         shards.append({"split": r.split, "name": r.name, "samples": r.samples, "bytes": r.bytes, "sha256": r.sha256,
                        "columns": list(r.columns), "notes": r.notes})
     meta = {"fingerprint": print_, "part": part.index, "parts": part.count, "skeleton": skeleton, "shards": shards}
@@ -128,8 +129,8 @@ def read_record(path: Path) -> Record:
     meta = f.meta
     rows = []
     for j, sh in enumerate(meta["shards"]):
-        keys = list(Keys(f.columns[f"{j}/key_bytes"], f.columns[f"{j}/key_end"]))
-        cols = {name: np.array(f.columns[f"{j}/{name}"]) for name in sh["columns"]}
+        keys = Keys(f.columns[f"{j}/key_bytes"], f.columns[f"{j}/key_end"])  # (mapped: read when the index is)
+        cols = {name: f.columns[f"{j}/{name}"] for name in sh["columns"]}
         rows.append(ShardRows(sh["split"], sh["name"], sh["samples"], sh["bytes"], sh["sha256"], keys, cols,
                               [tuple(n) for n in sh["notes"]]))
     return Record(Part(meta["part"], meta["parts"]), meta["fingerprint"], meta["skeleton"], rows)

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..format import sensor as fmt
+from ..format.columns import Keys
 from ..format.facts import FactsColumns
 from .jobs import JobResult
+from .spill import Spill
 
 NOTES = {"gray": "gray", "alpha": "alpha", "16bit": "converted_16bit"}  # a JobResult note -> PackReport list
 
@@ -27,9 +29,22 @@ class ShardRows:
     samples: int
     bytes: int
     sha256: str
-    keys: list[str]
-    columns: dict[str, np.ndarray]
+    keys: Keys
+    columns: dict[str, np.ndarray]  # or a `spill.SpilledColumns`, read when asked
     notes: list[tuple[str, str]] = field(default_factory=list)
+
+    def __post_init__(self):
+        if not isinstance(self.keys, Keys):
+            self.keys = Keys(*Keys.encode(self.keys))
+
+
+def joined_keys(rows: list[ShardRows]) -> Keys:
+    """The keys of `rows`, one after the other, as one `Keys`."""
+    if not rows:
+        return Keys(*Keys.encode([]))
+    blob = np.concatenate([r.keys.blob for r in rows])
+    starts = np.cumsum([0] + [len(r.keys.blob) for r in rows[:-1]])
+    return Keys(blob, np.concatenate([r.keys.ends + start for r, start in zip(rows, starts)]).astype(np.int64))
 
 
 class RowsBuilder:
@@ -38,9 +53,10 @@ class RowsBuilder:
     sensor split (None otherwise); `packed_target`: its targets are packed raw, with levels of their own; `kinds`: its
     encoding stores each member in a format of its own (whose code the layout gives)."""
 
-    def __init__(self, split: str, name: str, pairs: list, first: int, n: int, *, sized: bool, kinds: bool = False,
-                 exposures: list | None = None, packed_target: bool = False):
+    def __init__(self, split: str, name: str, pairs, first: int, n: int, *, sized: bool, kinds: bool = False,
+                 exposures: list | None = None, packed_target: bool = False, spill: Spill | None = None):
         self.split, self.name, self.pairs, self.first, self.n = split, name, pairs, first, n
+        self.spill = spill  # where `finish` puts the columns (None: they stay in memory)
         self.cols = {"hw": np.zeros((n, 2), np.int64), "low": np.zeros(n, np.int64), "high": np.zeros(n, np.int64),
                      "shares_high": np.full(n, -1, np.int32), "crc32": np.zeros((n, 2), np.uint32)}
         if sized:
@@ -92,5 +108,9 @@ class RowsBuilder:
             for note in self.notes[i]:
                 side, what = note.split(":", 1)
                 notes.append((pair.low_rel if side == "low" else pair.high_rel, what))
-        keys = [p.key for p in self.pairs[self.first:self.first + self.n]]
-        return ShardRows(self.split, self.name, self.n, size, digest, keys, c, notes)
+        if hasattr(self.pairs, "key_bytes"):  # a PairTable: its keys' bytes, no string made
+            keys = Keys(*self.pairs.key_bytes(self.first, self.n))
+        else:
+            keys = Keys(*Keys.encode([p.key for p in self.pairs[self.first:self.first + self.n]]))
+        return ShardRows(self.split, self.name, self.n, size, digest, keys, self.spill.put(c) if self.spill else c,
+                         notes)

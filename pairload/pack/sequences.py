@@ -22,6 +22,7 @@ from ..errors import ImageError, PairingError
 from ..format.sequences import RUN, Break, Sequences, numbering_breaks, others, run_name
 from ..folders.discover import Discovery, Pair
 from ..folders.model import listing
+from ..folders.realpaths import path_hash
 
 _NUMBERS = re.compile(r"(\d+)")
 
@@ -86,7 +87,7 @@ def check_names(discovery: Discovery, gaps: str = "refuse") -> None:
     zero padding, and (`gaps`: "refuse") a break in a sequence's frame numbering (`format.sequences.Break`)."""
     pairs = discovery.pairs
     loose = set(discovery.loose)
-    stray = [p.low_rel for p in pairs if p.low_rel in loose or not sequence_of(p.key)]
+    stray = [p.low_rel for p in pairs if path_hash(p.low_rel) in loose or not sequence_of(p.key)]
     if stray:
         more = f" (and {len(stray) - 1} more: {listing(stray[1:])})" if len(stray) > 1 else ""
         raise PairingError(f"{stray[0]}: not inside a sequence folder{more}; with --sequences each frame lies in the "

@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..format import schema
 from ..format.members import DEFAULT, Members
-from ..folders.discover import Pair
+from ..folders.discover import Pair, PairTable
 
 
 @dataclass
@@ -36,14 +38,28 @@ class ShardPlan:
         return schema.archive_end(self.end)
 
 
-def target_groups(pairs: list[Pair]) -> list[Pair]:
+def target_groups(pairs: PairTable) -> PairTable:
     """Pairs in (split, key) order, except that pairs sharing one target (SID's exposures of a scene, SICE's
-    sequence, a pairs file naming one high for several lows) follow the first of them, which stores the target."""
-    leader: dict[tuple[str, str], str] = {}
-    for p in pairs:
-        leader.setdefault((p.split, p.high_rel), p.key)
-    return sorted(pairs, key=lambda p: (p.split, leader[(p.split, p.high_rel)], p.key != leader[(p.split, p.high_rel)],
-                                        p.key))
+    sequence, a pairs file naming one high for several lows) follow the first of them, which stores the target.
+    Sorted as columns, in place (a dict of every target and a list of Pairs took hundreds of bytes a pair); a list
+    of Pairs is made a table first."""
+    if not isinstance(pairs, PairTable):
+        pairs = PairTable(pairs)
+    n = len(pairs)
+    if not n:
+        return pairs
+    split, high = pairs.split_codes(), pairs.fixed("high_rel")
+    by = np.lexsort((high, split))  # stable: each (split, target)'s pairs together, in the order given
+    start = np.flatnonzero(np.r_[True, (high[by][1:] != high[by][:-1]) | (split[by][1:] != split[by][:-1])])
+    first = np.empty(n, np.int64)  # per pair: the first pair given of its (split, target), which stores it
+    first[by] = np.repeat(by[start], np.diff(np.r_[start, n]))
+    del high, by
+    key = pairs.fixed("key")
+    lead = key[first]
+    order = np.lexsort((key, key != lead, lead, split))
+    del key, lead, first
+    pairs.reorder(order)
+    return pairs
 
 
 def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list[tuple[int, int]],

@@ -29,6 +29,7 @@ from .jobs import Job, JobResult, close_fds, run_job, run_task
 from .options import PackOptions, PackReport
 from .sensor import CameraPlan
 from .rows import RowsBuilder, ShardRows
+from .spill import Spill
 from .shardhash import ShardHasher
 from .shardplan import ShardPlan, lay_out
 
@@ -49,11 +50,16 @@ class Run:
     partial_files: list[str] = field(default_factory=list)
     open_files: list = field(default_factory=list)
     part_journal: Path | None = None  # a part of a pack (`parts`): its own journal of partial shards
+    spill: Spill = field(init=False)  # the finished shards' index rows, out of memory until the index is written
+
+    def __post_init__(self):
+        self.spill = Spill(self.out)
 
     def close_files(self) -> None:
         for fh in self.open_files:
             fh.close()
         self.open_files.clear()
+        self.spill.close()
 
     def journal_partials(self, plans: list[ShardPlan]) -> None:
         """Before any partial exists: refuse names taken by someone else's files, then journal ours, so that a killed
@@ -95,12 +101,12 @@ class Inputs:
                    npy_bgr=options.npy_bgr, shared_high=None if own else pair.high, keeps_high=own and shared,
                    **self.camera.job_fields(pair))
 
-    def rows(self, plan: ShardPlan, encoding: Encoding) -> RowsBuilder:
+    def rows(self, plan: ShardPlan, encoding: Encoding, spill: Spill | None = None) -> RowsBuilder:
         doc = self.camera.docs.get(plan.split)
         exposures = None if doc is None else self.camera.exposures[plan.first:plan.first + plan.count]
         packed = doc is not None and fmt.LEVELS_HIGH in fmt.index_fields({fmt.FIELD: doc})
         return RowsBuilder(plan.split, plan.name, self.pairs, plan.first, plan.count, sized=encoding.sized,
-                           kinds=encoding.per_member, exposures=exposures, packed_target=packed)
+                           kinds=encoding.per_member, exposures=exposures, packed_target=packed, spill=spill)
 
     def laid_out(self, plans: list[ShardPlan]):
         """(shard number, place, layout, lead, pieces) of every sample of `plans`, in order (`lay_out`)."""
@@ -222,7 +228,7 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
                     fh.truncate(plans[number].size)
                 fds[number] = os.dup(fh.fileno())
                 fh.close()
-                builders[number] = inputs.rows(plans[number], options.encoding)
+                builders[number] = inputs.rows(plans[number], options.encoding, run.spill)
                 ends[number] = np.zeros(plans[number].count, np.int64)
                 finished_places[number] = bytearray(plans[number].count)
                 hasher.open(number, str(part), plans[number].size)
@@ -373,7 +379,7 @@ class CompressedShards:
         self.run.open_files.append(self.fh)
         self.run.partial_files.append(str(part))
         self.plans.append(plan)
-        self.builder, self.targets = self.inputs.rows(raw_plan, self.run.options.encoding), {}
+        self.builder, self.targets = self.inputs.rows(raw_plan, self.run.options.encoding, self.run.spill), {}
         self.hash, self.pos = hashlib.sha256(), 0
 
     def _write(self, pieces: list[tuple[int, bytes]]) -> None:

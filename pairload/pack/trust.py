@@ -20,7 +20,7 @@ from ..format.facts import CONFIDENCE, DX, DY, FactsColumns
 from ..folders.discover import Pair
 from ..folders.rules import EXPOSURE_BRACKETS
 from .jobs import JobResult
-from .rows import ShardRows
+from .rows import ShardRows, joined_keys
 from .shardwrite import CHUNK, RUN_TASK, Inputs, tasks, task_size, units
 
 
@@ -64,7 +64,7 @@ def checked_splits(skel: dict, rows: list[ShardRows], pairs: list[Pair] | None =
         if facts is None:
             continue  # a part's record written before pack measured pairs
         entry = skel["splits"][split]
-        keys = [k for r in parts for k in r.keys]
+        keys = joined_keys(parts)
         own = np.concatenate([r.columns["shares_high"] < 0 for r in parts])
         out.append(packing.CheckedSplit(
             split, keys, facts, own, None if names is None else (lambda k, s=split, ks=keys: names(s, ks[k])),
@@ -128,7 +128,8 @@ def leave_out_misaligned(discovery, inputs: Inputs, options, pool, report) -> tu
                 "high": inputs.pairs[k].high_rel, "dy": round(float(facts.shift[k, DY]), 2),
                 "dx": round(float(facts.shift[k, DX]), 2), "confidence": round(float(facts.shift[k, CONFIDENCE]), 2)}
                for k in sorted(out.tolist(), key=lambda k: (inputs.pairs[k].split, inputs.pairs[k].key))]
-    kept = [p for p in discovery.pairs if (p.split, p.key) not in gone]
+    kept = discovery.pairs.take(np.flatnonzero(np.fromiter(((p.split, p.key) not in gone for p in discovery.pairs),
+                                                           bool, count=len(discovery.pairs))))
     if not kept:
         raise PairingError(f"every one of the {len(skipped)} pairs is shifted by more than --max-shift "
                            f"{options.max_shift:g} px (the first: {_skipped_line(skipped[0])}); nothing is left to "
