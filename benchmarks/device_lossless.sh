@@ -9,24 +9,7 @@ pairs=${1:-4096}
 loaders=${2:-ram,wds}
 work=/tmp/lossless
 if [ ! -d "$work/raw" ]; then
-  python3 - "$work/raw" "$pairs" <<'EOF'
-import sys
-from pathlib import Path
-
-import cv2
-
-sys.path.insert(0, "benchmarks")
-from lossless_probe import photos
-
-root, n = Path(sys.argv[1]), int(sys.argv[2])
-distinct = photos(64)
-for side in ("low", "high"):
-    (root / "train" / side).mkdir(parents=True, exist_ok=True)
-for i in range(n):
-    low, high = distinct[i % len(distinct)]
-    cv2.imwrite(str(root / "train" / "low" / f"{i:05d}.png"), low[..., ::-1])
-    cv2.imwrite(str(root / "train" / "high" / f"{i:05d}.png"), high[..., ::-1])
-EOF
+  python3 benchmarks/lossless_raw.py "$work/raw" "$pairs"
 fi
 for store in decoded encoded; do
   [ -f "$work/$store/manifest.json" ] || python3 -m pairload.cli pack "$work/raw" "$work/$store" --store "$store" \

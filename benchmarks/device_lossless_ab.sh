@@ -11,24 +11,7 @@ pairs=${2:-1024}
 rounds=${3:-2}
 work=/tmp/lossless
 if [ ! -f "$work/encoded/manifest.json" ]; then
-  python3 - "$work/raw" "$pairs" <<'PY'
-import sys
-from pathlib import Path
-
-import cv2
-
-sys.path.insert(0, "benchmarks")
-from lossless_probe import photos
-
-root, n = Path(sys.argv[1]), int(sys.argv[2])
-distinct = photos(64)
-for side in ("low", "high"):
-    (root / "train" / side).mkdir(parents=True, exist_ok=True)
-for i in range(n):
-    low, high = distinct[i % len(distinct)]
-    cv2.imwrite(str(root / "train" / "low" / f"{i:05d}.png"), low[..., ::-1])
-    cv2.imwrite(str(root / "train" / "high" / f"{i:05d}.png"), high[..., ::-1])
-PY
+  python3 benchmarks/lossless_raw.py "$work/raw" "$pairs"
   python3 -m pairload.cli pack "$work/raw" "$work/encoded" --store encoded --workers "$(nproc)" > "$work/pack.log" 2>&1
   tail -3 "$work/pack.log"
 fi
