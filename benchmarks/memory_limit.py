@@ -1,8 +1,9 @@
 """Loaders under a memory limit smaller than their split (a cgroup `memory.max`, as SLURM's `--mem` or a container
 sets it), on the GPU host: each loader runs one whole epoch from a cold page cache in a child process placed in a
 new cgroup before it starts Python; the row says whether it finished, its pairs/s against the disk's, its first
-batch, its cut path and warnings, and the cgroup's peak. A child that delivers nothing for STALL_S is stopped and
-reported as stalled.
+batch, its rate after the first batch (`steady_pairs_per_s`: the workers' start-up left out), its cut path and
+warnings, the bytes the disk read meanwhile (`read_bytes`: above the split's size, pages were read twice) and the
+cgroup's peak. A child that delivers nothing for STALL_S is stopped and reported as stalled.
 
     python benchmarks/memory_limit.py SHARDS OUT.json --limit-gb 2 --loaders ram,wds [--trees .,.devwheels/prev]
 """
@@ -47,7 +48,9 @@ for batch in loader:
     if first is None:
         first = last - t0
 dt = time.perf_counter() - t1
+after = n - 32 if n > 32 else n
 print(json.dumps({"status": "ok", "pairs": n, "pairs_per_s": n / dt, "built_s": built, "first_batch_s": first,
+                  "steady_pairs_per_s": after / max(1e-9, t1 + dt - t0 - first),
                   "path": loader.path, "warnings": [str(w.message)[:300] for w in caught]}), flush=True)
 """
 
@@ -69,6 +72,16 @@ def cgroup(name: str, limit: int) -> tuple[Path, str]:
     folder.mkdir(exist_ok=True)
     (folder / "memory.limit_in_bytes").write_text(str(limit))
     return folder, "memory.max_usage_in_bytes"
+
+
+def disk_read_bytes(path: str) -> int | None:
+    """Bytes read so far from the block device holding `path` (its /sys/dev/block stat; None where unknown)."""
+    st = os.stat(path)
+    try:
+        fields = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/stat").read_text().split()
+    except OSError:
+        return None
+    return int(fields[2]) * 512
 
 
 def main() -> None:
@@ -105,16 +118,20 @@ def main() -> None:
             cmd = ["sh", "-c", f'echo $$ > {folder}/cgroup.procs && exec "$0" -P -c "$1" "$2" "$3" "$4" "$5"',
                    sys.executable, CHILD, args.shards, kind, str(STALL_S), args.device]
             t0 = time.perf_counter()
+            read0 = disk_read_bytes(files[0])
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
             wall = time.perf_counter() - t0
+            read1 = disk_read_bytes(files[0])
             try:
                 row = json.loads(proc.stdout.strip().splitlines()[-1])
             except (IndexError, ValueError):
                 row = {"status": f"failed (rc {proc.returncode})", "stderr": proc.stderr[-800:]}
             row.update(tree=tree, loader=kind, wall_s=wall, rc=proc.returncode,
+                       read_bytes=None if read0 is None or read1 is None else read1 - read0,
                        peak_bytes=int((folder / peak_file).read_text()) if (folder / peak_file).exists() else None)
             if row.get("pairs_per_s"):
                 row["of_disk"] = row["pairs_per_s"] / disk["pairs_per_s"]
+                row["steady_of_disk"] = row["steady_pairs_per_s"] / disk["pairs_per_s"]
             report["rows"].append(row)
             print(json.dumps(row)[:600], flush=True)
             try:

@@ -4,7 +4,7 @@ what the page cache may pin, and how far a streamed split reads ahead, are fract
 
 Under a limit the page cache of the files a process reads is charged to its cgroup, and pages registered with a GPU
 (pinned) cannot be reclaimed: pinning more than the limit leaves the kernel reclaiming forever with no batch coming.
-So the limit, not the machine's free memory, bounds what may be pinned.
+So the limit, not the machine's free memory, bounds what may be pinned, and whether a split can stay cached at all.
 """
 
 from __future__ import annotations
@@ -32,6 +32,21 @@ class HostMemory:
 
         where = f" (the memory limit in {self.limit})" if self.limit else ""
         return f"{human_bytes(self.available)} available of {human_bytes(self.total)}{where}"
+
+
+CACHE_FRACTION = 0.9  # files beyond this share of what the page cache may hold cannot all stay cached
+
+
+def cache_room(mem: HostMemory | None = None) -> int:
+    """Bytes of files the page cache may hold for this process: all of a memory limit (the page cache counts against
+    it), else the memory available now."""
+    mem = host_memory() if mem is None else mem
+    return mem.total if mem.limit else mem.available
+
+
+def outgrows_cache(nbytes: int, mem: HostMemory | None = None) -> bool:
+    """Files of `nbytes` cannot all stay in the page cache: every pass over them reads them from disk."""
+    return nbytes > CACHE_FRACTION * cache_room(mem)
 
 
 def host_memory(root: Path = CGROUP_ROOT, proc_cgroup: Path = Path("/proc/self/cgroup")) -> HostMemory:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pairload.hostmemory import host_memory
+from pairload.hostmemory import HostMemory, host_memory, outgrows_cache
 
 MB = 1 << 20
 
@@ -105,7 +105,7 @@ def test_a_split_bigger_than_the_limit_is_read_whole(tmp_path, cgroup_160mb):
         import torch
         import pairload
         import pairload.loaders.shards, pairload.cut.workers, pairload.read.dataset  # imported before joining
-        from pairload.hostmemory import host_memory
+        from pairload.hostmemory import HostMemory, host_memory, outgrows_cache
         with open({str(cgroup_160mb / "cgroup.procs")!r}, "w") as f:
             f.write(str(os.getpid()))
         mem = host_memory()
@@ -127,3 +127,12 @@ def test_a_split_bigger_than_the_limit_is_read_whole(tmp_path, cgroup_160mb):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[-1] == str(n)
+
+
+def test_a_split_outgrows_the_cache_by_the_limit_under_one_else_by_the_memory_available():
+    limited = HostMemory(total=1000 * MB, available=300 * MB, limit="/sys/fs/cgroup/job")
+    assert not outgrows_cache(800 * MB, limited)  # the page cache may take the whole limit: reclaimed pages count
+    assert outgrows_cache(950 * MB, limited)
+    free = HostMemory(total=64_000 * MB, available=1000 * MB)
+    assert not outgrows_cache(800 * MB, free)
+    assert outgrows_cache(950 * MB, free)

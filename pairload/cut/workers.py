@@ -34,6 +34,7 @@ from .. import errors
 from ..errors import ConfigError, LoaderError, WorkerError
 from ..format.members import DEFAULT, Members
 from ..hooks import Hooks
+from ..hostmemory import host_memory, outgrows_cache
 from ..plan import BatchPlan, PlanConfig
 from ..plan import Run as PlanRun
 from ..plan.run import BLOCK, RunKey, next_run
@@ -44,6 +45,8 @@ from ..workers.windows import DegradeRows, WindowTask, degrade_window, fill
 from .payload import Cut
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding `pairload`, for the workers' path
+AHEAD_MAX = 4096  # samples one task asks the kernel to read ahead at most (its message stays small)
+READ_AHEAD_MAX = 1 << 30  # bytes of shards asked to be read ahead of the cuts at most: ~0.6 s of a 1.7 GB/s disk
 
 
 def slot_bytes(cfg: PlanConfig, hw: np.ndarray, members: Members = DEFAULT) -> int:
@@ -307,11 +310,18 @@ class WorkerCuts:
     ring slot back once the caller no longer needs the block. With `num_workers` > 0 the workers fill the ring and run
     ahead into the next epoch's first batches while the current one ends; with none the calling process cuts each
     batch itself. `plan_for(epoch, consumed)` gives a run's plans (the loader's planner). `hold` more slots are
-    added to the ring for callers that keep released-later arrays in use (DALI's `no_copy` inputs)."""
+    added to the ring for callers that keep released-later arrays in use (DALI's `no_copy` inputs).
+
+    Reading: the disk is kept busy from the first batch on. While the workers start, this process asks the kernel to
+    read the batches the ring holds first; then each task, once cut, asks for the batches up to `_window` after its
+    own (a task whose own batch nobody asked for, a run's first, asks for it before cutting). `evict` (None: when
+    the split's shards outgrow the memory that could cache them, `hostmemory.outgrows_cache`): each batch's pages
+    are dropped once it is cut, since every epoch reads such a split from disk anyway, and pages kept after use only
+    push out those read ahead (under a memory limit they were read again, by page faults)."""
 
     def __init__(self, ds, cfg: PlanConfig, plan_for: Callable[[int, tuple], list[BatchPlan]], *,
                  num_workers: int, prefetch: int, pin: bool, apply_codes: bool, name: str, hold: int = 0,
-                 timeout: float = 300.0, hooks: Hooks | None = None, degrade=None):
+                 timeout: float = 300.0, hooks: Hooks | None = None, degrade=None, evict: bool | None = None):
         if not timeout > 0:
             raise ConfigError(f"timeout={timeout}: expected a positive number of seconds to wait for a batch")
         self.ds, self.cfg, self.plan_for, self.timeout = ds, cfg, plan_for, timeout
@@ -322,12 +332,15 @@ class WorkerCuts:
         # the degrade stage runs here (the path placed it in the host cutter): rows of the sources read as targets
         self.degrade = degrade
         self._makes = self._degraded_rows() if degrade is not None else None
+        self.evict = outgrows_cache(sum(ds.shard_bytes)) if evict is None else evict
         self.pool: WorkerPool | None = None
         self._pending: deque = deque()  # (run, batch, slot) submitted to workers, in delivery order
         self._free: deque = deque()
         self._done: dict[int, object] = {}
         self._tokens: dict[int, object] = {}  # slot -> remote shards held for its task
         self._wanted: tuple | None = None  # (run, block) whose shards were last queued for download
+        self._asked: tuple | None = None  # (run, batch): the run's batches up to this one are asked to be read
+        self._batches_ahead: int | None = None
 
     path = "workers"
     on_device = False
@@ -377,7 +390,7 @@ class WorkerCuts:
         for token in self._tokens.values():
             self.ds.release(token)
         self._tokens.clear()
-        self._wanted = None
+        self._wanted = self._asked = None
 
     def _ensure(self) -> WorkerPool:
         if self.pool is None:
@@ -388,6 +401,7 @@ class WorkerCuts:
             self._free = deque(range(self.depth))
             self._pending.clear()
             self._done.clear()
+            self._asked = None
         return self.pool
 
     # ------------------------------------------------------------------ batches
@@ -414,6 +428,8 @@ class WorkerCuts:
                         if self.degrade is not None:
                             with self.hooks.timed("degrade"):
                                 degrade_window(self.ds, *layout.views(host), bp.index, code, self._degrade_rows(bp))
+                        if self.evict:
+                            self.ds.dontneed(bp.index)
                         if self.ds.transient:
                             self.ds.drop_evicted()
                     finally:
@@ -432,15 +448,51 @@ class WorkerCuts:
             if block.first + len(block) < len(plans):
                 self.ds.want(plans.block_at(block.first + len(block)).column("index"))
 
-    def _task(self, slot: int, plans: PlanRun, b: int) -> WindowTask:
+    def _task(self, slot: int, run: RunKey, plans: PlanRun, b: int) -> WindowTask:
         bp = plans[b]
         self._tokens[slot] = self.ds.acquire(bp.index)  # remote shards: local and held until the slot is done
         h, w = bp.out_hw(self.ds.sizes)
-        # the other workers cut the next batches; ask the kernel for the ones after them
-        ahead = 2 * self.num_workers
-        later = tuple(plans[b + ahead].index.tolist()) if ahead and b + ahead < len(plans) else ()
+        unasked = self._asked is None or self._asked[0] != run or self._asked[1] < b
         return WindowTask(slot, bp.index, bp.y, bp.x, bp.code if self.apply_codes else None, h, w, self.members,
-                          later, self._degrade_rows(bp))
+                          self._ahead(run, plans, b), self._degrade_rows(bp), self.evict, unasked)
+
+    def _first_reads(self, run: RunKey, plans: PlanRun) -> np.ndarray | None:
+        """The samples of the batches the ring holds first, for this process to ask the kernel to read while the
+        workers start (their imports take a few tenths of a second, in which the disk would otherwise stand idle);
+        the tasks then ask for the batches after them."""
+        if self.ds.remote or not len(plans):
+            return None  # remote shards are fetched by the batches that hold them
+        last = min(self.depth - 1, self._window, len(plans) - 1)
+        self._asked = (run, last)
+        return np.concatenate([plans[k].index for k in range(last + 1)])
+
+    @property
+    def _window(self) -> int:
+        """Batches asked to be read ahead of the one being cut: READ_AHEAD_MAX of shards, or half of the memory
+        available if less (their pages wait in the page cache until cut; clean, so reclaimable under pressure), and
+        at least two per worker (the others cut the batches between). It spans the workers' start-up too: what is
+        read meanwhile is then cut at the page cache's speed while the disk reads on."""
+        if self._batches_ahead is None:
+            pair = sum(self.ds.shard_bytes) / max(1, len(self.ds))
+            batch = self.cfg.max_batch * self.cfg.frames * pair
+            budget = min(READ_AHEAD_MAX, host_memory().available // 2)
+            self._batches_ahead = max(2 * self.num_workers, int(budget // max(1.0, batch)))
+        return self._batches_ahead
+
+    def _ahead(self, run: RunKey, plans: PlanRun, b: int) -> np.ndarray | None:
+        """The samples batch b's task asks the kernel to read once it has cut its own: those of the batches after b up
+        to b + `_window` not asked for yet (at most AHEAD_MAX samples: a long way behind, the next tasks catch up)."""
+        last = min(b + self._window, len(plans) - 1)
+        k = b + 1 if self._asked is None or self._asked[0] != run else max(b, self._asked[1]) + 1
+        rows, count = [], 0
+        while k <= last and (not rows or count + len(plans[k].index) <= AHEAD_MAX):
+            rows.append(plans[k].index)
+            count += len(rows[-1])
+            k += 1
+        if not rows:
+            return None
+        self._asked = (run, k - 1)
+        return np.concatenate(rows)
 
     def _submit(self, run: RunKey, b: int, reclaim) -> tuple[RunKey, int]:
         """Queue tasks until the ring is full, continuing into the following epoch; returns the next (run, b)."""
@@ -458,7 +510,7 @@ class WorkerCuts:
                 self._wanted = (run, b // BLOCK)
                 self._want(plans, b)
             slot = self._free.popleft()
-            self.pool.submit(self._task(slot, plans, b))
+            self.pool.submit(self._task(slot, run, plans, b))
             self._pending.append((run, b, slot))
             b += 1
         return run, b
@@ -489,11 +541,15 @@ class WorkerCuts:
             self._free.append(slot)
 
     def _worker_batches(self, run: RunKey, plans: PlanRun, reclaim):
+        starting = self.pool is None
         pool = self._ensure()
+        first = self._first_reads(run, plans) if starting and not self._pending else None
         if self._pending and self._pending[0][:2] != (run, 0):
             self._drain()
         nxt = (self._pending[-1][0], self._pending[-1][1] + 1) if self._pending else (run, 0)
         nxt = self._submit(*nxt, reclaim)
+        if first is not None:  # after the tasks are queued: asking waits while the disk's queue is full
+            self.ds.willneed(first)
         for b, bp in enumerate(plans):
             got, bb, slot = self._pending.popleft()
             if (got, bb) != (run, b):

@@ -134,12 +134,12 @@ class ShardLoader(PlannedLoader):
 
 
 def _warn_if_larger_than_memory(ds: ShardDataset) -> None:
-    from ..hostmemory import host_memory
+    from ..hostmemory import cache_room, host_memory, outgrows_cache
 
     mem = host_memory()
-    room = mem.total if mem.limit else mem.available  # under a limit, the page cache it may hold is the limit
+    room = cache_room(mem)
     size = sum(ds.shard_bytes)  # what the page cache holds of it: its shards' files (the manifest's sizes)
-    if size > 0.9 * room:
+    if outgrows_cache(size, mem):
         where = f" under the memory limit in {mem.limit}" if mem.limit else ""
         warnings.warn(f"split {ds.split!r} is {size / 1e9:.1f} GB, more than the memory that could cache it "
                       f"({room / 1e9:.1f} GB{where}): every epoch of the ram loader will read from disk at random; "

@@ -255,23 +255,58 @@ class ShardDataset(ShardSource):
         return mm
 
     def willneed(self, indices) -> None:
-        """Ask the kernel to start reading these samples' pixels (madvise WILLNEED): a split that is not in the page
-        cache is then read ahead of the copies, instead of faulting page by page under them."""
-        idx, page = self.index, mmap.PAGESIZE
-        for i in indices:
-            number = int(idx.shard[i])
+        """Ask the kernel to start reading these samples' members (madvise WILLNEED), each with the .npy header in front
+        of it: a split that is not in the page cache is then read ahead of the copies, instead of faulting page by
+        page under them (each fault reading the device's whole read-ahead window around it)."""
+        shard, start, end = self._extents(indices)
+        start = (start - HEADER_ROOM) // mmap.PAGESIZE * mmap.PAGESIZE
+        for number, a, b in _merged(shard, start, end):
             try:
                 self.shard_map(number)
             except FileNotFoundError:
                 if self.url is None:
                     raise
                 continue  # a remote shard not downloaded yet (or evicted): its batch fetches and holds it
-            for off, n in ((int(idx.low[i]), int(idx.low_bytes[i])), (int(idx.high[i]), int(idx.high_bytes[i]))):
-                start = off - off % page
+            try:
+                self._mmaps[number].madvise(mmap.MADV_WILLNEED, a, b - a)
+            except (OSError, ValueError):  # advice only
+                return
+
+    def dontneed(self, indices) -> None:
+        """Drop these samples' members from the page cache (the pages wholly inside them: a page shared with a
+        neighbour stays), unmapped here first, since the kernel drops no page that a process maps. For a split larger
+        than the memory that could cache it: every epoch reads it from disk anyway, and pages kept once cut would
+        only push out those read ahead, to be read again."""
+        page = mmap.PAGESIZE
+        shard, start, end = self._extents(indices)
+        start, end = -(-start // page) * page, end // page * page
+        keep = end > start
+        opened: dict[int, int] = {}
+        try:
+            for number, a, b in _merged(shard[keep], start[keep], end[keep]):
+                if number not in opened:
+                    try:
+                        opened[number] = os.open(self._paths[number], os.O_RDONLY)
+                    except FileNotFoundError:  # a remote shard evicted meanwhile: its pages are gone with it
+                        continue
                 try:
-                    self._mmaps[number].madvise(mmap.MADV_WILLNEED, start, off + n - start)
+                    if self._mmaps[number] is not None:
+                        self._mmaps[number].madvise(mmap.MADV_DONTNEED, a, b - a)
+                    os.posix_fadvise(opened[number], a, b - a, os.POSIX_FADV_DONTNEED)
                 except (OSError, ValueError):  # advice only
                     return
+        finally:
+            for fd in opened.values():
+                os.close(fd)
+
+    def _extents(self, indices) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(shard, start, end) of each member these samples read, inputs then targets (end excluded)."""
+        idx = self.index
+        rows = np.asarray(indices, dtype=np.int64).ravel()
+        shard = idx.shard[rows].astype(np.int64)
+        start = np.concatenate([idx.low[rows], idx.high[rows]]).astype(np.int64)
+        end = start + np.concatenate([idx.low_bytes[rows], idx.high_bytes[rows]]).astype(np.int64)
+        return np.concatenate([shard, shard]), start, end
 
     def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(low, high) views of sample i. The first time a sample is read, the .npy header in front of each image
@@ -481,3 +516,19 @@ def _side(side: int | str) -> int:
     if not isinstance(side, bool) and side in (0, 1, "low", "high"):
         return side if isinstance(side, int) else ("low", "high").index(side)
     raise ConfigError(f"side {side!r}: expected 0 or 'low' (the input), 1 or 'high' (the target)")
+
+
+HEADER_ROOM = 512  # bytes before a member read with it: a plain member's .npy header (128 as pack writes them)
+
+
+def _merged(shard: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[tuple[int, int, int]]:
+    """The byte ranges [start, end) of each shard merged where they touch or overlap: (shard, start, end) in file
+    order, so that one system call covers a sample's two members (and neighbours read together)."""
+    if not len(start):
+        return []
+    order = np.lexsort((start, shard))
+    shard, start, end = shard[order], start[order], end[order]
+    new = np.ones(len(start), dtype=bool)
+    new[1:] = (shard[1:] != shard[:-1]) | (start[1:] > end[:-1])  # samples' members never nest
+    first = np.flatnonzero(new)
+    return list(zip(shard[first].tolist(), start[first].tolist(), np.maximum.reduceat(end, first).tolist()))

@@ -206,9 +206,12 @@ class ShardMix(ShardSource):
         return out
 
     def willneed(self, indices) -> None:
-        for i in indices:
-            ds, j = self._part(int(i))
-            ds.willneed([j])
+        for ds, idx in self._by_part(indices):
+            ds.willneed(idx)
+
+    def dontneed(self, indices) -> None:
+        for ds, idx in self._by_part(indices):
+            ds.dontneed(idx)
 
     def check_files(self) -> None:
         for ds in self._parts:

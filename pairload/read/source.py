@@ -166,6 +166,10 @@ class ShardSource(ABC):
         """Ask the kernel to read these samples' pixels ahead (advice only)."""
 
     @abstractmethod
+    def dontneed(self, indices) -> None:
+        """Drop these samples' pages from the page cache (advice only; see `ShardDataset.dontneed`)."""
+
+    @abstractmethod
     def check_files(self) -> None:
         """Raise if a shard is missing, truncated, or replaced since it was opened."""
 

@@ -15,8 +15,11 @@ from ..format.members import DEFAULT, Members
 class WindowTask(NamedTuple):
     """Fill ring slot `slot` with one batch laid out by `members.batch(n, h, w)`: row j is sample `index[j]`'s
     input window at (y[j], x[j]) of h×w and its target window at the same place (scaled by `members.scale`),
-    oriented by `code[j]` (None: not oriented here, the device does it). `ahead`: samples of a coming batch to
-    ask the kernel to read now (a split not in the page cache streams in ahead of the copies)."""
+    oriented by `code[j]` (None: not oriented here, the device does it). `ahead`: samples of coming batches to
+    ask the kernel to read once this one is cut (a split not in the page cache streams in ahead of the copies);
+    `unasked`: this batch's own were not asked for (a run's first): ask before cutting, not fault them in page by
+    page. `evict`: drop the batch's samples from the page cache once cut (a split larger than the memory that could
+    cache it)."""
 
     slot: int
     index: np.ndarray
@@ -26,8 +29,10 @@ class WindowTask(NamedTuple):
     h: int
     w: int
     members: Members = DEFAULT
-    ahead: tuple = ()
+    ahead: np.ndarray | None = None
     degrade: "DegradeRows | None" = None
+    evict: bool = False
+    unasked: bool = False
 
 
 class DegradeRows(NamedTuple):
@@ -67,12 +72,24 @@ def degrade_window(ds, low: np.ndarray, high: np.ndarray, index, code, rows: Deg
     make_inputs(rows.degrade, high, low, rows.table, rows.keys, code, rows.apply, levels)
 
 
+def read_ahead(ds, task: WindowTask) -> None:
+    """Ask for the task's coming batches: after its own is handed over, since asking waits while the disk's queue is
+    full. Advice only: a shard that cannot be opened is reported by the batch that reads it."""
+    if task.ahead is not None and len(task.ahead):
+        try:
+            ds.willneed(task.ahead)
+        except OSError:
+            pass
+
+
 def run_window(ds, ring: np.ndarray, task: WindowTask) -> None:
-    if task.ahead:
-        ds.willneed(task.ahead)
+    if task.unasked:
+        ds.willneed(task.index)
     low, high = task.members.batch(len(task.index), task.h, task.w).views(ring[task.slot])
     fill(ds, low, high, task.index, task.y, task.x, task.code, task.members.scale)
     if task.degrade is not None:
         degrade_window(ds, low, high, task.index, task.code, task.degrade)
+    if task.evict:
+        ds.dontneed(task.index)
     if ds.transient:  # cached remote shards may be evicted once released: keep no map of them
         ds.drop_evicted()

@@ -143,3 +143,20 @@ def test_shuffle_windows_are_bounded_by_memory_and_part_of_the_plan(shards):
     with pytest.raises(ConfigError, match=r"shuffle_buffer=0: expected at least 1 sample"):
         make_loader("wds", shards, batch_size=2, crop=16, shuffle_buffer=0)
     loader.close()
+
+
+@pytest.mark.parametrize("kind", ["ram", "wds"])
+def test_batches_are_the_same_when_each_is_dropped_from_the_page_cache_once_cut(shards, kind, monkeypatch):
+    """A split larger than the memory that could cache it: the workers drop each batch's pages once cut, and the
+    tasks ask for the batches ahead; what is delivered does not change."""
+    import pairload.cut.workers as cut_workers
+
+    rows = {}
+    for outgrows in (False, True):
+        monkeypatch.setattr(cut_workers, "outgrows_cache", lambda nbytes, mem=None, v=outgrows: v)
+        loader = make_loader(kind, shards, batch_size=4, crop=16, seed=5, num_workers=2, last_batch="partial")
+        assert loader.cutter.evict is outgrows
+        rows[outgrows] = [epoch_rows(loader, epoch) for epoch in range(2)]
+        loader.close()
+    assert rows[True] == rows[False]
+    assert sorted(i for idx, _ in rows[True][1] for i in idx) == list(range(N))
