@@ -77,7 +77,8 @@ def find_pairs(
     if not out.pairs:
         raise no_pairs(raw, low_dir, high_dir, bool(files))
     _refuse_repeated_keys(raw, out.pairs)
-    out.pairs.sort_keys()
+    if files:  # (the folders' pairs are in key order already)
+        out.pairs.sort_keys()
     lists = inventory(raw, out, found, dropped, {real_path(path) for _, path in files}, real_path, real)
     if not files:  # a list lying in RAW that marks a pair for another split than its folder: refused, never leaked
         refuse_pairs_lists_marking_other_splits(raw, out.pairs, lists, SideFolders(raw, low_dir, high_dir,
@@ -87,8 +88,9 @@ def find_pairs(
 
 def _refuse_repeated_keys(raw: Path, pairs: PairTable) -> None:
     """Refuse two pairs of one split with one sample key (found side by side in key order, as columns)."""
-    order = pairs.key_order()
-    key, split = pairs.fixed("key")[order], pairs.split_codes()[order]
+    key, split = pairs.fixed("key"), pairs.split_codes()
+    order = np.lexsort((key, split))
+    key, split = key[order], split[order]
     same = np.flatnonzero((key[1:] == key[:-1]) & (split[1:] == split[:-1]))
     if len(same):
         other, p = pairs[int(order[same[0]])], pairs[int(order[same[0] + 1])]

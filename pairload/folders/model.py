@@ -225,18 +225,20 @@ class PairTable:
 
     def fixed(self, name: str) -> np.ndarray:
         """One text column as a fixed-width bytes array (numpy's `S`), which sorts as the strings do."""
-        blob, ends = self.texts(name)
-        starts = np.concatenate([[0], ends[:-1]]) if len(ends) else ends
-        lengths = ends - starts
-        width = max(1, int(lengths.max()) if len(lengths) else 1)
-        out = np.zeros((len(ends), width), np.uint8)
-        for a in range(0, len(ends), _CHUNK):
-            b = min(a + _CHUNK, len(ends))
-            size = lengths[a:b]
+        column = _TEXT.index(name)
+        blob, ends = np.frombuffer(self._blobs[column], np.uint8), np.frombuffer(self._ends[column], np.int64)
+        n = len(ends)
+        width = max(1, int(np.diff(ends, prepend=0).max()) if n else 1)
+        out = np.zeros((n, width), np.uint8)
+        for a in range(0, n, _CHUNK):  # (a chunk at a time: the temporaries stay small)
+            b = min(a + _CHUNK, n)
+            first = int(ends[a - 1]) if a else 0
+            size = np.diff(ends[a:b], prepend=first)
             rows = np.repeat(np.arange(a, b), size)
             cols = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
-            out[rows, cols] = blob[int(starts[a]):int(ends[b - 1])]
-        return out.view(f"S{width}").reshape(len(ends))
+            out[rows, cols] = blob[first:int(ends[b - 1])]
+        del blob, ends  # (no view may outlive the call: the arrays could not grow)
+        return out.view(f"S{width}").reshape(n)
 
     def key_order(self) -> np.ndarray:
         """The rows in (split, key) order, ties in row order."""
