@@ -119,7 +119,8 @@ def main() -> None:
                    sys.executable, CHILD, args.shards, kind, str(STALL_S), args.device]
             t0 = time.perf_counter()
             read0 = disk_read_bytes(files[0])
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+            # from the tree: its workers (`python -m pairload.workers`) import the pairload of their working folder
+            proc = subprocess.run(cmd, env=env, cwd=Path(tree).resolve(), capture_output=True, text=True, timeout=1800)
             wall = time.perf_counter() - t0
             read1 = disk_read_bytes(files[0])
             try:

@@ -39,13 +39,13 @@ from ..plan import BatchPlan, PlanConfig
 from ..plan import Run as PlanRun
 from ..plan.run import BLOCK, RunKey, next_run
 from ..plan.crops import crop_size
+from ..read.ahead import ReadAhead
 from ..read.concat import PerSource
 from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY, SHM_DIR
 from ..workers.windows import DegradeRows, WindowTask, degrade_window, fill
 from .payload import Cut
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding `pairload`, for the workers' path
-AHEAD_MAX = 4096  # samples one task asks the kernel to read ahead at most (its message stays small)
 READ_AHEAD_MAX = 1 << 30  # bytes of shards asked to be read ahead of the cuts at most: ~0.6 s of a 1.7 GB/s disk
 
 
@@ -312,16 +312,17 @@ class WorkerCuts:
     batch itself. `plan_for(epoch, consumed)` gives a run's plans (the loader's planner). `hold` more slots are
     added to the ring for callers that keep released-later arrays in use (DALI's `no_copy` inputs).
 
-    Reading: the disk is kept busy from the first batch on. While the workers start, this process asks the kernel to
-    read the batches the ring holds first; then each task, once cut, asks for the batches up to `_window` after its
-    own (a task whose own batch nobody asked for, a run's first, asks for it before cutting). `evict` (None: when
+    Reading: the disk is kept busy from the first batch on, and the workers only cut. One thread of this process
+    (`ReadAhead`; `read_ahead=False`: none) asks the kernel to read the batches in the order they are handed out,
+    from the first (read while the workers start) to `_window` batches ahead of the one being cut. `evict` (None: when
     the split's shards outgrow the memory that could cache them, `hostmemory.outgrows_cache`): each batch's pages
     are dropped once it is cut, since every epoch reads such a split from disk anyway, and pages kept after use only
     push out those read ahead (under a memory limit they were read again, by page faults)."""
 
     def __init__(self, ds, cfg: PlanConfig, plan_for: Callable[[int, tuple], list[BatchPlan]], *,
                  num_workers: int, prefetch: int, pin: bool, apply_codes: bool, name: str, hold: int = 0,
-                 timeout: float = 300.0, hooks: Hooks | None = None, degrade=None, evict: bool | None = None):
+                 timeout: float = 300.0, hooks: Hooks | None = None, degrade=None, evict: bool | None = None,
+                 read_ahead: bool = True):
         if not timeout > 0:
             raise ConfigError(f"timeout={timeout}: expected a positive number of seconds to wait for a batch")
         self.ds, self.cfg, self.plan_for, self.timeout = ds, cfg, plan_for, timeout
@@ -339,7 +340,10 @@ class WorkerCuts:
         self._done: dict[int, object] = {}
         self._tokens: dict[int, object] = {}  # slot -> remote shards held for its task
         self._wanted: tuple | None = None  # (run, block) whose shards were last queued for download
-        self._asked: tuple | None = None  # (run, batch): the run's batches up to this one are asked to be read
+        self.read_ahead = read_ahead and hasattr(os, "posix_fadvise")
+        self.reader: ReadAhead | None = None
+        self._handed = 0  # batches handed out to the workers since the reader started or was reset
+        self._queued_to: tuple | None = None  # (run, batch): the next batch to queue on the reader; () past the end
         self._batches_ahead: int | None = None
 
     path = "workers"
@@ -390,7 +394,10 @@ class WorkerCuts:
         for token in self._tokens.values():
             self.ds.release(token)
         self._tokens.clear()
-        self._wanted = self._asked = None
+        self._wanted = None
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
 
     def _ensure(self) -> WorkerPool:
         if self.pool is None:
@@ -401,7 +408,12 @@ class WorkerCuts:
             self._free = deque(range(self.depth))
             self._pending.clear()
             self._done.clear()
-            self._asked = None
+            if self.read_ahead:
+                if self.reader is not None:
+                    self.reader.close()
+                # the window counts from the batch being cut: the ring's batches handed out are inside it
+                self.reader = ReadAhead(self.ds, max(self.num_workers, self._window - self.depth))
+                weakref.finalize(self.pool, self.reader.close)  # a loader dropped unclosed stops its thread too
         return self.pool
 
     # ------------------------------------------------------------------ batches
@@ -448,51 +460,52 @@ class WorkerCuts:
             if block.first + len(block) < len(plans):
                 self.ds.want(plans.block_at(block.first + len(block)).column("index"))
 
-    def _task(self, slot: int, run: RunKey, plans: PlanRun, b: int) -> WindowTask:
+    def _task(self, slot: int, plans: PlanRun, b: int) -> WindowTask:
         bp = plans[b]
         self._tokens[slot] = self.ds.acquire(bp.index)  # remote shards: local and held until the slot is done
         h, w = bp.out_hw(self.ds.sizes)
-        unasked = self._asked is None or self._asked[0] != run or self._asked[1] < b
         return WindowTask(slot, bp.index, bp.y, bp.x, bp.code if self.apply_codes else None, h, w, self.members,
-                          self._ahead(run, plans, b), self._degrade_rows(bp), self.evict, unasked)
-
-    def _first_reads(self, run: RunKey, plans: PlanRun) -> np.ndarray | None:
-        """The samples of the batches the ring holds first, for this process to ask the kernel to read while the
-        workers start (their imports take a few tenths of a second, in which the disk would otherwise stand idle);
-        the tasks then ask for the batches after them."""
-        if self.ds.remote or not len(plans):
-            return None  # remote shards are fetched by the batches that hold them
-        last = min(self.depth - 1, self._window, len(plans) - 1)
-        self._asked = (run, last)
-        return np.concatenate([plans[k].index for k in range(last + 1)])
+                          self._degrade_rows(bp), self.evict)
 
     @property
     def _window(self) -> int:
         """Batches asked to be read ahead of the one being cut: READ_AHEAD_MAX of shards, or half of the memory
-        available if less (their pages wait in the page cache until cut; clean, so reclaimable under pressure), and
-        at least two per worker (the others cut the batches between). It spans the workers' start-up too: what is
-        read meanwhile is then cut at the page cache's speed while the disk reads on."""
+        available if less (their pages wait in the page cache until cut; clean, so reclaimable under pressure), at most
+        a block of the plan or an epoch, and at least two per worker. It spans the workers' start-up too: what is read
+        meanwhile is then cut at the page cache's speed while the disk reads on."""
         if self._batches_ahead is None:
             pair = sum(self.ds.shard_bytes) / max(1, len(self.ds))
             batch = self.cfg.max_batch * self.cfg.frames * pair
             budget = min(READ_AHEAD_MAX, host_memory().available // 2)
-            self._batches_ahead = max(2 * self.num_workers, int(budget // max(1.0, batch)))
+            within = min(BLOCK, -(-len(self.ds) // max(1, self.cfg.max_batch)))  # no further than a block, an epoch
+            self._batches_ahead = max(2 * self.num_workers, min(within, int(budget // max(1.0, batch))))
         return self._batches_ahead
 
-    def _ahead(self, run: RunKey, plans: PlanRun, b: int) -> np.ndarray | None:
-        """The samples batch b's task asks the kernel to read once it has cut its own: those of the batches after b up
-        to b + `_window` not asked for yet (at most AHEAD_MAX samples: a long way behind, the next tasks catch up)."""
-        last = min(b + self._window, len(plans) - 1)
-        k = b + 1 if self._asked is None or self._asked[0] != run else max(b, self._asked[1]) + 1
-        rows, count = [], 0
-        while k <= last and (not rows or count + len(plans[k].index) <= AHEAD_MAX):
-            rows.append(plans[k].index)
-            count += len(rows[-1])
-            k += 1
-        if not rows:
-            return None
-        self._asked = (run, k - 1)
-        return np.concatenate(rows)
+    def _hand_out(self, run: RunKey, b: int) -> None:
+        """Batch b of `run` goes to the workers: the reader is told, and given the batches up to its window beyond
+        (a block of the plan at a time, continuing into the following epochs as the workers do)."""
+        reader = self.reader
+        if reader is None:
+            return
+        if self._queued_to is None:
+            self._queued_to = (run, b)  # the reader's batch 0
+        serial, self._handed = self._handed, self._handed + 1
+        while self._queued_to and reader.queued <= serial + reader.window:
+            self._queued_to = self._queue_block(*self._queued_to)
+        reader.cutting(serial)
+
+    def _queue_block(self, run: RunKey, k: int) -> tuple:
+        """Queue batches k, ... of `run` to the end of their block on the reader; the next (run, batch) to queue (()
+        past a run of empty epochs: nothing to read ahead into)."""
+        for _ in range(3):
+            plans = self.plan_for(*run)
+            if k < len(plans):
+                block = plans.block_at(k)
+                j = k - block.first
+                self.reader.add(block.column("index")[int(block.starts[j]):], block.sizes[j:])
+                return run, block.first + len(block)
+            run, k = next_run(run), 0
+        return ()
 
     def _submit(self, run: RunKey, b: int, reclaim) -> tuple[RunKey, int]:
         """Queue tasks until the ring is full, continuing into the following epoch; returns the next (run, b)."""
@@ -510,8 +523,9 @@ class WorkerCuts:
                 self._wanted = (run, b // BLOCK)
                 self._want(plans, b)
             slot = self._free.popleft()
-            self.pool.submit(self._task(slot, run, plans, b))
+            self.pool.submit(self._task(slot, plans, b))
             self._pending.append((run, b, slot))
+            self._hand_out(run, b)
             b += 1
         return run, b
 
@@ -541,15 +555,14 @@ class WorkerCuts:
             self._free.append(slot)
 
     def _worker_batches(self, run: RunKey, plans: PlanRun, reclaim):
-        starting = self.pool is None
         pool = self._ensure()
-        first = self._first_reads(run, plans) if starting and not self._pending else None
         if self._pending and self._pending[0][:2] != (run, 0):
             self._drain()
+        if not self._pending and self.reader is not None:  # reading starts again here: what it queued is not cut
+            self.reader.reset()
+            self._handed, self._queued_to = 0, None
         nxt = (self._pending[-1][0], self._pending[-1][1] + 1) if self._pending else (run, 0)
         nxt = self._submit(*nxt, reclaim)
-        if first is not None:  # after the tasks are queued: asking waits while the disk's queue is full
-            self.ds.willneed(first)
         for b, bp in enumerate(plans):
             got, bb, slot = self._pending.popleft()
             if (got, bb) != (run, b):

@@ -30,6 +30,7 @@ from ..format.crc import crc32
 from ..format.stamps import Stamp, stamp, stamp_of
 from ..remote import urls
 from ..remote.cache import INDEX
+from .ahead import merged
 from .source import ShardSource, StoredMember, StoredMembers
 
 
@@ -258,9 +259,8 @@ class ShardDataset(ShardSource):
         """Ask the kernel to start reading these samples' members (madvise WILLNEED), each with the .npy header in front
         of it: a split that is not in the page cache is then read ahead of the copies, instead of faulting page by
         page under them (each fault reading the device's whole read-ahead window around it)."""
-        shard, start, end = self._extents(indices)
-        start = (start - HEADER_ROOM) // mmap.PAGESIZE * mmap.PAGESIZE
-        for number, a, b in _merged(shard, start, end):
+        _, shard, start, end = merged(*self.spans(indices))
+        for number, a, b in zip(shard.tolist(), start.tolist(), end.tolist()):
             try:
                 self.shard_map(number)
             except FileNotFoundError:
@@ -271,6 +271,12 @@ class ShardDataset(ShardSource):
                 self._mmaps[number].madvise(mmap.MADV_WILLNEED, a, b - a)
             except (OSError, ValueError):  # advice only
                 return
+
+    def spans(self, indices) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(shard, start, end) of the bytes that reading these samples reads: each member with the .npy header in front
+        of it, from the page it starts in; inputs, then targets (2n rows, end excluded). What `ReadAhead` asks for."""
+        shard, start, end = self._extents(indices)
+        return shard, np.maximum(0, start - HEADER_ROOM) // mmap.PAGESIZE * mmap.PAGESIZE, end
 
     def dontneed(self, indices) -> None:
         """Drop these samples' members from the page cache (the pages wholly inside them: a page shared with a
@@ -283,7 +289,8 @@ class ShardDataset(ShardSource):
         keep = end > start
         opened: dict[int, int] = {}
         try:
-            for number, a, b in _merged(shard[keep], start[keep], end[keep]):
+            _, numbers, starts, ends = merged(shard[keep], start[keep], end[keep])
+            for number, a, b in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
                 if number not in opened:
                     try:
                         opened[number] = os.open(self._paths[number], os.O_RDONLY)
@@ -519,16 +526,3 @@ def _side(side: int | str) -> int:
 
 
 HEADER_ROOM = 512  # bytes before a member read with it: a plain member's .npy header (128 as pack writes them)
-
-
-def _merged(shard: np.ndarray, start: np.ndarray, end: np.ndarray) -> list[tuple[int, int, int]]:
-    """The byte ranges [start, end) of each shard merged where they touch or overlap: (shard, start, end) in file
-    order, so that one system call covers a sample's two members (and neighbours read together)."""
-    if not len(start):
-        return []
-    order = np.lexsort((start, shard))
-    shard, start, end = shard[order], start[order], end[order]
-    new = np.ones(len(start), dtype=bool)
-    new[1:] = (shard[1:] != shard[:-1]) | (start[1:] > end[:-1])  # samples' members never nest
-    first = np.flatnonzero(new)
-    return list(zip(shard[first].tolist(), start[first].tolist(), np.maximum.reduceat(end, first).tolist()))

@@ -209,6 +209,19 @@ class ShardMix(ShardSource):
         for ds, idx in self._by_part(indices):
             ds.willneed(idx)
 
+    def spans(self, indices) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each source's `spans`, their shards numbered as the mix numbers them (source after source)."""
+        idx = np.asarray(indices, dtype=np.int64).ravel()
+        source = self._sources(idx)
+        out = np.zeros((3, 2, len(idx)), np.int64)
+        first = np.cumsum([0] + [len(ds.files) for ds in self._parts])
+        for s in np.unique(source).tolist():
+            rows = source == s
+            part = self._parts[s].spans(idx[rows] - self._rows.starts[s])
+            for k, column in enumerate(part):
+                out[k][:, rows] = column.reshape(2, -1) + (first[s] if k == 0 else 0)
+        return out[0].ravel(), out[1].ravel(), out[2].ravel()
+
     def dontneed(self, indices) -> None:
         for ds, idx in self._by_part(indices):
             ds.dontneed(idx)

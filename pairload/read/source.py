@@ -166,6 +166,11 @@ class ShardSource(ABC):
         """Ask the kernel to read these samples' pixels ahead (advice only)."""
 
     @abstractmethod
+    def spans(self, indices) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(shard, start, end) of the bytes reading these samples reads, shards numbered as `files` numbers them;
+        inputs, then targets (see `ShardDataset.spans`)."""
+
+    @abstractmethod
     def dontneed(self, indices) -> None:
         """Drop these samples' pages from the page cache (advice only; see `ShardDataset.dontneed`)."""
 

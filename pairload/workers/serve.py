@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from .windows import WindowTask, read_ahead, run_window
+from .windows import WindowTask, run_window
 
 READY, FAILED, DONE = "ready", "failed", "done"
 MAX_TASK_BYTES = 128 << 10  # a task is a batch's rows (a few KB); within the kernel's default socket buffer
@@ -92,8 +92,6 @@ def serve(conn: Connection, tasks: socket.socket) -> int:
             conn.send((DONE, task.slot, err))
         except (BrokenPipeError, OSError):
             return 0
-        if err is None:
-            read_ahead(ds, task)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,11 +15,9 @@ from ..format.members import DEFAULT, Members
 class WindowTask(NamedTuple):
     """Fill ring slot `slot` with one batch laid out by `members.batch(n, h, w)`: row j is sample `index[j]`'s
     input window at (y[j], x[j]) of h×w and its target window at the same place (scaled by `members.scale`),
-    oriented by `code[j]` (None: not oriented here, the device does it). `ahead`: samples of coming batches to
-    ask the kernel to read once this one is cut (a split not in the page cache streams in ahead of the copies);
-    `unasked`: this batch's own were not asked for (a run's first): ask before cutting, not fault them in page by
-    page. `evict`: drop the batch's samples from the page cache once cut (a split larger than the memory that could
-    cache it)."""
+    oriented by `code[j]` (None: not oriented here, the device does it). `evict`: drop the batch's samples from the
+    page cache once cut (a split larger than the memory that could cache it). Workers only cut: the loading process
+    asks the kernel to read the coming batches (`pairload.read.ahead.ReadAhead`)."""
 
     slot: int
     index: np.ndarray
@@ -29,10 +27,8 @@ class WindowTask(NamedTuple):
     h: int
     w: int
     members: Members = DEFAULT
-    ahead: np.ndarray | None = None
     degrade: "DegradeRows | None" = None
     evict: bool = False
-    unasked: bool = False
 
 
 class DegradeRows(NamedTuple):
@@ -72,19 +68,7 @@ def degrade_window(ds, low: np.ndarray, high: np.ndarray, index, code, rows: Deg
     make_inputs(rows.degrade, high, low, rows.table, rows.keys, code, rows.apply, levels)
 
 
-def read_ahead(ds, task: WindowTask) -> None:
-    """Ask for the task's coming batches: after its own is handed over, since asking waits while the disk's queue is
-    full. Advice only: a shard that cannot be opened is reported by the batch that reads it."""
-    if task.ahead is not None and len(task.ahead):
-        try:
-            ds.willneed(task.ahead)
-        except OSError:
-            pass
-
-
 def run_window(ds, ring: np.ndarray, task: WindowTask) -> None:
-    if task.unasked:
-        ds.willneed(task.index)
     low, high = task.members.batch(len(task.index), task.h, task.w).views(ring[task.slot])
     fill(ds, low, high, task.index, task.y, task.x, task.code, task.members.scale)
     if task.degrade is not None:

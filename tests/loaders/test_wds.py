@@ -147,16 +147,20 @@ def test_shuffle_windows_are_bounded_by_memory_and_part_of_the_plan(shards):
 
 @pytest.mark.parametrize("kind", ["ram", "wds"])
 def test_batches_are_the_same_when_each_is_dropped_from_the_page_cache_once_cut(shards, kind, monkeypatch):
-    """A split larger than the memory that could cache it: the workers drop each batch's pages once cut, and the
-    tasks ask for the batches ahead; what is delivered does not change."""
+    """A split larger than the memory that could cache it: the workers drop each batch's pages once cut, and a thread
+    of the loading process asks for the batches ahead (or none does); what is delivered does not change."""
     import pairload.cut.workers as cut_workers
 
     rows = {}
-    for outgrows in (False, True):
+    for outgrows, ahead in ((False, True), (True, True), (True, False)):
         monkeypatch.setattr(cut_workers, "outgrows_cache", lambda nbytes, mem=None, v=outgrows: v)
         loader = make_loader(kind, shards, batch_size=4, crop=16, seed=5, num_workers=2, last_batch="partial")
         assert loader.cutter.evict is outgrows
-        rows[outgrows] = [epoch_rows(loader, epoch) for epoch in range(2)]
+        loader.cutter.read_ahead = ahead
+        rows[outgrows, ahead] = [epoch_rows(loader, epoch) for epoch in range(2)]
+        reader = loader.cutter.reader
+        assert (reader is not None and reader.alive and reader.asked > 0 and reader.failed is None) is ahead
         loader.close()
-    assert rows[True] == rows[False]
-    assert sorted(i for idx, _ in rows[True][1] for i in idx) == list(range(N))
+        assert loader.cutter.reader is None and (reader is None or not reader.alive)  # the thread stops with it
+    assert rows[True, True] == rows[False, True] == rows[True, False]
+    assert sorted(i for idx, _ in rows[True, True][1] for i in idx) == list(range(N))

@@ -1,0 +1,156 @@
+"""Reading a split ahead of its cuts: `ReadAhead`, one thread of the loading process that asks the kernel to read the
+members of coming batches (posix_fadvise WILLNEED) a bounded window ahead of the batch being cut, so that the
+processes that cut never wait on the disk's queue; and `merged`, byte ranges merged into as few requests as they make.
+Advice only: nothing here raises into the loader or changes what is read. Numpy only."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+
+import numpy as np
+
+JOIN_S = 2.0  # the longest `close` waits for the thread: one request in flight waits at most for the disk's queue
+
+
+def merged(shard: np.ndarray, start: np.ndarray, end: np.ndarray, group: np.ndarray | None = None
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The byte ranges [start, end) of each shard merged where they touch or overlap, never across `group`s (batches):
+    (group, shard, start, end) sorted by group, then in file order, so that one system call covers a sample's two
+    members (and neighbours read together). Without `group`, one group (0)."""
+    group = np.zeros(len(start), np.int64) if group is None else np.asarray(group, np.int64)
+    if not len(start):
+        return group[:0], group[:0], group[:0], group[:0]
+    order = np.lexsort((start, shard, group))
+    group, shard, start, end = group[order], shard[order], start[order], end[order]
+    new = np.ones(len(start), dtype=bool)
+    new[1:] = (group[1:] != group[:-1]) | (shard[1:] != shard[:-1]) | (start[1:] > end[:-1])  # members never nest
+    first = np.flatnonzero(new)
+    return group[first], shard[first], start[first], np.maximum.reduceat(end, first)
+
+
+class _Chunk:
+    """Queued batches' merged ranges (`batch`: the number of the batch each range is of), asked from `at` on."""
+
+    __slots__ = ("batch", "shard", "start", "end", "at")
+
+    def __init__(self, batch, shard, start, end):
+        self.batch, self.shard, self.start, self.end, self.at = batch, shard, start, end, 0
+
+
+class ReadAhead:
+    """A thread that asks the kernel to read coming batches, in the order they will be cut, at most `window` batches
+    beyond the last one handed out to be cut (`cutting(serial)`): their pages wait in the page cache (clean, so
+    reclaimable), so the window is what the reading may hold of memory. Batches are numbered 0, 1, ... as `add`
+    queues them (`reset` starts again at 0); `add` works out their ranges with numpy, a block of batches at a time,
+    and the thread spends one system call per merged range. posix_fadvise(WILLNEED) waits while the disk's queue is
+    full, with the GIL released: that wait is this thread's, not the cutting processes'.
+
+    `source`: a `ShardSource` (its `files` and `spans`). Errors end the thread quietly (`failed` keeps the last one):
+    reading ahead is advice, and a missing or unreadable shard is reported by the batch that reads it."""
+
+    def __init__(self, source, window: int):
+        self.window = max(1, int(window))
+        self.files = list(source.files)
+        self._spans = source.spans
+        self._keep_open = not source.remote  # a cached remote shard may be evicted: no descriptor kept past a request
+        self._cond = threading.Condition()
+        self._queue: deque[_Chunk] = deque()
+        self._queued = 0  # serial number of the next batch `add` queues
+        self._cut = -1  # last batch handed out to be cut
+        self._stopped = False
+        self._fds: dict[int, int] = {}
+        self.asked = 0  # ranges asked for (tests and profiles)
+        self.failed: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="pairload-read-ahead", daemon=True)
+        self._thread.start()
+
+    @property
+    def queued(self) -> int:
+        """Batches queued since the start or the last `reset`."""
+        return self._queued
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def add(self, indices: np.ndarray, sizes: np.ndarray) -> None:
+        """Queue the next len(sizes) batches, of sizes[k] rows each, `indices` their rows in order."""
+        sizes = np.asarray(sizes, np.int64)
+        batch = np.repeat(np.arange(self._queued, self._queued + len(sizes), dtype=np.int64), sizes)
+        shard, start, end = self._spans(indices)
+        chunk = _Chunk(*merged(shard, start, end, np.tile(batch, 2)))  # spans: inputs, then targets
+        with self._cond:
+            self._queue.append(chunk)
+            self._queued += len(sizes)
+            self._cond.notify()
+
+    def cutting(self, serial: int) -> None:
+        """Batch `serial` is handed out to be cut: ask for the batches up to `serial + window`."""
+        with self._cond:
+            if serial > self._cut:
+                self._cut = serial
+                self._cond.notify()
+
+    def reset(self) -> None:
+        """Forget the queued batches (the loader goes on elsewhere in the plan); the next `add` queues batch 0."""
+        with self._cond:
+            self._queue.clear()
+            self._queued, self._cut = 0, -1
+
+    def close(self) -> None:
+        """Stop the thread (it finishes the request in hand) and close its files."""
+        with self._cond:
+            self._stopped = True
+            self._queue.clear()
+            self._cond.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join(JOIN_S)
+
+    def _due(self) -> _Chunk | None:
+        while self._queue and self._queue[0].at >= len(self._queue[0].batch):
+            self._queue.popleft()
+        if self._queue and self._queue[0].batch[self._queue[0].at] <= self._cut + self.window:
+            return self._queue[0]
+        return None
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while not self._stopped and (chunk := self._due()) is None:
+                        self._cond.wait()
+                    if self._stopped:
+                        return
+                    a = chunk.at
+                    b = chunk.at = int(np.searchsorted(chunk.batch, self._cut + self.window, side="right"))
+                self._ask(chunk.shard[a:b].tolist(), chunk.start[a:b].tolist(), chunk.end[a:b].tolist())
+        except BaseException as exc:  # noqa: BLE001 - advice only: the loader reads on without it
+            self.failed = exc
+        finally:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+
+    def _ask(self, shards: list[int], starts: list[int], ends: list[int]) -> None:
+        try:
+            for number, a, b in zip(shards, starts, ends):
+                if self._stopped:
+                    return
+                fd = self._fds.get(number)
+                if fd is None:
+                    try:
+                        fd = self._fds[number] = os.open(self.files[number], os.O_RDONLY)
+                    except FileNotFoundError:  # a remote shard not downloaded yet: its batch fetches it
+                        continue
+                try:
+                    os.posix_fadvise(fd, a, b - a, os.POSIX_FADV_WILLNEED)
+                except OSError:
+                    continue
+                self.asked += 1
+        finally:
+            if not self._keep_open:
+                for fd in self._fds.values():
+                    os.close(fd)
+                self._fds.clear()

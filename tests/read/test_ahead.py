@@ -1,0 +1,90 @@
+"""Reading ahead of the cuts (`pairload.read.ahead`): ranges merged within a batch, never across; the reader thread
+asks for exactly the ranges the queued batches read, no further than its window beyond the batch handed out to be
+cut, and stops on close. Advice only, recorded here instead of given (posix_fadvise patched)."""
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pairload.read.ahead import ReadAhead, merged
+from pairload.pack.writer import PackOptions, pack
+from pairload.read.shards import ShardDataset
+
+from conftest import make_raw
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("ahead")
+    make_raw(root / "raw", 12, split="train", size=(96, 128))  # 72 KB a pair
+    pack(root / "raw", root / "shards", PackOptions(workers=1, shard_size=256 << 10))  # several shards
+    return root / "shards"
+
+
+def test_ranges_merge_where_they_touch_within_a_batch_and_never_across():
+    group, shard, start, end = merged(np.array([0, 0, 1, 0, 0]), np.array([100, 0, 0, 50, 200]),
+                                      np.array([150, 50, 10, 100, 300]), np.array([0, 0, 0, 0, 1]))
+    assert list(zip(group.tolist(), shard.tolist(), start.tolist(), end.tolist())) == [
+        (0, 0, 0, 150), (0, 1, 0, 10), (1, 0, 200, 300)]
+
+
+def settled(calls: list, want: int) -> list:
+    """The calls recorded once at least `want` came and no more come."""
+    deadline = time.monotonic() + 10
+    while len(calls) < want and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.05)
+    return list(calls)
+
+
+def test_the_reader_asks_for_what_the_batches_read_a_window_ahead_and_stops_on_close(split, monkeypatch):
+    ds = ShardDataset(split, "train")
+    assert len(ds.files) > 1
+    calls = []
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: calls.append(
+        (os.readlink(f"/proc/self/fd/{fd}"), off, off + n, advice)))
+    order = np.random.default_rng(0).permutation(len(ds))
+    batches = np.split(order, 6)  # 6 batches of 2
+
+    def ranges(first: int, last: int) -> list:
+        """The merged ranges batches first..last read, batch by batch."""
+        rows = np.concatenate(batches[first:last + 1])
+        group = np.repeat(np.arange(first, last + 1), 2)
+        _, shard, start, end = merged(*ds.spans(rows), np.tile(group, 2))
+        return [(str(ds.files[k]), a, b, os.POSIX_FADV_WILLNEED)
+                for k, a, b in zip(shard.tolist(), start.tolist(), end.tolist())]
+
+    reader = ReadAhead(ds, window=1)
+    reader.add(order[:4], np.array([2, 2]))  # queued a block at a time: batches 0-1, then 2-5
+    reader.add(order[4:], np.array([2, 2, 2, 2]))
+    assert reader.queued == 6
+    assert settled(calls, len(ranges(0, 0))) == ranges(0, 0)  # none handed out to be cut yet: the window from there
+    reader.cutting(0)  # batch 0 and the window's batch 1
+    assert settled(calls, len(ranges(0, 1))) == ranges(0, 1)
+    reader.cutting(4)  # up to batch 5: the rest, in order
+    assert settled(calls, len(ranges(0, 5))) == ranges(0, 1) + ranges(2, 5)
+    assert reader.asked == len(calls) and reader.alive and reader.failed is None
+    t = time.monotonic()
+    reader.close()
+    assert not reader.alive and time.monotonic() - t < 1.0
+
+
+def test_a_reset_reader_forgets_what_it_queued_and_a_missing_shard_is_no_error(split, tmp_path, monkeypatch):
+    ds = ShardDataset(split, "train")
+    calls = []
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: calls.append(off))
+    reader = ReadAhead(ds, window=2)
+    reader.add(np.arange(4), np.array([2, 2]))
+    reader.reset()
+    assert reader.queued == 0
+    reader.cutting(5)
+    assert settled(calls, 0) == []
+    reader.files = [tmp_path / "gone.tar"] * len(ds.files)  # every shard missing: skipped, the thread goes on
+    reader.add(np.arange(4), np.array([2, 2]))
+    reader.cutting(0)
+    assert settled(calls, 0) == [] and reader.alive and reader.failed is None
+    reader.close()
+    assert not reader.alive
