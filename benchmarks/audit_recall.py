@@ -2,9 +2,10 @@
 """How often the audit finds one scene changed as datasets change it (recall), and takes distinct scenes for one
 (false pairs), on real photographs (scikit-image's, via tests/audit/audit_photos.py): each 200x300 tile with detail
 against its changed copy (a match: fingerprints within `RADIUS` bits and a likeness of `MIN_SIMILARITY` or more),
-and every pair of distinct tiles of `--side` pixels.
+and every pair of distinct tiles of `--side` pixels. `--scale 1.5 --side 256` measures images from 256 pixels a side,
+which the measures bring down by 4 at once (`measures._down`).
 
-    python benchmarks/audit_recall.py [--seeds 3] [--side 64] [--out result.json]
+    python benchmarks/audit_recall.py [--seeds 3] [--side 64] [--scale 1.0] [--out result.json]
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "audit"))
@@ -49,10 +51,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--side", type=int, default=64)
+    ap.add_argument("--scale", type=float, default=1.0, help="the 200x300 tiles enlarged by this factor (bicubic)")
     ap.add_argument("--out")
     args = ap.parse_args()
-    scenes = [s for s in tiles(200, 300) if look(s) is not None]
-    doc = {"date": time.strftime("%Y-%m-%d"), "scenes": len(scenes), "recall": {}}
+    scenes = [s if args.scale == 1 else cv2.resize(s, None, fx=args.scale, fy=args.scale, interpolation=cv2.INTER_CUBIC)
+              for s in tiles(200, 300)]
+    scenes = [s for s in scenes if look(s) is not None]
+    doc = {"date": time.strftime("%Y-%m-%d"), "scenes": len(scenes), "size": list(scenes[0].shape[:2]), "recall": {}}
     for name, change in CHANGES.items():
         hits = [found(s, change(s, np.random.default_rng([seed, k]))) for seed in range(args.seeds)
                 for k, s in enumerate(scenes)]

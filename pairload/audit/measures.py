@@ -9,24 +9,29 @@ compares them); their implementations may change, their meaning may not.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..format.crc import crc32
+
 FP_BITS = 64  # bits of a perceptual fingerprint (a uint64)
 # what these functions measure, by version: facts kept beside an index by another version are measured again
-# (2: the exact hash's low half is the image's plain CRC-32; the shift from the halves' projections)
-VERSION = 2
+# (2: the exact hash's low half is the image's plain CRC-32; the shift from the halves' projections. 3: an image
+# from 256 pixels a side brought down by 4 in one pass (`_down`) for its fingerprint and its exact hash's upper
+# half; the brightness from the column sums; the shift's FFTs OpenCV's)
+VERSION = 3
 
 
 def exact_hash(img: np.ndarray) -> int:
     """A 64-bit hash of the image's pixels and shape (identical pixels: identical hash), as an unsigned int: the
-    CRC-32 of its bytes, and above it the CRC-32 of its shape and of the image halved (`_half`). CRC-32 runs at
+    CRC-32 of its bytes, and above it the CRC-32 of its shape and of the image brought down (`_down`). CRC-32 runs at
     gigabytes a second, where a cryptographic hash would cost a millisecond an image, and two distinct images that
     collide in both (the CRC-32 of the bytes catches any change confined to 32 bits) are about as rare as a 64-bit
     hash's accidental collisions, all that duplicates need guarding against. Its low 32 bits are the CRC-32 a pack
     stores of the member."""
-    return _scan(img, project=False)[0]
+    return _scan(img, project=None)[0]
 
 
 def member_crc(exact: int) -> int:
@@ -34,43 +39,86 @@ def member_crc(exact: int) -> int:
     return exact & 0xFFFFFFFF
 
 
-def _exact(crc: int, img: np.ndarray, half: np.ndarray) -> int:
-    from ..format.crc import crc32
+def _exact(crc: int, img: np.ndarray, down: np.ndarray) -> int:
+    key = (img.shape, img.dtype.str)
+    head = _HEADS.get(key)
+    if head is None:
+        if len(_HEADS) > 64:
+            _HEADS.clear()
+        head = _HEADS[key] = crc32(repr(key).encode())
+    return crc | crc32(down, head) << 32  # the CRC of a contiguous array's bytes (`_down`'s are)
 
-    head = repr((img.shape, img.dtype.str)).encode()
-    return crc | crc32(np.ascontiguousarray(half).view(np.uint8).reshape(-1), crc32(head)) << 32
+
+_HEADS: dict = {}  # the CRC-32 of (shape, dtype) by (shape, dtype): a pack's images come in a few sizes
 
 
-def _scan(img: np.ndarray, project: bool) -> tuple:
-    """(exact hash, the image halved (`_half`), its projections (`_projections`; None when not asked for or the
-    image is too small to measure a shift on))."""
-    from ..format.crc import crc32
-
+def _scan(img: np.ndarray, project: bool | None) -> tuple:
+    """(exact hash, the image brought down (`_down`), its sums (`_sums_of`: None when `project` is None or the image
+    is too small to measure a shift on; its column sums alone when `project` is False))."""
     h, w = img.shape[:2]
-    c = 1 if img.ndim == 2 else img.shape[2]
     img = np.ascontiguousarray(img)
-    flat = img.reshape(h, w * c)
-    half = _half(img)
-    exact = _exact(crc32(flat.view(np.uint8) if h else b""), img, half)
-    if not (project and min(h, w) >= _SHIFT_LEAST):
-        return exact, half, None
+    down = _down(img)
+    exact = _exact(crc32(img if h else b""), img, down)
+    if project is None or min(h, w) < _SHIFT_LEAST:
+        return exact, down, None
+    return exact, down, _sums_of(img.reshape(h, -1), w, rows=project)
+
+
+def _sums_of(flat: np.ndarray, w: int, rows: bool = True) -> tuple:
+    """((1, W×C) sums of the columns of the image's top half, of its bottom half, then unless `rows` is False (H, 1)
+    sums of the rows of its left half, of its right half), float32, from the image as H×(W×C) (`_profiles` adds up
+    each pixel's channels)."""
+    import cv2
+
     if flat.dtype not in (np.uint8, np.uint16, np.float32, np.float64):
         flat = flat.astype(np.float32)  # what OpenCV adds up
-    cols = np.concatenate([_sums(flat[: h // 2], 0), _sums(flat[h // 2:], 0)]).reshape(2, w, c).sum(axis=2)
-    rows = np.concatenate([_sums(flat[:, : (w // 2) * c], 1), _sums(flat[:, (w // 2) * c:], 1)], axis=1).T
-    return exact, half, (cols, rows)
+    h, split = flat.shape[0] // 2, (w // 2) * (flat.shape[1] // w)
+    cols = (cv2.reduce(flat[:h], 0, cv2.REDUCE_SUM, dtype=cv2.CV_32F),
+            cv2.reduce(flat[h:], 0, cv2.REDUCE_SUM, dtype=cv2.CV_32F))
+    if not rows:
+        return cols
+    return (*cols, cv2.reduce(flat[:, :split], 1, cv2.REDUCE_SUM, dtype=cv2.CV_32F),
+            cv2.reduce(flat[:, split:], 1, cv2.REDUCE_SUM, dtype=cv2.CV_32F))
 
 
-_HALVE_FROM = 4 * 32  # the shorter side from which an image is halved for its fingerprint (see `_shrink`)
+def _profiles(sums: list[tuple], w: int) -> tuple[np.ndarray, np.ndarray, list]:
+    """((2n, W) column sums, every channel added, (2n, H) row sums, and each image's channel means) of n images'
+    `_sums_of` (each image H rows, W columns), one image's halves after another's."""
+    rows = np.concatenate([part for four in sums for part in four[2:]], axis=1).T
+    if len({four[0].shape for four in sums}) > 1:  # images of other channel counts: each its own
+        each = [_profiles([four], w) for four in sums]
+        return np.concatenate([cols for cols, _, _ in each]), rows, [means[0] for _, _, means in each]
+    cols = np.concatenate([part for four in sums for part in four[:2]])
+    c = cols.shape[1] // w
+    means = (cols.reshape(len(sums), -1, c).sum(axis=1, dtype=np.float64) / (rows.shape[1] * w)).tolist()
+    if c > 1:  # the channels added in order, as a sum over them would, without numpy's loop per pixel
+        channels = [cols[:, i::c] for i in range(c)]
+        cols = channels[0] + channels[1]
+        for more in channels[2:]:
+            cols += more
+    return cols, rows, means
 
 
-def _half(img: np.ndarray) -> np.ndarray:
-    """The image averaged over 2×2 blocks (an odd last row or column left out; more than 4 channels first averaged
-    into one, float32), or itself when its shorter side is under `_HALVE_FROM`."""
-    if min(img.shape[:2]) < _HALVE_FROM:
+_HALVE_FROM = 4 * 32  # the shorter side from which an image is brought down for its fingerprint (`_down`)
+_QUARTER_FROM = 8 * 32  # and from which by 4 at once
+
+
+def _down(img: np.ndarray) -> np.ndarray:
+    """The image brought down once for its fingerprint (`_shrink` takes it on) and its exact hash: from a shorter
+    side of `_QUARTER_FROM`, to a quarter of each side, each pixel the mean of the middle 2×2 pixels of its 4×4
+    block (OpenCV's bilinear resize, exactly; it reads half of the image's rows, where a 2×2 block average reads all
+    and is done twice); from `_HALVE_FROM`, to half, each pixel its 2×2 block's mean; below, itself. An odd last
+    row or column is left out; more than 4 channels are first averaged into one (float32)."""
+    import cv2
+
+    h, w = img.shape[:2]
+    if min(h, w) < _HALVE_FROM:
         return img
-    h, w = img.shape[0] // 2, img.shape[1] // 2
-    return _halved(img[: 2 * h, : 2 * w])
+    if min(h, w) < _QUARTER_FROM:
+        return _halved(img[: h // 2 * 2, : w // 2 * 2])
+    if img.ndim == 3 and img.shape[2] > 4:  # OpenCV resizes up to 4 channels
+        img = img.mean(axis=2, dtype=np.float32)
+    return cv2.resize(img[: h // 4 * 4, : w // 4 * 4], (w // 4, h // 4), interpolation=cv2.INTER_LINEAR)
 
 
 def _halved(img: np.ndarray) -> np.ndarray:
@@ -81,27 +129,26 @@ def _halved(img: np.ndarray) -> np.ndarray:
     return cv2.resize(img, (img.shape[1] // 2, img.shape[0] // 2), interpolation=cv2.INTER_AREA)
 
 
-def _sums(part: np.ndarray, axis: int) -> np.ndarray:
-    import cv2
-
-    return cv2.reduce(part, axis, cv2.REDUCE_SUM, dtype=cv2.CV_32F)
-
-
 def perceptual_hash(img: np.ndarray) -> int:
     """A 64-bit fingerprint of what the image shows, alike (small Hamming distance) for the same scene re-encoded,
     resized, slightly cropped or shifted, or brighter or darker (a low-light input and its target agree)."""
-    return _fingerprint(_shrink(img, 2 * _FP_SIDE))
+    return _fingerprint(_shrink(_down(img), 2 * _FP_SIDE))
 
 
 def _fingerprint(shrunk: np.ndarray) -> int:
     """`perceptual_hash` of an image `_shrink`-ed for it."""
+    return _fingerprints([shrunk])[0]
+
+
+def _fingerprints(shrunk: list[np.ndarray]) -> list[int]:
+    """`_fingerprint` of each image, together."""
     import cv2
 
     # The signs of the thumbnail's lowest DCT frequencies say where it is lighter or darker than itself: a change
     # of brightness or contrast (a scale and an offset) keeps every one, and the tone curve is undone first.
-    coeffs = cv2.dct(_thumbnail_of(shrunk, _FP_SIDE))
-    bits = (coeffs[_FP_U, _FP_V] > _FP_FLAT).astype(np.uint8)
-    return int(np.packbits(bits, bitorder="little").view("<u8")[0])
+    coeffs = np.stack([cv2.dct(small) for small in _thumbnails(shrunk, _FP_SIDE)])
+    bits = np.packbits(coeffs[:, _FP_U, _FP_V] > _FP_FLAT, axis=1, bitorder="little")
+    return bits.reshape(-1).view("<u8").tolist()
 
 
 def thumbnail(img: np.ndarray, side: int) -> np.ndarray:
@@ -112,18 +159,27 @@ def thumbnail(img: np.ndarray, side: int) -> np.ndarray:
 
 
 def _thumbnail_of(shrunk: np.ndarray, side: int) -> np.ndarray:
+    return _thumbnails([shrunk], side)[0]
+
+
+def _thumbnails(shrunk: list[np.ndarray], side: int) -> np.ndarray:
+    """(n, side, side): `_thumbnail_of` each image, together."""
     import cv2
 
-    small = cv2.resize(_luma(shrunk), (side, side), interpolation=cv2.INTER_AREA)
-    top = float(small.max())
-    if top <= 0:
-        return small
-    small /= top
-    # its median (np.median's own arithmetic, in one partition)
-    flat = np.partition(small.reshape(-1), ((small.size - 1) // 2, small.size // 2))
-    middle = float((flat[(small.size - 1) // 2] + flat[small.size // 2]) / np.float32(2))
-    if 0 < middle < 1:
-        np.power(small, np.float32(min(max(np.log(0.5) / np.log(middle), 1 / 16), 16)), out=small)
+    small = np.stack([cv2.resize(_luma(img), (side, side), interpolation=cv2.INTER_AREA) for img in shrunk])
+    flat = small.reshape(len(small), -1)
+    tops = flat.max(axis=1, keepdims=True)
+    lit = [top > 0 for top, in tops.tolist()]  # a black thumbnail stays as it is
+    if all(lit):
+        flat /= tops
+    else:
+        np.divide(flat, tops, out=flat, where=np.array(lit)[:, None])
+    # the medians: the two middle values of each, in one partition
+    lo = (flat.shape[1] - 1) // 2
+    for one, (a, b), on in zip(small, np.partition(flat, (lo, lo + 1), axis=1)[:, lo:lo + 2].tolist(), lit):
+        middle = (a + b) / 2 if flat.shape[1] % 2 == 0 else a
+        if on and 0 < middle < 1:
+            np.power(one, min(max(math.log(0.5) / math.log(middle), 1 / 16), 16), out=one)
     return small
 
 
@@ -193,14 +249,12 @@ def shift_between(low: np.ndarray, high: np.ndarray) -> tuple[float, float, floa
     # the spectrum) of their differences ignores the input's darkness (a scale) and its shading. Each half of the
     # image (top and bottom for dx, left and right for dy) is measured on its own, and the two must agree for any
     # confidence, so that one half's noise or repeated texture cannot pass for a shift.
-    return _shift_of(_projections(low), _projections(high))
+    return _shift_of(*_profiles([_projections(low), _projections(high)], low.shape[1])[:2])
 
 
-def _shift_of(low: tuple, high: tuple) -> tuple[float, float, float]:
-    """`shift_between` of two images of one size from their `_projections` (None: too small to measure)."""
-    if low is None or high is None:
-        return 0.0, 0.0, 0.0
-    dx0, dx1, dy0, dy1, *peaks = _profile_shifts(low, high).tolist()
+def _shift_of(cols: np.ndarray, rows: np.ndarray) -> tuple[float, float, float]:
+    """`shift_between` of two images of one size from their `_profiles` (input's halves, then target's)."""
+    dx0, dx1, dy0, dy1, *peaks = _profile_shifts(cols, rows)
     if min(peaks) < _SHIFT_PEAK or abs(dx0 - dx1) > _SHIFT_AGREE or abs(dy0 - dy1) > _SHIFT_AGREE:
         return 0.0, 0.0, 0.0
     return (dy0 + dy1) / 2, (dx0 + dx1) / 2, min(peaks[0] + peaks[1], peaks[2] + peaks[3]) / 2
@@ -211,36 +265,46 @@ _SHIFT_PEAK = 0.05  # the least correlation peak of a half's estimate (a flat or
 _SHIFT_LEAST = 8  # pixels of an input's shorter side below which no shift is measured
 
 
-def _projections(img: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(2, W) sums of the columns of the image's top and bottom halves, and (2, H) sums of the rows of its left and
-    right halves, every channel added, float32 (None for an image too small to measure a shift on)."""
-    return _scan(img, project=True)[2]
+def _projections(img: np.ndarray) -> tuple:
+    """The `_sums_of` an image at least `_SHIFT_LEAST` pixels a side."""
+    img = np.ascontiguousarray(img)
+    h, w = img.shape[:2]
+    return _sums_of(img.reshape(h, w * (1 if img.ndim == 2 else img.shape[2])), w)
 
 
-def _profile_shifts(low: tuple, high: tuple) -> np.ndarray:
-    """(8,): the shifts that map the input's profiles (`_projections`: top and bottom columns, left and right rows)
-    onto the target's, to a fraction of a pixel, then the four phase-correlation peaks in [0, 1]; all four in one
-    batch of FFTs."""
+def _profile_shifts(cols: np.ndarray, rows: np.ndarray) -> list[float]:
+    """The shifts that map the input's profiles (`_profiles`: top and bottom columns, left and right rows) onto the
+    target's, to a fraction of a pixel, then the four phase-correlation peaks in [0, 1]; all four in one batch of
+    FFTs."""
     import cv2
 
-    nx, ny = low[0].shape[1] - 1, low[1].shape[1] - 1
+    nx, ny = cols.shape[1] - 1, rows.shape[1] - 1
     n = max(nx, ny)
     size = cv2.getOptimalDFTSize(n + n // 8)  # a little zero padding against wrap-around, a length FFTs are fast at
-    # the profiles' differences (their shading gone), windowed: input's then target's, columns then rows
+    # the profiles' differences (their shading gone), windowed: the input's columns and rows, then the target's
     signal = np.zeros((8, size), np.float32)
-    signal[[0, 1, 4, 5], :nx] = np.diff(np.concatenate([low[0], high[0]]), axis=1) * _hann(nx)
-    signal[[2, 3, 6, 7], :ny] = np.diff(np.concatenate([low[1], high[1]]), axis=1) * _hann(ny)
-    spectra = np.fft.rfft(signal, axis=1)
-    cross = spectra[4:] * np.conj(spectra[:4])
-    cross /= np.abs(cross) + 1e-20
-    r = np.fft.irfft(cross, size, axis=1)
-    k = r.argmax(axis=1)
-    rows = np.arange(4)
-    before, peak, after = r[rows, k - 1], r[rows, k], r[rows, (k + 1) % size]
-    curve = before - 2 * peak + after
-    fraction = np.where(curve < 0, 0.5 * (before - after) / np.where(curve < 0, curve, -1.0), 0.0)
-    shift = k + fraction
-    return np.concatenate([np.where(shift > size / 2, shift - size, shift), np.clip(peak, 0.0, 1.0)])
+    by = signal.reshape(2, 2, 2, size)  # input or target, columns or rows, which half
+    for profiles, part, m in ((cols, by[:, 0, :, :nx], nx), (rows, by[:, 1, :, :ny], ny)):
+        pairs = profiles.reshape(2, 2, -1)
+        np.subtract(pairs[..., 1:], pairs[..., :-1], out=part)
+        part *= _hann(m)
+    spectra = cv2.dft(signal, flags=cv2.DFT_ROWS)  # each row's spectrum packed: DC, (re, im) pairs, [Nyquist]
+    cross = cv2.mulSpectrums(spectra[4:], spectra[:4], cv2.DFT_ROWS, conjB=True)
+    pairs = (size - 1) // 2
+    z = cross[:, 1:1 + 2 * pairs].view(np.complex64)
+    z /= np.abs(z) + 1e-20  # the phase alone
+    ends = cross[:, :: size - 1] if size % 2 == 0 else cross[:, :1]  # the real DC and Nyquist terms
+    np.sign(ends, out=ends)
+    r = cv2.idft(cross, flags=cv2.DFT_ROWS | cv2.DFT_REAL_OUTPUT | cv2.DFT_SCALE)
+    ks = r.argmax(axis=1).tolist()
+    around = r.take([i * size + (k + d) % size for i, k in enumerate(ks) for d in (-1, 0, 1)]).tolist()
+    out, peaks = [], []
+    for k, before, peak, after in zip(ks, around[::3], around[1::3], around[2::3]):
+        curve = before - 2 * peak + after
+        shift = k + (0.5 * (before - after) / curve if curve < 0 else 0.0)
+        out.append(shift - size if shift > size / 2 else shift)
+        peaks.append(min(max(peak, 0.0), 1.0))
+    return out + peaks
 
 
 def _hann(n: int) -> np.ndarray:
@@ -254,20 +318,30 @@ _HANN: dict = {}
 
 def luminance(img: np.ndarray) -> float:
     """Mean luma (Rec. 601) in [0, 1] of the image (its dtype's full range)."""
-    top = float(np.iinfo(img.dtype).max if img.dtype.kind in "ui" else 1.0)
-    means = _channel_means(img) / top  # luma is linear in the channels: the mean of luma is luma of the means
-    if means.size >= 3:
-        return float(0.299 * means[0] + 0.587 * means[1] + 0.114 * means[2])
-    return float(means.mean())
+    return _luma_of(_channel_means(img), img.dtype)
 
 
-def _channel_means(img: np.ndarray) -> np.ndarray:
+def _luma_of(means, dtype: np.dtype) -> float:
+    """`luminance` of an image of `dtype` from its channels' means (luma is linear in the channels: the mean of luma is
+    luma of the means)."""
+    top = _TOPS.get(dtype)
+    if top is None:
+        top = float(np.iinfo(dtype).max if dtype.kind in "ui" else 1.0)
+    if len(means) >= 3:
+        return float(0.299 * (means[0] / top) + 0.587 * (means[1] / top) + 0.114 * (means[2] / top))
+    return float(sum(m / top for m in means) / len(means))
+
+
+_TOPS = {np.dtype(np.uint8): 255.0, np.dtype(np.uint16): 65535.0}
+
+
+def _channel_means(img: np.ndarray) -> list[float]:
     import cv2
 
     channels = 1 if img.ndim == 2 else img.shape[2]
     if channels <= 4 and img.dtype != np.int64 and img.dtype != np.uint64 and img.size:
-        return np.array(cv2.mean(img)[:channels])
-    return img.reshape(-1, channels).mean(axis=0, dtype=np.float64)
+        return list(cv2.mean(img)[:channels])
+    return img.reshape(-1, channels).mean(axis=0, dtype=np.float64).tolist()
 
 
 @dataclass(frozen=True)
@@ -286,21 +360,21 @@ class PairFacts:
 
 
 def pair_facts(low: np.ndarray | None, high: np.ndarray) -> PairFacts:
-    """`PairFacts` of a pair (`low` None: a targets-only sample)."""
+    """`PairFacts` of a pair (`low` None: a targets-only sample): each image's exact hash (`_scan`), its fingerprint
+    from the image brought down (`_down`), its brightness from its column sums (`_profiles`); both images'
+    fingerprints, and the shift and brightness from both images' sums, each in one batch."""
     same = low is not None and low.shape[:2] == high.shape[:2]
-    hx, hf, hl, hp = _image_facts(high, project=same)
+    images = (high,) if low is None else (high, low)  # the target first: decoded last, its pixels still in cache
+    scans = [_scan(img, project=same or None) for img in images]
+    fps = _fingerprints([_shrink(down, 2 * _FP_SIDE) for _, down, _ in scans])
+    if scans[-1][2] is None:  # no sums: a targets-only sample, sizes that differ, or too small for a shift
+        lumas = [luminance(img) for img in images]
+        dy, dx, conf = (0.0, 0.0, 0.0) if low is None or same else shift_between(low, high)
+    else:
+        cols, rows, means = _profiles([scans[1][2], scans[0][2]], high.shape[1])
+        dy, dx, conf = _shift_of(cols, rows)
+        lumas = [_luma_of(means[1], high.dtype), _luma_of(means[0], low.dtype)]
     if low is None:
+        hx, hf, hl = scans[0][0], fps[0], lumas[0]
         return PairFacts(hx, hx, hf, hf, 0.0, 0.0, 0.0, hl, hl)
-    lx, lf, ll, lp = _image_facts(low, project=same)
-    dy, dx, conf = _shift_of(lp, hp) if same else shift_between(low, high)
-    return PairFacts(lx, hx, lf, hf, dy, dx, conf, ll, hl)
-
-
-def _image_facts(img: np.ndarray, project: bool) -> tuple[int, int, float, tuple | None]:
-    """(exact hash, fingerprint, brightness, projections or None) of an image (`_scan`); the fingerprint and
-    brightness from the image halved and averaged down further (the brightness of the averaged image is the image's
-    within half a unit of its dtype)."""
-    exact, half, proj = _scan(img, project)
-    shrunk = _shrink(half, 2 * _FP_SIDE)
-    brightness = luminance(shrunk if shrunk.dtype == img.dtype else img)  # many channels: averaged to float
-    return exact, _fingerprint(shrunk), brightness, proj
+    return PairFacts(scans[1][0], scans[0][0], fps[1], fps[0], dy, dx, conf, lumas[1], lumas[0])
