@@ -206,11 +206,6 @@ class PairTable:
         rank = np.argsort(np.argsort(np.array(self._names, dtype=object))) if self._names else np.zeros(0, np.int64)
         return rank.astype(np.uint16)[np.frombuffer(self._split, np.uint16)] if len(self) else np.zeros(0, np.uint16)
 
-    def texts(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """(bytes, int64 ends) of one text column ("key", "low_rel", "high_rel"), as copies."""
-        column = _TEXT.index(name)
-        return np.frombuffer(self._blobs[column], np.uint8).copy(), np.frombuffer(self._ends[column], np.int64).copy()
-
     def key_bytes(self, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
         """(bytes, int64 ends) of the keys of rows `first` to `first + count`, as `format.columns.Keys.encode` makes
         them (a lone surrogate, from a name undecodable in the file system's encoding, as the byte it stands for)."""
@@ -274,16 +269,12 @@ class PairTable:
 
     def take(self, rows) -> "PairTable":
         """The pairs at `rows` (int indices), in that order, as a new table."""
-        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         out = PairTable()
-        out._names, out._code = list(self._names), dict(self._code)
-        out._roots, out._root_code = list(self._roots), dict(self._root_code)
-        out._split = self._gathered(self._split, "H", np.uint16, rows)
-        out._root = self._gathered(self._root, "I", np.uint32, rows)
-        if self._own:
-            out._own = {new: self._own[old] for new, old in enumerate(rows.tolist()) if old in self._own}
-        out._blobs, out._ends = (tuple(c) for c in zip(*(_gather_text(blob, ends, rows)
-                                                           for blob, ends in zip(self._blobs, self._ends))))
+        out._names, out._code, out._roots, out._root_code = (list(self._names), dict(self._code), list(self._roots),
+                                                             dict(self._root_code))
+        out._split, out._root, out._own = self._split, self._root, dict(self._own)
+        out._blobs, out._ends = self._blobs, self._ends
+        out.reorder(rows)  # (makes new columns: this table's are left as they are)
         return out
 
 

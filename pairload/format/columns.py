@@ -107,7 +107,6 @@ class Pieces:
     def __init__(self, dtype, shape: tuple, pieces):
         self.dtype, self.shape, self.pieces = np.dtype(dtype), tuple(int(s) for s in shape), pieces
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-        self.size = int(np.prod(self.shape, dtype=np.int64))
 
 
 def column_bytes(columns: dict[str, np.ndarray], meta: dict) -> tuple[bytes, list[np.ndarray]]:
