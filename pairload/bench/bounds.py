@@ -222,11 +222,11 @@ def _gpu_decode_rate(data: list, device: torch.device, seconds: float) -> float 
         return None
     batch = (data * (64 // len(data) + 1))[:64]
     stream = torch.cuda.current_stream(device).cuda_stream
-    decoders[0].decode(batch, cuda_stream=stream)
+    decoders.decode(batch, stream)
     sync(device)
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        decoders[0].decode(batch, cuda_stream=stream)
+        decoders.decode(batch, stream)
         n += len(batch)
     sync(device)
     return n / (time.perf_counter() - t0)

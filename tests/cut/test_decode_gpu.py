@@ -93,3 +93,18 @@ def test_a_damaged_member_is_refused_by_key(encoded):
     with pytest.raises(ShardError, match=r"key \d+: its low member is not a whole JPEG"):
         for _ in make_loader("ram", encoded, batch_size=12, crop=32, seed=0, device="cuda", shuffle=False):
             pass
+
+
+def test_the_coming_batches_are_read_ahead_and_the_batches_stay_the_same(tmp_path):
+    pack(jpeg_pairs(tmp_path / "photos", n=40, targets_only=True), tmp_path / "shards",
+         PackOptions(workers=1, store="encoded", targets_only=True))
+    opts = dict(batch_size=4, crop=64, seed=3, degrade="lowlight", device="cuda")
+    loader = make_loader("ram", tmp_path / "shards", **opts)
+    got = list(loader)
+    reader = loader.cutter.memory.reader
+    assert reader is not None and reader.asked > 0 and reader.failed is None
+    loader.close()
+    assert not reader.alive  # closing the loader stops the thread
+    again = list(make_loader("ram", tmp_path / "shards", **opts))
+    assert [b.keys for b in got] == [b.keys for b in again]
+    assert all(torch.equal(a.high, b.high) for a, b in zip(got, again))

@@ -15,14 +15,19 @@ also measured, was as fast but differs by up to 31 levels: another chroma upsamp
 
 from __future__ import annotations
 
+import os
 import time
+import weakref
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
 
 from ...errors import ShardError
 from ...format import imageformats
+from ...hostmemory import host_memory
+from ...read.ahead import ReadAhead
 from .pages import CHECK_S
 from .tileplan import TileTable, plan
 
@@ -32,6 +37,8 @@ JPEG_TOLERANCE = 3
 AHEAD = 4  # batches whose images are decoded in one call (JPEG files)
 AHEAD_TILES = 8  # the same for a split with lossless tiles: nvCOMP decodes 16,000 images/s in calls of 256 and
 # 19,800 in calls of 512 (600x400, crop 256, H200, 2026-11-28)
+READ_AHEAD_BYTES = 256 << 20  # encoded bytes asked to be read ahead of the batch being decoded at most (or half the
+# memory available): ~0.15 s of a 1.7 GB/s disk, 2,500 600x400 JPEGs
 
 
 def decoder_missing(ds=None) -> str | None:
@@ -67,25 +74,60 @@ def formats_in(ds) -> set:
     return found
 
 
-def gpu_decoders(device: torch.device) -> list:
-    """nvImageCodec's JPEG decoders for `device`, in the order the decode path tries them (`_decoders`)."""
+def gpu_decoders(device: torch.device) -> "JpegDecoders":
+    """nvImageCodec's JPEG decoders for `device` (`JpegDecoders`)."""
     from nvidia import nvimgcodec
 
-    return _decoders(nvimgcodec, device.index or 0)
+    return JpegDecoders(nvimgcodec, device.index or 0)
 
 
-def _decoders(nvimgcodec, device_id: int) -> list:
+class JpegDecoders:
     """The hardware JPEG engine (its own silicon: no SMs taken from training), then, for what it cannot decode (or a
-    GPU without one), the hybrid CPU+CUDA decoder. Not one decoder given both: it shares a batch out between them,
-    and the hybrid one, on the few cores a loader has, is then the bottleneck (1,000 images/s against 13,000)."""
-    out = []
-    for kind in ("HW_GPU_ONLY", "HYBRID_CPU_GPU"):
-        try:
-            out.append(nvimgcodec.Decoder(device_id=device_id, backends=[
-                nvimgcodec.Backend(getattr(nvimgcodec.BackendKind, kind), load_hint=1.0)]))
-        except Exception:  # noqa: BLE001 - a GPU without the hardware engine: the other decoder serves
-            continue
-    return out
+    GPU without one), the hybrid CPU+CUDA decoder, made at its first use (it starts threads of its own). Not one
+    decoder given both: it shares a batch out between them, and the hybrid one, on the few cores a loader has, is then
+    the bottleneck (1,000 images/s against 13,000)."""
+
+    KINDS = ("HW_GPU_ONLY", "HYBRID_CPU_GPU")
+
+    def __init__(self, nvimgcodec, device_id: int):
+        self._codec, self._device_id = nvimgcodec, device_id
+        self._made: list = []  # (kind, decoder or None: it could not be made here)
+        self._next()
+
+    def _next(self) -> bool:
+        """Make the next kind's decoder; False: none left."""
+        while len(self._made) < len(self.KINDS):
+            kind = self.KINDS[len(self._made)]
+            codec = self._codec
+            try:
+                decoder = codec.Decoder(device_id=self._device_id, backends=[
+                    codec.Backend(getattr(codec.BackendKind, kind), load_hint=1.0)])
+            except Exception:  # noqa: BLE001 - e.g. a GPU without the hardware engine: the next kind serves
+                decoder = None
+            self._made.append((kind, decoder))
+            if decoder is not None:
+                return True
+        return False
+
+    def __bool__(self) -> bool:
+        """Some decoder could be made here."""
+        return any(d is not None for _, d in self._made) or self._next()
+
+    def decode(self, data: list, stream: int) -> list:
+        """Each JPEG decoded on CUDA stream `stream` by the first decoder that can (None: none could)."""
+        images = [None] * len(data)
+        todo = list(range(len(data)))
+        k = 0
+        while todo and (k < len(self._made) or self._next()):
+            decoder = self._made[k][1]
+            k += 1
+            if decoder is None:
+                continue
+            got = decoder.decode([data[j] for j in todo], cuda_stream=stream)
+            for j, image in zip(todo, got):
+                images[j] = image
+            todo = [j for j in todo if images[j] is None]
+        return images
 
 
 class DecodedMemory:
@@ -95,10 +137,19 @@ class DecodedMemory:
 
     streaming = True  # batch by batch: a batch's images go back once it is cut
 
-    def __init__(self, ds, device: torch.device, *, inputs: bool = True):
+    def __init__(self, ds, device: torch.device, *, inputs: bool = True, read_ahead: bool = True,
+                 background: bool = True):
         self.ds, self.device, self.inputs = ds, device, inputs
+        self.background = background  # the next decode call runs in a thread of its own while a call's batches are cut
+        self._pool: ThreadPoolExecutor | None = None
+        self._stream: torch.cuda.Stream | None = None
+        self._next: tuple | None = None  # (first batch, end, future) of the call decoding ahead
+        # a thread asks the kernel for the coming batches' bytes: the decoder's reads find them in the page cache
+        self.read_ahead = read_ahead and hasattr(os, "posix_fadvise") and not ds.remote
+        self._reader: ReadAhead | None = None
+        self._queued_to = 0  # the next batch of the run queued on the reader
         self.formats = formats_in(ds)  # the image formats of its members
-        self.decoders = gpu_decoders(device) if imageformats.JPEG in self.formats else []
+        self.decoders = gpu_decoders(device) if imageformats.JPEG in self.formats else None
         self.tiles = None
         if imageformats.TILES in self.formats:
             from .tiles import TileDecoder
@@ -119,23 +170,97 @@ class DecodedMemory:
 
     # -- the Memory protocol
     def begin(self, plans) -> None:
+        self._forget(self._next)
+        self._next = None
         self.reap(block=True)
         self._plans = plans
         if self.ds.remote and len(plans):
             self.ds.want(plans.all_index())
+        if self.read_ahead and len(plans):
+            if self._reader is None:
+                self._reader = ReadAhead(self.ds, self._window(plans))
+                weakref.finalize(self, self._reader.close)  # a loader dropped unclosed stops the thread too
+            self._reader.reset()
+            self._queued_to = 0
+
+    def _window(self, plans) -> int:
+        """Batches read ahead of the one being decoded: READ_AHEAD_BYTES of the split's bytes, or half of the memory
+        available if less, at least two decode calls' worth."""
+        per_sample = sum(self.ds.shard_bytes) / max(1, len(self.ds))
+        batch = max(1.0, per_sample * max(len(bp) for bp in plans.block_at(0).plans))
+        budget = min(READ_AHEAD_BYTES, host_memory().available // 2)
+        return max(2 * AHEAD_TILES, int(budget // batch))
+
+    def _ahead(self, b: int) -> None:
+        """Batch b is being decoded: the reader is given the run's batches up to its window beyond (a block of the
+        plan at a time) and told."""
+        reader, plans = self._reader, self._plans
+        while self._queued_to < len(plans) and reader.queued <= b + reader.window:
+            block = plans.block_at(self._queued_to)
+            j = self._queued_to - block.first
+            reader.add(block.column("index")[int(block.starts[j]):], block.sizes[j:])
+            self._queued_to = block.first + len(block)
+        reader.cutting(b)
 
     def wait(self, b: int) -> None:
-        """Decode what batch b reads, on the current stream, and point the tables at it: with the next AHEAD - 1
+        """Decode what batch b reads and point the tables at it, on the current stream: with the next AHEAD - 1
         batches' images, in one call (the engine decodes larger batches faster), held until the last of them is
-        cut."""
+        cut. The call after it starts at once in the decode thread (`background`), on a stream of its own, while these
+        batches are cut: the engine's wait, GIL released, overlaps the loader's and the training step's work."""
+        if self._reader is not None:
+            self._ahead(b)
         if b in self._held:
             return
-        end = min(len(self._plans), b + (AHEAD_TILES if self.tiles is not None else AHEAD))
-        plans = self._plans[b:end]
-        samples = np.unique(np.concatenate([bp.index for bp in plans]))
-        held = self._decode(samples, _windows(plans, samples, self.ds.sizes) if self.tiles is not None else None)
+        ahead, self._next = self._next, None
+        if ahead is not None and ahead[0] == b:
+            _, end, future = ahead
+            got = future.result()
+            torch.cuda.current_stream(self.device).wait_event(got.event)
+        else:
+            self._forget(ahead)
+            end = self._end(b)
+            got = self._call(self._plans[b:end])
+        self._point(got)
         self._held.update({k: None for k in range(b, end - 1)})
-        self._held[end - 1] = held
+        self._held[end - 1] = got.held
+        if self.background and end < len(self._plans):
+            later = self._end(end)
+            self._next = (end, later, self._thread().submit(self._call_ahead, self._plans[end:later]))
+
+    def _end(self, b: int) -> int:
+        return min(len(self._plans), b + (AHEAD_TILES if self.tiles is not None else AHEAD))
+
+    def _call(self, plans) -> "Decoded":
+        """Decode what `plans` read on the current stream."""
+        samples = np.unique(np.concatenate([bp.index for bp in plans]))
+        return self.submit(self.prepare(samples, _windows(plans, samples, self.ds.sizes)
+                                        if self.tiles is not None else None))
+
+    def _call_ahead(self, plans) -> "Decoded":
+        """`_call` in the decode thread, on its stream; the event marks the decode done."""
+        with torch.cuda.device(self.device), torch.cuda.stream(self._stream):
+            got = self._call(plans)
+            got.event = torch.cuda.Event()
+            got.event.record(self._stream)
+        return got
+
+    def _thread(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="pairload-decode")
+            self._stream = torch.cuda.Stream(self.device)
+            weakref.finalize(self, self._pool.shutdown, wait=False)  # a loader dropped unclosed: the thread ends
+        return self._pool
+
+    @staticmethod
+    def _forget(ahead) -> None:
+        """A call decoded ahead that no batch will read (the loader went elsewhere in the plan, or closes): wait for
+        it to end; an error in it is the error of batches not delivered, so it is not raised."""
+        if ahead is None:
+            return
+        try:
+            ahead[2].result().event.synchronize()
+        except Exception:  # noqa: BLE001 - the batches that would raise it are not read
+            pass
 
     def done(self, b: int, event) -> None:
         self._releasing.append((event, self._held.pop(b, None)))
@@ -163,14 +288,28 @@ class DecodedMemory:
             self.inputs = inputs
 
     def reopen(self) -> "DecodedMemory":
-        return DecodedMemory(self.ds, self.device, inputs=self.inputs)
+        return DecodedMemory(self.ds, self.device, inputs=self.inputs, read_ahead=self.read_ahead,
+                             background=self.background)
+
+    @property
+    def reader(self) -> ReadAhead | None:
+        """The thread reading ahead of the batches (None before the first run, or without read-ahead)."""
+        return self._reader
 
     @property
     def closed(self) -> bool:
         return self._closed
 
     def close(self) -> None:
+        self._forget(self._next)
+        self._next = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         self.reap(block=True)
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         if self.tiles is not None:
             self.tiles.close()
         self._held.clear()
@@ -182,7 +321,15 @@ class DecodedMemory:
         what must stay alive until the kernel reading them is done. `windows`: per sample the (top, left, bottom,
         right) of the input's pixels its windows read, of which a tiled member decodes only the tiles they touch
         (None: whole images)."""
-        return self.submit(self.prepare(samples, windows))
+        got = self.submit(self.prepare(samples, windows))
+        self._point(got)
+        return got.held
+
+    def _point(self, got: "Decoded") -> None:
+        """Point the tables at a decode call's images, on the current stream (the stream that cuts them)."""
+        if self.inputs:
+            self.low.index_copy_(0, got.index, got.table[0])
+        self.high.index_copy_(0, got.index, got.table[1])
 
     def prepare(self, samples: np.ndarray, windows: np.ndarray | None) -> "Prepared":
         """The host's part of `_decode`, touching no device: each member's bytes found and checked, the tiled members'
@@ -228,8 +375,8 @@ class DecodedMemory:
 
         return self.tiles.stage(p, [self.ds.shard_map(int(s)) for s in shards], bad, self._table)
 
-    def submit(self, out: "Prepared") -> list:
-        """The device's part of `_decode`, on the current stream."""
+    def submit(self, out: "Prepared") -> "Decoded":
+        """The device's part of `_decode`, on the current stream (the tables not pointed yet: `_point`)."""
         samples, rows = out.samples, out.rows
         ptr = np.zeros((2, len(samples)), dtype=np.int64)
         held: list = []
@@ -248,10 +395,7 @@ class DecodedMemory:
         table = torch.from_numpy(ptr).pin_memory().to(self.device, non_blocking=True)
         index = torch.from_numpy(samples).pin_memory().to(self.device, non_blocking=True)
         held.append((table, index))
-        if self.inputs:
-            self.low.index_copy_(0, index, table[0])
-        self.high.index_copy_(0, index, table[1])
-        return held
+        return Decoded(held, table, index)
 
     def _stored(self, rows, j: int, k: int) -> np.ndarray:
         start = int(rows.offset[j, k])
@@ -301,22 +445,23 @@ class DecodedMemory:
 
     def _decode_jpegs(self, data: list) -> list:
         """Each JPEG decoded on the current stream by the first decoder that can (None: none could)."""
-        stream = torch.cuda.current_stream(self.device).cuda_stream
-        images = [None] * len(data)
-        todo = list(range(len(data)))
-        for decoder in self.decoders:
-            got = decoder.decode([data[j] for j in todo], cuda_stream=stream)
-            for j, image in zip(todo, got):
-                images[j] = image
-            todo = [j for j in todo if images[j] is None]
-            if not todo:
-                break
-        return images
+        return self.decoders.decode(data, torch.cuda.current_stream(self.device).cuda_stream)
 
     def _bad(self, i: int, k: int, shard: int, what: str) -> ShardError:
         return ShardError(f"{self.ds.name(int(shard))}: key {self.ds.keys[int(i)]}: its {('low', 'high')[k]} member "
                           f"{what}; the shard is damaged: run `pairload verify` on the split to find every damaged "
                           "sample, and repack (or restore the shard from a copy)")
+
+
+class Decoded:
+    """A decode call's device part issued (`DecodedMemory.submit`): what must stay alive until the kernel reading
+    it is done (`held`), each sample's (input, target) address (`table`, 2×n on the device) for the samples `index`,
+    and, from the decode thread, the event after which the images are there."""
+
+    __slots__ = ("held", "table", "index", "event")
+
+    def __init__(self, held: list, table: torch.Tensor, index: torch.Tensor):
+        self.held, self.table, self.index, self.event = held, table, index, None
 
 
 class Prepared:
