@@ -3,15 +3,15 @@
 # and `.devwheels/extra` carried): PHOTOS photo-like 600x400 JPEGs packed targets-only, encoded and (a subset)
 # decoded; cold epochs from construction for this checkout and PREV interleaved, a profile of one; then the reference
 # loop on one GPU for EPOCHS epochs over the encoded pack from a cold page cache (its data wait per epoch).
-#   bash benchmarks/device_encoded_cold.sh PREV [PHOTOS] [EPOCHS]
+#   CORES=2,16 ROUNDS=2 bash benchmarks/device_encoded_cold.sh PREV [PHOTOS] [EPOCHS]
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .devwheels/extra/*.whl 2>/dev/null
 prev=$1
-photos=${2:-40000}
+photos=${2:-118000}
 epochs=${3:-2}
 work=/tmp/encoded-cold
 python3 -u benchmarks/encoded_cold.py "$work" "$OUT" --photos "$photos" --decoded 8000 --trees "new=.,prev=$prev" \
-  --rounds 2 --profile | cut -c1-600
+  --rounds "${ROUNDS:-2}" --cores "${CORES:-2}" --profile | cut -c1-600
 head -60 "$OUT/profile-cold.txt" | cut -c1-160
 if [ "$epochs" -gt 0 ]; then
   python3 -c "import sys; from pairload.bench.bounds import evict; from pairload.read.shards import ShardDataset; \

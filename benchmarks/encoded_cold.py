@@ -1,11 +1,13 @@
 """A targets-only pack of JPEG photos kept byte for byte (`pack --targets-only --store encoded`) read from a cold page
 cache, on the GPU host: `ram` with `degrade="lowlight"`, crop 256, batch 32, one epoch from the loader's construction,
-each run in a child process held to CORES cores, for each code tree in turn (interleaved rounds); against the same
+each run in a child process held to the first CORES cores (each count given in turn), for each code tree in turn
+(interleaved rounds); against the same
 photos packed decoded, read cold the same way, and the disk's bound in the encoded pack's bytes. Each row: pairs/s from
 construction, the first batch's time, the rate after it; `--profile`: where a cold start spends its time (cProfile of
-the first tree after the rounds, OUT/profile-cold.txt). Every result goes to OUT/encoded-cold.json as soon as it is measured.
+the first tree after the rounds, OUT/profile-cold.txt); then, the pack in the page cache, each tree's warm rate (a
+4 s window). Every result goes to OUT/encoded-cold.json as soon as it is measured.
 
-    python benchmarks/encoded_cold.py WORK OUT --photos 40000 --decoded 8000 --trees new=.,prev=.devwheels/prev
+    python benchmarks/encoded_cold.py WORK OUT --photos 118000 --cores 2,16 --trees new=.,prev=.devwheels/prev
 """
 
 from __future__ import annotations
@@ -19,7 +21,23 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from decode_rate import photo
+import cv2
+import numpy as np
+
+_NOISE: list = []  # per process: a field of sensor-like noise, of which each photo takes a window of its own
+
+
+def photo(args) -> None:
+    """decode_rate's photo-like 600x400 JPEG (q90; a smooth random scene and noise of sigma 10), its noise a window
+    of a field made once per process: 10x cheaper to make, as many bytes."""
+    i, folder = args
+    rng = np.random.default_rng(i)
+    if not _NOISE:
+        _NOISE.append(np.round(np.random.default_rng(os.getpid()).normal(0, 10, (800, 1200, 3))).astype(np.int16))
+    base = cv2.resize(rng.integers(0, 256, (25, 37, 3), dtype=np.uint8), (600, 400), interpolation=cv2.INTER_CUBIC)
+    y, x = rng.integers(0, 400), rng.integers(0, 600)
+    img = np.clip(base + _NOISE[0][y:y + 400, x:x + 600], 0, 255).astype(np.uint8)
+    cv2.imwrite(f"{folder}/{i:06d}.jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
 
 CHILD = r"""
 import json, sys, time
@@ -27,8 +45,9 @@ t_start = time.perf_counter()
 import torch, pairload
 from pairload.bench.bounds import evict
 from pairload.read.shards import ShardDataset
-shards, degrade, profile = sys.argv[1], sys.argv[2] or None, sys.argv[3]
-evict(ShardDataset(shards, "train").files)
+shards, degrade, profile, mode = sys.argv[1], sys.argv[2] or None, sys.argv[3], sys.argv[4]
+if mode == "cold":
+    evict(ShardDataset(shards, "train").files)
 imported = time.perf_counter() - t_start
 dev = torch.device("cuda:0")
 if profile:
@@ -39,10 +58,19 @@ t0 = time.perf_counter()
 loader = pairload.make_loader("ram", shards, batch_size=32, crop=256, seed=0, device=dev, degrade=degrade)
 built = time.perf_counter() - t0
 n, first, n_first = 0, None, 0
-for b in loader:
-    n += len(b)
-    if first is None:
-        torch.cuda.synchronize(); first = time.perf_counter() - t0; n_first = n
+if mode == "warm":  # the pack in the page cache: a window of WARM_S after 100 batches
+    for k, b in enumerate(loader):
+        if k == 100:
+            torch.cuda.synchronize(); t0 = time.perf_counter(); first = 0.0
+        elif k > 100:
+            n += len(b)
+            if time.perf_counter() - t0 > 4.0:
+                break
+else:
+    for b in loader:
+        n += len(b)
+        if first is None:
+            torch.cuda.synchronize(); first = time.perf_counter() - t0; n_first = n
 torch.cuda.synchronize()
 total = time.perf_counter() - t0
 if profile:
@@ -61,7 +89,7 @@ def make(work: Path, photos: int, decoded: int, workers: int) -> dict[str, Path]
     raw.mkdir(parents=True, exist_ok=True)
     if len(os.listdir(raw)) < photos:
         with ProcessPoolExecutor() as ex:
-            list(ex.map(photo, [(i, str(raw), False) for i in range(photos)], chunksize=64))
+            list(ex.map(photo, [(i, str(raw)) for i in range(photos)], chunksize=256))
     if not sub.exists():
         sub.mkdir()
         for i in range(decoded):
@@ -76,9 +104,10 @@ def make(work: Path, photos: int, decoded: int, workers: int) -> dict[str, Path]
     return out
 
 
-def child(tree: Path, shards: Path, cores: str, profile: str = "") -> dict:
+def child(tree: Path, shards: Path, cores: int, profile: str = "", mode: str = "cold") -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run(["taskset", "-c", cores, sys.executable, "-c", CHILD, str(shards), "lowlight", profile],
+    proc = subprocess.run(["taskset", "-c", f"0-{cores - 1}", sys.executable, "-c", CHILD, str(shards), "lowlight",
+                           profile, mode],
                           capture_output=True, text=True, timeout=900, cwd=tree, env=env)
     try:
         return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -94,7 +123,7 @@ def main() -> None:
     ap.add_argument("--decoded", type=int, default=8000, help="photos of the decoded pack (a subset)")
     ap.add_argument("--trees", default="new=.", help="name=folder,… of the code trees compared")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--cores", default="2", help="CPU cores a child may use, a comma-separated list: each in turn")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     import torch
@@ -108,7 +137,8 @@ def main() -> None:
     packs = make(Path(args.work), args.photos, args.decoded, os.cpu_count() or 1)
     trees = dict(item.split("=", 1) for item in args.trees.split(","))
     trees = {name: Path(folder).resolve() for name, folder in trees.items()}
-    report = {"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name(0), "cores": args.cores,
+    cores = [int(c) for c in args.cores.split(",")]
+    report = {"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name(0), "cores": cores,
               "photos": args.photos, "made_s": time.perf_counter() - t, "rows": []}
     sizes = {}
     for name, shards in packs.items():
@@ -128,15 +158,20 @@ def main() -> None:
         print(json.dumps(row)[:500], flush=True)
         path.write_text(json.dumps(report, indent=1))
 
-    cores = ",".join(str(c) for c in range(args.cores))
     first = next(iter(trees.values()))
     for r in range(args.rounds):
-        for name, tree in trees.items():
-            record(dict(child(tree, packs["encoded"], cores), pack="encoded", tree=name, round=r))
+        for c in cores:
+            for name, tree in trees.items():
+                record(dict(child(tree, packs["encoded"], c), pack="encoded", tree=name, round=r, cores=c))
     if args.profile:  # after the rounds: the libraries' files cached, Triton's kernels built, as a user's second run
-        record(dict(child(first, packs["encoded"], cores, str(out / "profile-cold.txt")), pack="encoded",
-                    tree="profiled"))
-    record(dict(child(first, packs["decoded"], cores), pack="decoded", tree=next(iter(trees)), round=0))
+        record(dict(child(first, packs["encoded"], cores[0], str(out / "profile-cold.txt")), pack="encoded",
+                    tree="profiled", cores=cores[0]))
+    for c in cores:
+        record(dict(child(first, packs["decoded"], c), pack="decoded", tree=next(iter(trees)), round=0, cores=c))
+    subprocess.run(["cat", *map(str, ShardDataset(packs["encoded"], "train").files)], stdout=subprocess.DEVNULL)
+    for name, tree in trees.items():  # warm: the pack read into the page cache first
+        record(dict(child(tree, packs["encoded"], cores[0], mode="warm"), pack="encoded", tree=name, mode="warm",
+                    cores=cores[0]))
 
 
 if __name__ == "__main__":

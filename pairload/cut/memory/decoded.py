@@ -8,7 +8,9 @@ fewer than decoded pixels), read through the shards' memory maps; nothing is pin
 (`npy`) is copied over as it is.
 
 A batch's images go back once the kernel that reads them is done (`done`); a streamed split's shards are only
-mapped. JPEG decoders differ by their IDCT and chroma rounding: the GPU gives libjpeg-turbo's pixels (OpenCV's decode,
+mapped. While a call's batches are cut, the next call is decoded in a thread of its own (the engine's wait releases
+the GIL, so the loader's and the training step's Python run meanwhile), and in the first run (every run, for a split
+the page cache cannot keep) a reader thread asks the kernel for the coming batches' bytes (`read.ahead`). JPEG decoders differ by their IDCT and chroma rounding: the GPU gives libjpeg-turbo's pixels (OpenCV's decode,
 which `pack` checks and the CPU workers deliver) within JPEG_TOLERANCE levels. (torchvision's GPU `decode_jpeg`,
 also measured, was as fast but differs by up to 31 levels: another chroma upsampling.)
 """
@@ -26,7 +28,7 @@ import torch
 
 from ...errors import ShardError
 from ...format import imageformats
-from ...hostmemory import host_memory
+from ...hostmemory import host_memory, outgrows_cache
 from ...read.ahead import ReadAhead
 from .pages import CHECK_S
 from .tileplan import TileTable, plan
@@ -148,6 +150,8 @@ class DecodedMemory:
         self.read_ahead = read_ahead and hasattr(os, "posix_fadvise") and not ds.remote
         self._reader: ReadAhead | None = None
         self._queued_to = 0  # the next batch of the run queued on the reader
+        self._reading = False  # this run is read ahead
+        self._outgrows = outgrows_cache(sum(ds.shard_bytes))  # every run reads the split from disk
         self.formats = formats_in(ds)  # the image formats of its members
         self.decoders = gpu_decoders(device) if imageformats.JPEG in self.formats else None
         self.tiles = None
@@ -176,12 +180,15 @@ class DecodedMemory:
         self._plans = plans
         if self.ds.remote and len(plans):
             self.ds.want(plans.all_index())
-        if self.read_ahead and len(plans):
-            if self._reader is None:
-                self._reader = ReadAhead(self.ds, self._window(plans))
-                weakref.finalize(self, self._reader.close)  # a loader dropped unclosed stops the thread too
+        # the first run reads the split from disk; later ones only if the page cache cannot keep it
+        reading = self.read_ahead and len(plans) and (self._reader is None or self._outgrows)
+        if reading and self._reader is None:
+            self._reader = ReadAhead(self.ds, self._window(plans))
+            weakref.finalize(self, self._reader.close)  # a loader dropped unclosed stops the thread too
+        if self._reader is not None:
             self._reader.reset()
-            self._queued_to = 0
+        self._reading = bool(reading)
+        self._queued_to = 0
 
     def _window(self, plans) -> int:
         """Batches read ahead of the one being decoded: READ_AHEAD_BYTES of the split's bytes, or half of the memory
@@ -207,7 +214,7 @@ class DecodedMemory:
         batches' images, in one call (the engine decodes larger batches faster), held until the last of them is
         cut. The call after it starts at once in the decode thread (`background`), on a stream of its own, while these
         batches are cut: the engine's wait, GIL released, overlaps the loader's and the training step's work."""
-        if self._reader is not None:
+        if self._reading:
             self._ahead(b)
         if b in self._held:
             return
@@ -344,14 +351,13 @@ class DecodedMemory:
         j = np.concatenate([np.arange(len(samples)) for _ in sides])
         keep = ~((k == 0) & once[j]) if 1 in sides else np.ones(len(k), dtype=bool)
         k, j = k[keep], j[keep]
-        tiled = rows.format[j, k] == imageformats.TILES.code
-        for kk, jj in zip(k[~tiled].tolist(), j[~tiled].tolist()):
-            data = self._stored(rows, jj, kk)
-            if imageformats.BY_CODE.get(int(rows.format[jj, kk])) is imageformats.JPEG:
-                self._check_jpeg(data, samples[jj], kk, rows.shard[jj])
-                out.jpegs.append((kk, jj, data))
-            else:  # pixels as stored: copied over as they are
-                out.pixels.append((kk, jj, data))
+        code = rows.format[j, k]
+        tiled = code == imageformats.TILES.code
+        jpeg = code == imageformats.JPEG.code
+        if jpeg.any():
+            out.jpegs = self._jpeg_members(samples, rows, k[jpeg], j[jpeg])
+        for kk, jj in zip(k[~tiled & ~jpeg].tolist(), j[~tiled & ~jpeg].tolist()):  # pixels: copied over as stored
+            out.pixels.append((kk, jj, self._stored(rows, jj, kk)))
         if tiled.any():
             out.tiled = tk, tj = k[tiled], j[tiled]
             out.staged = self._stage_tiles(samples, rows, tk, tj, windows)
@@ -412,13 +418,27 @@ class DecodedMemory:
         except imageformats.MemberError as exc:
             raise self._bad(i, k, rows.shard[j], str(exc)) from None
 
-    def _check_jpeg(self, data: np.ndarray, i: int, k: int, shard: int) -> None:
-        """A member cut short or overwritten is refused before the decoder sees it (a decoder fills a cut-short
-        JPEG with grey and says nothing)."""
-        head, tail = bytes(data[:2]), bytes(data[-2:])
-        if head != imageformats.SOI or tail != imageformats.EOI:
-            raise self._bad(i, k, shard, f"is not a whole JPEG (it starts with {head.hex(' ')} and ends with "
-                                         f"{tail.hex(' ')}, not ff d8 … ff d9)")
+    def _jpeg_members(self, samples: np.ndarray, rows, k: np.ndarray, j: np.ndarray) -> list:
+        """The JPEG members (side k of row j) as (side, row, bytes), their ends checked with numpy, shard by shard:
+        a member cut short or overwritten is refused before the decoder sees it (a decoder fills a cut-short JPEG
+        with grey and says nothing)."""
+        start, length, shard = rows.offset[j, k], rows.length[j, k], rows.shard[j]
+        end = start + length
+        data: list = [None] * len(j)
+        for s in np.unique(shard).tolist():
+            m = np.flatnonzero(shard == s)
+            mm = self.ds.shard_map(s)
+            a, b = start[m], end[m]
+            ok = ((length[m] >= 4) & (mm[a] == 0xFF) & (mm[a + 1] == 0xD8) & (mm[b - 2] == 0xFF)
+                  & (mm[b - 1] == 0xD9))
+            if not ok.all():
+                x = int(m[np.flatnonzero(~ok)[0]])
+                head, tail = bytes(mm[start[x]:start[x] + 2]), bytes(mm[max(start[x], end[x] - 2):end[x]])
+                raise self._bad(samples[j[x]], int(k[x]), s, f"is not a whole JPEG (it starts with {head.hex(' ')} "
+                                f"and ends with {tail.hex(' ')}, not ff d8 … ff d9)")
+            for x, lo, hi in zip(m.tolist(), a.tolist(), b.tolist()):
+                data[x] = mm[lo:hi]
+        return list(zip(k.tolist(), j.tolist(), data))
 
     def _jpegs(self, jpegs, samples: np.ndarray, rows, ptr: np.ndarray) -> list:
         """Decode the JPEG members in one batch on the current stream; their addresses go to `ptr`."""
