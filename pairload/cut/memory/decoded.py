@@ -10,7 +10,9 @@ fewer than decoded pixels), read through the shards' memory maps; nothing is pin
 A batch's images go back once the kernel that reads them is done (`done`); a streamed split's shards are only
 mapped. While a call's batches are cut, the next call is decoded in a thread of its own (the engine's wait releases
 the GIL, so the loader's and the training step's Python run meanwhile), and in the first run (every run, for a split
-the page cache cannot keep) a reader thread asks the kernel for the coming batches' bytes (`read.ahead`). JPEG decoders differ by their IDCT and chroma rounding: the GPU gives libjpeg-turbo's pixels (OpenCV's decode,
+the page cache cannot keep) a reader thread asks the kernel for the coming batches' bytes (`read.ahead`).
+
+JPEG decoders differ by their IDCT and chroma rounding: the GPU gives libjpeg-turbo's pixels (OpenCV's decode,
 which `pack` checks and the CPU workers deliver) within JPEG_TOLERANCE levels. (torchvision's GPU `decode_jpeg`,
 also measured, was as fast but differs by up to 31 levels: another chroma upsampling.)
 """
