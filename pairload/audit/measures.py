@@ -73,12 +73,19 @@ def _sums_of(flat: np.ndarray, w: int, rows: bool = True) -> tuple:
     if flat.dtype not in (np.uint8, np.uint16, np.float32, np.float64):
         flat = flat.astype(np.float32)  # what OpenCV adds up
     h, split = flat.shape[0] // 2, (w // 2) * (flat.shape[1] // w)
-    cols = (cv2.reduce(flat[:h], 0, cv2.REDUCE_SUM, dtype=cv2.CV_32F),
-            cv2.reduce(flat[h:], 0, cv2.REDUCE_SUM, dtype=cv2.CV_32F))
+    # uint8 is added up as int32 (twice as fast as into float32 for the columns; the same sums, exact: within
+    # float32's exact integers up to 65,793 terms a sum), then made float32 (OpenCV adds no uint16 into int32)
+    exact = flat.dtype == np.uint8 and max(flat.shape[0] - h, flat.shape[1] - split) <= 65793
+    depth = cv2.CV_32S if exact else cv2.CV_32F
+
+    def summed(part: np.ndarray, axis: int) -> np.ndarray:
+        out = cv2.reduce(part, axis, cv2.REDUCE_SUM, dtype=depth)
+        return out.astype(np.float32) if exact else out
+
+    cols = (summed(flat[:h], 0), summed(flat[h:], 0))
     if not rows:
         return cols
-    return (*cols, cv2.reduce(flat[:, :split], 1, cv2.REDUCE_SUM, dtype=cv2.CV_32F),
-            cv2.reduce(flat[:, split:], 1, cv2.REDUCE_SUM, dtype=cv2.CV_32F))
+    return (*cols, summed(flat[:, :split], 1), summed(flat[:, split:], 1))
 
 
 def _profiles(sums: list[tuple], w: int) -> tuple[np.ndarray, np.ndarray, list]:

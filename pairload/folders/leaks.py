@@ -4,7 +4,6 @@ once). Folders and pairs files both go through here."""
 
 from __future__ import annotations
 
-import filecmp
 import hashlib
 import os
 from pathlib import Path
@@ -32,6 +31,22 @@ def _digest(path: Path, full: bool) -> bytes:
     except OSError as exc:
         raise PairingError(f"{path}: cannot be read ({exc.strerror})") from None
     return h.digest()
+
+
+def _same_bytes(a: str, b: str, chunk: int = 1 << 16) -> bool:
+    """Whether two files of one size hold identical bytes, read side by side to the first difference (not
+    `filecmp.cmp`, whose module-wide cache keeps an entry for every pair it compared: a pack of files of equal sizes,
+    uncompressed images, would keep one per pair)."""
+    try:
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            while True:
+                x, y = fa.read(chunk), fb.read(chunk)
+                if x != y:
+                    return False
+                if not x:
+                    return True
+    except OSError as exc:
+        raise PairingError(f"{exc.filename}: cannot be read ({exc.strerror})") from None
 
 
 def _size(path: str | Path) -> int:
@@ -109,18 +124,29 @@ def refuse_self_pairs_and_leaks(pairs: list[Pair], origins: list[tuple[str, str]
                                "to the other); a pair needs two images: put the real input or target in its place")
         real[2 * n], real[2 * n + 1] = path_hash(real_low), path_hash(real_high)
         sizes[2 * n], sizes[2 * n + 1] = _size(low), _size(high)
-        if sizes[2 * n] == sizes[2 * n + 1] and filecmp.cmp(low, high, shallow=False):
+        if sizes[2 * n] == sizes[2 * n + 1] and _same_bytes(low, high):
             raise PairingError(f"{where}: the low {p.low_rel} and the high {p.high_rel} hold identical bytes; a pair "
                                "needs two different images (one side is probably a copy of the other): put the "
                                "real input or target in its place, or remove the pair")
     if not pairs:
         return real
-    names = {name: k for k, name in enumerate(sorted({p.split for p in pairs}))}
-    split_of = np.repeat(np.fromiter((names[p.split] for p in pairs), dtype=np.int32, count=len(pairs)), 2)
+    # (a few arrays of every file at a time, each freed once used: this is discovery's high-water mark)
+    split_of = np.repeat(_split_codes(pairs), 2)
     order = np.argsort(real, kind="stable")  # positions of one real file together, first occurrence first
-    starts = np.flatnonzero(np.r_[True, real[order][1:] != real[order][:-1]])
-    first_of = np.empty(len(real), dtype=np.int64)  # per position: the position where its file first occurs
-    first_of[order] = np.repeat(order[starts], np.diff(np.r_[starts, len(order)]))
+    ranked = real[order]
+    new = np.empty(len(ranked), dtype=bool)
+    new[0] = True
+    np.not_equal(ranked[1:], ranked[:-1], out=new[1:])
+    del ranked
+    starts = np.flatnonzero(new)
+    del new
+    # a position whose split is not its file's first split's: the same file in two splits
+    lengths = np.diff(np.r_[starts, len(order)])
+    in_order = split_of[order]
+    crossed_at = np.flatnonzero(in_order != np.repeat(in_order[starts], lengths))
+    del in_order, lengths
+    first = order[starts[np.searchsorted(starts, crossed_at, side="right") - 1]]  # where each one's file is first
+    first_of = dict(zip(order[crossed_at].tolist(), first.tolist()))
 
     def info(k: int) -> tuple[int, str, str, str, str]:
         """(position, split, path, where, short) of the file at position k (pair k // 2, low or high)."""
@@ -130,9 +156,8 @@ def refuse_self_pairs_and_leaks(pairs: list[Pair], origins: list[tuple[str, str]
     def real_of(k: int) -> str:
         return real_path(pairs[k // 2].files()[k % 2])
 
-    crossed = np.flatnonzero(split_of != split_of[first_of])
-    for k in crossed.tolist():  # in order: the first file found in a second split is the one named
-        seen, mine = info(int(first_of[k])), info(k)
+    for k in sorted(first_of):  # in order: the first file found in a second split is the one named
+        seen, mine = info(first_of[k]), info(k)
         if real_of(seen[0]) != real_of(k):
             continue  # two paths with one 64-bit hash: not one file
         also = "" if seen[2] == mine[2] else f" (the same file as {seen[2]})"
@@ -140,8 +165,9 @@ def refuse_self_pairs_and_leaks(pairs: list[Pair], origins: list[tuple[str, str]
         raise PairingError(f"{mine[3]}: {mine[2]}{also} is in split {mine[1]!r} but already in split {seen[1]!r}"
                            f"{ref}; an image in two splits leaks test data into training: {fix_leak}")
     unique = order[starts]  # each real file's first position
-    by_size = np.argsort(sizes[unique], kind="stable")
-    ranked = unique[by_size]
+    del order, starts
+    ranked = unique[np.argsort(sizes[unique], kind="stable")]
+    del unique
     bounds = np.flatnonzero(np.r_[True, sizes[ranked][1:] != sizes[ranked][:-1], True])
     groups = []
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
@@ -170,6 +196,14 @@ def refuse_self_pairs_and_leaks(pairs: list[Pair], origins: list[tuple[str, str]
         raise PairingError(f"{b_where}: {b_rel} (split {b_split!r}) holds the same bytes as {a_rel} (split "
                            f"{a_split!r}{ref}); an image in two splits leaks test data into training: {fix_leak}")
     return real
+
+
+def _split_codes(pairs) -> np.ndarray:
+    """Each pair's split as a small integer (a `PairTable`'s own codes; else the rank of its name)."""
+    if hasattr(pairs, "split_codes"):
+        return pairs.split_codes()
+    names = {name: k for k, name in enumerate(sorted({p.split for p in pairs}))}
+    return np.fromiter((names[p.split] for p in pairs), dtype=np.int32, count=len(pairs))
 
 
 def refuse_pairs_lists_marking_other_splits(raw: Path, pairs: list[Pair], lists: list[Path], sides,

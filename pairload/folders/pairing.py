@@ -12,7 +12,7 @@ from ..errors import PairingError
 from ..format.schema import key_from_relpath
 from .model import Discovery, Pair, escaped, listing
 from .realpaths import path_hash
-from .rules import pair_unit
+from .rules import pair_unit, unpaired
 from .scan import Unit
 from .splits import locate, split_names_of
 
@@ -53,8 +53,7 @@ def pairs_from_folders(raw: Path, units: list[Unit], skip_unmatched: bool, overr
         out.split_folders[split_folder or "."] = names[split_folder]
         lows, highs, mapping, rule, aside = pair_unit(raw, unit, template)
         out.aside.extend(_rel(raw, path) for path in aside)
-        only_low = sorted(set(lows) - set(mapping))
-        only_high = sorted(set(highs) - set(mapping.values()))
+        only_low, only_high = unpaired(lows, highs, mapping)
         low_where = (unit.low if isinstance(unit.low, Path) else unit.parent).relative_to(raw).as_posix()
         high_where = unit.high.relative_to(raw).as_posix()
         if only_low or only_high:

@@ -41,10 +41,51 @@ def _strip_word(stem: str, words: frozenset[str]) -> str:
     return f"{head}/{base}" if head else base
 
 
-# Each rule returns {low stem: high stem}, or None when it does not apply (not one to one, or collisions).
+# Each rule returns {low stem: high stem} (a mapping), or None when it does not apply (not one to one, or
+# collisions).
 
-def _same_name(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | None:
+class Identity(Mapping):
+    """{stem: stem} for every stem of `stems`: what the same-name rule pairs when both sides hold the same stems (the
+    usual layout), without a dict of a million stems."""
+
+    def __init__(self, stems: Stems):
+        self._stems = stems
+
+    def __getitem__(self, stem: str) -> str:
+        if stem not in self._stems:
+            raise KeyError(stem)
+        return stem
+
+    def __contains__(self, stem) -> bool:
+        return stem in self._stems
+
+    def __iter__(self):
+        return iter(self._stems)
+
+    def __len__(self) -> int:
+        return len(self._stems)
+
+
+def _same_name(lows: Stems, highs: Stems, how: RuleInput) -> Mapping[str, str] | None:
+    if len(lows) == len(highs) and all(s in highs for s in lows):
+        return Identity(lows)
     return {s: s for s in lows if s in highs}
+
+
+def unpaired(lows: Stems, highs: Stems, mapping: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """The low stems `mapping` leaves unpaired and the high stems it pairs with none, sorted (nothing built for a
+    mapping that pairs every file on both sides)."""
+    only_low = [] if len(mapping) == len(lows) else sorted(set(lows) - set(mapping))
+    only_high = [] if _every_high(mapping, highs) else sorted(set(highs) - set(mapping.values()))
+    return only_low, only_high
+
+
+def _every_high(mapping: Mapping[str, str], highs: Stems) -> bool:
+    """Every high stem is some low's partner. An `Identity` of the lows pairs each with itself; the other rules'
+    mappings pair each high at most once except MANY_TO_ONE's, so their counts say it without a set."""
+    if isinstance(mapping, Identity) or len(mapping) < len(highs):
+        return len(mapping) == len(highs)
+    return len(set(mapping.values())) == len(highs)
 
 
 def _matched_by(lows: Stems, highs: Stems, low_key, high_key) -> dict[str, str] | None:
@@ -148,7 +189,7 @@ def _sid_scene(lows: Stems, highs: Stems, how: RuleInput) -> dict[str, str] | No
     return {s: by_scene[k] for s, k in keys.items() if k in by_scene}
 
 
-Rule = Callable[[Stems, Stems, RuleInput], "dict[str, str] | None"]
+Rule = Callable[[Stems, Stems, RuleInput], "Mapping[str, str] | None"]
 RULES: dict[str, Rule] = {  # in the order they are tried; the name is what the manifest records
     "same name": _same_name,
     "side word swapped": _side_word_swapped,
@@ -214,7 +255,7 @@ def pair_unit(raw: Path, unit: Unit, template: str | None
         m = rule(lows, highs, how)
         if m is None:
             continue
-        every_high = set(m.values()) == set(highs) and (name in MANY_TO_ONE or len(m) == len(highs))
+        every_high = _every_high(m, highs) and (name in MANY_TO_ONE or len(m) == len(highs))
         if len(m) == len(lows) and every_high:
             return lows, highs, m, name, []
         if len(m) > len(best[0]):
