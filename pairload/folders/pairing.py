@@ -12,7 +12,7 @@ from ..errors import PairingError
 from ..format.schema import key_from_relpath
 from .model import Discovery, Pair, escaped, listing
 from .realpaths import path_hash
-from .rules import pair_unit, unpaired
+from .rules import pair_unit, paired, unpaired
 from .scan import Unit
 from .splits import locate, split_names_of
 
@@ -70,9 +70,7 @@ def pairs_from_folders(raw: Path, units: list[Unit], skip_unmatched: bool, overr
             out.skipped_high.extend(_rel(raw, highs[s][0]) for s in only_high)
             out.skipped_per_split[split] = out.skipped_per_split.get(split, 0) + len(only_low) + len(only_high)
         prefix = "/".join(group)
-        for stem in sorted(mapping):
-            lp, lrel = lows[stem]
-            hp = highs[mapping[stem]][0]
+        for _, (lp, lrel), hp in paired(lows, highs, mapping):
             rel = f"{prefix}/{lrel}" if prefix else lrel
             low_rel = _rel(raw, lp)
             out.pairs.append(Pair(split, key_from_relpath(rel), lp, hp, low_rel, _rel(raw, hp)))

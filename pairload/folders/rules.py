@@ -12,6 +12,7 @@ from typing import Callable
 from ..camera.files import sid_scene
 from .names import HIGH_NAMES, LOW_NAMES, tokens
 from .scan import Unit
+from . import walk
 from .walk import images, no_images, side_images
 
 # relative path without extension -> (absolute path, relative path): `walk.Stems`, or a dict for SICE's sequences
@@ -67,9 +68,26 @@ class Identity(Mapping):
 
 
 def _same_name(lows: Stems, highs: Stems, how: RuleInput) -> Mapping[str, str] | None:
-    if len(lows) == len(highs) and all(s in highs for s in lows):
+    if isinstance(lows, walk.Stems) and isinstance(highs, walk.Stems):
+        if lows.same_stems(highs):
+            return Identity(lows)
+    elif len(lows) == len(highs) and all(s in highs for s in lows):
         return Identity(lows)
     return {s: s for s in lows if s in highs}
+
+
+def paired(lows: Stems, highs: Stems, mapping: Mapping[str, str]):
+    """(low stem, (low path, low relative path), high path) of every pair of `mapping`, in the order of the low stems:
+    two side folders of the same stems go side by side in that order (numpy sorts them), the others by lookups."""
+    if isinstance(mapping, Identity) and isinstance(lows, walk.Stems) and isinstance(highs, walk.Stems) \
+            and lows.same_stems(highs):
+        for a, b in zip(lows.sorted_rows().tolist(), highs.sorted_rows().tolist()):
+            stem, low_rel = lows.plain(a)
+            high_rel = highs.plain(b)[1]
+            yield stem, (lows.prefix + low_rel, low_rel), highs.prefix + high_rel
+        return
+    for stem in sorted(mapping):
+        yield stem, lows[stem], highs[mapping[stem]][0]
 
 
 def unpaired(lows: Stems, highs: Stems, mapping: Mapping[str, str]) -> tuple[list[str], list[str]]:

@@ -319,3 +319,34 @@ def test_a_link_to_a_packed_image_elsewhere_is_not_reported_and_a_stray_image_be
     found = find_pairs(raw)
     assert len(found.pairs) == 2
     assert [(u.folder, u.names) for u in found.unused] == [("notes", ("stray.png",))]
+
+
+def test_a_side_folders_stems_are_kept_as_columns_and_found_again(tmp_path):
+    from pairload.folders.walk import images
+
+    names = ["b.png", "a.png", "sub/é.jpg", "sub/e\u0301x.png", "z10.png", "z9.png"]
+    for side in ("low", "high"):
+        for name in names:
+            (tmp_path / side / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / side / name).write_bytes(b"x")
+    (tmp_path / "high" / "notes.txt").write_text("not an image")
+    lows, others = images(tmp_path / "low")
+    highs, high_others = images(tmp_path / "high")
+    stems = [n.rsplit(".", 1)[0] for n in names]
+    assert sorted(lows) == sorted(stems) and others == {} and high_others == {".txt": 1}
+    assert lows["sub/é"] == (str(tmp_path / "low" / "sub/é.jpg"), "sub/é.jpg") and "c" not in lows
+    assert lows.same_stems(highs)
+    assert [lows.plain(r)[0] for r in lows.sorted_rows().tolist()] == sorted(stems)  # code point order
+    (tmp_path / "high" / "zz.png").write_bytes(b"x")
+    assert not lows.same_stems(images(tmp_path / "high")[0])
+
+
+def test_two_images_of_one_stem_in_a_side_folder_are_refused_naming_both(tmp_path):
+    from pairload.folders.walk import images
+
+    for name in ("0001.png", "0002.png", "deep/0003.png", "deep/0003.jpg"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"x")
+    with pytest.raises(PairingError, match=r"two files with the same stem 'deep/0003': deep/0003.jpg and "
+                                           r"deep/0003.png; keep one of them"):
+        images(tmp_path)
