@@ -144,7 +144,9 @@ class DecodedMemory:
     def __init__(self, ds, device: torch.device, *, inputs: bool = True, read_ahead: bool = True,
                  background: bool = True):
         self.ds, self.device, self.inputs = ds, device, inputs
-        self.background = background  # the next decode call runs in a thread of its own while a call's batches are cut
+        # the next decode call runs in a thread of its own while a call's batches are cut (a remote split's shards
+        # are fetched and held by the loading thread, as before)
+        self.background = background and not ds.remote
         self._pool: ThreadPoolExecutor | None = None
         self._stream: torch.cuda.Stream | None = None
         self._next: tuple | None = None  # (first batch, end, future) of the call decoding ahead
