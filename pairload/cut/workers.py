@@ -34,12 +34,12 @@ from .. import errors
 from ..errors import ConfigError, LoaderError, WorkerError
 from ..format.members import DEFAULT, Members
 from ..hooks import Hooks
-from ..hostmemory import host_memory, outgrows_cache
+from ..hostmemory import outgrows_cache
 from ..plan import BatchPlan, PlanConfig
 from ..plan import Run as PlanRun
 from ..plan.run import BLOCK, RunKey, next_run
 from ..plan.crops import crop_size
-from ..read.ahead import ReadAhead
+from ..read.ahead import ReadAhead, batches_within
 from ..read.concat import PerSource
 from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY, SHM_DIR
 from ..workers.windows import DegradeRows, WindowTask, degrade_window, fill
@@ -474,11 +474,9 @@ class WorkerCuts:
         a block of the plan or an epoch, and at least two per worker. It spans the workers' start-up too: what is read
         meanwhile is then cut at the page cache's speed while the disk reads on."""
         if self._batches_ahead is None:
-            pair = sum(self.ds.shard_bytes) / max(1, len(self.ds))
-            batch = self.cfg.max_batch * self.cfg.frames * pair
-            budget = min(READ_AHEAD_MAX, host_memory().available // 2)
             within = min(BLOCK, -(-len(self.ds) // max(1, self.cfg.max_batch)))  # no further than a block, an epoch
-            self._batches_ahead = max(2 * self.num_workers, min(within, int(budget // max(1.0, batch))))
+            fit = batches_within(self.ds, self.cfg.max_batch * self.cfg.frames, READ_AHEAD_MAX)
+            self._batches_ahead = max(2 * self.num_workers, min(within, fit))
         return self._batches_ahead
 
     def _hand_out(self, run: RunKey, b: int) -> None:
@@ -500,10 +498,7 @@ class WorkerCuts:
         for _ in range(3):
             plans = self.plan_for(*run)
             if k < len(plans):
-                block = plans.block_at(k)
-                j = k - block.first
-                self.reader.add(block.column("index")[int(block.starts[j]):], block.sizes[j:])
-                return run, block.first + len(block)
+                return run, self.reader.add_block(plans, k)
             run, k = next_run(run), 0
         return ()
 

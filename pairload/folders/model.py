@@ -104,6 +104,23 @@ def _gather_text(blob: bytearray, ends: array, rows: np.ndarray) -> tuple[bytear
     return out_blob, out_ends
 
 
+def fixed_width(blob: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Strings kept as UTF-8 bytes joined end to end (`blob`, int64 `ends`) as a fixed-width bytes array (numpy's
+    `S`), which sorts as the strings do (UTF-8's byte order is code point order); gathered a chunk of rows at a time,
+    so that the temporaries stay small."""
+    n = len(ends)
+    width = max(1, int(np.diff(ends, prepend=0).max()) if n else 1)
+    out = np.zeros((n, width), np.uint8)
+    for a in range(0, n, _CHUNK):
+        b = min(a + _CHUNK, n)
+        first = int(ends[a - 1]) if a else 0
+        size = np.diff(ends[a:b], prepend=first)
+        rows = np.repeat(np.arange(a, b), size)
+        cols = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
+        out[rows, cols] = blob[first:int(ends[b - 1])]
+    return out.view(f"S{width}").reshape(n)
+
+
 class PairTable:
     """A list of `Pair`s kept as columns: each pair's split and root as small codes, its key and relative paths as
     UTF-8 bytes joined end to end with int64 ends. About 80 bytes a pair where `Pair` objects took 285: a pack of
@@ -221,19 +238,8 @@ class PairTable:
     def fixed(self, name: str) -> np.ndarray:
         """One text column as a fixed-width bytes array (numpy's `S`), which sorts as the strings do."""
         column = _TEXT.index(name)
-        blob, ends = np.frombuffer(self._blobs[column], np.uint8), np.frombuffer(self._ends[column], np.int64)
-        n = len(ends)
-        width = max(1, int(np.diff(ends, prepend=0).max()) if n else 1)
-        out = np.zeros((n, width), np.uint8)
-        for a in range(0, n, _CHUNK):  # (a chunk at a time: the temporaries stay small)
-            b = min(a + _CHUNK, n)
-            first = int(ends[a - 1]) if a else 0
-            size = np.diff(ends[a:b], prepend=first)
-            rows = np.repeat(np.arange(a, b), size)
-            cols = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
-            out[rows, cols] = blob[first:int(ends[b - 1])]
-        del blob, ends  # (no view may outlive the call: the arrays could not grow)
-        return out.view(f"S{width}").reshape(n)
+        # (the views die with the call: the bytearrays could not grow while one lives)
+        return fixed_width(np.frombuffer(self._blobs[column], np.uint8), np.frombuffer(self._ends[column], np.int64))
 
     def key_order(self) -> np.ndarray:
         """The rows in (split, key) order, ties in row order."""

@@ -67,20 +67,17 @@ class Identity(Mapping):
         return len(self._stems)
 
 
-def _same_name(lows: Stems, highs: Stems, how: RuleInput) -> Mapping[str, str] | None:
-    if isinstance(lows, walk.Stems) and isinstance(highs, walk.Stems):
-        if lows.same_stems(highs):
-            return Identity(lows)
-    elif len(lows) == len(highs) and all(s in highs for s in lows):
+def _same_name(lows: walk.Stems, highs: walk.Stems, how: RuleInput) -> Mapping[str, str] | None:
+    if lows.same_stems(highs):  # (the rules are given side folders' `walk.Stems`)
         return Identity(lows)
     return {s: s for s in lows if s in highs}
 
 
 def paired(lows: Stems, highs: Stems, mapping: Mapping[str, str]):
     """(low stem, (low path, low relative path), high path) of every pair of `mapping`, in the order of the low stems:
-    two side folders of the same stems go side by side in that order (numpy sorts them), the others by lookups."""
-    if isinstance(mapping, Identity) and isinstance(lows, walk.Stems) and isinstance(highs, walk.Stems) \
-            and lows.same_stems(highs):
+    two side folders of the same stems (an `Identity`: `_same_name` found them so) go side by side in that order
+    (numpy sorts them), the others by lookups."""
+    if isinstance(mapping, Identity):
         for a, b in zip(lows.sorted_rows().tolist(), highs.sorted_rows().tolist()):
             stem, low_rel = lows.plain(a)
             high_rel = highs.plain(b)[1]

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import PairingError
 from .filetypes import ARRAY_EXTS, IMAGE_EXTS, READABLE, conversion
+from .model import fixed_width
 
 
 def unreadable(exc: OSError) -> PairingError:
@@ -183,41 +184,29 @@ class Stems(Mapping):
                 return stem, *sorted((self[stem][1], self._odd[stem][1]))
         return None
 
+    def _fixed(self) -> np.ndarray:
+        """The plain files' stems as a fixed-width bytes array (`model.fixed_width`)."""
+        return fixed_width(np.frombuffer(self._blob, np.uint8), np.frombuffer(self._ends, np.int64))
+
     def sorted_rows(self) -> np.ndarray:
         """The plain files' rows in the order of their stems (code point order), with numpy."""
-        ends = np.frombuffer(self._ends, np.int64)
-        if not len(ends):
-            return np.zeros(0, np.int64)
-        starts = np.r_[0, ends[:-1]]
-        width = int((ends - starts).max())
-        fixed = np.zeros((len(ends), max(1, width)), np.uint8)
-        blob = np.frombuffer(self._blob, np.uint8)
-        for w in range(width):  # column w of every stem long enough (byte order is code point order in UTF-8)
-            has = ends - starts > w
-            fixed[has, w] = blob[starts[has] + w]
-        del blob
-        return np.argsort(fixed.view(f"S{max(1, width)}").ravel(), kind="stable")
+        return np.argsort(self._fixed(), kind="stable")
 
     def same_stems(self, other: "Stems") -> bool:
-        """Both hold the very same stems (compared with numpy: no string per file)."""
+        """Both hold the very same stems (their hashes, then their bytes in hash order, compared with numpy)."""
         if len(self) != len(other) or self._odd or other._odd:
             return False
         if self._hashes is None:
             self.freeze()
         if other._hashes is None:
             other.freeze()
-        if not np.array_equal(self._hashes, other._hashes):
-            return False
-        return all(self._stem(int(a)) == other._stem(int(b)) for a, b in zip(self._by_hash, other._by_hash))
+        return (np.array_equal(self._hashes, other._hashes)
+                and np.array_equal(self._fixed()[self._by_hash], other._fixed()[other._by_hash]))
 
     def plain(self, row: int) -> tuple[str, str]:
         """(stem, relative path) of plain row `row`."""
         stem = self._stem(row)
         return stem, stem + self._exts[self._ext[row]]
-
-    @property
-    def plain_count(self) -> int:
-        return len(self._ends)
 
     def __getitem__(self, stem: str) -> tuple[str, str]:
         got = self._odd.get(stem)

@@ -1,7 +1,8 @@
 """Reading a split ahead of its cuts: `ReadAhead`, one thread of the loading process that asks the kernel to read the
 members of coming batches (posix_fadvise WILLNEED) a bounded window ahead of the batch being cut, so that the
-processes that cut never wait on the disk's queue; and `merged`, byte ranges merged into as few requests as they make.
-Advice only: nothing here raises into the loader or changes what is read. Numpy only."""
+processes that cut never wait on the disk's queue; `merged`, byte ranges merged into as few requests as they make;
+and `batches_within`, how many batches a window of bytes holds. Advice only: nothing here raises into the loader or
+changes what is read. Numpy only (and psutil, through `hostmemory`, for the memory at hand)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,15 @@ def merged(shard: np.ndarray, start: np.ndarray, end: np.ndarray, group: np.ndar
     new[1:] = (group[1:] != group[:-1]) | (shard[1:] != shard[:-1]) | (start[1:] > end[:-1])  # members never nest
     first = np.flatnonzero(new)
     return group[first], shard[first], start[first], np.maximum.reduceat(end, first)
+
+
+def batches_within(source, rows: int, most: int) -> int:
+    """How many batches of `rows` samples of `source` (at its mean stored bytes a sample) fit in `most` bytes, or in
+    half of the memory available if less: what reading ahead may hold of the page cache (clean pages, reclaimable)."""
+    from ..hostmemory import host_memory
+
+    batch = max(1.0, rows * sum(source.shard_bytes) / max(1, len(source)))
+    return int(min(most, host_memory().available // 2) // batch)
 
 
 class _Chunk:
@@ -85,6 +95,14 @@ class ReadAhead:
             self._queue.append(chunk)
             self._queued += len(sizes)
             self._cond.notify()
+
+    def add_block(self, plans, k: int) -> int:
+        """Queue batches k, ... of `plans` (a planned run) to the end of the block of the plan holding k; returns the
+        batch after that block."""
+        block = plans.block_at(k)
+        j = k - block.first
+        self.add(block.column("index")[int(block.starts[j]):], block.sizes[j:])
+        return block.first + len(block)
 
     def cutting(self, serial: int) -> None:
         """Batch `serial` is handed out to be cut: ask for the batches up to `serial + window`."""

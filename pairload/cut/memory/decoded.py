@@ -30,8 +30,8 @@ import torch
 
 from ...errors import ShardError
 from ...format import imageformats
-from ...hostmemory import host_memory, outgrows_cache
-from ...read.ahead import ReadAhead
+from ...hostmemory import outgrows_cache
+from ...read.ahead import ReadAhead, batches_within
 from .pages import CHECK_S
 from .tileplan import TileTable, plan
 
@@ -197,20 +197,15 @@ class DecodedMemory:
     def _window(self, plans) -> int:
         """Batches read ahead of the one being decoded: READ_AHEAD_BYTES of the split's bytes, or half of the memory
         available if less, at least two decode calls' worth."""
-        per_sample = sum(self.ds.shard_bytes) / max(1, len(self.ds))
-        batch = max(1.0, per_sample * max(len(bp) for bp in plans.block_at(0).plans))
-        budget = min(READ_AHEAD_BYTES, host_memory().available // 2)
-        return max(2 * AHEAD_TILES, int(budget // batch))
+        rows = max(len(bp) for bp in plans.block_at(0).plans)
+        return max(2 * AHEAD_TILES, batches_within(self.ds, rows, READ_AHEAD_BYTES))
 
     def _ahead(self, b: int) -> None:
         """Batch b is being decoded: the reader is given the run's batches up to its window beyond (a block of the
         plan at a time) and told."""
         reader, plans = self._reader, self._plans
         while self._queued_to < len(plans) and reader.queued <= b + reader.window:
-            block = plans.block_at(self._queued_to)
-            j = self._queued_to - block.first
-            reader.add(block.column("index")[int(block.starts[j]):], block.sizes[j:])
-            self._queued_to = block.first + len(block)
+            self._queued_to = reader.add_block(plans, self._queued_to)
         reader.cutting(b)
 
     def wait(self, b: int) -> None:
