@@ -55,7 +55,7 @@ print(json.dumps({"pairs_per_s": rate, "pairs": n, "path": loader.path, "first_b
 """
 
 
-def photo(args) -> None:
+def _photo(args) -> None:
     i, folder, pairs = args
     rng = np.random.default_rng(i)
     base = cv2.resize(rng.integers(0, 256, (25, 37, 3), dtype=np.uint8), (600, 400), interpolation=cv2.INTER_CUBIC)
@@ -72,8 +72,8 @@ def make(work: Path, n: int) -> dict[str, Path]:
     for f in (photos, pairs / "low", pairs / "high"):
         f.mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor() as ex:
-        list(ex.map(photo, [(i, str(photos), False) for i in range(n)], chunksize=64))
-        list(ex.map(photo, [(i, str(pairs), True) for i in range(n // 2)], chunksize=64))
+        list(ex.map(_photo, [(i, str(photos), False) for i in range(n)], chunksize=64))
+        list(ex.map(_photo, [(i, str(pairs), True) for i in range(n // 2)], chunksize=64))
     out = {}
     for name, raw, extra in (("targets-encoded", photos, ["--targets-only", "--store", "encoded"]),
                              ("targets-decoded", photos, ["--targets-only"]),
