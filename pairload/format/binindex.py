@@ -1,9 +1,9 @@
 """A split's binary index (format version 5): the per-sample columns that versions 1-4 keep in `manifest.json` (key,
 size, offsets, CRC-32s, shared targets, frame lengths, sensor facts), an encoded split's member formats (version 7),
 what pack measured of each sample (`facts`: hashes, fingerprints, shift, brightness; absent from older packs) and
-each key's planner hash, in one column file `<split>.index` beside the shards, which readers memory-map instead
-of parsing. The manifest's split entry names it with its size and sha256 (`"index"`); its shards are listed without
-their per-sample index."""
+each key's planner hash (and a split packed with --sequences, its sequence table: `sequences.TABLE`), in one column
+file `<split>.index` beside the shards, which readers memory-map instead of parsing. The manifest's split entry
+names it with its size and sha256 (`"index"`); its shards are listed without their per-sample index."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import LoaderError, ShardError
 from ..splitmix import splitmix
-from . import encoding, facts as facts_doc, sensor as sensor_doc
+from . import encoding, facts as facts_doc, sensor as sensor_doc, sequences as sequences_doc
 from .columns import ColumnFile, Keys, Pieces
 from .stamps import Stamp, stamp, stamp_of
 
@@ -118,6 +118,12 @@ def open_index(path: str | os.PathLike, entry: dict, split: str, where: str, *, 
     stored = encoding.of_entry(entry, where, split)
     for name, dtype, shape in spec(entry, stored.sized, shares, stored.per_member, facts):
         out[name] = f.column(name, dtype, (n, *shape))
+    if sequences_doc.in_index(entry):  # a split packed with --sequences: its table (checked by `Sequences.from_entry`)
+        count = entry[sequences_doc.FIELD].get("count")
+        count = count if type(count) is int and count >= 0 else -1
+        out[sequences_doc.START] = f.column(sequences_doc.START, "<i8", (count,))
+        out[sequences_doc.NAME_END] = f.column(sequences_doc.NAME_END, "<i8", (count,))
+        out[sequences_doc.NAME_BYTES] = f.column(sequences_doc.NAME_BYTES, "u1", (-1,))
     blob = f.column(KEY_BYTES, "u1", (-1,))
     ends = f.column(KEY_END, "<i8", (n,))
     if known:

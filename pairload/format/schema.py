@@ -26,7 +26,9 @@ from .encoding import Encoding
 from .facts import COLUMNS as FACT_COLUMNS, NAMES as FACT_NAMES, FactsColumns
 from .members import DEFAULT, Members, members_of
 from .sensor import SensorRows
+from . import sequences as sequences_doc
 from .sequences import Sequences
+from .columns import paged
 from .stamps import stamp_of
 # how the members' tar headers are written (`tarblocks`) and where a sample's members lie (`samples`): part of the
 # schema's API
@@ -194,6 +196,9 @@ def _check_split_entry(path: Path, split: str, entry: Any, version: int) -> None
     binary = version >= VERSION_BINARY
     if binary:
         _check_index_entry(entry.get(binindex.FIELD), split, bad)
+    elif sequences_doc.in_index(entry):
+        raise bad(f"\"{sequences_doc.FIELD}\" keeps its table in an index file, which a version {version} manifest "
+                  "has not (binary indexes are version 5)")
     total = 0
     for k, sh in enumerate(entry["shards"]):
         where = f"shard {k}"
@@ -271,7 +276,7 @@ class PixelBytes:
         self.hw, self.per_pixel = hw, per_pixel
 
     def __getitem__(self, rows):
-        hw = np.asarray(self.hw[rows], dtype=np.int64)
+        hw = np.asarray(paged(self.hw)[rows], dtype=np.int64)  # (a large index's pages let go once read)
         return hw[..., 0] * hw[..., 1] * self.per_pixel
 
     def __len__(self) -> int:
@@ -530,7 +535,7 @@ def _mapped_index(split: str, entry: dict, file: binindex.IndexFile, bind: str |
         shares_high=cols.get(SHARES_HIGH),
         mapped=MappedIndex(file, entry),
         targets_only=entry.get(TARGETS_ONLY, False),
-        sequences=Sequences.from_entry(entry, n, f"{file.where}: split {split!r}"),
+        sequences=Sequences.from_entry(entry, n, f"{file.where}: split {split!r}", cols, known=file.known),
         low_kind=cols.get(LOW_KIND),
         high_kind=cols.get(HIGH_KIND),
         size_bounds=size_bounds(entry),

@@ -164,10 +164,10 @@ def clip_units(cfg: PlanConfig, sequences, key_hash: np.ndarray, hw: np.ndarray,
 
     if units.gaps:
         warnings.warn(units.gaps, stacklevel=3)
-    if units.dropped:
-        warnings.warn(f"split {split!r}: {len(units.dropped)} sequence(s) shorter than a clip of {cfg.clips.frames} "
+    if units.dropped_count:
+        warnings.warn(f"split {split!r}: {units.dropped_count} sequence(s) shorter than a clip of {cfg.clips.frames} "
                       f"frames are left out (short='drop'): {', '.join(units.dropped[:8])}"
-                      + (", …" if len(units.dropped) > 8 else ""), stacklevel=3)
+                      + (", …" if units.dropped_count > 8 else ""), stacklevel=3)
     if not len(units):
         raise ConfigError(f"split {split!r}: no sequence has {cfg.clips.frames} frames, so there is no clip to plan",
                           option="clips", fix="use shorter clips or short='pad'")

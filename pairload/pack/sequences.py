@@ -18,8 +18,13 @@ from __future__ import annotations
 import os
 import re
 
-from ..errors import ImageError, PairingError
-from ..format.sequences import RUN, Break, Sequences, numbering_breaks, others, run_name
+from pathlib import Path
+
+from ..errors import ImageError, PairingError, ShardError
+from ..format import binindex, schema
+from ..format.atomic import write_json_atomic
+from ..format.columns import ColumnFile, write_columns
+from ..format.sequences import FIELD, RUN, Break, Sequences, in_index, into_index, numbering_breaks, others, run_name
 from ..folders.discover import Discovery, Pair
 from ..folders.model import listing
 from ..folders.realpaths import path_hash
@@ -203,3 +208,33 @@ def describe_splits(sequences: dict[str, Sequences], pairs: list[Pair]) -> dict[
     for pair in pairs:
         keys.setdefault(pair.split, []).append(pair.key)
     return {split: describe(seqs, keys[split]) for split, seqs in sequences.items()}
+
+
+def table_into_index(folder: str | os.PathLike) -> list[str]:
+    """Move the sequence tables a pack made before 2026-11-29 lists in its manifest into its splits' index files
+    (`format.sequences.TABLE`: a loader then reads them for the sequences it plans, not whole); returns the splits
+    moved. Each index file is written again whole (atomically), then the manifest; a loader opening the pack
+    meanwhile is refused (its index and its manifest disagree), one opening it after reads it."""
+    folder = Path(folder)
+    doc = schema.read_manifest(folder)
+    where = str(folder / schema.MANIFEST)
+    if doc["version"] < schema.VERSION_BINARY:
+        raise ShardError(f"{where}: version {doc['version']} keeps its index in the manifest, so its sequence tables "
+                         "stay there too: pack the folder again (a binary index is the default) to read them from an "
+                         "index file")
+    moved = []
+    for split, entry in doc["splits"].items():
+        if entry.get(FIELD) is None or in_index(entry):
+            continue
+        ref = entry[binindex.FIELD]
+        schema.split_index(doc, split, where, folder)  # the index file is the manifest's
+        old = ColumnFile(folder / ref["file"])
+        columns = dict(old.columns)
+        columns.update(into_index(entry, f"{where}: split {split!r}"))
+        sha, size = write_columns(folder / ref["file"], columns, old.meta)
+        entry[binindex.FIELD] = dict(ref, bytes=size, sha256=sha)
+        moved.append(split)
+    if moved:
+        write_json_atomic(folder / schema.MANIFEST, doc)
+        schema.record_packed(folder, doc)
+    return moved

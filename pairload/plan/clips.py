@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..format.columns import LazyColumn
+from ..format.sequences import Sequences, bisect
 from .draws import _splitmix, _stream
 
 STARTS = ("random", "grid")  # where a clip starts: drawn uniformly over its sequence, or on the units' grid
@@ -107,40 +108,91 @@ def _parse(spec: str) -> dict:
     return fields
 
 
+BLOCK = 64  # sequences per entry of `ClipUnits.blocks`, at least
+MOST_BLOCKS = 1 << 20  # entries of `ClipUnits.blocks`, at most (8 MB): a larger table has larger blocks
+NAMED = 8  # sequences left out (short="drop") named in the warning
+
+
 @dataclass(frozen=True)
 class ClipUnits:
-    """The units of a split's sequences under a clip policy, in index order (sequence by sequence), kept per
-    sequence: `starts` (each sequence's first sample), `counts` (its frames), `per` (its units), `seq_hash` (its
-    first key's planner hash), `seq_hw` (its frames' size). A unit's sequence, its number there (`pos`), its planner
-    hash (its sequence's first key with `pos` mixed in: `key_hash`) and its size (`hw`) are worked out for the units
-    asked, so nothing here is of the frames' number. `dropped`: the names of sequences left out (short="drop");
-    `gaps`: a line on the breaks in the frame numbering inside the sequences, which clips cross
-    (`Sequences.gap_report`), where the pack did not allow them (a pack made before pairload looked at the
-    numbering)."""
+    """The units of a split's sequences under a clip policy, in index order (sequence by sequence). A unit's sequence
+    and its number there (`locate`), its planner hash (its sequence's first key with that number mixed in:
+    `key_hash`) and its size (`hw`) are worked out for the units asked from the sequence table (`format.sequences.
+    Sequences`, read for the sequences asked) and the samples' `sample_hash` and `sample_hw`, so nothing here is of
+    the frames' number, nor of the sequences' where the policy allows: with stride 1 and no sequence shorter than a
+    clip (`blocks` None), the units before sequence s are its first sample less s·(T - 1), a unit's sequence is found
+    by bisection; else `blocks` holds the units up to the end of each block of `block` sequences (one pass over the
+    table, 8 bytes per `block` sequences). `dropped`: the names of the first `NAMED` sequences left out
+    (short="drop"), `dropped_count` all of them; `gaps`: a line on the breaks in the frame numbering inside the
+    sequences, which clips cross (`Sequences.gap_report`), where the pack did not allow them (a pack made before
+    pairload looked at the numbering)."""
 
     clips: Clips
-    starts: np.ndarray
-    counts: np.ndarray
-    per: np.ndarray
-    seq_hash: np.ndarray
-    seq_hw: np.ndarray
-    names: tuple[str, ...]
+    sequences: Sequences
+    sample_hash: object  # uint64 (frames,) column: each sample's planner hash
+    sample_hw: object  # int64 (frames, 2) column
+    total: int
+    blocks: np.ndarray | None = None
+    block: int = BLOCK
     dropped: tuple[str, ...] = ()
+    dropped_count: int = 0
     gaps: str | None = None
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "ends", np.cumsum(self.per).astype(np.int64))
-
     def __len__(self) -> int:
-        return int(self.ends[-1]) if len(self.ends) else 0
+        return self.total
+
+    def per(self, counts) -> np.ndarray:
+        return units_per(self.clips, counts)
+
+    def _block_table(self, blocks: np.ndarray) -> np.ndarray:
+        """(len(blocks), block) int64: the units up to the end of each sequence of these blocks (the table's own
+        units before it included), its sequences past the last counting none."""
+        seq = (blocks[:, None] * self.block + np.arange(self.block, dtype=np.int64)).reshape(-1)
+        inside = seq < len(self.sequences)
+        per = np.zeros(len(seq), dtype=np.int64)
+        per[inside] = self.per(self.sequences.count_of(seq[inside]))
+        before = np.where(blocks > 0, self.blocks[np.maximum(blocks - 1, 0)], 0)
+        return before[:, None] + np.cumsum(per.reshape(len(blocks), self.block), axis=1)
+
+    def units_before(self, seq) -> np.ndarray:
+        """The units of the sequences before each of these (any number from 0 to their count)."""
+        seq = np.asarray(seq, dtype=np.int64)
+        out = np.full(seq.shape, self.total, dtype=np.int64)
+        inside = seq < len(self.sequences)
+        s = seq[inside]
+        if self.blocks is None:
+            out[inside] = self.sequences.start_of(s) - s * (self.clips.frames - 1)
+            return out
+        b, within = s // self.block, s % self.block
+        blocks, row = np.unique(b, return_inverse=True)
+        table = self._block_table(blocks)
+        before = np.where(blocks > 0, self.blocks[np.maximum(blocks - 1, 0)], 0)
+        out[inside] = np.where(within > 0, table[row, np.maximum(within - 1, 0)], before[row])
+        return out
+
+    def locate(self, units) -> tuple[np.ndarray, np.ndarray]:
+        """(sequence, number within it) of each of these units."""
+        units = np.asarray(units, dtype=np.int64).reshape(-1)
+        if self.blocks is None:
+            t1 = self.clips.frames - 1
+            seq = bisect(units, len(self.sequences), lambda s: self.sequences.start_of(s) - s * t1, "right") - 1
+            return seq, units - (self.sequences.start_of(seq) - seq * t1)
+        b = np.searchsorted(self.blocks, units, side="right")
+        blocks, row = np.unique(b, return_inverse=True)
+        table = self._block_table(blocks)  # rows in block order: its values never decrease, flattened
+        flat = table.reshape(-1)
+        at = np.searchsorted(flat, units, side="right")  # within the unit's own block's row
+        before = np.where(at % self.block > 0, flat[np.maximum(at - 1, 0)],
+                          np.where(blocks[row] > 0, self.blocks[np.maximum(blocks[row] - 1, 0)], 0))
+        return blocks[row] * self.block + at - row * self.block, units - before
 
     def seq_of(self, units) -> np.ndarray:
         """The sequence of each of these units."""
-        return np.searchsorted(self.ends, np.asarray(units, dtype=np.int64), side="right")
+        return self.locate(units)[0]
 
-    def pos_of(self, units, seq: np.ndarray) -> np.ndarray:
-        """Each unit's number within its sequence (`seq`: theirs, `seq_of`)."""
-        return np.asarray(units, dtype=np.int64) - (self.ends - self.per)[seq]
+    def pos_of(self, units, seq: np.ndarray | None = None) -> np.ndarray:
+        """Each unit's number within its sequence."""
+        return self.locate(units)[1]
 
     @property
     def key_hash(self) -> "_UnitColumn":
@@ -151,45 +203,68 @@ class ClipUnits:
         return _UnitColumn(self, "hw")
 
     def unit_hash(self, units) -> np.ndarray:
-        seq = self.seq_of(units)
-        return _splitmix(self.seq_hash[seq] ^ _splitmix(self.pos_of(units, seq).astype(np.uint64)))
+        seq, pos = self.locate(units)
+        first = np.asarray(self.sample_hash[self.sequences.start_of(seq)], dtype=np.uint64)
+        return _splitmix(first ^ _splitmix(pos.astype(np.uint64)))
+
+    def unit_hw(self, units) -> np.ndarray:
+        seq, _ = self.locate(units)
+        return np.asarray(self.sample_hw[self.sequences.start_of(seq)], dtype=np.int64).reshape(-1, 2)
 
     def label(self, u: int) -> str:
         """A unit in messages: "sequence name (clip k)"."""
-        seq = self.seq_of([u])
-        return f"{self.names[int(seq[0])]} (clip {int(self.pos_of([u], seq)[0])})"
+        seq, pos = self.locate([u])
+        return f"{self.sequences.names[int(seq[0])]} (clip {int(pos[0])})"
 
     @classmethod
-    def build(cls, clips: Clips, sequences, key_hash, hw, where: str, keys=None, bounds=None) -> "ClipUnits":
+    def build(cls, clips: Clips, sequences: Sequences, key_hash, hw, where: str, keys=None, bounds=None
+              ) -> "ClipUnits":
         """The units of `sequences` (`format.sequences.Sequences` over samples with `key_hash` and `hw`, and `keys`
         where given: their frame numbering is looked at, `gaps`); a sequence whose frames differ in size, or one
         shorter than a clip under short="refuse", is refused by name. `bounds`: the least and greatest sizes where
-        known; when they agree no frame's size is read but the sequences' first frames'."""
-        names, starts, counts = sequences.names, sequences.starts, sequences.counts
+        known; when they agree no frame's size is read. A table read from an index file is not read for sizes
+        (`pack` refused sequences of two sizes; `pairload verify` checks them)."""
         t = clips.frames
-        odd = sequences.first_mismatch(hw) if bounds is None or bounds[0] != bounds[1] else None
+        odd = sequences.first_mismatch(hw) if not sequences.in_index and (bounds is None or bounds[0] != bounds[1]) \
+            else None
         if odd is not None:
             k, f = odd
-            s = int(np.searchsorted(starts, k, side="right")) - 1
+            s = int(sequences.sequence_of([k])[0])
             a, b = hw[f], hw[k]
-            raise ConfigError(f"{where}: sequence {names[s]!r} has frames of {a[1]}x{a[0]} and {b[1]}x{b[0]}; a clip "
-                              "takes one window from frames of one size: pack its frames at one size")
-        short = np.flatnonzero(counts < t)
-        if len(short) and clips.short == "refuse":
-            s = int(short[0])
-            raise ConfigError(f"{where}: sequence {names[s]!r} has {counts[s]} frames, fewer than a clip's {t}"
-                              + (f" ({len(short)} sequences are that short)" if len(short) > 1 else ""),
+            raise ConfigError(f"{where}: sequence {sequences.names[s]!r} has frames of {a[1]}x{a[0]} and "
+                              f"{b[1]}x{b[0]}; a clip takes one window from frames of one size: pack its frames at "
+                              "one size")
+        n = len(sequences)
+        block = max(BLOCK, -(-n // MOST_BLOCKS))
+        shorts, short_count, blocks = [], 0, None
+        if sequences.bounds[0] < t or clips.stride != 1:  # a pass over the table: its short sequences, its blocks
+            done = 0
+            parts = []
+            for s0, counts in sequences.chunks(block * CHUNK_BLOCKS):
+                short = np.flatnonzero(counts < t)
+                short_count += len(short)
+                shorts += (s0 + short[:NAMED - len(shorts)]).tolist() if len(shorts) < NAMED else []
+                per = units_per(clips, counts)
+                pad = -len(per) % block
+                sums = np.concatenate([per, np.zeros(pad, np.int64)]).reshape(-1, block).sum(axis=1)
+                parts.append(done + np.cumsum(sums))
+                done = int(parts[-1][-1]) if len(parts[-1]) else done
+            blocks = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        if short_count and clips.short == "refuse":
+            s = shorts[0]
+            count = int(sequences.count_of([s])[0])
+            raise ConfigError(f"{where}: sequence {sequences.names[s]!r} has {count} frames, fewer than a clip's {t}"
+                              + (f" ({short_count} sequences are that short)" if short_count > 1 else ""),
                               option="clips", fix="use shorter clips, or short='drop' (leave them out) or "
                               "short='pad' (repeat their last frame)", flag_fix=f"use shorter clips, or {{flag}} "
                               f"{t},short=drop (leave them out) or {{flag}} {t},short=pad (repeat their last frame)")
-        per = np.where(counts >= t, (counts - t) // clips.stride + 1, 1 if clips.short == "pad" else 0).astype(np.int64)
-        starts = np.asarray(starts, dtype=np.int64)
-        dropped = tuple(names[int(s)] for s in short) if clips.short == "drop" else ()
+        total = int(blocks[-1]) if blocks is not None and len(blocks) else \
+            0 if blocks is not None else sequences.frames - n * (t - 1)
+        dropped = tuple(sequences.names[s] for s in shorts) if clips.short == "drop" else ()
         # a pack that looked at the numbering refused, split or allowed its breaks: only an older one's are read here
         gaps = sequences.gap_report(keys, where) if keys is not None and sequences.gaps is None else None
-        first_hw = np.asarray(hw[starts], dtype=np.int64).reshape(-1, 2)
-        return cls(clips, starts, np.asarray(counts, dtype=np.int64), per,
-                   np.asarray(key_hash[starts], dtype=np.uint64), first_hw, tuple(names), dropped, gaps)
+        return cls(clips, sequences, key_hash, hw, total, blocks, block, dropped,
+                   short_count if clips.short == "drop" else 0, gaps)
 
     def labels(self) -> "_Labels":
         """The units as check_split names them in messages (`label`)."""
@@ -197,9 +272,9 @@ class ClipUnits:
 
     def _per(self, counts) -> np.ndarray:
         """Units in each of consecutive stretches of samples of these sizes (a unit is its first frame's)."""
-        ends = np.cumsum(counts)
-        return np.bincount(np.searchsorted(ends, self.starts, side="right"), weights=self.per,
-                           minlength=len(counts)).astype(np.int64)[:len(counts)]
+        ends = np.cumsum(np.asarray(counts, dtype=np.int64))
+        before = self.units_before(self.sequences.first_from(np.concatenate([[0], ends])))
+        return np.diff(before)
 
     def groups(self, groups) -> tuple[tuple[str, int], ...]:
         """Mixed sources' (name, samples) → (name, units): a unit is its first frame's source's."""
@@ -224,16 +299,28 @@ class ClipUnits:
         (seed, epoch, unit, draw) (start="random") or is its unit's place on the grid; past a short sequence's end
         its last frame repeats."""
         t = self.clips.frames
-        seq = self.seq_of(units)
-        count = self.counts[seq]
+        units = np.asarray(units, dtype=np.int64)
+        seq, pos = self.locate(units)
+        first, count = self.sequences.start_of(seq), self.sequences.count_of(seq)
         if self.clips.start == "grid":
-            start = self.pos_of(units, seq) * self.clips.stride
+            start = pos * self.clips.stride
         else:
             span = np.maximum(count - t, 0) + 1
-            start = (_stream(self.unit_hash(units), seed, epoch, START_STREAM, draw) % span.astype(np.uint64)
-                     ).astype(np.int64)
+            key = np.asarray(self.sample_hash[first], dtype=np.uint64)
+            unit_hash = _splitmix(key ^ _splitmix(pos.astype(np.uint64)))
+            start = (_stream(unit_hash, seed, epoch, START_STREAM, draw) % span.astype(np.uint64)).astype(np.int64)
         frame = np.minimum(start[:, None] + np.arange(t, dtype=np.int64), count[:, None] - 1)
-        return self.starts[seq][:, None] + frame
+        return first[:, None] + frame
+
+
+CHUNK_BLOCKS = 1 << 14  # blocks a pass over the table reads at a time
+
+
+def units_per(clips: Clips, counts) -> np.ndarray:
+    """The units of sequences of these frame counts: (F - T) // stride + 1, a short one's 1 (short="pad") or 0."""
+    counts = np.asarray(counts, dtype=np.int64)
+    t = clips.frames
+    return np.where(counts >= t, (counts - t) // clips.stride + 1, 1 if clips.short == "pad" else 0).astype(np.int64)
 
 
 class _UnitColumn(LazyColumn):
@@ -248,7 +335,7 @@ class _UnitColumn(LazyColumn):
         if isinstance(index, (tuple, slice)):
             return np.asarray(self)[index]
         if self.name == "hw":
-            return self.units.seq_hw[self.units.seq_of(index)]
+            return self.units.unit_hw(index)
         return self.units.unit_hash(index)
 
     def __array__(self, dtype=None, copy=None):

@@ -26,6 +26,7 @@ from ..errors import ConfigError, LoaderError, ShardError
 from ..format import imageformats, schema
 from ..format.encoding import FrameError
 from ..format.binindex import key_hashes
+from ..format.columns import paged
 from ..format.crc import crc32
 from ..format.stamps import Stamp, stamp, stamp_of
 from ..remote import urls
@@ -310,9 +311,10 @@ class ShardDataset(ShardSource):
         """(shard, start, end) of each member these samples read, inputs then targets (end excluded)."""
         idx = self.index
         rows = np.asarray(indices, dtype=np.int64).ravel()
-        shard = idx.shard[rows].astype(np.int64)
-        start = np.concatenate([idx.low[rows], idx.high[rows]]).astype(np.int64)
-        end = start + np.concatenate([idx.low_bytes[rows], idx.high_bytes[rows]]).astype(np.int64)
+        # a large index's pages let go once read (`paged`): a block's rows, at random, would map it whole here
+        shard = paged(idx.shard)[rows].astype(np.int64)
+        start = np.concatenate([paged(idx.low)[rows], paged(idx.high)[rows]]).astype(np.int64)
+        end = start + np.concatenate([paged(idx.low_bytes)[rows], paged(idx.high_bytes)[rows]]).astype(np.int64)
         return np.concatenate([shard, shard]), start, end
 
     def arrays(self, i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -468,9 +470,10 @@ class ShardDataset(ShardSource):
         rows = np.asarray(indices, dtype=np.int64)
         code = np.zeros((len(rows), 2), np.uint8)
         if idx.encoding.per_member:
-            code[:, 0], code[:, 1] = idx.low_kind[rows], idx.high_kind[rows]
-        return StoredMembers(code, np.stack([idx.low[rows], idx.high[rows]], axis=1),
-                             np.stack([idx.low_bytes[rows], idx.high_bytes[rows]], axis=1), idx.shard[rows])
+            code[:, 0], code[:, 1] = paged(idx.low_kind)[rows], paged(idx.high_kind)[rows]
+        return StoredMembers(code, np.stack([paged(idx.low)[rows], paged(idx.high)[rows]], axis=1),
+                             np.stack([paged(idx.low_bytes)[rows], paged(idx.high_bytes)[rows]], axis=1),
+                             paged(idx.shard)[rows])
 
     @property
     def members(self):

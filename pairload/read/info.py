@@ -167,10 +167,10 @@ def _sequences(seqs, keys, split: str) -> dict:
     sequences {name: frames}, what the pack did with breaks in their frame numbering ("sequence_gaps": "split" or
     "allow", where the pack was told; not the default "refuse") and, where a sequence's numbering breaks, a line
     saying where ("gaps")."""
-    counts = seqs.counts if len(seqs) else [0]
     gaps = seqs.gap_report(keys, f"split {split!r}")
-    return {"count": len(seqs), "frames": [int(min(counts)), int(max(counts))], "target": seqs.target,
-            "first": {name: int(n) for name, n in zip(seqs.names[:SEQUENCES_LISTED], seqs.counts.tolist())},
+    listed = np.arange(min(len(seqs), SEQUENCES_LISTED), dtype=np.int64)
+    return {"count": len(seqs), "frames": list(seqs.bounds), "target": seqs.target,
+            "first": {seqs.names[s]: int(n) for s, n in zip(listed.tolist(), seqs.count_of(listed).tolist())},
             **({GAPS: seqs.gaps} if seqs.gaps not in (None, "refuse") else {}), **({"gaps": gaps} if gaps else {})}
 
 

@@ -93,11 +93,9 @@ class ShardMix(ShardSource):
             return None
         from ..format.sequences import Sequences
 
-        # the sources' gap policy where they share one (a mix of `allow` packs stays silent about their breaks)
-        gaps = parts[0].gaps if all(p.gaps == parts[0].gaps for p in parts) else None
-        return Sequences(tuple(f"{name}/{q}" for name, p in zip(self.by_name, parts) for q in p.names),
-                         np.concatenate([p.starts + off for p, off in zip(parts, self._rows.starts)]),
-                         np.concatenate([p.counts for p in parts]), parts[0].target, gaps)
+        # read through the sources' tables for the sequences asked; the sources' gap policy where they share one (a
+        # mix of `allow` packs stays silent about their breaks)
+        return Sequences.joined(parts, list(self.by_name), self._rows.starts)
 
     def as_targets(self, names: tuple[str, ...] | None = None) -> "ShardMix":
         return ShardMix({name: ds.as_targets() if names is None or name in names else ds
