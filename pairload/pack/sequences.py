@@ -18,12 +18,14 @@ from __future__ import annotations
 import os
 import re
 
+import numpy as np
+
 from pathlib import Path
 
 from ..errors import ImageError, PairingError, ShardError
 from ..format import binindex, schema
 from ..format.atomic import write_json_atomic
-from ..format.columns import ColumnFile, write_columns
+from ..format.columns import ColumnFile, Pieces, release_pages, write_columns
 from ..format.sequences import FIELD, RUN, Break, Sequences, in_index, into_index, numbering_breaks, others, run_name
 from ..folders.discover import Discovery, Pair
 from ..folders.model import listing
@@ -229,7 +231,7 @@ def table_into_index(folder: str | os.PathLike) -> list[str]:
         ref = entry[binindex.FIELD]
         schema.split_index(doc, split, where, folder)  # the index file is the manifest's
         old = ColumnFile(folder / ref["file"])
-        columns = dict(old.columns)
+        columns = {name: _streamed(column) for name, column in old.columns.items()}
         columns.update(into_index(entry, f"{where}: split {split!r}"))
         sha, size = write_columns(folder / ref["file"], columns, old.meta)
         entry[binindex.FIELD] = dict(ref, bytes=size, sha256=sha)
@@ -238,3 +240,15 @@ def table_into_index(folder: str | os.PathLike) -> list[str]:
         write_json_atomic(folder / schema.MANIFEST, doc)
         schema.record_packed(folder, doc)
     return moved
+
+
+def _streamed(column: np.ndarray, chunk: int = 64 << 20) -> Pieces:
+    """A mapped column written again a chunk of bytes at a time, each chunk's pages let go once written (a column of
+    a billion rows is not mapped whole by the process copying it)."""
+    rows = max(1, chunk // max(1, column.nbytes // max(1, len(column)))) if column.ndim else 1
+
+    def pieces():
+        for lo in range(0, len(column), rows):
+            yield column[lo:lo + rows]
+            release_pages(column)
+    return Pieces(column.dtype, column.shape, pieces)
