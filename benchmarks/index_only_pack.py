@@ -10,7 +10,7 @@ fresh process per loader kind and mode (one worker): a plain start, a resume mid
 OUT mixed with SRC.
 
     python benchmarks/index_only_pack.py SRC OUT --samples 10000000 [--split train] [--kinds ram,wds]
-        [--modes plain,resume,mixed,tenfold,degrade,clips,clips-resume,clips-mixed,clips-tenfold]
+        [--modes plain,resume,mixed,tenfold,degrade,clips,clips-resume,clips-mixed,clips-tenfold,clips-stride,...]
         [--sequence-frames F] [--sequence-form index|json] [--repeat R] [--measure-only] [--out F]
 
 SRC: a pack made by `pairload pack` with one split of a few samples (binary index, plain members). The index is
@@ -52,7 +52,11 @@ before, anon_before = proc.memory_full_info().uss, anonymous()
 common = dict(batch_size=32, crop=16, seed=0, num_workers=1)
 if mode.startswith("clips"):  # clips of 5 frames of OUT's sequences (--sequence-frames), 8 clips a batch
     common.update(batch_size=8, clips=5)
-    mode = mode.partition("-")[2] or "plain"
+    mode = mode.partition("-")[2]
+    if mode.startswith("stride"):  # every other start: the units are summed per block of sequences, one pass
+        common.update(clips="5,stride=2")
+        mode = mode.partition("-")[2]
+    mode = mode or "plain"
 t0 = time.perf_counter()
 if mode == "plain":
     loader = make_loader(kind, shards, **common)
@@ -156,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
                          "rank 0 of 2, loaded by rank 1 of 3), mixed (OUT and SRC mixed 3:1), tenfold (OUT as ten "
                          "sources of one mix: 10 N samples), degrade (OUT as targets, degrade='lowlight'), clips (of 5 "
                          "frames: needs --sequence-frames; clips-resume, clips-mixed (OUT twice, 3:1) and "
-                         "clips-tenfold likewise)")
+                         "clips-tenfold likewise; clips-stride and clips-stride-MODE: clips of 5 at stride 2)")
     ap.add_argument("--sequence-frames", type=int, default=0,
                     help="build OUT as sequences of this many frames each (a video split, for clips)")
     ap.add_argument("--repeat", type=int, default=1, help="time each loader kind and mode this many times (the "

@@ -140,7 +140,7 @@ _INT64 = 2 ** 63
 # refuses this entry by name, as not names/starts/counts lists, instead of reading it)
 TABLE = "index"
 START, NAME_BYTES, NAME_END = "seq_start", "seq_name_bytes", "seq_name_end"
-CHUNK = 1 << 20  # sequences a pass over a table reads at a time (its pages let go after each)
+CHUNK = 1 << 16  # sequences a pass over a table reads at a time (its pages let go after each)
 
 
 def _entry_problem(doc) -> str | None:
@@ -208,6 +208,12 @@ class Joined(LazyColumn):
         self.shape, self.dtype = (int(self.first[-1]),), np.dtype(np.int64)
 
     def __getitem__(self, index):
+        if isinstance(index, slice) and index.step in (None, 1):  # each part's slice, one after the other
+            lo, hi, _ = index.indices(len(self))
+            bounds = zip(self.parts, self.offsets, self.first[:-1].tolist(), self.first[1:].tolist())
+            out = [np.asarray(p[max(lo - a, 0):min(hi, b) - a], dtype=np.int64) + o for p, o, a, b in bounds
+                   if a < hi and lo < b]
+            return np.concatenate(out) if out else np.zeros(0, np.int64)
         if isinstance(index, (slice, tuple)):
             return np.asarray(self)[index]
         idx = np.asarray(index, dtype=np.int64)
@@ -320,7 +326,8 @@ class Sequences:
         holds it whole)."""
         for s0 in range(0, len(self), size):
             s1 = min(len(self), s0 + size)
-            yield s0, self.count_of(np.arange(s0, s1, dtype=np.int64))
+            starts = np.asarray(self._starts[s0:s1 + 1], dtype=np.int64)  # a slice: read in order, let go
+            yield s0, np.diff(starts, append=self.frames) if s1 == len(self) else np.diff(starts)
 
     def of_samples(self) -> np.ndarray:
         """int64 (frames,): the sequence of every sample."""

@@ -313,7 +313,7 @@ class ClipUnits:
         return first[:, None] + frame
 
 
-CHUNK_BLOCKS = 1 << 14  # blocks a pass over the table reads at a time
+CHUNK_BLOCKS = 1 << 10  # blocks a pass over the table reads at a time
 
 
 def units_per(clips: Clips, counts) -> np.ndarray:

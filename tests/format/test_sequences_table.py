@@ -80,6 +80,16 @@ def test_units_from_the_table_are_the_whole_arrays_units(spec, lazy, monkeypatch
                                                                              np.flatnonzero(short)[:8]]
 
 
+def test_joined_columns_read_as_one():
+    a, b = np.array([0, 3, 7]), np.array([0, 2])
+    joined = Joined([a, b], [0, 10])
+    whole = np.array([0, 3, 7, 10, 12])
+    assert np.array_equal(np.asarray(joined), whole) and len(joined) == 5
+    for lo, hi in [(0, 5), (1, 4), (3, 5), (2, 3), (4, 4), (0, 9)]:
+        assert np.array_equal(joined[lo:hi], whole[lo:hi]), (lo, hi)
+    assert np.array_equal(joined[np.array([4, 0, 3])], whole[[4, 0, 3]])
+
+
 def fmt_hash(first: np.ndarray, pos: np.ndarray) -> np.ndarray:
     from pairload.splitmix import splitmix
 
