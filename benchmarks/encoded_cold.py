@@ -45,7 +45,11 @@ t_start = time.perf_counter()
 import torch, pairload
 from pairload.bench.bounds import evict
 from pairload.read.shards import ShardDataset
-shards, degrade, profile, mode = sys.argv[1], sys.argv[2] or None, sys.argv[3], sys.argv[4]
+shards, degrade, profile, mode, knobs = sys.argv[1], sys.argv[2] or None, sys.argv[3], sys.argv[4], sys.argv[5]
+if knobs:  # diagnostic switches (benchmarks/diag_knobs.py)
+    sys.path.insert(0, sys.argv[6])
+    import diag_knobs
+    diag_knobs.apply(knobs)
 if mode == "cold":
     evict(ShardDataset(shards, "train").files)
 imported = time.perf_counter() - t_start
@@ -66,6 +70,14 @@ if mode == "warm":  # the pack in the page cache: a window of WARM_S after 100 b
             n += len(b)
             if time.perf_counter() - t0 > 4.0:
                 break
+elif mode == "epoch2":  # the pack in the page cache: the second epoch, whole (the first warms the loader)
+    for b in loader:
+        pass
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    first = 0.0
+    for b in loader:
+        n += len(b)
 else:
     for b in loader:
         n += len(b)
@@ -90,12 +102,12 @@ def make(work: Path, photos: int, decoded: int, workers: int) -> dict[str, Path]
     if len(os.listdir(raw)) < photos:
         with ProcessPoolExecutor() as ex:
             list(ex.map(photo, [(i, str(raw)) for i in range(photos)], chunksize=256))
-    if not sub.exists():
+    if decoded and not sub.exists():
         sub.mkdir()
         for i in range(decoded):
             os.link(raw / f"{i:06d}.jpg", sub / f"{i:06d}.jpg")
     out = {}
-    for name, src, extra in (("encoded", raw, ["--store", "encoded"]), ("decoded", sub, [])):
+    for name, src, extra in (("encoded", raw, ["--store", "encoded"]), ("decoded", sub, []))[:2 if decoded else 1]:
         dest = work / name
         if not (dest / "manifest.json").exists():
             subprocess.run([sys.executable, "-m", "pairload.cli", "pack", str(src), str(dest), "--targets-only",
@@ -104,10 +116,10 @@ def make(work: Path, photos: int, decoded: int, workers: int) -> dict[str, Path]
     return out
 
 
-def child(tree: Path, shards: Path, cores: int, profile: str = "", mode: str = "cold") -> dict:
+def child(tree: Path, shards: Path, cores: int, profile: str = "", mode: str = "cold", knobs: str = "") -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(["taskset", "-c", f"0-{cores - 1}", sys.executable, "-c", CHILD, str(shards), "lowlight",
-                           profile, mode],
+                           profile, mode, knobs, str(Path(__file__).resolve().parent)],
                           capture_output=True, text=True, timeout=900, cwd=tree, env=env)
     try:
         return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -120,8 +132,13 @@ def main() -> None:
     ap.add_argument("work")
     ap.add_argument("out")
     ap.add_argument("--photos", type=int, default=40000)
-    ap.add_argument("--decoded", type=int, default=8000, help="photos of the decoded pack (a subset)")
-    ap.add_argument("--trees", default="new=.", help="name=folder,… of the code trees compared")
+    ap.add_argument("--decoded", type=int, default=8000, help="photos of the decoded pack (a subset; 0: "
+                    "none)")
+    ap.add_argument("--trees", default="new=.", help="name=folder[+knob…],… of the code trees compared (knobs: "
+                    "benchmarks/diag_knobs.py)")
+    ap.add_argument("--modes", default="cold,warm", help="cold (from construction), warm (a 4 s window of the first "
+                    "epoch), epoch2 (the second epoch, the pack in the page cache): a comma-separated list; "
+                    "make: the packs only")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--cores", default="2", help="CPU cores a child may use, a comma-separated list: each in turn")
     ap.add_argument("--profile", action="store_true")
@@ -135,8 +152,12 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     packs = make(Path(args.work), args.photos, args.decoded, os.cpu_count() or 1)
+    if args.modes == "make":  # the packs only
+        return
     trees = dict(item.split("=", 1) for item in args.trees.split(","))
-    trees = {name: Path(folder).resolve() for name, folder in trees.items()}
+    knobs = {name: folder.partition("+")[2] for name, folder in trees.items()}
+    trees = {name: Path(folder.partition("+")[0]).resolve() for name, folder in trees.items()}
+    modes = args.modes.split(",")
     cores = [int(c) for c in args.cores.split(",")]
     report = {"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name(0), "cores": cores,
               "photos": args.photos, "made_s": time.perf_counter() - t, "rows": []}
@@ -159,19 +180,22 @@ def main() -> None:
         path.write_text(json.dumps(report, indent=1))
 
     first = next(iter(trees.values()))
-    for r in range(args.rounds):
+    for r in range(args.rounds if "cold" in modes else 0):
         for c in cores:
             for name, tree in trees.items():
-                record(dict(child(tree, packs["encoded"], c), pack="encoded", tree=name, round=r, cores=c))
+                record(dict(child(tree, packs["encoded"], c, knobs=knobs[name]), pack="encoded", tree=name, round=r,
+                            cores=c))
     if args.profile:  # after the rounds: the libraries' files cached, Triton's kernels built, as a user's second run
         record(dict(child(first, packs["encoded"], cores[0], str(out / "profile-cold.txt")), pack="encoded",
                     tree="profiled", cores=cores[0]))
-    for c in cores:
+    for c in cores if "cold" in modes and "decoded" in packs else ():
         record(dict(child(first, packs["decoded"], c), pack="decoded", tree=next(iter(trees)), round=0, cores=c))
     subprocess.run(["cat", *map(str, ShardDataset(packs["encoded"], "train").files)], stdout=subprocess.DEVNULL)
-    for name, tree in trees.items():  # warm: the pack read into the page cache first
-        record(dict(child(tree, packs["encoded"], cores[0], mode="warm"), pack="encoded", tree=name, mode="warm",
-                    cores=cores[0]))
+    for r in range(args.rounds):  # warm: the pack read into the page cache first
+        for mode in (m for m in modes if m != "cold"):
+            for name, tree in trees.items():
+                record(dict(child(tree, packs["encoded"], cores[0], mode=mode, knobs=knobs[name]), pack="encoded",
+                            tree=name, mode=mode, round=r, cores=cores[0]))
 
 
 if __name__ == "__main__":

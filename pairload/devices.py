@@ -1,10 +1,16 @@
-"""The one place a device name becomes a `torch.device`: "auto", "cpu", "cuda" or "cuda:k"."""
+"""The one place a device name becomes a `torch.device` ("auto", "cpu", "cuda" or "cuda:k"), and the one place the
+loader's own CUDA streams are made (`loader_stream`)."""
 
 from __future__ import annotations
 
 import torch
 
 from .errors import ConfigError
+
+# the priority of the loader's streams: the highest the device has (torch maps a number beyond its range to the nearest
+# end). Their kernels (decode, cut, degrade) are short and the training step waits for their batch, so the GPU runs
+# them before the step's queued kernels rather than after them.
+LOADER_PRIORITY = -100
 
 
 def resolve_device(spec: str | torch.device = "auto", *, local_rank: int | None = None) -> torch.device:
@@ -31,3 +37,8 @@ def resolve_device(spec: str | torch.device = "auto", *, local_rank: int | None 
         raise ConfigError(f"device cuda:{index} but only {count} CUDA devices are visible"
                           + ("; start at most that many processes per node" if local_rank is not None else ""))
     return torch.device("cuda", index)
+
+
+def loader_stream(device: torch.device) -> torch.cuda.Stream:
+    """A CUDA stream for the loader's own work on `device`, at `LOADER_PRIORITY`."""
+    return torch.cuda.Stream(device, priority=LOADER_PRIORITY)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..devices import loader_stream
 from ..errors import PairloadError
 from ..hooks import Hooks
 from ..plan import Run
@@ -30,7 +31,7 @@ class KernelCuts:
         self.memory, self.device, self.path, self.inputs = memory, device, path, inputs
         self.hooks = hooks or Hooks()
         self.members = memory.ds.members
-        self.stream = torch.cuda.Stream(device)
+        self.stream = loader_stream(device)
         self._launches: dict[tuple[int, int, int], Launch] = {}  # per (n, h, w): worked out once
 
     def _launch(self, n: int, h: int, w: int) -> Launch:

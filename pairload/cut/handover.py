@@ -20,6 +20,7 @@ from typing import Callable
 import torch
 
 from ..batch import PairBatch
+from ..devices import loader_stream
 from .convert import Rows, batches_of, oriented_sides
 from ..hooks import Hooks
 from ..plan import BatchPlan
@@ -38,7 +39,7 @@ class DeviceStage:
         self.device = device
         self.cuda = device.type == "cuda"
         self.hooks = hooks or Hooks()
-        self._stream = torch.cuda.Stream(device) if self.cuda else None
+        self._stream = loader_stream(device) if self.cuda else None
         self._copying: deque = deque()  # (release callback, event) of host buffers whose copy may still run
         self._handed: tuple = (None, None)  # (event, stream) of the last batch handed over
         self._used: deque = deque()  # per block handed over: an event after the caller's work queued before it

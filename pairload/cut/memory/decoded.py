@@ -8,9 +8,13 @@ fewer than decoded pixels), read through the shards' memory maps; nothing is pin
 (`npy`) is copied over as it is.
 
 A batch's images go back once the kernel that reads them is done (`done`); a streamed split's shards are only
-mapped. While a call's batches are cut, the next call is decoded in a thread of its own (the engine's wait releases
-the GIL, so the loader's and the training step's Python run meanwhile), and in the first run (every run, for a split
-the page cache cannot keep) a reader thread asks the kernel for the coming batches' bytes (`read.ahead`).
+mapped. While a call's batches are cut, the next call is decoded in a thread of its own: made in the loading thread,
+the engine's call (about 10 ms for 128 photos) would stop the training step's launches meanwhile (the reference
+loop's data wait: 10% against 0.05%). The thread makes only the engines' calls; the host's part of a call (its members
+found and checked, its addresses gathered) is done by the loading thread before and after. The price: a loop that
+only reads the loader on 2 cores gets about 10,000 pairs/s where decoding in the loading thread gives 13,000 (the two
+threads contend for the GIL; H200 host, 2026-11-29). In the first run (every run, for a split the page cache cannot
+keep) a reader thread asks the kernel for the coming batches' bytes (`read.ahead`).
 
 JPEG decoders differ by their IDCT and chroma rounding: the GPU gives libjpeg-turbo's pixels (OpenCV's decode,
 which `pack` checks and the CPU workers deliver) within JPEG_TOLERANCE levels. (torchvision's GPU `decode_jpeg`,
@@ -23,11 +27,12 @@ import os
 import time
 import weakref
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import torch
 
+from ...devices import loader_stream
 from ...errors import ShardError
 from ...format import imageformats
 from ...hostmemory import outgrows_cache
@@ -147,6 +152,7 @@ class DecodedMemory:
         # the next decode call runs in a thread of its own while a call's batches are cut (a remote split's shards
         # are fetched and held by the loading thread, as before)
         self.background = background and not ds.remote
+        self.calls_ahead = 0  # decode calls made in the decode thread
         self._pool: ThreadPoolExecutor | None = None
         self._stream: torch.cuda.Stream | None = None
         self._next: tuple | None = None  # (first batch, end, future) of the call decoding ahead
@@ -212,7 +218,8 @@ class DecodedMemory:
         """Decode what batch b reads and point the tables at it, on the current stream: with the next AHEAD - 1
         batches' images, in one call (the engine decodes larger batches faster), held until the last of them is
         cut. The call after it starts at once in the decode thread (`background`), on a stream of its own, while these
-        batches are cut: the engine's wait, GIL released, overlaps the loader's and the training step's work."""
+        batches are cut: the engine's call, GIL released while it waits, overlaps the loader's and the training
+        step's work."""
         if self._reading:
             self._ahead(b)
         if b in self._held:
@@ -220,40 +227,52 @@ class DecodedMemory:
         ahead, self._next = self._next, None
         if ahead is not None and ahead[0] == b:
             _, end, future = ahead
-            got = future.result()
-            torch.cuda.current_stream(self.device).wait_event(got.event)
+            out = future.result()
+            torch.cuda.current_stream(self.device).wait_event(out.event)
+            got = self.finish(out)
         else:
             self._forget(ahead)
             end = self._end(b)
-            got = self._call(self._plans[b:end])
+            got = self.finish(self.launch(self._prepare_for(self._plans[b:end])))
         self._point(got)
         self._held.update({k: None for k in range(b, end - 1)})
         self._held[end - 1] = got.held
         if self.background and end < len(self._plans):
             later = self._end(end)
-            self._next = (end, later, self._thread().submit(self._call_ahead, self._plans[end:later]))
+            self._next = (end, later, self._launch_ahead(self._plans[end:later]))
 
     def _end(self, b: int) -> int:
         return min(len(self._plans), b + (AHEAD_TILES if self.tiles is not None else AHEAD))
 
-    def _call(self, plans) -> "Decoded":
-        """Decode what `plans` read on the current stream."""
+    def _prepare_for(self, plans) -> "Prepared":
+        """`prepare` of the samples `plans` read (the windows they read, for tiled members)."""
         samples = np.unique(np.concatenate([bp.index for bp in plans]))
-        return self.submit(self.prepare(samples, _windows(plans, samples, self.ds.sizes)
-                                        if self.tiles is not None else None))
+        return self.prepare(samples, _windows(plans, samples, self.ds.sizes) if self.tiles is not None else None)
 
-    def _call_ahead(self, plans) -> "Decoded":
-        """`_call` in the decode thread, on its stream; the event marks the decode done."""
-        with torch.cuda.device(self.device), torch.cuda.stream(self._stream):
-            got = self._call(plans)
-            got.event = torch.cuda.Event()
-            got.event.record(self._stream)
-        return got
+    def _launch_ahead(self, plans) -> Future:
+        """The call decoding `plans`: prepared here, its engines' calls made in the decode thread on its stream (the
+        event marks them done). An error in either is raised by the future, at the batch that reads the call."""
+        try:
+            out = self._prepare_for(plans)
+        except Exception as exc:  # noqa: BLE001 - raised where the batches that read it are asked for
+            failed: Future = Future()
+            failed.set_exception(exc)
+            return failed
+
+        def run() -> Prepared:
+            with torch.cuda.device(self.device), torch.cuda.stream(self._stream):
+                self.launch(out)
+                out.event = torch.cuda.Event()
+                out.event.record(self._stream)
+            return out
+
+        self.calls_ahead += 1
+        return self._thread().submit(run)
 
     def _thread(self) -> ThreadPoolExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="pairload-decode")
-            self._stream = torch.cuda.Stream(self.device)
+            self._stream = loader_stream(self.device)
             weakref.finalize(self, self._pool.shutdown, wait=False)  # a loader dropped unclosed: the thread ends
         return self._pool
 
@@ -327,7 +346,7 @@ class DecodedMemory:
         what must stay alive until the kernel reading them is done. `windows`: per sample the (top, left, bottom,
         right) of the input's pixels its windows read, of which a tiled member decodes only the tiles they touch
         (None: whole images)."""
-        got = self.submit(self.prepare(samples, windows))
+        got = self.finish(self.launch(self.prepare(samples, windows)))
         self._point(got)
         return got.held
 
@@ -380,19 +399,28 @@ class DecodedMemory:
 
         return self.tiles.stage(p, [self.ds.shard_map(int(s)) for s in shards], bad, self._table)
 
-    def submit(self, out: "Prepared") -> "Decoded":
-        """The device's part of `_decode`, on the current stream (the tables not pointed yet: `_point`)."""
+    def launch(self, out: "Prepared") -> "Prepared":
+        """The engines' part of `_decode`, on the current stream: the pixel members copied over, the JPEG files
+        decoded, the tiled members' tiles decoded; what they made is kept in `out` for `finish`."""
+        out.copied = [torch.from_numpy(np.array(data, copy=True)).to(self.device) for _, _, data in out.pixels]
+        if out.jpegs:
+            out.images = self._decode_jpegs([data for _, _, data in out.jpegs])
+        if out.staged is not None:
+            out.tiles_made = self.tiles.submit(out.staged)
+        return out
+
+    def finish(self, out: "Prepared") -> "Decoded":
+        """The rest of `_decode`, on the current stream once `launch`'s work is done there: each image checked and
+        its address gathered, the tables copied over (not pointed yet: `_point`)."""
         samples, rows = out.samples, out.rows
         ptr = np.zeros((2, len(samples)), dtype=np.int64)
-        held: list = []
-        for k, j, data in out.pixels:
-            pixels = torch.from_numpy(np.array(data, copy=True)).to(self.device)
-            held.append(pixels)
+        held: list = list(out.copied)
+        for (k, j, _), pixels in zip(out.pixels, out.copied):
             ptr[k, j] = pixels.data_ptr()
         if out.jpegs:
-            held.extend(self._jpegs(out.jpegs, samples, rows, ptr))
+            held.extend(self._jpegs(out.jpegs, out.images, samples, rows, ptr))
         if out.staged is not None:
-            addresses, _, keep = self.tiles.submit(out.staged)
+            addresses, _, keep = out.tiles_made
             ptr[out.tiled] = addresses
             held.extend(keep)
         if 1 in out.sides:
@@ -439,9 +467,8 @@ class DecodedMemory:
                 data[x] = mm[lo:hi]
         return list(zip(k.tolist(), j.tolist(), data))
 
-    def _jpegs(self, jpegs, samples: np.ndarray, rows, ptr: np.ndarray) -> list:
-        """Decode the JPEG members in one batch on the current stream; their addresses go to `ptr`."""
-        images = self._decode_jpegs([data for _, _, data in jpegs])
+    def _jpegs(self, jpegs, images: list, samples: np.ndarray, rows, ptr: np.ndarray) -> list:
+        """The JPEG members' decoded images checked; their addresses go to `ptr`."""
         scale = self.ds.members.scale
         held = []
         for (k, j, _), image in zip(jpegs, images):
@@ -473,20 +500,21 @@ class DecodedMemory:
 
 
 class Decoded:
-    """A decode call's device part issued (`DecodedMemory.submit`): what must stay alive until the kernel reading
-    it is done (`held`), each sample's (input, target) address (`table`, 2×n on the device) for the samples `index`,
-    and, from the decode thread, the event after which the images are there."""
+    """A decode call done (`DecodedMemory.finish`): what must stay alive until the kernel reading it is done
+    (`held`), each sample's (input, target) address (`table`, 2×n on the device) for the samples `index`."""
 
-    __slots__ = ("held", "table", "index", "event")
+    __slots__ = ("held", "table", "index")
 
     def __init__(self, held: list, table: torch.Tensor, index: torch.Tensor):
-        self.held, self.table, self.index, self.event = held, table, index, None
+        self.held, self.table, self.index = held, table, index
 
 
 class Prepared:
-    """A decode call's host part (`DecodedMemory.prepare`): its samples, their stored members' rows, the sides
+    """A decode call: its host part (`DecodedMemory.prepare`: its samples, their stored members' rows, the sides
     decoded, which samples' input is their target; the JPEG files and pixel members ((side, row, bytes)), the
-    tiled members ((sides, rows): two arrays) and their staged bytes (`TileDecoder.stage`)."""
+    tiled members ((sides, rows): two arrays) and their staged bytes (`TileDecoder.stage`)), then what the engines
+    made of them (`launch`: the pixel members' copies, the JPEG images, the tiles' addresses and buffers) and, from the
+    decode thread, the event after which they are there."""
 
     def __init__(self, samples: np.ndarray, rows, sides: tuple, once: np.ndarray):
         self.samples, self.rows, self.sides, self.once = samples, rows, sides, once
@@ -494,6 +522,10 @@ class Prepared:
         self.pixels: list = []
         self.tiled: tuple = ()
         self.staged = None
+        self.copied: list = []
+        self.images: list = []
+        self.tiles_made = None
+        self.event = None
 
 
 def _windows(plans, samples: np.ndarray, sizes: np.ndarray) -> np.ndarray:

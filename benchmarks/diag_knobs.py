@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Diagnostic switches for A/B runs on the GPU host, set before pairload runs (never by the library itself):
+
+- `nobg`: an encoded split's decode calls run in the loading thread (no decode thread);
+- `lowprio`: the loader's CUDA streams at the default priority instead of the highest;
+- `switch`: the GIL handed over every 0.5 ms instead of every 5.
+
+    python benchmarks/diag_knobs.py nobg+lowprio -m pairload.train --shards PACK …
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+
+
+def apply(knobs: str) -> None:
+    """Set the switches named in `knobs` ("a+b"; "" for none)."""
+    for knob in filter(None, knobs.split("+")):
+        if knob == "nobg":
+            from pairload.cut.memory import decoded
+
+            decoded.DecodedMemory.__init__ = _in_loading_thread(decoded.DecodedMemory.__init__)
+        elif knob == "lowprio":
+            from pairload import devices
+
+            devices.LOADER_PRIORITY = 0
+        elif knob == "switch":
+            sys.setswitchinterval(0.0005)
+        else:
+            raise SystemExit(f"unknown knob {knob!r}: expected nobg, lowprio or switch")
+
+
+def _in_loading_thread(init):
+    return lambda self, *a, **k: init(self, *a, **dict(k, background=False))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 4 or sys.argv[2] != "-m":
+        raise SystemExit(__doc__)
+    apply(sys.argv[1])
+    sys.argv = [sys.argv[3], *sys.argv[4:]]
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
