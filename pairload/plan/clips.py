@@ -10,7 +10,7 @@ noise key. Numpy only."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -137,6 +137,9 @@ class ClipUnits:
     dropped: tuple[str, ...] = ()
     dropped_count: int = 0
     gaps: str | None = None
+    # the last units located, with their sequence, number and sequence's first sample: the planner asks for the hash,
+    # the size and the frames of the same units in turn
+    _last: list = field(default_factory=list, compare=False, repr=False)
 
     def __len__(self) -> int:
         return self.total
@@ -172,7 +175,22 @@ class ClipUnits:
 
     def locate(self, units) -> tuple[np.ndarray, np.ndarray]:
         """(sequence, number within it) of each of these units."""
+        return self._located(units)[:2]
+
+    def _located(self, units) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(sequence, number within it, its sequence's first sample) of each of these units."""
         units = np.asarray(units, dtype=np.int64).reshape(-1)
+        last = self._last[0] if self._last else None  # (units, found): one tuple, whatever thread replaces it
+        if last is not None and np.array_equal(last[0], units):
+            return last[1]
+        seq, pos = self._locate(units)
+        found = seq, pos, self.sequences.start_of(seq)
+        for a in found:
+            a.flags.writeable = False
+        self._last[:] = [(units.copy(), found)]
+        return found
+
+    def _locate(self, units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.blocks is None:
             t1 = self.clips.frames - 1
             seq = bisect(units, len(self.sequences), lambda s: self.sequences.start_of(s) - s * t1, "right") - 1
@@ -203,13 +221,11 @@ class ClipUnits:
         return _UnitColumn(self, "hw")
 
     def unit_hash(self, units) -> np.ndarray:
-        seq, pos = self.locate(units)
-        first = np.asarray(self.sample_hash[self.sequences.start_of(seq)], dtype=np.uint64)
-        return _splitmix(first ^ _splitmix(pos.astype(np.uint64)))
+        _, pos, first = self._located(units)
+        return _splitmix(np.asarray(self.sample_hash[first], dtype=np.uint64) ^ _splitmix(pos.astype(np.uint64)))
 
     def unit_hw(self, units) -> np.ndarray:
-        seq, _ = self.locate(units)
-        return np.asarray(self.sample_hw[self.sequences.start_of(seq)], dtype=np.int64).reshape(-1, 2)
+        return np.asarray(self.sample_hw[self._located(units)[2]], dtype=np.int64).reshape(-1, 2)
 
     def label(self, u: int) -> str:
         """A unit in messages: "sequence name (clip k)"."""
@@ -300,15 +316,14 @@ class ClipUnits:
         its last frame repeats."""
         t = self.clips.frames
         units = np.asarray(units, dtype=np.int64)
-        seq, pos = self.locate(units)
-        first, count = self.sequences.start_of(seq), self.sequences.count_of(seq)
+        seq, pos, first = self._located(units)
+        count = self.sequences.count_of(seq)
         if self.clips.start == "grid":
             start = pos * self.clips.stride
         else:
             span = np.maximum(count - t, 0) + 1
-            key = np.asarray(self.sample_hash[first], dtype=np.uint64)
-            unit_hash = _splitmix(key ^ _splitmix(pos.astype(np.uint64)))
-            start = (_stream(unit_hash, seed, epoch, START_STREAM, draw) % span.astype(np.uint64)).astype(np.int64)
+            start = (_stream(self.unit_hash(units), seed, epoch, START_STREAM, draw) % span.astype(np.uint64)
+                     ).astype(np.int64)
         frame = np.minimum(start[:, None] + np.arange(t, dtype=np.int64), count[:, None] - 1)
         return first[:, None] + frame
 

@@ -167,7 +167,8 @@ def _sequences(seqs, keys, split: str) -> dict:
     sequences {name: frames}, what the pack did with breaks in their frame numbering ("sequence_gaps": "split" or
     "allow", where the pack was told; not the default "refuse") and, where a sequence's numbering breaks, a line
     saying where ("gaps")."""
-    gaps = seqs.gap_report(keys, f"split {split!r}")
+    # a pack that refused breaks, or split its sequences at them, left none inside one: its keys are not read
+    gaps = seqs.gap_report(keys, f"split {split!r}") if seqs.gaps in (None, "allow") else None
     listed = np.arange(min(len(seqs), SEQUENCES_LISTED), dtype=np.int64)
     return {"count": len(seqs), "frames": list(seqs.bounds), "target": seqs.target,
             "first": {seqs.names[s]: int(n) for s, n in zip(listed.tolist(), seqs.count_of(listed).tolist())},
