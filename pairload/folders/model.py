@@ -87,18 +87,28 @@ def _utf8(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")  # (a name undecodable in the file system's encoding round-trips)
 
 
+_NARROW = 0xFFFFFFFF  # a text column's ends are uint32 (4 bytes a pair) while its bytes are at most this many
+
+
+def _stops(ends: array) -> np.ndarray:
+    """A text column's ends (an array of "I" or, past _NARROW bytes, "q") as numbers, without a copy."""
+    return np.frombuffer(ends, np.int64 if ends.typecode == "q" else np.uint32)
+
+
 def _gather_text(blob: bytearray, ends: array, rows: np.ndarray) -> tuple[bytearray, array]:
     """The strings at `rows` of one text column (its bytes and ends), gathered a chunk of rows at a time."""
-    src, stops = np.frombuffer(blob, np.uint8), np.frombuffer(ends, np.int64)
-    out_blob, out_ends, at = bytearray(), array("q"), 0
+    src, stops = np.frombuffer(blob, np.uint8), _stops(ends)
+    out_blob, out_ends, at = bytearray(), array("I"), 0
     for a in range(0, len(rows), _CHUNK):
         chunk = rows[a:a + _CHUNK]
-        stop = stops[chunk]
-        start = np.where(chunk > 0, stops[np.maximum(chunk - 1, 0)], 0)
+        stop = stops[chunk].astype(np.int64)
+        start = np.where(chunk > 0, stops[np.maximum(chunk - 1, 0)], 0).astype(np.int64)
         size = stop - start
         where = np.repeat(start - (np.cumsum(size) - size), size) + np.arange(int(size.sum()))
         out_blob += src[where].tobytes()
-        out_ends.frombytes((np.cumsum(size) + at).tobytes())
+        if out_ends.typecode == "I" and at + int(size.sum()) > _NARROW:
+            out_ends = array("q", out_ends)
+        out_ends.frombytes((np.cumsum(size) + at).astype(np.uint32 if out_ends.typecode == "I" else np.int64).tobytes())
         at += int(size.sum())
     del src, stops  # (no view may outlive the call: the arrays could not grow)
     return out_blob, out_ends
@@ -123,9 +133,9 @@ def fixed_width(blob: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 class PairTable:
     """A list of `Pair`s kept as columns: each pair's split and root as small codes, its key and relative paths as
-    UTF-8 bytes joined end to end with int64 ends. About 80 bytes a pair where `Pair` objects took 285: a pack of
-    10^8 pairs holds them in 8 GB. Indexing, iterating and slicing make the `Pair`s asked for; `take` and `sort_keys`
-    reorder without making any."""
+    UTF-8 bytes joined end to end with uint32 ends (int64 once a column passes 4 GB). About 70 bytes a pair where
+    `Pair` objects took 285: a pack of 10^8 pairs holds them in 7 GB. Indexing, iterating and slicing make the `Pair`s
+    asked for; `take` and `sort_keys` reorder without making any."""
 
     __slots__ = ("_names", "_code", "_split", "_roots", "_root_code", "_root", "_blobs", "_ends", "_own")
 
@@ -137,7 +147,7 @@ class PairTable:
         self._root_code: dict[str, int] = {}
         self._root = array("I")
         self._blobs = tuple(bytearray() for _ in _TEXT)
-        self._ends = tuple(array("q") for _ in _TEXT)
+        self._ends = tuple(array("I") for _ in _TEXT)  # ("q" once a column's bytes pass _NARROW)
         self._own: dict[int, tuple[str, str]] = {}  # row -> its two absolute paths, where not root + relative
         self.extend(pairs)
 
@@ -157,8 +167,13 @@ class PairTable:
         else:
             self._root.append(_OWN)
             self._own[row] = pair._full
-        for blob, ends, text in zip(self._blobs, self._ends, (pair.key, pair.low_rel, pair.high_rel)):
+        for column, text in enumerate((pair.key, pair.low_rel, pair.high_rel)):
+            blob, ends = self._blobs[column], self._ends[column]
             blob += _utf8(text)
+            if len(blob) > _NARROW and ends.typecode != "q":
+                wide = list(self._ends)
+                ends = wide[column] = array("q", ends)
+                self._ends = tuple(wide)
             ends.append(len(blob))
 
     def extend(self, pairs: Iterable[Pair]) -> None:
@@ -227,7 +242,7 @@ class PairTable:
         """(bytes, int64 ends) of the keys of rows `first` to `first + count`, as `format.columns.Keys.encode` makes
         them (a lone surrogate, from a name undecodable in the file system's encoding, as the byte it stands for)."""
         start = self._ends[0][first - 1] if first else 0
-        ends = np.frombuffer(self._ends[0], np.int64)[first:first + count] - start
+        ends = _stops(self._ends[0])[first:first + count].astype(np.int64) - start
         blob = np.frombuffer(self._blobs[0], np.uint8)[start:start + (int(ends[-1]) if count else 0)].copy()
         if (blob == 0xED).any():  # (the lead byte of a surrogate, and of some Hangul: then key by key)
             raw = [self._text(0, k).encode("utf-8", "surrogateescape") for k in range(first, first + count)]
@@ -239,7 +254,7 @@ class PairTable:
         """One text column as a fixed-width bytes array (numpy's `S`), which sorts as the strings do."""
         column = _TEXT.index(name)
         # (the views die with the call: the bytearrays could not grow while one lives)
-        return fixed_width(np.frombuffer(self._blobs[column], np.uint8), np.frombuffer(self._ends[column], np.int64))
+        return fixed_width(np.frombuffer(self._blobs[column], np.uint8), _stops(self._ends[column]).astype(np.int64))
 
     def key_order(self) -> np.ndarray:
         """The rows in (split, key) order, ties in row order."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from array import array
 import time
 from pathlib import Path
 from typing import Callable
@@ -14,10 +15,12 @@ from ..errors import ImageError, OutputError
 from ..format import schema
 from ..format.atomic import write_json_atomic
 from ..format.columns import write_columns
-from ..folders.decode import RESIZE, Header, orientation_hint, target_size
+from ..folders.decode import RESIZE, orientation_hint, target_size
 from ..folders.discover import Pair, find_pairs
 from ..folders.photos import find_targets
 from . import guard, parts, trust
+from .coded import Coded
+from .heap import give_back
 from .jobs import close_fds, probe_many, start_pool
 from .manifest import assemble, skeleton
 from .options import PackOptions, PackReport
@@ -47,6 +50,9 @@ def pack_folder(raw_dir: str | os.PathLike, shards_dir: str | os.PathLike, optio
             skip_unmatched=options.skip_unmatched, split_names=dict(options.split_names),
             name_template=options.name_template)
         clock = (start, time.perf_counter())  # when the pack started, and when its pairs were found
+        if not options.sequences:
+            discovery.loose = array("q")  # (8 bytes a pair that only `--sequences` reads)
+        give_back()  # discovery's temporaries: not held while the shards are written
         out.mkdir(parents=True, exist_ok=True)
         if part is not None:
             with guard.part_lock(out, part.record):
@@ -88,6 +94,7 @@ def _plan(discovery, raw: Path, options: PackOptions, pool, report: PackReport, 
     plans = plan_shards(inputs.pairs, inputs.sizes, inputs.out_sizes, options.shard_size, inputs.members,
                         options.targets_only)
     skel = skeleton(discovery, raw, options, inputs.members, inputs.camera, sequences, misaligned)
+    give_back()  # the probes' and the plan's temporaries
     report.phases["plan"] = time.perf_counter() - t1 - report.phases["probe"]
     return inputs, plans, skel
 
@@ -110,13 +117,13 @@ def _inputs(discovery, raw: Path, options: PackOptions, pool, report: PackReport
     camera = plan(raw, pairs, probes, raw_target=options.raw_target, ratio_cap=options.ratio_cap,
                   to_8bit=options.to_8bit, resized=resized)
     members = split_members(raw, pairs, probes, options.to_8bit, camera, options.targets_only)
-    seen: dict = {}  # equal sizes kept once: a million pairs of a few sizes cost two lists of references
+    # equal sizes kept once, as codes: a million pairs of a few sizes cost two arrays of bytes
     sizes = (probes[2 * i].hw for i in range(len(pairs)))
     if camera.splits and options.targets_only:
         sizes = (camera.input_hw(pair, hw) for pair, hw in zip(pairs, sizes))
-    sizes = [seen.setdefault(hw, hw) for hw in sizes]
-    out_sizes = [seen.setdefault(hw, hw) for hw in (target_size(h, w, options.resize, options.max_side, options.fit)
-                                                    for h, w in sizes)]
+    sizes = Coded(sizes)
+    fitted = {hw: target_size(hw[0], hw[1], options.resize, options.max_side, options.fit) for hw in sizes.distinct()}
+    out_sizes = Coded(fitted[hw] for hw in sizes)
     return Inputs(pairs, probes, sizes, out_sizes, members, camera, options.targets_only)
 
 
@@ -140,6 +147,7 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
         inputs, plans, skel = _plan(discovery, raw, options, pool, report, clock)
         write = write_raw if options.encoding.plain else write_compressed
         rows = write(run, inputs, plans)
+        give_back()  # what the writing freed: the checks' and the index's arrays are new
         report.trust = trust.check_pack(skel, rows, inputs.pairs)  # refused: the old pack stays as it was
     except BaseException:
         _abandon(run, pool)
@@ -205,6 +213,7 @@ def _pack_part(discovery, raw: Path, out: Path, options: PackOptions, pool, work
         mine = [plan for plan, o in zip(plans, owner) if o == part.index]
         write = write_raw if options.encoding.plain else write_compressed
         rows = write(run, inputs, mine) if mine else []
+        give_back()
         trust.check_part(skel, rows, inputs.pairs)
     except BaseException:
         _abandon(run, pool)
@@ -276,26 +285,24 @@ def finish(out: Path, count: int | None, report: PackReport, *, required: bool =
 PROBE_BATCH = 256  # files a worker probes per job: 16 workers share 8,000 files in 32 jobs
 
 
-def _probe_all(pairs: list[Pair], pool, chunk: int = 1 << 16, targets_only: bool = False) -> list:
+def _probe_all(pairs: list[Pair], pool, chunk: int = 1 << 16, targets_only: bool = False) -> Coded:
     """Each pair's low and high `Header` (or the one-line error), probed a chunk of files at a time; equal headers
-    are kept once, so that two million files of a few sizes cost a list of references. `targets_only`: each pair's
-    one file is probed once, its header given for both sides."""
-    canon: dict = {}
-    out: list = []
+    are kept once, as codes (`Coded`), so that two million files of a few sizes cost two million bytes.
+    `targets_only`: each pair's one file is probed once, its header given for both sides."""
+    out = Coded()
     files = (f for pair in pairs for f in (pair.files()[1:] if targets_only else pair.files()))
     while names := list(itertools.islice(files, chunk)):
         batches = [names[i:i + PROBE_BATCH] for i in range(0, len(names), PROBE_BATCH)]
         for found in pool.imap(probe_many, batches) if pool else map(probe_many, batches):
-            found = (h if isinstance(h, str) else canon.setdefault(h, h) for h in found)
             out.extend(found if not targets_only else (h for one in found for h in (one, one)))
     return out
 
 
-def _probe_pairs(pairs: list[Pair], pool, options: PackOptions) -> list[Header]:
+def _probe_pairs(pairs: list[Pair], pool, options: PackOptions) -> Coded:
     """Every pair's headers, low then high: refuse unreadable files, and pairs of two sizes unless --resize brings
     both images to one."""
     probes = _probe_all(pairs, pool, targets_only=options.targets_only)
-    errors = [r for r in probes[::2 if options.targets_only else 1] if isinstance(r, str)]
+    errors = [r for r in itertools.islice(probes, 0, None, 2 if options.targets_only else 1) if isinstance(r, str)]
     if errors:
         raise ImageError(errors[0] + (f" (and {len(errors) - 1} more unreadable files)" if len(errors) > 1 else ""))
     # a camera raw input's partner is checked against its sensor (`sensor.plan_camera`)

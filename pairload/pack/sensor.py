@@ -72,9 +72,17 @@ def is_raw(header) -> bool:
     return isinstance(header, Header) and header.raw is not None
 
 
+def _any_raw(headers) -> bool:
+    """Whether any of `headers` is a camera raw file's (each distinct header looked at once, where they are
+    `Coded`)."""
+    return any(map(is_raw, headers.distinct() if hasattr(headers, "distinct") else headers))
+
+
 def plan_camera(raw: Path, pairs: list[Pair], headers: list[Header], *, raw_target: str, ratio_cap: float,
                 to_8bit: bool, resized: bool) -> CameraPlan:
     """The `CameraPlan` of `pairs` (headers: low then high of each pair); splits with no camera raw file have none."""
+    if not _any_raw(headers):  # (no list of a million Nones, nor the pairs grouped by split)
+        return CameraPlan({}, {}, [])
     by_split: dict[str, list[int]] = {}
     for i, pair in enumerate(pairs):
         by_split.setdefault(pair.split, []).append(i)
@@ -112,6 +120,8 @@ def plan_targets(raw: Path, pairs: list[Pair], headers: list[Header], *, raw_tar
     raw files stores each alone, `raw_target` PACKED (a sensor split whose two sides are the packed mosaic: the index
     gives the target's levels and exposure for both, ratio 1) or DEVELOPED (16-bit RGB at the mosaic's full size,
     which has no sensor counts: no sensor entry)."""
+    if not _any_raw(headers):
+        return CameraPlan({}, {}, [])
     by_split: dict[str, list[int]] = {}
     for i, pair in enumerate(pairs):
         by_split.setdefault(pair.split, []).append(i)

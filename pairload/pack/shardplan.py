@@ -62,6 +62,29 @@ def target_groups(pairs: PairTable) -> PairTable:
     return pairs
 
 
+def shared_targets(pairs) -> np.ndarray:
+    """Per pair (bool): another pair of its split has the same target file. Only these can store a target once for
+    several samples, so only they are remembered while a shard is planned or laid out (a dict of every pair's target
+    took ~300 bytes a pair in a shard of distinct targets)."""
+    n = len(pairs)
+    if isinstance(pairs, PairTable):
+        if not n:
+            return np.zeros(0, bool)
+        split, high = pairs.split_codes(), pairs.fixed("high_rel")
+        by = np.lexsort((high, split))
+        high, split = high[by], split[by]
+        same = np.r_[False, (high[1:] == high[:-1]) & (split[1:] == split[:-1])]
+        del high, split
+        first = np.r_[same[1:], False]  # the first of a run of equal targets
+        out = np.zeros(n, bool)
+        out[by[same | first]] = True
+        return out
+    seen: dict[tuple[str, str], int] = {}
+    for pair in pairs:
+        seen[pair.split, pair.high_rel] = seen.get((pair.split, pair.high_rel), 0) + 1
+    return np.array([seen[pair.split, pair.high_rel] > 1 for pair in pairs], bool)
+
+
 def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list[tuple[int, int]],
                 shard_size: int, members: dict[str, Members] | None = None, targets_only: bool = False
                 ) -> list[ShardPlan]:
@@ -73,13 +96,14 @@ def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list
     members = members or {}
     plans: list[ShardPlan] = []
     current: ShardPlan | None = None
-    leaders: dict[str, str] = {}  # high file -> key of the pair in the current shard storing it
+    leaders: dict[str, str] = {}  # high file -> key of the pair in the current shard storing it (shared ones only)
+    shared = shared_targets(pairs)
     for k, (pair, hw, out_hw) in enumerate(zip(pairs, sizes, out_sizes)):
         if current is None or current.split != pair.split:
             current = ShardPlan(pair.split, 0, k)
             plans.append(current)
             leaders = {}
-        ref = leaders.get(pair.high_rel)
+        ref = leaders.get(pair.high_rel) if shared[k] else None
         meta = len(schema.sample_meta(None if targets_only else pair.low_rel, pair.high_rel, hw, out_hw, high_ref=ref))
         kinds = members.get(pair.split, DEFAULT)
         end = schema.sample_end(pair.key, out_hw[0], out_hw[1], meta, current.end, ref is not None, kinds,
@@ -89,7 +113,7 @@ def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list
             plans.append(current)
             leaders = {}
             end = schema.sample_end(pair.key, out_hw[0], out_hw[1], meta, 0, False, kinds, targets_only)
-        if ref is None:
+        if ref is None and shared[k]:
             leaders[pair.high_rel] = pair.key
         current.count += 1
         current.end = end
@@ -97,23 +121,26 @@ def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list
 
 
 def lay_out(plan: ShardPlan, pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list[tuple[int, int]],
-            members: dict[str, Members] | None = None, targets_only: bool = False
+            members: dict[str, Members] | None = None, targets_only: bool = False, shared: np.ndarray | None = None
             ) -> Iterator[tuple[int, schema.SampleLayout, int, list[tuple[int, bytes]]]]:
     """Each sample of one planned shard in order, as (its place in the shard, its layout, `lead`: the place of the
     sample whose target it shares or -1, the (offset, bytes) header pieces to write): made one at a time, so that a
-    shard of any number of samples is written in bounded memory."""
+    shard of any number of samples is written in bounded memory. `shared`: `shared_targets(pairs)`, made here if not
+    given."""
     kinds = (members or {}).get(plan.split, DEFAULT)
-    leaders: dict[str, tuple[int, int, str]] = {}  # high file -> (place, target offset, key) of the sample storing it
+    shared = shared_targets(pairs) if shared is None else shared
+    # high file -> (place, target offset, key) of the sample storing it, for the targets that samples share
+    leaders: dict[str, tuple[int, int, str]] = {}
     end = 0
     for i in range(plan.count):
         k = plan.first + i
         pair, hw, out_hw = pairs[k], sizes[k], out_sizes[k]
-        lead = leaders.get(pair.high_rel)
+        lead = leaders.get(pair.high_rel) if shared[k] else None
         meta = schema.sample_meta(None if targets_only else pair.low_rel, pair.high_rel, hw, out_hw,
                                   high_ref=None if lead is None else lead[2])
         layout, pieces = schema.layout_sample(pair.key, out_hw[0], out_hw[1], meta, end,
                                               None if lead is None else lead[1], kinds, targets_only)
-        if lead is None:
+        if lead is None and shared[k]:
             leaders[pair.high_rel] = (i, layout.high_data, pair.key)
         yield i, layout, -1 if lead is None else lead[0], pieces
         end = layout.end

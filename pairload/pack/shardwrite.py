@@ -31,7 +31,7 @@ from .sensor import CameraPlan
 from .rows import RowsBuilder, ShardRows
 from .spill import Spill
 from .shardhash import ShardHasher
-from .shardplan import ShardPlan, lay_out
+from .shardplan import ShardPlan, lay_out, shared_targets
 
 ShardDone = Callable[[str, str, str, int], None]  # (shard name, partial file, sha256, bytes)
 
@@ -110,9 +110,10 @@ class Inputs:
 
     def laid_out(self, plans: list[ShardPlan]):
         """(shard number, place, layout, lead, pieces) of every sample of `plans`, in order (`lay_out`)."""
+        shared = shared_targets(self.pairs)
         for number, plan in enumerate(plans):
             for i, lay, lead, pieces in lay_out(plan, self.pairs, self.sizes, self.out_sizes, self.members,
-                                                self.targets_only):
+                                                self.targets_only, shared):
                 yield number, i, lay, lead, pieces
 
 

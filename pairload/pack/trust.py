@@ -16,11 +16,12 @@ import numpy as np
 from ..audit import packing
 from ..errors import PairingError
 from ..format import schema, sensor as fmt
-from ..format.facts import CONFIDENCE, DX, DY, FactsColumns
+from ..format.facts import CONFIDENCE, DX, DY, NAMES, FactsColumns
 from ..folders.discover import Pair
 from ..folders.rules import EXPOSURE_BRACKETS
 from .jobs import JobResult
 from .rows import ShardRows, joined_keys
+from .spill import joined_column
 from .shardwrite import CHUNK, RUN_TASK, Inputs, tasks, task_size, units
 
 
@@ -60,7 +61,7 @@ def checked_splits(skel: dict, rows: list[ShardRows], pairs: list[Pair] | None =
         by_split.setdefault(r.split, []).append(r)
     out = []
     for split, parts in by_split.items():
-        facts = FactsColumns.concat([FactsColumns.of(r.columns) for r in parts])
+        facts = _split_facts(parts)
         if facts is None:
             continue  # a part's record written before pack measured pairs
         entry = skel["splits"][split]
@@ -71,6 +72,14 @@ def checked_splits(skel: dict, rows: list[ShardRows], pairs: list[Pair] | None =
             _bright_ok(entry, skel["options"]), paired=not entry.get(schema.TARGETS_ONLY),
             brightness=fmt.FIELD not in entry))
     return out
+
+
+def _split_facts(parts: list[ShardRows]) -> FactsColumns | None:
+    """The facts of a split's shards one after the other (spilled ones joined in their spill and mapped: only the
+    pages the checks read are ever in memory)."""
+    if any(NAMES[0] not in r.columns for r in parts):
+        return None
+    return FactsColumns(*(joined_column([r.columns for r in parts], name) for name in NAMES))
 
 
 def check_pack(skel: dict, rows: list[ShardRows], pairs: list[Pair] | None = None) -> packing.TrustReport:
