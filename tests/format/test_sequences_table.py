@@ -22,6 +22,7 @@ from pairload.pack.sequences import table_into_index
 from pairload.plan import clips as clip_plan
 from pairload.plan.clips import Clips, ClipUnits, units_per
 from pairload.plan.deals import Shards
+from pairload.read.shards import info, verify
 
 from clipdata import make_video_raw, pack_video
 
@@ -130,6 +131,8 @@ def test_a_table_in_the_index_reads_as_the_listed_one(packs):
     assert list(b.names) == list(a.names) and b.starts.tolist() == a.starts.tolist() == [0, 7, 12, 21, 24]
     assert b.counts.tolist() == a.counts.tolist() and (b.target, b.gaps, b.frames) == (a.target, a.gaps, 30)
     assert b.count_of([4, 0]).tolist() == [6, 7] and b.sequence_of([0, 6, 7, 29]).tolist() == [0, 0, 1, 4]
+    assert info(indexed)["train"]["sequences"] == info(listed)["train"]["sequences"]
+    assert verify(indexed).samples == 30
 
 
 @pytest.mark.parametrize("spec", ["4,short=pad", "3,stride=2,start=grid,short=drop", "2"])
