@@ -150,6 +150,14 @@ def test_a_table_in_the_index_plans_the_same_batches(packs, spec, sources):
         assert np.array_equal(p.index, q.index) and np.array_equal(p.y, q.y) and np.array_equal(p.code, q.code)
 
 
+def test_a_worker_reads_a_table_in_the_index(packs):
+    """The loader's workers map the index again (its table with it) and deliver the clips of the listed pack."""
+    listed, indexed = packs
+    opts = dict(batch_size=2, crop=16, clips="4,short=pad", seed=5, last_batch="partial")
+    want = [b.keys for b in make_loader("wds", listed, **opts)]
+    assert [b.keys for b in make_loader("wds", indexed, num_workers=1, **opts)] == want and len(want) == 8
+
+
 def _edited(indexed: Path, out: Path, **table) -> Path:
     shutil.copytree(indexed, out)
     doc = json.loads((out / MANIFEST).read_text())
