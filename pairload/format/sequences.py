@@ -1,8 +1,10 @@
 """Sequences in a manifest: a split's `"sequences"` entry, the frames of each video or burst (`Sequences`). The frames
 of one sequence are consecutive samples of the split in key order, in frame order; every sample belongs to exactly
-one sequence. The packer writes the entry, every reader takes it from here. Also the frame numbering a sequence's
-file names carry (`numbering_breaks`): where it is not evenly spaced, a clip would join frames that are not
-consecutive. Numpy only."""
+one sequence. The packer writes the entry, every reader takes it from here: a table listed in the entry (JSON), or
+kept as columns of the split's index file (`TABLE`) and read for the sequences asked, so that a split of millions of
+sequences costs a loader no list of them. Also the frame numbering a sequence's file names carry
+(`numbering_breaks`): where it is not evenly spaced, a clip would join frames that are not consecutive. Numpy
+only."""
 
 from __future__ import annotations
 
