@@ -183,18 +183,18 @@ class ClipUnits:
         last = self._last[0] if self._last else None  # (units, found): one tuple, whatever thread replaces it
         if last is not None and np.array_equal(last[0], units):
             return last[1]
-        seq, pos = self._locate(units)
-        found = seq, pos, self.sequences.start_of(seq)
+        found = self._locate(units)
         for a in found:
             a.flags.writeable = False
         self._last[:] = [(units.copy(), found)]
         return found
 
-    def _locate(self, units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _locate(self, units: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self.blocks is None:
             t1 = self.clips.frames - 1
             seq = bisect(units, len(self.sequences), lambda s: self.sequences.start_of(s) - s * t1, "right") - 1
-            return seq, units - (self.sequences.start_of(seq) - seq * t1)
+            first = self.sequences.start_of(seq)
+            return seq, units - (first - seq * t1), first
         b = np.searchsorted(self.blocks, units, side="right")
         blocks, row = np.unique(b, return_inverse=True)
         table = self._block_table(blocks)  # rows in block order: its values never decrease, flattened
@@ -202,7 +202,8 @@ class ClipUnits:
         at = np.searchsorted(flat, units, side="right")  # within the unit's own block's row
         before = np.where(at % self.block > 0, flat[np.maximum(at - 1, 0)],
                           np.where(blocks[row] > 0, self.blocks[np.maximum(blocks[row] - 1, 0)], 0))
-        return blocks[row] * self.block + at - row * self.block, units - before
+        seq = blocks[row] * self.block + at - row * self.block
+        return seq, units - before, self.sequences.start_of(seq)
 
     def seq_of(self, units) -> np.ndarray:
         """The sequence of each of these units."""
