@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--image", default="16x16", help="Pair size WxH (default 16x16).")
     ap.add_argument("--repeat", type=int, default=1, help="Packs per size; the lowest peak is kept (default 1).")
     ap.add_argument("--shard-size", type=int, help="Pack's --shard-size in bytes (default: pack's own, 256 MB, which "
-                    "holds 100k+ tiny pairs: one shard's rows, ~100 B a pair, then grow with N in this benchmark).")
+                    "holds ~90k of these tiny pairs; a shard's rows are spilled a block at a time whatever its size).")
     ap.add_argument("--out", type=Path, help="Also write the report (JSON) here, atomically.")
     args = ap.parse_args(argv)
     sizes = [int(v) for v in args.pairs.split(",") if v.strip()]

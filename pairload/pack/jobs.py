@@ -32,7 +32,7 @@ from .guard import output_error
 IMAGE = "image"  # a Job's file decoded as an image or a .npy (else `decode.PACKED` / `decode.DEVELOPED`)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (no dict each: a pack holds a chunk or two of jobs at once)
 class Job:
     """Everything a worker needs to decode one pair and store it: written in place at `low_off`/`high_off` of the
     partial shard `file` (a plain encoding: raw members), or encoded by `encoding` at `level` and returned
@@ -70,7 +70,7 @@ class Job:
                              "plain and its level where it has levels (zstd; encoded has none)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobResult:
     """What one job did: its decode notes ('low:gray', …) and the pixels' CRC-32s, the frames of a compressed job,
     or the one-line error (`output_failed`: the output's fault, such as a full disk, not the pair's)."""

@@ -25,7 +25,7 @@ from .jobs import close_fds, probe_many, start_pool
 from .manifest import assemble, skeleton
 from .options import PackOptions, PackReport
 from .parts import Part
-from .shardplan import ShardPlan, plan_shards, target_groups
+from .shardplan import ShardPlan, plan_shards, shared_targets, target_groups
 from .sensor import is_raw, plan_camera, plan_targets
 from .sequences import check_names, describe_splits, plan_sequences
 from .sides import split_members
@@ -91,8 +91,9 @@ def _plan(discovery, raw: Path, options: PackOptions, pool, report: PackReport, 
     inputs = _inputs(discovery, raw, options, pool, report)
     sequences = plan_sequences(inputs.pairs, inputs.out_sizes, options.sequence_gaps) if options.sequences else {}
     report.sequences = describe_splits(sequences, inputs.pairs)
+    inputs.shared = shared_targets(inputs.pairs)
     plans = plan_shards(inputs.pairs, inputs.sizes, inputs.out_sizes, options.shard_size, inputs.members,
-                        options.targets_only)
+                        options.targets_only, inputs.shared)
     skel = skeleton(discovery, raw, options, inputs.members, inputs.camera, sequences, misaligned)
     give_back()  # the probes' and the plan's temporaries
     report.phases["plan"] = time.perf_counter() - t1 - report.phases["probe"]
@@ -164,6 +165,7 @@ def _pack_locked(discovery, raw: Path, out: Path, options: PackOptions, pool, wo
     _rename_into_place(out, rows, run.partial_files)
     guard.remove_stale(out, owned - keep)
     schema.fsync_dir(out)
+    give_back()  # the checks' arrays: not under the index's
     manifest = assemble(skel, rows, report, options.index, index_writer(out))
     with guard.writing(out / schema.MANIFEST):
         write_json_atomic(out / schema.MANIFEST, manifest)

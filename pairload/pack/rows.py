@@ -64,14 +64,18 @@ def joined_keys(rows: list[ShardRows]) -> Keys:
         return Keys(*Keys.encode([]))
     if len(rows) == 1:  # its arrays, not a copy (a Keys of its own: what a reader decodes is not kept with the shard)
         return Keys(rows[0].keys.blob, rows[0].keys.ends)
-    starts = np.cumsum([0] + [len(r.keys.blob) for r in rows[:-1]])
-    blobs = (r.keys.blob for r in rows)
-    ends = (r.keys.ends.astype(np.int64) + start for r, start in zip(rows, starts))
-    if all(isinstance(r.columns, SpilledColumns) for r in rows):
-        spill = rows[0].columns.spill
-        return Keys(spill.joined(blobs, np.uint8, (int(sum(len(r.keys.blob) for r in rows)),)),
-                    spill.joined(ends, np.int64, (sum(len(r.keys.ends) for r in rows),)))
-    return Keys(np.concatenate(list(blobs)), np.concatenate(list(ends)))
+    if not all(isinstance(r.columns, SpilledColumns) for r in rows):
+        keys = [r.keys for r in rows]
+        starts = np.cumsum([0] + [len(k.blob) for k in keys[:-1]])
+        return Keys(np.concatenate([k.blob for k in keys]),
+                    np.concatenate([k.ends.astype(np.int64) + start for k, start in zip(keys, starts)]))
+    spill = rows[0].columns.spill
+    sizes = [len(keys.blob) for keys in (r.keys for r in rows)]  # (a shard's keys made when asked, let go after)
+    starts = np.cumsum([0] + sizes[:-1])
+    blob = spill.joined((r.keys.blob for r in rows), np.uint8, (sum(sizes),))
+    ends = spill.joined((r.keys.ends.astype(np.int64) + start for r, start in zip(rows, starts)), np.int64,
+                        (sum(r.samples for r in rows),))
+    return Keys(blob, ends)
 
 
 BLOCK = 8192  # a spilled shard's rows are filled this many samples at a time, and each block written out once done

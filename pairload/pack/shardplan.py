@@ -86,18 +86,19 @@ def shared_targets(pairs) -> np.ndarray:
 
 
 def plan_shards(pairs: list[Pair], sizes: list[tuple[int, int]], out_sizes: list[tuple[int, int]],
-                shard_size: int, members: dict[str, Members] | None = None, targets_only: bool = False
-                ) -> list[ShardPlan]:
+                shard_size: int, members: dict[str, Members] | None = None, targets_only: bool = False,
+                shared: np.ndarray | None = None) -> list[ShardPlan]:
     """The raw shards of `pairs` (in `target_groups` order, or key order for `pack --sequences`), cut only between
     groups sharing a target; `members`: each split's, where not the default uint8 RGB; `targets_only`: each sample
     stores its target alone. Sequences: a shard is cut between any two frames of a sequence whose frames have targets
     of their own, and never inside one whose frames share a target (stored once); so a clip of T consecutive frames
-    reads at most two shards wherever every shard holds at least T - 1 frames (`sequences`)."""
+    reads at most two shards wherever every shard holds at least T - 1 frames (`sequences`). `shared`:
+    `shared_targets(pairs)`, made here if not given."""
     members = members or {}
     plans: list[ShardPlan] = []
     current: ShardPlan | None = None
     leaders: dict[str, str] = {}  # high file -> key of the pair in the current shard storing it (shared ones only)
-    shared = shared_targets(pairs)
+    shared = shared_targets(pairs) if shared is None else shared
     for k, (pair, hw, out_hw) in enumerate(zip(pairs, sizes, out_sizes)):
         if current is None or current.split != pair.split:
             current = ShardPlan(pair.split, 0, k)

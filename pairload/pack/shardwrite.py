@@ -91,6 +91,7 @@ class Inputs:
     members: dict[str, Members]
     camera: CameraPlan
     targets_only: bool = False
+    shared: np.ndarray | None = None  # `shardplan.shared_targets(pairs)`, once made
 
     def job(self, k: int, own: bool, options: PackOptions, **where) -> Job:
         pair = self.pairs[k]
@@ -110,7 +111,7 @@ class Inputs:
 
     def laid_out(self, plans: list[ShardPlan]):
         """(shard number, place, layout, lead, pieces) of every sample of `plans`, in order (`lay_out`)."""
-        shared = shared_targets(self.pairs)
+        shared = shared_targets(self.pairs) if self.shared is None else self.shared
         for number, plan in enumerate(plans):
             for i, lay, lead, pieces in lay_out(plan, self.pairs, self.sizes, self.out_sizes, self.members,
                                                 self.targets_only, shared):
@@ -210,9 +211,10 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
     builders: list[RowsBuilder | None] = [None] * len(plans)
     rows: list[ShardRows | None] = [None] * len(plans)
     remaining = [plan.count for plan in plans]
-    # each sample's end offset, while its shard fills (an array: a shard may hold a million tiny pairs)
-    ends: list[np.ndarray | None] = [None] * len(plans)
-    finished_places: list[bytearray | None] = [None] * len(plans)
+    # per shard, the end offset of each sample laid out past the ones all in from its start (`whole`), and the places
+    # done past them: a window of a chunk or two of samples, whatever the shard's size
+    ends: list[dict[int, int]] = [{} for _ in plans]
+    finished_places: list[set[int]] = [set() for _ in plans]
     whole = [0] * len(plans)  # the samples from a shard's start that are all in
     hasher = ShardHasher(hash_threads(options.workers or os.cpu_count() or 1),
                          _on_hashed(plans, run.partial_files, run.on_shard))
@@ -230,8 +232,6 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
                 fds[number] = os.dup(fh.fileno())
                 fh.close()
                 builders[number] = inputs.rows(plans[number], options.encoding, run.spill)
-                ends[number] = np.zeros(plans[number].count, np.int64)
-                finished_places[number] = bytearray(plans[number].count)
                 hasher.open(number, str(part), plans[number].size)
             with guard.writing(out / plans[number].partial_name):
                 for off, data in pieces:
@@ -253,17 +253,21 @@ def write_raw(run: Run, inputs: Inputs, plans: list[ShardPlan]) -> list[ShardRow
                 fds[number] = -1
                 builder, builders[number] = builders[number], None
                 rows[number] = builder.finish(plans[number].size, "")
-                ends[number] = finished_places[number] = None
+                ends[number], finished_places[number] = {}, set()
                 hasher.ready(number, plans[number].size, final=True)
             else:
-                marks = finished_places[number]
-                marks[place] = 1
+                marks, laid = finished_places[number], ends[number]
+                marks.add(place)
                 start = k = whole[number]
-                while k < len(marks) and marks[k]:
+                while k in marks:
+                    marks.discard(k)
                     k += 1
                 if k > start:
                     whole[number] = k
-                    hasher.ready(number, int(ends[number][k - 1]))
+                    upto = laid[k - 1]
+                    for j in range(start, k):
+                        del laid[j]
+                    hasher.ready(number, upto)
             done += 1
             if run.on_progress:
                 run.on_progress(done, total)
