@@ -12,7 +12,7 @@ import numpy as np
 from .. import __version__
 from ..format import binindex, schema
 from ..format import sensor as fmt
-from ..format.sequences import Sequences
+from ..format.sequences import Sequences, into_index
 from ..format.columns import Pieces
 from ..format.encoding import RAW, Encoding
 from ..format.facts import NAMES as FACT_NAMES
@@ -124,8 +124,9 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
             columns[binindex.SHARD] = np.repeat(np.arange(len(parts), dtype=np.int32), [r.samples for r in parts])
             keys = joined_keys(parts)
             name = binindex.index_name(split)
-            sha, size = write_index(name, binindex.index_columns(keys, columns, entry, sized, shared, formats,
-                                                                  facts))
+            cols = binindex.index_columns(keys, columns, entry, sized, shared, formats, facts)
+            cols.update(into_index(entry, f"split {split!r}"))  # a --sequences split's table, beside its samples
+            sha, size = write_index(name, cols)
             entry[binindex.FIELD] = {"file": name, "bytes": size, "sha256": sha}
         splits[split] = entry
         m = kinds[split]
