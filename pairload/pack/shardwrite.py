@@ -73,7 +73,8 @@ class Run:
         guard.write_journal(self.out, guard.owned(self.out, self.journal), names)
 
 
-CHUNK = 4096  # pairs laid out and handed to the workers at a time: what bounds a pack's memory, whatever its size
+CHUNK = 2048  # pairs laid out and handed to the workers at a time: what bounds a pack's memory, whatever its size
+# (two chunks are in flight, a pair ~1 KB of the pack's memory: its job, paths, layout and result)
 CHUNK_BYTES = 512 << 20  # and at most this many shard bytes, so that shards finish (and are hashed, and written back
 # to the disk) while later ones decode instead of all at the end: 4,096 pairs of 600x400 fill 23 shards
 
