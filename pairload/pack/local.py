@@ -287,17 +287,25 @@ def finish(out: Path, count: int | None, report: PackReport, *, required: bool =
 PROBE_BATCH = 256  # files a worker probes per job: 16 workers share 8,000 files in 32 jobs
 
 
-def _probe_all(pairs: list[Pair], pool, chunk: int = 1 << 16, targets_only: bool = False) -> Coded:
-    """Each pair's low and high `Header` (or the one-line error), probed a chunk of files at a time; equal headers
-    are kept once, as codes (`Coded`), so that two million files of a few sizes cost two million bytes.
+def _probe_all(pairs: list[Pair], pool, chunk: int = 1 << 13, targets_only: bool = False) -> Coded:
+    """Each pair's low and high `Header` (or the one-line error), probed a chunk of files at a time (the next chunk
+    queued before the results of the one before are taken: two chunks in flight, whatever the number of files);
+    equal headers are kept once, as codes (`Coded`), so that two million files of a few sizes cost two million bytes.
     `targets_only`: each pair's one file is probed once, its header given for both sides."""
     out = Coded()
     files = (f for pair in pairs for f in (pair.files()[1:] if targets_only else pair.files()))
-    while names := list(itertools.islice(files, chunk)):
+    pending = None
+    while True:
+        names = list(itertools.islice(files, chunk))
         batches = [names[i:i + PROBE_BATCH] for i in range(0, len(names), PROBE_BATCH)]
-        for found in pool.imap(probe_many, batches) if pool else map(probe_many, batches):
-            out.extend(found if not targets_only else (h for one in found for h in (one, one)))
-    return out
+        del names
+        started = (pool.imap(probe_many, batches) if pool else map(probe_many, batches)) if batches else None
+        if pending is not None:
+            for found in pending:
+                out.extend(found if not targets_only else (h for one in found for h in (one, one)))
+        if started is None:
+            return out
+        pending = started
 
 
 def _probe_pairs(pairs: list[Pair], pool, options: PackOptions) -> Coded:
