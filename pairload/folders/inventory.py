@@ -65,7 +65,7 @@ def _reason(raw: Path, where: str, rel: str, ext: str, unmatched: set[str], deep
 
 
 def _member(sorted_hashes: np.ndarray, hashes: np.ndarray) -> np.ndarray:
-    """For each of `hashes`: is it in `sorted_hashes` (sorted, unique)?"""
+    """For each of `hashes`: is it in `sorted_hashes` (sorted; repeats allowed)?"""
     if not len(sorted_hashes):
         return np.zeros(len(hashes), dtype=bool)
     k = np.minimum(np.searchsorted(sorted_hashes, hashes), len(sorted_hashes) - 1)
@@ -76,12 +76,16 @@ def inventory(raw: Path, out: Discovery, scan: Scan | None, dropped: dict[str, s
               real_path: RealPaths, real: np.ndarray) -> list[Path]:
     """Every image-like file under RAW that is in no pair goes into `out.unused`, per folder and reason, and so does
     every pairs list under RAW that is not one of the `given` pairs files (real paths); those lists are returned.
-    `real`: the 64-bit hashes of the packed files' real paths (`refuse_self_pairs_and_leaks` made them)."""
+    `real`: the 64-bit hashes of the packed files' real paths (`refuse_self_pairs_and_leaks` made them; sorted here,
+    in place)."""
     # the packed files as sorted 64-bit hashes, of their real paths and of the paths they were found by: a million
     # pairs cost 32 MB, not sets of paths; a file found by its own path needs no real path
-    used = np.unique(real)
-    found = np.unique(np.fromiter((path_hash(p) for pair in out.pairs for p in pair.files()), dtype=np.int64,
-                                  count=2 * len(out.pairs)))
+    # (sorted in place, repeats kept: `_member` needs no unique array, and np.unique held two more copies)
+    used = real
+    used.sort()
+    found = np.fromiter((path_hash(p) for pair in out.pairs for p in pair.files()), dtype=np.int64,
+                        count=2 * len(out.pairs))
+    found.sort()
 
     def used_of(folder: Path, names: list[str]) -> np.ndarray:
         """For each of a folder's files: is it (its real path) one of the packed files?"""
