@@ -415,12 +415,11 @@ class Sequences:
     def joined(parts: Sequence["Sequences"], prefixes: Sequence[str], offsets) -> "Sequences":
         """The sequences of `parts` (a mix's sources) one after the other, named "prefix/sequence", their samples
         offset by `offsets` (each part's first sample), read through the parts for the sequences asked."""
+        gaps = parts[0].gaps if all(p.gaps == parts[0].gaps for p in parts) else None
         if all(p._counts is not None and not p.in_index for p in parts):  # lists (JSON entries): joined whole
-            gaps = parts[0].gaps if all(p.gaps == parts[0].gaps for p in parts) else None
             return Sequences(tuple(f"{name}/{q}" for name, p in zip(prefixes, parts) for q in p.names),
                              np.concatenate([p.starts + off for p, off in zip(parts, offsets)]),
                              np.concatenate([p.counts for p in parts]), parts[0].target, gaps)
-        gaps = parts[0].gaps if all(p.gaps == parts[0].gaps for p in parts) else None
         bounds = (min(p.bounds[0] for p in parts), max(p.bounds[1] for p in parts))
         return Sequences.table(JoinedNames(prefixes, [p.names for p in parts]),
                                Joined([p._starts for p in parts], offsets), sum(p.frames for p in parts), bounds,

@@ -17,37 +17,6 @@ from .spill import Spill, SpilledColumns
 NOTES = {"gray": "gray", "alpha": "alpha", "16bit": "converted_16bit"}  # a JobResult note -> PackReport list
 
 
-@dataclass
-class ShardRows:
-    """A finished shard: `columns` holds `hw`, `low`, `high`, `crc32`, `shares_high` (-1: its own target), what was
-    measured of each pair (`format.facts`), and where they apply `low_bytes`/`high_bytes` (an encoding that is
-    `sized`), `low_kind`/`high_kind` (an encoding of per-member formats) and the sensor columns; `notes`: (file, what)
-    in sample order."""
-
-    split: str
-    name: str
-    samples: int
-    bytes: int
-    sha256: str
-    keys: Keys  # (given as `TableKeys`: made from the pack's pair table each time they are asked for)
-    columns: dict[str, np.ndarray]  # or a `spill.SpilledColumns`, read when asked
-    notes: list[tuple[str, str]] = field(default_factory=list)
-
-
-def _get_keys(rows: ShardRows) -> Keys:
-    keys = rows.__dict__["_keys"]
-    return Keys(*keys.pairs.key_bytes(keys.first, keys.count)) if isinstance(keys, TableKeys) else keys
-
-
-def _set_keys(rows: ShardRows, keys) -> None:
-    if not isinstance(keys, (Keys, TableKeys)):
-        keys = Keys(*Keys.encode(keys))
-    rows.__dict__["_keys"] = keys
-
-
-ShardRows.keys = property(_get_keys, _set_keys)  # (a dataclass field read through a property)
-
-
 @dataclass(frozen=True)
 class TableKeys:
     """The keys of a shard's pairs, rows `first` to `first + count` of a `PairTable`: held by no one until asked for
@@ -58,12 +27,40 @@ class TableKeys:
     count: int
 
 
+@dataclass
+class ShardRows:
+    """A finished shard: `columns` holds `hw`, `low`, `high`, `crc32`, `shares_high` (-1: its own target), what was
+    measured of each pair (`format.facts`), and where they apply `low_bytes`/`high_bytes` (an encoding that is
+    `sized`), `low_kind`/`high_kind` (an encoding of per-member formats) and the sensor columns; `notes`: (file, what)
+    in sample order. `key_source`: its keys (`Keys`, or a list of them), or where in the pack's pair table they are
+    (`TableKeys`: made each time `keys` is asked for)."""
+
+    split: str
+    name: str
+    samples: int
+    bytes: int
+    sha256: str
+    key_source: "Keys | TableKeys"
+    columns: dict[str, np.ndarray]  # or a `spill.SpilledColumns`, read when asked
+    notes: list[tuple[str, str]] = field(default_factory=list)
+
+    def __post_init__(self):
+        if not isinstance(self.key_source, (Keys, TableKeys)):
+            self.key_source = Keys(*Keys.encode(self.key_source))
+
+    @property
+    def keys(self) -> Keys:
+        k = self.key_source
+        return Keys(*k.pairs.key_bytes(k.first, k.count)) if isinstance(k, TableKeys) else k
+
+
 def joined_keys(rows: list[ShardRows]) -> Keys:
     """The keys of `rows`, one after the other, as one `Keys` (rows spilled: joined in their spill and mapped)."""
     if not rows:
         return Keys(*Keys.encode([]))
     if len(rows) == 1:  # its arrays, not a copy (a Keys of its own: what a reader decodes is not kept with the shard)
-        return Keys(rows[0].keys.blob, rows[0].keys.ends)
+        keys = rows[0].keys
+        return Keys(keys.blob, keys.ends)
     if not all(isinstance(r.columns, SpilledColumns) for r in rows):
         keys = [r.keys for r in rows]
         starts = np.cumsum([0] + [len(k.blob) for k in keys[:-1]])

@@ -144,8 +144,9 @@ class ClipUnits:
     def __len__(self) -> int:
         return self.total
 
-    def per(self, counts) -> np.ndarray:
-        return units_per(self.clips, counts)
+    def _before_blocks(self, blocks: np.ndarray) -> np.ndarray:
+        """The units before each of these blocks."""
+        return np.where(blocks > 0, self.blocks[np.maximum(blocks - 1, 0)], 0)
 
     def _block_table(self, blocks: np.ndarray) -> np.ndarray:
         """(len(blocks), block) int64: the units up to the end of each sequence of these blocks (the table's own
@@ -153,9 +154,8 @@ class ClipUnits:
         seq = (blocks[:, None] * self.block + np.arange(self.block, dtype=np.int64)).reshape(-1)
         inside = seq < len(self.sequences)
         per = np.zeros(len(seq), dtype=np.int64)
-        per[inside] = self.per(self.sequences.count_of(seq[inside]))
-        before = np.where(blocks > 0, self.blocks[np.maximum(blocks - 1, 0)], 0)
-        return before[:, None] + np.cumsum(per.reshape(len(blocks), self.block), axis=1)
+        per[inside] = units_per(self.clips, self.sequences.count_of(seq[inside]))
+        return self._before_blocks(blocks)[:, None] + np.cumsum(per.reshape(len(blocks), self.block), axis=1)
 
     def units_before(self, seq) -> np.ndarray:
         """The units of the sequences before each of these (any number from 0 to their count)."""
@@ -169,8 +169,7 @@ class ClipUnits:
         b, within = s // self.block, s % self.block
         blocks, row = np.unique(b, return_inverse=True)
         table = self._block_table(blocks)
-        before = np.where(blocks > 0, self.blocks[np.maximum(blocks - 1, 0)], 0)
-        out[inside] = np.where(within > 0, table[row, np.maximum(within - 1, 0)], before[row])
+        out[inside] = np.where(within > 0, table[row, np.maximum(within - 1, 0)], self._before_blocks(blocks)[row])
         return out
 
     def locate(self, units) -> tuple[np.ndarray, np.ndarray]:
@@ -200,18 +199,9 @@ class ClipUnits:
         table = self._block_table(blocks)  # rows in block order: its values never decrease, flattened
         flat = table.reshape(-1)
         at = np.searchsorted(flat, units, side="right")  # within the unit's own block's row
-        before = np.where(at % self.block > 0, flat[np.maximum(at - 1, 0)],
-                          np.where(blocks[row] > 0, self.blocks[np.maximum(blocks[row] - 1, 0)], 0))
+        before = np.where(at % self.block > 0, flat[np.maximum(at - 1, 0)], self._before_blocks(blocks)[row])
         seq = blocks[row] * self.block + at - row * self.block
         return seq, units - before, self.sequences.start_of(seq)
-
-    def seq_of(self, units) -> np.ndarray:
-        """The sequence of each of these units."""
-        return self.locate(units)[0]
-
-    def pos_of(self, units, seq: np.ndarray | None = None) -> np.ndarray:
-        """Each unit's number within its sequence."""
-        return self.locate(units)[1]
 
     @property
     def key_hash(self) -> "_UnitColumn":
