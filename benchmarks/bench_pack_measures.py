@@ -29,20 +29,30 @@ import pairload.pack.jobs as jobs
 from pairload.audit.measures import PairFacts
 import multiprocessing
 in_facts = multiprocessing.Value("d", 0.0)  # CPU seconds the forked workers spent measuring (shared memory)
+# the measures: a pass over each pair's pixels as it is decoded, then a task's pairs together (an older pairload:
+# pair_facts of each pair)
+names = ("scan_pair", "facts_of") if hasattr(jobs, "scan_pair") else ("pair_facts",)
 if sys.argv[1] == "without":
-    jobs.pair_facts = lambda low, high: PairFacts(0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.5)
+    none = PairFacts(0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.5)
+    if len(names) == 2:
+        from pairload.audit.measures import Scan
+        jobs.scan_pair = lambda low, high, **crcs: Scan((0, 0), (), None, 0, (), (0.0, 0.0, 0.0, 0.5, 0.0))
+        jobs.facts_of = lambda scans: [none] * len(scans)
+    else:
+        jobs.pair_facts = lambda low, high: none
 else:
-    measured = jobs.pair_facts
+    def timed(measured):
+        def run(*args, **kwargs):
+            t = time.thread_time()
+            try:
+                return measured(*args, **kwargs)
+            finally:
+                with in_facts.get_lock():
+                    in_facts.value += time.thread_time() - t
+        return run
 
-    def timed(low, high):
-        t = time.thread_time()
-        try:
-            return measured(low, high)
-        finally:
-            with in_facts.get_lock():
-                in_facts.value += time.thread_time() - t
-
-    jobs.pair_facts = timed
+    for name in names:
+        setattr(jobs, name, timed(getattr(jobs, name)))
 from pairload.pack import PackOptions, pack
 t0 = time.perf_counter()
 pack(sys.argv[2], sys.argv[3], PackOptions(workers=int(sys.argv[4])))
@@ -92,6 +102,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     ap.add_argument("--repeat", type=int, default=3, help="packs of each kind, alternating (the fastest counts)")
     ap.add_argument("--ext", default=".png", help=".png (LOL's) or .jpg")
+    ap.add_argument("--with-only", action="store_true",
+                    help="only packs with the measures (their in-pack share; no comparison of packs without them)")
     ap.add_argument("--work", type=Path, help="folder for the pairs, kept for the next run (default: a temporary one)")
     ap.add_argument("--out", type=Path, help="write the JSON report here too")
     args = ap.parse_args(argv)
@@ -103,7 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
     cpu: dict[str, list[float]] = {"without": [], "with": []}
     share: list[float] = []  # per pack with the measures: their CPU seconds over the rest of its CPU seconds
     for _ in range(args.repeat):
-        for mode in seconds:
+        for mode in ["with"] if args.with_only else seconds:
             res = subprocess.run([sys.executable, "-c", ONE_PACK, mode, str(raw), str(work / f"shards{args.ext}"),
                                   str(args.workers)], capture_output=True, text=True)
             if res.returncode:
@@ -114,12 +126,13 @@ def main(argv: list[str] | None = None) -> dict:
             if mode == "with":
                 share.append(facts / (used - facts))
             print(mode, f"{wall:.2f} s, {used:.2f} CPU s", file=sys.stderr, flush=True)
-    best = {mode: min(v) for mode, v in seconds.items()}
+    best = {mode: min(v) for mode, v in seconds.items() if v}
     report = {"pairs": args.pairs, "size": "600x400", "ext": args.ext, "workers": args.workers,
               "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "seconds": seconds, "best": best,
-              "overhead": round(best["with"] / best["without"] - 1, 4),
+              "overhead": round(best["with"] / best["without"] - 1, 4) if "without" in best else None,
               # CPU seconds of the packing process and its workers (less disturbed by other jobs than the wall)
-              "cpu_seconds": cpu, "cpu_overhead": round(min(cpu["with"]) / min(cpu["without"]) - 1, 4),
+              "cpu_seconds": cpu,
+              "cpu_overhead": round(min(cpu["with"]) / min(cpu["without"]) - 1, 4) if cpu["without"] else None,
               # the measures' own CPU seconds, timed inside the workers of each pack, over that pack's other CPU
               # seconds: what they add, free of the drift between packs that the comparison above suffers from
               "in_pack_overhead": [round(v, 4) for v in share],

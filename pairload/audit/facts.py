@@ -16,7 +16,7 @@ import numpy as np
 
 from ..format.atomic import write_bytes_atomic
 from ..format.facts import NAMES, FactsColumns
-from .measures import VERSION as MEASURES, pair_facts
+from .measures import VERSION as MEASURES, facts_of, scan_pair
 
 SIDECAR = "{split}.facts.npz"
 _KEY = "index_sha256"
@@ -49,17 +49,21 @@ def split_facts(ds, *, progress: Callable[[int, int], None] | None = None, worke
 
 
 def measure(ds, *, progress: Callable[[int, int], None] | None = None, workers: int | None = None) -> FactsColumns:
-    """Every sample's facts measured from its pixels (`measures.pair_facts`), in threads: OpenCV and the CRC let
-    go of the GIL."""
+    """Every sample's facts measured from its pixels (`measures.scan_pair`, then `facts_of` a chunk at a time), in
+    threads: OpenCV and the CRC let go of the GIL."""
     n = len(ds)
     facts = FactsColumns.empty(n)
     targets_only = bool(getattr(ds, "targets_only", False))
 
     def run(start: int) -> int:
-        for i in range(start, min(n, start + _CHUNK)):
+        stop = min(n, start + _CHUNK)
+        scans = []
+        for i in range(start, stop):
             low, high = ds.arrays(i)
-            facts.fill(i, pair_facts(None if targets_only else low, high))
-        return min(n, start + _CHUNK) - start
+            scans.append(scan_pair(None if targets_only else low, high))
+        for i, one in enumerate(facts_of(scans), start):  # the chunk's pairs measured together, as pack does
+            facts.fill(i, one)
+        return stop - start
 
     done = 0
     with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:

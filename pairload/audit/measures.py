@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,11 +35,6 @@ def exact_hash(img: np.ndarray) -> int:
     return _scan(img, project=None)[0]
 
 
-def member_crc(exact: int) -> int:
-    """The CRC-32 of an image's bytes (what a pack stores of the member), from its `exact_hash`."""
-    return exact & 0xFFFFFFFF
-
-
 def _exact(crc: int, img: np.ndarray, down: np.ndarray) -> int:
     key = (img.shape, img.dtype.str)
     head = _HEADS.get(key)
@@ -52,13 +48,14 @@ def _exact(crc: int, img: np.ndarray, down: np.ndarray) -> int:
 _HEADS: dict = {}  # the CRC-32 of (shape, dtype) by (shape, dtype): a pack's images come in a few sizes
 
 
-def _scan(img: np.ndarray, project: bool | None) -> tuple:
+def _scan(img: np.ndarray, project: bool | None, crc: int | None = None) -> tuple:
     """(exact hash, the image brought down (`_down`), its sums (`_sums_of`: None when `project` is None or the image
-    is too small to measure a shift on; its column sums alone when `project` is False))."""
+    is too small to measure a shift on; its column sums alone when `project` is False)); `crc`: the CRC-32 of the
+    image's bytes where the caller has it."""
     h, w = img.shape[:2]
     img = np.ascontiguousarray(img)
     down = _down(img)
-    exact = _exact(crc32(img if h else b""), img, down)
+    exact = _exact(crc32(img if h else b"") if crc is None else crc, img, down)
     if project is None or min(h, w) < _SHIFT_LEAST:
         return exact, down, None
     return exact, down, _sums_of(img.reshape(h, -1), w, rows=project)
@@ -88,16 +85,24 @@ def _sums_of(flat: np.ndarray, w: int, rows: bool = True) -> tuple:
     return (*cols, summed(flat[:, :split], 1), summed(flat[:, split:], 1))
 
 
-def _profiles(sums: list[tuple], w: int) -> tuple[np.ndarray, np.ndarray, list]:
+def _profiles(sums: list[tuple], w: int, integral: bool = False) -> tuple[np.ndarray, np.ndarray, list]:
     """((2n, W) column sums, every channel added, (2n, H) row sums, and each image's channel means) of n images'
-    `_sums_of` (each image H rows, W columns), one image's halves after another's."""
+    `_sums_of` (each image H rows, W columns), one image's halves after another's. `integral`: the images are of an
+    integer type, so their sums hold whole numbers, which float64 adds up exactly in any order."""
+    import cv2
+
     rows = np.concatenate([part for four in sums for part in four[2:]], axis=1).T
     if len({four[0].shape for four in sums}) > 1:  # images of other channel counts: each its own
-        each = [_profiles([four], w) for four in sums]
+        each = [_profiles([four], w, integral) for four in sums]
         return np.concatenate([cols for cols, _, _ in each]), rows, [means[0] for _, _, means in each]
     cols = np.concatenate([part for four in sums for part in four[:2]])
-    c = cols.shape[1] // w
-    means = (cols.reshape(len(sums), -1, c).sum(axis=1, dtype=np.float64) / (rows.shape[1] * w)).tolist()
+    n, c = len(sums), cols.shape[1] // w
+    if integral and c <= 4:  # OpenCV adds up each half's columns channel by channel, a few times faster
+        halves = cv2.reduce(cols.reshape(2 * n, w, c), 1, cv2.REDUCE_SUM, dtype=cv2.CV_64F).reshape(n, 2, c)
+        totals = halves[:, 0] + halves[:, 1]
+    else:
+        totals = cols.reshape(n, -1, c).sum(axis=1, dtype=np.float64)
+    means = (totals / (rows.shape[1] * w)).tolist()
     if c > 1:  # the channels added in order, as a sum over them would, without numpy's loop per pixel
         channels = [cols[:, i::c] for i in range(c)]
         cols = channels[0] + channels[1]
@@ -173,7 +178,17 @@ def _thumbnails(shrunk: list[np.ndarray], side: int) -> np.ndarray:
     """(n, side, side): `_thumbnail_of` each image, together."""
     import cv2
 
-    small = np.stack([cv2.resize(_luma(img), (side, side), interpolation=cv2.INTER_AREA) for img in shrunk])
+    # images of one size stacked: OpenCV's area average keeps each output row within its own image (a side averaged
+    # down to a power of 2 has cells whose bounds are exact binary fractions), so each comes out as it would alone
+    groups = _alike(shrunk) if side & (side - 1) == 0 else [[i] for i in range(len(shrunk))]
+    small = np.empty((len(shrunk), side, side), np.float32) if len(groups) != 1 else None
+    for group in groups:
+        tall = np.concatenate([shrunk[i] for i in group]) if len(group) > 1 else shrunk[group[0]]
+        out = cv2.resize(_luma(tall), (side, side * len(group)), interpolation=cv2.INTER_AREA)
+        if small is None:
+            small = out.reshape(len(group), side, side)
+        else:
+            small[group] = out.reshape(len(group), side, side)
     flat = small.reshape(len(small), -1)
     tops = flat.max(axis=1, keepdims=True)
     lit = [top > 0 for top, in tops.tolist()]  # a black thumbnail stays as it is
@@ -190,7 +205,15 @@ def _thumbnails(shrunk: list[np.ndarray], side: int) -> np.ndarray:
     return small
 
 
-_FP_SIDE = 32  # the thumbnail a fingerprint is the DCT of
+def _alike(images: list[np.ndarray]) -> list[list[int]]:
+    """The positions of the images, grouped by shape and dtype (each group in order)."""
+    groups: dict = {}
+    for i, img in enumerate(images):
+        groups.setdefault((img.shape, img.dtype.str), []).append(i)
+    return list(groups.values())
+
+
+_FP_SIDE = 32  # the thumbnail a fingerprint is the DCT of (a power of 2: `_thumbnails` stacks images)
 _FP_FLAT = 1e-4  # a coefficient this small is rounding, not structure: a flat image's fingerprint is 0
 # the 64 lowest DCT frequencies after the constant one, by increasing u + v: the ones a crop or a shift moves least
 _FP_U, _FP_V = (np.array(c) for c in zip(*sorted(((u, v) for u in range(12) for v in range(12) if u or v),
@@ -261,7 +284,13 @@ def shift_between(low: np.ndarray, high: np.ndarray) -> tuple[float, float, floa
 
 def _shift_of(cols: np.ndarray, rows: np.ndarray) -> tuple[float, float, float]:
     """`shift_between` of two images of one size from their `_profiles` (input's halves, then target's)."""
-    dx0, dx1, dy0, dy1, *peaks = _profile_shifts(cols, rows)
+    shifts, peaks = _profile_shifts_of(cols, rows)
+    return _agreed(shifts[0], peaks[0])
+
+
+def _agreed(shifts: list[float], peaks: list[float]) -> tuple[float, float, float]:
+    """(dy, dx, confidence) from the four halves' shifts and peaks (`_profile_shifts_of`): none unless they agree."""
+    dx0, dx1, dy0, dy1 = shifts
     if min(peaks) < _SHIFT_PEAK or abs(dx0 - dx1) > _SHIFT_AGREE or abs(dy0 - dy1) > _SHIFT_AGREE:
         return 0.0, 0.0, 0.0
     return (dy0 + dy1) / 2, (dx0 + dx1) / 2, min(peaks[0] + peaks[1], peaks[2] + peaks[3]) / 2
@@ -279,39 +308,45 @@ def _projections(img: np.ndarray) -> tuple:
     return _sums_of(img.reshape(h, w * (1 if img.ndim == 2 else img.shape[2])), w)
 
 
-def _profile_shifts(cols: np.ndarray, rows: np.ndarray) -> list[float]:
-    """The shifts that map the input's profiles (`_profiles`: top and bottom columns, left and right rows) onto the
-    target's, to a fraction of a pixel, then the four phase-correlation peaks in [0, 1]; all four in one batch of
-    FFTs."""
+def _profile_shifts_of(cols: np.ndarray, rows: np.ndarray) -> tuple[list, list]:
+    """The shifts that map each input's profiles (`_profiles`: top and bottom columns, left and right rows) onto its
+    target's, to a fraction of a pixel, and the four phase-correlation peaks in [0, 1], of n pairs of one size
+    (`_profiles` of each pair's input then target, one pair after another) in one batch of FFTs: n lists of four
+    shifts, and n of four peaks. Each row's FFT and every step after are the same as for a pair alone."""
     import cv2
 
+    n = len(cols) // 4
     nx, ny = cols.shape[1] - 1, rows.shape[1] - 1
-    n = max(nx, ny)
-    size = cv2.getOptimalDFTSize(n + n // 8)  # a little zero padding against wrap-around, a length FFTs are fast at
+    m = max(nx, ny)
+    size = cv2.getOptimalDFTSize(m + m // 8)  # a little zero padding against wrap-around, a length FFTs are fast at
     # the profiles' differences (their shading gone), windowed: the input's columns and rows, then the target's
-    signal = np.zeros((8, size), np.float32)
-    by = signal.reshape(2, 2, 2, size)  # input or target, columns or rows, which half
-    for profiles, part, m in ((cols, by[:, 0, :, :nx], nx), (rows, by[:, 1, :, :ny], ny)):
-        pairs = profiles.reshape(2, 2, -1)
+    signal = np.zeros((8 * n, size), np.float32)
+    by = signal.reshape(n, 2, 2, 2, size)  # which pair, input or target, columns or rows, which half
+    for profiles, part, k in ((cols, by[:, :, 0, :, :nx], nx), (rows, by[:, :, 1, :, :ny], ny)):
+        pairs = profiles.reshape(n, 2, 2, -1)
         np.subtract(pairs[..., 1:], pairs[..., :-1], out=part)
-        part *= _hann(m)
+        part *= _hann(k)
     spectra = cv2.dft(signal, flags=cv2.DFT_ROWS)  # each row's spectrum packed: DC, (re, im) pairs, [Nyquist]
-    cross = cv2.mulSpectrums(spectra[4:], spectra[:4], cv2.DFT_ROWS, conjB=True)
+    if n == 1:
+        target, source = spectra[4:], spectra[:4]
+    else:
+        sides = spectra.reshape(n, 2, 4, size)
+        target, source = (np.ascontiguousarray(sides[:, i]).reshape(4 * n, size) for i in (1, 0))
+    cross = cv2.mulSpectrums(target, source, cv2.DFT_ROWS, conjB=True)
     pairs = (size - 1) // 2
     z = cross[:, 1:1 + 2 * pairs].view(np.complex64)
     z /= np.abs(z) + 1e-20  # the phase alone
     ends = cross[:, :: size - 1] if size % 2 == 0 else cross[:, :1]  # the real DC and Nyquist terms
     np.sign(ends, out=ends)
     r = cv2.idft(cross, flags=cv2.DFT_ROWS | cv2.DFT_REAL_OUTPUT | cv2.DFT_SCALE)
-    ks = r.argmax(axis=1).tolist()
-    around = r.take([i * size + (k + d) % size for i, k in enumerate(ks) for d in (-1, 0, 1)]).tolist()
-    out, peaks = [], []
-    for k, before, peak, after in zip(ks, around[::3], around[1::3], around[2::3]):
-        curve = before - 2 * peak + after
-        shift = k + (0.5 * (before - after) / curve if curve < 0 else 0.0)
-        out.append(shift - size if shift > size / 2 else shift)
-        peaks.append(min(max(peak, 0.0), 1.0))
-    return out + peaks
+    ks = r.argmax(axis=1)
+    # the peak and its neighbours, as float64, fitted to a parabola for the fraction of a pixel
+    before, peak, after = (r[np.arange(len(r)), (ks + d) % size].astype(np.float64) for d in (-1, 0, 1))
+    curve = before - 2 * peak + after
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shift = ks + np.where(curve < 0, 0.5 * (before - after) / curve, 0.0)
+    shift = np.where(shift > size / 2, shift - size, shift)
+    return shift.reshape(n, 4).tolist(), np.clip(peak, 0.0, 1.0).reshape(n, 4).tolist()
 
 
 def _hann(n: int) -> np.ndarray:
@@ -370,18 +405,70 @@ def pair_facts(low: np.ndarray | None, high: np.ndarray) -> PairFacts:
     """`PairFacts` of a pair (`low` None: a targets-only sample): each image's exact hash (`_scan`), its fingerprint
     from the image brought down (`_down`), its brightness from its column sums (`_profiles`); both images'
     fingerprints, and the shift and brightness from both images' sums, each in one batch."""
+    return facts_of([scan_pair(low, high)])[0]
+
+
+class Scan(NamedTuple):
+    """A pair's pixels passed over once (`scan_pair`), right after its decode while they are in the cache: what
+    `facts_of` measures, over many pairs at once, without the images."""
+
+    exacts: tuple  # the target's exact hash, then the input's (a targets-only sample: the target's alone)
+    downs: tuple  # each image brought down (`_down`), in the same order
+    sums: tuple | None  # the input's and the target's `_sums_of`, where the shift and brightness come from them
+    width: int
+    dtypes: tuple  # the target's and the input's
+    whole: tuple | None  # else (dy, dx, confidence, target's and input's brightness), measured from the images
+
+
+def scan_pair(low: np.ndarray | None, high: np.ndarray, *, low_crc: int | None = None,
+              high_crc: int | None = None) -> Scan:
+    """The passes over a pair's pixels that its facts need (`pair_facts` is `facts_of` this); the target first,
+    decoded last, its pixels still in cache. `low_crc`, `high_crc`: the CRC-32 of each image's bytes where the
+    caller has made it (pack does, for its members), else made here (the exact hashes' low halves)."""
     same = low is not None and low.shape[:2] == high.shape[:2]
-    images = (high,) if low is None else (high, low)  # the target first: decoded last, its pixels still in cache
-    scans = [_scan(img, project=same or None) for img in images]
-    fps = _fingerprints([_shrink(down, 2 * _FP_SIDE) for _, down, _ in scans])
-    if scans[-1][2] is None:  # no sums: a targets-only sample, sizes that differ, or too small for a shift
-        lumas = [luminance(img) for img in images]
-        dy, dx, conf = (0.0, 0.0, 0.0) if low is None or same else shift_between(low, high)
-    else:
-        cols, rows, means = _profiles([scans[1][2], scans[0][2]], high.shape[1])
-        dy, dx, conf = _shift_of(cols, rows)
-        lumas = [_luma_of(means[1], high.dtype), _luma_of(means[0], low.dtype)]
-    if low is None:
-        hx, hf, hl = scans[0][0], fps[0], lumas[0]
-        return PairFacts(hx, hx, hf, hf, 0.0, 0.0, 0.0, hl, hl)
-    return PairFacts(scans[1][0], scans[0][0], fps[1], fps[0], dy, dx, conf, lumas[1], lumas[0])
+    images = (high,) if low is None else (high, low)
+    scans = [_scan(img, same or None, crc) for img, crc in zip(images, (high_crc, low_crc))]
+    exacts, downs = tuple(x for x, _, _ in scans), tuple(down for _, down, _ in scans)
+    dtypes = tuple(img.dtype for img in images)
+    if scans[-1][2] is not None:
+        return Scan(exacts, downs, (scans[1][2], scans[0][2]), high.shape[1], dtypes, None)
+    # no sums: a targets-only sample, sizes that differ, or too small for a shift
+    dy, dx, conf = (0.0, 0.0, 0.0) if low is None or same else shift_between(low, high)
+    return Scan(exacts, downs, None, high.shape[1], dtypes, (dy, dx, conf, *(luminance(img) for img in images)))
+
+
+def facts_of(scans: list[Scan]) -> list[PairFacts]:
+    """The `PairFacts` of scanned pairs: every image's fingerprint in one batch, and the shifts and brightness of
+    the pairs of each size in one batch (`_profile_shifts_of`). Each pair's facts are what it gives alone."""
+    if not scans:
+        return []
+    fps = iter(_fingerprints([_shrink(down, 2 * _FP_SIDE) for one in scans for down in one.downs]))
+    summed = [i for i, one in enumerate(scans) if one.sums is not None]
+    measured: dict[int, tuple] = {}
+    for group in _alike_sums([scans[i] for i in summed]):
+        members = [scans[summed[i]] for i in group]
+        integral = all(dtype.kind in "ui" for one in members for dtype in one.dtypes)
+        cols, rows, means = _profiles([part for one in members for part in one.sums], members[0].width, integral)
+        for i, shifts, peaks, (low_means, high_means) in zip(group, *_profile_shifts_of(cols, rows),
+                                                              zip(means[::2], means[1::2])):
+            one = scans[summed[i]]
+            measured[summed[i]] = (*_agreed(shifts, peaks), _luma_of(high_means, one.dtypes[0]),
+                                   _luma_of(low_means, one.dtypes[1]))
+    out = []
+    for i, one in enumerate(scans):
+        dy, dx, conf, *lumas = one.whole if one.whole is not None else measured[i]
+        if len(one.exacts) == 1:  # targets only: the target on both sides
+            hx, hf, hl = one.exacts[0], next(fps), lumas[0]
+            out.append(PairFacts(hx, hx, hf, hf, 0.0, 0.0, 0.0, hl, hl))
+            continue
+        hf, lf = next(fps), next(fps)
+        out.append(PairFacts(one.exacts[1], one.exacts[0], lf, hf, dy, dx, conf, lumas[1], lumas[0]))
+    return out
+
+
+def _alike_sums(scans: list[Scan]) -> list[list[int]]:
+    """The positions of the scans whose sums have one shape (measured in one batch), grouped."""
+    groups: dict = {}
+    for i, one in enumerate(scans):
+        groups.setdefault((one.width, *(part.shape for four in one.sums for part in four)), []).append(i)
+    return list(groups.values())

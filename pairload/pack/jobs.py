@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..audit.measures import PairFacts, member_crc, pair_facts
+from ..audit.measures import PairFacts, Scan, facts_of, scan_pair
 from ..errors import ImageError, OutputError, PairloadError
 from ..format.encoding import RAW, Encoding
 from ..format.members import npy_file
@@ -86,6 +86,9 @@ class JobResult:
     levels: tuple[int, ...] | None = None  # a packed camera raw input: black of each packed channel, then white
     levels_high: tuple[int, ...] | None = None  # the same for a packed raw target
     facts: PairFacts | None = None  # what was measured of the pair (`audit.measures.pair_facts`)
+    # the pair's pixels passed over (`measures.scan_pair`), until `run_task` measures its task's pairs together: a
+    # result leaves its worker with `facts` and no scan
+    scan: Scan | None = None
 
     def check(self) -> "JobResult":
         """Raise the job's error (OutputError or ImageError); else the result."""
@@ -200,33 +203,63 @@ def _decode(job: Job):
     return low, high, notes, levels, levels_high
 
 
-_kept_high: tuple[Path, np.ndarray] | None = None  # this worker's last target that later jobs share
+_kept_high: tuple[Path, np.ndarray, int] | None = None  # this worker's last target that later jobs share, its CRC
 
 
-def _measure(job: Job, low: np.ndarray | None, high: np.ndarray | None) -> PairFacts | None:
-    """The pair's facts; a pair whose target another job stores is measured against that target, kept by the job
-    that decoded it when it ran just before in this worker (`run_task` keeps a target's jobs in one task), else
-    decoded again (None for a job given neither its target nor the one it shares: nothing to compare)."""
+def _measure(job: Job, low: np.ndarray | None, high: np.ndarray | None, crcs: tuple) -> Scan | None:
+    """The pair's pixels passed over for its facts (`measures.scan_pair`, given the CRC-32s pack made of them,
+    `crcs`: the input's, the target's); a pair whose target another job stores is measured against that target,
+    kept by the job that decoded it when it ran just before in this worker (`run_task` keeps a target's jobs in one
+    task), else decoded again (None for a job given neither its target nor the one it shares: nothing to
+    compare)."""
     global _kept_high
+    low_crc, high_crc = crcs
     if high is not None:
-        _kept_high = (job.high, high) if job.keeps_high else None
+        _kept_high = (job.high, high, high_crc) if job.keeps_high else None
     elif job.shared_high is not None:
         if _kept_high is not None and _kept_high[0] == job.shared_high:
-            high = _kept_high[1]
+            _, high, high_crc = _kept_high
         else:
             out_hw = (job.out_hw[0] * job.scale, job.out_hw[1] * job.scale)
             high = _side(job, job.shared_high, job.high_hw, job.high_as, out_hw)[0]
-    return None if high is None else pair_facts(low, high)
+    return None if high is None else scan_pair(low, high, low_crc=low_crc, high_crc=high_crc)
 
 
 def run_task(work, jobs: list[Job]) -> list[JobResult]:
     """One pool task: `work` (`run_job`, or an encoded pack's job) of each job in order, in one worker, so that the
-    jobs sharing a target measure their pairs against the one decode of it (kept no longer than the task)."""
+    jobs sharing a target measure their pairs against the one decode of it (kept no longer than the task); then
+    the facts of the task's pairs, measured together (`measured`)."""
     global _kept_high
     try:
-        return [work(job) for job in jobs]
+        done = [work(job) for job in jobs]
     finally:
         _kept_high = None
+    return measured(jobs, done)
+
+
+def measured(jobs: list[Job], results: list[JobResult]) -> list[JobResult]:
+    """The results with their pairs' facts in place of their scans: `measures.facts_of` of them all at once (its
+    small steps, a few dozen calls a pair, cost several times less a pair in a batch); a pair's facts are what it
+    gives alone. A pair whose facts cannot be measured fails as its decode would, naming its files (`jobs`: the
+    results' jobs, in order)."""
+    scanned = [i for i, res in enumerate(results) if res.scan is not None]
+    if not scanned:
+        return results
+    try:
+        facts = facts_of([results[i].scan for i in scanned])
+    except Exception:  # noqa: BLE001 - each measured alone below, the failing one reported
+        facts = None
+    for n, i in enumerate(scanned):
+        res = results[i]
+        try:
+            one = facts[n] if facts is not None else facts_of([res.scan])[0]
+        except Exception as exc:  # noqa: BLE001 - reported by the parent, naming the files
+            job = jobs[i]
+            results[i] = JobResult(res.index, error=f"{job.low} / {job.high or job.shared_high}: measuring the pair: "
+                                   f"{type(exc).__name__}: {exc}")
+            continue
+        results[i] = dataclasses.replace(res, facts=one, scan=None)
+    return results
 
 
 def _pwrite(file: str, images: list[tuple[np.ndarray, int]]) -> None:
@@ -246,9 +279,11 @@ def run_job(job: Job) -> JobResult:
     them."""
     try:
         low, high, notes, levels, levels_high = _decode(job)
-        facts = _measure(job, low, high)
+        # the members' CRC-32s (what the index keeps of each; the measures' exact hashes hold them too)
+        crc_low, crc_high = (None if img is None else crc32(img) for img in (low, high))
+        scan = _measure(job, low, high, (crc_low, crc_high))
         if job.measure_only:
-            return JobResult(job.index, facts=facts)
+            return JobResult(job.index, scan=scan)
         frames = (None, None)
         if not job.encoding.plain:
             frames = (job.encoding.encode(npy_file(low), job.level) if low is not None else None,
@@ -262,12 +297,9 @@ def run_job(job: Job) -> JobResult:
                     + ([(high, job.high_off)] if high is not None else []))
         except OSError as exc:  # the disk filled up under us: the shard is to blame, not the pair being written
             return JobResult(job.index, error=str(output_error(Path(job.file), exc)), output_failed=True)
-    # a measured image's exact hash holds its CRC-32 (`measures.exact_hash`): not a second pass over it
-    crc_high = None if high is None else member_crc(facts.high_exact) if facts is not None else crc32(high)
     if low is None:  # targets only: the input is the stored target
         return JobResult(job.index, notes, crc_high, crc_high, *frames, levels=levels_high, levels_high=levels_high,
-                         facts=facts)
-    crc_low = member_crc(facts.low_exact) if facts is not None else crc32(low)
+                         scan=scan)
     return JobResult(job.index, notes, crc_low, crc_high, *frames, levels=levels, levels_high=levels_high,
-                     facts=facts)
+                     scan=scan)
 

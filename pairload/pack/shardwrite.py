@@ -183,13 +183,14 @@ def tasks(runs: list[list[Job]], size: int) -> list[list[Job]]:
 
 
 RUN_TASK = functools.partial(run_task, run_job)  # a raw pack's pool task
-TASK_PIXELS = 240_000  # pixels of a pair's stored size that make one pool task (a 600x400 pair: one job a task)
+TASK_PIXELS = 2_000_000  # pixels of a pair's stored size that make one pool task (600x400 pairs: 8 jobs a task)
 
 
 def task_size(chunk: list[Job]) -> int:
-    """Jobs per pool task: one for large pairs, so that the workers' last tasks end together (two 600x400 pairs a
-    task left up to a pair's decode of idle cores at the end), more for small ones, up to 16, since a task's round trip
-    costs the pack's process about as much as decoding a small pair."""
+    """Jobs per pool task: one for large pairs (1080p and up), so that the workers' last tasks end together, more
+    for smaller ones, up to 16: a task's pairs are measured together (`jobs.measured`: a third less of the measures'
+    time at 600x400), and a task's round trip costs the pack's process about as much as decoding a small pair; the
+    workers' last tasks end up to a few pairs' decode apart, once a pack."""
     pixels = sum(job.out_hw[0] * job.out_hw[1] for job in chunk) / max(1, len(chunk))
     return max(1, min(16, int(TASK_PIXELS // max(1.0, pixels))))
 

@@ -9,8 +9,8 @@ import cv2
 import numpy as np
 import pytest
 
-from pairload.audit.measures import (FP_BITS, exact_hash, hamming, luminance, pair_facts, perceptual_hash,
-                                     shift_between)
+from pairload.audit.measures import (FP_BITS, exact_hash, facts_of, hamming, luminance, pair_facts, perceptual_hash,
+                                     scan_pair, shift_between)
 from pairload.audit.packing import CONFIDENT
 from pairload.audit.run import RADIUS, MIN_SIMILARITY
 from pairload.audit.search import near_pairs
@@ -140,3 +140,25 @@ def test_pair_facts_of_a_low_light_pair():
     assert hamming(f.low_fp, f.high_fp) <= RADIUS  # a low-light input and its target agree
     t = pair_facts(None, high)  # targets only: its input is its target
     assert (t.low_exact, t.low_fp, t.shift_confidence) == (t.high_exact, t.high_fp, 0.0)
+
+
+def test_pairs_measured_together_measure_as_each_alone():
+    """Pack measures a task's pairs in one batch (`facts_of`): each pair's facts must not depend on the others
+    (pack's bytes do not depend on how its pairs fall into tasks)."""
+    scenes = photos()
+    pairs = []
+    for k, photo in enumerate(scenes[:6]):
+        h, w = (240, 360) if k % 2 else (130, 150)  # two sizes: one brought down by 2, the other by 4 (from 256)
+        high = np.ascontiguousarray(cv2.resize(photo, (2 * w, 2 * h)) if k % 3 == 0 else photo[:h, :w])
+        pairs.append((darken(high, seed=k), high))
+    pairs.append((None, pairs[0][1]))  # targets only
+    pairs.append((pairs[1][0][:100, :120].copy(), pairs[1][1]))  # sizes that differ
+    pairs.append((pairs[2][0][..., 1].copy(), pairs[2][1][..., 1].copy()))  # one channel
+    pairs.append((pairs[3][0].astype(np.uint16) * 257, pairs[3][1].astype(np.uint16) * 257))
+    pairs.append((np.zeros_like(pairs[4][1]), pairs[4][1]))  # a black input
+    pairs.append((pairs[5][0][:6, :6].copy(), pairs[5][1][:6, :6].copy()))  # too small for a shift
+    alone = [pair_facts(low, high) for low, high in pairs]
+    for order in (range(len(pairs)), range(len(pairs) - 1, -1, -1)):
+        together = facts_of([scan_pair(*pairs[i]) for i in order])
+        assert together == [alone[i] for i in order]
+    assert len({f.high_fp for f in alone[:6]}) == 6 and any(f.shift_confidence > 0 for f in alone)

@@ -124,8 +124,9 @@ def test_a_task_holds_one_large_pair_and_several_small_ones():
         return [Job(i, Path(f"{i}.png"), Path(f"{i}h.png"), (h, w), (h, w), (h, w), False, file="s", low_off=0)
                 for i in range(8)]
 
-    assert task_size(chunk(400, 600)) == 1  # the workers' last tasks end together
+    assert task_size(chunk(1080, 1920)) == 1  # the workers' last tasks end together
     assert task_size(chunk(3000, 4000)) == 1
-    assert task_size(chunk(256, 256)) == 3
+    assert task_size(chunk(400, 600)) == 8  # measured together (`jobs.measured`)
+    assert task_size(chunk(256, 256)) == 16
     assert task_size(chunk(16, 16)) == 16  # a round trip per tiny pair would cost the parent more than the decode
     assert task_size([]) == 16
