@@ -198,10 +198,12 @@ def _thumbnails(shrunk: list[np.ndarray], side: int) -> np.ndarray:
         np.divide(flat, tops, out=flat, where=np.array(lit)[:, None])
     # the medians: the two middle values of each, in one partition
     lo = (flat.shape[1] - 1) // 2
-    for one, (a, b), on in zip(small, np.partition(flat, (lo, lo + 1), axis=1)[:, lo:lo + 2].tolist(), lit):
+    powers = []  # each thumbnail's power (1: left as it is), in float32 as a Python float would be taken
+    for (a, b), on in zip(np.partition(flat, (lo, lo + 1), axis=1)[:, lo:lo + 2].tolist(), lit):
         middle = (a + b) / 2 if flat.shape[1] % 2 == 0 else a
-        if on and 0 < middle < 1:
-            np.power(one, min(max(math.log(0.5) / math.log(middle), 1 / 16), 16), out=one)
+        powers.append(min(max(math.log(0.5) / math.log(middle), 1 / 16), 16) if on and 0 < middle < 1 else 1.0)
+    if any(power != 1.0 for power in powers):
+        np.power(small, np.array(powers, np.float32)[:, None, None], out=small)
     return small
 
 
@@ -341,7 +343,8 @@ def _profile_shifts_of(cols: np.ndarray, rows: np.ndarray) -> tuple[list, list]:
     r = cv2.idft(cross, flags=cv2.DFT_ROWS | cv2.DFT_REAL_OUTPUT | cv2.DFT_SCALE)
     ks = r.argmax(axis=1)
     # the peak and its neighbours, as float64, fitted to a parabola for the fraction of a pixel
-    before, peak, after = (r[np.arange(len(r)), (ks + d) % size].astype(np.float64) for d in (-1, 0, 1))
+    around = (ks[:, None] + np.arange(-1, 2)) % size + (np.arange(len(r)) * size)[:, None]
+    before, peak, after = r.take(around).astype(np.float64).T
     curve = before - 2 * peak + after
     with np.errstate(divide="ignore", invalid="ignore"):
         shift = ks + np.where(curve < 0, 0.5 * (before - after) / curve, 0.0)
