@@ -196,11 +196,16 @@ def _thumbnails(shrunk: list[np.ndarray], side: int) -> np.ndarray:
         flat /= tops
     else:
         np.divide(flat, tops, out=flat, where=np.array(lit)[:, None])
-    # the medians: the two middle values of each, in one partition
-    lo = (flat.shape[1] - 1) // 2
+    # the medians: the middle value of each, or the mean of the two middle ones (the upper one placed by a
+    # partition, the lower one the largest before it: a partition at two places costs several times one)
+    n = flat.shape[1]
+    upper = n // 2
+    ordered = np.partition(flat, upper, axis=1)
+    middles = ordered[:, upper].tolist()
+    if n % 2 == 0:
+        middles = [(a + b) / 2 for a, b in zip(ordered[:, :upper].max(axis=1).tolist(), middles)]
     powers = []  # each thumbnail's power (1: left as it is), in float32 as a Python float would be taken
-    for (a, b), on in zip(np.partition(flat, (lo, lo + 1), axis=1)[:, lo:lo + 2].tolist(), lit):
-        middle = (a + b) / 2 if flat.shape[1] % 2 == 0 else a
+    for middle, on in zip(middles, lit):
         powers.append(min(max(math.log(0.5) / math.log(middle), 1 / 16), 16) if on and 0 < middle < 1 else 1.0)
     if any(power != 1.0 for power in powers):
         np.power(small, np.array(powers, np.float32)[:, None, None], out=small)
@@ -336,8 +341,13 @@ def _profile_shifts_of(cols: np.ndarray, rows: np.ndarray) -> tuple[list, list]:
         target, source = (np.ascontiguousarray(sides[:, i]).reshape(4 * n, size) for i in (1, 0))
     cross = cv2.mulSpectrums(target, source, cv2.DFT_ROWS, conjB=True)
     pairs = (size - 1) // 2
-    z = cross[:, 1:1 + 2 * pairs].view(np.complex64)
-    z /= np.abs(z) + 1e-20  # the phase alone
+    parts = cross[:, 1:1 + 2 * pairs]
+    scale = np.abs(parts.view(np.complex64))
+    scale += 1e-20
+    np.divide(1, scale, out=scale)
+    # the phase alone: each term times the reciprocal of its magnitude (the very bits numpy's complex division by
+    # a real gives, which multiplies by it too, at a fraction of its cost)
+    parts.reshape(len(parts), pairs, 2)[...] *= scale[..., None]
     ends = cross[:, :: size - 1] if size % 2 == 0 else cross[:, :1]  # the real DC and Nyquist terms
     np.sign(ends, out=ends)
     r = cv2.idft(cross, flags=cv2.DFT_ROWS | cv2.DFT_REAL_OUTPUT | cv2.DFT_SCALE)
