@@ -21,8 +21,10 @@ FP_BITS = 64  # bits of a perceptual fingerprint (a uint64)
 # what these functions measure, by version: facts kept beside an index by another version are measured again
 # (2: the exact hash's low half is the image's plain CRC-32; the shift from the halves' projections. 3: an image
 # from 256 pixels a side brought down by 4 in one pass (`_down`) for its fingerprint and its exact hash's upper
-# half; the brightness from the column sums; the shift's FFTs OpenCV's)
-VERSION = 3
+# half; the brightness from the column sums; the shift's FFTs OpenCV's. 4: the fingerprint's thumbnail averaged from
+# the luma of the image brought down, halved to under 64 pixels a side, where it was under 128: a quarter of the
+# pixels)
+VERSION = 4
 
 
 def exact_hash(img: np.ndarray) -> int:
@@ -116,7 +118,7 @@ _QUARTER_FROM = 8 * 32  # and from which by 4 at once
 
 
 def _down(img: np.ndarray) -> np.ndarray:
-    """The image brought down once for its fingerprint (`_shrink` takes it on) and its exact hash: from a shorter
+    """The image brought down once for its fingerprint (`_fingerprints` takes it on) and its exact hash: from a shorter
     side of `_QUARTER_FROM`, to a quarter of each side, each pixel the mean of the middle 2×2 pixels of its 4×4
     block (OpenCV's bilinear resize, exactly; it reads half of the image's rows, where a 2×2 block average reads all
     and is done twice); from `_HALVE_FROM`, to half, each pixel its 2×2 block's mean; below, itself. An odd last
@@ -144,21 +146,22 @@ def _halved(img: np.ndarray) -> np.ndarray:
 def perceptual_hash(img: np.ndarray) -> int:
     """A 64-bit fingerprint of what the image shows, alike (small Hamming distance) for the same scene re-encoded,
     resized, slightly cropped or shifted, or brighter or darker (a low-light input and its target agree)."""
-    return _fingerprint(_shrink(_down(img), 2 * _FP_SIDE))
+    return _fingerprint(_down(img))
 
 
-def _fingerprint(shrunk: np.ndarray) -> int:
-    """`perceptual_hash` of an image `_shrink`-ed for it."""
-    return _fingerprints([shrunk])[0]
+def _fingerprint(down: np.ndarray) -> int:
+    """`perceptual_hash` of an image brought down for it (`_down`)."""
+    return _fingerprints([down])[0]
 
 
-def _fingerprints(shrunk: list[np.ndarray]) -> list[int]:
-    """`_fingerprint` of each image, together."""
+def _fingerprints(downs: list[np.ndarray]) -> list[int]:
+    """`_fingerprint` of each image, together: its thumbnail averaged from its luma halved while its sides stay at
+    least `_FP_FROM` (in float32: a dark input's few levels are not rounded again)."""
     import cv2
 
     # The signs of the thumbnail's lowest DCT frequencies say where it is lighter or darker than itself: a change
     # of brightness or contrast (a scale and an offset) keeps every one, and the tone curve is undone first.
-    coeffs = np.stack([cv2.dct(small) for small in _thumbnails(shrunk, _FP_SIDE)])
+    coeffs = np.stack([cv2.dct(small) for small in _thumbnails(downs, _FP_SIDE, halve_from=_FP_FROM)])
     bits = np.packbits(coeffs[:, _FP_U, _FP_V] > _FP_FLAT, axis=1, bitorder="little")
     return bits.reshape(-1).view("<u8").tolist()
 
@@ -174,17 +177,27 @@ def _thumbnail_of(shrunk: np.ndarray, side: int) -> np.ndarray:
     return _thumbnails([shrunk], side)[0]
 
 
-def _thumbnails(shrunk: list[np.ndarray], side: int) -> np.ndarray:
-    """(n, side, side): `_thumbnail_of` each image, together."""
+def _thumbnails(shrunk: list[np.ndarray], side: int, halve_from: int | None = None) -> np.ndarray:
+    """(n, side, side): `_thumbnail_of` each image, together; `halve_from`: each image's luma first halved (2×2 means)
+    while its sides stay at least that (an odd side cropped by a pixel each time)."""
     import cv2
 
     # images of one size stacked: OpenCV's area average keeps each output row within its own image (a side averaged
-    # down to a power of 2 has cells whose bounds are exact binary fractions), so each comes out as it would alone
+    # down to a power of 2 has cells whose bounds are exact binary fractions, and a halving's blocks lie within an
+    # image cropped to a multiple of its power of 2), so each comes out as it would alone
     groups = _alike(shrunk) if side & (side - 1) == 0 else [[i] for i in range(len(shrunk))]
     small = np.empty((len(shrunk), side, side), np.float32) if len(groups) != 1 else None
     for group in groups:
-        tall = np.concatenate([shrunk[i] for i in group]) if len(group) > 1 else shrunk[group[0]]
-        out = cv2.resize(_luma(tall), (side, side * len(group)), interpolation=cv2.INTER_AREA)
+        h, w = shrunk[group[0]].shape[:2]
+        halvings = 0
+        while halve_from is not None and min(h >> halvings, w >> halvings) >= 2 * halve_from:
+            halvings += 1
+        hh, ww = h >> halvings << halvings, w >> halvings << halvings
+        parts = [_one_channel(shrunk[i][:hh, :ww]) for i in group]
+        lum = _luma(np.concatenate(parts) if len(parts) > 1 else parts[0])
+        for _ in range(halvings):
+            lum = cv2.resize(lum, (lum.shape[1] // 2, lum.shape[0] // 2), interpolation=cv2.INTER_AREA)
+        out = cv2.resize(lum, (side, side * len(group)), interpolation=cv2.INTER_AREA)
         if small is None:
             small = out.reshape(len(group), side, side)
         else:
@@ -212,6 +225,11 @@ def _thumbnails(shrunk: list[np.ndarray], side: int) -> np.ndarray:
     return small
 
 
+def _one_channel(img: np.ndarray) -> np.ndarray:
+    """More than 4 channels averaged into one (float32), as `_halved` does; others as they are."""
+    return img.mean(axis=2, dtype=np.float32) if img.ndim == 3 and img.shape[2] > 4 else img
+
+
 def _alike(images: list[np.ndarray]) -> list[list[int]]:
     """The positions of the images, grouped by shape and dtype (each group in order)."""
     groups: dict = {}
@@ -221,6 +239,7 @@ def _alike(images: list[np.ndarray]) -> list[list[int]]:
 
 
 _FP_SIDE = 32  # the thumbnail a fingerprint is the DCT of (a power of 2: `_thumbnails` stacks images)
+_FP_FROM = _FP_SIDE  # it is averaged from the image's luma halved while its sides stay at least this
 _FP_FLAT = 1e-4  # a coefficient this small is rounding, not structure: a flat image's fingerprint is 0
 # the 64 lowest DCT frequencies after the constant one, by increasing u + v: the ones a crop or a shift moves least
 _FP_U, _FP_V = (np.array(c) for c in zip(*sorted(((u, v) for u in range(12) for v in range(12) if u or v),
@@ -455,7 +474,7 @@ def facts_of(scans: list[Scan]) -> list[PairFacts]:
     the pairs of each size in one batch (`_profile_shifts_of`). Each pair's facts are what it gives alone."""
     if not scans:
         return []
-    fps = iter(_fingerprints([_shrink(down, 2 * _FP_SIDE) for one in scans for down in one.downs]))
+    fps = iter(_fingerprints([down for one in scans for down in one.downs]))
     summed = [i for i, one in enumerate(scans) if one.sums is not None]
     measured: dict[int, tuple] = {}
     for group in _alike_sums([scans[i] for i in summed]):
