@@ -65,21 +65,20 @@ def _scan(img: np.ndarray, project: bool | None, crc: int | None = None) -> tupl
 
 def _sums_of(flat: np.ndarray, w: int, rows: bool = True) -> tuple:
     """((1, W×C) sums of the columns of the image's top half, of its bottom half, then unless `rows` is False (H, 1)
-    sums of the rows of its left half, of its right half), float32, from the image as H×(W×C) (`_profiles` adds up
-    each pixel's channels)."""
+    sums of the rows of its left half, of its right half), float32 (int32 for uint8: `_profiles` makes them float32
+    in one call), from the image as H×(W×C) (`_profiles` adds up each pixel's channels)."""
     import cv2
 
     if flat.dtype not in (np.uint8, np.uint16, np.float32, np.float64):
         flat = flat.astype(np.float32)  # what OpenCV adds up
     h, split = flat.shape[0] // 2, (w // 2) * (flat.shape[1] // w)
     # uint8 is added up as int32 (twice as fast as into float32 for the columns; the same sums, exact: within
-    # float32's exact integers up to 65,793 terms a sum), then made float32 (OpenCV adds no uint16 into int32)
+    # float32's exact integers up to 65,793 terms a sum), made float32 later (OpenCV adds no uint16 into int32)
     exact = flat.dtype == np.uint8 and max(flat.shape[0] - h, flat.shape[1] - split) <= 65793
     depth = cv2.CV_32S if exact else cv2.CV_32F
 
     def summed(part: np.ndarray, axis: int) -> np.ndarray:
-        out = cv2.reduce(part, axis, cv2.REDUCE_SUM, dtype=depth)
-        return out.astype(np.float32) if exact else out
+        return cv2.reduce(part, axis, cv2.REDUCE_SUM, dtype=depth)
 
     cols = (summed(flat[:h], 0), summed(flat[h:], 0))
     if not rows:
@@ -93,11 +92,11 @@ def _profiles(sums: list[tuple], w: int, integral: bool = False) -> tuple[np.nda
     integer type, so their sums hold whole numbers, which float64 adds up exactly in any order."""
     import cv2
 
-    rows = np.concatenate([part for four in sums for part in four[2:]], axis=1).T
+    rows = _float32([part for four in sums for part in four[2:]], axis=1).T
     if len({four[0].shape for four in sums}) > 1:  # images of other channel counts: each its own
         each = [_profiles([four], w, integral) for four in sums]
         return np.concatenate([cols for cols, _, _ in each]), rows, [means[0] for _, _, means in each]
-    cols = np.concatenate([part for four in sums for part in four[:2]])
+    cols = _float32([part for four in sums for part in four[:2]])
     n, c = len(sums), cols.shape[1] // w
     if integral and c <= 4:  # OpenCV adds up each half's columns channel by channel, a few times faster
         halves = cv2.reduce(cols.reshape(2 * n, w, c), 1, cv2.REDUCE_SUM, dtype=cv2.CV_64F).reshape(n, 2, c)
@@ -111,6 +110,13 @@ def _profiles(sums: list[tuple], w: int, integral: bool = False) -> tuple[np.nda
         for more in channels[2:]:
             cols += more
     return cols, rows, means
+
+
+def _float32(parts: list[np.ndarray], axis: int = 0) -> np.ndarray:
+    """The sums joined along `axis`, as float32 (int32 ones made float32 after joining: one call)."""
+    if all(part.dtype == np.int32 for part in parts):
+        return np.concatenate(parts, axis=axis).astype(np.float32)
+    return np.concatenate([part.astype(np.float32, copy=False) for part in parts], axis=axis)
 
 
 _HALVE_FROM = 4 * 32  # the shorter side from which an image is brought down for its fingerprint (`_down`)
