@@ -25,11 +25,14 @@ _CHUNK = 64  # samples a thread measures at a time
 
 class SplitFacts(NamedTuple):
     """One split's facts and where they came from: "index" (stored by pack), "sidecar" (measured earlier, read
-    from `<split>.facts.npz`) or "measured" (just now; `cached` says whether the sidecar could be written)."""
+    from `<split>.facts.npz`) or "measured" (just now; `cached` says whether the sidecar could be written);
+    `measures`: the version of `measures` that measured them (None: stored by a pack that did not record it, 3 or
+    older)."""
 
     facts: FactsColumns
     origin: str
     cached: bool = True
+    measures: int | None = MEASURES
 
 
 def split_facts(ds, *, progress: Callable[[int, int], None] | None = None, workers: int | None = None
@@ -37,7 +40,7 @@ def split_facts(ds, *, progress: Callable[[int, int], None] | None = None, worke
     """The facts of every sample of a split (a `ShardDataset`), in its index order."""
     stored = ds.facts() if callable(getattr(ds, "facts", None)) else None
     if stored is not None:
-        return SplitFacts(stored, "index")
+        return SplitFacts(stored, "index", measures=ds.index.measures)
     path = sidecar_path(ds)
     key = f"{index_identity(ds)} measures {MEASURES}" if path is not None else ""
     found = _read_sidecar(path, key, len(ds)) if path is not None else None

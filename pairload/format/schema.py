@@ -60,6 +60,9 @@ SHARES_HIGH = "shares_high"  # index field (version 2): per sample, the index in
 # make its input from; the index's low column is its high column. An older pairload refuses the version by name
 # instead of training on (target, target) pairs.
 TARGETS_ONLY = "targets_only"
+# split field: which definition of the facts its index holds (`pairload.audit.measures.VERSION`); absent from packs
+# made before it was kept (their facts are of version 3 or older). Needs no new version: older readers pass over it.
+MEASURES = "measures"
 
 
 _SHARD_RE = re.compile(r"^(?P<split>[A-Za-z0-9_-]+)-(?P<num>\d{6})\.tar$")
@@ -321,6 +324,7 @@ class SplitIndex:
     high_fp: np.ndarray | None = None  # uint64 (n,) and of each target
     shift: np.ndarray | None = None  # float32 (n, 3) dy, dx (input pixels), confidence
     luma: np.ndarray | None = None  # float32 (n, 2) mean luma of the input, of the target
+    measures: int | None = None  # which version of `audit.measures` made them (the split's MEASURES; None: not kept)
     # ((least height, least width), (greatest height, greatest width)) of `hw`, as the manifest records them (checked
     # against the index when it was found whole): None where not recorded
     size_bounds: tuple[tuple[int, int], tuple[int, int]] | None = None
@@ -422,7 +426,8 @@ def split_index(doc: dict, split: str, where: str = MANIFEST, index_at: str | os
         facts = {name: np.asarray(values[name], dtype=dtype).reshape((n, *shape))
                  for name, dtype, shape in FACT_COLUMNS if fact_fields}
         return replace(_split_index(split, files, keys, shard, columns, counts, n, members, sensor),
-                       sequences=Sequences.from_entry(entry, n, f"{where}: split {split!r}"), **facts)
+                       sequences=Sequences.from_entry(entry, n, f"{where}: split {split!r}"),
+                       measures=_measures(entry, where, split), **facts)
     except (ValueError, TypeError, OverflowError) as exc:
         raise ShardError(f"{where}: split {split!r} has a malformed index ({exc}); repack") from None
 
@@ -539,8 +544,18 @@ def _mapped_index(split: str, entry: dict, file: binindex.IndexFile, bind: str |
         low_kind=cols.get(LOW_KIND),
         high_kind=cols.get(HIGH_KIND),
         size_bounds=size_bounds(entry),
+        measures=_measures(entry, file.where, split),
         **{name: cols.get(name) for name in FACT_NAMES},
     )
+
+
+def _measures(entry: dict, where: str, split: str) -> int | None:
+    """The split's MEASURES field (None: absent), checked."""
+    value = entry.get(MEASURES)
+    if value is not None and (type(value) is not int or value < 1):
+        raise ShardError(f"{where}: split {split!r} has {MEASURES!r} {value!r}, expected a positive whole number (the "
+                         "version of pairload's measures); the manifest is damaged: repack")
+    return value
 
 
 def _both_sides(column: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ from ..format import sensor as fmt
 from ..format.sequences import Sequences, into_index
 from ..format.columns import Pieces
 from ..format.encoding import RAW, Encoding
+from ..audit.measures import VERSION as MEASURES
 from ..format.facts import NAMES as FACT_NAMES
 from ..format.imageformats import JPEG
 from ..format.members import DEFAULT, FIELD, Members, members_of
@@ -112,6 +113,8 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
                  "min_size": sizes.min(axis=0).tolist() if len(sizes) else None,
                  "max_size": sizes.max(axis=0).tolist() if len(sizes) else None}
         entry.update((k, v) for k, v in fixed.items())
+        if facts:
+            entry[schema.MEASURES] = MEASURES  # which definition of the facts the index holds (`audit.measures`)
         entry["shards"] = [{"file": r.name, "samples": r.samples, "bytes": r.bytes, "sha256": r.sha256} for r in parts]
         if index == JSON:
             for sh, r in zip(entry["shards"], parts):

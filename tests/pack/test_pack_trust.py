@@ -15,10 +15,10 @@ import pytest
 
 from conftest import write_rgb
 from pairload import open_shards
-from pairload.audit.measures import exact_hash, perceptual_hash
+from pairload.audit.measures import VERSION, exact_hash, perceptual_hash
 from pairload.audit.packing import MisalignedPairs, SwappedSides
 from pairload.cli import main
-from pairload.errors import ConfigError
+from pairload.errors import ConfigError, ShardError
 from pairload.format.columns import ColumnFile, write_columns
 from pairload.pack import PackOptions, pack
 from pairload.read.info import checks_line
@@ -76,6 +76,23 @@ def test_each_pairs_shift_is_stored_within_half_a_pixel_with_its_hashes_and_brig
         assert (facts.low_fp[i], facts.high_fp[i]) == (perceptual_hash(low), perceptual_hash(high))
         assert facts.luma[i, 0] < facts.luma[i, 1] / 3  # a darkened input
     assert ds.facts([4, 1]).shift.tolist() == facts.shift[[4, 1]].tolist()
+    # which definition of the measures made them, for an audit to tell (`audit.measures.VERSION`)
+    manifest = json.loads((root / "shards" / "manifest.json").read_text())
+    assert manifest["splits"]["train"]["measures"] == ds.index.measures == VERSION
+
+
+def test_a_damaged_measures_version_is_refused_by_name(packed, tmp_path):
+    root, _ = packed
+    doc = json.loads((root / "shards" / "manifest.json").read_text())
+    doc["splits"]["train"]["measures"] = "4"
+    copy = tmp_path / "shards"
+    copy.mkdir()
+    for f in (root / "shards").iterdir():
+        if f.is_file() and f.name != "manifest.json":
+            (copy / f.name).symlink_to(f)
+    (copy / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(ShardError, match=r"split 'train' has 'measures' '4', expected a positive whole number"):
+        open_shards(copy)
 
 
 def test_the_summary_counts_the_pairs_shifted_by_a_pixel_and_names_the_largest(packed):
