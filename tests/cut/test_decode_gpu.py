@@ -4,6 +4,8 @@ degradation, a mix with a decoded pack, and resume; a damaged member is refused 
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import cv2
@@ -116,3 +118,34 @@ def test_the_coming_batches_are_read_ahead_and_the_batches_stay_the_same(tmp_pat
             work = (work @ work).clamp_(0, 1)
     assert busy.cutter.memory.calls_ahead > 0
     assert len(again) == len(got) and all(torch.equal(a.high, b) for a, b in zip(got, again))
+
+
+def test_a_reader_faster_than_the_decode_gets_its_calls_made_in_the_loading_thread(tmp_path, monkeypatch):
+    # the decode thread's calls made slower than a loop that only reads the loader: after LATE_CALLS calls not done
+    # when asked for, the calls are made in the loading thread; a caller slower than a call keeps the thread. The
+    # batches are the same either way.
+    from pairload.cut.memory.decoded import AHEAD, LATE_CALLS, DecodedMemory
+
+    launch = DecodedMemory.launch
+
+    def slowed(self, out):
+        if threading.current_thread().name.startswith("pairload-decode"):
+            time.sleep(0.02)
+        return launch(self, out)
+
+    monkeypatch.setattr(DecodedMemory, "launch", slowed)
+    pack(jpeg_pairs(tmp_path / "photos", n=96, targets_only=True), tmp_path / "shards",
+         PackOptions(workers=1, store="encoded", targets_only=True))
+    opts = dict(batch_size=2, crop=32, seed=5, degrade="lowlight", device="cuda")
+    bare = make_loader("ram", tmp_path / "shards", **opts)
+    got = [b.high.clone() for b in bare]
+    memory = bare.cutter.memory
+    assert len(got) // AHEAD > LATE_CALLS + 2 and memory.calls_inline > 0 and memory.calls_ahead >= LATE_CALLS
+    slow = make_loader("ram", tmp_path / "shards", **opts)
+    again = []
+    for b in slow:
+        again.append(b.high.clone())
+        torch.cuda.synchronize()
+        time.sleep(0.03)  # a training step: the call decoded ahead (0.02 s) is done when its batches are asked for
+    assert slow.cutter.memory.calls_inline == 0 and slow.cutter.memory.calls_ahead > LATE_CALLS
+    assert len(got) == len(again) and all(torch.equal(a, b) for a, b in zip(got, again))
