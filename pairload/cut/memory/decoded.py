@@ -11,10 +11,11 @@ A batch's images go back once the kernel that reads them is done (`done`); a str
 mapped. While a call's batches are cut, the next call is decoded in a thread of its own: made in the loading thread,
 the engine's call (about 10 ms for 128 photos) would stop the training step's launches meanwhile (the reference
 loop's data wait: 10% against 0.05%). The thread makes only the engines' calls; the host's part of a call (its members
-found and checked, its addresses gathered) is done by the loading thread before and after. The price: a loop that
-only reads the loader on 2 cores gets about 10,000 pairs/s where decoding in the loading thread gives 13,000 (the two
-threads contend for the GIL; H200 host, 2026-11-29). In the first run (every run, for a split the page cache cannot
-keep) a reader thread asks the kernel for the coming batches' bytes (`read.ahead`).
+found and checked, its addresses gathered) is done by the loading thread before and after. A caller that reads faster
+than the thread decodes (a loop that only reads the loader: about 10,000 pairs/s on 2 cores with the thread, 13,000
+without, the two threads contending for the GIL; H200 host, 2026-11-29) finds its calls not done: after LATE_CALLS
+of them the calls are made in the loading thread for a while (`INLINE_CALLS`). In the first run (every run, for a
+split the page cache cannot keep) a reader thread asks the kernel for the coming batches' bytes (`read.ahead`).
 
 JPEG decoders differ by their IDCT and chroma rounding: the GPU gives libjpeg-turbo's pixels (OpenCV's decode,
 which `pack` checks and the CPU workers deliver) within JPEG_TOLERANCE levels. (torchvision's GPU `decode_jpeg`,
