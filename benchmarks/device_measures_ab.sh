@@ -1,6 +1,7 @@
 #!/bin/bash
 # What pack's measures add to packing 600x400 pairs on the GPU host's CPU cores, this tree against a previous one
-# (its pairload/ under PREV), alternated: benchmarks/bench_pack_measures.py --with-only, each pack a fresh process.
+# (its pairload/ under PREV; NEW: another folder for this tree's), alternated: benchmarks/bench_pack_measures.py
+# --with-only, each pack a fresh process.
 # Run from the project root on the device machine; each pack's JSON and a summary under $OUT.
 #   bash benchmarks/device_measures_ab.sh PREV_DIR [PAIRS] [WORKERS] [ROUNDS] [EXT]
 set -e
@@ -10,7 +11,7 @@ W=/tmp/measures-work$EXT
 export PYTHONSAFEPATH=1  # the pairload on PYTHONPATH, not the one in the current folder (`python -c` puts it first)
 for i in $(seq 1 "$ROUNDS"); do
   for which in prev new; do
-    if [ "$which" = prev ]; then export PYTHONPATH=/tmp/site:$PWD/$PREV; else export PYTHONPATH=/tmp/site:$PWD; fi
+    if [ "$which" = prev ]; then export PYTHONPATH=/tmp/site:$PWD/$PREV; else export PYTHONPATH=/tmp/site:$PWD/${NEW:-.}; fi
     json="$OUT/pack-measures-${EXT#.}-$which-$i.json"
     python3 benchmarks/bench_pack_measures.py --pairs "$PAIRS" --workers "$WORKERS" --repeat 1 --with-only \
       --ext "$EXT" --work "$W" --out "$json" > "/tmp/log-$which-$i.txt" 2>&1 || { tail -5 "/tmp/log-$which-$i.txt"; exit 1; }
