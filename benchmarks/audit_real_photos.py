@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import subprocess
 import sys
 import time
@@ -129,7 +131,8 @@ def main() -> None:
             false_pairs.append(f)
     recall = {how: {"found": sum(1 for k, (_, h) in truth.items() if h == how and k in found),
                     "of": sum(1 for _, h in truth.values() if h == how)} for how in CHANGES}
-    report = {"date": time.strftime("%Y-%m-%d"), "photos": len(files), "folder": str(args.photos),
+    report = {"date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores, {platform.machine()}",
+              "photos": len(files), "folder": str(args.photos),
               "rotate": args.rotate, "seed": args.seed,
               "test_pairs": half, "distinct_train_pairs": len(files) - half,
               "audit_seconds": round(seconds, 2), "recall": recall,
