@@ -41,6 +41,25 @@ def test_distinct_real_scenes_are_never_taken_for_one():
     assert false == []
 
 
+def clipped_bright(img: np.ndarray) -> np.ndarray:
+    """The scene brightened until most of its highlights clip (x1.8 + 20, at 255)."""
+    return np.clip(img.astype(np.float32) * 1.8 + 20, 0, 255).astype(np.uint8)
+
+
+def test_a_scene_brightened_until_it_clips_is_found_and_distinct_ones_are_not_taken_for_it():
+    scene = tiles(200, 300)[17]  # 80% of its pixels clip: its layout, compared as it was, correlates by 0.82
+    bits, alike = same_scene(scene, clipped_bright(scene))
+    assert bits <= RADIUS and alike >= MIN_SIMILARITY, (bits, alike)
+    scenes = tiles(96, 96)
+    bright = [clipped_bright(s) for s in scenes]
+    near = near_pairs(np.array([perceptual_hash(s) for s in bright], dtype=np.uint64),
+                      np.array([perceptual_hash(s) for s in scenes], dtype=np.uint64), RADIUS)
+    looks, bright_looks = [look(s) for s in scenes], [look(s) for s in bright]
+    false = [(i, j) for i, j in zip(near.i, near.j)
+             if i != j and similarity(bright_looks[i], looks[j]) >= MIN_SIMILARITY]
+    assert false == []
+
+
 def test_fingerprints_and_hashes_of_edge_cases():
     flat = np.full((30, 40, 3), 90, np.uint8)
     assert perceptual_hash(flat) == 0 and look(flat) is None  # nothing to tell scenes apart by
