@@ -77,7 +77,7 @@ def refuse_overlap(training, validation, *, split: str = "train", val_split: str
 
 def _audited(name: str, ds, workers: int | None) -> AuditedSplit:
     got = split_facts(ds, workers=workers)
-    return AuditedSplit(name, ds.split, ds, got.facts, got.origin, is_training(ds.split))
+    return AuditedSplit(name, ds.split, ds, got.facts, got.origin, is_training(ds.split), got.measures)
 
 
 def _training(training, split: str, remote: dict) -> list[tuple[str, object]]:

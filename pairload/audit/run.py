@@ -21,6 +21,7 @@ from ..errors import ConfigError
 from ..format.facts import HIGH, FactsColumns
 from . import packing
 from .facts import split_facts
+from .measures import VERSION as MEASURES
 from .findings import AuditReport, Finding, Place
 from .search import near_pairs
 from .similar import look, similarity
@@ -48,6 +49,7 @@ class AuditedSplit:
     facts: FactsColumns
     origin: str
     training: bool
+    measures: int | None = MEASURES  # the version of `measures` its facts are of (None: a pack that did not say)
 
     @property
     def paired(self) -> bool:
@@ -94,7 +96,7 @@ def open_splits(paths, *, progress: Progress | None = None, workers: int | None 
             tell = (lambda done, total, what=f"measuring {name}:{split}": progress(what, done, total)) \
                 if progress else None
             got = split_facts(ds, progress=tell, workers=workers)
-            out.append(AuditedSplit(name, split, ds, got.facts, got.origin, is_training(split)))
+            out.append(AuditedSplit(name, split, ds, got.facts, got.origin, is_training(split), got.measures))
     return out
 
 
@@ -296,7 +298,8 @@ def audit(paths, *, max_shift: float = 1.0, radius: int = RADIUS, min_similarity
                                    "confident": packing.CONFIDENT})
     for s in splits:
         entry = report.sources.setdefault(s.pack, {"path": str(s.ds.where), "splits": {}})
-        entry["splits"][s.name] = {"samples": len(s.ds), "facts": s.origin, "training": s.training}
+        entry["splits"][s.name] = {"samples": len(s.ds), "facts": s.origin, "measures": s.measures,
+                                   "training": s.training}
     looks: dict = {}
     for q, o, kind in _compared(splits):
         found = matches(q, o, radius=radius, min_similarity=min_similarity, workers=workers, looks=looks)

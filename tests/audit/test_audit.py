@@ -15,7 +15,7 @@ import pytest
 
 from pairload.audit import audit
 from pairload.audit.facts import SIDECAR
-from pairload.audit.measures import luminance
+from pairload.audit.measures import VERSION as MEASURES, luminance
 from pairload.cli import main
 from pairload.errors import ConfigError
 from pairload.pack import PackOptions, pack
@@ -49,7 +49,8 @@ def test_one_packs_test_scenes_among_anothers_training_pairs_are_all_found(packs
     assert found == {("test", f"t{k:03d}", "train", f"l-{name}-000") for k, name in enumerate(LEAKED)}
     assert all(f.kind == "leak" and f.place.pack == "a-shards" and f.other.pack == "b-shards" for f in report.leaks)
     assert report.of("duplicate") == [] and report.of("misaligned") == []
-    assert report.sources["a-shards"]["splits"]["test"] == {"samples": 6, "facts": "index", "training": False}
+    assert report.sources["a-shards"]["splits"]["test"] == {"samples": 6, "facts": "index", "measures": MEASURES,
+                                                            "training": False}
     assert set(report.exposure) == {"a-shards:train", "a-shards:test", "b-shards:train", "b-shards:test"}
     assert report.exposure["a-shards:train"]["input"]["median"] < 0.2 * report.exposure["a-shards:train"]["target"][
         "median"]
