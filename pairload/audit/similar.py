@@ -34,11 +34,10 @@ _CLIP_SAMPLE = 128  # pixels of the shorter side the clipped share is counted on
 
 
 class Look(NamedTuple):
-    """What `similarity` compares of an image (`look`)."""
+    """What `similarity` compares of an image (`look`); an audit keeps one per image it compares."""
 
     detail: np.ndarray  # float32 SIDE×SIDE: the lightly blurred thumbnail less its broad shading
-    ranks: np.ndarray  # float32 SIDE*SIDE: each cell's rank among the blurred thumbnail's (ties: their mean)
-    tones: np.ndarray  # float32 SIDE*SIDE: the blurred thumbnail's values in order
+    small: np.ndarray  # float32 SIDE×SIDE: the lightly blurred thumbnail (its tones and its cells' ranks, when asked)
     clipped: float  # the share of the image's pixels that are clipped (luma at the top of its range)
 
 
@@ -50,19 +49,24 @@ def look(img: np.ndarray) -> Look | None:
 
     small = cv2.GaussianBlur(thumbnail(img, SIDE), (0, 0), _BLUR)
     detail = small - cv2.GaussianBlur(small, (0, 0), _BROAD)  # the layout's detail: what tells two scenes apart
-    flat = small.reshape(-1)
-    order = np.argsort(flat, kind="stable")
-    tones = flat[order]
     spread = float(detail.std())
-    low, high = np.interp(_PERCENTILES, _CELLS, tones)  # its 1st and 99th percentiles
+    low, high = np.interp(_PERCENTILES, _CELLS, np.sort(small, axis=None))  # its 1st and 99th percentiles
     if spread < _FLAT or spread < _DETAIL * float(high - low):
         return None
+    return Look(detail, small, _clipped(img))
+
+
+def _ranks(small: np.ndarray) -> np.ndarray:
+    """float32 SIDE*SIDE: each cell's rank among the thumbnail's (ties, such as cells clipped whole: their mean)."""
+    flat = small.reshape(-1)
+    order = np.argsort(flat, kind="stable")
     ranks = np.empty(flat.size, np.float32)
     ranks[order] = _CELLS
-    if np.any(tones[1:] == tones[:-1]):  # ties (cells clipped whole): each its tie's mean rank
+    tones = flat[order]
+    if np.any(tones[1:] == tones[:-1]):
         _, tie, count = np.unique(flat, return_inverse=True, return_counts=True)
         ranks = (np.bincount(tie.reshape(-1), weights=ranks) / count)[tie.reshape(-1)].astype(np.float32)
-    return Look(detail, ranks, tones, _clipped(img))
+    return ranks
 
 
 def _clipped(img: np.ndarray) -> float:
@@ -102,7 +106,7 @@ def _in_tones_of(a: Look, b: Look) -> np.ndarray:
     """`a`'s detail with its thumbnail's values replaced by `b`'s of the same rank (histogram matching)."""
     import cv2
 
-    small = np.interp(a.ranks, _CELLS, b.tones).astype(np.float32).reshape(SIDE, SIDE)
+    small = np.interp(_ranks(a.small), _CELLS, np.sort(b.small, axis=None)).astype(np.float32).reshape(SIDE, SIDE)
     return small - cv2.GaussianBlur(small, (0, 0), _BROAD)
 
 
