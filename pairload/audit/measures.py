@@ -371,8 +371,8 @@ def _profile_shifts_of(cols: np.ndarray, rows: np.ndarray) -> tuple[list, list]:
     scale += 1e-20
     np.divide(1, scale, out=scale)
     # the phase alone: each term times the reciprocal of its magnitude (the very bits numpy's complex division by
-    # a real gives, which multiplies by it too, at a fraction of its cost)
-    parts.reshape(len(parts), pairs, 2)[...] *= scale[..., None]
+    # a real gives, which multiplies by it too, at a fraction of its cost), both of its parts by one row-wise product
+    parts *= np.repeat(scale, 2, axis=1)
     ends = cross[:, :: size - 1] if size % 2 == 0 else cross[:, :1]  # the real DC and Nyquist terms
     np.sign(ends, out=ends)
     r = cv2.idft(cross, flags=cv2.DFT_ROWS | cv2.DFT_REAL_OUTPUT | cv2.DFT_SCALE)
