@@ -2,10 +2,12 @@
 """What measuring every pair (`pairload.audit.measures.pair_facts`: hashes, fingerprints, shift, brightness) adds to
 `pairload pack`'s time (#58; budget: 10 % on 600x400 pairs). Makes low-light pairs of real photographs
 (scikit-image's, 600x400, the input darkened 7-20x with noise), then packs them with the measures and without them
-(`pair_facts` replaced by a constant in the packing process and its forked workers), alternately, each pack in a
-fresh process, and reports the fastest of each and the overhead; the measures' CPU seconds timed inside the workers
-of each pack against that pack's other CPU seconds (`in_pack_overhead`: the same ratio, free of the drift between
-packs on a shared machine); plus `pair_facts` alone on one pair, in one thread.
+(the workers' `scan_pair` and `facts_of`, or an older pairload's `pair_facts`, replaced by constants in the packing
+process and its forked workers), alternately, each pack in a fresh process, and reports the fastest of each and the
+overhead; the measures' CPU seconds timed inside the workers of each pack against that pack's other CPU seconds
+(`in_pack_overhead`: the same ratio, free of the drift between packs on a shared machine); plus `pair_facts` alone on
+one pair, in one thread. `--with-only`: only the packs with the measures. To compare two trees, run each with
+`PYTHONSAFEPATH=1 PYTHONPATH=<tree>` (else `python -c` finds the current folder's pairload first).
 
     python benchmarks/bench_pack_measures.py --pairs 300 --workers 2 --repeat 3 [--ext .jpg] [--out x.json]
 
