@@ -136,16 +136,14 @@ def _down(img: np.ndarray) -> np.ndarray:
         return img
     if min(h, w) < _QUARTER_FROM:
         return _halved(img[: h // 2 * 2, : w // 2 * 2])
-    if img.ndim == 3 and img.shape[2] > 4:  # OpenCV resizes up to 4 channels
-        img = img.mean(axis=2, dtype=np.float32)
+    img = _one_channel(img)  # OpenCV resizes up to 4 channels
     return cv2.resize(img[: h // 4 * 4, : w // 4 * 4], (w // 4, h // 4), interpolation=cv2.INTER_LINEAR)
 
 
 def _halved(img: np.ndarray) -> np.ndarray:
     import cv2
 
-    if img.ndim == 3 and img.shape[2] > 4:  # OpenCV resizes up to 4 channels
-        img = img.mean(axis=2, dtype=np.float32)
+    img = _one_channel(img)  # OpenCV resizes up to 4 channels
     return cv2.resize(img, (img.shape[1] // 2, img.shape[0] // 2), interpolation=cv2.INTER_AREA)
 
 
@@ -232,7 +230,8 @@ def _thumbnails(shrunk: list[np.ndarray], side: int, halve_from: int | None = No
 
 
 def _one_channel(img: np.ndarray) -> np.ndarray:
-    """More than 4 channels averaged into one (float32), as `_halved` does; others as they are."""
+    """More than 4 channels averaged into one (float32), which OpenCV's resize and colour conversion need; others as
+    they are."""
     return img.mean(axis=2, dtype=np.float32) if img.ndim == 3 and img.shape[2] > 4 else img
 
 
@@ -256,7 +255,7 @@ def _shrink(img: np.ndarray, side: int) -> np.ndarray:
     """The image halved while both its sides stay ≥ `side` (OpenCV's block average is fastest by halves), each
     time cropped by a pixel where a side is odd (more than 4 channels first averaged into one)."""
     if min(img.shape[:2]) < 2 * side:
-        return img.mean(axis=2, dtype=np.float32) if img.ndim == 3 and img.shape[2] > 4 else img
+        return _one_channel(img)
     while min(img.shape[:2]) >= 2 * side:  # the first halving averages many channels into one (`_halved`)
         h, w = img.shape[0] // 2, img.shape[1] // 2
         img = _halved(img[: 2 * h, : 2 * w])

@@ -251,8 +251,9 @@ class DecodedMemory:
         self._point(got)
         self._held.update({k: None for k in range(b, end - 1)})
         self._held[end - 1] = got.held
-        self._inline_next = self.background and end < len(self._plans) and self._inline()
-        if self.background and end < len(self._plans) and not self._inline_next:
+        more = self.background and end < len(self._plans)
+        self._inline_next = more and self._inline()
+        if more and not self._inline_next:
             later = self._end(end)
             self._next = (end, later, self._launch_ahead(self._plans[end:later]))
 
