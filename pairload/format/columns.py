@@ -60,17 +60,43 @@ def _mapping(array: np.ndarray) -> tuple[mmap.mmap, int] | None:
     return base, start
 
 
-def release_pages(array: np.ndarray) -> None:
-    """Let go of this process's pages of a mapped array (they stay in the page cache: the next read maps them again);
-    nothing for an array that is not a view of a mapping."""
-    found = _mapping(array) if isinstance(array, np.ndarray) else None
+def _advise(array: np.ndarray, advice: int | None) -> None:
+    """madvise the pages a mapped array spans (nothing for an array that is not a view of a mapping)."""
+    found = _mapping(array) if isinstance(array, np.ndarray) and advice is not None else None
     if found is None:
         return
     mm, start = found
     lo = start // mmap.PAGESIZE * mmap.PAGESIZE
     hi = min(len(mm), -(-(start + array.nbytes) // mmap.PAGESIZE) * mmap.PAGESIZE)
     if hi > lo:
-        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        mm.madvise(advice, lo, hi - lo)
+
+
+def release_pages(array: np.ndarray) -> None:
+    """Let go of this process's pages of a mapped array (they stay in the page cache: the next read maps them again);
+    nothing for an array that is not a view of a mapping."""
+    _advise(array, mmap.MADV_DONTNEED)
+
+
+def read_at_random(array: np.ndarray) -> None:
+    """Tell the kernel this process reads a mapped array's pages at random (MADV_RANDOM on the pages it spans): a
+    page fault then reads that page, not the read-ahead window around it, which holds rows nobody asked for and can
+    be megabytes (8 MB on a virtual disk here: a block's 8,192 random rows of a 70 GB index read most of each column
+    from disk, minutes). Nothing for an array that is not a view of a mapping, or where madvise cannot."""
+    try:
+        _advise(array, getattr(mmap, "MADV_RANDOM", None))
+    except OSError:  # advice only: the rows read the same without it
+        pass
+
+
+def _will_read(array: np.ndarray) -> None:
+    """Ask the kernel to read a contiguous part of a mapped array now, in large requests (MADV_WILLNEED), where
+    `read_at_random` turned its read-ahead off: a slice read in order, a page at a time, would wait on each."""
+    if array.flags.c_contiguous and array.nbytes > 16 * mmap.PAGESIZE:
+        try:
+            _advise(array, getattr(mmap, "MADV_WILLNEED", None))
+        except OSError:
+            pass
 
 
 def is_large_mapping(array) -> bool:
@@ -79,14 +105,19 @@ def is_large_mapping(array) -> bool:
 
 
 class PagedColumn(LazyColumn):
-    """A column of a large mapped file read for the rows asked, its pages let go after each read (see PAGED_ABOVE)."""
+    """A column of a large mapped file read for the rows asked, its pages let go after each read (see PAGED_ABOVE),
+    and read without read-ahead (`read_at_random`)."""
 
     def __init__(self, array: np.ndarray):
         self.array, self.shape, self.dtype = array, array.shape, array.dtype
+        read_at_random(array)
 
     def __getitem__(self, key):
         try:
-            return np.array(self.array[key])  # a copy: nothing keeps the pages
+            part = self.array[key]
+            if isinstance(key, slice) and isinstance(part, np.ndarray):  # rows in order: read ahead after all
+                _will_read(part)
+            return np.array(part)  # a copy: nothing keeps the pages
         finally:
             release_pages(self.array)
 
@@ -237,6 +268,9 @@ class Keys(Sequence):
         self.blob, self.ends = blob, ends
         self._decoded: list[str] | None = None
         self.paged = is_large_mapping(ends)  # `take` lets the pages it read go (a large file: `PagedColumn`)
+        if self.paged:  # and reads them without read-ahead, as `PagedColumn` does
+            read_at_random(blob)
+            read_at_random(ends)
 
     @staticmethod
     def encode(keys) -> tuple[np.ndarray, np.ndarray]:
