@@ -1,11 +1,13 @@
 """Loaders under a memory limit smaller than their split (a cgroup `memory.max`, as SLURM's `--mem` or a container
-sets it), on the GPU host: each loader runs one whole epoch from a cold page cache in a child process placed in a
-new cgroup before it starts Python; the row says whether it finished, its pairs/s against the disk's, its first
-batch, its rate after the first batch (`steady_pairs_per_s`: the workers' start-up left out), its cut path and
-warnings, the bytes the disk read meanwhile (`read_bytes`: above the split's size, pages were read twice) and the
-cgroup's peak. A child that delivers nothing for STALL_S is stopped and reported as stalled.
+sets it), on the GPU host: each loader runs whole epochs (`--epochs`, one by default) from a cold page cache in a
+child process placed in a new cgroup before it starts Python; the row says whether it finished, the first epoch's
+pairs/s against the disk's, its first batch, its rate after the first batch (`steady_pairs_per_s`: the workers'
+start-up left out), every epoch's own pairs/s (a split bigger than the limit is read from disk in each), its cut path
+and warnings, the bytes the disk read meanwhile (`read_bytes`: above the split's size times the epochs, pages were
+read twice) and the cgroup's peak. A child that delivers nothing for STALL_S is stopped and reported as stalled.
 
     python benchmarks/memory_limit.py SHARDS OUT.json --limit-gb 2 --loaders ram,wds [--trees .,.devwheels/prev]
+        [--epochs 2] [--degrade lowlight]
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ CHILD = r"""
 import json, sys, time, warnings
 t0 = time.perf_counter()
 import torch, pairload
-shards, kind, stall = sys.argv[1], sys.argv[2], float(sys.argv[3])
+shards, kind, stall, epochs, degrade = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[5]), sys.argv[6]
 dev = torch.device(sys.argv[4])
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    loader = pairload.make_loader(kind, shards, batch_size=32, crop=256, num_workers=2, device=dev)
+    loader = pairload.make_loader(kind, shards, batch_size=32, crop=256, num_workers=2, device=dev,
+                                  degrade=degrade or None)
 built = time.perf_counter() - t0
 n, first, last = 0, None, time.perf_counter()
 import threading, os
@@ -40,17 +43,25 @@ def watchdog():
             os._exit(3)
 threading.Thread(target=watchdog, daemon=True).start()
 t1 = time.perf_counter()
-for batch in loader:
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    n += len(batch)
-    last = time.perf_counter()
-    if first is None:
-        first = last - t0
-dt = time.perf_counter() - t1
-after = n - 32 if n > 32 else n
-print(json.dumps({"status": "ok", "pairs": n, "pairs_per_s": n / dt, "built_s": built, "first_batch_s": first,
-                  "steady_pairs_per_s": after / max(1e-9, t1 + dt - t0 - first),
+per_epoch = []
+for epoch in range(epochs):
+    loader.set_epoch(epoch)
+    e0, m = time.perf_counter(), 0
+    for batch in loader:
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        n += len(batch)
+        m += len(batch)
+        last = time.perf_counter()
+        if first is None:
+            first = last - t0
+            first_n = len(batch)
+    per_epoch.append(m / (time.perf_counter() - e0))
+    if epoch == 0:
+        dt, n1 = time.perf_counter() - t1, n
+after = n1 - first_n
+print(json.dumps({"status": "ok", "pairs": n, "pairs_per_s": n1 / dt, "built_s": built, "first_batch_s": first,
+                  "steady_pairs_per_s": after / max(1e-9, t1 + dt - t0 - first), "epochs_pairs_per_s": per_epoch,
                   "path": loader.path, "warnings": [str(w.message)[:300] for w in caught]}), flush=True)
 """
 
@@ -92,6 +103,10 @@ def main() -> None:
     ap.add_argument("--loaders", default="ram,wds")
     ap.add_argument("--trees", default=".")
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--epochs", type=int, default=1, help="epochs each loader reads (each row: the first epoch's "
+                    "rates from construction, and every epoch's own pairs/s; a split bigger than the limit is read "
+                    "from disk in every epoch)")
+    ap.add_argument("--degrade", default="", help="the loaders' degrade= (a targets-only pack needs one)")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from pairload.bench.bounds import disk_bound, evict
@@ -115,8 +130,9 @@ def main() -> None:
             evict(files)
             folder, peak_file = cgroup(f"pairload-{kind}-{int(time.time())}", report["limit_bytes"])
             env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(tree).resolve()), "/tmp/site"]))
-            cmd = ["sh", "-c", f'echo $$ > {folder}/cgroup.procs && exec "$0" -P -c "$1" "$2" "$3" "$4" "$5"',
-                   sys.executable, CHILD, args.shards, kind, str(STALL_S), args.device]
+            cmd = ["sh", "-c", f'echo $$ > {folder}/cgroup.procs && exec "$0" -P -c "$1" "$2" "$3" "$4" "$5" "$6" "$7"',
+                   sys.executable, CHILD, args.shards, kind, str(STALL_S), args.device, str(args.epochs),
+                   args.degrade]
             t0 = time.perf_counter()
             read0 = disk_read_bytes(files[0])
             # from the tree: its workers (`python -m pairload.workers`) import the pairload of their working folder
@@ -133,6 +149,7 @@ def main() -> None:
             if row.get("pairs_per_s"):
                 row["of_disk"] = row["pairs_per_s"] / disk["pairs_per_s"]
                 row["steady_of_disk"] = row["steady_pairs_per_s"] / disk["pairs_per_s"]
+                row["epochs_of_disk"] = [r / disk["pairs_per_s"] for r in row.get("epochs_pairs_per_s", [])]
             report["rows"].append(row)
             print(json.dumps(row)[:600], flush=True)
             try:

@@ -149,3 +149,35 @@ def test_a_reader_faster_than_the_decode_gets_its_calls_made_in_the_loading_thre
         time.sleep(0.03)  # a training step: the call decoded ahead (0.02 s) is done when its batches are asked for
     assert slow.cutter.memory.calls_inline == 0 and slow.cutter.memory.calls_ahead > LATE_CALLS
     assert len(got) == len(again) and all(torch.equal(a, b) for a, b in zip(got, again))
+
+
+def test_a_split_bigger_than_the_page_cache_has_each_calls_pages_dropped_once_decoded(tmp_path, monkeypatch):
+    # the split outgrows the memory that could cache it (a memory limit smaller than it): every epoch reads it from
+    # disk, and each call's pages are dropped once its images are on the device, so that they never push out the
+    # pages read ahead for the coming calls; the batches are the same as with the pages kept
+    from pairload.cut.memory import decoded
+    from pairload.read.dataset import ShardDataset
+
+    pack(jpeg_pairs(tmp_path / "photos", n=40, targets_only=True), tmp_path / "shards",
+         PackOptions(workers=1, store="encoded", targets_only=True))
+    opts = dict(batch_size=4, crop=64, seed=3, degrade="lowlight", device="cuda")
+    kept = make_loader("ram", tmp_path / "shards", **opts)
+    assert not kept.cutter.memory.evict
+    want = [b.high.clone() for b in kept]
+    dropped = []
+    dontneed = ShardDataset.dontneed
+    monkeypatch.setattr(ShardDataset, "dontneed", lambda self, idx: (dropped.append(np.array(idx)),
+                                                                     dontneed(self, idx))[1])
+    monkeypatch.setattr(decoded, "outgrows_cache", lambda nbytes: True)
+    loader = make_loader("ram", tmp_path / "shards", **opts)
+    assert loader.cutter.memory.evict
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        got = [b.high.clone() for b in loader]
+        if epoch == 0:
+            assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(want, got))
+        assert loader.cutter.memory.reader.asked > 0  # read ahead in every epoch, not only the first
+    loader.close()  # the last call's pages are dropped once its batches are done, at the latest here
+    counts = np.bincount(np.concatenate(dropped), minlength=40)
+    assert len(counts) == 40 and counts.min() >= 2  # every sample's pages, once an epoch (sample 0: the self-test's)
+    assert counts[1:].max() == 2

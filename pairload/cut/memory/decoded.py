@@ -47,6 +47,11 @@ JPEG_TOLERANCE = 3
 AHEAD = 4  # batches whose images are decoded in one call (JPEG files)
 AHEAD_TILES = 8  # the same for a split with lossless tiles: nvCOMP decodes 16,000 images/s in calls of 256 and
 # 19,800 in calls of 512 (600x400, crop 256, H200, 2026-11-28)
+AHEAD_TILES_TIGHT = 2  # and for a split bigger than the memory that could cache it (a memory limit): a call's bytes
+# are staged in pinned memory, which nothing reclaims (~140 MB a call of 256 600x400 pairs, kept by torch's pinned
+# allocator in blocks of the next power of two: with three calls in flight, 768 MB of a 2 GB limit, and every page
+# read ahead was pushed out before its call, 80 pairs/s); such a split is read at the disk's speed, far below the
+# decode's
 # a call decoded ahead that was not done when its batches were asked for, this many calls in a row: the caller reads
 # faster than the decode (a loop that only reads the loader, or a model much faster than the decode), and decoding in
 # the loading thread, without the hop between threads, is faster (13,000 pairs/s against 10,000 on 2 cores); the
@@ -155,7 +160,7 @@ class DecodedMemory:
     streaming = True  # batch by batch: a batch's images go back once it is cut
 
     def __init__(self, ds, device: torch.device, *, inputs: bool = True, read_ahead: bool = True,
-                 background: bool = True):
+                 background: bool = True, evict: bool | None = None):
         self.ds, self.device, self.inputs = ds, device, inputs
         # the next decode call runs in a thread of its own while a call's batches are cut (a remote split's shards
         # are fetched and held by the loading thread, as before)
@@ -174,19 +179,24 @@ class DecodedMemory:
         self._queued_to = 0  # the next batch of the run queued on the reader
         self._reading = False  # this run is read ahead
         self._outgrows = outgrows_cache(sum(ds.shard_bytes))  # every run reads the split from disk
+        # and so a call's pages are dropped once its images are decoded: kept, they would push out the pages read
+        # ahead for the coming calls (read twice, or 10x slower under a memory limit: `ReadAhead`, `dontneed`)
+        self.evict = self._outgrows and not ds.remote if evict is None else evict
         self.formats = formats_in(ds)  # the image formats of its members
         self.decoders = gpu_decoders(device) if imageformats.JPEG in self.formats else None
         self.tiles = None
+        self.call = AHEAD  # batches decoded in one call
         if imageformats.TILES in self.formats:
             from .tiles import TileDecoder
 
             self.tiles = TileDecoder(device)
+            self.call = AHEAD_TILES_TIGHT if self.evict else AHEAD_TILES
         n = len(ds.sizes)
         self.low = torch.zeros(n, dtype=torch.int64, device=device)
         self.high = torch.zeros(n, dtype=torch.int64, device=device)
         self.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
         self._plans: list = []
-        self._held: dict[int, list] = {}  # batch -> what its kernel reads (decoded images, copied tables)
+        self._held: dict[int, Decoded | None] = {}  # batch -> the call whose images its kernel reads (its last)
         self._releasing: deque = deque()  # (event, held) to drop once the event is done
         self._checked = time.monotonic()
         self._closed = False
@@ -216,7 +226,7 @@ class DecodedMemory:
         """Batches read ahead of the one being decoded: READ_AHEAD_BYTES of the split's bytes, or half of the memory
         available if less, at least two decode calls' worth."""
         rows = max(len(bp) for bp in plans.block_at(0).plans)
-        return max(2 * AHEAD_TILES, batches_within(self.ds, rows, READ_AHEAD_BYTES))
+        return max(2 * self.call, batches_within(self.ds, rows, READ_AHEAD_BYTES))
 
     def _ahead(self, b: int) -> None:
         """Batch b is being decoded: the reader is given the run's batches up to its window beyond (a block of the
@@ -227,7 +237,7 @@ class DecodedMemory:
         reader.cutting(b)
 
     def wait(self, b: int) -> None:
-        """Decode what batch b reads and point the tables at it, on the current stream: with the next AHEAD - 1
+        """Decode what batch b reads and point the tables at it, on the current stream: with the next `call` - 1
         batches' images, in one call (the engine decodes larger batches faster), held until the last of them is
         cut. The call after it starts at once in the decode thread (`background`), on a stream of its own, while these
         batches are cut: the engine's call, GIL released while it waits, overlaps the loader's and the training
@@ -250,7 +260,7 @@ class DecodedMemory:
             self.calls_inline += ahead is None and self._inline_next
         self._point(got)
         self._held.update({k: None for k in range(b, end - 1)})
-        self._held[end - 1] = got.held
+        self._held[end - 1] = got
         more = self.background and end < len(self._plans)
         self._inline_next = more and self._inline()
         if more and not self._inline_next:
@@ -268,7 +278,7 @@ class DecodedMemory:
         return False
 
     def _end(self, b: int) -> int:
-        return min(len(self._plans), b + (AHEAD_TILES if self.tiles is not None else AHEAD))
+        return min(len(self._plans), b + self.call)
 
     def _prepare_for(self, plans) -> "Prepared":
         """`prepare` of the samples `plans` read (the windows they read, for tiled members)."""
@@ -319,9 +329,11 @@ class DecodedMemory:
 
     def reap(self, block: bool = False) -> None:
         while self._releasing and (block or self._releasing[0][0] is None or self._releasing[0][0].query()):
-            event, _ = self._releasing.popleft()
+            event, got = self._releasing.popleft()
             if event is not None and block:
                 event.synchronize()
+            if self.evict and got is not None and not self._closed:  # its bytes are on the device: drop their pages
+                self.ds.dontneed(got.samples)
 
     def check(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -340,7 +352,7 @@ class DecodedMemory:
 
     def reopen(self) -> "DecodedMemory":
         return DecodedMemory(self.ds, self.device, inputs=self.inputs, read_ahead=self.read_ahead,
-                             background=self.background)
+                             background=self.background, evict=self.evict)
 
     @property
     def reader(self) -> ReadAhead | None:
@@ -367,14 +379,14 @@ class DecodedMemory:
         self._closed = True
 
     # -- decoding
-    def _decode(self, samples: np.ndarray, windows: np.ndarray | None = None) -> list:
+    def _decode(self, samples: np.ndarray, windows: np.ndarray | None = None) -> "Decoded":
         """Decode these samples' members (both sides, or the targets only) and point the tables at them; returns
-        what must stay alive until the kernel reading them is done. `windows`: per sample the (top, left, bottom,
-        right) of the input's pixels its windows read, of which a tiled member decodes only the tiles they touch
-        (None: whole images)."""
+        the call, which must stay alive until the kernel reading it is done. `windows`: per sample the (top, left,
+        bottom, right) of the input's pixels its windows read, of which a tiled member decodes only the tiles they
+        touch (None: whole images)."""
         got = self.finish(self.launch(self.prepare(samples, windows)))
         self._point(got)
-        return got.held
+        return got
 
     def _point(self, got: "Decoded") -> None:
         """Point the tables at a decode call's images, on the current stream (the stream that cuts them)."""
@@ -454,7 +466,7 @@ class DecodedMemory:
         table = torch.from_numpy(ptr).pin_memory().to(self.device, non_blocking=True)
         index = torch.from_numpy(samples).pin_memory().to(self.device, non_blocking=True)
         held.append((table, index))
-        return Decoded(held, table, index)
+        return Decoded(held, table, index, samples)
 
     def _stored(self, rows, j: int, k: int) -> np.ndarray:
         start = int(rows.offset[j, k])
@@ -527,12 +539,13 @@ class DecodedMemory:
 
 class Decoded:
     """A decode call done (`DecodedMemory.finish`): what must stay alive until the kernel reading it is done
-    (`held`), each sample's (input, target) address (`table`, 2×n on the device) for the samples `index`."""
+    (`held`), each sample's (input, target) address (`table`, 2×n on the device) for the samples `index` (on the
+    device; `samples`: the same on the host)."""
 
-    __slots__ = ("held", "table", "index")
+    __slots__ = ("held", "table", "index", "samples")
 
-    def __init__(self, held: list, table: torch.Tensor, index: torch.Tensor):
-        self.held, self.table, self.index = held, table, index
+    def __init__(self, held: list, table: torch.Tensor, index: torch.Tensor, samples: np.ndarray):
+        self.held, self.table, self.index, self.samples = held, table, index, samples
 
 
 class Prepared:
