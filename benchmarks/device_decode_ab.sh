@@ -5,7 +5,7 @@
 # (knobs: benchmarks/diag_knobs.py).
 #   TRAIN_TREES="new=. prev=.devwheels/prev" TREES=new=.,prev=.devwheels/prev bash benchmarks/device_decode_ab.sh [PHOTOS]
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .devwheels/img/*.whl \
+python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .devwheels/img/*.whl \
   .devwheels/extra/*.whl 2>&1 | tail -2
 export PYTHONPATH=/tmp/site:$PWD
 photos=${1:-40000}

@@ -9,7 +9,7 @@
 # .devwheels/img). Run from the repository root there, with `.devwheels/extra` carried:
 #   bash benchmarks/device_memory_limit.sh .,.devwheels/prevlimit,.,.devwheels/prevlimit
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .devwheels/extra/*.whl \
+python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .devwheels/extra/*.whl \
   $(ls .devwheels/img/*.whl .devwheels/nvcomp/*.whl 2>/dev/null) 2>/dev/null
 pairs=${PAIRS:-3000}
 store=${STORE:-decoded}
