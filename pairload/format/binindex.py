@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import LoaderError, ShardError
 from ..splitmix import splitmix
-from . import encoding, facts as facts_doc, sensor as sensor_doc, sequences as sequences_doc
+from . import columns as columns_doc, encoding, facts as facts_doc, sensor as sensor_doc, sequences as sequences_doc
 from .columns import ColumnFile, Keys, Pieces
 from .stamps import Stamp, stamp, stamp_of
 
@@ -127,7 +127,7 @@ def open_index(path: str | os.PathLike, entry: dict, split: str, where: str, *, 
     blob = f.column(KEY_BYTES, "u1", (-1,))
     ends = f.column(KEY_END, "<i8", (n,))
     if known:
-        return Keys(blob, ends), out
+        return _read_at_random(f, Keys(blob, ends), out)
     if n and (int(ends[-1]) != len(blob) or (np.diff(ends) < 0).any() or int(ends[0]) < 0):
         raise ShardError(f"{where}: split {split!r}: its keys do not fit their bytes; re-run the same `pairload "
                          "pack` command to rewrite the index")
@@ -144,7 +144,17 @@ def open_index(path: str | os.PathLike, entry: dict, split: str, where: str, *, 
             raise ShardError(f"{where}: split {split!r}: the manifest's {name} {said} is not its index's "
                              f"{None if found is None else list(map(int, found))}; the manifest was edited or belongs "
                              "to another pack: re-run `pairload pack`")
-    return Keys(blob, ends), out
+    return _read_at_random(f, Keys(blob, ends), out)
+
+
+def _read_at_random(f: ColumnFile, keys: Keys, out: dict) -> tuple[Keys, dict[str, np.ndarray]]:
+    """A large index (over `columns.PAGED_ABOVE`), checked: from here on its readers read a row here and there (a
+    block's rows, a batch's offsets), so its pages are read without read-ahead (`columns.read_at_random`), which
+    would read megabytes around each row of an index bigger than memory."""
+    if f.size > columns_doc.PAGED_ABOVE:
+        for arr in (keys.blob, keys.ends, *out.values()):
+            columns_doc.read_at_random(arr)
+    return keys, out
 
 
 _REPACK = "copy the pack's own file back beside the shards, or re-run the same `pairload pack` command"

@@ -64,3 +64,21 @@ def test_a_large_index_s_keys_are_read_without_read_ahead(tmp_path, monkeypatch)
     rows = np.random.default_rng(2).integers(0, len(keys), 300)
     assert k.take(rows) == [keys[i] for i in rows]
     del k, f
+
+
+def test_a_large_index_is_read_without_read_ahead_once_opened(tmp_path, monkeypatch):
+    from conftest import make_raw
+    from pairload.format import binindex, schema
+    from pairload.pack.writer import PackOptions, pack
+
+    make_raw(tmp_path / "raw", n=6)
+    pack(tmp_path / "raw", tmp_path / "p", PackOptions(workers=1))
+    entry = schema.read_manifest(tmp_path / "p")["splits"]["train"]
+    path = tmp_path / "p" / entry[binindex.FIELD]["file"]
+    keys, cols = binindex.open_index(path, entry, "train", str(path))
+    assert random_read_flags(columns._mapping(keys.blob)[0]) == [False]  # a small index: as it is
+    monkeypatch.setattr(columns, "PAGED_ABOVE", 0)
+    for known in (False, True):
+        keys, cols = binindex.open_index(path, entry, "train", str(path), known=known)
+        assert all(random_read_flags(columns._mapping(keys.blob)[0]))  # the keys and every column
+        assert np.array_equal(cols["shard"], np.zeros(len(keys), np.int32)) and len(keys) == entry["samples"]
