@@ -13,25 +13,33 @@ OUT mixed with SRC.
         [--modes plain,resume,mixed,tenfold,degrade,clips,clips-resume,clips-mixed,clips-tenfold,clips-stride,...]
         [--sequence-frames F] [--sequence-form index|json] [--repeat R] [--measure-only] [--out F]
 
-SRC: a pack made by `pairload pack` with one split of a few samples (binary index, plain members). The index is
-built in memory (about 80 bytes a sample, keys hashed a million at a time): 10^8 samples take about 8 GB.
+SRC: a pack made by `pairload pack` with one split of a few samples (binary index, plain members). The index (70
+bytes a sample) is written a column at a time, each column made CHUNK rows at a time and the keys' hashes by two
+worker processes, so the build holds a few hundred MB whatever N (254 MB peak RSS at 10^9), writing the same bytes
+as building the index whole in memory did: 10^9 samples with --sequence-frames 100, a 70 GB index, took 13.6
+minutes on a 2-core machine (`benchmarks/results/scale-1e9-2026-11-29/`); it needs that much free disk.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
 
 from pairload.format import binindex, encoding, schema, sequences
 from pairload.format.atomic import write_json_atomic
-from pairload.format.columns import ColumnFile, write_columns
+from pairload.format.columns import ColumnFile, Pieces, write_columns
 
 MEASURE = """
 import json, sys, time
@@ -87,7 +95,52 @@ print(json.dumps({"kind": kind, "mode": label, "make_loader_s": round(t1 - t0, 3
 
 
 KEY_DIGITS = 10
-CHUNK = 1_000_000
+CHUNK = 5_000_000  # rows of a column made and written at a time (a few hundred MB at most)
+HASH_CHUNK = 1_000_000  # keys a worker hashes at a time
+HASH_WORKERS = 2
+HASH_AHEAD = 4  # chunks of keys handed to the workers before their hashes are written
+
+
+def _digits(lo: int, hi: int, width: int, prefix: bytes = b"") -> np.ndarray:
+    """The numbers lo..hi-1 as `width` ASCII digits each after `prefix`, one row of uint8 a number, made a digit at a
+    time (a column of rows of int64 at most, not rows × width)."""
+    i = np.arange(lo, hi, dtype=np.int64)
+    out = np.empty((len(i), len(prefix) + width), dtype=np.uint8)
+    for d, c in enumerate(prefix):
+        out[:, d] = c
+    for d in range(width):
+        out[:, len(prefix) + d] = i // 10 ** (width - 1 - d) % 10 + 48
+    return out
+
+
+def _key_hashes(lo: int, hi: int) -> bytes:
+    """The planner hashes (`binindex.key_hashes`) of keys lo..hi-1, as little-endian uint64 bytes: the same blake2b of
+    each key's bytes, sliced from one string of them instead of formatted and encoded one at a time (3x faster)."""
+    data = _digits(lo, hi, KEY_DIGITS).tobytes()
+    blake2b = hashlib.blake2b
+    return b"".join([blake2b(data[j:j + KEY_DIGITS], digest_size=8).digest()
+                     for j in range(0, len(data), KEY_DIGITS)])
+
+
+def _hash_pieces(n: int):
+    """The key-hash column in pieces, in key order, hashed by HASH_WORKERS processes a HASH_CHUNK at a time."""
+    spans = iter([(lo, min(n, lo + HASH_CHUNK)) for lo in range(0, n, HASH_CHUNK)])
+    with ProcessPoolExecutor(HASH_WORKERS) as pool:
+        pending = deque(pool.submit(_key_hashes, *span) for span in islice(spans, HASH_AHEAD))
+        first = True
+        while pending:
+            piece = np.frombuffer(pending.popleft().result(), dtype="<u8")
+            for span in islice(spans, 1):
+                pending.append(pool.submit(_key_hashes, *span))
+            if first:  # the workers' hashes are `binindex.key_hashes`'
+                assert piece[0] == binindex.key_hashes([f"{0:0{KEY_DIGITS}d}"])[0], "key hashes differ"
+                first = False
+            yield piece
+
+
+def _chunked(n: int, make, chunk: int = CHUNK):
+    """A generator function of the pieces make(lo, hi) of a column of n rows, `chunk` rows at a time."""
+    return lambda: (make(lo, min(n, lo + chunk)) for lo in range(0, n, chunk))
 
 
 def build(src: Path, out: Path, n: int, split: str, frames: int = 0, form: str = "index") -> dict:
@@ -100,20 +153,6 @@ def build(src: Path, out: Path, n: int, split: str, frames: int = 0, form: str =
         sys.exit(f"{src}: split {split!r} is not plain (pack it without --store encoded or --compress)")
     f = ColumnFile(src / entry[binindex.FIELD]["file"], str(src))
     k = int(entry["samples"])
-    take = np.arange(n, dtype=np.int64) % k
-    columns = {name: np.asarray(f.columns[name])[take] for name, _, _ in binindex.COMMON
-               if name not in (binindex.KEY_END, binindex.KEY_HASH)}
-    del take
-    columns[binindex.SHARD] = np.zeros(n, dtype=np.int32)
-    # keys "0000000000", "0000000001", ...: their bytes made as digits, their hashes a million at a time
-    blob = np.empty((n, KEY_DIGITS), dtype=np.uint8)
-    hashes = np.empty(n, dtype=np.uint64)
-    for lo in range(0, n, CHUNK):
-        i = np.arange(lo, min(n, lo + CHUNK), dtype=np.int64)
-        blob[lo:lo + len(i)] = (i[:, None] // 10 ** np.arange(KEY_DIGITS - 1, -1, -1) % 10 + 48).astype(np.uint8)
-        hashes[lo:lo + len(i)] = binindex.key_hashes([f"{j:0{KEY_DIGITS}d}" for j in i.tolist()])
-    columns[binindex.KEY_HASH] = hashes
-    columns[binindex.KEY_END] = KEY_DIGITS * np.arange(1, n + 1, dtype=np.int64)
     out.mkdir(parents=True, exist_ok=True)
     shard = entry["shards"][0]
     link = out / shard["file"]
@@ -123,29 +162,54 @@ def build(src: Path, out: Path, n: int, split: str, frames: int = 0, form: str =
     new.pop("folders", None)
     table = {}
     if frames:  # sequences of `frames` frames each (the last one shorter), their numbering left as it is
-        starts = np.arange(0, n, frames, dtype=np.int64)
-        counts = np.minimum(frames, n - starts)
-        names = np.char.add("v", np.char.zfill(np.arange(len(starts)).astype(str), 9))
+        count = -(-n // frames)
         new[sequences.TARGET], new[sequences.GAPS] = "frame", "allow"
         if form == "json":  # as packs made before 2026-11-29 list it
+            starts = np.arange(0, n, frames, dtype=np.int64)
+            counts = np.minimum(frames, n - starts)
+            names = np.char.add("v", np.char.zfill(np.arange(len(starts)).astype(str), 9))
             new[sequences.FIELD] = {"names": names.tolist(), "starts": starts.tolist(), "counts": counts.tolist()}
         else:  # columns of the index (`format.sequences.TABLE`), as `Sequences.index_columns` makes them
-            new[sequences.FIELD] = {"table": sequences.TABLE, "count": len(starts),
-                                    "frames": [int(counts.min()), int(counts.max())]}
-            name_bytes = np.frombuffer(names.astype("S").tobytes(), np.uint8)  # 10 bytes a name
-            table = {sequences.START: starts, sequences.NAME_BYTES: name_bytes,
-                     sequences.NAME_END: 10 * np.arange(1, len(starts) + 1, dtype=np.int64)}
-    name = binindex.index_name(split)
-    arrays = {binindex.KEY_BYTES: blob.reshape(-1)}
+            if count > 10 ** 9:
+                sys.exit(f"{count} sequences: their names (v + 9 digits) would not all be 10 bytes")
+            new[sequences.FIELD] = {"table": sequences.TABLE, "count": count,
+                                    "frames": [n - (count - 1) * frames, min(frames, n)]}
+            table = {sequences.START: Pieces("<i8", (count,), _chunked(
+                         count, lambda lo, hi: frames * np.arange(lo, hi, dtype=np.int64))),
+                     sequences.NAME_BYTES: Pieces("u1", (10 * count,), _chunked(
+                         count, lambda lo, hi: _digits(lo, hi, 9, b"v").reshape(-1))),  # 10 bytes a name
+                     sequences.NAME_END: Pieces("<i8", (count,), _chunked(
+                         count, lambda lo, hi: 10 * np.arange(lo + 1, hi + 1, dtype=np.int64)))}
+    # keys "0000000000", "0000000001", ...: their bytes made as digits, their hashes by worker processes; every other
+    # column row i is SRC's row i % k: each made and written CHUNK rows at a time, never held whole
+    made = {binindex.KEY_END: lambda lo, hi: KEY_DIGITS * np.arange(lo + 1, hi + 1, dtype=np.int64),
+            binindex.SHARD: lambda lo, hi: np.zeros(hi - lo, dtype=np.int32)}
+    arrays = {binindex.KEY_BYTES: Pieces("u1", (KEY_DIGITS * n,), _chunked(
+        n, lambda lo, hi: _digits(lo, hi, KEY_DIGITS).reshape(-1)))}
     for col, dtype, shape in binindex.spec(new, False, False):  # `binindex.index_columns`, keys already encoded
-        arrays[col] = np.ascontiguousarray(columns.pop(col).astype(dtype, copy=False).reshape((n, *shape)))
+        if col == binindex.KEY_HASH:
+            pieces = partial(_hash_pieces, n)
+        elif col in made:
+            pieces = _chunked(n, made[col])
+        elif col in f.columns:
+            pieces = _chunked(n, partial(_repeated, np.asarray(f.columns[col]), k, dtype, shape))
+        else:
+            sys.exit(f"{src}: split {split!r}: its index has no column {col!r} to repeat")
+        arrays[col] = Pieces(dtype, (n, *shape), pieces)
     arrays.update(table)
+    name = binindex.index_name(split)
     sha, size = write_columns(out / name, arrays)
     new[binindex.FIELD] = {"file": name, "bytes": size, "sha256": sha}
     manifest = dict(doc, splits={split: new})
     write_json_atomic(out / schema.MANIFEST, manifest)
     schema.record_packed(out, manifest)  # as pack does: the first loader does not read the index it wrote
     return {"samples": n, "index_bytes": size, "bytes_per_sample": round(size / n, 1)}
+
+
+def _repeated(column: np.ndarray, k: int, dtype, shape: tuple, lo: int, hi: int) -> np.ndarray:
+    """Rows lo..hi-1 of SRC's `column` of k samples repeated (row i is its row i % k)."""
+    rows = column[np.arange(lo, hi, dtype=np.int64) % k]
+    return rows.astype(dtype, copy=False).reshape((hi - lo, *shape))
 
 
 def main(argv: list[str] | None = None) -> dict:
