@@ -37,7 +37,7 @@ from ..hooks import Hooks
 from ..hostmemory import outgrows_cache
 from ..plan import BatchPlan, PlanConfig
 from ..plan import Run as PlanRun
-from ..plan.run import BLOCK, RunKey, next_run
+from ..plan.run import BLOCK, FIRST_BLOCK, RunKey, block_first, block_number, next_run
 from ..plan.crops import crop_size
 from ..read.ahead import ReadAhead, batches_within
 from ..read.concat import PerSource
@@ -427,7 +427,7 @@ class WorkerCuts:
                 yield from self._worker_batches(run, plans, reclaim)
             else:
                 for bp in plans:
-                    if bp.at % BLOCK == 0:
+                    if bp.at == block_first(block_number(bp.at)):
                         self._want(plans, bp.at)
                     layout = self.members.batch(len(bp), *bp.out_hw(self.ds.sizes))
                     host = torch.empty(layout.total, dtype=torch.uint8, pin_memory=self.pin).numpy()
@@ -480,15 +480,19 @@ class WorkerCuts:
         return self._batches_ahead
 
     def _hand_out(self, run: RunKey, b: int) -> None:
-        """Batch b of `run` goes to the workers: the reader is told, and given the batches up to its window beyond
-        (a block of the plan at a time, continuing into the following epochs as the workers do)."""
+        """Batch b of `run` goes to the workers: the reader is told, and given the next block of the plan while it
+        holds fewer batches beyond it than its window, or than the batches handed out so far (at least FIRST_BLOCK),
+        continuing into the following epochs as the workers do. Filling the window at once would plan and look up a
+        window of batches (256) before the first one is cut, which an index bigger than memory reads from disk (9-12 s
+        at 10^8 samples, 2-core VM); so the distance read ahead grows with the batches cut, a block at a time (a
+        run's first blocks are short: `plan.run.FIRST_BLOCK`)."""
         reader = self.reader
         if reader is None:
             return
         if self._queued_to is None:
             self._queued_to = (run, b)  # the reader's batch 0
         serial, self._handed = self._handed, self._handed + 1
-        while self._queued_to and reader.queued <= serial + reader.window:
+        if self._queued_to and reader.queued <= serial + min(reader.window, FIRST_BLOCK + serial):
             self._queued_to = self._queue_block(*self._queued_to)
         reader.cutting(serial)
 
@@ -514,8 +518,8 @@ class WorkerCuts:
                 if skipped > 2:  # empty epochs (the rest of a finished epoch): nothing to run ahead into
                     break
                 continue
-            if (run, b // BLOCK) != self._wanted:
-                self._wanted = (run, b // BLOCK)
+            if (run, block_number(b)) != self._wanted:
+                self._wanted = (run, block_number(b))
                 self._want(plans, b)
             slot = self._free.popleft()
             self.pool.submit(self._task(slot, plans, b))

@@ -1,12 +1,14 @@
 """A run: one rank's batches of one epoch (or of the rest of a started one), as one object. It holds the rank's rows
 as a view of positions (`plan.positions`) and how they are cut into batches (`Segment`s), and plans them a block of
-`BLOCK` batches at a time, when a batch of the block is first asked for: the block's rows, crop windows, codes and
+`BLOCK` batches at a time (the first blocks of a run shorter: `FIRST_BLOCK`), when a batch of the block is first
+asked for: the block's rows, crop windows, codes and
 degradation draws in a few vectorised passes, its columns concatenated once (`Block.column`), each `BatchPlan` a
 view of them that knows its number in the run (`BatchPlan.at`). Executors build their tables per block
 (`Run.per_block`), so nothing they hold grows with the epoch. Numpy only."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +23,36 @@ from .positions import View, rows_of
 
 RunKey = tuple  # (epoch, consumed): which run, as `PlannedLoader.plan_for(*key)` takes it
 BLOCK = 256  # batches planned together (8,192 rows at batch 32): a few milliseconds of numpy, a few MB
+FIRST_BLOCK = 8  # a run's first block; the next ones double up to BLOCK (8, 16, ..., 128, then 256): a run's first
+# batch waits for no more planning than a few batches' worth. With an index bigger than memory every row planned is a
+# few pages read from disk: 10-14 s for the first two blocks of 256 at 10^9 samples (2-core VM, 2026-11-29)
 BLOCKS_KEPT = 2  # blocks kept planned (the one being delivered and the one the workers run ahead into)
+
+
+def _ramp() -> tuple[int, ...]:
+    starts, size = [0], FIRST_BLOCK
+    while size < BLOCK:
+        starts.append(starts[-1] + size)
+        size *= 2
+    return tuple(starts)
+
+
+_RAMP = _ramp()  # the first batch of each block while they grow (0, 8, 24, 56, 120, 248)
+_STEADY = _RAMP[-1]  # from this batch on, blocks are BLOCK batches long
+
+
+def block_number(k: int) -> int:
+    """The block of a run that holds its batch k."""
+    if k >= _STEADY:
+        return len(_RAMP) - 1 + (k - _STEADY) // BLOCK
+    return bisect_right(_RAMP, k) - 1
+
+
+def block_first(b: int) -> int:
+    """The first batch of block b of a run."""
+    if b < len(_RAMP):
+        return _RAMP[b]
+    return _STEADY + (b - len(_RAMP) + 1) * BLOCK
 
 
 def next_run(key: RunKey) -> RunKey:
@@ -84,7 +115,7 @@ class Run(Sequence):
 
     @property
     def blocks(self) -> int:
-        return -(-self._length // BLOCK)
+        return block_number(self._length - 1) + 1 if self._length else 0
 
     def __getitem__(self, k):
         if isinstance(k, slice):
@@ -93,7 +124,7 @@ class Run(Sequence):
             k += self._length
         if not 0 <= k < self._length:
             raise IndexError(f"batch {k} of a run of {self._length}")
-        block = self.block(k // BLOCK)
+        block = self.block(block_number(k))
         return block.plans[k - block.first]
 
     def __iter__(self):
@@ -101,11 +132,11 @@ class Run(Sequence):
             yield from self.block(b).plans
 
     def block_of(self, bp: BatchPlan) -> Block:
-        return self.block(bp.at // BLOCK)
+        return self.block(block_number(bp.at))
 
     def block_at(self, k: int) -> Block:
         """The block holding batch k."""
-        return self.block(k // BLOCK)
+        return self.block(block_number(k))
 
     def batch_sizes(self) -> np.ndarray:
         """Rows of each batch (clips: each clip's frames are rows)."""
@@ -144,7 +175,7 @@ class Run(Sequence):
         return np.array(sizes, dtype=np.int64), crops, first_row
 
     def _plan_block(self, b: int) -> Block:
-        k0, k1 = b * BLOCK, min((b + 1) * BLOCK, self._length)
+        k0, k1 = block_first(b), min(block_first(b + 1), self._length)
         sizes, crops, first_row = self._layout(k0, k1)
         last_row = first_row + int(sizes.sum())
         rows = self._all[:, first_row:last_row] if self._all is not None else rows_of(self.view, first_row, last_row)
@@ -171,13 +202,13 @@ class Run(Sequence):
         made: OrderedDict[int, Sequence] = OrderedDict()
 
         def get(bp: BatchPlan):
-            b = bp.at // BLOCK
+            b = block_number(bp.at)
             items = made.get(b)
             if items is None:
                 items = made[b] = make(self.block(b))
                 while len(made) > BLOCKS_KEPT:
                     made.popitem(last=False)
-            return items[bp.at - b * BLOCK]
+            return items[bp.at - block_first(b)]
         return get
 
 

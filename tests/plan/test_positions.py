@@ -15,7 +15,8 @@ from pairload.format.columns import LazyColumn
 from pairload.plan import PlanConfig, Shards, plan_run
 from pairload.plan.mix import interleave, labels_at
 from pairload.plan.positions import rows_of
-from pairload.plan.run import BLOCK
+from pairload.plan import run as run_module
+from pairload.plan.run import BLOCK, FIRST_BLOCK, block_first, block_number
 from pairload.splitmix import splitmix
 
 
@@ -25,23 +26,48 @@ def hashes(n: int) -> np.ndarray:
 
 @pytest.mark.parametrize("deal", ["strided", "by_shard"])
 def test_a_run_planned_by_blocks_is_the_run_planned_whole(deal):
-    n, bs = 7 * BLOCK + 37, 1  # batches of one sample, two ranks: the run spans four blocks, the last one short
+    n, bs = 7 * BLOCK + 37, 1  # batches of one sample, two ranks: the run spans 8 blocks (5 growing), the last short
     shards = Shards((100,) * (n // 100) + (n % 100,), 300) if deal == "by_shard" else None
     cfg = PlanConfig(batch_size=bs, crop=8, seed=5, world_size=2, rank=1, last_batch="pad")
     hw = np.tile([[20, 30]], (n, 1)).astype(np.int64)
     run = plan_run(cfg, hashes(n), hw, 3, deal=deal, shards=shards)
     rows = rows_of(run.view)  # every row of the run at once
     planned = list(run)
-    assert len(planned) == len(run) == rows.shape[1] == (n + 1) // 2 and run.blocks == 4
+    assert len(planned) == len(run) == rows.shape[1] == (n + 1) // 2 and run.blocks == 8
+    assert [len(run.block(b)) for b in range(run.blocks)] == [8, 16, 32, 64, 128, 256, 256, len(run) - 760]
     assert np.array_equal(np.concatenate([bp.index for bp in planned]), rows[0])
     assert [bp.at for bp in planned] == list(range(len(run)))
     again = plan_run(cfg, hashes(n), hw, 3, deal=deal, shards=shards)
-    for k in (len(run) - 1, 0, BLOCK, BLOCK - 1, 2 * BLOCK + 5):  # asked out of order, across block edges
+    for k in (len(run) - 1, 0, BLOCK, BLOCK - 1, 2 * BLOCK + 5, FIRST_BLOCK, FIRST_BLOCK - 1, block_first(5)):
+        # asked out of order, across block edges
         bp = again[k]
         assert np.array_equal(bp.index, planned[k].index) and np.array_equal(bp.y, planned[k].y)
         assert np.array_equal(bp.code, planned[k].code) and bp.at == k
     tables = again.per_block(lambda block: [int(block.column("index")[block.start(bp)]) for bp in block.plans])
     assert [tables(bp) for bp in planned[::97]] == [int(bp.index[0]) for bp in planned[::97]]
+
+
+def test_a_runs_first_blocks_grow_and_plan_the_batches_blocks_of_one_size_plan(monkeypatch):
+    # the first batch waits for a block of FIRST_BLOCK batches, not BLOCK; the blocks double up to BLOCK. Where the
+    # blocks begin changes no batch: a run laid out in blocks of BLOCK from its start plans the very same ones
+    assert [block_first(b) for b in range(7)] == [0, 8, 24, 56, 120, 248, 504]
+    assert all(block_first(block_number(k)) <= k < block_first(block_number(k) + 1) for k in range(2000))
+    n = 3000
+    hw = np.tile([[20, 30]], (n, 1)).astype(np.int64)
+    hw[::7] = [40, 50]
+    cfgs = [PlanConfig(batch_size=3, crop=8, seed=2, world_size=2, rank=0, last_batch="pad"),
+            PlanConfig(schedule="0:8:2,100:16:3,130:8:4", seed=4, degrade="lowlight")]
+    for cfg in cfgs:
+        grown = list(plan_run(cfg, hashes(n), hw, 1))
+        monkeypatch.setattr(run_module, "_RAMP", (0,))
+        monkeypatch.setattr(run_module, "_STEADY", 0)
+        uniform = plan_run(cfg, hashes(n), hw, 1)
+        assert uniform.block(0).plans[-1].at == BLOCK - 1 and len(list(uniform)) == len(grown)
+        for a, b in zip(grown, uniform):
+            assert a.at == b.at and np.array_equal(a.index, b.index) and np.array_equal(a.y, b.y)
+            assert np.array_equal(a.x, b.x) and np.array_equal(a.code, b.code) and a.crop == b.crop
+            assert (a.params is None) == (b.params is None) and (a.params is None or np.array_equal(a.params, b.params))
+        monkeypatch.undo()
 
 
 def test_the_source_at_any_position_of_a_mixed_epoch_is_the_interleaves():
