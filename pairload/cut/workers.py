@@ -37,7 +37,7 @@ from ..hooks import Hooks
 from ..hostmemory import outgrows_cache
 from ..plan import BatchPlan, PlanConfig
 from ..plan import Run as PlanRun
-from ..plan.run import BLOCK, FIRST_BLOCK, RunKey, block_first, block_number, next_run
+from ..plan.run import BLOCK, FIRST_BLOCK, RunKey, next_run
 from ..plan.crops import crop_size
 from ..read.ahead import ReadAhead, batches_within
 from ..read.concat import PerSource
@@ -427,7 +427,7 @@ class WorkerCuts:
                 yield from self._worker_batches(run, plans, reclaim)
             else:
                 for bp in plans:
-                    if bp.at == block_first(block_number(bp.at)):
+                    if bp.at == plans.block_at(bp.at).first:
                         self._want(plans, bp.at)
                     layout = self.members.batch(len(bp), *bp.out_hw(self.ds.sizes))
                     host = torch.empty(layout.total, dtype=torch.uint8, pin_memory=self.pin).numpy()
@@ -518,8 +518,8 @@ class WorkerCuts:
                 if skipped > 2:  # empty epochs (the rest of a finished epoch): nothing to run ahead into
                     break
                 continue
-            if (run, block_number(b)) != self._wanted:
-                self._wanted = (run, block_number(b))
+            if (run, plans.block_number(b)) != self._wanted:
+                self._wanted = (run, plans.block_number(b))
                 self._want(plans, b)
             slot = self._free.popleft()
             self.pool.submit(self._task(slot, plans, b))

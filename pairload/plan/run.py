@@ -1,7 +1,7 @@
 """A run: one rank's batches of one epoch (or of the rest of a started one), as one object. It holds the rank's rows
 as a view of positions (`plan.positions`) and how they are cut into batches (`Segment`s), and plans them a block of
-`BLOCK` batches at a time (the first blocks of a run shorter: `FIRST_BLOCK`), when a batch of the block is first
-asked for: the block's rows, crop windows, codes and
+`BLOCK` batches at a time (the first blocks of a long run shorter: `FIRST_BLOCK`), when a batch of the block is
+first asked for: the block's rows, crop windows, codes and
 degradation draws in a few vectorised passes, its columns concatenated once (`Block.column`), each `BatchPlan` a
 view of them that knows its number in the run (`BatchPlan.at`). Executors build their tables per block
 (`Run.per_block`), so nothing they hold grows with the epoch. Numpy only."""
@@ -23,9 +23,11 @@ from .positions import View, rows_of
 
 RunKey = tuple  # (epoch, consumed): which run, as `PlannedLoader.plan_for(*key)` takes it
 BLOCK = 256  # batches planned together (8,192 rows at batch 32): a few milliseconds of numpy, a few MB
-FIRST_BLOCK = 8  # a run's first block; the next ones double up to BLOCK (8, 16, ..., 128, then 256): a run's first
+FIRST_BLOCK = 8  # a long run's first block; the next ones double up to BLOCK (8, 16, ..., 128, then 256): its first
 # batch waits for no more planning than a few batches' worth. With an index bigger than memory every row planned is a
 # few pages read from disk: 10-14 s for the first two blocks of 256 at 10^9 samples (2-core VM, 2026-11-29)
+RAMP_FROM = 4 * BLOCK  # runs of this many batches or more start with short blocks; a shorter run (a split that its
+# node's memory holds, read at 100,000+ pairs/s on a GPU) keeps blocks of BLOCK, each block's tables made once
 BLOCKS_KEPT = 2  # blocks kept planned (the one being delivered and the one the workers run ahead into)
 
 
@@ -41,15 +43,19 @@ _RAMP = _ramp()  # the first batch of each block while they grow (0, 8, 24, 56, 
 _STEADY = _RAMP[-1]  # from this batch on, blocks are BLOCK batches long
 
 
-def block_number(k: int) -> int:
-    """The block of a run that holds its batch k."""
+def block_number(k: int, ramp: bool = True) -> int:
+    """The block of a run that holds its batch k (`ramp`: the run starts with short blocks)."""
+    if not ramp:
+        return k // BLOCK
     if k >= _STEADY:
         return len(_RAMP) - 1 + (k - _STEADY) // BLOCK
     return bisect_right(_RAMP, k) - 1
 
 
-def block_first(b: int) -> int:
-    """The first batch of block b of a run."""
+def block_first(b: int, ramp: bool = True) -> int:
+    """The first batch of block b of a run (`ramp`: the run starts with short blocks)."""
+    if not ramp:
+        return b * BLOCK
     if b < len(_RAMP):
         return _RAMP[b]
     return _STEADY + (b - len(_RAMP) + 1) * BLOCK
@@ -106,6 +112,7 @@ class Run(Sequence):
         self._seg_batch = np.cumsum(counts) - counts  # first batch of each segment
         self._seg_row = np.cumsum(counts * [s.rows for s in self.segments]) - counts * [s.rows for s in self.segments]
         self._length = int(counts.sum())
+        self.ramp = self._length >= RAMP_FROM  # starts with short blocks (`FIRST_BLOCK`)
         self.rows = int((counts * [s.rows for s in self.segments]).sum()) if self.segments else 0
         self._blocks: OrderedDict[int, Block] = OrderedDict()
         self._all: np.ndarray | None = None  # every row, once `all_index` has worked them out
@@ -115,7 +122,15 @@ class Run(Sequence):
 
     @property
     def blocks(self) -> int:
-        return block_number(self._length - 1) + 1 if self._length else 0
+        return self.block_number(self._length - 1) + 1 if self._length else 0
+
+    def block_number(self, k: int) -> int:
+        """The block that holds batch k."""
+        return block_number(k, self.ramp)
+
+    def block_first(self, b: int) -> int:
+        """The first batch of block b."""
+        return block_first(b, self.ramp)
 
     def __getitem__(self, k):
         if isinstance(k, slice):
@@ -124,7 +139,7 @@ class Run(Sequence):
             k += self._length
         if not 0 <= k < self._length:
             raise IndexError(f"batch {k} of a run of {self._length}")
-        block = self.block(block_number(k))
+        block = self.block(self.block_number(k))
         return block.plans[k - block.first]
 
     def __iter__(self):
@@ -132,11 +147,11 @@ class Run(Sequence):
             yield from self.block(b).plans
 
     def block_of(self, bp: BatchPlan) -> Block:
-        return self.block(block_number(bp.at))
+        return self.block(self.block_number(bp.at))
 
     def block_at(self, k: int) -> Block:
         """The block holding batch k."""
-        return self.block(block_number(k))
+        return self.block(self.block_number(k))
 
     def batch_sizes(self) -> np.ndarray:
         """Rows of each batch (clips: each clip's frames are rows)."""
@@ -175,7 +190,7 @@ class Run(Sequence):
         return np.array(sizes, dtype=np.int64), crops, first_row
 
     def _plan_block(self, b: int) -> Block:
-        k0, k1 = block_first(b), min(block_first(b + 1), self._length)
+        k0, k1 = self.block_first(b), min(self.block_first(b + 1), self._length)
         sizes, crops, first_row = self._layout(k0, k1)
         last_row = first_row + int(sizes.sum())
         rows = self._all[:, first_row:last_row] if self._all is not None else rows_of(self.view, first_row, last_row)
@@ -202,13 +217,13 @@ class Run(Sequence):
         made: OrderedDict[int, Sequence] = OrderedDict()
 
         def get(bp: BatchPlan):
-            b = block_number(bp.at)
+            b = self.block_number(bp.at)
             items = made.get(b)
             if items is None:
                 items = made[b] = make(self.block(b))
                 while len(made) > BLOCKS_KEPT:
                     made.popitem(last=False)
-            return items[bp.at - block_first(b)]
+            return items[bp.at - self.block_first(b)]
         return get
 
 

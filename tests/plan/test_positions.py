@@ -26,15 +26,15 @@ def hashes(n: int) -> np.ndarray:
 
 @pytest.mark.parametrize("deal", ["strided", "by_shard"])
 def test_a_run_planned_by_blocks_is_the_run_planned_whole(deal):
-    n, bs = 7 * BLOCK + 37, 1  # batches of one sample, two ranks: the run spans 8 blocks (5 growing), the last short
+    n, bs = 9 * BLOCK + 37, 1  # batches of one sample, two ranks: the run spans 9 blocks (5 growing), the last short
     shards = Shards((100,) * (n // 100) + (n % 100,), 300) if deal == "by_shard" else None
     cfg = PlanConfig(batch_size=bs, crop=8, seed=5, world_size=2, rank=1, last_batch="pad")
     hw = np.tile([[20, 30]], (n, 1)).astype(np.int64)
     run = plan_run(cfg, hashes(n), hw, 3, deal=deal, shards=shards)
     rows = rows_of(run.view)  # every row of the run at once
     planned = list(run)
-    assert len(planned) == len(run) == rows.shape[1] == (n + 1) // 2 and run.blocks == 8
-    assert [len(run.block(b)) for b in range(run.blocks)] == [8, 16, 32, 64, 128, 256, 256, len(run) - 760]
+    assert len(planned) == len(run) == rows.shape[1] == (n + 1) // 2 and run.blocks == 9 and run.ramp
+    assert [len(run.block(b)) for b in range(run.blocks)] == [8, 16, 32, 64, 128, 256, 256, 256, len(run) - 1016]
     assert np.array_equal(np.concatenate([bp.index for bp in planned]), rows[0])
     assert [bp.at for bp in planned] == list(range(len(run)))
     again = plan_run(cfg, hashes(n), hw, 3, deal=deal, shards=shards)
@@ -48,17 +48,22 @@ def test_a_run_planned_by_blocks_is_the_run_planned_whole(deal):
 
 
 def test_a_runs_first_blocks_grow_and_plan_the_batches_blocks_of_one_size_plan(monkeypatch):
-    # the first batch waits for a block of FIRST_BLOCK batches, not BLOCK; the blocks double up to BLOCK. Where the
-    # blocks begin changes no batch: a run laid out in blocks of BLOCK from its start plans the very same ones
+    # a long run's first batch waits for a block of FIRST_BLOCK batches, not BLOCK; the blocks double up to BLOCK
+    # (a short run keeps blocks of BLOCK). Where the blocks begin changes no batch: a run laid out in blocks of BLOCK
+    # from its start plans the very same ones
     assert [block_first(b) for b in range(7)] == [0, 8, 24, 56, 120, 248, 504]
     assert all(block_first(block_number(k)) <= k < block_first(block_number(k) + 1) for k in range(2000))
-    n = 3000
+    n = 6000
     hw = np.tile([[20, 30]], (n, 1)).astype(np.int64)
     hw[::7] = [40, 50]
-    cfgs = [PlanConfig(batch_size=3, crop=8, seed=2, world_size=2, rank=0, last_batch="pad"),
+    short = plan_run(PlanConfig(batch_size=8, crop=8, seed=2), hashes(n), hw, 1)
+    assert len(short) < run_module.RAMP_FROM and not short.ramp and len(short.block(0)) == BLOCK
+    cfgs = [PlanConfig(batch_size=2, crop=8, seed=2, world_size=2, rank=0, last_batch="pad"),
             PlanConfig(schedule="0:8:2,100:16:3,130:8:4", seed=4, degrade="lowlight")]
     for cfg in cfgs:
-        grown = list(plan_run(cfg, hashes(n), hw, 1))
+        grown_run = plan_run(cfg, hashes(n), hw, 1)
+        assert grown_run.ramp and len(grown_run.block(0)) == FIRST_BLOCK
+        grown = list(grown_run)
         monkeypatch.setattr(run_module, "_RAMP", (0,))
         monkeypatch.setattr(run_module, "_STEADY", 0)
         uniform = plan_run(cfg, hashes(n), hw, 1)

@@ -91,13 +91,13 @@ def test_a_reset_reader_forgets_what_it_queued_and_a_missing_shard_is_no_error(s
 
 
 def test_the_first_batch_waits_for_the_first_blocks_only_and_the_distance_read_ahead_grows(tmp_path):
-    # a run's first blocks are short (FIRST_BLOCK batches, doubling) and the worker path's reader is given a block
-    # at a time as batches are cut: the first batch plans and looks up 24 batches, not a window of 256 (with an index
-    # bigger than memory, every row looked up is a read from disk)
+    # a long run's first blocks are short (FIRST_BLOCK batches, doubling) and the worker path's reader is given a
+    # block at a time as batches are cut: the first batch plans and looks up 24 batches, not a window of 256 (with an
+    # index bigger than memory, every row looked up is a read from disk)
     from pairload import make_loader
     from pairload.plan.run import FIRST_BLOCK
 
-    make_raw(tmp_path / "raw", 600, split="train", size=(24, 32))
+    make_raw(tmp_path / "raw", 1100, split="train", size=(24, 32))  # 1,100 batches: a long run
     pack(tmp_path / "raw", tmp_path / "shards", PackOptions(workers=1))
     loader = make_loader("ram", tmp_path / "shards", batch_size=1, crop=16, seed=1, num_workers=1)
     it = iter(loader)
