@@ -64,9 +64,9 @@ def test_a_runs_first_blocks_grow_and_plan_the_batches_blocks_of_one_size_plan(m
         grown_run = plan_run(cfg, hashes(n), hw, 1)
         assert grown_run.ramp and len(grown_run.block(0)) == FIRST_BLOCK
         grown = list(grown_run)
-        monkeypatch.setattr(run_module, "_RAMP", (0,))
-        monkeypatch.setattr(run_module, "_STEADY", 0)
+        monkeypatch.setattr(run_module, "RAMP_FROM", 10**18)  # no run is long enough to start with short blocks
         uniform = plan_run(cfg, hashes(n), hw, 1)
+        assert not uniform.ramp
         assert uniform.block(0).plans[-1].at == BLOCK - 1 and len(list(uniform)) == len(grown)
         for a, b in zip(grown, uniform):
             assert a.at == b.at and np.array_equal(a.index, b.index) and np.array_equal(a.y, b.y)
