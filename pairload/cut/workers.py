@@ -485,7 +485,7 @@ class WorkerCuts:
         continuing into the following epochs as the workers do. Filling the window at once would plan and look up a
         window of batches (256) before the first one is cut, which an index bigger than memory reads from disk (9-12 s
         at 10^8 samples, 2-core VM); so the distance read ahead grows with the batches cut, a block at a time (a
-        run's first blocks are short: `plan.run.FIRST_BLOCK`)."""
+        long run's first blocks are short: `plan.run.FIRST_BLOCK`)."""
         reader = self.reader
         if reader is None:
             return

@@ -1,9 +1,9 @@
 """A run: one rank's batches of one epoch (or of the rest of a started one), as one object. It holds the rank's rows
 as a view of positions (`plan.positions`) and how they are cut into batches (`Segment`s), and plans them a block of
 `BLOCK` batches at a time (the first blocks of a long run shorter: `FIRST_BLOCK`), when a batch of the block is
-first asked for: the block's rows, crop windows, codes and
-degradation draws in a few vectorised passes, its columns concatenated once (`Block.column`), each `BatchPlan` a
-view of them that knows its number in the run (`BatchPlan.at`). Executors build their tables per block
+first asked for: the block's rows, crop windows, codes and degradation draws in a few vectorised passes, its columns
+concatenated once (`Block.column`), each `BatchPlan` a view of them that knows its number in the run
+(`BatchPlan.at`). Executors build their tables per block
 (`Run.per_block`), so nothing they hold grows with the epoch. Numpy only."""
 
 from __future__ import annotations

@@ -197,7 +197,7 @@ class DecodedMemory:
         self.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
         self._plans: list = []
         self._held: dict[int, Decoded | None] = {}  # batch -> the call whose images its kernel reads (its last)
-        self._releasing: deque = deque()  # (event, held) to drop once the event is done
+        self._releasing: deque = deque()  # (event, the call or None) to let go of once the event is done
         self._checked = time.monotonic()
         self._closed = False
         # the tiles members' tables, each read once (the shards' files are watched: `check`), and the memo of their
