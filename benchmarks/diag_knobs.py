@@ -2,6 +2,7 @@
 """Diagnostic switches for A/B runs on the GPU host, set before pairload runs (never by the library itself):
 
 - `nobg`: an encoded split's decode calls run in the loading thread (no decode thread);
+- `thread`: a JPEG split decoded by the loading process's decode thread instead of a decode process;
 - `lowprio`: the loader's CUDA streams at the default priority instead of the highest;
 - `switch`: the GIL handed over every 0.5 ms instead of every 5.
 
@@ -21,6 +22,10 @@ def apply(knobs: str) -> None:
             from pairload.cut.memory import decoded
 
             decoded.DecodedMemory.__init__ = _in_loading_thread(decoded.DecodedMemory.__init__)
+        elif knob == "thread":
+            from pairload.cut.memory import decoded
+
+            decoded.PROCESS = False
         elif knob == "lowprio":
             from pairload import devices
 
@@ -28,7 +33,7 @@ def apply(knobs: str) -> None:
         elif knob == "switch":
             sys.setswitchinterval(0.0005)
         else:
-            raise SystemExit(f"unknown knob {knob!r}: expected nobg, lowprio or switch")
+            raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio or switch")
 
 
 def _in_loading_thread(init):

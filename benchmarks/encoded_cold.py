@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -116,10 +117,12 @@ def make(work: Path, photos: int, decoded: int, workers: int) -> dict[str, Path]
     return out
 
 
-def child(tree: Path, shards: Path, cores: int, profile: str = "", mode: str = "cold", knobs: str = "") -> dict:
+def child(tree: Path, shards: Path, cores: int, profile: str = "", mode: str = "cold", knobs: str = "",
+          wrap: str = "", label: str = "") -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run(["taskset", "-c", f"0-{cores - 1}", sys.executable, "-c", CHILD, str(shards), "lowlight",
-                           profile, mode, knobs, str(Path(__file__).resolve().parent)],
+    prefix = shlex.split(wrap.format(label=label)) if wrap else []  # e.g. a sampling profiler, not held to the cores
+    proc = subprocess.run([*prefix, "taskset", "-c", f"0-{cores - 1}", sys.executable, "-c", CHILD, str(shards),
+                           "lowlight", profile, mode, knobs, str(Path(__file__).resolve().parent)],
                           capture_output=True, text=True, timeout=900, cwd=tree, env=env)
     try:
         return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -142,6 +145,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--cores", default="2", help="CPU cores a child may use, a comma-separated list: each in turn")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--wrap", default="", help="a command the children run under, {label} its run's name (e.g. "
+                    "'py-spy record -r 200 -f raw --threads --idle -o OUT/{label}.txt --'): warm and epoch2 runs")
     args = ap.parse_args()
     import torch
 
@@ -183,8 +188,8 @@ def main() -> None:
     for r in range(args.rounds if "cold" in modes else 0):
         for c in cores:
             for name, tree in trees.items():
-                record(dict(child(tree, packs["encoded"], c, knobs=knobs[name]), pack="encoded", tree=name, round=r,
-                            cores=c))
+                record(dict(child(tree, packs["encoded"], c, knobs=knobs[name], wrap=args.wrap,
+                                  label=f"{name}-cold-{r}-{c}"), pack="encoded", tree=name, round=r, cores=c))
     if args.profile:  # after the rounds: the libraries' files cached, Triton's kernels built, as a user's second run
         record(dict(child(first, packs["encoded"], cores[0], str(out / "profile-cold.txt")), pack="encoded",
                     tree="profiled", cores=cores[0]))
@@ -194,7 +199,8 @@ def main() -> None:
     for r in range(args.rounds):  # warm: the pack read into the page cache first
         for mode in (m for m in modes if m != "cold"):
             for name, tree in trees.items():
-                record(dict(child(tree, packs["encoded"], cores[0], mode=mode, knobs=knobs[name]), pack="encoded",
+                record(dict(child(tree, packs["encoded"], cores[0], mode=mode, knobs=knobs[name], wrap=args.wrap,
+                                  label=f"{name}-{mode}-{r}"), pack="encoded",
                             tree=name, mode=mode, round=r, cores=cores[0]))
 
 

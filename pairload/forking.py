@@ -13,8 +13,11 @@ from __future__ import annotations
 import ctypes
 import multiprocessing as mp
 import os
+import signal
 import threading
+from pathlib import Path
 
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])  # the folder holding `pairload`, for its processes' path
 _PTHREADS = 1  # openblas_get_parallel(): 0 sequential, 1 its own pthread pool, 2 OpenMP (threads not its own)
 
 
@@ -64,3 +67,22 @@ def start_method() -> str:
     if threads() > 1:
         quiesce_blas()
     return "fork" if threads() == 1 else "spawn"
+
+
+def child_env() -> dict[str, str]:
+    """The environment a process of pairload's own starts with (`python -m pairload....`): this one's, with the
+    folder holding the pairload this process runs first on its path (a source tree not installed, a benchmark's
+    other tree)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
+    return env
+
+
+def death(code: int | None) -> str:
+    """How a child process ended, from its return code, as messages say it."""
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"

@@ -9,11 +9,11 @@ import pytest
 
 TORCH_FREE = ["pairload.format.schema", "pairload.format.atomic", "pairload.folders", "pairload.folders.discover",
               "pairload.folders.decode", "pairload.pack", "pairload.makepairs", "pairload.read", "pairload.workers",
-              "pairload.workers.serve", "pairload.plan", "pairload.kinds", "pairload.errors", "pairload.format.members",
-              "pairload.dihedral", "pairload.plan.crops", "pairload.units", "pairload.hooks", "pairload.recipes.config",
-              "pairload.remote.urls", "pairload.remote.schemes", "pairload.pack.upload", "pairload.format.stamps",
-              "pairload.format.encoding", "pairload.camera.files", "pairload.format.sensor", "pairload.pack.sensor",
-              "pairload.bench.rows"]
+              "pairload.workers.serve", "pairload.workers.decode", "pairload.plan", "pairload.kinds", "pairload.errors",
+              "pairload.format.members", "pairload.dihedral", "pairload.plan.crops", "pairload.units", "pairload.hooks",
+              "pairload.recipes.config", "pairload.remote.urls", "pairload.remote.schemes", "pairload.pack.upload",
+              "pairload.format.stamps", "pairload.format.encoding", "pairload.camera.files", "pairload.format.sensor",
+              "pairload.pack.sensor", "pairload.bench.rows"]
 LIBRARY = ["pairload.loaders", "pairload.loaders.shards", "pairload.loaders.byshard", "pairload.cut",
            "pairload.batch", "pairload.devices"]
 RECIPES = ["pairload.recipes.train", "pairload.recipes.model", "pairload.recipes.timing", "pairload.recipes.metrics"]

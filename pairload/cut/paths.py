@@ -185,7 +185,7 @@ def _decoded(r: Request) -> "Cutter | str":
 
     memory = DecodedMemory(r.ds, r.device, inputs=not degrades_every_row(r.cfg))
     jpeg = imageformats.JPEG in memory.formats
-    if jpeg and not memory.decoders:
+    if jpeg and memory.proc is None and not memory.decoders:  # the decode process makes its own (self-tested)
         return "nvImageCodec could make no JPEG decoder on this GPU"
     # lossless tiles decode exactly; a JPEG's pixels may differ from libjpeg-turbo's by the decoders' rounding
     return _kernel_cutter(r, memory, "decode", tolerance=JPEG_TOLERANCE if jpeg else 0)

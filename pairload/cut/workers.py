@@ -24,7 +24,6 @@ import weakref
 from collections import deque
 from multiprocessing import shared_memory
 from multiprocessing.connection import Connection, wait
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -32,6 +31,7 @@ import torch
 
 from .. import errors
 from ..errors import ConfigError, LoaderError, WorkerError
+from ..forking import child_env, death
 from ..format.members import DEFAULT, Members
 from ..hooks import Hooks
 from ..hostmemory import outgrows_cache
@@ -45,7 +45,6 @@ from ..workers.serve import DONE, FAILED, MAX_TASK_BYTES, READY, SHM_DIR
 from ..workers.windows import DegradeRows, WindowTask, degrade_window, fill
 from .payload import Cut
 
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding `pairload`, for the workers' path
 READ_AHEAD_MAX = 1 << 30  # bytes of shards asked to be read ahead of the cuts at most: ~0.6 s of a 1.7 GB/s disk
 
 
@@ -102,15 +101,6 @@ def worker_error(err, who: str = "a loader worker") -> Exception:
     return exc
 
 
-def _death(code: int | None) -> str:
-    if code is not None and code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
-
-
 def _size(path) -> int:
     try:
         return os.stat(path).st_size
@@ -148,8 +138,7 @@ class WorkerPool:
         self._checked = time.monotonic()
         self._finalizer = weakref.finalize(self, WorkerPool._teardown, self.procs, self.conns, self.tasks, self.shm,
                                            self.tensor, self.pinned)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
+        env = child_env()
         try:
             for _ in range(num_workers):
                 mine, theirs = socket.socketpair()
@@ -289,7 +278,7 @@ class WorkerPool:
             return
         k = dead[0]
         code = self.procs[k].returncode
-        what = f"{self.who(k)} {_death(code)}"
+        what = f"{self.who(k)} {death(code)}"
         if code == -signal.SIGBUS:
             changed = [str(f) for f, size in zip(self.files, self.file_bytes) if _size(f) != size]
             hint = (f"; {', '.join(changed)} changed size while the loader read it: repack, then restart" if changed

@@ -4,6 +4,8 @@ degradation, a mix with a decoded pack, and resume; a damaged member is refused 
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -17,7 +19,7 @@ from conftest import has_module
 from decode_pairs import epochs_alike
 from pairload import make_loader
 from pairload.cut.memory.decoded import JPEG_TOLERANCE
-from pairload.errors import ShardError
+from pairload.errors import LoaderError, ShardError
 from pairload.pack import PackOptions, pack
 
 pytestmark = [pytest.mark.gpu,
@@ -124,8 +126,10 @@ def test_a_reader_faster_than_the_decode_gets_its_calls_made_in_the_loading_thre
     # the decode thread's calls made slower than a loop that only reads the loader: after LATE_CALLS calls not done
     # when asked for, the calls are made in the loading thread; a caller slower than a call keeps the thread. The
     # batches are the same either way.
+    from pairload.cut.memory import decoded
     from pairload.cut.memory.decoded import AHEAD, LATE_CALLS, DecodedMemory
 
+    monkeypatch.setattr(decoded, "PROCESS", False)  # the decode thread of the loading process, not a process
     launch = DecodedMemory.launch
 
     def slowed(self, out):
@@ -181,3 +185,58 @@ def test_a_split_bigger_than_the_page_cache_has_each_calls_pages_dropped_once_de
     counts = np.bincount(np.concatenate(dropped), minlength=40)
     assert len(counts) == 40 and counts.min() >= 2  # every sample's pages, once an epoch (sample 0: the self-test's)
     assert counts[1:].max() == 2
+
+
+def test_the_decode_process_gives_the_loading_process_decodes_batches(tmp_path, monkeypatch):
+    # a JPEG split is decoded by a process of the loader's own: the same decoder as the loading process's own decode
+    # thread, so the same batches bit for bit, two epochs, inputs and targets; closing the loader ends the process
+    from pairload.cut.memory import decoded
+
+    pack(jpeg_pairs(tmp_path / "raw", n=24), tmp_path / "shards", PackOptions(workers=1, store="encoded"))
+    opts = dict(batch_size=4, crop=64, seed=2, device="cuda")
+
+    def two_epochs(loader):
+        out = []
+        for epoch in (0, 1):
+            loader.set_epoch(epoch)
+            out += [(b.keys, b.low.clone(), b.high.clone()) for b in loader]
+        return out
+
+    by_process = make_loader("ram", tmp_path / "shards", **opts)
+    proc = by_process.cutter.memory.proc
+    assert proc is not None
+    got = two_epochs(by_process)
+    by_process.close()
+    assert not Path(f"/proc/{proc.pid}").exists()
+    monkeypatch.setattr(decoded, "PROCESS", False)
+    by_thread = make_loader("ram", tmp_path / "shards", **opts)
+    assert by_thread.cutter.memory.proc is None
+    want = two_epochs(by_thread)
+    assert len(got) == len(want) == 12
+    assert all(a[0] == b[0] and torch.equal(a[1], b[1]) and torch.equal(a[2], b[2]) for a, b in zip(got, want))
+
+
+def test_a_decode_process_that_dies_is_named_not_waited_for(tmp_path):
+    pack(jpeg_pairs(tmp_path / "photos", n=96, targets_only=True), tmp_path / "shards",
+         PackOptions(workers=1, store="encoded", targets_only=True))
+    loader = make_loader("ram", tmp_path / "shards", batch_size=2, crop=32, seed=0, degrade="lowlight", device="cuda")
+    it = iter(loader)
+    next(it)
+    os.kill(loader.cutter.memory.proc.pid, signal.SIGKILL)
+    with pytest.raises(LoaderError, match=r"JPEG decode process \(pid \d+\) was killed by SIGKILL"):
+        for _ in it:
+            pass
+
+
+def test_where_the_decode_process_cannot_start_the_loading_process_decodes(tmp_path, monkeypatch):
+    from pairload.cut.memory.jpegproc import JpegProcess
+
+    pack(jpeg_pairs(tmp_path / "raw", n=8), tmp_path / "shards", PackOptions(workers=1, store="encoded"))
+    opts = dict(batch_size=4, crop=64, seed=2, device="cuda")
+    want = [b.high.clone() for b in make_loader("ram", tmp_path / "shards", **opts)]
+    monkeypatch.setattr(JpegProcess, "ready", lambda self: "no memory shared between processes here")
+    with pytest.warns(UserWarning, match=r"could not start \(no memory shared between processes here\)"):
+        loader = make_loader("ram", tmp_path / "shards", **opts)
+    assert loader.path == "decode" and loader.cutter.memory.proc is None
+    got = [b.high.clone() for b in loader]
+    assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))

@@ -8,14 +8,16 @@ fewer than decoded pixels), read through the shards' memory maps; nothing is pin
 (`npy`) is copied over as it is.
 
 A batch's images go back once the kernel that reads them is done (`done`); a streamed split's shards are only
-mapped. While a call's batches are cut, the next call is decoded in a thread of its own: made in the loading thread,
-the engine's call (about 10 ms for 128 photos) would stop the training step's launches meanwhile (the reference
-loop's data wait: 10% against 0.05%). The thread makes only the engines' calls; the host's part of a call (its members
-found and checked, its addresses gathered) is done by the loading thread before and after. A caller that reads faster
-than the thread decodes (a loop that only reads the loader: about 10,000 pairs/s on 2 cores with the thread, 13,000
-without, the two threads contending for the GIL; H200 host, 2026-11-29) finds its calls not done: after LATE_CALLS
-of them the calls are made in the loading thread for a while (`INLINE_CALLS`). In the first run (every run, for a
-split the page cache cannot keep) a reader thread asks the kernel for the coming batches' bytes (`read.ahead`).
+mapped. While a call's batches are cut, the next call is decoded. A split's JPEG files are decoded by a process of
+the loader's own (`jpegproc`), into slots of device memory this process allocated: nvImageCodec's binding takes the
+GIL back for each image, so a decode thread here would get it only between the loading thread's work. Lossless tiles
+(and JPEG files where that process cannot start) are decoded by a thread here (made in the loading thread, the
+engine's call, about 10 ms for 128 photos, would stop the training step's launches meanwhile: the reference loop's
+data wait 10% against 0.05%); it makes only the engines' calls, the host's part of a call (its members found and
+checked, its addresses gathered) is done by the loading thread before and after. A caller that reads faster than that
+thread decodes finds its calls not done: after LATE_CALLS of them the calls are made in the loading thread for a while
+(`INLINE_CALLS`). In the first run (every run, for a split the page cache cannot keep) a reader thread asks the
+kernel for the coming batches' bytes (`read.ahead`).
 
 JPEG decoders differ by their IDCT and chroma rounding: the GPU gives libjpeg-turbo's pixels (OpenCV's decode,
 which `pack` checks and the CPU workers deliver) within JPEG_TOLERANCE levels. (torchvision's GPU `decode_jpeg`,
@@ -24,8 +26,10 @@ also measured, was as fast but differs by up to 31 levels: another chroma upsamp
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
+import warnings
 import weakref
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -34,12 +38,13 @@ import numpy as np
 import torch
 
 from ...devices import loader_stream
-from ...errors import ShardError
+from ...errors import LoaderError, ShardError
 from ...format import imageformats
 from ...hostmemory import outgrows_cache
 from ...read.ahead import ReadAhead, batches_within
+from ...workers.jpegs import JpegDecoders, first_cut_short
 from .pages import CHECK_S
-from .tileplan import TileTable, plan
+from .tileplan import TileTable, plan, windows_read
 
 # levels a GPU decode of a JPEG may differ from libjpeg-turbo's (OpenCV's); measured on an H200 (2026-11-28): the
 # hardware engine at most 1 (on 0.014% of pixels), the hybrid decoder at most 3 (on 3%)
@@ -59,6 +64,7 @@ AHEAD_TILES_TIGHT = 2  # and for a split bigger than the memory that could cache
 # call finds each done and keeps the thread (its launches would wait for a call made in their thread).
 LATE_CALLS = 3
 INLINE_CALLS = 16
+PROCESS = True  # a split of JPEG files only is decoded by a process of its own (`jpegproc`); False: by a thread here
 READ_AHEAD_BYTES = 256 << 20  # encoded bytes asked to be read ahead of the batch being decoded at most (or half the
 # memory available): ~0.15 s of a 1.7 GB/s disk, 2,500 600x400 JPEGs
 
@@ -75,11 +81,13 @@ def decoder_missing(ds=None) -> str | None:
             return why
     if imageformats.JPEG not in formats:
         return None
-    try:
-        from nvidia import nvimgcodec  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 - any import failure means: not available
-        return (f"nvImageCodec is not importable ({type(exc).__name__}: {exc}); `pip install "
-                "nvidia-nvimgcodec-cu13` (or -cu12, as your CUDA) decodes the JPEG members on the GPU")
+    try:  # found, not imported: the decode process imports it (1 s), this one only where it decodes itself
+        found = importlib.util.find_spec("nvidia.nvimgcodec") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        return ("nvImageCodec is not installed; `pip install nvidia-nvimgcodec-cu13` (or -cu12, as your CUDA) "
+                "decodes the JPEG members on the GPU")
     return None
 
 
@@ -96,60 +104,14 @@ def formats_in(ds) -> set:
     return found
 
 
-def gpu_decoders(device: torch.device) -> "JpegDecoders":
-    """nvImageCodec's JPEG decoders for `device` (`JpegDecoders`)."""
-    from nvidia import nvimgcodec
-
+def gpu_decoders(device: torch.device) -> JpegDecoders:
+    """nvImageCodec's JPEG decoders for `device` (`JpegDecoders`), in this process."""
+    try:
+        from nvidia import nvimgcodec
+    except Exception as exc:  # noqa: BLE001 - found (`decoder_missing`) but not loadable
+        raise LoaderError(f"nvImageCodec cannot be imported ({type(exc).__name__}: {exc}); reinstall "
+                          "nvidia-nvimgcodec-cu13 (or -cu12, as your CUDA)") from None
     return JpegDecoders(nvimgcodec, device.index or 0)
-
-
-class JpegDecoders:
-    """The hardware JPEG engine (its own silicon: no SMs taken from training), then, for what it cannot decode (or a
-    GPU without one), the hybrid CPU+CUDA decoder, made at its first use (it starts threads of its own). Not one
-    decoder given both: it shares a batch out between them, and the hybrid one, on the few cores a loader has, is then
-    the bottleneck (1,000 images/s against 13,000)."""
-
-    KINDS = ("HW_GPU_ONLY", "HYBRID_CPU_GPU")
-
-    def __init__(self, nvimgcodec, device_id: int):
-        self._codec, self._device_id = nvimgcodec, device_id
-        self._made: list = []  # (kind, decoder or None: it could not be made here)
-        self._next()
-
-    def _next(self) -> bool:
-        """Make the next kind's decoder; False: none left."""
-        while len(self._made) < len(self.KINDS):
-            kind = self.KINDS[len(self._made)]
-            codec = self._codec
-            try:
-                decoder = codec.Decoder(device_id=self._device_id, backends=[
-                    codec.Backend(getattr(codec.BackendKind, kind), load_hint=1.0)])
-            except Exception:  # noqa: BLE001 - e.g. a GPU without the hardware engine: the next kind serves
-                decoder = None
-            self._made.append((kind, decoder))
-            if decoder is not None:
-                return True
-        return False
-
-    def __bool__(self) -> bool:
-        """Some decoder could be made here."""
-        return any(d is not None for _, d in self._made) or self._next()
-
-    def decode(self, data: list, stream: int) -> list:
-        """Each JPEG decoded on CUDA stream `stream` by the first decoder that can (None: none could)."""
-        images = [None] * len(data)
-        todo = list(range(len(data)))
-        k = 0
-        while todo and (k < len(self._made) or self._next()):
-            decoder = self._made[k][1]
-            k += 1
-            if decoder is None:
-                continue
-            got = decoder.decode([data[j] for j in todo], cuda_stream=stream)
-            for j, image in zip(todo, got):
-                images[j] = image
-            todo = [j for j in todo if images[j] is None]
-        return images
 
 
 class DecodedMemory:
@@ -160,7 +122,7 @@ class DecodedMemory:
     streaming = True  # batch by batch: a batch's images go back once it is cut
 
     def __init__(self, ds, device: torch.device, *, inputs: bool = True, read_ahead: bool = True,
-                 background: bool = True, evict: bool | None = None):
+                 background: bool = True, evict: bool | None = None, process: bool | None = None):
         self.ds, self.device, self.inputs = ds, device, inputs
         # the next decode call runs in a thread of its own while a call's batches are cut (a remote split's shards
         # are fetched and held by the loading thread, as before)
@@ -183,7 +145,17 @@ class DecodedMemory:
         # ahead for the coming calls (read twice, or 10x slower under a memory limit: `ReadAhead`, `dontneed`)
         self.evict = self._outgrows and not ds.remote if evict is None else evict
         self.formats = formats_in(ds)  # the image formats of its members
-        self.decoders = gpu_decoders(device) if imageformats.JPEG in self.formats else None
+        # a split of JPEG files (and pixels) on local disk: its JPEG files decoded by a process of its own
+        # (`jpegproc`), started now, its start overlapping this one's; tiles, a remote split, or where that process
+        # cannot start: in this one
+        self.process = PROCESS if process is None else process
+        self.proc = None
+        if self.process and imageformats.JPEG in self.formats and imageformats.TILES not in self.formats \
+                and not ds.remote:
+            from .jpegproc import ProcessDecode
+
+            self.proc = ProcessDecode(ds, device)
+        self.decoders = gpu_decoders(device) if imageformats.JPEG in self.formats and self.proc is None else None
         self.tiles = None
         self.call = AHEAD  # batches decoded in one call
         if imageformats.TILES in self.formats:
@@ -210,6 +182,8 @@ class DecodedMemory:
         self._next = None
         self.reap(block=True)
         self._plans = plans
+        if len(plans) and self._use_proc():  # the decode process's slots hold a call of this run
+            self.call = self.proc.reserve(plans, AHEAD)
         if self.ds.remote and len(plans):
             self.ds.want(plans.all_index())
         # the first run reads the split from disk; later ones only if the page cache cannot keep it
@@ -251,7 +225,8 @@ class DecodedMemory:
             _, end, future = ahead
             self._late = 0 if future.done() else self._late + 1
             out = future.result()
-            torch.cuda.current_stream(self.device).wait_event(out.event)
+            if out.event is not None:  # decoded by the decode thread, on its stream
+                torch.cuda.current_stream(self.device).wait_event(out.event)
             got = self.finish(out)
         else:
             self._forget(ahead)
@@ -283,13 +258,19 @@ class DecodedMemory:
     def _prepare_for(self, plans) -> "Prepared":
         """`prepare` of the samples `plans` read (the windows they read, for tiled members)."""
         samples = np.unique(np.concatenate([bp.index for bp in plans]))
-        return self.prepare(samples, _windows(plans, samples, self.ds.sizes) if self.tiles is not None else None)
+        return self.prepare(samples, windows_read(plans, samples, self.ds.sizes) if self.tiles is not None else None)
 
     def _launch_ahead(self, plans) -> Future:
         """The call decoding `plans`: prepared here, its engines' calls made in the decode thread on its stream (the
-        event marks them done). An error in either is raised by the future, at the batch that reads the call."""
+        event marks them done), or sent to the decode process (`proc`) at once. An error in either is raised by the
+        future, at the batch that reads the call."""
         try:
             out = self._prepare_for(plans)
+            if self.proc is not None:
+                self.calls_ahead += 1
+                sent: Future = Future()
+                sent.set_result(self.launch(out))
+                return sent
         except Exception as exc:  # noqa: BLE001 - raised where the batches that read it are asked for
             failed: Future = Future()
             failed.set_exception(exc)
@@ -312,19 +293,26 @@ class DecodedMemory:
             weakref.finalize(self, self._pool.shutdown, wait=False)  # a loader dropped unclosed: the thread ends
         return self._pool
 
-    @staticmethod
-    def _forget(ahead) -> None:
+    def _forget(self, ahead) -> None:
         """A call decoded ahead that no batch will read (the loader went elsewhere in the plan, or closes): wait for
-        it to end; an error in it is the error of batches not delivered, so it is not raised."""
+        it to end (the decode process's answer read); an error in it is the error of batches not delivered, so it is
+        not raised."""
         if ahead is None:
             return
         try:
-            ahead[2].result().event.synchronize()
+            out = ahead[2].result()
+            if out.event is not None:
+                out.event.synchronize()
+            if out.slot is not None:
+                self.proc.drain()
         except Exception:  # noqa: BLE001 - the batches that would raise it are not read
             pass
 
     def done(self, b: int, event) -> None:
-        self._releasing.append((event, self._held.pop(b, None)))
+        got = self._held.pop(b, None)
+        if got is not None and got.slot is not None:
+            self.proc.released(got.slot, event)  # its slot is free again once this batch's kernels are
+        self._releasing.append((event, got))
         self.reap()
 
     def reap(self, block: bool = False) -> None:
@@ -346,13 +334,16 @@ class DecodedMemory:
         them until the next batch is done."""
         inputs, self.inputs = self.inputs, True
         try:
-            self._releasing.append((None, self._decode(np.unique(np.asarray(samples, dtype=np.int64)))))
+            samples = np.unique(np.asarray(samples, dtype=np.int64))
+            if self._use_proc():
+                self.proc.reserve(None, 1)
+            self._releasing.append((None, self._decode(samples)))
         finally:
             self.inputs = inputs
 
     def reopen(self) -> "DecodedMemory":
         return DecodedMemory(self.ds, self.device, inputs=self.inputs, read_ahead=self.read_ahead,
-                             background=self.background, evict=self.evict)
+                             background=self.background, evict=self.evict, process=self.process)
 
     @property
     def reader(self) -> ReadAhead | None:
@@ -375,6 +366,8 @@ class DecodedMemory:
             self._reader = None
         if self.tiles is not None:
             self.tiles.close()
+        if self.proc is not None:
+            self.proc.close()
         self._held.clear()
         self._closed = True
 
@@ -410,7 +403,9 @@ class DecodedMemory:
         code = rows.format[j, k]
         tiled = code == imageformats.TILES.code
         jpeg = code == imageformats.JPEG.code
-        if jpeg.any():
+        if jpeg.any() and self._use_proc():
+            out.request = self.proc.request(samples, rows, k[jpeg], j[jpeg])
+        elif jpeg.any():
             out.jpegs = self._jpeg_members(samples, rows, k[jpeg], j[jpeg])
         for kk, jj in zip(k[~tiled & ~jpeg].tolist(), j[~tiled & ~jpeg].tolist()):  # pixels: copied over as stored
             out.pixels.append((kk, jj, self._stored(rows, jj, kk)))
@@ -441,6 +436,8 @@ class DecodedMemory:
         """The engines' part of `_decode`, on the current stream: the pixel members copied over, the JPEG files
         decoded, the tiled members' tiles decoded; what they made is kept in `out` for `finish`."""
         out.copied = [torch.from_numpy(np.array(data, copy=True)).to(self.device) for _, _, data in out.pixels]
+        if out.request is not None:
+            out.slot = self.proc.submit(out.request)
         if out.jpegs:
             out.images = self._decode_jpegs([data for _, _, data in out.jpegs])
         if out.staged is not None:
@@ -457,6 +454,9 @@ class DecodedMemory:
             ptr[k, j] = pixels.data_ptr()
         if out.jpegs:
             held.extend(self._jpegs(out.jpegs, out.images, samples, rows, ptr))
+        if out.request is not None:
+            self.proc.collect(out.request, out.slot, ptr, lambda j, k, shard, what: self._bad(samples[j], k, shard,
+                                                                                                 what))
         if out.staged is not None:
             addresses, _, keep = out.tiles_made
             ptr[out.tiled] = addresses
@@ -466,7 +466,24 @@ class DecodedMemory:
         table = torch.from_numpy(ptr).pin_memory().to(self.device, non_blocking=True)
         index = torch.from_numpy(samples).pin_memory().to(self.device, non_blocking=True)
         held.append((table, index))
-        return Decoded(held, table, index, samples)
+        return Decoded(held, table, index, samples, out.slot)
+
+    # -- the decode process (`proc`)
+    def _use_proc(self) -> bool:
+        """Whether the decode process decodes the JPEG members (waited for at the first call). Where it cannot, this
+        process decodes them from then on, and says why once."""
+        if self.proc is None:
+            return False
+        why = self.proc.ready()
+        if why is not None:
+            self.proc = None
+            warnings.warn(f"the JPEG decode process could not start ({why}); the loading process decodes the JPEG "
+                          "members itself, slower on few cores", stacklevel=2)
+            self.decoders = gpu_decoders(self.device)
+            if not self.decoders:
+                raise LoaderError("nvImageCodec could make no JPEG decoder on this GPU")
+            return False
+        return True
 
     def _stored(self, rows, j: int, k: int) -> np.ndarray:
         start = int(rows.offset[j, k])
@@ -494,13 +511,10 @@ class DecodedMemory:
             m = np.flatnonzero(shard == s)
             mm = self.ds.shard_map(s)
             a, b = start[m], end[m]
-            ok = ((length[m] >= 4) & (mm[a] == 0xFF) & (mm[a + 1] == 0xD8) & (mm[b - 2] == 0xFF)
-                  & (mm[b - 1] == 0xD9))
-            if not ok.all():
-                x = int(m[np.flatnonzero(~ok)[0]])
-                head, tail = bytes(mm[start[x]:start[x] + 2]), bytes(mm[max(start[x], end[x] - 2):end[x]])
-                raise self._bad(samples[j[x]], int(k[x]), s, f"is not a whole JPEG (it starts with {head.hex(' ')} "
-                                f"and ends with {tail.hex(' ')}, not ff d8 … ff d9)")
+            bad = first_cut_short(mm, a, length[m])
+            if bad is not None:
+                x = int(m[bad[0]])
+                raise self._bad(samples[j[x]], int(k[x]), s, bad[1])
             for x, lo, hi in zip(m.tolist(), a.tolist(), b.tolist()):
                 data[x] = mm[lo:hi]
         return list(zip(k.tolist(), j.tolist(), data))
@@ -542,10 +556,11 @@ class Decoded:
     (`held`), each sample's (input, target) address (`table`, 2×n on the device) for the samples `index` (on the
     device; `samples`: the same on the host)."""
 
-    __slots__ = ("held", "table", "index", "samples")
+    __slots__ = ("held", "table", "index", "samples", "slot")
 
-    def __init__(self, held: list, table: torch.Tensor, index: torch.Tensor, samples: np.ndarray):
-        self.held, self.table, self.index, self.samples = held, table, index, samples
+    def __init__(self, held: list, table: torch.Tensor, index: torch.Tensor, samples: np.ndarray,
+                 slot: int | None = None):
+        self.held, self.table, self.index, self.samples, self.slot = held, table, index, samples, slot
 
 
 class Prepared:
@@ -565,30 +580,5 @@ class Prepared:
         self.images: list = []
         self.tiles_made = None
         self.event = None
-
-
-def _windows(plans, samples: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Per sample of `samples` (sorted), the (top, left, bottom, right) of the input's pixels the windows of `plans`
-    read, within the image; -1 everywhere for a sample some plan reads whole."""
-    out = np.full((len(samples), 4), -1, dtype=np.int64)
-    out[:, :2] = np.iinfo(np.int64).max
-    out[:, 2:] = 0
-    whole = np.zeros(len(samples), dtype=bool)
-    for bp in plans:
-        at = np.searchsorted(samples, bp.index)
-        if bp.crop is None:
-            whole[at] = True
-            continue
-        h, w = bp.out_hw(sizes)
-        y, x = np.asarray(bp.y, dtype=np.int64), np.asarray(bp.x, dtype=np.int64)
-        np.minimum.at(out[:, 0], at, y)
-        np.minimum.at(out[:, 1], at, x)
-        np.maximum.at(out[:, 2], at, y + h)
-        np.maximum.at(out[:, 3], at, x + w)
-    hw = sizes[samples]
-    out[:, 0:2] = np.maximum(out[:, 0:2], 0)
-    out[:, 2] = np.minimum(out[:, 2], hw[:, 0])
-    out[:, 3] = np.minimum(out[:, 3], hw[:, 1])
-    whole |= (out[:, 2] <= out[:, 0]) | (out[:, 3] <= out[:, 1])
-    out[whole] = -1
-    return out
+        self.request = None  # the JPEG members asked of the decode process (`jpegproc.JpegRequest`)
+        self.slot: int | None = None  # and the slot of its memory they go to

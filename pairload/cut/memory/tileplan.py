@@ -204,3 +204,30 @@ def _starts(counts: np.ndarray) -> np.ndarray:
     """Where each of consecutive runs of `counts` starts."""
     counts = np.asarray(counts, dtype=np.int64)
     return np.concatenate([[0], np.cumsum(counts)[:-1]]) if len(counts) else counts
+
+
+def windows_read(plans, samples: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Per sample of `samples` (sorted), the (top, left, bottom, right) of the input's pixels the windows of `plans`
+    read, within the image; -1 everywhere for a sample some plan reads whole."""
+    out = np.full((len(samples), 4), -1, dtype=np.int64)
+    out[:, :2] = np.iinfo(np.int64).max
+    out[:, 2:] = 0
+    whole = np.zeros(len(samples), dtype=bool)
+    for bp in plans:
+        at = np.searchsorted(samples, bp.index)
+        if bp.crop is None:
+            whole[at] = True
+            continue
+        h, w = bp.out_hw(sizes)
+        y, x = np.asarray(bp.y, dtype=np.int64), np.asarray(bp.x, dtype=np.int64)
+        np.minimum.at(out[:, 0], at, y)
+        np.minimum.at(out[:, 1], at, x)
+        np.maximum.at(out[:, 2], at, y + h)
+        np.maximum.at(out[:, 3], at, x + w)
+    hw = sizes[samples]
+    out[:, 0:2] = np.maximum(out[:, 0:2], 0)
+    out[:, 2] = np.minimum(out[:, 2], hw[:, 0])
+    out[:, 3] = np.minimum(out[:, 3], hw[:, 1])
+    whole |= (out[:, 2] <= out[:, 0]) | (out[:, 3] <= out[:, 1])
+    out[whole] = -1
+    return out

@@ -1,0 +1,267 @@
+"""The loader's side of its JPEG decode process (`pairload.workers.decode`): the process started (`python -m`, so it
+imports neither torch nor the user's `__main__`), the device memory its images go to (`Ring`: SLOTS slots, each
+holding one decode call's images, allocated here and opened there from its IPC handle), the calls sent and their
+answers read in order.
+
+Why a process and not a thread of the loader: nvImageCodec's Python binding takes the GIL back for each image of a
+call (its arguments, each image's object), so a decode thread that shares the GIL with a busy loading thread gets it
+once per switch interval, and a call of 128 photos takes as long as the loading thread's work between them; in a
+process of its own the engine's calls overlap the loader's work whole (and the training step's launches, made by the
+loading thread, never wait behind one).
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from multiprocessing.connection import Connection
+
+import numpy as np
+import torch
+
+from ...errors import LoaderError, PairloadError
+from ...forking import child_env, death
+from ...workers.cudadrv import Device
+
+SLOTS = 3  # the call being cut, the next one decoding, and the one before (its last kernels may still run)
+ALIGN = 256  # bytes each image's place in a slot is aligned to
+SLOT_BYTES = 1 << 30  # a slot holds a call's images at most: fewer batches a call where batches are larger (4K pairs)
+START_S = 120.0  # the longest the process may take to start (nvImageCodec and the driver loaded from a cold disk)
+
+
+def image_bytes(h, w) -> np.ndarray:
+    """Bytes of h × w RGB uint8 images, each rounded up to ALIGN."""
+    n = np.asarray(h, dtype=np.int64) * np.asarray(w, dtype=np.int64) * 3
+    return -(-n // ALIGN) * ALIGN
+
+
+class JpegProcess:
+    """The decode process for `files` (a split's shards) on `device`, started at once (its start overlaps the
+    loader's); `ready()` waits for it. Calls: `submit` sends one, `collect` reads the oldest answer."""
+
+    def __init__(self, files, device: torch.device):
+        self.device = device
+        self._drv = Device(device.index or 0)
+        self.ring = 0  # the slots' device memory: SLOTS × slot_bytes
+        self.slot_bytes = 0
+        self._why: str | None = None  # why it could not start (after `ready`)
+        self._started = False
+        self._closed = False
+        mine, theirs = socket.socketpair()
+        try:
+            self._proc = subprocess.Popen([sys.executable, "-m", "pairload.workers.decode", str(theirs.fileno())],
+                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=child_env())
+        finally:
+            theirs.close()
+        self._conn = Connection(mine.detach())
+        self._conn.send(("init", device.index or 0, [str(f) for f in files]))
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def ready(self) -> str | None:
+        """Wait for the process to start: None, or why it could not (it is then closed)."""
+        if not self._started and self._why is None:
+            if not self._conn.poll(START_S):
+                self._why = f"the JPEG decode process did not start in {START_S:g} s"
+            else:
+                reply = self._answer()
+                self._why = None if reply[0] == "ready" else reply[1]
+            self._started = self._why is None
+            if self._why is not None:
+                self.close()
+        return self._why
+
+    def reserve(self, slot_bytes: int) -> None:
+        """Slots of at least `slot_bytes` each; no call may be in flight (the old memory goes once the process has let
+        go of it)."""
+        if slot_bytes <= self.slot_bytes:
+            return
+        old = self.ring
+        self.ring = self._drv.alloc(SLOTS * slot_bytes)
+        self.slot_bytes = slot_bytes
+        self._send(("ring", self._drv.ipc_handle(self.ring)))
+        reply = self._answer()
+        if reply[0] != "ok":
+            raise LoaderError(f"the JPEG decode process could not open the loader's device memory ({reply[1]})")
+        if old:
+            self._drv.free(old)
+
+    def slot(self, s: int) -> int:
+        """The device address of slot s."""
+        return self.ring + s * self.slot_bytes
+
+    def submit(self, s: int, shard, start, length, height, width, dest) -> None:
+        """Decode these members (int64 arrays, one row a member) into slot s, member i at `dest[i]` in it."""
+        self._send(("decode", shard, start, length, height, width, dest + s * self.slot_bytes))
+
+    def collect(self) -> tuple:
+        """The oldest call's answer: ("done",), ("bad", row, what) or ("error", why, traceback)."""
+        return self._answer()
+
+    def _send(self, msg: tuple) -> None:
+        try:
+            self._conn.send(msg)
+        except OSError:
+            raise self._gone() from None
+
+    def _answer(self) -> tuple:
+        try:
+            return self._conn.recv()
+        except (EOFError, OSError):
+            raise self._gone() from None
+
+    def _gone(self) -> LoaderError:
+        """The process's connection broke: how it ended."""
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        code = self._proc.poll()
+        how = "closed its connection" if code is None else death(code)
+        return LoaderError(f"the loader's JPEG decode process (pid {self._proc.pid}) {how}; restart the job"
+                           + (" (often the out-of-memory killer: see `dmesg`)" if code == -9 else ""))
+
+    def close(self) -> None:
+        """End the process, then free the slots (the kernels that read them must be done)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._conn.send(("close",))
+        except OSError:
+            pass
+        deadline = time.monotonic() + 5
+        try:
+            self._proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(timeout=1)
+        self._conn.close()
+        if self.ring:
+            self._drv.free(self.ring)
+            self.ring = 0
+        self._drv.release()
+
+
+class JpegRequest:
+    """A decode call's JPEG members as the decode process is asked for them: side `k` of row `j` of the call, their
+    shard, start and length there, their decoded height and width, and their place in the slot (`dest`, bytes)."""
+
+    __slots__ = ("k", "j", "shard", "start", "length", "height", "width", "dest")
+
+    def __init__(self, k, j, shard, start, length, height, width, dest):
+        self.k, self.j, self.shard, self.start, self.length = k, j, shard, start, length
+        self.height, self.width, self.dest = height, width, dest
+
+
+class ProcessDecode:
+    """The JPEG members of `ds` (a split, or a mix of them) decoded by a decode process for the loader's decode stage
+    (`memory.decoded.DecodedMemory`): the process started at once; `ready` waits for it the first time; each call's
+    members are asked for (`request`), sent into the next free slot (`submit`) and their addresses read from its
+    answer (`collect`); a slot is free again once the kernels that read its call are done (`released`)."""
+
+    def __init__(self, ds, device: torch.device):
+        self.ds = ds
+        self.process = JpegProcess(ds.files, device)
+        self.sample_bytes = _sample_bytes(ds)
+        self._slot = 0  # the next slot a call goes to
+        self._slot_done: dict[int, object] = {}  # slot → the event after the last kernel reading it
+        self._why: str | None = None  # why it cannot decode, once `ready` has asked ('' : it can)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def ready(self) -> str | None:
+        """Wait for the process to start and open this process's device memory (the first time): None, or why it
+        cannot (a GPU whose memory cannot be shared between processes: a MIG slice); it is then closed."""
+        if self._why is None:
+            why = self.process.ready()
+            if why is None:
+                try:
+                    self.process.reserve(max(1, self.sample_bytes))
+                except PairloadError as exc:
+                    why = str(exc)
+            if why is not None:
+                self.process.close()
+            self._why = why or ""
+        return self._why or None
+
+    def reserve(self, plans, batches: int) -> int:
+        """Slots that hold a call of `batches` batches of `plans` (a run; None: one sample), made shorter where a slot
+        would pass SLOT_BYTES; returns the batches a call holds. No call may be in flight."""
+        rows = _most_rows(plans) if plans is not None else 1
+        batches = max(1, min(batches, SLOT_BYTES // max(1, rows * self.sample_bytes))) if plans is not None else 1
+        self.process.reserve(rows * batches * self.sample_bytes)
+        return batches
+
+    def request(self, samples: np.ndarray, rows, k: np.ndarray, j: np.ndarray) -> JpegRequest:
+        """The JPEG members (side k of row j of `rows`, the call's `samples`' stored members) as the process is asked
+        for them: where each is stored, its decoded size, its place in the slot."""
+        hw = self.ds.sizes[samples[j]].astype(np.int64)
+        scale = np.where(k == 1, self.ds.members.scale, 1)
+        height, width = hw[:, 0] * scale, hw[:, 1] * scale
+        size = image_bytes(height, width)
+        dest = np.cumsum(size) - size
+        need = int(dest[-1] + size[-1]) if len(size) else 0
+        if need > self.process.slot_bytes:  # the slots are sized for the run's calls: never here
+            raise LoaderError(f"a decode call of {len(size)} images needs {need} bytes, a slot holds "
+                              f"{self.process.slot_bytes}")
+        return JpegRequest(k, j, rows.shard[j].astype(np.int64), rows.offset[j, k].astype(np.int64),
+                           rows.length[j, k].astype(np.int64), height, width, dest)
+
+    def submit(self, r: JpegRequest) -> int:
+        """Send the call into the next slot, once the kernels reading the call it held last are done; its slot."""
+        s = self._slot
+        self._slot = (s + 1) % SLOTS
+        event = self._slot_done.pop(s, None)
+        if event is not None:
+            event.synchronize()
+        self.process.submit(s, r.shard, r.start, r.length, r.height, r.width, r.dest)
+        return s
+
+    def collect(self, r: JpegRequest, slot: int, ptr: np.ndarray, bad) -> None:
+        """The process's answer to the call `r` sent into `slot`: its images' addresses go to ptr[k, j]; a member
+        that is not a whole JPEG, or does not decode to its size, raises `bad(row, side, shard, what)`."""
+        reply = self.process.collect()
+        if reply[0] == "bad":
+            x = reply[1]
+            raise bad(int(r.j[x]), int(r.k[x]), int(r.shard[x]), reply[2])
+        if reply[0] != "done":
+            raise LoaderError(f"the JPEG decode process failed: {reply[1]}")
+        ptr[r.k, r.j] = self.process.slot(slot) + r.dest
+
+    def drain(self) -> None:
+        """Read the answer to a call no batch will read (an error in it is not raised: its batches are not read)."""
+        self.process.collect()
+
+    def released(self, slot: int, event) -> None:
+        """The kernels reading the call in `slot` are done once `event` is."""
+        self._slot_done[slot] = event
+
+    def close(self) -> None:
+        self.process.close()
+
+
+def _most_rows(plans) -> int:
+    """Rows of a run's largest batch (clips: a clip's frames are rows)."""
+    segments = getattr(plans, "segments", None)
+    if segments:
+        frames = plans.units.clips.frames if plans.units is not None else 1
+        return max(s.rows for s in segments) * frames
+    return max(len(bp) for bp in plans)
+
+
+def _sample_bytes(ds) -> int:
+    """The bytes a sample's decoded members take at most in a slot: its target, and its input unless the split holds
+    targets only (each input is then its target, decoded once)."""
+    hw = np.asarray(ds.sizes, dtype=np.int64)
+    if not len(hw):
+        return 0
+    s = ds.members.scale
+    target = int(image_bytes(hw[:, 0] * s, hw[:, 1] * s).max())
+    return target + (0 if ds.targets_only else int(image_bytes(hw[:, 0], hw[:, 1]).max()))

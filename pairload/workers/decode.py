@@ -1,0 +1,128 @@
+"""`python -m pairload.workers.decode FD`: the JPEG decode process of a loader (`pairload.cut.memory.jpegproc`), on the
+connection inherited as file descriptor FD. It maps the split's shards, checks each member asked for is a whole JPEG,
+decodes them with nvImageCodec on a stream of its own, copies each image into the loader's device memory (opened from
+its IPC handle) at the place asked, waits for that, and answers. Imports neither torch nor Triton: it starts in about
+the time nvImageCodec takes to load.
+
+Messages (pickled tuples), each answered in order:
+- ("init", device ordinal, shard paths) → ("ready",) or ("error", why);
+- ("ring", IPC handle) → ("ok",): the device memory images go to from now on;
+- ("decode", shard, start, length, height, width, dest) (int64 arrays, one row a member) → ("done",), or ("bad", row,
+  what) for the first member that is not a whole JPEG or does not decode to its height × width × 3 uint8;
+- ("close",) → the process ends (as it does when the loader's end of the connection closes).
+"""
+
+from __future__ import annotations
+
+import mmap
+import sys
+import traceback
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+from .jpegs import JpegDecoders, first_cut_short
+
+
+class Server:
+    def __init__(self, ordinal: int, files: list[str]):
+        from nvidia import nvimgcodec
+
+        from .cudadrv import Device
+
+        self.device = Device(ordinal)
+        self.stream = self.device.stream()
+        self.decoders = JpegDecoders(nvimgcodec, ordinal)
+        if not self.decoders:
+            raise RuntimeError("nvImageCodec could make no JPEG decoder on this GPU")
+        self.files = files
+        self._maps: dict[int, np.ndarray] = {}
+        self._mmaps: list[mmap.mmap] = []
+        self.ring = 0
+
+    def map(self, number: int) -> np.ndarray:
+        mm = self._maps.get(number)
+        if mm is None:
+            with open(self.files[number], "rb") as fh:
+                mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            self._mmaps.append(mapped)
+            mm = self._maps[number] = np.frombuffer(mapped, dtype=np.uint8)
+        return mm
+
+    def set_ring(self, handle: bytes) -> tuple:
+        if self.ring:
+            self.device.close_ipc(self.ring)
+        self.ring = self.device.open_ipc(handle)
+        return ("ok",)
+
+    def decode(self, shard, start, length, height, width, dest) -> tuple:
+        data: list = [None] * len(shard)
+        for s in np.unique(shard).tolist():
+            m = np.flatnonzero(shard == s)
+            mm = self.map(s)
+            bad = first_cut_short(mm, start[m], length[m])
+            if bad is not None:
+                return ("bad", int(m[bad[0]]), bad[1])
+            for x, a, b in zip(m.tolist(), start[m].tolist(), (start[m] + length[m]).tolist()):
+                data[x] = mm[a:b]
+        images = self.decoders.decode(data, self.stream)
+        with self.device:
+            for i, image in enumerate(images):
+                if image is None:
+                    return ("bad", i, "does not decode on the GPU (nvImageCodec refused it)")
+                face = image.__cuda_array_interface__
+                h, w = int(height[i]), int(width[i])
+                if tuple(face["shape"]) != (h, w, 3) or face["typestr"] != "|u1":
+                    return ("bad", i, f"decodes to {face['typestr']} {tuple(face['shape'])}, the index says uint8 "
+                                      f"{(h, w, 3)}")
+                if face.get("strides") not in (None, (3 * w, 3, 1)):
+                    return ("bad", i, f"decodes to rows of {face['strides'][0]} bytes, not {3 * w}")
+                self.device.copy(self.ring + int(dest[i]), face["data"][0], h * w * 3, self.stream)
+        self.device.synchronize(self.stream)  # copied: the images may go
+        return ("done",)
+
+    def close(self) -> None:
+        if self.ring:
+            self.device.close_ipc(self.ring)
+            self.ring = 0
+        self._maps.clear()
+        for mapped in self._mmaps:
+            mapped.close()
+
+
+def serve(conn: Connection) -> int:
+    server = None
+    try:
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):  # the loader is gone
+                return 0
+            kind = msg[0]
+            try:
+                if kind == "init":
+                    server = Server(msg[1], msg[2])
+                    reply: tuple = ("ready",)
+                elif kind == "ring":
+                    reply = server.set_ring(msg[1])
+                elif kind == "decode":
+                    reply = server.decode(*msg[1:])
+                elif kind == "close":
+                    return 0
+                else:
+                    reply = ("error", f"unknown request {kind!r}")
+            except Exception as exc:  # noqa: BLE001 - told to the loader, which raises it with its context
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                reply = ("error", f"{type(exc).__name__}: {first}", traceback.format_exc())
+            conn.send(reply)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def main(argv: list[str]) -> int:
+    return serve(Connection(int(argv[0])))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
