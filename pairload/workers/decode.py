@@ -15,6 +15,7 @@ Messages (pickled tuples), each answered in order:
 from __future__ import annotations
 
 import mmap
+import signal
 import sys
 import traceback
 from multiprocessing.connection import Connection
@@ -121,6 +122,9 @@ def serve(conn: Connection) -> int:
 
 
 def main(argv: list[str]) -> int:
+    # the loader decides when this process stops: Ctrl-C in a terminal reaches the whole process group, and the
+    # loader's own handling (closing it) is what should answer it, not a traceback from here
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     return serve(Connection(int(argv[0])))
 
 

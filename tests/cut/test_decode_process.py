@@ -4,6 +4,8 @@ loader's end of its connection closes."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -39,5 +41,8 @@ def test_the_decode_process_says_why_it_cannot_start_and_ends_with_the_loader():
     assert conn.poll(60)
     reply = conn.recv()
     assert reply[0] == "error" and reply[1]
+    os.kill(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group: the loader answers it, not this
+    conn.send(("ping",))
+    assert conn.poll(30) and conn.recv()[0] == "error"  # still serving
     conn.close()  # the loader is gone: the process ends
     assert proc.wait(timeout=30) == 0

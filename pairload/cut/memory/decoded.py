@@ -64,7 +64,7 @@ AHEAD_TILES_TIGHT = 2  # and for a split bigger than the memory that could cache
 # call finds each done and keeps the thread (its launches would wait for a call made in their thread).
 LATE_CALLS = 3
 INLINE_CALLS = 16
-PROCESS = True  # a split of JPEG files only is decoded by a process of its own (`jpegproc`); False: by a thread here
+PROCESS = True  # a split's JPEG files are decoded by a process of its own (`jpegproc`); False: by a thread here
 READ_AHEAD_BYTES = 256 << 20  # encoded bytes asked to be read ahead of the batch being decoded at most (or half the
 # memory available): ~0.15 s of a 1.7 GB/s disk, 2,500 600x400 JPEGs
 
@@ -155,6 +155,7 @@ class DecodedMemory:
             from .jpegproc import ProcessDecode
 
             self.proc = ProcessDecode(ds, device)
+            weakref.finalize(self, self.proc.close)  # a loader dropped unclosed ends its decode process too
         self.decoders = gpu_decoders(device) if imageformats.JPEG in self.formats and self.proc is None else None
         self.tiles = None
         self.call = AHEAD  # batches decoded in one call
@@ -336,7 +337,7 @@ class DecodedMemory:
         try:
             samples = np.unique(np.asarray(samples, dtype=np.int64))
             if self._use_proc():
-                self.proc.reserve(None, 1)
+                self.proc.reserve_samples(len(samples))
             self._releasing.append((None, self._decode(samples)))
         finally:
             self.inputs = inputs

@@ -1,7 +1,7 @@
 """The loader's side of its JPEG decode process (`pairload.workers.decode`): the process started (`python -m`, so it
-imports neither torch nor the user's `__main__`), the device memory its images go to (`Ring`: SLOTS slots, each
-holding one decode call's images, allocated here and opened there from its IPC handle), the calls sent and their
-answers read in order.
+imports neither torch nor the user's `__main__`), the device memory its images go to (SLOTS slots, each holding one
+decode call's images, allocated here and opened there from its IPC handle), the calls sent and their answers read in
+order.
 
 Why a process and not a thread of the loader: nvImageCodec's Python binding takes the GIL back for each image of a
 call (its arguments, each image's object), so a decode thread that shares the GIL with a busy loading thread gets it
@@ -23,7 +23,7 @@ import torch
 
 from ...errors import LoaderError, PairloadError
 from ...forking import child_env, death
-from ...workers.cudadrv import Device
+from ...workers.cudadrv import CudaError, Device
 
 SLOTS = 3  # the call being cut, the next one decoding, and the one before (its last kernels may still run)
 ALIGN = 256  # bytes each image's place in a slot is aligned to
@@ -68,8 +68,11 @@ class JpegProcess:
             if not self._conn.poll(START_S):
                 self._why = f"the JPEG decode process did not start in {START_S:g} s"
             else:
-                reply = self._answer()
-                self._why = None if reply[0] == "ready" else reply[1]
+                try:
+                    reply = self._answer()
+                    self._why = None if reply[0] == "ready" else reply[1]
+                except LoaderError as exc:  # it ended as it started (an import that crashed it)
+                    self._why = str(exc)
             self._started = self._why is None
             if self._why is not None:
                 self.close()
@@ -141,10 +144,13 @@ class JpegProcess:
             self._proc.kill()
             self._proc.wait(timeout=1)
         self._conn.close()
-        if self.ring:
-            self._drv.free(self.ring)
-            self.ring = 0
-        self._drv.release()
+        try:
+            if self.ring:
+                self._drv.free(self.ring)
+            self._drv.release()
+        except CudaError:  # the context already gone (the interpreter ending): so is the memory
+            pass
+        self.ring = 0
 
 
 class JpegRequest:
@@ -192,12 +198,16 @@ class ProcessDecode:
         return self._why or None
 
     def reserve(self, plans, batches: int) -> int:
-        """Slots that hold a call of `batches` batches of `plans` (a run; None: one sample), made shorter where a slot
-        would pass SLOT_BYTES; returns the batches a call holds. No call may be in flight."""
-        rows = _most_rows(plans) if plans is not None else 1
-        batches = max(1, min(batches, SLOT_BYTES // max(1, rows * self.sample_bytes))) if plans is not None else 1
-        self.process.reserve(rows * batches * self.sample_bytes)
+        """Slots that hold a call of `batches` batches of `plans` (a run), made shorter where a slot would pass
+        SLOT_BYTES; returns the batches a call holds. No call may be in flight."""
+        rows = _most_rows(plans)
+        batches = max(1, min(batches, SLOT_BYTES // max(1, rows * self.sample_bytes)))
+        self.reserve_samples(rows * batches)
         return batches
+
+    def reserve_samples(self, n: int) -> None:
+        """Slots that hold a call of `n` samples. No call may be in flight."""
+        self.process.reserve(n * self.sample_bytes)
 
     def request(self, samples: np.ndarray, rows, k: np.ndarray, j: np.ndarray) -> JpegRequest:
         """The JPEG members (side k of row j of `rows`, the call's `samples`' stored members) as the process is asked
