@@ -15,10 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 MOVED = ("scale", "packbench", "rawdata", "rawbench", "rawbaselines")  # the benchmarks' own code
 
 # where the package is entered: the console script (read from pyproject), `import pairload`, `python -m` of
-# pairload.train, pairload.workers and pairload.basicsr, the public integration modules, and the modules named by
-# strings (the kinds' classes, `pairload`'s lazy names)
-ENTRY_POINTS = ("pairload", "pairload.train", "pairload.workers.__main__", "pairload.dali", "pairload.lightning",
-                "pairload.basicsr", "pairload.basicsr.__main__")
+# pairload.train, pairload.workers (and its decode process) and pairload.basicsr, the public integration modules, and
+# the modules named by strings (the kinds' classes, `pairload`'s lazy names)
+ENTRY_POINTS = ("pairload", "pairload.train", "pairload.workers.__main__", "pairload.workers.decode", "pairload.dali",
+                "pairload.lightning", "pairload.basicsr", "pairload.basicsr.__main__")
 
 
 def _setuptools() -> dict:
