@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import willneed
 from ..errors import ShardError
 from .atomic import atomic_open
 
@@ -89,13 +90,16 @@ def read_at_random(array: np.ndarray) -> None:
         pass
 
 
-def _will_read(array: np.ndarray) -> None:
+def will_read(array: np.ndarray) -> None:
     """Ask the kernel to read a contiguous part of a mapped array now, in large requests (MADV_WILLNEED), where
     `read_at_random` turned its read-ahead off: a slice read in order, a page at a time, would wait on each."""
-    if array.flags.c_contiguous and array.nbytes > 16 * mmap.PAGESIZE:
+    found = _mapping(array) if array.flags.c_contiguous and array.nbytes > 16 * mmap.PAGESIZE else None
+    if found is not None:
+        mm, start = found
+        lo = start // mmap.PAGESIZE * mmap.PAGESIZE
         try:
-            _advise(array, getattr(mmap, "MADV_WILLNEED", None))
-        except OSError:
+            willneed.map_range(mm, lo, min(len(mm), start + array.nbytes) - lo)
+        except (OSError, ValueError):  # advice only
             pass
 
 
@@ -116,7 +120,7 @@ class PagedColumn(LazyColumn):
         try:
             part = self.array[key]
             if isinstance(key, slice) and isinstance(part, np.ndarray):  # rows in order: read ahead after all
-                _will_read(part)
+                will_read(part)
             return np.array(part)  # a copy: nothing keeps the pages
         finally:
             release_pages(self.array)

@@ -14,6 +14,7 @@ from ..format import binindex, schema
 from ..format import sensor as fmt
 from ..format.sequences import Sequences, into_index
 from ..format.columns import Pieces
+from ..format.sizes import size_counts
 from ..format.encoding import RAW, Encoding
 from ..audit.measures import VERSION as MEASURES
 from ..format.facts import NAMES as FACT_NAMES
@@ -162,12 +163,12 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
 
 def _sizes(parts: list[ShardRows]) -> tuple[np.ndarray, np.ndarray]:
     """The sizes (h, w) the samples of `parts` are stored at, each once, and how many samples have each."""
-    found = [np.unique(r.columns["hw"].reshape(-1, 2), axis=0, return_counts=True) for r in parts if r.samples]
+    found = [size_counts(r.columns["hw"]) for r in parts if r.samples]
     if not found:
         return np.zeros((0, 2), np.int64), np.zeros(0, np.int64)
-    sizes = np.concatenate([s for s, _ in found])
-    counts = np.concatenate([c for _, c in found])
-    sizes, back = np.unique(sizes, axis=0, return_inverse=True)
+    sizes = np.concatenate([s for s, _, _ in found])
+    counts = np.concatenate([c for _, c, _ in found])
+    sizes, back = np.unique(sizes, axis=0, return_inverse=True)  # a few rows a part
     return sizes, np.bincount(back.reshape(-1), weights=counts, minlength=len(sizes)).astype(np.int64)
 
 

@@ -12,6 +12,8 @@ from collections import deque
 
 import numpy as np
 
+from .. import willneed
+
 JOIN_S = 2.0  # the longest `close` waits for the thread: one request in flight waits at most for the disk's queue
 
 
@@ -163,7 +165,7 @@ class ReadAhead:
                     except FileNotFoundError:  # a remote shard not downloaded yet: its batch fetches it
                         continue
                 try:
-                    os.posix_fadvise(fd, a, b - a, os.POSIX_FADV_WILLNEED)
+                    willneed.file_range(fd, a, b - a)
                 except OSError:
                     continue
                 self.asked += 1

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import willneed
 from ..errors import ConfigError, LoaderError, ShardError
 from ..format import imageformats, schema
 from ..format.encoding import FrameError
@@ -269,7 +270,7 @@ class ShardDataset(ShardSource):
                     raise
                 continue  # a remote shard not downloaded yet (or evicted): its batch fetches and holds it
             try:
-                self._mmaps[number].madvise(mmap.MADV_WILLNEED, a, b - a)
+                willneed.map_range(self._mmaps[number], a, b - a)
             except (OSError, ValueError):  # advice only
                 return
 

@@ -15,6 +15,7 @@ import numpy as np
 from ..audit.packing import SHIFTED_PX, exposure_stats, shift_stats
 from ..format import binindex, imageformats, schema
 from ..format.sequences import GAPS
+from ..format.sizes import size_counts
 from ..remote import urls
 from ..units import human_bytes
 
@@ -61,7 +62,7 @@ def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) 
     with index_files_at(shards_dir, storage_options) as index_at:
         for split, entry in doc["splits"].items():
             idx = schema.split_index(doc, split, index_at=index_at)
-            sizes, counts = np.unique(idx.hw, axis=0, return_counts=True)
+            sizes, counts, pixels = size_counts(idx.hw)
             m = idx.members
             # a targets-only split stores one image per sample: its input is that image, not a second one
             per_pixel = m.high.pixel_bytes if idx.targets_only else m.bytes_per_input_pixel
@@ -70,7 +71,7 @@ def info(shards_dir: str | os.PathLike, *, storage_options: dict | None = None) 
                 "shards": len(idx.files),
                 "bytes": int(sum(sh["bytes"] for sh in entry["shards"])),
                 "compression": idx.encoding.stored or "none",
-                "pixel_bytes": int((idx.hw[:, 0] * idx.hw[:, 1]).sum()) * per_pixel,
+                "pixel_bytes": pixels * per_pixel,
                 **({"targets_only": True, "members": f"targets only: {m.high.describe()}"} if idx.targets_only else
                    {"members": m.describe()} if not m.default else {}),
                 **({"sensor": _sensor(entry, idx.sensor)} if idx.sensor is not None else {}),

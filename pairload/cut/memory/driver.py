@@ -8,6 +8,8 @@ import threading
 
 import torch
 
+from ... import willneed
+
 # cuMemHostRegister flags (cuda.h): PORTABLE, DEVICEMAP, READ_ONLY
 _FLAGS = 1 | 2 | 8
 _CAN_USE_HOST_POINTER = 91  # CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM
@@ -80,10 +82,12 @@ class Driver:
 
     @classmethod
     def willneed(cls, ptr: int, nbytes: int) -> None:
-        """Start reading these pages of a file map (advice: errors ignored)."""
+        """Start reading these pages of a file map (`ptr` page-aligned; advice: errors ignored), a piece at a time
+        (`pairload.willneed`: one larger request is read only in part)."""
         if cls._libc is None:
             cls._libc = ctypes.CDLL(None, use_errno=True)
-        cls._libc.madvise(ctypes.c_void_p(ptr), ctypes.c_size_t(nbytes), ctypes.c_int(_MADV_WILLNEED))
+        for a, n in willneed.pieces(ptr, nbytes):
+            cls._libc.madvise(ctypes.c_void_p(a), ctypes.c_size_t(n), ctypes.c_int(_MADV_WILLNEED))
 
 
 class DriverError(Exception):
