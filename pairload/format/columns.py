@@ -61,16 +61,24 @@ def _mapping(array: np.ndarray) -> tuple[mmap.mmap, int] | None:
     return base, start
 
 
-def _advise(array: np.ndarray, advice: int | None) -> None:
-    """madvise the pages a mapped array spans (nothing for an array that is not a view of a mapping)."""
-    found = _mapping(array) if isinstance(array, np.ndarray) and advice is not None else None
+def _pages(array: np.ndarray) -> tuple[mmap.mmap, int, int] | None:
+    """(the mmap, first byte, bytes) of the whole pages a mapped array spans (None: not a view of a mapping, or
+    empty)."""
+    found = _mapping(array) if isinstance(array, np.ndarray) else None
     if found is None:
-        return
+        return None
     mm, start = found
     lo = start // mmap.PAGESIZE * mmap.PAGESIZE
     hi = min(len(mm), -(-(start + array.nbytes) // mmap.PAGESIZE) * mmap.PAGESIZE)
-    if hi > lo:
-        mm.madvise(advice, lo, hi - lo)
+    return (mm, lo, hi - lo) if hi > lo else None
+
+
+def _advise(array: np.ndarray, advice: int | None) -> None:
+    """madvise the pages a mapped array spans (nothing for an array that is not a view of a mapping)."""
+    found = _pages(array) if advice is not None else None
+    if found is not None:
+        mm, lo, n = found
+        mm.madvise(advice, lo, n)
 
 
 def release_pages(array: np.ndarray) -> None:
@@ -93,12 +101,10 @@ def read_at_random(array: np.ndarray) -> None:
 def will_read(array: np.ndarray) -> None:
     """Ask the kernel to read a contiguous part of a mapped array now, in large requests (MADV_WILLNEED), where
     `read_at_random` turned its read-ahead off: a slice read in order, a page at a time, would wait on each."""
-    found = _mapping(array) if array.flags.c_contiguous and array.nbytes > 16 * mmap.PAGESIZE else None
+    found = _pages(array) if array.flags.c_contiguous and array.nbytes > 16 * mmap.PAGESIZE else None
     if found is not None:
-        mm, start = found
-        lo = start // mmap.PAGESIZE * mmap.PAGESIZE
         try:
-            willneed.map_range(mm, lo, min(len(mm), start + array.nbytes) - lo)
+            willneed.map_range(*found)  # in pieces: one large request is read only in part
         except (OSError, ValueError):  # advice only
             pass
 

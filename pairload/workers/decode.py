@@ -22,7 +22,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from .jpegs import JpegDecoders, first_cut_short
+from .jpegs import JpegDecoders, JpegFault, decoded_face, member_bytes
 
 
 class Server:
@@ -57,25 +57,18 @@ class Server:
         return ("ok",)
 
     def decode(self, shard, start, length, height, width, dest) -> tuple:
-        data: list = [None] * len(shard)
-        for s in np.unique(shard).tolist():
-            m = np.flatnonzero(shard == s)
-            mm = self.map(s)
-            bad = first_cut_short(mm, start[m], length[m])
-            if bad is not None:
-                return ("bad", int(m[bad[0]]), bad[1])
-            for x, a, b in zip(m.tolist(), start[m].tolist(), (start[m] + length[m]).tolist()):
-                data[x] = mm[a:b]
+        try:
+            data = member_bytes(shard, start, length, self.map)
+        except JpegFault as fault:
+            return ("bad", fault.row, fault.what)
         images = self.decoders.decode(data, self.stream)
         with self.device:
             for i, image in enumerate(images):
-                if image is None:
-                    return ("bad", i, "does not decode on the GPU (nvImageCodec refused it)")
-                face = image.__cuda_array_interface__
                 h, w = int(height[i]), int(width[i])
-                if tuple(face["shape"]) != (h, w, 3) or face["typestr"] != "|u1":
-                    return ("bad", i, f"decodes to {face['typestr']} {tuple(face['shape'])}, the index says uint8 "
-                                      f"{(h, w, 3)}")
+                try:
+                    face = decoded_face(image, h, w)
+                except JpegFault as fault:
+                    return ("bad", i, fault.what)
                 if face.get("strides") not in (None, (3 * w, 3, 1)):
                     return ("bad", i, f"decodes to rows of {face['strides'][0]} bytes, not {3 * w}")
                 self.device.copy(self.ring + int(dest[i]), face["data"][0], h * w * 3, self.stream)

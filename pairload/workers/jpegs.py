@@ -1,6 +1,7 @@
 """What both places that decode a split's JPEG files on the GPU share (the decode process, `workers.decode`, and the
 loading process's decode thread, `pairload.cut.memory.decoded`): nvImageCodec's decoders (`JpegDecoders`) and the
-check that each member is a whole JPEG before a decoder sees it (`first_cut_short`). Numpy and nvImageCodec only."""
+check that each member is a whole JPEG before a decoder sees it (`member_bytes`), and the check of what it decoded to
+(`decoded_face`). Numpy and nvImageCodec only."""
 
 from __future__ import annotations
 
@@ -67,3 +68,39 @@ def first_cut_short(mm: np.ndarray, start: np.ndarray, length: np.ndarray) -> tu
     a, b = int(start[x]), int(end[x])
     head, tail = bytes(mm[a:a + 2]), bytes(mm[max(a, b - 2):b])
     return x, f"is not a whole JPEG (it starts with {head.hex(' ')} and ends with {tail.hex(' ')}, not ff d8 … ff d9)"
+
+
+class JpegFault(Exception):
+    """A JPEG member refused: `what` it is (the tail of the message its caller makes, naming shard and key), `row`
+    its place in the members asked for (-1: the caller knows it)."""
+
+    def __init__(self, what: str, row: int = -1):
+        super().__init__(what)
+        self.what, self.row = what, row
+
+
+def member_bytes(shard: np.ndarray, start: np.ndarray, length: np.ndarray, shard_map) -> list:
+    """Each member's bytes, a view of its shard's map (`shard_map(number)`), its ends checked with numpy shard by
+    shard; the first not a whole JPEG raises JpegFault with its row."""
+    data: list = [None] * len(shard)
+    for s in np.unique(shard).tolist():
+        m = np.flatnonzero(shard == s)
+        mm = shard_map(s)
+        a = start[m]
+        bad = first_cut_short(mm, a, length[m])
+        if bad is not None:
+            raise JpegFault(bad[1], int(m[bad[0]]))
+        for x, lo, hi in zip(m.tolist(), a.tolist(), (a + length[m]).tolist()):
+            data[x] = mm[lo:hi]
+    return data
+
+
+def decoded_face(image, h: int, w: int) -> dict:
+    """The `__cuda_array_interface__` of a decoded image (None: the decoder refused it), which must be h × w × 3
+    uint8; else JpegFault."""
+    if image is None:
+        raise JpegFault("does not decode on the GPU (nvImageCodec refused it)")
+    face = image.__cuda_array_interface__
+    if tuple(face["shape"]) != (h, w, 3) or face["typestr"] != "|u1":
+        raise JpegFault(f"decodes to {face['typestr']} {tuple(face['shape'])}, the index says uint8 {(h, w, 3)}")
+    return face

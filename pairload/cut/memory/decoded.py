@@ -42,7 +42,7 @@ from ...errors import LoaderError, ShardError
 from ...format import imageformats
 from ...hostmemory import outgrows_cache
 from ...read.ahead import ReadAhead, batches_within
-from ...workers.jpegs import JpegDecoders, first_cut_short
+from ...workers.jpegs import JpegDecoders, JpegFault, decoded_face, member_bytes
 from .pages import CHECK_S
 from .tileplan import TileTable, plan, windows_read
 
@@ -505,19 +505,12 @@ class DecodedMemory:
         """The JPEG members (side k of row j) as (side, row, bytes), their ends checked with numpy, shard by shard:
         a member cut short or overwritten is refused before the decoder sees it (a decoder fills a cut-short JPEG
         with grey and says nothing)."""
-        start, length, shard = rows.offset[j, k], rows.length[j, k], rows.shard[j]
-        end = start + length
-        data: list = [None] * len(j)
-        for s in np.unique(shard).tolist():
-            m = np.flatnonzero(shard == s)
-            mm = self.ds.shard_map(s)
-            a, b = start[m], end[m]
-            bad = first_cut_short(mm, a, length[m])
-            if bad is not None:
-                x = int(m[bad[0]])
-                raise self._bad(samples[j[x]], int(k[x]), s, bad[1])
-            for x, lo, hi in zip(m.tolist(), a.tolist(), b.tolist()):
-                data[x] = mm[lo:hi]
+        shard = rows.shard[j]
+        try:
+            data = member_bytes(shard, rows.offset[j, k], rows.length[j, k], self.ds.shard_map)
+        except JpegFault as fault:
+            x = fault.row
+            raise self._bad(samples[j[x]], int(k[x]), int(shard[x]), fault.what) from None
         return list(zip(k.tolist(), j.tolist(), data))
 
     def _jpegs(self, jpegs, images: list, samples: np.ndarray, rows, ptr: np.ndarray) -> list:
@@ -525,14 +518,11 @@ class DecodedMemory:
         scale = self.ds.members.scale
         held = []
         for (k, j, _), image in zip(jpegs, images):
-            shard = rows.shard[j]
-            if image is None:
-                raise self._bad(samples[j], k, shard, "does not decode on the GPU (nvImageCodec refused it)")
-            face = image.__cuda_array_interface__
             h, w = (int(v) * (scale if k else 1) for v in self.ds.sizes[samples[j]])
-            if tuple(face["shape"]) != (h, w, 3) or face["typestr"] != "|u1":
-                raise self._bad(samples[j], k, shard, f"decodes to {face['typestr']} {tuple(face['shape'])}, the "
-                                f"index says uint8 {(h, w, 3)}")
+            try:
+                face = decoded_face(image, h, w)
+            except JpegFault as fault:
+                raise self._bad(samples[j], k, rows.shard[j], fault.what) from None
             if face.get("strides") not in (None, (3 * w, 3, 1)):  # rows padded: the kernel reads rows of w pixels
                 t = torch.as_tensor(image, device=self.device).contiguous()
                 held.append(t)
