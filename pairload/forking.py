@@ -69,6 +69,36 @@ def start_method() -> str:
     return "fork" if threads() == 1 else "spawn"
 
 
+TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
+def spawn_context():
+    """multiprocessing's spawn context, its resource tracker started first where this process has none, with its
+    leak warning off. A spawned pool's queues hold named semaphores, which the tracker removes once the process that
+    made them is gone; killed with SIGKILL, a pack would otherwise leave two lines of "leaked semaphore objects" after
+    it, about a clean-up that is done and asks nothing of the user."""
+    from multiprocessing import resource_tracker
+
+    tracker = resource_tracker._resource_tracker  # noqa: SLF001 - the process-wide tracker, no public handle
+    if tracker._fd is None:  # noqa: SLF001 - not started yet: the tracker takes this environment as it starts
+        before = os.environ.get("PYTHONWARNINGS")
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [before, TRACKER_QUIET]))
+        try:
+            resource_tracker.ensure_running()
+        finally:
+            if before is None:
+                del os.environ["PYTHONWARNINGS"]
+            else:
+                os.environ["PYTHONWARNINGS"] = before
+    return mp.get_context("spawn")
+
+
+def pool_context():
+    """The context of a pool of workers: `start_method`'s, with `spawn_context`'s tracker where it spawns."""
+    method = start_method()
+    return spawn_context() if method == "spawn" else mp.get_context(method)
+
+
 def child_env() -> dict[str, str]:
     """The environment a process of pairload's own starts with (`python -m pairload....`): this one's, with the
     folder holding the pairload this process runs first on its path (a source tree not installed, a benchmark's

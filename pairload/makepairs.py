@@ -373,10 +373,10 @@ def make_pairs(out_dir: str | os.PathLike, options: MakePairsOptions = MakePairs
 
     chunks = [order[k:k + CHUNK] for k in range(0, len(order), CHUNK)]  # views: the jobs are made a chunk at a time
     if options.workers > 1:
-        import multiprocessing as mp
+        from .forking import spawn_context
 
-        with mp.get_context("spawn").Pool(options.workers, initializer=_init_worker,
-                                          initargs=(photos, options.degrade)) as pool:
+        with spawn_context().Pool(options.workers, initializer=_init_worker,
+                                     initargs=(photos, options.degrade)) as pool:
             pending = None  # the pool takes a whole iterable at once: it gets a chunk while it works on the one before
             for chunk in chunks + [None]:
                 started = pool.imap_unordered(_make_pair, jobs(chunk), chunksize=4) if chunk is not None else None

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
-import multiprocessing as mp
 import multiprocessing.pool
 import os
 import signal
@@ -23,7 +22,7 @@ from ..errors import ImageError, OutputError, PairloadError
 from ..format.encoding import RAW, Encoding
 from ..format.members import npy_file
 from ..format.crc import crc32
-from ..forking import start_method
+from ..forking import pool_context
 from ..folders.decode import CROP, RESIZE, Header, decode, decode_camera, fitted, silence_cv2
 from ..folders.decode import probe as probe_header
 from .guard import output_error
@@ -115,7 +114,7 @@ def start_pool(workers: int):
     # hang LibRaw's development in a forked worker. (A fork server started single-threaded was tried: the CLI's
     # pack was no faster, its spawned workers starting while the folders are listed.)
     return WorkerPool(workers, initializer=_init_worker, initargs=(os.getpid(),),
-                      context=mp.get_context(start_method()))
+                      context=pool_context())
 
 
 class WorkerPool(multiprocessing.pool.Pool):

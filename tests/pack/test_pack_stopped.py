@@ -49,12 +49,19 @@ def written(out: Path) -> bool:
         return False
 
 
-def writing_pack(raw: Path, out: Path) -> tuple[subprocess.Popen, list[psutil.Process]]:
+# the pack's CLI in a process that runs a second thread (a user's script, a library's): its workers are spawned
+# (`pairload.forking`), and their queues' semaphores are named ones that multiprocessing's resource tracker removes
+SPAWNING = ["-c", "import threading, time; threading.Thread(target=time.sleep, args=(600,), daemon=True).start(); "
+            "import sys; from pairload.cli import entry; sys.argv[0] = 'pairload'; entry()"]
+CLI = ["-m", "pairload.cli"]
+
+
+def writing_pack(raw: Path, out: Path, how: list[str] = CLI) -> tuple[subprocess.Popen, list[psutil.Process]]:
     """A pack of `raw` into `out` in a session of its own, once it is `written`; and its workers."""
     path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     # Ctrl-C's default action, as in a terminal, whatever this test runs under (a job started with `&` by a shell
     # without job control ignores SIGINT, and so would the pack it starts)
-    proc = subprocess.Popen([sys.executable, "-m", "pairload.cli", "pack", str(raw), str(out), "--workers", "2"],
+    proc = subprocess.Popen([sys.executable, *how, "pack", str(raw), str(out), "--workers", "2"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             env={**os.environ, "PYTHONPATH": path},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -85,9 +92,12 @@ def looks_complete(out: Path) -> list[str]:
     return sorted(p.name for p in out.iterdir() if p.name == "manifest.json" or p.name.endswith((".tar", ".index")))
 
 
-def test_a_killed_pack_takes_its_workers_with_it_quietly(raw, tmp_path):
+@pytest.mark.parametrize("how", [CLI, SPAWNING], ids=["cli", "spawning"])
+def test_a_killed_pack_takes_its_workers_with_it_quietly(raw, tmp_path, how):
     out = tmp_path / "shards"
-    proc, workers = writing_pack(raw, out)
+    before = semaphores()
+    proc, workers = writing_pack(raw, out, how)
+    spawned = any("resource_tracker" in " ".join(p.cmdline()) for p in workers)
     proc.send_signal(signal.SIGKILL)  # the pack alone, not its process group
     _, err = proc.communicate(timeout=30)
     left = wait_ended(workers)
@@ -96,6 +106,13 @@ def test_a_killed_pack_takes_its_workers_with_it_quietly(raw, tmp_path):
     assert proc.returncode == -signal.SIGKILL and not left
     assert "Traceback" not in err and len(err.splitlines()) <= 1, err
     assert not looks_complete(out) and list(out.glob("*.tar.partial"))  # under their temporary names
+    assert spawned or how is not SPAWNING  # (the CLI alone forks where it can: `pairload.forking`)
+    assert semaphores() <= before, "the pool's named semaphores were left behind"
+
+
+def semaphores() -> set[str]:
+    """multiprocessing's named semaphores on this machine (Linux keeps them in /dev/shm)."""
+    return {p.name for p in Path("/dev/shm").glob("sem.mp-*")}
 
 
 def test_ctrl_c_stops_a_pack_in_one_line_and_deletes_its_partial_shards(raw, tmp_path):
