@@ -31,6 +31,7 @@ from .folders.filetypes import CAMERA_RAW_EXTS, NUMPY_EXTS
 from .folders.names import HIGH_NAMES, LOW_NAMES
 from .degrade import Degradation
 from .degrade.spec import takers
+from .pack.pool import WorkerPool, doing
 
 PHOTO_EXTS = IMAGE_EXTS - NUMPY_EXTS - CAMERA_RAW_EXTS  # photographs to darken: not .npy arrays, not camera raw
 BUNDLED = ("astronaut", "chelsea", "coffee", "rocket")
@@ -229,6 +230,7 @@ def _make_pair(job: tuple[Path, int, int, int, int, int]) -> tuple[int, int, tup
     rng = np.random.default_rng([seed, split_id, i])
     photos = _worker["photos"]
     source = _first_draw(rng, split_id, len(photos))
+    doing(photos[source][1])
     high, crop = _crop(_photo(photos[source][1]), width, height, rng)
     low, params, key = make_input(high, _worker["degrade"], rng)
     stem, split = f"{i:05d}", SPLITS[split_id]
@@ -375,8 +377,8 @@ def make_pairs(out_dir: str | os.PathLike, options: MakePairsOptions = MakePairs
     if options.workers > 1:
         from .forking import spawn_context
 
-        with spawn_context().Pool(options.workers, initializer=_init_worker,
-                                     initargs=(photos, options.degrade)) as pool:
+        with WorkerPool(options.workers, spawn_context(), "make-pairs", _init_worker,
+                        (photos, options.degrade)) as pool:
             pending = None  # the pool takes a whole iterable at once: it gets a chunk while it works on the one before
             for chunk in chunks + [None]:
                 started = pool.imap_unordered(_make_pair, jobs(chunk), chunksize=4) if chunk is not None else None

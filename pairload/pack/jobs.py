@@ -1,17 +1,11 @@
-"""The work pack's worker processes do: the pool itself, header probes, one job per pair (decode it, measure it
+"""The work pack's worker processes do (`pool` runs them): header probes, one job per pair (decode it, measure it
 (`audit.measures.pair_facts`), then either write its pixels in place into a planned shard or return them as zstd
 frames). Everything here runs in a worker, or in the parent when there is one process."""
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import functools
-import multiprocessing.pool
 import os
-import signal
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,10 +16,10 @@ from ..errors import ImageError, OutputError, PairloadError
 from ..format.encoding import RAW, Encoding
 from ..format.members import npy_file
 from ..format.crc import crc32
-from ..forking import pool_context
-from ..folders.decode import CROP, RESIZE, Header, decode, decode_camera, fitted, silence_cv2
+from ..folders.decode import CROP, RESIZE, Header, decode, decode_camera, fitted
 from ..folders.decode import probe as probe_header
 from .guard import output_error
+from .pool import doing
 
 
 IMAGE = "image"  # a Job's file decoded as an image or a .npy (else `decode.PACKED` / `decode.DEVELOPED`)
@@ -109,61 +103,6 @@ def close_fds() -> None:
     _fds.clear()
 
 
-def start_pool(workers: int):
-    # fork starts workers at once, where it is safe (`forking`): an OpenMP pool that torch started, for one, would
-    # hang LibRaw's development in a forked worker. (A fork server started single-threaded was tried: the CLI's
-    # pack was no faster, its spawned workers starting while the folders are listed.)
-    return WorkerPool(workers, initializer=_init_worker, initargs=(os.getpid(),),
-                      context=pool_context())
-
-
-class WorkerPool(multiprocessing.pool.Pool):
-    """A pool whose workers end quietly with the pack that started them: killed with it (Linux), or, elsewhere,
-    on the broken pipe to it, without a traceback from each."""
-
-    @staticmethod
-    def Process(ctx, *args, **kwds):  # noqa: N802 - the name multiprocessing.pool.Pool calls
-        kwds["target"] = functools.partial(_quiet_when_orphaned, kwds["target"])
-        return ctx.Process(*args, **kwds)
-
-
-PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-ORPHAN_WAIT_S = 1.0  # how long a worker whose pipe broke waits to see its parent gone (the kernel closes the
-# parent's files before it hands its children over)
-_parent: int | None = None  # the pack process that started this worker
-
-
-def _init_worker(parent: int) -> None:
-    global _parent
-    _parent = parent
-    # Ctrl-C reaches the whole process group: the pack answers it (its workers stopped, its partial shards
-    # deleted), not a KeyboardInterrupt traceback from every worker
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Pool.terminate's signal, whatever handler the parent had
-    if sys.platform.startswith("linux"):
-        # a pack killed with SIGKILL cannot stop its workers: the kernel does, as it dies (a worker's results have
-        # nowhere to go then, so there is nothing to unwind)
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the pack died before the request: no signal will come
-        os._exit(1)
-    # one core per worker: OpenMP (LibRaw's development) reads this when it is first loaded, in this process
-    os.environ["OMP_NUM_THREADS"] = "1"
-    silence_cv2()
-
-
-def _quiet_when_orphaned(target, *args) -> None:
-    """The pool's worker loop; a broken pipe to a parent that is gone ends the worker without a traceback."""
-    try:
-        target(*args)
-    except (BrokenPipeError, ConnectionResetError, EOFError):
-        deadline = time.monotonic() + ORPHAN_WAIT_S
-        while _parent is not None and time.monotonic() < deadline:
-            if os.getppid() != _parent:
-                os._exit(1)
-            time.sleep(0.01)
-        raise
-
-
 def probe(path: str | Path) -> Header | str:
     """The image's `Header` (size, element type, channels), or the one-line error naming it."""
     try:
@@ -176,7 +115,12 @@ def probe_many(paths: list[str]) -> list:
     """`probe` of each path; equal headers are one object, which pickle then sends back once (the parent's cost per
     file, not the workers', bounds the probe of a large pack)."""
     canon: dict = {}
-    return [h if isinstance(h, str) else canon.setdefault(h, h) for h in map(probe, paths)]
+    headers = []
+    for path in paths:
+        doing(path)
+        header = probe(path)
+        headers.append(header if isinstance(header, str) else canon.setdefault(header, header))
+    return headers
 
 
 def _side(job: Job, path: Path, header, as_: str, out_hw: tuple[int, int]):
@@ -230,7 +174,10 @@ def run_task(work, jobs: list[Job]) -> list[JobResult]:
     the facts of the task's pairs, measured together (`measured`)."""
     global _kept_high
     try:
-        done = [work(job) for job in jobs]
+        done = []
+        for job in jobs:
+            doing(job.low, job.high)
+            done.append(work(job))
     finally:
         _kept_high = None
     return measured(jobs, done)

@@ -124,3 +124,21 @@ def test_ctrl_c_stops_a_pack_in_one_line_and_deletes_its_partial_shards(raw, tmp
     assert not wait_ended(workers)
     assert "Traceback" not in err and len(err.splitlines()) <= 1, err
     assert not looks_complete(out) and not list(out.glob("*.partial"))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV], ids=["oom-killer", "decoder-crash"])
+def test_a_pack_whose_worker_dies_stops_naming_the_signal_and_the_files(raw, tmp_path, sig):
+    """multiprocessing's pool waits forever for a dead worker's task; the pack must stop, in one line that says how
+    the worker ended, the files it was on and what to do, and leave no shard behind."""
+    out = tmp_path / "shards"
+    proc, workers = writing_pack(raw, out)
+    victim = next(p for p in workers if "resource_tracker" not in " ".join(p.cmdline()))
+    victim.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert f"worker process {victim.pid} was killed by {sig.name} while it read {raw}" in err, err
+    if sig == signal.SIGKILL:
+        assert "out-of-memory killer: run it with fewer --workers" in err, err
+    else:
+        assert "a decoder crashed on a file" in err, err
+    assert not wait_ended(workers) and not looks_complete(out) and not list(out.glob("*.partial"))

@@ -1,0 +1,52 @@
+"""The worker pool of `pack` and `make-pairs` (`pairload.pack.pool`): results in order or not, batched or not, and a
+worker that dies while it works is an error naming its signal and what it said it was on (multiprocessing's own
+pool waits for the dead worker's task forever). Forked workers: the functions they run are this module's."""
+
+import faulthandler
+import multiprocessing as mp
+import os
+import signal
+import threading
+
+import pytest
+
+from pairload.pack.pool import WorkerDiedError, WorkerPool, doing
+
+
+def square_or_die(k: int) -> int:
+    doing(f"photo-{k}.jpg")
+    if k == 13:
+        faulthandler.disable()  # (pytest's, inherited by the fork: its dump of the crash is not this test's)
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return k * k
+
+
+@pytest.fixture
+def pool():
+    with WorkerPool(2, mp.get_context("fork"), "make-pairs") as p:
+        yield p
+
+
+@pytest.mark.parametrize("chunksize", [1, 4])
+def test_the_pool_gives_every_result(pool, chunksize):
+    assert list(pool.imap(square_or_die, range(13), chunksize)) == [k * k for k in range(13)]
+    assert sorted(pool.imap_unordered(square_or_die, range(13), chunksize)) == [k * k for k in range(13)]
+
+
+def test_a_worker_that_dies_is_named_with_what_it_was_on(pool):
+    caught: list[BaseException] = []
+
+    def consume():
+        try:
+            list(pool.imap_unordered(square_or_die, range(20), 3))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            caught.append(exc)
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "the pool waited for the dead worker's task"
+    assert len(caught) == 1 and isinstance(caught[0], WorkerDiedError), caught
+    message = str(caught[0])
+    assert message.startswith("make-pairs: worker process ") and "was killed by SIGSEGV while it read photo-13.jpg" \
+        in message and "a decoder crashed" in message, message
