@@ -63,6 +63,11 @@ class MissingDependencyError(PairloadError):
     """An optional package (DALI, scikit-image) is needed and not installed."""
 
 
+class WorkerDiedError(PairloadError):
+    """A worker process of `pack`, `make-pairs` or `audit` died while it worked (the out-of-memory killer, a decoder
+    crashing on a file): its work is lost, and the command stops."""
+
+
 class LoaderError(PairloadError):
     """A loader cannot go on: one of its worker processes died, or its shards changed while it ran."""
 

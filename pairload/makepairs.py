@@ -31,7 +31,7 @@ from .folders.filetypes import CAMERA_RAW_EXTS, NUMPY_EXTS
 from .folders.names import HIGH_NAMES, LOW_NAMES
 from .degrade import Degradation
 from .degrade.spec import takers
-from .pack.pool import WorkerPool, doing
+from .workerpool import WorkerPool, doing
 
 PHOTO_EXTS = IMAGE_EXTS - NUMPY_EXTS - CAMERA_RAW_EXTS  # photographs to darken: not .npy arrays, not camera raw
 BUNDLED = ("astronaut", "chelsea", "coffee", "rocket")

@@ -20,8 +20,7 @@ from pairload import makepairs
 from pairload.forking import start_method
 from pairload.format.crc import crc32
 from pairload.pack import PackOptions, pack
-from pairload.pack.jobs import Job, JobResult
-from pairload.pack.pool import start_pool
+from pairload.pack.jobs import Job, JobResult, start_pool
 from pairload.folders.decode import decode, probe, probe_image, silence_cv2
 from pairload.folders.discover import Pair, find_pairs
 

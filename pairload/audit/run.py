@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..format.facts import HIGH, FactsColumns
+from ..workerpool import WorkerPool
 from . import packing
 from .facts import split_facts
 from .measures import VERSION as MEASURES
@@ -125,8 +126,9 @@ def matches(qa: AuditedSplit, qb: AuditedSplit, *, radius: int = RADIUS, min_sim
     _SHARED = (qa, qb, radius, min_similarity)
     bounds = np.linspace(0, whole[1], 4 * workers + 1).astype(np.int64)
     try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            parts = pool.map(_spread_share, list(zip(bounds[:-1].tolist(), bounds[1:].tolist())), chunksize=1)
+        # (a worker the out-of-memory killer ends is an error naming it, not a pool waiting for its share forever)
+        with WorkerPool(workers, multiprocessing.get_context("fork"), "audit") as pool:
+            parts = list(pool.imap(_spread_share, list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))))
     finally:
         _SHARED = None
     return [m for part in parts for m in part]

@@ -16,10 +16,11 @@ from ..errors import ImageError, OutputError, PairloadError
 from ..format.encoding import RAW, Encoding
 from ..format.members import npy_file
 from ..format.crc import crc32
-from ..folders.decode import CROP, RESIZE, Header, decode, decode_camera, fitted
+from ..folders.decode import CROP, RESIZE, Header, decode, decode_camera, fitted, silence_cv2
+from ..forking import pool_context
 from ..folders.decode import probe as probe_header
 from .guard import output_error
-from .pool import doing
+from ..workerpool import WorkerPool, doing
 
 
 IMAGE = "image"  # a Job's file decoded as an image or a .npy (else `decode.PACKED` / `decode.DEVELOPED`)
@@ -101,6 +102,19 @@ def close_fds() -> None:
     for fd in _fds.values():
         os.close(fd)
     _fds.clear()
+
+
+def start_pool(workers: int) -> WorkerPool:
+    # fork starts workers at once, where it is safe (`forking`): an OpenMP pool that torch started, for one, would
+    # hang LibRaw's development in a forked worker. (A fork server started single-threaded was tried: the CLI's
+    # pack was no faster, its spawned workers starting while the folders are listed.)
+    return WorkerPool(workers, pool_context(), "pack", _init_worker)
+
+
+def _init_worker() -> None:
+    # one core per worker: OpenMP (LibRaw's development) reads this when it is first loaded, in this process
+    os.environ["OMP_NUM_THREADS"] = "1"
+    silence_cv2()
 
 
 def probe(path: str | Path) -> Header | str:

@@ -21,8 +21,7 @@ from ..folders.photos import find_targets
 from . import guard, parts, trust
 from .coded import Coded
 from .heap import give_back
-from .jobs import close_fds, probe_many
-from .pool import start_pool
+from .jobs import close_fds, probe_many, start_pool
 from .manifest import assemble, skeleton
 from .options import PackOptions, PackReport
 from .parts import Part

@@ -1,6 +1,7 @@
-"""The worker pool of `pack` and `make-pairs` (`pairload.pack.pool`): results in order or not, batched or not, and a
-worker that dies while it works is an error naming its signal and what it said it was on (multiprocessing's own
-pool waits for the dead worker's task forever). Forked workers: the functions they run are this module's."""
+"""The worker pool of `pack`, `make-pairs` and `audit` (`pairload.workerpool`): results in order or not, batched or
+not, and a worker that dies while it works is an error naming its signal and what it said it was on
+(multiprocessing's own pool waits for the dead worker's task forever). Forked workers: the functions they run are
+this module's."""
 
 import faulthandler
 import multiprocessing as mp
@@ -10,7 +11,8 @@ import threading
 
 import pytest
 
-from pairload.pack.pool import WorkerDiedError, WorkerPool, doing
+from pairload.errors import WorkerDiedError
+from pairload.workerpool import WorkerPool, doing
 
 
 def square_or_die(k: int) -> int:
