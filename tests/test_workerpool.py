@@ -1,10 +1,8 @@
 """The worker pool of `pack`, `make-pairs` and `audit` (`pairload.workerpool`): results in order or not, batched or
 not, and a worker that dies while it works is an error naming its signal and what it said it was on
-(multiprocessing's own pool waits for the dead worker's task forever). Forked workers: the functions they run are
-this module's."""
+(multiprocessing's own pool waits for the dead worker's task forever). Spawned workers (a fork of a test process
+that runs threads could hang): they import this module for the function they run."""
 
-import faulthandler
-import multiprocessing as mp
 import os
 import signal
 import threading
@@ -12,20 +10,20 @@ import threading
 import pytest
 
 from pairload.errors import WorkerDiedError
+from pairload.forking import spawn_context
 from pairload.workerpool import WorkerPool, doing
 
 
 def square_or_die(k: int) -> int:
     doing(f"photo-{k}.jpg")
     if k == 13:
-        faulthandler.disable()  # (pytest's, inherited by the fork: its dump of the crash is not this test's)
         os.kill(os.getpid(), signal.SIGSEGV)
     return k * k
 
 
 @pytest.fixture
 def pool():
-    with WorkerPool(2, mp.get_context("fork"), "make-pairs") as p:
+    with WorkerPool(2, spawn_context(), "make-pairs") as p:
         yield p
 
 
