@@ -115,9 +115,10 @@ def semaphores() -> set[str]:
     return {p.name for p in Path("/dev/shm").glob("sem.mp-*")}
 
 
-def test_ctrl_c_stops_a_pack_in_one_line_and_deletes_its_partial_shards(raw, tmp_path):
+@pytest.mark.parametrize("how", [CLI, SPAWNING], ids=["cli", "spawning"])
+def test_ctrl_c_stops_a_pack_in_one_line_and_deletes_its_partial_shards(raw, tmp_path, how):
     out = tmp_path / "shards"
-    proc, workers = writing_pack(raw, out)
+    proc, workers = writing_pack(raw, out, how)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the pack and its workers
     _, err = proc.communicate(timeout=30)
     assert proc.returncode != 0, err[-2000:]  # what it printed, if it ran on to its end
