@@ -28,11 +28,30 @@ import numpy as np
 _NOISE: list = []  # per process: a field of sensor-like noise, of which each photo takes a window of its own
 
 
+REAL = ("coffee", "rocket", "stereo_motorcycle", "retina", "hubble_deep_field")  # scikit-image's photographs of
+# 600x400 or more: windows of them at their own resolution are 28-85 KB at q90 (60 KB on average)
+_REAL: list = []  # per process: those photographs, BGR
+
+
 def photo(args) -> None:
     """decode_rate's photo-like 600x400 JPEG (q90; a smooth random scene and noise of sigma 10), its noise a window
-    of a field made once per process: 10x cheaper to make, as many bytes."""
-    i, folder = args
+    of a field made once per process: 10x cheaper to make, as many bytes. `real`: a 600x400 window of one of
+    scikit-image's photographs (`REAL`), flipped or not, its exposure changed by up to 15% (no two files alike)."""
+    i, folder, content = args
     rng = np.random.default_rng(i)
+    if content == "real":
+        if not _REAL:
+            import skimage.data
+
+            for name in REAL:
+                img = getattr(skimage.data, name)()
+                _REAL.append(np.ascontiguousarray((img[0] if isinstance(img, tuple) else img)[..., 2::-1]))
+        src = _REAL[i % len(_REAL)]
+        y, x = rng.integers(0, src.shape[0] - 399), rng.integers(0, src.shape[1] - 599)
+        img = src[y:y + 400, x:x + 600][:, ::-1 if rng.integers(0, 2) else 1]
+        img = np.clip(np.round(img * rng.uniform(0.85, 1.15)), 0, 255).astype(np.uint8)
+        cv2.imwrite(f"{folder}/{i:06d}.jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
+        return
     if not _NOISE:
         _NOISE.append(np.round(np.random.default_rng(os.getpid()).normal(0, 10, (800, 1200, 3))).astype(np.int16))
     base = cv2.resize(rng.integers(0, 256, (25, 37, 3), dtype=np.uint8), (600, 400), interpolation=cv2.INTER_CUBIC)
@@ -97,12 +116,12 @@ print(json.dumps({"pairs_per_s": n / total, "pairs": n, "seconds": total, "path"
 """
 
 
-def make(work: Path, photos: int, decoded: int, workers: int) -> dict[str, Path]:
+def make(work: Path, photos: int, decoded: int, workers: int, content: str = "synthetic") -> dict[str, Path]:
     raw, sub = work / "photos", work / "photos-decoded"
     raw.mkdir(parents=True, exist_ok=True)
     if len(os.listdir(raw)) < photos:
         with ProcessPoolExecutor() as ex:
-            list(ex.map(photo, [(i, str(raw)) for i in range(photos)], chunksize=256))
+            list(ex.map(photo, [(i, str(raw), content) for i in range(photos)], chunksize=256))
     if decoded and not sub.exists():
         sub.mkdir()
         for i in range(decoded):
@@ -142,6 +161,8 @@ def main() -> None:
     ap.add_argument("--modes", default="cold,warm", help="cold (from construction), warm (a 4 s window of the first "
                     "epoch), epoch2 (the second epoch, the pack in the page cache): a comma-separated list; "
                     "make: the packs only")
+    ap.add_argument("--content", choices=("synthetic", "real"), default="synthetic", help="the photos: photo-like "
+                    "noise (99 KB each) or windows of real photographs (60 KB on average); WORK holds one kind")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--cores", default="2", help="CPU cores a child may use, a comma-separated list: each in turn")
     ap.add_argument("--profile", action="store_true")
@@ -156,7 +177,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
-    packs = make(Path(args.work), args.photos, args.decoded, os.cpu_count() or 1)
+    packs = make(Path(args.work), args.photos, args.decoded, os.cpu_count() or 1, args.content)
     if args.modes == "make":  # the packs only
         return
     trees = dict(item.split("=", 1) for item in args.trees.split(","))
@@ -165,7 +186,7 @@ def main() -> None:
     modes = args.modes.split(",")
     cores = [int(c) for c in args.cores.split(",")]
     report = {"date": time.strftime("%Y-%m-%d"), "device": torch.cuda.get_device_name(0), "cores": cores,
-              "photos": args.photos, "made_s": time.perf_counter() - t, "rows": []}
+              "photos": args.photos, "content": args.content, "made_s": time.perf_counter() - t, "rows": []}
     sizes = {}
     for name, shards in packs.items():
         ds = ShardDataset(shards, "train")
