@@ -55,14 +55,17 @@ class WorkerPool(multiprocessing.pool.Pool):
         return self._watched(super().imap_unordered(functools.partial(_each, func), _batches(iterable, chunksize)))
 
     def _watched(self, results):
+        checked = time.monotonic()
         while True:
             try:
                 batch = results.next(timeout=WATCH_S)
             except StopIteration:
                 return
             except multiprocessing.TimeoutError:
+                batch = ()
+            if time.monotonic() - checked >= WATCH_S:  # also while the other workers' results flow
                 self.check()
-                continue
+                checked = time.monotonic()
             yield from batch
 
     def terminate(self) -> None:

@@ -6,6 +6,7 @@ that runs threads could hang): they import this module for the function they run
 import os
 import signal
 import threading
+import time
 
 import pytest
 
@@ -50,3 +51,19 @@ def test_a_worker_that_dies_is_named_with_what_it_was_on(pool):
     message = str(caught[0])
     assert message.startswith("make-pairs: worker process ") and "was killed by SIGSEGV while it read photo-13.jpg" \
         in message and "a decoder crashed" in message, message
+
+
+def slow_or_die(k: int) -> int:
+    if k == 13:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.05)
+    return k
+
+
+def test_a_dead_worker_is_noticed_while_the_others_still_deliver(pool):
+    # 2 workers, 200 tasks of 50 ms: ~5 s of work left after the death, whose error must come long before
+    start = time.monotonic()
+    with pytest.raises(WorkerDiedError, match="was killed by SIGKILL"):
+        for _ in pool.imap_unordered(slow_or_die, range(200)):
+            pass
+    assert time.monotonic() - start < 3.0
