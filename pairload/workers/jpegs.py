@@ -19,6 +19,9 @@ class JpegDecoders:
     def __init__(self, nvimgcodec, device_id: int):
         self._codec, self._device_id = nvimgcodec, device_id
         self._made: list = []  # (kind, decoder or None: it could not be made here)
+        # the pixels as stored, as OpenCV's decode gives them to the CPU readers and to a decoded pack: nvImageCodec
+        # applies a file's EXIF orientation unless told not to (a phone photo's 90° tag would give a W×H image)
+        self._params = nvimgcodec.DecodeParams(apply_exif_orientation=False)
         self._next()
 
     def _next(self) -> bool:
@@ -50,7 +53,7 @@ class JpegDecoders:
             k += 1
             if decoder is None:
                 continue
-            got = decoder.decode([data[j] for j in todo], cuda_stream=stream)
+            got = decoder.decode([data[j] for j in todo], params=self._params, cuda_stream=stream)
             for j, image in zip(todo, got):
                 images[j] = image
             todo = [j for j in todo if images[j] is None]

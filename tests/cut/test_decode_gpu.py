@@ -73,6 +73,27 @@ def test_targets_only_with_a_degradation_decodes_the_targets(tmp_path):
         assert b.low.float().mean() < b.high.float().mean()  # made darker from the decoded target
 
 
+def test_exif_orientation_is_ignored_as_the_cpu_and_a_decoded_pack_ignore_it(tmp_path):
+    # phone photos carry an EXIF orientation tag; pack stores pixels as the file holds them (OpenCV ignores the tag),
+    # and nvImageCodec applies it unless told not to: a 90° tag would give a 176x120 image, a 180° or mirror tag
+    # other pixels of the same size
+    from PIL import Image
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for i, tag in enumerate((1, 3, 6, 8, 2, 5)):
+        exif = Image.Exif()
+        exif[0x0112] = tag
+        Image.fromarray(photo(i)).save(folder / f"{i:03d}.jpg", quality=90, exif=exif)
+    pack(folder, tmp_path / "shards", PackOptions(workers=1, store="encoded", targets_only=True))
+    opts = dict(batch_size=3, crop=96, seed=4, shuffle=False)
+    cpu = list(make_loader("ram", tmp_path / "shards", **opts))
+    gpu = list(make_loader("ram", tmp_path / "shards", device="cuda", **opts))
+    assert len(cpu) == len(gpu) == 2
+    for a, b in zip(cpu, gpu):
+        assert a.keys == b.keys and close(a.high, b.high)
+
+
 def test_resume_and_a_mix_with_a_decoded_pack(encoded, tmp_path):
     pack(jpeg_pairs(tmp_path / "raw2", n=8), tmp_path / "decoded", PackOptions(workers=1))
     source = {"enc": encoded, "dec": tmp_path / "decoded"}
