@@ -129,24 +129,28 @@ _FRAMES = set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # SOFn (C4: DHT, C8: JPG,
 @dataclass(frozen=True)
 class JpegFrame:
     """A JPEG's frame header (its SOFn segment): the coding process (marker), sample precision, size and number of
-    components."""
+    components; and whether its three components are R, G and B rather than YCbCr (`rgb`), as libjpeg decides it
+    from the markers before the first scan: a JFIF marker says YCbCr; else an Adobe marker's transform 0 says RGB;
+    else component identifiers 'R', 'G', 'B' do."""
 
     marker: int
     precision: int
     height: int
     width: int
     components: int
+    rgb: bool = False
 
 
 def jpeg_frame(data: bytes) -> JpegFrame | None:
-    """The frame header of a JPEG file's bytes, found by walking its segments from SOI; None where there is none
-    before the first scan (not a JPEG, or a damaged one)."""
+    """The frame header of a JPEG file's bytes, found by walking its segments from SOI to the first scan; None where
+    there is none before it (not a JPEG, or a damaged one)."""
     if data[:2] != SOI:
         return None
     pos, n = 2, len(data)
+    sof, jfif, adobe = None, False, None  # (marker, body); a JFIF marker seen; the Adobe marker's transform
     while pos + 4 <= n:
         if data[pos] != 0xFF:
-            return None
+            break
         marker = data[pos + 1]
         if marker == 0xFF:  # a fill byte
             pos += 1
@@ -154,22 +158,29 @@ def jpeg_frame(data: bytes) -> JpegFrame | None:
         if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # no segment follows these
             pos += 2
             continue
-        if marker in (0xD9, 0xDA):  # the end, or a scan, before any frame
-            return None
+        if marker in (0xD9, 0xDA):  # the end, or the first scan
+            break
         length = data[pos + 2] << 8 | data[pos + 3]
         body = data[pos + 4:pos + 2 + length]
-        if marker in _FRAMES:
-            if len(body) < 6:
-                return None
-            return JpegFrame(marker, body[0], body[1] << 8 | body[2], body[3] << 8 | body[4], body[5])
+        if marker in _FRAMES and sof is None:
+            sof = (marker, body)
+        elif marker == 0xE0 and body[:5] == b"JFIF\0":
+            jfif = True
+        elif marker == 0xEE and body[:5] == b"Adobe" and len(body) >= 12:
+            adobe = body[11]
         pos += 2 + length
-    return None
+    if sof is None or len(sof[1]) < 6:
+        return None
+    marker, body = sof
+    ids = tuple(body[6 + 3 * k] for k in range(3)) if body[5] == 3 and len(body) >= 15 else ()
+    rgb = not jfif and (adobe == 0 if adobe is not None else ids == (82, 71, 66))
+    return JpegFrame(marker, body[0], body[1] << 8 | body[2], body[3] << 8 | body[4], body[5], rgb)
 
 
 def jpeg_refusal(data: bytes, hw: tuple[int, int]) -> str | None:
     """Why a JPEG file's bytes cannot be kept as a `jpeg` member whose image is hw (height, width), in a few words
-    for pack's report ("CMYK JPEG"); None when they can: a Huffman-coded 8-bit JPEG of three components (YCbCr or
-    RGB) of that size, ending with its EOI marker, which every JPEG decoder (libjpeg, nvJPEG, DALI's) reads to h×w×3.
+    for pack's report ("CMYK JPEG"); None when they can: a Huffman-coded 8-bit YCbCr JPEG of that size, ending with
+    its EOI marker, which every JPEG decoder (libjpeg, nvJPEG, DALI's) reads to h×w×3.
     """
     frame = jpeg_frame(data)
     if frame is None:
@@ -184,6 +195,8 @@ def jpeg_refusal(data: bytes, hw: tuple[int, int]) -> str | None:
         return f"{frame.precision}-bit JPEG"
     if frame.marker not in _HUFFMAN_DCT:
         return "lossless, hierarchical or arithmetic-coded JPEG"
+    if frame.rgb:  # (decoders disagree: GPU ones may take any three components for YCbCr)
+        return "RGB-coded JPEG"
     if (frame.height, frame.width) != tuple(hw):
         return "JPEG whose frame size differs from its header's"
     if data[-2:] != EOI:
