@@ -195,7 +195,7 @@ def jpeg_refusal(data: bytes, hw: tuple[int, int]) -> str | None:
         return f"{frame.precision}-bit JPEG"
     if frame.marker not in _HUFFMAN_DCT:
         return "lossless, hierarchical or arithmetic-coded JPEG"
-    if frame.rgb:  # (decoders disagree: GPU ones may take any three components for YCbCr)
+    if frame.rgb:  # (nvImageCodec's parser takes any three components for YCbCr: the GPU would decode other colours)
         return "RGB-coded JPEG"
     if (frame.height, frame.width) != tuple(hw):
         return "JPEG whose frame size differs from its header's"
