@@ -58,16 +58,21 @@ PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 HARD_EXIT_S = 10.0  # after SIGTERM, seconds the rank may spend unwinding before it exits without cleaning up
 
 
-def exit_with_parent(parent: int, info: DistInfo) -> bool:
+def exit_with_parent(parent: int, info: DistInfo, on_sigterm=None) -> bool:
     """Make this rank end when `parent` (the torchrun agent that started it) dies: torchrun starts each rank in a
     session of its own, so an agent killed with SIGKILL would otherwise leave its ranks running, orphaned. Linux
     only (returns False elsewhere). The kernel sends SIGTERM on the parent's death; the rank then unwinds (loaders
     and the process group closed) and stops with one line, or exits hard after HARD_EXIT_S. A parent that died
-    before the request (ours is no longer `parent`) stops the rank at once."""
+    before the request (ours is no longer `parent`) stops the rank at once. A SIGTERM while the parent lives (torchrun
+    passing on its own, a scheduler's) calls `on_sigterm()` where one is given (the run then stops where it can save
+    itself), and otherwise stops the rank the same way."""
     if not sys.platform.startswith("linux"):
         return False
 
-    def on_sigterm(signum, frame):
+    def sigterm(signum, frame):
+        if os.getppid() == parent and on_sigterm is not None:
+            on_sigterm()
+            return
         hard = threading.Timer(HARD_EXIT_S, os._exit, (128 + signal.SIGTERM,))
         hard.daemon = True  # a clean unwind ends the process without waiting for it
         hard.start()
@@ -76,7 +81,7 @@ def exit_with_parent(parent: int, info: DistInfo) -> bool:
                                   else "stopped by SIGTERM")
                                + "; the other ranks stop too: start the job again, with --resume to continue it")
 
-    signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGTERM, sigterm)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
         return False  # not allowed here (a seccomp profile): the rank runs on as before

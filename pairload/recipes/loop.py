@@ -18,6 +18,7 @@ from ..distributed import DistInfo, all_reduce_max, all_reduce_sum
 from .config import TrainConfig
 from .metrics import ssim
 from .model import centre_frame
+from .stop import StopSignal, Stopped
 from .timing import DataWait
 
 
@@ -141,11 +142,13 @@ def data_digest(keys: list[str] | list[list[str]], columns: tuple[str, ...] = ()
 
 
 def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize, cfg: TrainConfig,
-                    info: DistInfo, epoch: int, on_step=None, resume: dict | None = None, checkpoint=None) -> dict:
+                    info: DistInfo, epoch: int, on_step=None, resume: dict | None = None, checkpoint=None,
+                    stop: StopSignal | None = None) -> dict:
     """One epoch (or the rest of one, from a mid-epoch checkpoint's `resume`); returns all-reduced mean loss,
     pairs/s, data-wait fraction, skipped steps, peak memory and the digest of the data consumed (keys, and the
     drawn parameters of --degrade). `checkpoint(step, loader_state, seen, sums)` is called every
-    --save-every-steps steps (on every rank: it gathers; `seen` is a `Seen` on rank 0, None elsewhere)."""
+    --save-every-steps steps (on every rank: it gathers; `seen` is a `Seen` on rank 0, None elsewhere), and before
+    `Stopped` is raised when the ranks agree that `stop` was asked for (SIGTERM) before the epoch's last step."""
     model.train()
     loader.set_epoch(epoch)  # keeps the rest of this epoch when the loader was given a mid-epoch state
     dev = info.device
@@ -201,12 +204,16 @@ def train_one_epoch(model, loader, optimizer, scheduler, scaler, norm: Normalize
         if on_step:
             on_step(before + step + 1, before + n_steps)
         done = before + step + 1
-        if checkpoint and cfg.save_every_steps and done % cfg.save_every_steps == 0 and step + 1 < n_steps:
+        last = step + 1 >= n_steps  # (the epoch's end saves and checks for a stop itself)
+        stopping = stop is not None and not last and stop.due(info, done) and stop.agreed(info)
+        if checkpoint and (stopping or cfg.save_every_steps and done % cfg.save_every_steps == 0 and not last):
             sums = totals + torch.stack([loss_sum, loss_sum.new_tensor(steps), loss_sum.new_tensor(pairs),
                                          loss_sum.new_tensor(float(skipped))])
             all_reduce_sum(sums)
             seen = gather_seen(keys_log, columns, info)
             checkpoint(done, loader.state_dict(), None if seen is None else earlier.then(seen), sums.tolist())
+        if stopping:
+            raise Stopped(epoch, done, before + n_steps, saved=checkpoint is not None)
     del it
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)

@@ -35,6 +35,7 @@ from .data import TrainData, build_train_loader, build_val_loader
 from .evaluate import evaluate, save_triplets
 from .loop import lr_lambda, make_scaler, resolve_amp, train_one_epoch
 from .model import EnhanceUNet, ModelConfig
+from .stop import EXIT_CODE, StopSignal, Stopped
 
 
 @contextlib.contextmanager
@@ -103,8 +104,9 @@ class Run:
                                                                         **seen.to_state(), "sums": sums}))
 
 
-def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
-    """Train; returns the per-epoch metrics (rank 0 also writes them to RUN_DIR/metrics.jsonl)."""
+def run(cfg: TrainConfig, info: DistInfo, log=print, stop: StopSignal | None = None) -> list[dict]:
+    """Train; returns the per-epoch metrics (rank 0 also writes them to RUN_DIR/metrics.jsonl). `stop` (SIGTERM's
+    flag): `Stopped` once the ranks agree it was raised, after a step or at an epoch's end, the run saved there."""
     state = set_up(cfg, info, log)
     cfg = state.cfg
     if cfg.resume:
@@ -113,7 +115,7 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
     write_run_config(state)
     history = []
     for epoch in range(state.start_epoch, cfg.epochs):
-        row, images = train_epoch(state, epoch)
+        row, images = train_epoch(state, epoch, stop)
         history.append(row)
         if info.is_main:
             log(epoch_line(cfg, epoch, row))
@@ -121,6 +123,8 @@ def run(cfg: TrainConfig, info: DistInfo, log=print) -> list[dict]:
                 end_epoch(state, epoch, row, images)
         if cfg.stop_after_epoch is not None and epoch + 1 >= cfg.stop_after_epoch:
             break
+        if stop is not None and epoch + 1 < cfg.epochs and stop.agreed(info):  # (last.pt is this epoch's end)
+            raise Stopped(epoch, None, state.steps_per_epoch, saved=state.out is not None)
     return history
 
 
@@ -264,14 +268,14 @@ def write_run_config(state: Run) -> None:
     write_bytes_atomic(state.out / "config.json", (json.dumps(record, indent=2) + "\n").encode())
 
 
-def train_epoch(state: Run, epoch: int) -> tuple[dict, list]:
+def train_epoch(state: Run, epoch: int, stop: StopSignal | None = None) -> tuple[dict, list]:
     """One epoch's training and validation: its metrics row, and rank 0's validation pictures."""
     cfg, info = state.cfg, state.info
     with epoch_progress(info.is_main, epoch, cfg.epochs) as on_step:
         stats = train_one_epoch(state.net, state.train_loader, state.optimizer, state.scheduler, state.scaler,
                                 state.norm, cfg, info, epoch, on_step,
                                 resume=state.mid if epoch == state.start_epoch else None,
-                                checkpoint=partial(state.save_mid_epoch, epoch))
+                                checkpoint=partial(state.save_mid_epoch, epoch) if state.out else None, stop=stop)
     broadcast_buffers(state.model)  # every rank validates and checkpoints with rank 0's running statistics
     val = {} if state.val_loader is None else evaluate(state.model, state.val_loader, state.norm, cfg, info,
                                                        keep_images=cfg.image_count if info.is_main else 0)
@@ -344,14 +348,20 @@ def main(argv: list[str] | None = None, prog: str = "python -m pairload.train", 
     prints every thread's stack of a rank that seems stuck (to stderr) and lets it go on."""
     parent = os.getppid() if parent is None else parent
     _stacks_on_usr1()
+    stop = StopSignal()
     try:
         cfg = parse_args(argv, prog, description=DESCRIPTION.format(prog=prog))
         info = dist_info(cfg.device)
-        if info.launcher == "torchrun":
-            exit_with_parent(parent, info)
+        if info.launcher != "torchrun" or not exit_with_parent(parent, info, on_sigterm=stop.ask):
+            stop.install()
         init_distributed(info, timeout_s=cfg.dist_timeout)
         try:
-            run(cfg, info)
+            run(cfg, info, stop=stop)
+        except Stopped as stopped:  # every rank stopped at the same step, last.pt written
+            cleanup(finished=False)
+            if info.is_main:
+                sys.stderr.write(f"{stopped}\n")
+            return EXIT_CODE
         except BaseException as exc:
             cleanup(finished=False)
             lost = lost_ranks_error(exc, info, cfg.dist_timeout)

@@ -116,8 +116,11 @@ def serve(conn: Connection) -> int:
 
 def main(argv: list[str]) -> int:
     # the loader decides when this process stops: Ctrl-C in a terminal reaches the whole process group, and the
-    # loader's own handling (closing it) is what should answer it, not a traceback from here
+    # loader's own handling (closing it) is what should answer it, not a traceback from here; SIGTERM too (a
+    # scheduler signals every process of a job, torchrun a rank's group), while the run saves itself. It ends with
+    # its connection, whichever way the loader ends.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return serve(Connection(int(argv[0])))
 
 

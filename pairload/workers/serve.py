@@ -97,7 +97,10 @@ def serve(conn: Connection, tasks: socket.socket) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # the loader decides when workers stop: Ctrl-C in a terminal reaches the whole process group, and the
-    # loader's own handling (closing the pool) is what should answer it, not a traceback from every worker
+    # loader's own handling (closing the pool) is what should answer it, not a traceback from every worker; SIGTERM
+    # too (a scheduler signals every process of a job, torchrun a rank's group), while the run saves itself. A
+    # worker ends with its sockets, whichever way the loader ends.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _keep_large_buffers()
     return serve(Connection(int(argv[0])), socket.socket(fileno=int(argv[1])))

@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -377,3 +378,54 @@ def test_amp_auto_is_fast_on_each_device_and_slow_rates_are_printed_as_they_are(
     assert resolve_amp("auto", torch.device("cuda", 0)) == "bf16"
     assert resolve_amp("fp16", torch.device("cpu")) == "fp16"  # what the user asks for is kept
     assert rate(0.39) == "0.39" and rate(4.5) == "4.5" and rate(1574.6) == "1,575"
+
+
+def _started_epoch_two(out: Path) -> bool:
+    try:
+        return torch.load(out / "last.pt", weights_only=False)["epoch"] >= 1
+    except (FileNotFoundError, EOFError, RuntimeError, KeyError):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher, ranks", [("plain", 1), ("torchrun", 2)])
+def test_sigterm_stops_the_run_saved_and_resume_gives_the_uninterrupted_data(shards, tmp_path, launcher, ranks):
+    # a scheduler's SIGTERM: SLURM signals every process of the job (plain: the process group, loader workers
+    # included), torchrun's agent passes its own on to each rank's process group. The ranks agree on a step, last.pt
+    # holds it, and --resume sees what a run never stopped sees.
+    import time
+
+    from conftest import kill_tree
+
+    args = ("--epochs", 3, "--batch-size", 1)  # 16 steps a rank an epoch: a check in its middle (`stop.CHECK_EVERY`)
+    full = torchrun(shards, tmp_path / "full", *args, nproc=ranks)
+    cut = tmp_path / "cut"
+    head = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}", "-m"] \
+        if launcher == "torchrun" else [sys.executable, "-m"]
+    cmd = [*head, "pairload.train", "--shards", str(shards), "--device", "cpu", "--crop", "32", "--width", "8",
+           "--depth", "2", "--workers", "1", "--lr", "3e-3", "--warmup-steps", "2", "--out", str(cut),
+           *map(str, args)]
+    proc = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not _started_epoch_two(cut) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert proc.poll() is None, "the run ended before it could be stopped"
+        if launcher == "torchrun":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        kill_tree(proc.pid)
+    assert proc.returncode != 0
+    said = [line for line in err.splitlines() if "stopped by SIGTERM" in line]
+    assert len(said) == 1 and "last.pt holds the run there: the same command with --resume continues it exactly" \
+        in said[0], err[-3000:]
+    state = torch.load(cut / "last.pt", weights_only=False)
+    assert state["epoch"] in (1, 2)  # in the second epoch, or at its end
+    resumed = torchrun(shards, cut, *args, "--resume", nproc=ranks)
+    assert [r["epoch"] for r in resumed] == [1, 2, 3]
+    assert [r["data_digest"] for r in resumed] == [r["data_digest"] for r in full]
+    assert [r["steps"] for r in resumed] == [r["steps"] for r in full]
