@@ -40,6 +40,7 @@ class StopSignal:
         self.asked = False
 
     def ask(self, *_signal) -> None:
+        # (a second SIGTERM asks the same: under SLURM a rank gets one from the scheduler and one from torchrun)
         self.asked = True
 
     def install(self) -> bool:
