@@ -27,7 +27,7 @@ ORPHAN_WAIT_S = 1.0  # how long a worker whose pipe broke waits to see its paren
 
 
 class WorkerPool(multiprocessing.pool.Pool):
-    """A pool whose workers end quietly with the pack that started them (killed with it on Linux; elsewhere on the
+    """A pool whose workers end quietly with the command that started them (killed with it on Linux; elsewhere on the
     broken pipe to it, without a traceback from each), and whose `imap`/`imap_unordered` raise `WorkerDiedError`
     when one of them dies rather than wait for its task."""
 
