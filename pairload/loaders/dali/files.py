@@ -12,6 +12,7 @@ import nvidia.dali.fn as fn
 import nvidia.dali.types as types
 
 from ...errors import ConfigError, ImageError, PairingError, PairloadError
+from ...format.imageformats import jpeg_frame
 from ...format.schema import MANIFEST
 from ...format.stamps import stamp
 from ...plan import BatchPlan, Run, rank_share
@@ -150,6 +151,8 @@ class FileSource(PairedSource):
         shard = dict(shard_id=self.cfg.rank, num_shards=self.cfg.world_size, random_shuffle=False, pad_last_batch=True,
                      stick_to_shard=True)
         decoder = "mixed" if on_gpu else "cpu"
+        if on_gpu:
+            self._refuse_rgb_jpegs()
         n_in = 1 + (crop is not None) + self.cfg.augment
         fed = list(fn.external_source(source=self._feed(), num_outputs=n_in, batch=True, cycle="raise",
                                       parallel=False))
@@ -168,6 +171,30 @@ class FileSource(PairedSource):
             outs.append(augment(img, matrix))
             labs.append(label)
         return PairedNodes(outs[0], outs[1], self, (labs[0], labs[1], expect))
+
+    def _refuse_rgb_jpegs(self) -> None:
+        """An RGB-coded JPEG (its components R, G, B, not YCbCr, as libjpeg reads its markers) refused by name: DALI's
+        GPU decoder (nvImageCodec) takes any three components for YCbCr, and would give other colours than `pack`
+        and the CPU decoder. Once per loader, from each JPEG file's first bytes."""
+        if getattr(self, "_rgb_checked", False):
+            return
+        jpegs = [path for p in self.pairs for path in (p.low, p.high)
+                 if os.path.splitext(path)[1].lower() in (".jpg", ".jpeg", ".jpe", ".jfif")]
+
+        def rgb(path) -> bool:
+            with open(path, "rb") as f:
+                frame = jpeg_frame(f.read(1 << 16))
+            return frame is not None and frame.rgb
+
+        with ThreadPoolExecutor(8) as pool:
+            found = [path for path, bad in zip(jpegs, pool.map(rgb, jpegs)) if bad]
+        if found:
+            raise ImageError(f"{found[0]}: an RGB-coded JPEG (its components are R, G, B, not YCbCr), which DALI's "
+                             "GPU decoder decodes as YCbCr (other colours)" + (f"; {len(found) - 1} more" if
+                                                                              len(found) > 1 else "")
+                             + ": re-save it as a usual JPEG, decode on the CPU (device='cpu'), or pack the folder "
+                             "(`pairload pack`: it stores such files lossless) and use dali-external, ram or wds")
+        self._rgb_checked = True
 
     def _changed(self, index) -> PairloadError | None:
         """The first file of these pairs that is missing or changed since the loader was made (its probed size and

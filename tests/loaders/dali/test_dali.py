@@ -430,3 +430,32 @@ def test_timing_hooks_see_every_stage_of_every_batch(data, kind):
     collect(loader, 2)
     assert totals.calls["convert"] == n
     loader.close()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dali_file_decodes_rgb_coded_jpegs_right_on_the_cpu_and_refuses_them_on_the_gpu(tmp_path, device):
+    # an RGB-coded JPEG (Pillow's keep_rgb: an Adobe marker with transform 0) is R, G, B to libjpeg and YCbCr to
+    # nvImageCodec's GPU decoder, which would give other colours than pack and the CPU
+    import io
+
+    import cv2
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        img = cv2.resize(rng.integers(0, 256, (6, 8, 3), dtype=np.uint8), (64, 48), interpolation=cv2.INTER_CUBIC)
+        for side, pixels, rgb in (("low", img // 3, i == 2), ("high", img, False)):
+            (tmp_path / "raw" / side).mkdir(parents=True, exist_ok=True)
+            out = io.BytesIO()
+            Image.fromarray(pixels).save(out, "JPEG", quality=95, keep_rgb=rgb)
+            (tmp_path / "raw" / side / f"{i}.jpg").write_bytes(out.getvalue())
+    make = lambda: make_loader("dali-file", tmp_path / "raw", batch_size=4, crop=None, seed=1,  # noqa: E731
+                               device=device, augment=False, shuffle=False)
+    if device == "cuda":
+        with pytest.raises(ImageError, match=r"2\.jpg: an RGB-coded JPEG .* DALI's GPU decoder decodes as YCbCr"):
+            list(make())
+        return
+    (batch,) = list(make())
+    for key, low in zip(batch.keys, batch.low):
+        want = cv2.imdecode(np.fromfile(tmp_path / "raw" / "low" / f"{key}.jpg", np.uint8), cv2.IMREAD_COLOR)[..., ::-1]
+        assert np.abs(low.permute(1, 2, 0).numpy().astype(int) - want).max() <= 3, key
