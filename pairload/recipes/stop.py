@@ -38,17 +38,24 @@ class StopSignal:
 
     def __init__(self) -> None:
         self.asked = False
+        self._before = None  # SIGTERM's handler before `install`
 
     def ask(self, *_signal) -> None:
         # (a second SIGTERM asks the same: under SLURM a rank gets one from the scheduler and one from torchrun)
         self.asked = True
 
     def install(self) -> bool:
-        """Take SIGTERM in this process (the main thread only may); False where it cannot."""
+        """Take SIGTERM in this process (the main thread only may) until `uninstall`; False where it cannot."""
         if threading.current_thread() is not threading.main_thread():
             return False
-        signal.signal(signal.SIGTERM, self.ask)
+        self._before = signal.signal(signal.SIGTERM, self.ask)
         return True
+
+    def uninstall(self) -> None:
+        """SIGTERM's handler as it was before `install` (a caller's process, `main` run in it, keeps its own)."""
+        if self._before is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._before)
+            self._before = None
 
     def due(self, info: DistInfo, done: int) -> bool:
         """Whether the ranks check after their `done`-th step of an epoch (the same steps on every rank)."""

@@ -344,8 +344,9 @@ example:
 
 def main(argv: list[str] | None = None, prog: str = "python -m pairload.train", parent: int | None = None) -> int:
     """The command: parse, join the ranks, run; a PairloadError is one line on stderr and exit code 1. Under
-    torchrun the rank exits when `parent` (the process that started it: the torchrun agent) dies. `kill -USR1 PID`
-    prints every thread's stack of a rank that seems stuck (to stderr) and lets it go on."""
+    torchrun the rank exits when `parent` (the process that started it: the torchrun agent) dies. SIGTERM stops the
+    run saved (`stop`), exit code 143. `kill -USR1 PID` prints every thread's stack of a rank that seems stuck (to
+    stderr) and lets it go on."""
     parent = os.getppid() if parent is None else parent
     _stacks_on_usr1()
     stop = StopSignal()
@@ -372,6 +373,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m pairload.train", 
     except PairloadError as exc:
         sys.stderr.write(f"error: {in_cli_terms(exc)}\n")
         return 1
+    finally:
+        stop.uninstall()
     return 0
 
 
