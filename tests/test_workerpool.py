@@ -62,6 +62,7 @@ def slow_or_die(k: int) -> int:
 
 def test_a_dead_worker_is_noticed_while_the_others_still_deliver(pool):
     # 2 workers, 200 tasks of 50 ms: ~5 s of work left after the death, whose error must come long before
+    assert list(pool.imap(square_or_die, range(8))) == [k * k for k in range(8)]  # the workers have started
     start = time.monotonic()
     with pytest.raises(WorkerDiedError, match="was killed by SIGKILL"):
         for _ in pool.imap_unordered(slow_or_die, range(200)):
