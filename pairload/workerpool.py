@@ -69,7 +69,7 @@ class WorkerPool(multiprocessing.pool.Pool):
             yield from batch
 
     def terminate(self) -> None:
-        if not any(p.exitcode not in (None, 0) for p in self._started):
+        if self._dead() is None:
             return super().terminate()
         # A worker died. It may have died holding a lock of the pool's queues (reading a task, sending a result) or
         # half-way through a result, and multiprocessing's own teardown would then wait forever. Its threads are left
@@ -85,15 +85,18 @@ class WorkerPool(multiprocessing.pool.Pool):
             process.join(KILL_WAIT_S)
 
     def join(self) -> None:
-        if not any(p.exitcode not in (None, 0) for p in self._started):
+        if self._dead() is None:
             super().join()
+
+    def _dead(self):
+        """The first worker of this pool that died (ended otherwise than with code 0), or None."""
+        return next((p for p in list(self._started) if p.exitcode not in (None, 0)), None)
 
     def check(self) -> None:
         """Raises `WorkerDiedError` if a worker of this pool has died."""
-        for process in list(self._started):
-            code = process.exitcode
-            if code not in (None, 0):
-                raise WorkerDiedError(self._died(process.pid, code))
+        dead = self._dead()
+        if dead is not None:
+            raise WorkerDiedError(self._died(dead.pid, dead.exitcode))
 
     def _died(self, pid: int, code: int) -> str:
         files = _files_of(bytes(self._doing), pid)
@@ -124,7 +127,7 @@ def _files_of(doing: bytes, pid: int) -> str:
     return ""
 
 
-_parent: int | None = None  # the pack process that started this worker
+_parent: int | None = None  # the process of the command that started this worker
 _slot: memoryview | None = None  # this worker's slot of the pool's shared `_doing`
 
 

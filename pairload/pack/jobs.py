@@ -1,6 +1,6 @@
-"""The work pack's worker processes do (`pool` runs them): header probes, one job per pair (decode it, measure it
-(`audit.measures.pair_facts`), then either write its pixels in place into a planned shard or return them as zstd
-frames). Everything here runs in a worker, or in the parent when there is one process."""
+"""The work pack's worker processes do (`pairload.workerpool` runs them): header probes, one job per pair (decode
+it, measure it (`audit.measures.pair_facts`), then either write its pixels in place into a planned shard or return
+them as zstd frames). Everything here runs in a worker, or in the parent when there is one process."""
 
 from __future__ import annotations
 
