@@ -97,9 +97,9 @@ class Run:
                 "data": self.data_id, "mid_epoch": mid_epoch}
 
     def save_mid_epoch(self, epoch: int, step: int, loader_state: dict, seen, sums: list[float]) -> None:
-        """`train_one_epoch`'s `checkpoint`, called on every rank; rank 0 writes last.pt. `seen` (a `loop.Seen`):
-        what the epoch consumed so far, for its digest."""
-        if self.out and self.info.is_main:
+        """`train_one_epoch`'s `checkpoint` where the run has an --out, called on every rank; rank 0 writes last.pt.
+        `seen` (a `loop.Seen`): what the epoch consumed so far, for its digest."""
+        if self.info.is_main:
             save_checkpoint(self.out / "last.pt", self.state_at(epoch, {"step": step, "loader": loader_state,
                                                                         **seen.to_state(), "sums": sums}))
 

@@ -12,7 +12,7 @@ import nvidia.dali.fn as fn
 import nvidia.dali.types as types
 
 from ...errors import ConfigError, ImageError, PairingError, PairloadError
-from ...format.imageformats import jpeg_frame
+from ...format.imageformats import SOI, jpeg_frame
 from ...format.schema import MANIFEST
 from ...format.stamps import stamp
 from ...plan import BatchPlan, Run, rank_share
@@ -59,6 +59,7 @@ class FileSource(PairedSource):
             raise ConfigError(f"{raw_dir}: no split {opts.split!r}; found {sorted(found)}")
         self.pairs = found[opts.split]
         self.where = str(raw_dir)
+        self._rgb_checked = False  # its JPEG files looked at for RGB coding (`_refuse_rgb_jpegs`, on a GPU)
         for p in self.pairs:  # DALI's readers take UTF-8 names only (they fail on others without naming the file)
             for path in (p.low, p.high):
                 try:
@@ -175,19 +176,20 @@ class FileSource(PairedSource):
     def _refuse_rgb_jpegs(self) -> None:
         """An RGB-coded JPEG (its components R, G, B, not YCbCr, as libjpeg reads its markers) refused by name: DALI's
         GPU decoder (nvImageCodec) takes any three components for YCbCr, and would give other colours than `pack`
-        and the CPU decoder. Once per loader, from each JPEG file's first bytes."""
-        if getattr(self, "_rgb_checked", False):
+        and the CPU decoder. Once per loader, from each file's first bytes: a JPEG is known by its content, as `pack`
+        knows it, whatever its name."""
+        if self._rgb_checked:
             return
-        jpegs = [path for p in self.pairs for path in (p.low, p.high)
-                 if os.path.splitext(path)[1].lower() in (".jpg", ".jpeg", ".jpe", ".jfif")]
+        files = [path for p in self.pairs for path in (p.low, p.high)]
 
         def rgb(path) -> bool:
             with open(path, "rb") as f:
-                frame = jpeg_frame(f.read(1 << 16))
+                head = f.read(2)
+                frame = jpeg_frame(head + f.read(1 << 16)) if head == SOI else None
             return frame is not None and frame.rgb
 
         with ThreadPoolExecutor(8) as pool:
-            found = [path for path, bad in zip(jpegs, pool.map(rgb, jpegs)) if bad]
+            found = [path for path, bad in zip(files, pool.map(rgb, files)) if bad]
         if found:
             raise ImageError(f"{found[0]}: an RGB-coded JPEG (its components are R, G, B, not YCbCr), which DALI's "
                              "GPU decoder decodes as YCbCr (other colours)" + (f"; {len(found) - 1} more" if
