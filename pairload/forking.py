@@ -15,9 +15,11 @@ import multiprocessing as mp
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])  # the folder holding `pairload`, for its processes' path
+QUIESCE_WAIT_S = 0.2  # how long the threads of the pools shut down may take to end
 _PTHREADS = 1  # openblas_get_parallel(): 0 sequential, 1 its own pthread pool, 2 OpenMP (threads not its own)
 
 
@@ -64,8 +66,12 @@ def start_method() -> str:
     """"fork" where it is safe now (idle OpenBLAS pools shut down first), else "spawn"."""
     if "fork" not in mp.get_all_start_methods():
         return "spawn"
-    if threads() > 1:
-        quiesce_blas()
+    if threads() > 1 and quiesce_blas():
+        # a pool's threads may still be ending as the shut-down returns (2 runs in 25 here counted one more, gone
+        # within 50 ms): spawning then would be for nothing
+        deadline = time.monotonic() + QUIESCE_WAIT_S
+        while threads() > 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
     return "fork" if threads() == 1 else "spawn"
 
 
