@@ -86,7 +86,7 @@ def test_exif_orientation_is_ignored_as_the_cpu_and_a_decoded_pack_ignore_it(tmp
         exif[0x0112] = tag
         Image.fromarray(photo(i)).save(folder / f"{i:03d}.jpg", quality=90, exif=exif)
     pack(folder, tmp_path / "shards", PackOptions(workers=1, store="encoded", targets_only=True))
-    opts = dict(batch_size=3, crop=96, seed=4, shuffle=False)
+    opts = dict(batch_size=3, crop=96, seed=4, shuffle=False, degrade="lowlight")
     cpu = list(make_loader("ram", tmp_path / "shards", **opts))
     gpu = list(make_loader("ram", tmp_path / "shards", device="cuda", **opts))
     assert len(cpu) == len(gpu) == 2
