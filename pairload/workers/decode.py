@@ -5,7 +5,8 @@ its IPC handle) at the place asked, waits for that, and answers. Imports neither
 the time nvImageCodec takes to load.
 
 Messages (pickled tuples), each answered in order:
-- ("init", device ordinal, shard paths) → ("ready",) or ("error", why);
+- ("init", device ordinal, shard paths, evict) → ("ready",) or ("error", why); evict: the split outgrows the memory
+  that could cache it, and each call's members are unmapped here once decoded (`ShardMaps.let_go`);
 - ("ring", IPC handle) → ("ok",): the device memory images go to from now on;
 - ("decode", shard, start, length, height, width, dest) (int64 arrays, one row a member) → ("done",), or ("bad", row,
   what) for the first member that is not a whole JPEG or does not decode to its height × width × 3 uint8;
@@ -25,8 +26,48 @@ import numpy as np
 from .jpegs import JpegDecoders, JpegFault, decoded_face, member_bytes
 
 
+class ShardMaps:
+    """The split's shards, each mapped at its first use (`map`). `let_go` unmaps members' pages from this process: the
+    kernel drops no page that some process maps, so a loader whose split outgrows the memory that could cache it
+    (`evict`), which drops each call's pages once decoded (`ShardDataset.dontneed`), could not drop those mapped here;
+    they would pile up and push out the pages read ahead for the coming calls (a cgroup limit then thrashes)."""
+
+    def __init__(self, files: list[str]):
+        self.files = files
+        self._maps: dict[int, np.ndarray] = {}
+        self._mmaps: dict[int, mmap.mmap] = {}
+
+    def map(self, number: int) -> np.ndarray:
+        mm = self._maps.get(number)
+        if mm is None:
+            with open(self.files[number], "rb") as fh:
+                mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            self._mmaps[number] = mapped
+            mm = self._maps[number] = np.frombuffer(mapped, dtype=np.uint8)
+        return mm
+
+    def let_go(self, shard: np.ndarray, start: np.ndarray, length: np.ndarray) -> None:
+        """Unmap these members' pages here (shard, start, length: int64 arrays, one row a member); the page cache
+        keeps them until the loader drops them. Advice only: an error is ignored."""
+        page = mmap.PAGESIZE
+        first = start // page * page
+        for number, a, b in zip(shard.tolist(), first.tolist(), (start + length).tolist()):
+            mapped = self._mmaps.get(number)
+            if mapped is not None:
+                try:
+                    mapped.madvise(mmap.MADV_DONTNEED, a, b - a)
+                except (OSError, ValueError):
+                    return
+
+    def close(self) -> None:
+        self._maps.clear()
+        for mapped in self._mmaps.values():
+            mapped.close()
+        self._mmaps.clear()
+
+
 class Server:
-    def __init__(self, ordinal: int, files: list[str]):
+    def __init__(self, ordinal: int, files: list[str], evict: bool = False):
         from nvidia import nvimgcodec
 
         from .cudadrv import Device
@@ -36,19 +77,10 @@ class Server:
         self.decoders = JpegDecoders(nvimgcodec, ordinal)
         if not self.decoders:
             raise RuntimeError("nvImageCodec could make no JPEG decoder on this GPU")
-        self.files = files
-        self._maps: dict[int, np.ndarray] = {}
-        self._mmaps: list[mmap.mmap] = []
+        self.shards = ShardMaps(files)
+        self.map = self.shards.map
+        self.evict = evict
         self.ring = 0
-
-    def map(self, number: int) -> np.ndarray:
-        mm = self._maps.get(number)
-        if mm is None:
-            with open(self.files[number], "rb") as fh:
-                mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-            self._mmaps.append(mapped)
-            mm = self._maps[number] = np.frombuffer(mapped, dtype=np.uint8)
-        return mm
 
     def set_ring(self, handle: bytes) -> tuple:
         if self.ring:
@@ -73,15 +105,15 @@ class Server:
                     return ("bad", i, f"decodes to rows of {face['strides'][0]} bytes, not {3 * w}")
                 self.device.copy(self.ring + int(dest[i]), face["data"][0], h * w * 3, self.stream)
         self.device.synchronize(self.stream)  # copied: the images may go
+        if self.evict:
+            self.shards.let_go(shard, start, length)
         return ("done",)
 
     def close(self) -> None:
         if self.ring:
             self.device.close_ipc(self.ring)
             self.ring = 0
-        self._maps.clear()
-        for mapped in self._mmaps:
-            mapped.close()
+        self.shards.close()
 
 
 def serve(conn: Connection) -> int:
@@ -95,7 +127,7 @@ def serve(conn: Connection) -> int:
             kind = msg[0]
             try:
                 if kind == "init":
-                    server = Server(msg[1], msg[2])
+                    server = Server(*msg[1:])
                     reply: tuple = ("ready",)
                 elif kind == "ring":
                     reply = server.set_ring(msg[1])

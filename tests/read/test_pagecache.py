@@ -88,3 +88,24 @@ def test_advice_on_a_mix_goes_to_the_source_of_each_sample(split):
     if keeps_dropped_pages(split) and resident(second, 2) == 1.0:
         pytest.skip(f"{split} is on a file system whose pages are the file (tmpfs): nothing to drop")
     assert resident(second, 2) == 0.0 and resident(second, 3) == 1.0
+
+
+def test_a_decode_process_lets_go_of_the_pages_it_maps_so_that_the_loader_can_drop_them(split):
+    # the loader's JPEG decode process maps the shards and reads each call's members; under a memory limit the loader
+    # drops each call's pages once cut, which the kernel refuses for pages another process still maps
+    from pairload.workers.decode import ShardMaps
+
+    ds = ShardDataset(split, "train")
+    maps = ShardMaps([str(f) for f in ds.files])
+    rows = ds.stored_members([1, 2])
+    shard, start, length = (np.repeat(rows.shard, 2).astype(np.int64), rows.offset.ravel().astype(np.int64),
+                            rows.length.ravel().astype(np.int64))
+    for s, a, n in zip(shard.tolist(), start.tolist(), length.tolist()):
+        assert maps.map(s)[a:a + n].sum() > 0  # read there, as the decoder reads them
+    maps.let_go(shard[:2], start[:2], length[:2])  # sample 1's two members: decoded
+    ds.dontneed([1, 2])
+    if keeps_dropped_pages(split) and resident(ds, 1) == 1.0:
+        pytest.skip(f"{split} is on a file system whose pages are the file (tmpfs): nothing to drop")
+    assert resident(ds, 1) == 0.0
+    assert resident(ds, 2) == 1.0  # still mapped by the "process": the kernel keeps them
+    maps.close()

@@ -155,7 +155,7 @@ class DecodedMemory:
                 and not ds.remote:
             from .jpegproc import ProcessDecode
 
-            self.proc = ProcessDecode(ds, device)
+            self.proc = ProcessDecode(ds, device, evict=self.evict)
             weakref.finalize(self, self.proc.close)  # a loader dropped unclosed ends its decode process too
         self.decoders = gpu_decoders(device) if imageformats.JPEG in self.formats and self.proc is None else None
         self.tiles = None

@@ -39,9 +39,10 @@ def image_bytes(h, w) -> np.ndarray:
 
 class JpegProcess:
     """The decode process for `files` (a split's shards) on `device`, started at once (its start overlaps the
-    loader's); `ready()` waits for it. Calls: `submit` sends one, `collect` reads the oldest answer."""
+    loader's); `ready()` waits for it. Calls: `submit` sends one, `collect` reads the oldest answer. `evict`: it
+    unmaps each call's members once decoded (the loader drops their pages: `ShardMaps.let_go`)."""
 
-    def __init__(self, files, device: torch.device):
+    def __init__(self, files, device: torch.device, evict: bool = False):
         self.device = device
         self._drv = Device(device.index or 0)
         self.ring = 0  # the slots' device memory: SLOTS × slot_bytes
@@ -56,7 +57,7 @@ class JpegProcess:
         finally:
             theirs.close()
         self._conn = Connection(mine.detach())
-        self._conn.send(("init", device.index or 0, [str(f) for f in files]))
+        self._conn.send(("init", device.index or 0, [str(f) for f in files], bool(evict)))
 
     @property
     def pid(self) -> int:
@@ -168,11 +169,12 @@ class ProcessDecode:
     """The JPEG members of `ds` (a split, or a mix of them) decoded by a decode process for the loader's decode stage
     (`memory.decoded.DecodedMemory`): the process started at once; `ready` waits for it the first time; each call's
     members are asked for (`request`), sent into the next free slot (`submit`) and their addresses read from its
-    answer (`collect`); a slot is free again once the kernels that read its call are done (`released`)."""
+    answer (`collect`); a slot is free again once the kernels that read its call are done (`released`). `evict`: the
+    loader drops each call's pages once its batches are cut, and the process lets go of its own mappings of them."""
 
-    def __init__(self, ds, device: torch.device):
+    def __init__(self, ds, device: torch.device, evict: bool = False):
         self.ds = ds
-        self.process = JpegProcess(ds.files, device)
+        self.process = JpegProcess(ds.files, device, evict)
         self.sample_bytes = _sample_bytes(ds)
         self._slot = 0  # the next slot a call goes to
         self._slot_done: dict[int, object] = {}  # slot → the event after the last kernel reading it
