@@ -4,7 +4,9 @@
 - `nobg`: an encoded split's decode calls run in the loading thread (no decode thread);
 - `thread`: a JPEG split decoded by the loading process's decode thread instead of a decode process;
 - `lowprio`: the loader's CUDA streams at the default priority instead of the highest;
-- `switch`: the GIL handed over every 0.5 ms instead of every 5.
+- `switch`: the GIL handed over every 0.5 ms instead of every 5;
+- `group`: an encoded split's batches cut a decode call at a time, one kernel launch and one degrade launch each,
+  instead of one batch a launch.
 
     python benchmarks/diag_knobs.py nobg+lowprio -m pairload.train --shards PACK …
 """
@@ -32,8 +34,12 @@ def apply(knobs: str) -> None:
             devices.LOADER_PRIORITY = 0
         elif knob == "switch":
             sys.setswitchinterval(0.0005)
+        elif knob == "group":
+            from pairload.loaders import shards
+
+            shards.KERNEL_GROUP["decode"] = 1 << 10  # as many as a decode call holds
         else:
-            raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio or switch")
+            raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch or group")
 
 
 def _in_loading_thread(init):

@@ -60,7 +60,7 @@ class KernelCuts:
         memory.check(force=True)
         if memory.streaming:
             self.stream.synchronize()  # what the last run left pinned may go back now
-            group = 1  # a launch's batches are pinned at once: a streamed window keeps one at a time
+            group = min(group, memory.together)  # what a launch's batches read is held at once
         with self.hooks.timed("plan"):
             memory.begin(plans)
         events = events or memory.streaming

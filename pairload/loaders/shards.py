@@ -27,8 +27,9 @@ from .byshard import pinned_buffer, shuffle_buffer_of
 # streams it is the deal's (`Deal.streams`)
 DEAL_KINDS = {"strided": "ram", "by_shard": "wds"}
 # batches of one shape the GPU kernel cuts per launch: from the page cache the kernel waits on PCIe and a few are
-# plenty; a resident split is cut fast enough that the launches' Python would show
-KERNEL_GROUP = {"zero-copy": 4, "resident": 16}
+# plenty; a resident split is cut fast enough that the launches' Python would show. An encoded split: at most a
+# decode call's batches (`Memory.together`); 1 until measured against one a launch (`benchmarks/diag_knobs.py group`)
+KERNEL_GROUP = {"zero-copy": 4, "resident": 16, "decode": 1}
 
 
 class ShardLoader(PlannedLoader):

@@ -62,6 +62,31 @@ def test_the_gpu_decodes_what_the_cpu_decodes(encoded, kind):
     epochs_alike(encoded, kind, close)
 
 
+@pytest.mark.parametrize("kind", ["ram", "wds"])
+def test_a_decode_calls_batches_cut_by_one_launch_are_the_cpus(tmp_path, kind, monkeypatch):
+    # `benchmarks/diag_knobs.py group`: the batches of one decode call cut by one kernel launch (and degraded by one)
+    from pairload.cut.memory.decoded import AHEAD
+    from pairload.hooks import StageTotals
+    from pairload.loaders import shards
+
+    monkeypatch.setitem(shards.KERNEL_GROUP, "decode", 1 << 10)
+    pack(jpeg_pairs(tmp_path / "raw", n=40), tmp_path / "shards", PackOptions(workers=1, store="encoded"))
+    epochs_alike(tmp_path / "shards", kind, close)  # 10 batches of 4 a epoch: calls of 4, 4 and 2
+    pack(jpeg_pairs(tmp_path / "photos", n=40, targets_only=True), tmp_path / "targets",
+         PackOptions(workers=1, store="encoded", targets_only=True))
+    opts = dict(batch_size=4, crop=64, seed=2, degrade="lowlight")
+    cpu = list(make_loader(kind, tmp_path / "targets", **opts))
+    gpu = make_loader(kind, tmp_path / "targets", device="cuda", **opts)
+    totals = StageTotals()
+    gpu.hooks.add(totals)
+    got = list(gpu)
+    # one launch a call (one more where a block of the plan ends inside a call), not one a batch
+    assert len(got) == len(cpu) == 10 and totals.calls["launch"] == totals.calls["degrade"] <= -(-10 // AHEAD) + 1
+    for a, b in zip(cpu, got):
+        assert a.keys == b.keys and close(a.high, b.high)
+        assert b.low.float().mean() < b.high.float().mean()
+
+
 def test_targets_only_with_a_degradation_decodes_the_targets(tmp_path):
     pack(jpeg_pairs(tmp_path / "photos", targets_only=True), tmp_path / "shards",
          PackOptions(workers=1, store="encoded", targets_only=True))

@@ -22,11 +22,14 @@ import torch
 @runtime_checkable
 class Memory(Protocol):
     """What a device cutter reads from. `streaming`: what a batch reads goes back once its kernels are done (a split
-    read a shuffle buffer of shards at a time), so batches of several launches are never pinned at once."""
+    read a shuffle buffer of shards at a time, or decoded batch by batch); `together`: then, how many consecutive
+    batches one launch may cut at most (a streamed page cache: 1, each batch's pieces go back on their own; decoded
+    images: the batches of one decode call, which it holds until the last of them is cut)."""
 
     ds: object
     device: torch.device
     streaming: bool
+    together: int
     low: torch.Tensor
     high: torch.Tensor
     width: torch.Tensor

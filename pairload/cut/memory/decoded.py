@@ -179,6 +179,11 @@ class DecodedMemory:
         self._table = TileTable(n) if self.tiles is not None else None
 
     # -- the Memory protocol
+    @property
+    def together(self) -> int:
+        """Batches one launch may cut: those of one decode call (its images are held until its last batch is cut)."""
+        return self.call
+
     def begin(self, plans) -> None:
         self._forget(self._next)
         self._next = None

@@ -142,6 +142,8 @@ class PageCache:
     `streaming`: pieces go back after their last batch; `ahead`: bytes registered beyond the current batch's
     (None: up to the budget)."""
 
+    together = 1  # streaming: a launch's batches would be pinned at once, and a window keeps one at a time
+
     def __init__(self, ds, device: torch.device, *, budget: int, streaming: bool, ahead: int | None = None):
         self.ds, self.device, self.budget, self.streaming = ds, device, int(budget), streaming
         with torch.cuda.device(device):

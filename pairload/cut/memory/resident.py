@@ -26,6 +26,7 @@ class DeviceCopy:
     there, `width`: its width in pixels."""
 
     streaming = False
+    together = 1  # not streaming: every batch's memory stays
 
     def __init__(self, ds, device: torch.device):
         need = sum(ds.shard_bytes)
