@@ -49,6 +49,26 @@ def outgrows_cache(nbytes: int, mem: HostMemory | None = None) -> bool:
     return nbytes > CACHE_FRACTION * cache_room(mem)
 
 
+ROOM = 64 << 20  # page cache a loader needs besides what it reads: its processes' code as it runs
+
+
+def room_note(in_flight: int, mem: HostMemory | None = None) -> str | None:
+    """Under a memory limit, why the page cache has too little room for a loader whose reads hold `in_flight` bytes
+    at once (None: room enough, or no limit). The processes of the job (the loader's workers, the training) hold
+    the rest; what is left is all the page cache may use, so every page read is soon pushed out again, the processes'
+    own code included: every read then waits on the disk, and batches come many times slower than the disk gives."""
+    from .units import human_bytes
+
+    mem = host_memory() if mem is None else mem
+    need = ROOM + max(0, int(in_flight))
+    if not mem.limit or mem.available >= need:
+        return None
+    return (f"under the memory limit in {mem.limit} ({human_bytes(mem.total)}) the job's processes hold "
+            f"{human_bytes(mem.total - mem.available)}, leaving {human_bytes(mem.available)} for the page cache, "
+            f"where the loader needs about {human_bytes(need)}: every read will wait on the disk, far slower than it "
+            "could be; raise the limit (SLURM --mem, the container's memory) or use fewer num_workers")
+
+
 def host_memory(root: Path = CGROUP_ROOT, proc_cgroup: Path = Path("/proc/self/cgroup")) -> HostMemory:
     """This process's memory: the machine's (psutil), bounded by the tightest cgroup limit of its cgroup and the
     cgroups above it (v2 and v1). `root`, `proc_cgroup`: where cgroups are mounted and listed (tests point them

@@ -136,3 +136,70 @@ def test_a_split_outgrows_the_cache_by_the_limit_under_one_else_by_the_memory_av
     free = HostMemory(total=64_000 * MB, available=1000 * MB)
     assert not outgrows_cache(800 * MB, free)
     assert outgrows_cache(950 * MB, free)
+
+
+def test_a_limit_that_leaves_the_page_cache_no_room_is_named_with_the_fix():
+    from pairload.hostmemory import ROOM, room_note
+
+    tight = HostMemory(total=160 * MB, available=30 * MB, limit="/sys/fs/cgroup/job")
+    note = room_note(4 * MB, tight)
+    assert note.startswith("under the memory limit in /sys/fs/cgroup/job (160.0 MB) the job's processes hold 130.0 MB,"
+                           " leaving 30.0 MB for the page cache")
+    assert "raise the limit (SLURM --mem" in note
+    assert room_note(4 * MB, HostMemory(total=160 * MB, available=ROOM + 4 * MB, limit="/sys/fs/cgroup/job")) is None
+    assert room_note(4 * MB, HostMemory(total=160 * MB, available=30 * MB)) is None  # no limit: the machine's memory
+
+
+@pytest.mark.slow
+def test_the_loader_warns_at_its_first_batch_where_a_real_limit_leaves_the_page_cache_no_room(tmp_path, cgroup_160mb):
+    """Under a real 160 MB cgroup in which the job's processes hold ~120 MB (here a 96 MB array standing for the
+    training's own memory), what is left cannot keep what the loader reads: every read is pushed out again at once,
+    the processes' own code too (ram with 2 workers under 160 MB took 31.8 s for 21 batches where 250 MB took 2.2 s,
+    2-core VM, 2026-11-30). The first batch says so, with the fix; under 512 MB it says nothing."""
+    import cv2
+
+    from pairload.pack import PackOptions, pack
+
+    (tmp_path / "photos").mkdir()
+    for i in range(24):
+        img = np.random.default_rng(i).integers(0, 256, (400, 640, 3), dtype=np.uint8)
+        assert cv2.imwrite(str(tmp_path / "photos" / f"{i:03d}.jpg"), img, [cv2.IMWRITE_JPEG_QUALITY, 90])
+    pack(tmp_path / "photos", tmp_path / "shards", PackOptions(workers=1, store="encoded", targets_only=True))
+    roomy = _limited_cgroup(f"pairload-test-roomy-{os.getpid()}", 512 * MB)
+    assert roomy is not None  # the machine made the first one
+
+    def first_batch_notes(cgroup: Path) -> list[str]:
+        script = textwrap.dedent(f"""
+            import os, warnings
+            import numpy as np
+            import torch
+            import pairload
+            import pairload.loaders.shards, pairload.cut.workers, pairload.read.dataset  # imported before joining
+            with open({str(cgroup / "cgroup.procs")!r}, "w") as f:
+                f.write(str(os.getpid()))
+            held = np.ones(96 << 20, np.uint8)  # the training's own memory, charged to the limit
+            loader = pairload.make_loader("ram", {str(tmp_path / "shards")!r}, batch_size=4, crop=128, seed=0,
+                                          degrade="lowlight", num_workers=0)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                batch = next(iter(loader))
+            assert batch.high.shape == (4, 3, 128, 128) and held.sum() == held.size
+            print(repr([str(c.message) for c in caught if "for the page cache" in str(c.message)]))
+        """)
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return eval(proc.stdout.strip().splitlines()[-1])
+
+    try:
+        tight = first_batch_notes(cgroup_160mb)
+        assert len(tight) == 1 and "leaving" in tight[0] and "raise the limit" in tight[0], tight
+        assert first_batch_notes(roomy) == []
+    finally:
+        for _ in range(50):
+            try:
+                roomy.rmdir()
+                break
+            except OSError:
+                import time
+
+                time.sleep(0.1)

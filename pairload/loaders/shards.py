@@ -72,6 +72,7 @@ class ShardLoader(PlannedLoader):
                          bounds=self.ds.size_bounds)
         self.sensor_rows = self.ds.sensor
         self.prefetch = prefetch
+        self._room_checked = False  # whether the memory left to the page cache was checked (at the first batch)
         self.resident = resident
         self._stage = DeviceStage(self.device, self.hooks)
         choice = choose(Request(ds=self.ds, cfg=self.cfg, plan_for=self.plan_for, device=self.device, who=self.kind,
@@ -131,7 +132,24 @@ class ShardLoader(PlannedLoader):
         run = None if self.cutter.degrades else self._degrade_run(plans)
         options = {"group": KERNEL_GROUP[self.cutter.path]} if self.cutter.path in KERNEL_GROUP else {}
         cuts = self.cutter.cuts((epoch, consumed), plans, self._stage.reclaim, **options)
-        yield from self._stage.one_ahead(cuts, rows, run, augment=self.cfg.augment)  # batch k+1 is cut while k is used
+        batches = self._stage.one_ahead(cuts, rows, run, augment=self.cfg.augment)  # batch k+1 is cut while k is used
+        if not self._room_checked:  # the loader's processes run once its first batch is cut: what do they leave?
+            for batch in batches:
+                self._room_checked = True
+                _warn_if_no_room(self.ds, self.cfg.batch_size)
+                yield batch
+                break
+        yield from batches
+
+
+def _warn_if_no_room(ds: ShardDataset, batch_size: int) -> None:
+    """Warn where a memory limit leaves the page cache too little room for the loader's reads (a few batches of the
+    split's stored bytes in flight): everything read is pushed out again at once, and the loader crawls."""
+    from ..hostmemory import room_note
+
+    note = room_note(4 * batch_size * sum(ds.shard_bytes) // max(1, len(ds)))
+    if note:
+        warnings.warn(note, stacklevel=4)
 
 
 def _warn_if_larger_than_memory(ds: ShardDataset) -> None:
