@@ -60,9 +60,10 @@ class KernelCuts:
         memory.check(force=True)
         if memory.streaming:
             self.stream.synchronize()  # what the last run left pinned may go back now
-            group = min(group, memory.together)  # what a launch's batches read is held at once
         with self.hooks.timed("plan"):
             memory.begin(plans)
+        if memory.streaming:  # what a launch's batches read is held at once: at most `together` batches (known now:
+            group = min(group, memory.together)  # a decode call holds fewer batches of larger images)
         events = events or memory.streaming
         b, block = 0, None
         while b < len(plans):

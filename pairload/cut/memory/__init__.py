@@ -24,7 +24,8 @@ class Memory(Protocol):
     """What a device cutter reads from. `streaming`: what a batch reads goes back once its kernels are done (a split
     read a shuffle buffer of shards at a time, or decoded batch by batch); `together`: then, how many consecutive
     batches one launch may cut at most (a streamed page cache: 1, each batch's pieces go back on their own; decoded
-    images: the batches of one decode call, which it holds until the last of them is cut)."""
+    images: the batches of one decode call, which it holds until the last of them is cut; read once `begin` has
+    run)."""
 
     ds: object
     device: torch.device
