@@ -203,3 +203,36 @@ def test_the_loader_warns_at_its_first_batch_where_a_real_limit_leaves_the_page_
                 import time
 
                 time.sleep(0.1)
+
+
+def test_the_room_is_looked_at_again_as_the_jobs_memory_grows_and_named_once(tmp_path, monkeypatch):
+    # the training's memory grows after the first batch: the loader looks again every ROOM_CHECK_S (0 here: every
+    # batch) until the room is found too little, says so once and stops looking
+    import warnings
+
+    import pairload.hostmemory
+    from pairload import make_loader
+    from pairload.loaders import shards
+    from pairload.pack import PackOptions, pack
+
+    from conftest import make_raw
+
+    make_raw(tmp_path / "raw", 12, split="train", size=(32, 48))
+    pack(tmp_path / "raw", tmp_path / "shards", PackOptions(workers=1))
+    looked: list[int] = []
+
+    def room_note(in_flight, mem=None):
+        looked.append(in_flight)
+        return "leaving 1 MB for the page cache" if len(looked) >= 3 else None
+
+    monkeypatch.setattr(pairload.hostmemory, "room_note", room_note)
+    monkeypatch.setattr(shards, "ROOM_CHECK_S", 0.0)
+    loader = make_loader("ram", tmp_path / "shards", batch_size=2, crop=16, num_workers=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for epoch in (0, 1):
+            loader.set_epoch(epoch)
+            assert len(list(loader)) == 6  # every batch delivered, whatever the room
+    notes = [str(c.message) for c in caught if "for the page cache" in str(c.message)]
+    assert notes == ["leaving 1 MB for the page cache"] and len(looked) == 3
+    assert looked[0] > 0  # a few batches' stored bytes in flight

@@ -13,6 +13,7 @@ the caller. The two kinds differ in their deal (`pairload.plan.deals`) and in wh
 from __future__ import annotations
 
 import os
+import time
 import warnings
 
 from ..cut import Cutter, Request, choose
@@ -30,6 +31,7 @@ DEAL_KINDS = {"strided": "ram", "by_shard": "wds"}
 # plenty; a resident split is cut fast enough that the launches' Python would show. An encoded split: at most a
 # decode call's batches (`Memory.together`); 1 until measured against one a launch (`benchmarks/diag_knobs.py group`)
 KERNEL_GROUP = {"zero-copy": 4, "resident": 16, "decode": 1}
+ROOM_CHECK_S = 10.0  # how often the memory a limit leaves the page cache is looked at (from the first batch on)
 
 
 class ShardLoader(PlannedLoader):
@@ -72,7 +74,7 @@ class ShardLoader(PlannedLoader):
                          bounds=self.ds.size_bounds)
         self.sensor_rows = self.ds.sensor
         self.prefetch = prefetch
-        self._room_checked = False  # whether the memory left to the page cache was checked (at the first batch)
+        self._room_at = 0.0  # when to look next at the memory a limit leaves the page cache (None: it was named)
         self.resident = resident
         self._stage = DeviceStage(self.device, self.hooks)
         choice = choose(Request(ds=self.ds, cfg=self.cfg, plan_for=self.plan_for, device=self.device, who=self.kind,
@@ -133,23 +135,28 @@ class ShardLoader(PlannedLoader):
         options = {"group": KERNEL_GROUP[self.cutter.path]} if self.cutter.path in KERNEL_GROUP else {}
         cuts = self.cutter.cuts((epoch, consumed), plans, self._stage.reclaim, **options)
         batches = self._stage.one_ahead(cuts, rows, run, augment=self.cfg.augment)  # batch k+1 is cut while k is used
-        if not self._room_checked:  # the loader's processes run once its first batch is cut: what do they leave?
-            for batch in batches:
-                self._room_checked = True
-                _warn_if_no_room(self.ds, self.cfg.batch_size)
-                yield batch
+        # what the job's processes leave the page cache, from the first batch on (the loader's own run by then; the
+        # training's memory grows), every ROOM_CHECK_S, until it is found too little and named once
+        for batch in batches if self._room_at is not None else ():
+            now = time.monotonic()
+            if now >= self._room_at:
+                self._room_at = None if _warn_if_no_room(self.ds, self.cfg.batch_size) else now + ROOM_CHECK_S
+            yield batch
+            if self._room_at is None:
                 break
         yield from batches
 
 
-def _warn_if_no_room(ds: ShardDataset, batch_size: int) -> None:
+def _warn_if_no_room(ds: ShardDataset, batch_size: int) -> bool:
     """Warn where a memory limit leaves the page cache too little room for the loader's reads (a few batches of the
-    split's stored bytes in flight): everything read is pushed out again at once, and the loader crawls."""
+    split's stored bytes in flight): everything read is pushed out again at once, and the loader crawls. True: it
+    warned."""
     from ..hostmemory import room_note
 
     note = room_note(4 * batch_size * sum(ds.shard_bytes) // max(1, len(ds)))
     if note:
         warnings.warn(note, stacklevel=4)
+    return note is not None
 
 
 def _warn_if_larger_than_memory(ds: ShardDataset) -> None:
