@@ -140,6 +140,12 @@ class JpegFrame:
     components: int
     rgb: bool = False
 
+    @property
+    def progressive(self) -> bool:
+        """Progressive coding (SOF2): every decoder reads it, but GPUs' hardware JPEG decoders take baseline files
+        only (nvJPEG's batched hardware path), so nvImageCodec decodes it on its slower CPU-assisted decoder."""
+        return self.marker == 0xC2
+
 
 def jpeg_frame(data: bytes) -> JpegFrame | None:
     """The frame header of a JPEG file's bytes, found by walking its segments from SOI to the first scan; None where

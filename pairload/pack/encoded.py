@@ -3,7 +3,8 @@ decoded pack decodes it (`jobs.run_job`: the same pixels, CRC-32s and notes); th
 that every decoder reads to h×w×3 (`imageformats.jpeg_refusal`) and whose file bytes the readers' own `decode_jpeg`
 turns into exactly those pixels is kept as its bytes (a `jpeg` member); every other image is stored lossless as
 those pixels' tiles (a `tiles` member, `format.tiles`), or as the pixels themselves (an `npy` member) where its
-tiles would not be smaller; a note says which and why, for pack's report ("tiles:PNG", "decoded:incompressible").
+tiles would not be smaller; a note says which and why, for pack's report ("tiles:PNG", "decoded:incompressible"), and
+of a kept file what a user should know ("kept:progressive": the GPU's hardware decoder does not take it).
 Runs in a pack worker, like `run_job`: the tiles cost CPU where the decodes do."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..format.crc import crc32
-from ..format.imageformats import JPEG, NPY, TILES, MemberError, jpeg_refusal
+from ..format.imageformats import JPEG, NPY, TILES, MemberError, jpeg_frame, jpeg_refusal
 from ..format.members import Member
 from ..format.samples import StoredImage
 from ..format.tiles import encode_tiles
@@ -24,6 +25,8 @@ from .jobs import IMAGE, Job, JobResult, run_job
 
 TILED = "tiles:"  # a note's prefix: the image was stored as tiles; what follows says why its file was not kept
 DECODED = "decoded:"  # a note's prefix: the image was stored as pixels, for the reason that follows
+KEPT = "kept:"  # a note's prefix: the JPEG file was kept as it is, and what follows is worth knowing of it
+PROGRESSIVE = "progressive"  # that: a progressive JPEG, which a GPU's hardware decoder does not take
 INCOMPRESSIBLE = "incompressible"  # the reason: its tiles were no smaller than its pixels (noise, say)
 _MAGIC = ((b"\x89PNG", "PNG"), (b"II*\0", "TIFF"), (b"MM\0*", "TIFF"), (b"BM", "BMP"), (b"GIF8", "GIF"))
 
@@ -79,7 +82,9 @@ def _member(job: Job, path: Path | None, header, as_: str, scale: int, frame, cr
     out_hw = (job.out_hw[0] * scale, job.out_hw[1] * scale)
     why = ("camera raw" if as_ != IMAGE else ("cropped" if job.fit == CROP else "resized") if out_hw != hw
            else _kept(path, hw, crc))
-    return (why, None) if isinstance(why, StoredImage) else _lossless(frame, why)
+    if isinstance(why, StoredImage):
+        return why, (KEPT + PROGRESSIVE if jpeg_frame(why.data).progressive else None)
+    return _lossless(frame, why)
 
 
 def run_encoded_job(job: Job) -> JobResult:

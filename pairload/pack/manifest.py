@@ -21,7 +21,7 @@ from ..format.facts import NAMES as FACT_NAMES
 from ..format.imageformats import JPEG
 from ..format.members import DEFAULT, FIELD, Members, members_of
 from .options import INDEXES, PackOptions, PackReport
-from .encoded import DECODED, TILED
+from .encoded import DECODED, KEPT, TILED
 from .rows import NOTES, ShardRows, joined_keys
 from .spill import column_spec
 from .sensor import CameraPlan
@@ -96,7 +96,7 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
     targets = any(entry.get(schema.TARGETS_ONLY) for entry in skel["splits"].values())
     notes: dict[str, list[str]] = {v: [] for v in NOTES.values()}
     # an encoded pack: the images stored as tiles, by what their files were, and as pixels, by reason
-    stored: dict[str, dict[str, list[str]]] = {TILED: {}, DECODED: {}}
+    stored: dict[str, dict[str, list[str]]] = {TILED: {}, DECODED: {}, KEPT: {}}
     splits: dict[str, dict] = {}
     by_split: dict[str, list[ShardRows]] = {}
     for r in rows:
@@ -140,7 +140,7 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
                                 "pixel_bytes": pixels}
     report.gray, report.alpha, report.converted_16bit = notes["gray"], notes["alpha"], notes["converted_16bit"]
     report.kept = _kept(rows, targets) if encoding.per_member else 0
-    report.tiled, report.decoded = stored[TILED], stored[DECODED]
+    report.tiled, report.decoded, report.kept_notes = stored[TILED], stored[DECODED], stored[KEPT]
     # versions: 1 without shared targets (readable by every pairload), 2 with them, 3 not plain (older readers
     # refuse it by its version instead of taking the offsets of its frames for offsets of pixels), 4 with a split
     # whose members are not uint8 RGB (older readers would take its pixels for those), 5 with the index in binary
@@ -156,6 +156,8 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
     doc_report.update(top.pop("report"))
     if encoding.per_member:  # (absent otherwise: a decoded pack's manifest stays the bytes it was)
         doc_report.update(kept_jpeg=report.kept, stored_tiles=report.tiled, stored_decoded=report.decoded)
+        if report.kept_notes:  # (absent where there is nothing to say: older readers' keys stay as they were)
+            doc_report.update(kept_jpeg_notes=report.kept_notes)
     return {"format": schema.FORMAT, "version": version, **{k: top[k] for k in ("created_by", schema.RAW_DIR)},
             "layout": layout_doc(encoding, typed, targets), "options": top["options"], "report": doc_report,
             "splits": splits}

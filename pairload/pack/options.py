@@ -262,6 +262,7 @@ class PackReport:
     compression: str | None = None
     sequences: dict[str, str] = field(default_factory=dict)  # `--sequences`: split -> its sequences in words
     kept: int = 0  # `--store encoded`: the JPEG files kept as they are
+    kept_notes: dict[str, list[str]] = field(default_factory=dict)  # and of them, those worth a word ("progressive")
     tiled: dict[str, list[str]] = field(default_factory=dict)  # the images stored as tiles, by what their files were
     decoded: dict[str, list[str]] = field(default_factory=dict)  # and the images stored as pixels, by reason
     url: str | None = None  # a pack into a URL: where (shards_dir is then its local staging folder)
@@ -303,10 +304,14 @@ class PackReport:
         return part + splits + stored + run + upload + checks + self._notes()
 
     def stored_line(self) -> str:
-        """An encoded pack's members: 'kept 4,980 JPEG files as they are; stored 20 images lossless as tiles: 12 PNG
-        (a.png, …), 8 CMYK JPEG (b.jpg); stored 1 image as pixels: 1 incompressible (n.png)', each kind and reason
-        most frequent first, with its first files."""
+        """An encoded pack's members: 'kept 4,980 JPEG files as they are (3 progressive (c.jpg, …): …); stored 20
+        images lossless as tiles: 12 PNG (a.png, …), 8 CMYK JPEG (b.jpg); stored 1 image as pixels: 1 incompressible
+        (n.png)', each kind and reason most frequent first, with its first files."""
         line = f"kept {self.kept:,} JPEG file{'s as they are' if self.kept != 1 else ' as it is'}"
+        if self.kept_notes:
+            line += (f" ({_counted(self.kept_notes)}: a GPU's hardware JPEG decoder takes baseline files only, so "
+                     "nvImageCodec decodes these on its CPU-assisted decoder, many times slower; `jpegtran -copy all "
+                     "IN > OUT` makes a baseline file of the same pixels)")
         for what, found in (("lossless as tiles", self.tiled), ("as pixels", self.decoded)):
             total = sum(len(v) for v in found.values())
             if total:
