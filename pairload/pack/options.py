@@ -311,7 +311,7 @@ class PackReport:
         if self.kept_notes:
             line += (f" ({_counted(self.kept_notes)}: a GPU's hardware JPEG decoder takes baseline files only, so "
                      "nvImageCodec decodes these on its CPU-assisted decoder, many times slower; `jpegtran -copy all "
-                     "IN > OUT` makes a baseline file of the same pixels)")
+                     "IN > OUT` rewrites one as a baseline file, losslessly)")
         for what, found in (("lossless as tiles", self.tiled), ("as pixels", self.decoded)):
             total = sum(len(v) for v in found.values())
             if total:

@@ -34,7 +34,7 @@ def test_progressive_jpegs_are_kept_as_they_are_and_named(tmp_path):
     kept = next(line for line in report.lines(options) if line.startswith("kept "))
     assert kept.startswith("kept 5 JPEG files as they are (2 progressive (p3.jpg, p4.jpg): a GPU's hardware JPEG "
                            "decoder takes baseline files only"), kept
-    assert "`jpegtran -copy all IN > OUT` makes a baseline file of the same pixels" in kept
+    assert "`jpegtran -copy all IN > OUT` rewrites one as a baseline file, losslessly" in kept
     doc = json.loads((tmp_path / "enc" / "manifest.json").read_text())["report"]
     assert doc["kept_jpeg"] == 5 and doc["kept_jpeg_notes"] == {"progressive": ["p3.jpg", "p4.jpg"]}
     ds = open_shards(tmp_path / "enc")
