@@ -45,7 +45,7 @@ def server_for(files: list, batch: int) -> Server:
 def timed_parts(server: Server, req: tuple) -> dict:
     shard, start, length, height, width, dest = req
     t0 = time.perf_counter()
-    data = member_bytes(shard, start, length, server.map)
+    data = member_bytes(shard, start, length, server.shards.map)
     t1 = time.perf_counter()
     images = server.decoders.decode(data, server.stream)
     t2 = time.perf_counter()
@@ -65,7 +65,7 @@ def engine_alone(server: Server, reqs: list) -> dict:
 
     dec = nvimgcodec.Decoder(device_id=0, backends=[nvimgcodec.Backend(nvimgcodec.BackendKind.HW_GPU_ONLY)])
     params = nvimgcodec.DecodeParams(apply_exif_orientation=False)
-    datas = [member_bytes(r[0], r[1], r[2], server.map) for r in reqs]
+    datas = [member_bytes(r[0], r[1], r[2], server.shards.map) for r in reqs]
     streams = [nvimgcodec.CodeStream(bytes(d)) for d in datas[0]]  # parsed once: the engine's own rate
     out = {}
     for name, srcs in (("arrays", None), ("codestreams", streams)):

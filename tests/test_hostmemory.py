@@ -75,6 +75,11 @@ def cgroup_160mb():
     if folder is None:
         pytest.skip("this machine does not let a test make a memory-limited cgroup (not root, or cgroupfs read-only)")
     yield folder
+    _remove_cgroup(folder)
+
+
+def _remove_cgroup(folder: Path) -> None:
+    """Remove a cgroup `_limited_cgroup` made, once the test's processes have left it."""
     for _ in range(50):
         try:
             folder.rmdir()
@@ -195,14 +200,7 @@ def test_the_loader_warns_at_its_first_batch_where_a_real_limit_leaves_the_page_
         assert len(tight) == 1 and "leaving" in tight[0] and "raise the limit" in tight[0], tight
         assert first_batch_notes(roomy) == []
     finally:
-        for _ in range(50):
-            try:
-                roomy.rmdir()
-                break
-            except OSError:
-                import time
-
-                time.sleep(0.1)
+        _remove_cgroup(roomy)
 
 
 def test_the_room_is_looked_at_again_as_the_jobs_memory_grows_and_named_once(tmp_path, monkeypatch):

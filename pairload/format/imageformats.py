@@ -183,12 +183,13 @@ def jpeg_frame(data: bytes) -> JpegFrame | None:
     return JpegFrame(marker, body[0], body[1] << 8 | body[2], body[3] << 8 | body[4], body[5], rgb)
 
 
-def jpeg_refusal(data: bytes, hw: tuple[int, int]) -> str | None:
+def jpeg_refusal(data: bytes, hw: tuple[int, int], frame: JpegFrame | None = None) -> str | None:
     """Why a JPEG file's bytes cannot be kept as a `jpeg` member whose image is hw (height, width), in a few words
     for pack's report ("CMYK JPEG"); None when they can: a Huffman-coded 8-bit YCbCr JPEG of that size, ending with
-    its EOI marker, which every JPEG decoder (libjpeg, nvJPEG, DALI's) reads to h×w×3.
+    its EOI marker, which every JPEG decoder (libjpeg, nvJPEG, DALI's) reads to h×w×3. `frame`: its frame header,
+    where the caller has read it (`jpeg_frame(data)`).
     """
-    frame = jpeg_frame(data)
+    frame = jpeg_frame(data) if frame is None else frame
     if frame is None:
         return "JPEG without a frame header"
     if frame.components == 1:

@@ -42,25 +42,31 @@ def file_kind(path: Path, head: bytes) -> str:
     return next((name for magic, name in _MAGIC if head.startswith(magic)), path.suffix.lstrip(".").upper() or "image")
 
 
-def _kept(path: Path, hw: tuple[int, int], crc: int) -> StoredImage | str:
-    """The JPEG file at `path` as a `jpeg` member, once its bytes decode through the readers' `decode_jpeg` to the
-    pixels whose CRC-32 is `crc` (what the decoded pack stores); else why it is not kept as its file."""
+def _kept(path: Path, hw: tuple[int, int], crc: int) -> tuple[StoredImage | None, str | None]:
+    """(member, note): the JPEG file at `path` as a `jpeg` member, once its bytes decode through the readers'
+    `decode_jpeg` to the pixels whose CRC-32 is `crc` (what the decoded pack stores), with what a user should know of
+    it ("kept:progressive") or None; else (None, why it is not kept as its file)."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(16)
             data = head + fh.read() if head.startswith(b"\xff\xd8\xff") else None
     except OSError:
-        return "unreadable"
-    why = file_kind(path, head) if data is None else jpeg_refusal(data, hw)
+        return None, "unreadable"
+    if data is None:
+        return None, file_kind(path, head)
+    frame = jpeg_frame(data)
+    why = jpeg_refusal(data, hw, frame)
     if why is not None:
-        return why
+        return None, why
     try:
         with quiet_stderr:  # libjpeg's warnings on a damaged stream, as in a decoded pack
             pixels = JPEG.decode(np.frombuffer(data, np.uint8), Member(), *hw)
     except MemberError:
-        return "JPEG that does not decode"
+        return None, "JPEG that does not decode"
     # the file read here is the file the decoded pixels came from, decoded alike (not changed since, say)
-    return StoredImage(JPEG, data) if crc32(pixels) == crc else "JPEG whose decode differs from pack's"
+    if crc32(pixels) != crc:
+        return None, "JPEG whose decode differs from pack's"
+    return StoredImage(JPEG, data), (KEPT + PROGRESSIVE if frame.progressive else None)
 
 
 def _lossless(npy: bytes, why: str) -> tuple[StoredImage, str]:
@@ -80,11 +86,10 @@ def _member(job: Job, path: Path | None, header, as_: str, scale: int, frame, cr
         return None, None
     hw = header.hw if isinstance(header, Header) else tuple(header)
     out_hw = (job.out_hw[0] * scale, job.out_hw[1] * scale)
-    why = ("camera raw" if as_ != IMAGE else ("cropped" if job.fit == CROP else "resized") if out_hw != hw
-           else _kept(path, hw, crc))
-    if isinstance(why, StoredImage):
-        return why, (KEPT + PROGRESSIVE if jpeg_frame(why.data).progressive else None)
-    return _lossless(frame, why)
+    if as_ != IMAGE or out_hw != hw:
+        return _lossless(frame, "camera raw" if as_ != IMAGE else "cropped" if job.fit == CROP else "resized")
+    member, note = _kept(path, hw, crc)
+    return (member, note) if member is not None else _lossless(frame, note)
 
 
 def run_encoded_job(job: Job) -> JobResult:

@@ -78,7 +78,6 @@ class Server:
         if not self.decoders:
             raise RuntimeError("nvImageCodec could make no JPEG decoder on this GPU")
         self.shards = ShardMaps(files)
-        self.map = self.shards.map
         self.evict = evict
         self.ring = 0
 
@@ -90,7 +89,7 @@ class Server:
 
     def decode(self, shard, start, length, height, width, dest) -> tuple:
         try:
-            data = member_bytes(shard, start, length, self.map)
+            data = member_bytes(shard, start, length, self.shards.map)
         except JpegFault as fault:
             return ("bad", fault.row, fault.what)
         images = self.decoders.decode(data, self.stream)
