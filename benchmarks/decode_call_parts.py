@@ -2,9 +2,12 @@
 a targets-only JPEG pack in the page cache: nvImageCodec's hardware decoder alone (calls of BATCH images: until
 `decode` returns, and until its stream is done), the process's whole call (`Server.decode`), and its parts (the
 members' bytes, the decode, the per-image check and copy into the loader's memory, the wait); then P processes each
-making such calls at once (does a second process get more from the engine?). Results to OUT as JSON.
+making such calls at once (does a second process get more from the engine?); `--pinned`: one process held to C
+cores, its decoder given T CPU threads (nvImageCodec's `max_num_cpu_threads`; 0: its default), for each C and T: its
+rate and the CPU time it spends an image (all its threads). Results to OUT as JSON.
 
     python benchmarks/decode_call_parts.py SHARDS OUT.json [--batch 128] [--calls 60] [--procs 1,2,3]
+    python benchmarks/decode_call_parts.py SHARDS OUT.json --procs "" --pinned 1,2,16 --threads 0,1,2
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import numpy as np
 
 from pairload.read.shards import ShardDataset
 from pairload.workers.decode import Server
-from pairload.workers.jpegs import decoded_face, member_bytes
+from pairload.workers.jpegs import JpegDecoders, decoded_face, member_bytes
 
 
 def calls_of(shards: str, batch: int, calls: int, first: int = 0) -> tuple[list, list]:
@@ -99,6 +102,24 @@ def worker(shards: str, batch: int, calls: int, first: int, start_at, q) -> None
     q.put((t0, time.perf_counter(), len(reqs) * batch))
 
 
+def pinned(shards: str, batch: int, calls: int, cores: int, threads: int, q) -> None:
+    import os
+
+    from nvidia import nvimgcodec
+
+    os.sched_setaffinity(0, range(cores))
+    reqs, files = calls_of(shards, batch, calls)
+    server = server_for(files, batch)
+    server.decoders = JpegDecoders(nvimgcodec, 0, threads)
+    server.decode(*reqs[0])
+    c0, t0 = time.process_time(), time.perf_counter()
+    for r in reqs:
+        assert server.decode(*r) == ("done",)
+    n = len(reqs) * batch
+    q.put({"cores": cores, "threads": threads, "images_per_s": n / (time.perf_counter() - t0),
+           "cpu_us_per_image": 1e6 * (time.process_time() - c0) / n})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("shards")
@@ -106,6 +127,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--calls", type=int, default=60)
     ap.add_argument("--procs", default="1,2,3")
+    ap.add_argument("--pinned", default="", help="cores a process is held to, a comma-separated list")
+    ap.add_argument("--threads", default="0", help="nvImageCodec's CPU threads, a comma-separated list")
     args = ap.parse_args()
     reqs, files = calls_of(args.shards, args.batch, args.calls)
     server = server_for(files, args.batch)
@@ -121,8 +144,17 @@ def main() -> None:
     res["parts_ms_per_call"] = {k: 1000 * float(np.median([p[k] for p in parts])) for k in parts[0]}
     print(json.dumps(res), flush=True)
     ctx = mp.get_context("spawn")
+    res["pinned"] = []
+    for cores in [int(x) for x in args.pinned.split(",") if x]:
+        for threads in [int(x) for x in args.threads.split(",")]:
+            q = ctx.Queue()
+            proc = ctx.Process(target=pinned, args=(args.shards, args.batch, args.calls, cores, threads, q))
+            proc.start()
+            res["pinned"].append(q.get(timeout=300))
+            proc.join()
+            print(json.dumps(res["pinned"][-1]), flush=True)
     res["processes"] = {}
-    for p in [int(x) for x in args.procs.split(",")]:
+    for p in [int(x) for x in args.procs.split(",") if x]:
         start_at, q = ctx.Barrier(p + 1), ctx.Queue()
         procs = [ctx.Process(target=worker, args=(args.shards, args.batch, args.calls, i * args.calls * args.batch,
                                                    start_at, q)) for i in range(p)]

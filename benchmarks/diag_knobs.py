@@ -6,7 +6,10 @@
 - `lowprio`: the loader's CUDA streams at the default priority instead of the highest;
 - `switch`: the GIL handed over every 0.5 ms instead of every 5;
 - `group`: an encoded split's batches cut a decode call at a time, one kernel launch and one degrade launch each,
-  instead of one batch a launch.
+  instead of one batch a launch;
+- `ahead8`: a JPEG split's decode calls hold 8 batches instead of 4;
+- `one`: one JPEG decode process instead of `jpegproc.PROCESSES`;
+- `threads0`: each decode process's decoder given nvImageCodec's default CPU threads instead of `jpegproc.THREADS`.
 
     python benchmarks/diag_knobs.py nobg+lowprio -m pairload.train --shards PACK …
 """
@@ -38,8 +41,21 @@ def apply(knobs: str) -> None:
             from pairload.loaders import shards
 
             shards.KERNEL_GROUP["decode"] = 1 << 10  # as many as a decode call holds
+        elif knob == "ahead8":
+            from pairload.cut.memory import decoded
+
+            decoded.AHEAD = 8
+        elif knob == "one":
+            from pairload.cut.memory import jpegproc
+
+            jpegproc.PROCESSES = 1
+        elif knob == "threads0":
+            from pairload.cut.memory import jpegproc
+
+            jpegproc.THREADS = 0
         else:
-            raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch or group")
+            raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch, group, ahead8, one or "
+                             "threads0")
 
 
 def _in_loading_thread(init):

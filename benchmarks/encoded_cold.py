@@ -74,10 +74,34 @@ if mode == "cold":
     evict(ShardDataset(shards, "train").files)
 imported = time.perf_counter() - t_start
 dev = torch.device("cuda:0")
+
+
+def cpu_ticks() -> dict:  # CPU clock ticks (user + system) of this process's threads by name, and of each child
+    import os, threading
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            f = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        name = names.get(int(tid), "other")
+        out[name] = out.get(name, 0) + int(f[11]) + int(f[12])
+    import psutil
+    for c in psutil.Process().children(recursive=True):
+        try:
+            t = c.cpu_times()
+            out[f"child {c.pid}"] = round((t.user + t.system) * os.sysconf("SC_CLK_TCK"))
+        except psutil.Error:
+            pass
+    return out
+
+
 if profile:
     import cProfile
     prof = cProfile.Profile()
     prof.enable()
+ticks0 = cpu_ticks()
 t0 = time.perf_counter()
 loader = pairload.make_loader("ram", shards, batch_size=32, crop=256, seed=0, device=dev, degrade=degrade)
 built = time.perf_counter() - t0
@@ -95,6 +119,7 @@ elif mode == "epoch2":  # the pack in the page cache: the second epoch, whole (t
         pass
     torch.cuda.synchronize()
     t0 = time.perf_counter()
+    ticks0 = cpu_ticks()
     first = 0.0
     for b in loader:
         n += len(b)
@@ -105,6 +130,11 @@ else:
             torch.cuda.synchronize(); first = time.perf_counter() - t0; n_first = n
 torch.cuda.synchronize()
 total = time.perf_counter() - t0
+import os as _os
+ticks = {k: round((v - ticks0.get(k, 0)) / _os.sysconf("SC_CLK_TCK") / total, 3) for k, v in cpu_ticks().items()}
+import psutil
+me = psutil.Process()
+rss_mb = {"loader": me.memory_info().rss >> 20, **{f"child {c.pid}": c.memory_info().rss >> 20 for c in me.children()}}
 if profile:
     prof.disable()
     import pstats
@@ -112,7 +142,8 @@ if profile:
         pstats.Stats(prof, stream=f).sort_stats("cumulative").print_stats(60)
 print(json.dumps({"pairs_per_s": n / total, "pairs": n, "seconds": total, "path": loader.path,
                   "import_s": imported, "construct_s": built, "first_batch_s": first,
-                  "after_first_pairs_per_s": (n - n_first) / max(1e-9, total - first)}))
+                  "after_first_pairs_per_s": (n - n_first) / max(1e-9, total - first),
+                  "cpu_of_wall": ticks, "rss_mb": rss_mb}))
 """
 
 

@@ -5,8 +5,9 @@ its IPC handle) at the place asked, waits for that, and answers. Imports neither
 the time nvImageCodec takes to load.
 
 Messages (pickled tuples), each answered in order:
-- ("init", device ordinal, shard paths, evict) → ("ready",) or ("error", why); evict: the split outgrows the memory
-  that could cache it, and each call's members are unmapped here once decoded (`ShardMaps.let_go`);
+- ("init", device ordinal, shard paths, evict, threads) → ("ready",) or ("error", why); evict: the split outgrows the
+  memory that could cache it, and each call's members are unmapped here once decoded (`ShardMaps.let_go`); threads:
+  the CPU threads nvImageCodec's decoder parses with (0: its default, one a core of the machine);
 - ("ring", IPC handle) → ("ok",): the device memory images go to from now on;
 - ("decode", shard, start, length, height, width, dest) (int64 arrays, one row a member) → ("done",), or ("bad", row,
   what) for the first member that is not a whole JPEG or does not decode to its height × width × 3 uint8;
@@ -67,14 +68,14 @@ class ShardMaps:
 
 
 class Server:
-    def __init__(self, ordinal: int, files: list[str], evict: bool = False):
+    def __init__(self, ordinal: int, files: list[str], evict: bool = False, threads: int = 0):
         from nvidia import nvimgcodec
 
         from .cudadrv import Device
 
         self.device = Device(ordinal)
         self.stream = self.device.stream()
-        self.decoders = JpegDecoders(nvimgcodec, ordinal)
+        self.decoders = JpegDecoders(nvimgcodec, ordinal, threads)
         if not self.decoders:
             raise RuntimeError("nvImageCodec could make no JPEG decoder on this GPU")
         self.shards = ShardMaps(files)

@@ -16,8 +16,10 @@ class JpegDecoders:
 
     KINDS = ("HW_GPU_ONLY", "HYBRID_CPU_GPU")
 
-    def __init__(self, nvimgcodec, device_id: int):
-        self._codec, self._device_id = nvimgcodec, device_id
+    def __init__(self, nvimgcodec, device_id: int, threads: int = 0):
+        # threads: the CPU threads each decoder parses with (nvImageCodec's max_num_cpu_threads; 0: its default, one
+        # a core of the machine, whatever cores the process may use)
+        self._codec, self._device_id, self._threads = nvimgcodec, device_id, threads
         self._made: list = []  # (kind, decoder or None: it could not be made here)
         # the pixels as stored, as OpenCV's decode gives them to the CPU readers and to a decoded pack: nvImageCodec
         # applies a file's EXIF orientation unless told not to (a phone photo's 90° tag would give a W×H image)
@@ -30,7 +32,7 @@ class JpegDecoders:
             kind = self.KINDS[len(self._made)]
             codec = self._codec
             try:
-                decoder = codec.Decoder(device_id=self._device_id, backends=[
+                decoder = codec.Decoder(device_id=self._device_id, max_num_cpu_threads=self._threads, backends=[
                     codec.Backend(getattr(codec.BackendKind, kind), load_hint=1.0)])
             except Exception:  # noqa: BLE001 - e.g. a GPU without the hardware engine: the next kind serves
                 decoder = None

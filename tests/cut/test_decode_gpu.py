@@ -134,13 +134,19 @@ def test_resume_and_a_mix_with_a_decoded_pack(encoded, tmp_path):
     assert all(torch.equal(a.high, b.high) for a, b in zip(got, whole))  # one decoder: exactly the same pixels
 
 
-def test_a_damaged_member_is_refused_by_key(encoded):
+@pytest.mark.parametrize("side", ["low", "high"])
+def test_a_damaged_member_is_refused_by_key(encoded, side):
+    # the last sample's member (not sample 0's: the self-test's); a call's inputs go to the first decode process,
+    # its targets to the second: each names the key it was given
     tar = sorted(encoded.glob("*.tar"))[0]
     data = bytearray(tar.read_bytes())
-    end = data.find(b"\xff\xd9", data.rfind(b".low.jpg"))  # the last input's EOI (not sample 0's: the self-test's)
+    suffix = f".{side}.jpg".encode()
+    at = data.rfind(suffix)
+    key = bytes(data[at // 512 * 512:at]).decode()  # its tar header's name
+    end = data.find(b"\xff\xd9", at)  # its EOI
     data[end:end + 2] = b"\x00\x00"
     tar.write_bytes(bytes(data))
-    with pytest.raises(ShardError, match=r"key \d+: its low member is not a whole JPEG"):
+    with pytest.raises(ShardError, match=rf"key {key}: its {side} member is not a whole JPEG"):
         for _ in make_loader("ram", encoded, batch_size=12, crop=32, seed=0, device="cuda", shuffle=False):
             pass
 
@@ -235,8 +241,8 @@ def test_a_split_bigger_than_the_page_cache_has_each_calls_pages_dropped_once_de
 
 def test_the_decode_process_gives_the_loading_process_decodes_batches(tmp_path, monkeypatch):
     # a JPEG split is decoded by a process of the loader's own: the same decoder as the loading process's own decode
-    # thread, so the same batches bit for bit, two epochs, inputs and targets; closing the loader ends the process
-    from pairload.cut.memory import decoded
+    # thread, so the same batches bit for bit, two epochs, inputs and targets; closing the loader ends the processes
+    from pairload.cut.memory import decoded, jpegproc
 
     pack(jpeg_pairs(tmp_path / "raw", n=24), tmp_path / "shards", PackOptions(workers=1, store="encoded"))
     opts = dict(batch_size=4, crop=64, seed=2, device="cuda")
@@ -250,10 +256,10 @@ def test_the_decode_process_gives_the_loading_process_decodes_batches(tmp_path, 
 
     by_process = make_loader("ram", tmp_path / "shards", **opts)
     proc = by_process.cutter.memory.proc
-    assert proc is not None
+    assert proc is not None and len(set(proc.pids)) == jpegproc.PROCESSES > 1
     got = two_epochs(by_process)
     by_process.close()
-    assert not Path(f"/proc/{proc.pid}").exists()
+    assert not any(Path(f"/proc/{pid}").exists() for pid in proc.pids)
     monkeypatch.setattr(decoded, "PROCESS", False)
     by_thread = make_loader("ram", tmp_path / "shards", **opts)
     assert by_thread.cutter.memory.proc is None

@@ -8,10 +8,11 @@ fewer than decoded pixels), read through the shards' memory maps; nothing is pin
 (`npy`) is copied over as it is.
 
 A batch's images go back once the kernel that reads them is done (`done`); a streamed split's shards are only
-mapped. While a call's batches are cut, the next call is decoded. A split's JPEG files are decoded by a process of
-the loader's own (`jpegproc`), into slots of device memory this process allocated: nvImageCodec's binding takes the
-GIL back for each image, so a decode thread here would get it only between the loading thread's work. Lossless tiles
-(and JPEG files where that process cannot start) are decoded by a thread here (made in the loading thread, the
+mapped. While a call's batches are cut, the next call is decoded. A split's JPEG files are decoded by processes of
+the loader's own (`jpegproc`, each call shared out between them), into slots of device memory this process
+allocated: nvImageCodec's binding takes the GIL back for each image, so a decode thread here would get it only
+between the loading thread's work. Lossless tiles (and JPEG files where those processes cannot start) are decoded
+by a thread here (made in the loading thread, the
 engine's call, about 10 ms for 128 photos, would stop the training step's launches meanwhile: the reference loop's
 data wait 10% against 0.05%); it makes only the engines' calls, the host's part of a call (its members found and
 checked, its addresses gathered) is done by the loading thread before and after. A caller that reads faster than that
@@ -146,9 +147,9 @@ class DecodedMemory:
         # ahead for the coming calls (read twice, or 10x slower under a memory limit: `ReadAhead`, `dontneed`)
         self.evict = self._outgrows and not ds.remote if evict is None else evict
         self.formats = formats_in(ds)  # the image formats of its members
-        # a split of JPEG files (and pixels) on local disk: its JPEG files decoded by a process of its own
-        # (`jpegproc`), started now, its start overlapping this one's; tiles, a remote split, or where that process
-        # cannot start: in this one
+        # a split of JPEG files (and pixels) on local disk: its JPEG files decoded by processes of its own
+        # (`jpegproc`), started now, their start overlapping this one's; tiles, a remote split, or where they cannot
+        # start: in this one
         self.process = PROCESS if process is None else process
         self.proc = None
         if self.process and imageformats.JPEG in self.formats and imageformats.TILES not in self.formats \
@@ -311,7 +312,7 @@ class DecodedMemory:
             if out.event is not None:
                 out.event.synchronize()
             if out.slot is not None:
-                self.proc.drain()
+                self.proc.drain(out.request)
         except Exception:  # noqa: BLE001 - the batches that would raise it are not read
             pass
 
