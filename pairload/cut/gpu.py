@@ -44,7 +44,8 @@ class KernelCuts:
         """Nothing to start: no worker processes."""
 
     def worker_pids(self) -> list[int]:
-        return []
+        """The memory's processes (the decode processes of a JPEG split): no worker processes."""
+        return list(self.memory.pids)
 
     def cuts(self, run: tuple, plans: Run, reclaim=None, *, augment: bool = True, hw=None,
              events: bool = True, group: int = 1):

@@ -257,6 +257,7 @@ def test_the_decode_process_gives_the_loading_process_decodes_batches(tmp_path, 
     by_process = make_loader("ram", tmp_path / "shards", **opts)
     proc = by_process.cutter.memory.proc
     assert proc is not None and len(set(proc.pids)) == jpegproc.PROCESSES > 1
+    assert by_process.worker_pids() == proc.pids  # what bench-loaders counts the CPU and memory of
     got = two_epochs(by_process)
     by_process.close()
     assert not any(Path(f"/proc/{pid}").exists() for pid in proc.pids)

@@ -25,12 +25,13 @@ class Memory(Protocol):
     read a shuffle buffer of shards at a time, or decoded batch by batch); `together`: then, how many consecutive
     batches one launch may cut at most (a streamed page cache: 1, each batch's pieces go back on their own; decoded
     images: the batches of one decode call, which it holds until the last of them is cut; read once `begin` has
-    run)."""
+    run); `pids`: processes of its own (the decode processes of a JPEG split), whose CPU and memory are the loader's."""
 
     ds: object
     device: torch.device
     streaming: bool
     together: int
+    pids: list[int]
     low: torch.Tensor
     high: torch.Tensor
     width: torch.Tensor

@@ -185,6 +185,11 @@ class DecodedMemory:
         """Batches one launch may cut: those of one decode call (its images are held until its last batch is cut)."""
         return self.call
 
+    @property
+    def pids(self) -> list[int]:
+        """The JPEG decode processes now running."""
+        return [] if self.proc is None or self._closed else self.proc.pids
+
     def begin(self, plans) -> None:
         self._forget(self._next)
         self._next = None

@@ -143,6 +143,7 @@ class PageCache:
     (None: up to the budget)."""
 
     together = 1  # streaming: a launch's batches would be pinned at once, and a window keeps one at a time
+    pids: list[int] = []  # no processes of its own
 
     def __init__(self, ds, device: torch.device, *, budget: int, streaming: bool, ahead: int | None = None):
         self.ds, self.device, self.budget, self.streaming = ds, device, int(budget), streaming

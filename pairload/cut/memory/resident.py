@@ -27,6 +27,7 @@ class DeviceCopy:
 
     streaming = False
     together = 1  # not streaming: every batch's memory stays
+    pids: list[int] = []  # no processes of its own
 
     def __init__(self, ds, device: torch.device):
         need = sum(ds.shard_bytes)
