@@ -60,9 +60,9 @@ def photo(args) -> None:
     cv2.imwrite(f"{folder}/{i:06d}.jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
 
 CHILD = r"""
-import json, sys, time
+import json, sys, threading, time
 t_start = time.perf_counter()
-import torch, pairload
+import psutil, torch, pairload
 from pairload.bench.bounds import evict
 from pairload.read.shards import ShardDataset
 shards, degrade, profile, mode, knobs = sys.argv[1], sys.argv[2] or None, sys.argv[3], sys.argv[4], sys.argv[5]
@@ -76,22 +76,16 @@ imported = time.perf_counter() - t_start
 dev = torch.device("cuda:0")
 
 
-def cpu_ticks() -> dict:  # CPU clock ticks (user + system) of this process's threads by name, and of each child
-    import os, threading
+def cpu_seconds() -> dict:  # CPU seconds (user + system) of this process's threads by name, and of each child
+    me = psutil.Process()
     names = {t.native_id: t.name for t in threading.enumerate()}
     out = {}
-    for tid in os.listdir("/proc/self/task"):
+    for t in me.threads():
+        name = names.get(t.id, "other")
+        out[name] = out.get(name, 0.0) + t.user_time + t.system_time
+    for c in me.children(recursive=True):
         try:
-            f = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        name = names.get(int(tid), "other")
-        out[name] = out.get(name, 0) + int(f[11]) + int(f[12])
-    import psutil
-    for c in psutil.Process().children(recursive=True):
-        try:
-            t = c.cpu_times()
-            out[f"child {c.pid}"] = round((t.user + t.system) * os.sysconf("SC_CLK_TCK"))
+            out[f"child {c.pid}"] = sum(c.cpu_times()[:2])
         except psutil.Error:
             pass
     return out
@@ -101,7 +95,7 @@ if profile:
     import cProfile
     prof = cProfile.Profile()
     prof.enable()
-ticks0 = cpu_ticks()
+ticks0 = cpu_seconds()
 t0 = time.perf_counter()
 loader = pairload.make_loader("ram", shards, batch_size=32, crop=256, seed=0, device=dev, degrade=degrade)
 built = time.perf_counter() - t0
@@ -119,7 +113,7 @@ elif mode == "epoch2":  # the pack in the page cache: the second epoch, whole (t
         pass
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    ticks0 = cpu_ticks()
+    ticks0 = cpu_seconds()
     first = 0.0
     for b in loader:
         n += len(b)
@@ -130,9 +124,7 @@ else:
             torch.cuda.synchronize(); first = time.perf_counter() - t0; n_first = n
 torch.cuda.synchronize()
 total = time.perf_counter() - t0
-import os as _os
-ticks = {k: round((v - ticks0.get(k, 0)) / _os.sysconf("SC_CLK_TCK") / total, 3) for k, v in cpu_ticks().items()}
-import psutil
+ticks = {k: round((v - ticks0.get(k, 0.0)) / total, 3) for k, v in cpu_seconds().items()}
 me = psutil.Process()
 rss_mb = {"loader": me.memory_info().rss >> 20, **{f"child {c.pid}": c.memory_info().rss >> 20 for c in me.children()}}
 if profile:

@@ -65,7 +65,7 @@ AHEAD_TILES_TIGHT = 2  # and for a split bigger than the memory that could cache
 # call finds each done and keeps the thread (its launches would wait for a call made in their thread).
 LATE_CALLS = 3
 INLINE_CALLS = 16
-PROCESS = True  # a split's JPEG files are decoded by a process of its own (`jpegproc`); False: by a thread here
+PROCESS = True  # a split's JPEG files are decoded by processes of its own (`jpegproc`); False: by a thread here
 READ_AHEAD_BYTES = 512 << 20  # encoded bytes asked to be read ahead of the batch being decoded at most (or half the
 # memory available): ~0.3 s of a 1.7 GB/s disk, 5,000 600x400 JPEGs. A split of lossless tiles read from disk under a
 # memory limit reached 0.80-1.06 of the disk's bound in its epochs with 512 MB, 0.66-0.93 with 256 MB (H200, 2026-11-30)
