@@ -5,9 +5,12 @@ its IPC handle) at the place asked, waits for that, and answers. Imports neither
 the time nvImageCodec takes to load.
 
 Messages (pickled tuples), each answered in order:
-- ("init", device ordinal, shard paths, evict, threads) → ("ready",) or ("error", why); evict: the split outgrows the
-  memory that could cache it, and each call's members are unmapped here once decoded (`ShardMaps.let_go`); threads:
-  the CPU threads nvImageCodec's decoder parses with (0: its default, one a core of the machine);
+- ("init", device ordinal, shard paths, evict, threads, first) → ("ready",) or ("error", why); evict: the split
+  outgrows the memory that could cache it, and each call's members are unmapped here once decoded
+  (`ShardMaps.let_go`); threads: the CPU threads nvImageCodec's decoder parses with (0: its default, one a core of the
+  machine); first: (shard, start, length) of a JPEG member of the split, decoded before the answer (None: none), so
+  that the engine's own start (about a second, at its first decode) is part of this process's start, which overlaps
+  the loader's and the other decode processes', not of the loader's first call;
 - ("ring", IPC handle) → ("ok",): the device memory images go to from now on;
 - ("decode", shard, start, length, height, width, dest) (int64 arrays, one row a member) → ("done",), or ("bad", row,
   what) for the first member that is not a whole JPEG or does not decode to its height × width × 3 uint8;
@@ -68,7 +71,8 @@ class ShardMaps:
 
 
 class Server:
-    def __init__(self, ordinal: int, files: list[str], evict: bool = False, threads: int = 0):
+    def __init__(self, ordinal: int, files: list[str], evict: bool = False, threads: int = 0,
+                 first: tuple | None = None):
         from nvidia import nvimgcodec
 
         from .cudadrv import Device
@@ -81,6 +85,20 @@ class Server:
         self.shards = ShardMaps(files)
         self.evict = evict
         self.ring = 0
+        if first is not None:
+            self.first(*first)
+
+    def first(self, shard: int, start: int, length: int) -> None:
+        """Decode one member and drop what it made: the engine starts at its first decode. A member that does not
+        decode is said by the call that asks for it (by key), not here."""
+        shard, start, length = (np.array([v], dtype=np.int64) for v in (shard, start, length))
+        try:
+            self.decoders.decode(member_bytes(shard, start, length, self.shards.map), self.stream)
+        except Exception:  # noqa: BLE001 - a damaged member is refused by key by the call that reads it
+            pass
+        self.device.synchronize(self.stream)
+        if self.evict:
+            self.shards.let_go(shard, start, length)
 
     def set_ring(self, handle: bytes) -> tuple:
         if self.ring:

@@ -66,6 +66,8 @@ AHEAD_TILES_TIGHT = 2  # and for a split bigger than the memory that could cache
 LATE_CALLS = 3
 INLINE_CALLS = 16
 PROCESS = True  # a split's JPEG files are decoded by processes of its own (`jpegproc`); False: by a thread here
+PROC_AHEAD = 2  # decode calls sent to the decode processes ahead of the one being cut: each process finds its next
+# call waiting when it answers one (with one, it waited for the loading thread to read its answer and send the next)
 READ_AHEAD_BYTES = 512 << 20  # encoded bytes asked to be read ahead of the batch being decoded at most (or half the
 # memory available): ~0.3 s of a 1.7 GB/s disk, 5,000 600x400 JPEGs. A split of lossless tiles read from disk under a
 # memory limit reached 0.80-1.06 of the disk's bound in its epochs with 512 MB, 0.66-0.93 with 256 MB (H200, 2026-11-30)
@@ -136,7 +138,7 @@ class DecodedMemory:
         self._inline_next = False  # the next call is one of them
         self._pool: ThreadPoolExecutor | None = None
         self._stream: torch.cuda.Stream | None = None
-        self._next: tuple | None = None  # (first batch, end, future) of the call decoding ahead
+        self._next: deque = deque()  # (first batch, end, future) of each call decoding ahead, in order
         # a thread asks the kernel for the coming batches' bytes: the decoder's reads find them in the page cache
         self.read_ahead = read_ahead and hasattr(os, "posix_fadvise") and not ds.remote
         self._reader: ReadAhead | None = None
@@ -191,8 +193,7 @@ class DecodedMemory:
         return [] if self.proc is None or self._closed else self.proc.pids
 
     def begin(self, plans) -> None:
-        self._forget(self._next)
-        self._next = None
+        self._forget_all()
         self.reap(block=True)
         self._plans = plans
         if len(plans) and self._use_proc():  # the decode process's slots hold a call of this run
@@ -228,12 +229,12 @@ class DecodedMemory:
         batches' images, in one call (the engine decodes larger batches faster), held until the last of them is
         cut. The call after it starts at once in the decode thread (`background`), on a stream of its own, while these
         batches are cut: the engine's call, GIL released while it waits, overlaps the loader's and the training
-        step's work."""
+        step's work. The decode processes are sent PROC_AHEAD calls ahead: each finds its next call waiting."""
         if self._reading:
             self._ahead(b)
         if b in self._held:
             return
-        ahead, self._next = self._next, None
+        ahead = self._next.popleft() if self._next else None
         if ahead is not None and ahead[0] == b:
             _, end, future = ahead
             self._late = 0 if future.done() else self._late + 1
@@ -243,6 +244,7 @@ class DecodedMemory:
             got = self.finish(out)
         else:
             self._forget(ahead)
+            self._forget_all()
             end = self._end(b)
             got = self.finish(self.launch(self._prepare_for(self._plans[b:end])))
             self.calls_inline += ahead is None and self._inline_next
@@ -252,8 +254,11 @@ class DecodedMemory:
         more = self.background and end < len(self._plans)
         self._inline_next = more and self._inline()
         if more and not self._inline_next:
-            later = self._end(end)
-            self._next = (end, later, self._launch_ahead(self._plans[end:later]))
+            at = self._next[-1][1] if self._next else end
+            while at < len(self._plans) and len(self._next) < (PROC_AHEAD if self.proc is not None else 1):
+                later = self._end(at)
+                self._next.append((at, later, self._launch_ahead(self._plans[at:later])))
+                at = later
 
     def _inline(self) -> bool:
         """Whether the next call is made in the loading thread (`LATE_CALLS`)."""
@@ -321,6 +326,11 @@ class DecodedMemory:
         except Exception:  # noqa: BLE001 - the batches that would raise it are not read
             pass
 
+    def _forget_all(self) -> None:
+        """`_forget` the calls decoding ahead, in the order they were made (the processes answer in order)."""
+        while self._next:
+            self._forget(self._next.popleft())
+
     def done(self, b: int, event) -> None:
         got = self._held.pop(b, None)
         if got is not None and got.slot is not None:
@@ -368,8 +378,7 @@ class DecodedMemory:
         return self._closed
 
     def close(self) -> None:
-        self._forget(self._next)
-        self._next = None
+        self._forget_all()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None

@@ -27,6 +27,7 @@ import torch
 
 from ...errors import LoaderError, PairloadError
 from ...forking import child_env, death
+from ...format import imageformats
 from ...workers.cudadrv import CudaError, Device
 
 PROCESSES = 2  # decode processes of a loader whose split the page cache can keep: 15,200 photos/s against 12,100 with
@@ -37,7 +38,8 @@ THREADS = 1  # CPU threads each process's decoder parses with. nvImageCodec's de
 # whatever cores the process may use, spent more CPU an image in a process held to 2 cores (93 µs against 72) and
 # decoded 11,500 photos/s against 13,900 (`benchmarks/decode_call_parts.py --pinned`); in the loader, one process
 # gave the same either way (12,100-12,400 pairs/s). H200, 2026-11-30
-SLOTS = 3  # the call being cut, the next one decoding, and the one before (its last kernels may still run)
+SLOTS = 4  # the call being cut, the two sent ahead (`decoded.PROC_AHEAD`), and the one before (its last kernels may
+# still run)
 ALIGN = 256  # bytes each image's place in a slot is aligned to
 SLOT_BYTES = 1 << 30  # a slot holds a call's images at most: fewer batches a call where batches are larger (4K pairs)
 START_S = 120.0  # the longest the process may take to start (nvImageCodec and the driver loaded from a cold disk)
@@ -53,9 +55,10 @@ class JpegProcess:
     """A decode process for `files` (a split's shards) on `device`, started at once (its start overlaps the
     loader's); `ready()` waits for it. `ring` tells it the device memory its images go to; calls: `submit` sends one,
     `collect` reads the oldest answer. `evict`: it unmaps each call's members once decoded (the loader drops their
-    pages: `ShardMaps.let_go`); `threads`: its decoder's CPU threads."""
+    pages: `ShardMaps.let_go`); `threads`: its decoder's CPU threads; `first`: (shard, start, length) of a JPEG member
+    it decodes as it starts (the engine starts at its first decode), or None."""
 
-    def __init__(self, files, device: torch.device, evict: bool = False, threads: int = 0):
+    def __init__(self, files, device: torch.device, evict: bool = False, threads: int = 0, first: tuple | None = None):
         self._why: str | None = None  # why it could not start (after `ready`)
         self._started = False
         self._closed = False
@@ -66,7 +69,8 @@ class JpegProcess:
         finally:
             theirs.close()
         self._conn = Connection(mine.detach())
-        self._conn.send(("init", device.index or 0, [str(f) for f in files], bool(evict), int(threads)))
+        self._conn.send(("init", device.index or 0, [str(f) for f in files], bool(evict), int(threads),
+                         first))
 
     @property
     def pid(self) -> int:
@@ -167,7 +171,8 @@ class ProcessDecode:
     def __init__(self, ds, device: torch.device, evict: bool = False):
         self.ds = ds
         n = 1 if evict else max(1, PROCESSES)
-        self.processes = [JpegProcess(ds.files, device, evict, THREADS) for _ in range(n)]
+        first = _first_jpeg(ds)  # each decodes it as it starts: their engines start at once, before the first call
+        self.processes = [JpegProcess(ds.files, device, evict, THREADS, first) for _ in range(n)]
         self._drv = Device(device.index or 0)
         self.ring = 0  # the slots' device memory: SLOTS × slot_bytes
         self.slot_bytes = 0
@@ -290,6 +295,16 @@ class ProcessDecode:
         except CudaError:  # the context already gone (the interpreter ending): so is the memory
             pass
         self.ring = 0
+
+
+def _first_jpeg(ds) -> tuple | None:
+    """(shard, start, length) of the first JPEG member of the split's first samples, or None."""
+    rows = ds.stored_members(np.arange(min(len(ds.sizes), 8), dtype=np.int64))
+    hit = np.argwhere(rows.format == imageformats.JPEG.code)
+    if not len(hit):
+        return None
+    j, k = (int(v) for v in hit[0])
+    return int(rows.shard[j]), int(rows.offset[j, k]), int(rows.length[j, k])
 
 
 def _most_rows(plans) -> int:
