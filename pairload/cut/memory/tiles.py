@@ -39,7 +39,6 @@ class TileDecoder:
     def __init__(self, device: torch.device):
         self.device = device
         self.lib = library()
-        self._temp = torch.empty(0, dtype=torch.uint8, device=device)
         # per decode call not yet checked: (its frames' statuses as they will be on the host, the event after which
         # they are, each frame's member, the error for a member)
         self._pending: deque = deque()
@@ -111,17 +110,19 @@ class TileDecoder:
         opts = DecompressOpts(0)
         self._ok(self.lib.nvcompBatchedZstdDecompressGetTempSizeAsync(n, most, opts, ctypes.byref(temp),
                                                                       int(plan.frame_bytes.sum())))
-        if self._temp.numel() < temp.value:
-            self._temp = torch.empty(max(temp.value, 2 * self._temp.numel()), dtype=torch.uint8, device=self.device)
+        # nvCOMP's working memory, a call's own: calls run on different streams (the first in the loading thread's,
+        # the next ones in the decode thread's), and one shared between them was overwritten while another call's
+        # decompression read it (an illegal address at 3840x2160, where the calls overlap)
+        scratch_temp = torch.empty(max(1, temp.value), dtype=torch.uint8, device=self.device)
         scratch = torch.empty(int(plan.frame_bytes.sum()), dtype=torch.uint8, device=self.device)
         table = np.stack([stored.data_ptr() + plan.frame_offset, plan.frame_length, plan.frame_bytes,
                           np.zeros(n, np.int64), scratch.data_ptr() + plan.scratch_at]).astype(np.int64)
         dev = torch.from_numpy(table).pin_memory().to(self.device, non_blocking=True)
         statuses = torch.empty(n, dtype=torch.int32, device=self.device)
         self._ok(self.lib.nvcompBatchedZstdDecompressAsync(
-            dev[0].data_ptr(), dev[1].data_ptr(), dev[2].data_ptr(), dev[3].data_ptr(), n, self._temp.data_ptr(),
-            self._temp.numel(), dev[4].data_ptr(), opts, statuses.data_ptr(), stream.cuda_stream))
-        keep += [dev, statuses, self._temp, scratch]
+            dev[0].data_ptr(), dev[1].data_ptr(), dev[2].data_ptr(), dev[3].data_ptr(), n, scratch_temp.data_ptr(),
+            scratch_temp.numel(), dev[4].data_ptr(), opts, statuses.data_ptr(), stream.cuda_stream))
+        keep += [dev, statuses, scratch_temp, scratch]
         host = torch.empty(n, dtype=torch.int32, pin_memory=True)
         host.copy_(statuses, non_blocking=True)
         event = torch.cuda.Event()
