@@ -116,10 +116,10 @@ def build_loader(name: str, cfg: BenchConfig, device: torch.device, workers: int
 
 
 def cut_path(name: str, loader) -> str:
-    """How the entry's loader cuts its crops: "zero-copy", or "workers" with the reason the GPU path was given up
-    ("" for kinds without that choice)."""
+    """How the entry's loader cuts its crops: the device's path ("zero-copy", "resident", or "decode" for an encoded
+    split), or "workers" with the reason the GPU path was given up ("" for kinds without that choice)."""
     if name not in ENTRIES or ENTRIES[name].kind not in CUT_PATH_KINDS:  # the raw bench's rows are not entries
         return ""
     if loader.zero_copy:
-        return "zero-copy"
+        return getattr(loader, "path", "zero-copy")
     return "workers" + (f" ({loader.path_note})" if loader.path_note else "")
