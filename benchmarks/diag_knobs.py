@@ -9,7 +9,8 @@
   instead of one batch a launch;
 - `ahead8`: a JPEG split's decode calls hold 8 batches instead of 4;
 - `one`: one JPEG decode process instead of `jpegproc.PROCESSES`;
-- `threads0`: each decode process's decoder given nvImageCodec's default CPU threads instead of `jpegproc.THREADS`.
+- `threads0`: each decode process's decoder given nvImageCodec's default CPU threads instead of `jpegproc.THREADS`;
+- `ahead1`: the decode processes sent one call ahead instead of `decoded.PROC_AHEAD`.
 
     python benchmarks/diag_knobs.py nobg+lowprio -m pairload.train --shards PACK …
 """
@@ -53,9 +54,13 @@ def apply(knobs: str) -> None:
             from pairload.cut.memory import jpegproc
 
             jpegproc.THREADS = 0
+        elif knob == "ahead1":
+            from pairload.cut.memory import decoded
+
+            decoded.PROC_AHEAD = 1
         else:
-            raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch, group, ahead8, one or "
-                             "threads0")
+            raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch, group, ahead8, one, "
+                             "threads0 or ahead1")
 
 
 def _in_loading_thread(init):

@@ -172,6 +172,50 @@ def child(tree: Path, shards: Path, cores: int, profile: str = "", mode: str = "
         return {"error": proc.stderr[-2000:]}
 
 
+def random_reads(shards: Path, photos: int, threads: list[int]) -> dict:
+    """Photos/s of the pack's members read in a shuffled order (as an epoch asks for them) from a cold page cache:
+    `photos` of them by T threads at once (os.pread), for each T in `threads`; and "fadvise": one thread asking the
+    kernel for each (posix_fadvise WILLNEED, as the loader's reader does) while one reads them in the same order."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pairload import willneed
+    from pairload.bench.bounds import evict
+    from pairload.read.shards import ShardDataset
+
+    ds = ShardDataset(shards, "train")
+    order = np.random.default_rng(0).permutation(len(ds))[:photos]
+    rows = ds.stored_members(order)
+    shard, start, length = (v.tolist() for v in (rows.shard, rows.offset[:, 1], rows.length[:, 1]))
+    fds = [os.open(f, os.O_RDONLY) for f in ds.files]
+    n = len(order)
+
+    def part(first: int, step: int) -> None:
+        for x in range(first, n, step):
+            os.pread(fds[shard[x]], length[x], start[x])
+
+    out = {}
+    try:
+        for t in threads:
+            evict(ds.files)
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(t) as ex:
+                list(ex.map(part, range(t), [t] * t))
+            out[f"pread x{t}"] = n / (time.perf_counter() - t0)
+        evict(ds.files)
+        t0 = time.perf_counter()
+        asker = threading.Thread(target=lambda: [willneed.file_range(fds[shard[x]], start[x], length[x])
+                                                 for x in range(n)])
+        asker.start()
+        part(0, 1)
+        asker.join()
+        out["fadvise x1 + pread x1"] = n / (time.perf_counter() - t0)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("work")
@@ -189,6 +233,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--cores", default="2", help="CPU cores a child may use, a comma-separated list: each in turn")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--random-reads", default="", help="thread counts (e.g. 1,8,32): first measure the pack's members "
+                    "read in a shuffled order from a cold page cache (`random_reads`)")
     ap.add_argument("--wrap", default="", help="a command the children run under, {label} its run's name (e.g. "
                     "'py-spy record -r 200 -f raw --threads --idle -o OUT/{label}.txt --'): warm and epoch2 runs")
     args = ap.parse_args()
@@ -220,6 +266,10 @@ def main() -> None:
     for name in sizes:
         sizes[name]["disk_pairs_per_s"] = disk["gb_per_s"] * 1e9 / sizes[name]["bytes_per_pair"]
     path = out / "encoded-cold.json"
+    if args.random_reads:
+        report["random_reads"] = random_reads(packs["encoded"], 40000, [int(t) for t in args.random_reads.split(",")])
+        print(json.dumps(report["random_reads"]), flush=True)
+        path.write_text(json.dumps(report, indent=1))
 
     def record(row: dict) -> None:
         if "pairs_per_s" in row:

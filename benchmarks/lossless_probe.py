@@ -51,6 +51,20 @@ def photos(n_pairs: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return pairs
 
 
+def big(pairs, h: int, w: int):
+    """Each pair's target enlarged to h x w with a sensor's grain, its input a tenth of its light with noise."""
+    import cv2
+
+    rng = np.random.default_rng(1)
+    out = []
+    for _, high in pairs:
+        up = cv2.resize(high, (w, h), interpolation=cv2.INTER_CUBIC)
+        up = np.clip(up + rng.normal(0, 2, up.shape), 0, 255).astype(np.uint8)  # a sensor's grain at 4K
+        dark = np.clip(up * 0.1 + rng.normal(0, 3, up.shape), 0, 255).astype(np.uint8)
+        out.append((dark, up))
+    return out
+
+
 def residual(x: np.ndarray, target: bool) -> np.ndarray:
     """CHW uint8 of what is compressed: a target's colour differences and planar-gradient residual; an input as is."""
     p = np.ascontiguousarray(x.transpose(2, 0, 1))

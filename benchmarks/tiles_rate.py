@@ -23,24 +23,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from lossless_probe import photos  # noqa: E402
+from lossless_probe import big, photos  # noqa: E402
 
 from pairload.cut.memory.tiles import TileDecoder  # noqa: E402
 from pairload.format.members import Member  # noqa: E402
 from pairload.format.tiles import encode_tiles, read_tiled  # noqa: E402
-
-
-def big(pairs, h: int, w: int):
-    import cv2
-
-    rng = np.random.default_rng(1)
-    out = []
-    for _, high in pairs:
-        up = cv2.resize(high, (w, h), interpolation=cv2.INTER_CUBIC)
-        up = np.clip(up + rng.normal(0, 2, up.shape), 0, 255).astype(np.uint8)  # a sensor's grain at 4K
-        dark = np.clip(up * 0.1 + rng.normal(0, 3, up.shape), 0, 255).astype(np.uint8)
-        out.append((dark, up))
-    return out
 
 
 def rate(decoder, members, images: int, crop: int | None, repeat: int) -> dict:
