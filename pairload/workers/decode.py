@@ -64,9 +64,14 @@ class ShardMaps:
                     return
 
     def close(self) -> None:
+        """Let go of the maps; one a view still reads (a member's bytes still referenced) is closed with its last
+        view, not here."""
         self._maps.clear()
         for mapped in self._mmaps.values():
-            mapped.close()
+            try:
+                mapped.close()
+            except BufferError:  # exported to a numpy view still alive
+                pass
         self._mmaps.clear()
 
 

@@ -1,6 +1,6 @@
 """The JPEG decode process's parts that run without a GPU: the check that a member is a whole JPEG (shared with the
-loading process's decode thread), and the process itself refusing to start with the reason, then ending when the
-loader's end of its connection closes."""
+loading process's decode thread), its shards' maps closing while a view still reads one, and the process itself
+refusing to start with the reason, then ending when the loader's end of its connection closes."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from multiprocessing.connection import Connection
 import numpy as np
 
 from pairload.forking import child_env
+from pairload.workers.decode import ShardMaps
 from pairload.workers.jpegs import first_cut_short
 
 
@@ -29,6 +30,19 @@ def test_a_member_cut_short_or_overwritten_is_found_with_its_bytes():
     data[40] = 0x00
     x, what = first_cut_short(data, start, length)
     assert x == 2 and "starts with 00 d8" in what
+
+
+def test_the_shards_maps_close_while_a_members_bytes_are_still_held(tmp_path):
+    shard = tmp_path / "a.tar"
+    shard.write_bytes(bytes(range(256)) * 64)
+    maps = ShardMaps([str(shard)])
+    held = maps.map(0)[1000:1024]  # a member's bytes, a view of the map as `member_bytes` gives them
+    maps.let_go(np.array([0]), np.array([1000]), np.array([24]))  # advice: the bytes are read again from the cache
+    maps.close()  # a view is still alive: its map closes with it, no BufferError
+    assert bytes(held) == bytes((1000 + i) % 256 for i in range(24))
+    again = ShardMaps([str(shard)])  # and the file maps anew
+    assert int(again.map(0)[300]) == 300 % 256
+    again.close()
 
 
 def test_the_decode_process_says_why_it_cannot_start_and_ends_with_the_loader():
