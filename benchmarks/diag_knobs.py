@@ -10,7 +10,7 @@
 - `ahead8`: a JPEG split's decode calls hold 8 batches instead of 4;
 - `one`: one JPEG decode process instead of `jpegproc.PROCESSES`;
 - `threads0`: each decode process's decoder given nvImageCodec's default CPU threads instead of `jpegproc.THREADS`;
-- `ahead1`: the decode processes sent one call ahead instead of `decoded.PROC_AHEAD`.
+- `ahead1`: the decode processes sent one call ahead instead of `jpegproc.CALLS_AHEAD`.
 
     python benchmarks/diag_knobs.py nobg+lowprio -m pairload.train --shards PACK …
 """
@@ -55,9 +55,9 @@ def apply(knobs: str) -> None:
 
             jpegproc.THREADS = 0
         elif knob == "ahead1":
-            from pairload.cut.memory import decoded
+            from pairload.cut.memory import jpegproc
 
-            decoded.PROC_AHEAD = 1
+            jpegproc.CALLS_AHEAD = 1
         else:
             raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch, group, ahead8, one, "
                              "threads0 or ahead1")

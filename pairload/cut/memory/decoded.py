@@ -66,8 +66,6 @@ AHEAD_TILES_TIGHT = 2  # and for a split bigger than the memory that could cache
 LATE_CALLS = 3
 INLINE_CALLS = 16
 PROCESS = True  # a split's JPEG files are decoded by processes of its own (`jpegproc`); False: by a thread here
-PROC_AHEAD = 2  # decode calls sent to the decode processes ahead of the one being cut: each process finds its next
-# call waiting when it answers one (with one, it waited for the loading thread to read its answer and send the next)
 READ_AHEAD_BYTES = 512 << 20  # encoded bytes asked to be read ahead of the batch being decoded at most (or half the
 # memory available): ~0.3 s of a 1.7 GB/s disk, 5,000 600x400 JPEGs. A split of lossless tiles read from disk under a
 # memory limit reached 0.80-1.06 of the disk's bound in its epochs with 512 MB, 0.66-0.93 with 256 MB (H200, 2026-11-30)
@@ -229,7 +227,7 @@ class DecodedMemory:
         batches' images, in one call (the engine decodes larger batches faster), held until the last of them is
         cut. The call after it starts at once in the decode thread (`background`), on a stream of its own, while these
         batches are cut: the engine's call, GIL released while it waits, overlaps the loader's and the training
-        step's work. The decode processes are sent PROC_AHEAD calls ahead: each finds its next call waiting."""
+        step's work. The decode processes are sent `proc.ahead` calls ahead: each finds its next call waiting."""
         if self._reading:
             self._ahead(b)
         if b in self._held:
@@ -255,7 +253,7 @@ class DecodedMemory:
         self._inline_next = more and self._inline()
         if more and not self._inline_next:
             at = self._next[-1][1] if self._next else end
-            while at < len(self._plans) and len(self._next) < (PROC_AHEAD if self.proc is not None else 1):
+            while at < len(self._plans) and len(self._next) < (self.proc.ahead if self.proc is not None else 1):
                 later = self._end(at)
                 self._next.append((at, later, self._launch_ahead(self._plans[at:later])))
                 at = later

@@ -38,8 +38,10 @@ THREADS = 1  # CPU threads each process's decoder parses with. nvImageCodec's de
 # whatever cores the process may use, spent more CPU an image in a process held to 2 cores (93 µs against 72) and
 # decoded 11,500 photos/s against 13,900 (`benchmarks/decode_call_parts.py --pinned`); in the loader, one process
 # gave the same either way (12,100-12,400 pairs/s). H200, 2026-11-30
-SLOTS = 4  # the call being cut, the two sent ahead (`decoded.PROC_AHEAD`), and the one before (its last kernels may
-# still run)
+CALLS_AHEAD = 2  # decode calls sent to the processes ahead of the one being cut: each process finds its next call
+# waiting when it answers one (with one, it waited for the loading thread to read its answer and send the next: a cold
+# epoch after its first batch 9,000-9,200 pairs/s against 12,000-12,200, H200, 2026-11-30)
+SLOTS = CALLS_AHEAD + 2  # those, the call being cut, and the one before (its last kernels may still run)
 ALIGN = 256  # bytes each image's place in a slot is aligned to
 SLOT_BYTES = 1 << 30  # a slot holds a call's images at most: fewer batches a call where batches are larger (4K pairs)
 START_S = 120.0  # the longest the process may take to start (nvImageCodec and the driver loaded from a cold disk)
@@ -165,14 +167,16 @@ class ProcessDecode:
     (`memory.decoded.DecodedMemory`): PROCESSES of them started at once (one where `evict`); `ready` waits for them
     the first time; each call's members are asked for (`request`), shared out between the processes into the next
     free slot (`submit`), and their addresses read from their answers (`collect`); a slot is free again once the
-    kernels that read its call are done (`released`). `evict`: the loader drops each call's pages once its batches
-    are cut, and the processes let go of their own mappings of them."""
+    kernels that read its call are done (`released`); the loader sends `ahead` calls ahead of the one it cuts.
+    `evict`: the loader drops each call's pages once its batches are cut, and the processes let go of their own
+    mappings of them."""
 
     def __init__(self, ds, device: torch.device, evict: bool = False):
         self.ds = ds
         n = 1 if evict else max(1, PROCESSES)
         first = _first_jpeg(ds)  # each decodes it as it starts: their engines start at once, before the first call
         self.processes = [JpegProcess(ds.files, device, evict, THREADS, first) for _ in range(n)]
+        self.ahead = CALLS_AHEAD  # calls the loader sends ahead
         self._drv = Device(device.index or 0)
         self.ring = 0  # the slots' device memory: SLOTS × slot_bytes
         self.slot_bytes = 0
