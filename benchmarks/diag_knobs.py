@@ -10,15 +10,20 @@
 - `ahead8`: a JPEG split's decode calls hold 8 batches instead of 4;
 - `one`: one JPEG decode process instead of `jpegproc.PROCESSES`;
 - `threads0`: each decode process's decoder given nvImageCodec's default CPU threads instead of `jpegproc.THREADS`;
-- `ahead1`: the decode processes sent one call ahead instead of `jpegproc.CALLS_AHEAD`.
+- `ahead1`: the decode processes sent one call ahead instead of `jpegproc.CALLS_AHEAD`;
+- `timeline`: the loader's construction and its decode processes' start written as events (wall-clock seconds, one
+  JSON line each: pid, what, t) to the file $DIAG_TIMELINE (`benchmarks/cold_timeline.py` reads them).
 
     python benchmarks/diag_knobs.py nobg+lowprio -m pairload.train --shards PACK …
 """
 
 from __future__ import annotations
 
+import json
+import os
 import runpy
 import sys
+import time
 
 
 def apply(knobs: str) -> None:
@@ -58,9 +63,83 @@ def apply(knobs: str) -> None:
             from pairload.cut.memory import jpegproc
 
             jpegproc.CALLS_AHEAD = 1
+        elif knob == "timeline":
+            _timeline()
+        elif knob == "childtimeline":  # set by `timeline` in the decode processes it starts
+            _child_timeline()
         else:
             raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch, group, ahead8, one, "
-                             "threads0 or ahead1")
+                             "threads0, ahead1 or timeline")
+
+
+def mark(what: str) -> None:
+    """One event of the timeline, appended to $DIAG_TIMELINE (one short write: lines of processes do not mix)."""
+    line = json.dumps({"pid": os.getpid(), "what": what, "t": time.time()}) + "\n"
+    fd = os.open(os.environ.get("DIAG_TIMELINE", "/tmp/diag-timeline.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def _timed(owner, name: str, what: str) -> None:
+    """owner.name (a function, method or class) marks `what begin` and `what end` around each call."""
+    fn = getattr(owner, name)
+
+    def timed(*a, **k):
+        mark(f"{what} begin")
+        try:
+            return fn(*a, **k)
+        finally:
+            mark(f"{what} end")
+
+    setattr(owner, name, timed)
+
+
+def _timeline() -> None:
+    from pairload.cut import gpu, kernel, paths
+    from pairload.cut.memory import decoded, jpegproc
+
+    mark("loader process: knobs applied")
+    _timed(paths, "choose", "choose the cut path")
+    _timed(decoded.DecodedMemory, "__init__", "DecodedMemory()")
+    _timed(jpegproc.JpegProcess, "__init__", "start a decode process")
+    _timed(jpegproc.ProcessDecode, "ready", "wait for the decode processes")
+    _timed(jpegproc.ProcessDecode, "reserve_samples", "device memory shared with them")
+    _timed(gpu, "self_test", "self-test")
+    _timed(kernel, "cut", "cut kernel")
+    _timed(decoded.DecodedMemory, "_decode", "decode call (self-test)")
+    popen = jpegproc.subprocess.Popen
+
+    def child_popen(args, **k):  # the decode process runs under `childtimeline`
+        if args[1:3] == ["-m", "pairload.workers.decode"]:
+            args = [args[0], __file__, "childtimeline", *args[1:]]
+        return popen(args, **k)
+
+    jpegproc.subprocess.Popen = child_popen
+
+
+def _child_timeline() -> None:
+    mark("decode process: interpreter up")
+    from multiprocessing.connection import Connection
+
+    from pairload.workers import cudadrv, jpegs
+
+    mark("decode process: numpy, pairload imported")
+    from nvidia import nvimgcodec  # noqa: F401 - timed here, imported again (cached) by the process
+
+    mark("decode process: nvImageCodec imported")
+    _timed(cudadrv, "Device", "CUDA context")
+    _timed(jpegs.JpegDecoders, "decode", "decode")
+    _timed(jpegs, "JpegDecoders", "nvImageCodec decoders made")
+    send = Connection.send
+
+    def marked_send(self, obj):
+        if isinstance(obj, tuple) and obj and obj[0] == "ready":
+            mark("decode process: ready sent")
+        return send(self, obj)
+
+    Connection.send = marked_send
 
 
 def _in_loading_thread(init):
