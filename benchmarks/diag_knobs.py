@@ -24,6 +24,7 @@ import os
 import runpy
 import sys
 import time
+import types
 
 
 def apply(knobs: str) -> None:
@@ -101,7 +102,14 @@ def _timeline() -> None:
     from pairload.cut.memory import decoded, jpegproc
 
     mark("loader process: knobs applied")
-    _timed(paths, "choose", "choose the cut path")
+    from pairload.loaders import shards
+
+    _timed(shards, "choose", "choose the cut path")
+    decode = paths.PATHS["decode"]  # a frozen dataclass: its functions replaced by timed ones
+    for name, what in (("why_not", "can the decode path run"), ("build", "build the decode path")):
+        holder = types.SimpleNamespace(fn=getattr(decode, name))
+        _timed(holder, "fn", what)
+        object.__setattr__(decode, name, holder.fn)
     _timed(decoded.DecodedMemory, "__init__", "DecodedMemory()")
     _timed(jpegproc.JpegProcess, "__init__", "start a decode process")
     _timed(jpegproc.ProcessDecode, "ready", "wait for the decode processes")

@@ -1,7 +1,7 @@
 """pairload: fast, correct loading of paired low/normal-light images for training.
 
-Packing (`pairload.pack`, `pairload.open_shards`) needs only numpy and OpenCV; the torch loaders are imported
-on first use, so `import pairload` stays light and never needs DALI.
+Packing (`pairload.pack`, `pairload.open_shards`) needs only numpy and OpenCV; the readers and the torch loaders are
+imported on first use, so `import pairload` stays light and never needs DALI.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ __version__ = "0.1.0"
 
 from .errors import (ConfigError, ImageError, MissingDependencyError, OutputError, PairingError,  # noqa: F401
                      PairloadError, ShardError)
-from .read.shards import ShardDataset, open_shards  # noqa: F401
 
-_LAZY = {
+_LAZY = {  # imported on first use: a worker or decode process (`python -m pairload.workers…`) imports none of them
+    "ShardDataset": "pairload.read.shards",
+    "open_shards": "pairload.read.shards",
     "make_loader": "pairload.loaders",
     "PairBatch": "pairload.batch",
     "Normalize": "pairload.batch",

@@ -6,6 +6,8 @@ batches equal the workers' bit for bit.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import torch
 
@@ -115,12 +117,19 @@ def self_test(memory, ds, device: torch.device, tolerance: int = 0) -> str:
     plan = torch.tensor([[0], [h - ch], [w - cw], [0]], dtype=torch.int64, device=device)
     members = ds.members
     launch = Launch.of(members.batch(1, ch, cw), members.scale)
+    out = torch.empty(launch.out_shape, dtype=torch.uint8, device=device)
+    # the kernel is built while the first sample is read (decoded by the decode processes as they start: ~2 s)
+    builder = threading.Thread(target=_build, args=(memory, plan, launch, out, device), name="pairload-build",
+                               daemon=True)
+    builder.start()
     try:
         memory.warm([0])
     except PairloadError as exc:
         return f"registering the first shard failed ({exc})"
+    finally:
+        builder.join()
     try:
-        got = launch.layout.views(kernel.cut(memory, plan, 0, launch).cpu().numpy().reshape(-1))
+        got = launch.layout.views(kernel.cut(memory, plan, 0, launch, out).cpu().numpy().reshape(-1))
     except Exception as exc:  # noqa: BLE001 - any failure to build or run the kernel means: not here
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         return f"the GPU kernel could not be built or run ({type(exc).__name__}: {first})"
@@ -131,6 +140,14 @@ def self_test(memory, ds, device: torch.device, tolerance: int = 0) -> str:
         return (f"the GPU read other bytes than the CPU for {ds.keys[0]} (a driver that maps registered memory "
                 "elsewhere)")
     return ""
+
+
+def _build(memory, plan: torch.Tensor, launch: Launch, out: torch.Tensor, device: torch.device) -> None:
+    """`kernel.build` of the self-test's launch, on `device` (the memory's tables are device tensors by then: the
+    page cache's are made as it registers, and so it is left to the launch)."""
+    if all(isinstance(getattr(memory, name, None), torch.Tensor) for name in ("low", "high", "width")):
+        with torch.cuda.device(device):
+            kernel.build(memory, plan, 0, launch, out)
 
 
 def _close(a: np.ndarray, b: np.ndarray, tolerance: int) -> bool:

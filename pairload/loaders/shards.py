@@ -76,13 +76,15 @@ class ShardLoader(PlannedLoader):
         self.prefetch = prefetch
         self._room_at = 0.0  # when to look next at the memory a limit leaves the page cache (None: it was named)
         self.resident = resident
-        self._stage = DeviceStage(self.device, self.hooks)
         choice = choose(Request(ds=self.ds, cfg=self.cfg, plan_for=self.plan_for, device=self.device, who=self.kind,
                                 zero_copy=zero_copy, resident=resident, pin_budget=pin_budget,
                                 streaming=pinned is not None, need=pinned and pinned.need,
                                 ahead=pinned and pinned.ahead, num_workers=opts.num_workers, prefetch=prefetch,
                                 timeout=timeout, hooks=self.hooks))
         self.cutter: Cutter = choice.cutter
+        # after the cut path: a split stored encoded starts its decode processes there, before this process's CUDA
+        # context (the stage's stream) is made
+        self._stage = DeviceStage(self.device, self.hooks)
         self.path_note = choice.why  # why the GPU does not cut the crops ('' if it does, or on a CPU device)
         if not self.streams:
             _warn_if_larger_than_memory(self.ds)

@@ -81,19 +81,41 @@ def cut(memory, plan: torch.Tensor, start: int, launch: Launch, out: torch.Tenso
     columns start..start+n of `plan` (`plan_tensor`), cut from `memory` (a `pairload.cut.memory.Memory`) on the
     current stream. `inputs` False: the targets only (the input block is left as it is, for the degrade stage to
     fill)."""
-    global _kernel
     if out is None:
         out = torch.empty(launch.out_shape, dtype=torch.uint8, device=plan.device)
-    n, h, w, _ = launch.layout.low_shape
-    if n:
-        if _kernel is None:
-            from .rows import cut_rows
-
-            _kernel = cut_rows
-        anchor = _anchor(out.device)
-        grid = launch.grid if inputs else (launch.grid[0], 1)
-        _kernel[grid](out, anchor, anchor.data_ptr(), memory.low, memory.high, memory.width, plan, start,
-                      plan.shape[1], n, h, w, launch.layout.high_offset, WORDS=launch.words,
-                      PIX_LOW=launch.pix_low, PIX_HIGH=launch.pix_high, SCALE=launch.scale,
-                      FIRST_SIDE=0 if inputs else 1, num_warps=WARPS)
+    if launch.layout.low_shape[0]:
+        grid, args, meta = _arguments(memory, plan, start, launch, out, inputs)
+        _rows()[grid](*args, **meta)
     return out
+
+
+def build(memory, plan: torch.Tensor, start: int, launch: Launch, out: torch.Tensor, *, inputs: bool = True) -> None:
+    """Build the kernel that `cut` of these arguments launches, without launching it (Triton's `warmup`), on the
+    calling thread's current device: a process's first build takes about half a second (Triton hashes its own files
+    for its cache key), which a thread can spend while the loader waits for something else. A failure is left for
+    `cut` to raise."""
+    try:
+        grid, args, meta = _arguments(memory, plan, start, launch, out, inputs)
+        _rows().warmup(*args, grid=grid, **meta)
+    except Exception:  # noqa: BLE001 - the launch builds it again and says why it cannot
+        pass
+
+
+def _rows():
+    global _kernel
+    if _kernel is None:
+        from .rows import cut_rows
+
+        _kernel = cut_rows
+    return _kernel
+
+
+def _arguments(memory, plan: torch.Tensor, start: int, launch: Launch, out: torch.Tensor, inputs: bool) -> tuple:
+    """`cut_rows`'s grid, arguments and meta-parameters."""
+    n, h, w, _ = launch.layout.low_shape
+    anchor = _anchor(out.device)
+    grid = launch.grid if inputs else (launch.grid[0], 1)
+    return grid, (out, anchor, anchor.data_ptr(), memory.low, memory.high, memory.width, plan, start, plan.shape[1],
+                  n, h, w, launch.layout.high_offset), dict(
+        WORDS=launch.words, PIX_LOW=launch.pix_low, PIX_HIGH=launch.pix_high, SCALE=launch.scale,
+        FIRST_SIDE=0 if inputs else 1, num_warps=WARPS)
