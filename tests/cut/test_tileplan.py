@@ -95,3 +95,33 @@ def test_a_damaged_tile_is_named_and_a_checked_tile_is_not_checked_again(members
     assert found is None and table.checked[[3, 4, 5]].all() and table.checked.sum() == 3
     p, _, found, _ = staged_call([(damaged, t)], [[4]], table)  # checked once in this process: not again
     assert found is None and len(p.check_run) == 0
+
+
+def test_each_image_holds_the_rows_its_tiles_cover_and_is_addressed_as_a_whole_image(members):
+    """The kernel's placement done with numpy: each wanted tile's pixels written where the plan puts them, then every
+    wanted tile read back through its member's `image_base` as a whole image's pixel (y, x) would be. A member holds
+    only the rows its wanted tiles cover; nothing is written outside the buffer or over another member."""
+    wanted = [[4, 5, 9], [2], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], []]  # tiles of 128, 5 across member 0
+    rows = [256, 37, 300, 0]  # the rows they cover: member 0's first two rows of tiles, none of member 3
+    p, _, found, _ = staged_call(members, wanted)
+    assert found is None
+    buffer = np.zeros(int(p.image_at[-1]), np.uint8)
+    i = 0
+    for m, ((data, t), tiles) in enumerate(zip(members, wanted)):
+        for tile in tiles:
+            got = tile_pixels(data, t, tile)
+            raw = np.ascontiguousarray(got).view(np.uint8).reshape(got.shape[0], -1)
+            for r in range(raw.shape[0]):
+                at = int(p.out_at[i] + r * p.row_bytes[i])
+                assert p.image_at[m] <= at and at + raw.shape[1] <= p.image_at[m + 1]  # within its own image
+                buffer[at:at + raw.shape[1]] = raw[r]
+            i += 1
+    sizes = [(n * t.w * t.channels * t.itemsize + 255) // 256 * 256 for n, (_, t) in zip(rows, members)]
+    assert np.diff(p.image_at).tolist() == sizes
+    for m, ((data, t), tiles) in enumerate(zip(members, wanted)):
+        pixel = t.channels * t.itemsize
+        for tile in tiles:
+            y, x, th, tw = t.tile_box(tile)
+            got = [buffer[int(p.image_base[m] + ((y + r) * t.w + x) * pixel):][:tw * pixel] for r in range(th)]
+            want = np.ascontiguousarray(tile_pixels(data, t, tile)).view(np.uint8).reshape(th, -1)
+            assert np.array_equal(np.stack(got), want), (m, tile)

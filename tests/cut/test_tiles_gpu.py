@@ -51,11 +51,16 @@ def gpu_decode(members: list[np.ndarray], wanted=None) -> list[np.ndarray]:
         parsed.append((data, t, np.arange(len(t.modes)) if wanted is None else wanted[k]))
     addresses, images, _ = decoder.decode(parsed, lambda m, what: ValueError(f"member {m} {what}"))
     out = []
-    for (_, t, _), address in zip(parsed, addresses):
-        start = int(address) - images.data_ptr()
-        n = t.h * t.w * t.channels * t.itemsize
-        raw = images[start:start + n].cpu().numpy()
-        out.append(raw.view(np.uint16 if t.itemsize == 2 else np.uint8).reshape(t.h, t.w, t.channels))
+    for (_, t, tiles), address in zip(parsed, addresses):
+        # the buffer holds the rows the wanted tiles cover; `address` is where the image's row 0 would be
+        boxes = [t.tile_box(k) for k in tiles]
+        top, bottom = min(y for y, _, _, _ in boxes), max(y + h for y, _, h, _ in boxes)
+        row = t.w * t.channels * t.itemsize
+        start = int(address) - images.data_ptr() + top * row
+        raw = images[start:start + (bottom - top) * row].cpu().numpy()
+        got = np.zeros((t.h, t.w, t.channels), np.uint16 if t.itemsize == 2 else np.uint8)
+        got[top:bottom] = raw.view(got.dtype).reshape(bottom - top, t.w, t.channels)
+        out.append(got)
     torch.cuda.synchronize()
     decoder.check()
     return out

@@ -101,7 +101,8 @@ class TilePlan:
     staged bytes, its decoded size, where it is decoded to in the scratch buffer, and its member; per tile its first
     frame's scratch offset, size, predictor, channels and value size, the byte offset of its top-left pixel in the
     images' buffer and its image's row length in bytes; per member where its image starts in that buffer
-    (`image_at`, with the buffer's size last)."""
+    (`image_at`, with the buffer's size last: an image holds only the rows its wanted tiles cover) and where its row 0
+    would be (`image_base`: the offset its pixel (y, x) is addressed from, as for a whole image)."""
 
     def __init__(self, **columns):
         self.__dict__.update(columns)
@@ -113,10 +114,18 @@ def plan(table: TileTable, rows: np.ndarray, source: np.ndarray, start: np.ndarr
     order): member m is table row `rows[m]`, its bytes start at `start[m]` of byte array `source[m]`. Numpy over
     every wanted tile and frame at once."""
     geo = table.geometry[rows]
-    image_bytes = geo[:, 0] * geo[:, 1] * geo[:, 2] * geo[:, 3]
-    image_at = np.concatenate([[0], np.cumsum((image_bytes + 255) // 256 * 256)])
     mt, tile = np.asarray(member, dtype=np.int64), np.asarray(tile, dtype=np.int64)
     h, w, c, item, side, across, planes = (geo[mt, k] for k in range(7))
+    gy, gx = np.divmod(tile, np.maximum(across, 1))
+    # each member's image holds the rows its wanted tiles cover, not all of them (a 256-pixel crop of a 3840x2160
+    # member: at most 512 of its 2160 rows); `image_base` is where its row 0 would be, as the kernels address it
+    row0 = np.full(len(rows), np.iinfo(np.int64).max, dtype=np.int64)
+    row1 = np.zeros(len(rows), dtype=np.int64)
+    np.minimum.at(row0, mt, gy * side)
+    np.maximum.at(row1, mt, np.minimum(h, (gy + 1) * side))
+    row0 = np.minimum(row0, row1)
+    member_row = geo[:, 1] * geo[:, 2] * geo[:, 3]  # each member's row, in bytes
+    image_at = np.concatenate([[0], np.cumsum(((row1 - row0) * member_row + 255) // 256 * 256)])
     of_all = geo[mt, 8] + tile  # each wanted tile's row among the table's tiles
     frame_tile = np.repeat(np.arange(len(tile)), planes)
     first = _starts(planes)  # each wanted tile's first frame in the plan
@@ -134,7 +143,6 @@ def plan(table: TileTable, rows: np.ndarray, source: np.ndarray, start: np.ndarr
     hi = member_offset[last_frame] + length[last_frame]
     at = np.concatenate([[0], np.cumsum((hi - lo + 15) // 16 * 16)])
     frame_offset = (at[:-1] - lo)[run][frame_tile] + member_offset
-    gy, gx = np.divmod(tile, np.maximum(across, 1))
     th, tw = np.minimum(side, h - gy * side), np.minimum(side, w - gx * side)
     frame_bytes = np.repeat(th * tw, planes)
     pixel = c * item
@@ -150,8 +158,9 @@ def plan(table: TileTable, rows: np.ndarray, source: np.ndarray, start: np.ndarr
                     check_member=mt[need], check_tile=tile[need], check_row=of_all[need],
                     frame_offset=frame_offset, frame_length=length, frame_bytes=frame_bytes,
                     frame_member=mt[frame_tile], scratch_at=scratch_at, tile_at=scratch_at[first], tile_h=th,
-                    tile_w=tw, mode=table.modes[of_all], out_at=image_at[:-1][mt] + (gy * side * w + gx * side) * pixel,
-                    row_bytes=w * pixel, channels=c, itemsize=item, image_at=image_at)
+                    tile_w=tw, mode=table.modes[of_all],
+                    out_at=image_at[:-1][mt] + ((gy * side - row0[mt]) * w + gx * side) * pixel, row_bytes=w * pixel,
+                    channels=c, itemsize=item, image_at=image_at, image_base=image_at[:-1] - row0 * member_row)
 
 
 def stage(p: TilePlan, sources: list[np.ndarray], out: np.ndarray, pool: Executor, threads: int,

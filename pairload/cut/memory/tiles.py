@@ -46,10 +46,11 @@ class TileDecoder:
 
     def decode(self, members: list[tuple], bad: Callable[[int, str], Exception]) -> tuple:
         """Decode `members` ((its bytes, its header and tables as `read_tiled` checked them, the tiles wanted, in
-        order)) into images of their own, H×W×C of their dtype (tiles not wanted are left unwritten), in one uint8
-        device buffer; returns (each image's device address, the buffer, what must stay alive until the kernel
-        reading them is done). Every wanted tile's CRC-32 is checked; `bad(m, what)` is the error raised for member
-        m. The decode path plans its calls itself, from its split's table (`tileplan`), then `stage` and `submit`."""
+        order)) into images of their own, H×W×C of their dtype, in one uint8 device buffer: tiles not wanted are left
+        unwritten, and rows no wanted tile covers are not in the buffer. Returns (each image's device address, where
+        its row 0 would be; the buffer; what must stay alive until the kernel reading them is done). Every wanted
+        tile's CRC-32 is checked; `bad(m, what)` is the error raised for member m. The decode path plans its calls
+        itself, from its split's table (`tileplan`), then `stage` and `submit`."""
         n = len(members)
         table = tileplan.TileTable.of([t for _, t, *_ in members])
         wanted = [np.asarray(m[2], dtype=np.int64) for m in members]
@@ -84,7 +85,7 @@ class TileDecoder:
             scratch, statuses = self._zstd(stream, stored, plan, keep)
             keep += _untile_all(plan, scratch, images)
             self._pending.append((*statuses, plan.frame_member, staged.bad))
-        return images.data_ptr() + image_at[:-1], images, keep
+        return images.data_ptr() + plan.image_base, images, keep
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
