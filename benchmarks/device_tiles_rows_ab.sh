@@ -6,6 +6,7 @@
 #   bash benchmarks/device_tiles_rows_ab.sh .,.devwheels/main 384 2
 set -uo pipefail
 IFS=, read -r -a trees <<< "${1:-.}"
+for k in "${!trees[@]}"; do trees[$k]=$(realpath "${trees[$k]}"); done  # run from /tmp: the cwd's pairload never shadows
 pairs=${2:-384}
 rounds=${3:-2}
 [ -d /tmp/r4k ] || python3 benchmarks/lossless_raw.py /tmp/r4k "$pairs" 2160x3840
@@ -13,10 +14,10 @@ rounds=${3:-2}
   > "$OUT/pack-4k.log" 2>&1
 for r in $(seq "$rounds"); do
   for k in "${!trees[@]}"; do
-    PYTHONPATH="/tmp/site:${trees[$k]}" timeout 120 python3 -m pairload.cli bench-loaders /tmp/p4k --loaders ram \
-      --device cuda --workers 2 --seconds 4 --out "$OUT/bench-4k-tree$k-round$r.json" > "$OUT/bench-4k-tree$k-round$r.log" 2>&1
+    (cd /tmp && PYTHONPATH="/tmp/site:${trees[$k]}" timeout 120 python3 -m pairload.cli bench-loaders /tmp/p4k --loaders ram \
+      --device cuda --workers 2 --seconds 4 --out "$OUT/bench-4k-tree$k-round$r.json" > "$OUT/bench-4k-tree$k-round$r.log" 2>&1)
     echo "tree ${trees[$k]} round $r: rc $?"; grep -v "^frame" "$OUT/bench-4k-tree$k-round$r.log" | grep "ram" | tail -2
   done
 done
-PYTHONPATH="/tmp/site:${trees[0]}" python3 -m pytest -q -m gpu tests/cut/test_tiles_gpu.py -p no:cacheprovider \
-  > "$OUT/pytest-tiles.log" 2>&1; tail -2 "$OUT/pytest-tiles.log"
+(cd "${trees[0]}" && PYTHONPATH="/tmp/site:${trees[0]}" python3 -m pytest -q -m gpu tests/cut/test_tiles_gpu.py -p no:cacheprovider \
+  > "$OUT/pytest-tiles.log" 2>&1); tail -2 "$OUT/pytest-tiles.log"
