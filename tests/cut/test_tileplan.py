@@ -12,7 +12,7 @@ import pytest
 from pairload.format.codec import zstandard
 from pairload.format.members import Member
 from pairload.format.tiles import encode_tiles, read_tiled, tile_pixels
-from pairload.cut.memory.tileplan import TileTable, plan, stage
+from pairload.cut.memory.tileplan import TileTable, bucket, plan, stage
 
 
 def member(seed: int, h: int, w: int, c: int, dtype) -> np.ndarray:
@@ -125,3 +125,14 @@ def test_each_image_holds_the_rows_its_tiles_cover_and_is_addressed_as_a_whole_i
             got = [buffer[int(p.image_base[m] + ((y + r) * t.w + x) * pixel):][:tw * pixel] for r in range(th)]
             want = np.ascontiguousarray(tile_pixels(data, t, tile)).view(np.uint8).reshape(th, -1)
             assert np.array_equal(np.stack(got), want), (m, tile)
+
+
+def test_device_buffers_come_in_four_sizes_an_octave_each_at_most_a_quarter_larger():
+    """A decode call's buffers are rounded (`bucket`) so that a freed one fits a later call of about its size."""
+    sizes = np.arange(1, 1 << 16)
+    got = np.array([bucket(int(n)) for n in sizes])
+    assert (got >= sizes).all() and (got <= np.ceil(sizes * 1.25)).all()
+    for k in range(4, 16):  # the sizes (2^(k-1), 2^k] round to four
+        octave = got[(sizes > 1 << (k - 1)) & (sizes <= 1 << k)]
+        assert len(np.unique(octave)) == 4 and octave.max() == 1 << k
+    assert bucket(25_000_000 + 1) == 25_165_824  # 3 × 2^23: a 3840x2160 RGB image's bytes and one

@@ -240,3 +240,12 @@ def windows_read(plans, samples: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     whole |= (out[:, 2] <= out[:, 0]) | (out[:, 3] <= out[:, 1])
     out[whole] = -1
     return out
+
+
+def bucket(n: int) -> int:
+    """n rounded up to a multiple of an eighth of the next power of two at least n: four sizes an octave, at most a
+    quarter more than n."""
+    if n <= 8:
+        return max(1, n)
+    step = 1 << max(0, (n - 1).bit_length() - 3)
+    return -(-n // step) * step

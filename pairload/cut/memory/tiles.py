@@ -78,8 +78,9 @@ class TileDecoder:
         stream = torch.cuda.current_stream(self.device)
         plan = staged.plan
         image_at = plan.image_at
-        images = torch.empty(int(image_at[-1]), dtype=torch.uint8, device=self.device)
-        stored = staged.host.to(self.device, non_blocking=True)
+        images = self._buffer(int(image_at[-1]))
+        stored = self._buffer(int(plan.staged))[:int(plan.staged)]
+        stored.copy_(staged.host, non_blocking=True)
         keep: list = [staged.host, stored, images]
         if len(plan.tile_at):
             scratch, statuses = self._zstd(stream, stored, plan, keep)
@@ -114,8 +115,8 @@ class TileDecoder:
         # nvCOMP's working memory, a call's own: calls run on different streams (the first in the loading thread's,
         # the next ones in the decode thread's), and one shared between them was overwritten while another call's
         # decompression read it (an illegal address at 3840x2160, where the calls overlap)
-        scratch_temp = torch.empty(max(1, temp.value), dtype=torch.uint8, device=self.device)
-        scratch = torch.empty(int(plan.frame_bytes.sum()), dtype=torch.uint8, device=self.device)
+        scratch_temp = self._buffer(max(1, temp.value))
+        scratch = self._buffer(int(plan.frame_bytes.sum()))
         table = np.stack([stored.data_ptr() + plan.frame_offset, plan.frame_length, plan.frame_bytes,
                           np.zeros(n, np.int64), scratch.data_ptr() + plan.scratch_at]).astype(np.int64)
         dev = torch.from_numpy(table).pin_memory().to(self.device, non_blocking=True)
@@ -129,6 +130,13 @@ class TileDecoder:
         event = torch.cuda.Event()
         event.record(stream)
         return scratch, (host, event)
+
+    def _buffer(self, n: int) -> torch.Tensor:
+        """A device buffer of at least n bytes, of a size among four an octave (`tileplan.bucket`): a call's buffers
+        differ in size with the tiles its crops touch, and buffers of every size left torch's caching allocator
+        holding 3x the memory in use (23 GB reserved for 7 GB allocated at 3840x2160, H200, 2026-11-30); rounded, a
+        freed one fits a later call."""
+        return torch.empty(tileplan.bucket(n), dtype=torch.uint8, device=self.device)
 
     @staticmethod
     def _ok(status: int) -> None:
