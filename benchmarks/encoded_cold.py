@@ -284,11 +284,12 @@ def main() -> None:
             for name, tree in trees.items():
                 record(dict(child(tree, packs["encoded"], c, knobs=knobs[name], wrap=args.wrap,
                                   label=f"{name}-cold-{r}-{c}"), pack="encoded", tree=name, round=r, cores=c))
+            if "decoded" in packs:  # in every round too: hosts differ, and the ratio is taken within one
+                record(dict(child(first, packs["decoded"], c), pack="decoded", tree=next(iter(trees)), round=r,
+                            cores=c))
     if args.profile:  # after the rounds: the libraries' files cached, Triton's kernels built, as a user's second run
         record(dict(child(first, packs["encoded"], cores[0], str(out / "profile-cold.txt")), pack="encoded",
                     tree="profiled", cores=cores[0]))
-    for c in cores if "cold" in modes and "decoded" in packs else ():
-        record(dict(child(first, packs["decoded"], c), pack="decoded", tree=next(iter(trees)), round=0, cores=c))
     subprocess.run(["cat", *map(str, ShardDataset(packs["encoded"], "train").files)], stdout=subprocess.DEVNULL)
     for r in range(args.rounds):  # warm: the pack read into the page cache first
         for mode in (m for m in modes if m != "cold"):
