@@ -172,3 +172,11 @@ def test_no_module_of_the_package_is_over_600_lines():
     long = {str(p): n for p in Path(pairload.__file__).parent.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600}
     assert long == {}
+
+
+def test_the_decode_process_imports_numpy_and_its_own_modules_only():
+    """It starts with every loader over JPEG files (its import is on the path to the first batch): neither the readers
+    nor the format modules, which `import pairload` once pulled in."""
+    loaded = {m for m in _loaded_after("pairload.workers.decode") if m.startswith("pairload")}
+    assert loaded <= {"pairload", "pairload.errors", "pairload.workers", "pairload.workers.decode",
+                      "pairload.workers.jpegs", "pairload.workers.cudadrv"}, sorted(loaded)
