@@ -302,19 +302,18 @@ quiet_stderr = _QuietStderr()
 
 
 def decode_rgb(path: Path, *, to_8bit: bool, expect_hw: tuple[int, int] | None = None,
-               out_hw: tuple[int, int] | None = None, fit: str = RESIZE) -> tuple[np.ndarray, list[str]]:
+               out_hw: tuple[int, int] | None = None, fit: str = RESIZE,
+               data: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
     """Decode `path` into a C-order RGB H×W×3 array, uint8 or (a 16-bit file) uint16, uint8 under `to_8bit`;
-    returns it and notes on what was converted.
+    returns it and notes on what was converted. `data`: the file's bytes (uint8), where the caller has read them.
 
     Pixels are taken in the order they are stored (`cv2.IMREAD_UNCHANGED` ignores EXIF orientation), so a pair whose
     files disagree on orientation tags still lines up pixel for pixel."""
     import cv2
 
     notes: list[str] = []
-    try:
-        data = np.fromfile(path, dtype=np.uint8)
-    except OSError as exc:
-        raise ImageError(f"{path}: cannot read ({exc})") from None
+    if data is None:
+        data = read_bytes(path)
     if data.size == 0:
         raise ImageError(f"{path}: file is empty (0 bytes); replace or remove it")
     # the header size first (a cheap read when no probe gave it): an image too large to decode is refused by name
@@ -401,12 +400,21 @@ def decode_array(path: Path, *, to_8bit: bool, expect: Header | None = None,
     return fitted(img, out_hw, fit), notes
 
 
+def read_bytes(path: Path) -> np.ndarray:
+    """A file's bytes (uint8), or an ImageError naming it."""
+    try:
+        return np.fromfile(path, dtype=np.uint8)
+    except OSError as exc:
+        raise ImageError(f"{path}: cannot read ({exc})") from None
+
+
 def decode(path: Path, *, to_8bit: bool, expect: Header | tuple[int, int] | None = None,
-           out_hw: tuple[int, int] | None = None, fit: str = RESIZE, npy_bgr: bool = False
-           ) -> tuple[np.ndarray, list[str]]:
+           out_hw: tuple[int, int] | None = None, fit: str = RESIZE, npy_bgr: bool = False,
+           data: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
     """The array pack stores from `path` (an image: `decode_rgb`; a .npy: `decode_array`, its colours swapped from
     BGR to RGB under `npy_bgr`) and its notes. `expect`: the file's probed `Header`, whose size and stored type the
-    array must have (a bare (h, w): its size only); anything else is refused naming the file."""
+    array must have (a bare (h, w): its size only); anything else is refused naming the file. `data`: an image
+    file's bytes, where the caller has read them."""
     hw = expect.hw if isinstance(expect, Header) else expect
     if is_array(path):
         img, notes = decode_array(path, to_8bit=to_8bit, expect=expect if isinstance(expect, Header) else None,
@@ -415,7 +423,7 @@ def decode(path: Path, *, to_8bit: bool, expect: Header | tuple[int, int] | None
             raise ImageError(f"{path}: its header said {hw[1]}x{hw[0]} but it loads as {img.shape[1]}x{img.shape[0]}; "
                              "the file changed while packing: run the pack again")
         return fitted(img, out_hw, fit), notes
-    img, notes = decode_rgb(path, to_8bit=to_8bit, expect_hw=hw, out_hw=out_hw, fit=fit)
+    img, notes = decode_rgb(path, to_8bit=to_8bit, expect_hw=hw, out_hw=out_hw, fit=fit, data=data)
     if isinstance(expect, Header) and (img.dtype.name, img.shape[2]) != expect.stored(to_8bit):
         dtype, channels = expect.stored(to_8bit)
         raise ImageError(f"{path}: its header says {dtype} ×{channels} but it decodes to {img.dtype.name} "

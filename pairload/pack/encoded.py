@@ -15,12 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..format.crc import crc32
-from ..format.imageformats import JPEG, NPY, TILES, MemberError, jpeg_frame, jpeg_refusal
-from ..format.members import Member
+from ..format.imageformats import JPEG, NPY, TILES, jpeg_frame, jpeg_refusal
 from ..format.samples import StoredImage
 from ..format.tiles import encode_tiles
-from ..folders.decode import CROP, Header, is_array, quiet_stderr
+from ..errors import ImageError
+from ..folders.decode import CROP, Header, is_array, read_bytes
 from .jobs import IMAGE, Job, JobResult, run_job
 
 TILED = "tiles:"  # a note's prefix: the image was stored as tiles; what follows says why its file was not kept
@@ -42,29 +41,28 @@ def file_kind(path: Path, head: bytes) -> str:
     return next((name for magic, name in _MAGIC if head.startswith(magic)), path.suffix.lstrip(".").upper() or "image")
 
 
-def _kept(path: Path, hw: tuple[int, int], crc: int) -> tuple[StoredImage | None, str | None]:
-    """(member, note): the JPEG file at `path` as a `jpeg` member, once its bytes decode through the readers'
-    `decode_jpeg` to the pixels whose CRC-32 is `crc` (what the decoded pack stores), with what a user should know of
-    it ("kept:progressive") or None; else (None, why it is not kept as its file)."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(16)
-            data = head + fh.read() if head.startswith(b"\xff\xd8\xff") else None
-    except OSError:
-        return None, "unreadable"
-    if data is None:
-        return None, file_kind(path, head)
+def _kept(path: Path, data: bytes | None, hw: tuple[int, int],
+          converted: bool) -> tuple[StoredImage | None, str | None]:
+    """(member, note): the JPEG file at `path` as a `jpeg` member, with what a user should know of it
+    ("kept:progressive") or None; else (None, why it is not kept as its file). `data`: its bytes, those pack decoded
+    (None: not read as an image's, a .npy array); `converted`: that decode converted the pixels (grey, alpha, 16-bit).
+
+    A JPEG that `jpeg_refusal` takes decodes through the readers' `decode_jpeg` to the very pixels pack stored for
+    it, unconverted: both are OpenCV's decode of the same bytes, as stored (EXIF orientation ignored), BGR to RGB. So
+    they are not decoded again here."""
+    if data is None:  # not read as an image file (a .npy array)
+        try:
+            with open(path, "rb") as fh:
+                return None, file_kind(path, fh.read(16))
+        except OSError:
+            return None, "unreadable"
+    if not data.startswith(b"\xff\xd8\xff"):
+        return None, file_kind(path, data[:16])
     frame = jpeg_frame(data)
     why = jpeg_refusal(data, hw, frame)
     if why is not None:
         return None, why
-    try:
-        with quiet_stderr:  # libjpeg's warnings on a damaged stream, as in a decoded pack
-            pixels = JPEG.decode(np.frombuffer(data, np.uint8), Member(), *hw)
-    except MemberError:
-        return None, "JPEG that does not decode"
-    # the file read here is the file the decoded pixels came from, decoded alike (not changed since, say)
-    if crc32(pixels) != crc:
+    if converted:  # not reached: a JPEG that jpeg_refusal takes decodes to 8-bit colour
         return None, "JPEG whose decode differs from pack's"
     return StoredImage(JPEG, data), (KEPT + PROGRESSIVE if frame.progressive else None)
 
@@ -80,26 +78,49 @@ def _lossless(npy: bytes, why: str) -> tuple[StoredImage, str]:
     return StoredImage(NPY, npy), DECODED + INCOMPRESSIBLE
 
 
-def _member(job: Job, path: Path | None, header, as_: str, scale: int, frame, crc: int):
-    """(StoredImage, note) of one side's image (None, None for a side the job does not store)."""
+def _member(job: Job, path: Path | None, header, as_: str, scale: int, frame, read: dict, converted: bool):
+    """(StoredImage, note) of one side's image (None, None for a side the job does not store); `read`: the bytes of
+    the job's files pack decoded, by path; `converted`: the side's decode converted its pixels."""
     if path is None:
         return None, None
     hw = header.hw if isinstance(header, Header) else tuple(header)
     out_hw = (job.out_hw[0] * scale, job.out_hw[1] * scale)
     if as_ != IMAGE or out_hw != hw:
         return _lossless(frame, "camera raw" if as_ != IMAGE else "cropped" if job.fit == CROP else "resized")
-    member, note = _kept(path, hw, crc)
+    data = read.get(path)
+    member, note = _kept(path, None if data is None else data.tobytes(), hw, converted)
     return (member, note) if member is not None else _lossless(frame, note)
+
+
+def _read(job: Job) -> dict:
+    """The bytes of the job's image files that could be kept as they are (decoded as images at their own size), by
+    path: read once, decoded by `run_job` and kept from the same bytes. A file that cannot be read here is left to
+    `run_job`, which names it."""
+    out = {}
+    for path, as_ in ((job.low, job.low_as), (job.high, job.high_as)):
+        if path is not None and as_ == IMAGE and not is_array(path):
+            try:
+                out[path] = read_bytes(path)
+            except ImageError:
+                pass
+    return out
 
 
 def run_encoded_job(job: Job) -> JobResult:
     """Store one pair of an encoded pack (see the module): its frames are `StoredImage`s, its notes those of
     `run_job` and how an image not kept as its file was stored, and why ("low:tiles:PNG"). Errors come back as from
     `run_job`."""
-    res = run_job(job)
+    read = _read(job)
+    res = run_job(job, read)
     if res.error is not None:
         return res
-    low, low_why = _member(job, job.low, job.low_hw, job.low_as, 1, res.low_frame, res.crc_low)
-    high, high_why = _member(job, job.high, job.high_hw, job.high_as, job.scale, res.high_frame, res.crc_high)
+    low, low_why = _member(job, job.low, job.low_hw, job.low_as, 1, res.low_frame, read, _converted(res, "low"))
+    high, high_why = _member(job, job.high, job.high_hw, job.high_as, job.scale, res.high_frame, read,
+                             _converted(res, "high"))
     notes = res.notes + tuple(f"{side}:{why}" for side, why in (("low", low_why), ("high", high_why)) if why)
     return dataclasses.replace(res, low_frame=low, high_frame=high, notes=notes)
+
+
+def _converted(res: JobResult, side: str) -> bool:
+    """The side's decode converted its pixels (`decode_rgb`'s notes: grey to RGB, alpha dropped, 16-bit to 8)."""
+    return any(note in res.notes for note in (f"{side}:gray", f"{side}:alpha", f"{side}:16bit"))

@@ -137,10 +137,11 @@ def probe_many(paths: list[str]) -> list:
     return headers
 
 
-def _side(job: Job, path: Path, header, as_: str, out_hw: tuple[int, int]):
-    """(pixels, notes, levels) of one file of a job."""
+def _side(job: Job, path: Path, header, as_: str, out_hw: tuple[int, int], read: dict | None = None):
+    """(pixels, notes, levels) of one file of a job; `read`: the bytes of files already read, by path."""
     if as_ == IMAGE:
-        img, notes = decode(path, to_8bit=job.to_8bit, expect=header, out_hw=out_hw, fit=job.fit, npy_bgr=job.npy_bgr)
+        img, notes = decode(path, to_8bit=job.to_8bit, expect=header, out_hw=out_hw, fit=job.fit, npy_bgr=job.npy_bgr,
+                            data=(read or {}).get(path))
         return img, notes, None
     img, levels = decode_camera(path, header, as_)
     if job.fit == CROP:  # sensor counts are never resampled (pack refuses a camera raw resize), but may be cut
@@ -148,14 +149,14 @@ def _side(job: Job, path: Path, header, as_: str, out_hw: tuple[int, int]):
     return img, [], levels
 
 
-def _decode(job: Job):
+def _decode(job: Job, read: dict | None = None):
     low, low_notes, levels = None, [], None
     if job.low is not None:
-        low, low_notes, levels = _side(job, job.low, job.low_hw, job.low_as, job.out_hw)
+        low, low_notes, levels = _side(job, job.low, job.low_hw, job.low_as, job.out_hw, read)
     high, high_notes, levels_high = None, [], None
     if job.high is not None:
         out_hw = (job.out_hw[0] * job.scale, job.out_hw[1] * job.scale)
-        high, high_notes, levels_high = _side(job, job.high, job.high_hw, job.high_as, out_hw)
+        high, high_notes, levels_high = _side(job, job.high, job.high_hw, job.high_as, out_hw, read)
     notes = tuple([f"low:{n}" for n in low_notes] + [f"high:{n}" for n in high_notes])
     return low, high, notes, levels, levels_high
 
@@ -233,12 +234,13 @@ def _pwrite(file: str, images: list[tuple[np.ndarray, int]]) -> None:
             written += os.pwrite(fd, view[written:], off + written)
 
 
-def run_job(job: Job) -> JobResult:
+def run_job(job: Job, read: dict | None = None) -> JobResult:
     """Decode one pair and store it (see `Job`); a targets-only job stores its target alone, which the index gives as
-    its input too (its CRC-32 and levels). Errors come back as text so that the parent can clean up and report
+    its input too (its CRC-32 and levels). `read`: the bytes of the job's files already read, by path (an encoded
+    pack's job keeps the very bytes it decoded). Errors come back as text so that the parent can clean up and report
     them."""
     try:
-        low, high, notes, levels, levels_high = _decode(job)
+        low, high, notes, levels, levels_high = _decode(job, read)
         # the members' CRC-32s (what the index keeps of each; the measures' exact hashes hold them too)
         crc_low, crc_high = (None if img is None else crc32(img) for img in (low, high))
         scan = _measure(job, low, high, (crc_low, crc_high))

@@ -49,3 +49,19 @@ def test_progressive_jpegs_are_kept_as_they_are_and_named(tmp_path):
     plain = pack(folder, tmp_path / "baseline", options)
     assert "kept 3 JPEG files as they are" in plain.lines(options)
     assert "kept_jpeg_notes" not in json.loads((tmp_path / "baseline" / "manifest.json").read_text())["report"]
+
+
+def test_each_kept_jpeg_is_read_and_decoded_once(tmp_path, monkeypatch):
+    """The bytes kept are the bytes pack decoded (read once), so they are not decoded a second time to be checked: an
+    encoded pack of a photo collection costs a decode a photo, as a decoded pack does."""
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for i in range(4):
+        assert cv2.imwrite(str(folder / f"b{i}.jpg"), photo(i), [cv2.IMWRITE_JPEG_QUALITY, 90])
+    decodes = []
+    real = cv2.imdecode
+    monkeypatch.setattr(cv2, "imdecode", lambda *a: decodes.append(1) or real(*a))
+    pack(folder, tmp_path / "enc", PackOptions(workers=1, store="encoded", targets_only=True))
+    assert len(decodes) == 4
+    ds = open_shards(tmp_path / "enc")
+    assert all(bytes(ds.stored_member(i, 1).data) == (folder / f"{ds.keys[i]}.jpg").read_bytes() for i in range(4))
