@@ -41,30 +41,29 @@ def file_kind(path: Path, head: bytes) -> str:
     return next((name for magic, name in _MAGIC if head.startswith(magic)), path.suffix.lstrip(".").upper() or "image")
 
 
-def _kept(path: Path, data: bytes | None, hw: tuple[int, int],
+def _kept(path: Path, data: np.ndarray | None, hw: tuple[int, int],
           converted: bool) -> tuple[StoredImage | None, str | None]:
     """(member, note): the JPEG file at `path` as a `jpeg` member, with what a user should know of it
-    ("kept:progressive") or None; else (None, why it is not kept as its file). `data`: its bytes, those pack decoded
-    (None: not read as an image's, a .npy array); `converted`: that decode converted the pixels (grey, alpha, 16-bit).
+    ("kept:progressive") or None; else (None, why it is not kept as its file). `data`: its bytes (uint8), those pack
+    decoded (None: a .npy array, which pack loads, not decodes); `converted`: that decode converted the pixels (grey,
+    alpha, 16-bit).
 
     A JPEG that `jpeg_refusal` takes decodes through the readers' `decode_jpeg` to the very pixels pack stored for
     it, unconverted: both are OpenCV's decode of the same bytes, as stored (EXIF orientation ignored), BGR to RGB. So
     they are not decoded again here."""
-    if data is None:  # not read as an image file (a .npy array)
-        try:
-            with open(path, "rb") as fh:
-                return None, file_kind(path, fh.read(16))
-        except OSError:
-            return None, "unreadable"
-    if not data.startswith(b"\xff\xd8\xff"):
-        return None, file_kind(path, data[:16])
-    frame = jpeg_frame(data)
-    why = jpeg_refusal(data, hw, frame)
+    if data is None:
+        return None, file_kind(path, b"")
+    head = bytes(data[:16])
+    if not head.startswith(b"\xff\xd8\xff"):
+        return None, file_kind(path, head)
+    raw = data.tobytes()  # (the frame's parser reads bytes)
+    frame = jpeg_frame(raw)
+    why = jpeg_refusal(raw, hw, frame)
     if why is not None:
         return None, why
     if converted:  # not reached: a JPEG that jpeg_refusal takes decodes to 8-bit colour
         return None, "JPEG whose decode differs from pack's"
-    return StoredImage(JPEG, data), (KEPT + PROGRESSIVE if frame.progressive else None)
+    return StoredImage(JPEG, raw), (KEPT + PROGRESSIVE if frame.progressive else None)
 
 
 def _lossless(npy: bytes, why: str) -> tuple[StoredImage, str]:
@@ -87,8 +86,7 @@ def _member(job: Job, path: Path | None, header, as_: str, scale: int, frame, re
     out_hw = (job.out_hw[0] * scale, job.out_hw[1] * scale)
     if as_ != IMAGE or out_hw != hw:
         return _lossless(frame, "camera raw" if as_ != IMAGE else "cropped" if job.fit == CROP else "resized")
-    data = read.get(path)
-    member, note = _kept(path, None if data is None else data.tobytes(), hw, converted)
+    member, note = _kept(path, read.get(path), hw, converted)
     return (member, note) if member is not None else _lossless(frame, note)
 
 
