@@ -2,12 +2,14 @@
 sets it), on the GPU host: each loader runs whole epochs (`--epochs`, one by default) from a cold page cache in a
 child process placed in a new cgroup before it starts Python; the row says whether it finished, the first epoch's
 pairs/s against the disk's, its first batch, its rate after the first batch (`steady_pairs_per_s`: the workers'
-start-up left out), every epoch's own pairs/s (a split bigger than the limit is read from disk in each), its cut path
+start-up left out), every epoch's own pairs/s (a split bigger than the limit is read from disk in each; `epochs`:
+each one's first batch, its pairs/s in each quarter after it, and the disk's GB/s over it), its cut path
 and warnings, the bytes the disk read meanwhile (`read_bytes`: above the split's size times the epochs, pages were
-read twice) and the cgroup's peak. A child that delivers nothing for STALL_S is stopped and reported as stalled.
+read twice) and the cgroup's peak. A child that delivers nothing for STALL_S is stopped and reported as stalled. A
+tree may carry `diag_knobs.py` switches: `.@nobg` is this checkout with its decode calls in the loading thread.
 
-    python benchmarks/memory_limit.py SHARDS OUT.json --limit-gb 2 --loaders ram,wds [--trees .,.devwheels/prev]
-        [--epochs 2] [--degrade lowlight]
+    python benchmarks/memory_limit.py SHARDS OUT.json --limit-gb 2 --loaders ram,wds
+        [--trees .,.devwheels/prev,.@nobg] [--epochs 2] [--degrade lowlight]
 """
 
 from __future__ import annotations
@@ -23,9 +25,13 @@ from pathlib import Path
 STALL_S = 60.0
 
 CHILD = r"""
-import json, sys, time, warnings
+import json, os, sys, time, warnings
 t0 = time.perf_counter()
 import torch, pairload
+if os.environ.get("DIAG_KNOBS"):
+    sys.path.insert(0, os.environ["DIAG_BENCH"])
+    import diag_knobs
+    diag_knobs.apply(os.environ["DIAG_KNOBS"])
 shards, kind, stall, epochs, degrade = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[5]), sys.argv[6]
 dev = torch.device(sys.argv[4])
 with warnings.catch_warnings(record=True) as caught:
@@ -42,26 +48,36 @@ def watchdog():
             print(json.dumps({"status": "stalled", "pairs": n, "built_s": built, "path": loader.path}), flush=True)
             os._exit(3)
 threading.Thread(target=watchdog, daemon=True).start()
+def sectors_read():
+    rows = (line.split() for line in open("/proc/diskstats"))
+    return sum(int(f[5]) for f in rows if not f[2].startswith(("loop", "dm-")))
 t1 = time.perf_counter()
-per_epoch = []
+per_epoch, detail = [], []
 for epoch in range(epochs):
     loader.set_epoch(epoch)
-    e0, m = time.perf_counter(), 0
+    e0, m, s0, times = time.perf_counter(), 0, sectors_read(), []
     for batch in loader:
         if dev.type == "cuda":
             torch.cuda.synchronize()
         n += len(batch)
         m += len(batch)
         last = time.perf_counter()
+        times.append((last, len(batch)))
         if first is None:
             first = last - t0
             first_n = len(batch)
-    per_epoch.append(m / (time.perf_counter() - e0))
+    e1 = time.perf_counter()
+    per_epoch.append(m / (e1 - e0))
+    q = [e0 + (times[0][0] - e0) + k * (e1 - times[0][0]) / 4 for k in range(5)]
+    detail.append({"first_batch_s": times[0][0] - e0, "quarters_pairs_per_s": [
+        sum(c for t, c in times[1:] if q[k] < t <= q[k + 1]) / (q[k + 1] - q[k]) for k in range(4)],
+        "disk_gb_per_s": (sectors_read() - s0) * 512 / (e1 - e0) / 1e9})
     if epoch == 0:
         dt, n1 = time.perf_counter() - t1, n
 after = n1 - first_n
 print(json.dumps({"status": "ok", "pairs": n, "pairs_per_s": n1 / dt, "built_s": built, "first_batch_s": first,
                   "steady_pairs_per_s": after / max(1e-9, t1 + dt - t0 - first), "epochs_pairs_per_s": per_epoch,
+                  "epochs": detail,
                   "path": loader.path, "warnings": [str(w.message)[:300] for w in caught]}), flush=True)
 """
 
@@ -125,11 +141,13 @@ def main() -> None:
         report["device"] = torch.cuda.get_device_name(0)
     except Exception:  # noqa: BLE001
         report["device"] = "?"
-    for tree in args.trees.split(","):
+    for tree_knobs in args.trees.split(","):
+        tree, _, knobs = tree_knobs.partition("@")
         for kind in args.loaders.split(","):
             evict(files)
             folder, peak_file = cgroup(f"pairload-{kind}-{int(time.time())}", report["limit_bytes"])
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(tree).resolve()), "/tmp/site"]))
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(tree).resolve()), "/tmp/site"]),
+                       DIAG_KNOBS=knobs, DIAG_BENCH=str(Path(__file__).resolve().parent))
             cmd = ["sh", "-c", f'echo $$ > {folder}/cgroup.procs && exec "$0" -P -c "$1" "$2" "$3" "$4" "$5" "$6" "$7"',
                    sys.executable, CHILD, args.shards, kind, str(STALL_S), args.device, str(args.epochs),
                    args.degrade]
@@ -143,7 +161,7 @@ def main() -> None:
                 row = json.loads(proc.stdout.strip().splitlines()[-1])
             except (IndexError, ValueError):
                 row = {"status": f"failed (rc {proc.returncode})", "stderr": proc.stderr[-800:]}
-            row.update(tree=tree, loader=kind, wall_s=wall, rc=proc.returncode,
+            row.update(tree=tree, knobs=knobs, loader=kind, wall_s=wall, rc=proc.returncode,
                        read_bytes=None if read0 is None or read1 is None else read1 - read0,
                        peak_bytes=int((folder / peak_file).read_text()) if (folder / peak_file).exists() else None)
             if row.get("pairs_per_s"):
