@@ -10,6 +10,8 @@ import time
 import numpy as np
 import torch
 
+from ..errors import ShardError
+
 
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
@@ -154,12 +156,14 @@ def decode_rate(raw: str | None, split: str, seconds: float = 2.0) -> dict | Non
             "pairs_per_s_all_cores": rate / 2 * cores, "format": files[0].suffix.lstrip(".")}
 
 
-def stored_bound(ds, device: torch.device, seconds: float = 1.0) -> dict:
+def stored_bound(ds, device: torch.device, seconds: float = 1.0, crop: int | None = None) -> dict:
     """What a pair costs as stored: bytes per pair, and, for a split stored encoded (`pack --store encoded`), how fast
     its members decode on one CPU core, by the readers' own decode (`imageformats`, as the workers decode), each
     format that has members among the first 64 samples: JPEG (`cpu_images_per_s_per_core`) and tiles
-    (`tiles_cpu_images_per_s_per_core`); and its JPEG members on a CUDA device (nvImageCodec in batches of 64, as the
-    decode path does; None without it or without JPEG members)."""
+    (`tiles_cpu_images_per_s_per_core`); on a CUDA device, its JPEG members (`gpu_images_per_s`: nvImageCodec in
+    batches of 64, as the decode path does; None without it or without JPEG members) and its tiled members
+    (`tiles_gpu_images_per_s`: nvCOMP and the untiling kernel, 64 a call, the tiles a `crop`-pixel window at each
+    image's centre touches, as the decode path decodes a crop's; every tile without `crop`)."""
     encoded = ds.index.encoding.per_member
     out = {"bytes_per_pair": sum(ds.shard_bytes) / max(1, len(ds)), "store": "encoded" if encoded else "decoded"}
     if not encoded:
@@ -173,6 +177,9 @@ def stored_bound(ds, device: torch.device, seconds: float = 1.0) -> dict:
             out[key] = _cpu_decode_rate(fmt, found[fmt.name], seconds)
     jpegs = [data for data, *_ in found.get(imageformats.JPEG.name, [])]
     out["gpu_images_per_s"] = _gpu_decode_rate(jpegs, device, seconds) if device.type == "cuda" and jpegs else None
+    tiled = found.get(imageformats.TILES.name, [])
+    out["tiles_gpu_images_per_s"] = (_gpu_tiles_rate(tiled, device, seconds, crop) if device.type == "cuda" and tiled
+                                     else None)
     return out
 
 
@@ -230,6 +237,42 @@ def _gpu_decode_rate(data: list, device: torch.device, seconds: float) -> float 
         n += len(batch)
     sync(device)
     return n / (time.perf_counter() - t0)
+
+
+def _gpu_tiles_rate(members: list[tuple], device: torch.device, seconds: float, crop: int | None) -> float | None:
+    """Images/s the GPU decodes tiled `members` ((bytes, member type, h, w) each) at, 64 a call, staged and decoded as
+    the decode path does (each tile's CRC-32 checked at its first staging only); None without nvCOMP's library."""
+    from ..cut.memory.nvcomp import nvcomp_missing
+
+    if nvcomp_missing():
+        return None
+    from ..cut.memory.tiles import TileDecoder, plan_of
+    from ..format.tiles import read_tiled
+
+    parsed = []
+    for data, member, h, w in (members * (64 // len(members) + 1))[:64]:
+        t = read_tiled(data, member, h, w, check_crc=False)
+        ch, cw = (h, w) if crop is None else (min(crop, h), min(crop, w))
+        parsed.append((data, t, t.touched((h - ch) // 2, (w - cw) // 2, ch, cw)))
+    plan, table = plan_of(parsed)
+    sources = [data for data, _, _ in parsed]
+
+    def bad(m: int, what: str) -> Exception:
+        return ShardError(f"a tiled member sampled for the decode bound {what}")
+
+    decoder = TileDecoder(device)
+    try:
+        with torch.cuda.device(device):
+            decoder.submit(decoder.stage(plan, sources, bad, table))
+            sync(device)
+            n, t0 = 0, time.perf_counter()
+            while time.perf_counter() - t0 < seconds:
+                decoder.submit(decoder.stage(plan, sources, bad, table))
+                n += len(parsed)
+            sync(device)
+            return n / (time.perf_counter() - t0)
+    finally:
+        decoder.close()
 
 
 def copy_rate(shards: str, split: str, crop: int, seconds: float = 1.5) -> dict:

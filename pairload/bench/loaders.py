@@ -68,7 +68,7 @@ def run_bench(cfg: BenchConfig, on_result: Callable[[Result], None] | None = Non
         raise ConfigError(f"--consumer unet: split {cfg.split!r} holds {ds.members.describe()}; the consumer step is "
                           "the RGB reference model's: leave --consumer out for this split")
     limits = {"h2d": h2d_bound(device, pair_bytes), "decode": decode_rate(cfg.raw, cfg.split),
-              "copy": copy_rate(cfg.shards, cfg.split, cfg.crop), "stored": stored_bound(ds, device)}
+              "copy": copy_rate(cfg.shards, cfg.split, cfg.crop), "stored": stored_bound(ds, device, crop=cfg.crop)}
     if cfg.cold:
         limits["disk"] = disk_bound(ds.files, sum(ds.shard_bytes) // len(ds),  # bytes stored per pair
                                     streams=min(8, max(2, workers)))

@@ -71,5 +71,7 @@ def _stored_line(stored: dict | None) -> str:
         line += (f", JPEG decode {stored['cpu_images_per_s_per_core']:,.0f} images/s per core"
                  + (f", {gpu:,.0f} on the GPU" if gpu else ""))
     if stored.get("tiles_cpu_images_per_s_per_core"):
-        line += f", tiles decode {stored['tiles_cpu_images_per_s_per_core']:,.0f} images/s per core"
+        gpu = stored.get("tiles_gpu_images_per_s")
+        line += (f", tiles decode {stored['tiles_cpu_images_per_s_per_core']:,.0f} images/s per core"
+                 + (f", {gpu:,.0f} on the GPU" if gpu else ""))
     return line

@@ -13,7 +13,7 @@ import torch
 
 from conftest import has_module
 from decode_pairs import epochs_alike
-from pairload import make_loader
+from pairload import make_loader, open_shards
 from pairload.errors import ShardError
 from pairload.format.members import Member
 from pairload.format.tiles import encode_tiles, read_tiled
@@ -151,3 +151,14 @@ def test_a_split_bigger_than_the_page_cache_is_decoded_in_small_calls_with_the_s
     got = [(b.low.clone(), b.high.clone()) for b in tight]
     assert memory.reader.queued > 2 * len(got) and memory.reader.failed is None
     assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(want, got))
+
+
+@pytest.mark.skipif(not nvcomp_ready(), reason="needs nvCOMP's library (nvidia-libnvcomp)")
+def test_bench_loaders_reports_the_gpus_tiles_decode_rate(lossless):
+    from pairload.bench.bounds import stored_bound
+
+    ds = open_shards(lossless)
+    whole = stored_bound(ds, torch.device("cuda"), seconds=0.2)
+    crops = stored_bound(ds, torch.device("cuda"), seconds=0.2, crop=32)  # one tile of each 150x300 image, not 2
+    assert whole["tiles_gpu_images_per_s"] > 0 and crops["tiles_gpu_images_per_s"] > 0
+    assert whole["gpu_images_per_s"] is None  # no JPEG members

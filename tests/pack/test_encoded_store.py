@@ -206,7 +206,7 @@ def test_bench_measures_each_decoded_formats_cpu_rate_and_assumes_no_jpeg(packs)
     stored = stored_bound(ds, torch.device("cpu"), seconds=0.05)
     assert stored["store"] == "encoded" and stored["bytes_per_pair"] == sum(ds.shard_bytes) / len(ds)
     assert stored["cpu_images_per_s_per_core"] > 0 and stored["tiles_cpu_images_per_s_per_core"] > 0
-    assert stored["gpu_images_per_s"] is None  # no GPU asked for
+    assert stored["gpu_images_per_s"] is None and stored["tiles_gpu_images_per_s"] is None  # no GPU asked for
     tiles_only = stored_bound(open_shards(packs["png-enc"].shards_dir), torch.device("cpu"), seconds=0.05)
     assert "cpu_images_per_s_per_core" not in tiles_only and tiles_only["tiles_cpu_images_per_s_per_core"] > 0
 

@@ -51,12 +51,7 @@ class TileDecoder:
         its row 0 would be; the buffer; what must stay alive until the kernel reading them is done). Every wanted
         tile's CRC-32 is checked; `bad(m, what)` is the error raised for member m. The decode path plans its calls
         itself, from its split's table (`tileplan`), then `stage` and `submit`."""
-        n = len(members)
-        table = tileplan.TileTable.of([t for _, t, *_ in members])
-        wanted = [np.asarray(m[2], dtype=np.int64) for m in members]
-        tile = np.concatenate(wanted) if n else np.zeros(0, dtype=np.int64)
-        member = np.repeat(np.arange(n), [len(w) for w in wanted])
-        p = tileplan.plan(table, np.arange(n), np.arange(n), np.zeros(n, dtype=np.int64), member, tile)
+        p, table = plan_of(members)
         return self.submit(self.stage(p, [m[0] for m in members], bad, table))
 
     def stage(self, plan: tileplan.TilePlan, sources: list[np.ndarray], bad: Callable[[int, str], Exception],
@@ -152,6 +147,17 @@ class _Staged:
     plan: tileplan.TilePlan
     host: torch.Tensor
     bad: Callable[[int, str], Exception]
+
+
+def plan_of(members: list[tuple]) -> tuple:
+    """The plan of a decode call of `members` ((bytes, header and tables, wanted tiles) each, as `decode` takes them)
+    and their table (its memo of checked tiles serves later calls of the same members)."""
+    n = len(members)
+    table = tileplan.TileTable.of([t for _, t, *_ in members])
+    wanted = [np.asarray(m[2], dtype=np.int64) for m in members]
+    tile = np.concatenate(wanted) if n else np.zeros(0, dtype=np.int64)
+    member = np.repeat(np.arange(n), [len(w) for w in wanted])
+    return tileplan.plan(table, np.arange(n), np.arange(n), np.zeros(n, dtype=np.int64), member, tile), table
 
 
 def _untile_all(plan: tileplan.TilePlan, scratch: torch.Tensor, images: torch.Tensor) -> list:
