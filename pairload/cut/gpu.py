@@ -50,11 +50,10 @@ class KernelCuts:
         return list(self.memory.pids)
 
     def cuts(self, run: tuple, plans: Run, reclaim=None, *, augment: bool = True, hw=None,
-             events: bool = True, group: int = 1, then=None):
+             events: bool = True, group: int = 1):
         """The run's plans as `Cut`s, each cut on `self.stream` with the event that marks it ready (`events`; a
         streamed memory records them anyway: what a batch read goes back once it is cut); `group` > 1: up to that
-        many batches of one shape per launch and `Cut`; `then`: the plans of the run likely to come next, made when
-        asked (the memory may read them ahead as this run ends)."""
+        many batches of one shape per launch and `Cut`."""
         if not plans:
             return
         hw = self.memory.ds.sizes if hw is None else hw
@@ -65,7 +64,7 @@ class KernelCuts:
         if memory.streaming:
             self.stream.synchronize()  # what the last run left pinned may go back now
         with self.hooks.timed("plan"):
-            memory.begin(plans, then)
+            memory.begin(plans)
         if memory.streaming:  # what a launch's batches read is held at once: at most `together` batches (known now:
             group = min(group, memory.together)  # a decode call holds fewer batches of larger images)
         events = events or memory.streaming

@@ -1,7 +1,6 @@
 """Reading a split ahead of its cuts: `ReadAhead`, one thread of the loading process that asks the kernel to read the
 members of coming batches (posix_fadvise WILLNEED) a bounded window ahead of the batch being cut, so that the
-processes that cut never wait on the disk's queue; `RunsAhead`, one reading planned runs one after another, on
-across their ends; `merged`, byte ranges merged into as few requests as they make;
+processes that cut never wait on the disk's queue; `merged`, byte ranges merged into as few requests as they make;
 and `batches_within`, how many batches a window of bytes holds. Advice only: nothing here raises into the loader or
 changes what is read. Numpy only (and psutil, through `hostmemory`, for the memory at hand)."""
 
@@ -175,66 +174,3 @@ class ReadAhead:
                 for fd in self._fds.values():
                     os.close(fd)
                 self._fds.clear()
-
-
-class RunsAhead(ReadAhead):
-    """A `ReadAhead` given planned runs one after another (`begin`), each a block of its plan at a time as its
-    batches are cut (`cut`), and then the run likely to come next (`then`): the disk reads on across the end of a run,
-    where the next would start cold (its first calls waiting on the disk, its reading only starting; 0.15-0.3 s of
-    each 5 s epoch of a split read from disk under a memory limit, H200 host, 2026-11-30)."""
-
-    def __init__(self, source, window: int):
-        super().__init__(source, window)
-        self._plans = ()
-        self._first = self._to = 0  # this run's batch 0 in the reader's numbers; its next batch to queue
-        self._then = None
-        self._after: tuple | None = None  # (the next run's plans, its batch 0 in the reader's numbers, next to queue)
-
-    def begin(self, plans, then=None) -> None:
-        """Read `plans` (a planned run; () for none) from its batch 0 as it is cut. `then`: None, or a callable
-        making the plans of the run likely to come next, queued once these are all queued. A run begun with the
-        very plans `then` made goes on where the reading is; any other starts it again (a wrong guess costs at
-        most a window of reading, never another byte delivered)."""
-        after, self._after = self._after, None
-        if after is not None and after[0] is plans:
-            _, self._first, self._to = after
-            self._skip_to(self._first)  # what the last run left queued and did not cut
-        else:
-            self.reset()
-            self._first = self._to = 0
-        self._plans, self._then = plans, then
-
-    def cut(self, b: int) -> None:
-        """Batch b of the run is handed out to be cut: queue the run's batches up to the window beyond it (a block
-        of its plan at a time), then the next run's, and ask for them."""
-        serial = self._first + b
-        while self.queued <= serial + self.window:
-            if self._to < len(self._plans):
-                self._to = self.add_block(self._plans, self._to)
-            elif not self._queue_next():
-                break
-        self.cutting(serial)
-
-    def _queue_next(self) -> bool:
-        """Queue the next block of the run likely to come next (its plans made at the first call); False when there
-        is none, or nothing more of it."""
-        if self._after is None:
-            then, self._then = self._then, None
-            try:
-                plans = then() if then is not None else None
-            except Exception:  # noqa: BLE001 - advice: the run, begun, plans itself again and raises there
-                plans = None
-            if plans is None:
-                return False
-            self._after = (plans, self._first + len(self._plans), 0)
-        plans, first, at = self._after
-        if at >= len(plans):
-            return False
-        self._after = (plans, first, self.add_block(plans, at))
-        return True
-
-    def _skip_to(self, serial: int) -> None:
-        """Ask for none of the queued batches before `serial`."""
-        with self._cond:
-            for chunk in self._queue:
-                chunk.at = max(chunk.at, int(np.searchsorted(chunk.batch, serial)))

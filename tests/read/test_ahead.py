@@ -1,7 +1,6 @@
 """Reading ahead of the cuts (`pairload.read.ahead`): ranges merged within a batch, never across; the reader thread
 asks for exactly the ranges the queued batches read, no further than its window beyond the batch handed out to be
-cut, and stops on close; planned runs are read on across their ends into the run likely to come next. Advice only,
-recorded here instead of given (posix_fadvise patched)."""
+cut, and stops on close. Advice only, recorded here instead of given (posix_fadvise patched)."""
 
 import os
 import time
@@ -10,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pairload.read.ahead import ReadAhead, RunsAhead, merged
+from pairload.read.ahead import ReadAhead, merged
 from pairload.pack.writer import PackOptions, pack
 from pairload.read.shards import ShardDataset
 
@@ -107,45 +106,4 @@ def test_the_first_batch_waits_for_the_first_blocks_only_and_the_distance_read_a
     assert reader is not None and 0 < reader.queued <= 3 * FIRST_BLOCK
     rest = sum(1 for _ in it)
     assert rest == len(loader) - 1 and reader.queued >= len(loader)  # every batch queued (and the next epoch's first)
-    loader.close()
-
-
-def test_runs_are_read_on_into_the_next_one_and_a_run_not_foreseen_starts_again(split, monkeypatch):
-    # an epoch's last batches are cut while the next epoch's first are read: the next epoch begun with the plans
-    # foreseen goes on reading where the reader is; another run (a resumed or other epoch) starts again
-    from pairload import make_loader
-
-    ds = ShardDataset(split, "train")
-    loader = make_loader("ram", split, batch_size=2, crop=32, seed=4, device="cpu", num_workers=0)
-    run0, run1, run2 = (loader.plan_for(e) for e in range(3))
-    calls = []
-    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: calls.append(
-        (os.readlink(f"/proc/self/fd/{fd}"), off, off + n)))
-
-    def ranges(run, b: int) -> list:
-        _, shard, start, end = merged(*ds.spans(run[b].index))
-        return [(str(ds.files[k]), a, c) for k, a, c in zip(shard.tolist(), start.tolist(), end.tolist())]
-
-    reader = RunsAhead(ds, window=2)
-    asked = []
-    reader.begin(run0, then=lambda: asked.append(1) or run1)
-    for b in range(len(run0) - 2):
-        reader.cut(b)
-    assert asked == []  # the next run planned only once the window reaches past this one's end
-    reader.cut(len(run0) - 2)
-    assert asked == [1]
-    want = [r for b in range(len(run0)) for r in ranges(run0, b)] + ranges(run1, 0) + ranges(run1, 1)
-    reader.cut(len(run0) - 1)  # the window reaches 2 batches into the next run
-    assert settled(calls, len(want)) == want
-    reader.begin(run1)
-    assert reader.queued > len(run0)  # numbered on: nothing asked again
-    reader.cut(0)
-    more = ranges(run1, 2)
-    assert settled(calls, len(want) + len(more)) == want + more
-    reader.begin(run2, then=lambda: 1 / 0)  # not the run foreseen: started again; a failing plan is only advice
-    assert reader.queued == 0
-    for b in range(len(run2)):
-        reader.cut(b)
-    assert reader.alive and reader.failed is None and reader.queued == len(run2)
-    reader.close()
     loader.close()

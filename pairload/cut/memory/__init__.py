@@ -36,10 +36,8 @@ class Memory(Protocol):
     high: torch.Tensor
     width: torch.Tensor
 
-    def begin(self, plans, then=None) -> object:
-        """Make ready what this run's planned batches read, in the order they read it; `then` (None, or a callable
-        making them): the plans of the run likely to come next, which a memory reading from disk may start reading
-        as this run ends (advice: a guess proved wrong costs reading, never another batch)."""
+    def begin(self, plans) -> object:
+        """Make ready what this run's planned batches read, in the order they read it."""
 
     def wait(self, b: int) -> None:
         """Return once everything batch b of the run reads is readable by the device."""

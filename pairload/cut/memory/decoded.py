@@ -42,7 +42,7 @@ from ...devices import loader_stream
 from ...errors import LoaderError, ShardError
 from ...format import imageformats
 from ...hostmemory import outgrows_cache
-from ...read.ahead import RunsAhead, batches_within
+from ...read.ahead import ReadAhead, batches_within
 from ...workers.jpegs import JpegDecoders, JpegFault, decoded_face, member_bytes
 from .pages import CHECK_S
 from .tileplan import TileTable, plan, windows_read
@@ -139,7 +139,8 @@ class DecodedMemory:
         self._next: deque = deque()  # (first batch, end, future) of each call decoding ahead, in order
         # a thread asks the kernel for the coming batches' bytes: the decoder's reads find them in the page cache
         self.read_ahead = read_ahead and hasattr(os, "posix_fadvise") and not ds.remote
-        self._reader: RunsAhead | None = None
+        self._reader: ReadAhead | None = None
+        self._queued_to = 0  # the next batch of the run queued on the reader
         self._reading = False  # this run is read ahead
         self._outgrows = outgrows_cache(sum(ds.shard_bytes))  # every run reads the split from disk
         # and so a call's pages are dropped once its images are decoded: kept, they would push out the pages read
@@ -189,9 +190,7 @@ class DecodedMemory:
         """The JPEG decode processes now running."""
         return [] if self.proc is None or self._closed else self.proc.pids
 
-    def begin(self, plans, then=None) -> None:
-        """`then`: when every run reads the split from disk, the reading goes on into the run it plans as this one
-        ends (`RunsAhead`)."""
+    def begin(self, plans) -> None:
         self._forget_all()
         self.reap(block=True)
         self._plans = plans
@@ -202,11 +201,12 @@ class DecodedMemory:
         # the first run reads the split from disk; later ones only if the page cache cannot keep it
         reading = self.read_ahead and len(plans) and (self._reader is None or self._outgrows)
         if reading and self._reader is None:
-            self._reader = RunsAhead(self.ds, self._window(plans))
+            self._reader = ReadAhead(self.ds, self._window(plans))
             weakref.finalize(self, self._reader.close)  # a loader dropped unclosed stops the thread too
         if self._reader is not None:
-            self._reader.begin(plans if reading else (), then if self._outgrows else None)
+            self._reader.reset()
         self._reading = bool(reading)
+        self._queued_to = 0
 
     def _window(self, plans) -> int:
         """Batches read ahead of the one being decoded: READ_AHEAD_BYTES of the split's bytes, or half of the memory
@@ -214,14 +214,22 @@ class DecodedMemory:
         rows = max(len(bp) for bp in plans.block_at(0).plans)
         return max(2 * self.call, batches_within(self.ds, rows, READ_AHEAD_BYTES))
 
+    def _ahead(self, b: int) -> None:
+        """Batch b is being decoded: the reader is given the run's batches up to its window beyond (a block of the
+        plan at a time) and told."""
+        reader, plans = self._reader, self._plans
+        while self._queued_to < len(plans) and reader.queued <= b + reader.window:
+            self._queued_to = reader.add_block(plans, self._queued_to)
+        reader.cutting(b)
+
     def wait(self, b: int) -> None:
         """Decode what batch b reads and point the tables at it, on the current stream: with the next `call` - 1
         batches' images, in one call (the engine decodes larger batches faster), held until the last of them is
         cut. The call after it starts at once in the decode thread (`background`), on a stream of its own, while these
         batches are cut: the engine's call, GIL released while it waits, overlaps the loader's and the training
         step's work. The decode processes are sent `proc.ahead` calls ahead: each finds its next call waiting."""
-        if self._reading:  # batch b is being decoded: the reader asks for the batches up to its window beyond
-            self._reader.cut(b)
+        if self._reading:
+            self._ahead(b)
         if b in self._held:
             return
         ahead = self._next.popleft() if self._next else None
@@ -359,7 +367,7 @@ class DecodedMemory:
                              background=self.background, evict=self.evict, process=self.process)
 
     @property
-    def reader(self) -> RunsAhead | None:
+    def reader(self) -> ReadAhead | None:
         """The thread reading ahead of the batches (None before the first run, or without read-ahead)."""
         return self._reader
 

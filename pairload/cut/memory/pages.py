@@ -206,7 +206,7 @@ class PageCache:
             self._tables_at[s] = base
 
     # -- the consumer: one run at a time
-    def begin(self, plans, then=None) -> Schedule:
+    def begin(self, plans) -> Schedule:
         """Start registering what this run's batches read, in the order they read it. Streaming, what an earlier
         run left registered and this one does not read goes back (the caller has waited for its kernels)."""
         sched = self.grid.schedule(plans)
