@@ -11,6 +11,8 @@
 - `one`: one JPEG decode process instead of `jpegproc.PROCESSES`;
 - `threads0`: each decode process's decoder given nvImageCodec's default CPU threads instead of `jpegproc.THREADS`;
 - `ahead1`: the decode processes sent one call ahead instead of `jpegproc.CALLS_AHEAD`;
+- `tightN` (e.g. `tight8`): a tiled split bigger than the memory that could cache it decoded in calls of N batches
+  instead of `decoded.AHEAD_TILES_TIGHT`;
 - `timeline`: the loader's construction and its decode processes' start written as events (wall-clock seconds, one
   JSON line each: pid, what, t) to the file $DIAG_TIMELINE (`benchmarks/cold_timeline.py` reads them).
 
@@ -64,13 +66,17 @@ def apply(knobs: str) -> None:
             from pairload.cut.memory import jpegproc
 
             jpegproc.CALLS_AHEAD = 1
+        elif knob.startswith("tight") and knob[5:].isdigit():
+            from pairload.cut.memory import decoded
+
+            decoded.AHEAD_TILES_TIGHT = int(knob[5:])
         elif knob == "timeline":
             _timeline()
         elif knob == "childtimeline":  # set by `timeline` in the decode processes it starts
             _child_timeline()
         else:
             raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch, group, ahead8, one, "
-                             "threads0, ahead1 or timeline")
+                             "threads0, ahead1, tightN or timeline")
 
 
 def mark(what: str) -> None:

@@ -3,7 +3,9 @@ sets it), on the GPU host: each loader runs whole epochs (`--epochs`, one by def
 child process placed in a new cgroup before it starts Python; the row says whether it finished, the first epoch's
 pairs/s against the disk's, its first batch, its rate after the first batch (`steady_pairs_per_s`: the workers'
 start-up left out), every epoch's own pairs/s (a split bigger than the limit is read from disk in each; `epochs`:
-each one's first batch, its pairs/s in each quarter after it, and the disk's GB/s over it), its cut path
+each one's first batch, its pairs/s in each quarter after it, the disk's GB/s over it, the loader's seconds in each
+timed stage (`loader.hooks`) and the cgroup's memory.stat: bytes at its end, refaults and major faults during it),
+its cut path
 and warnings, the bytes the disk read meanwhile (`read_bytes`: above the split's size times the epochs, pages were
 read twice) and the cgroup's peak. A child that delivers nothing for STALL_S is stopped and reported as stalled. A
 tree may carry `diag_knobs.py` switches: `.@nobg` is this checkout with its decode calls in the loading thread.
@@ -53,9 +55,19 @@ def sectors_read():
     return sum(int(f[5]) for f in rows if not f[2].startswith(("loop", "dm-")))
 t1 = time.perf_counter()
 per_epoch, detail = [], []
+from pairload.hooks import StageTotals
+def cgroup_stat():
+    for line in open("/proc/self/cgroup").read().splitlines():  # v2 ("0::/path"), else v1's memory controller
+        _, names, path = line.split(":", 2)
+        for stat in (f"/sys/fs/cgroup{path}/memory.stat", f"/sys/fs/cgroup/memory{path}/memory.stat"):
+            if (names == "" or "memory" in names.split(",")) and os.path.exists(stat):
+                return {k: int(v) for k, v in (row.split() for row in open(stat))}
+    return {}
 for epoch in range(epochs):
     loader.set_epoch(epoch)
-    e0, m, s0, times = time.perf_counter(), 0, sectors_read(), []
+    totals = StageTotals()
+    remove = loader.hooks.add(totals)
+    e0, m, s0, times, st0 = time.perf_counter(), 0, sectors_read(), [], cgroup_stat()
     for batch in loader:
         if dev.type == "cuda":
             torch.cuda.synchronize()
@@ -67,11 +79,17 @@ for epoch in range(epochs):
             first = last - t0
             first_n = len(batch)
     e1 = time.perf_counter()
+    remove()
     per_epoch.append(m / (e1 - e0))
+    st1 = cgroup_stat()
     q = [e0 + (times[0][0] - e0) + k * (e1 - times[0][0]) / 4 for k in range(5)]
     detail.append({"first_batch_s": times[0][0] - e0, "quarters_pairs_per_s": [
         sum(c for t, c in times[1:] if q[k] < t <= q[k + 1]) / (q[k + 1] - q[k]) for k in range(4)],
-        "disk_gb_per_s": (sectors_read() - s0) * 512 / (e1 - e0) / 1e9})
+        "disk_gb_per_s": (sectors_read() - s0) * 512 / (e1 - e0) / 1e9,
+        "stage_s": {k: round(v, 3) for k, v in totals.seconds.items()},
+        "cgroup": {k: st1[k] - st0.get(k, 0) if k.startswith(("workingset", "pg")) else st1[k] for k in (
+            "anon", "file", "shmem", "file_mapped", "workingset_refault_file", "pgmajfault",
+            "rss", "cache", "mapped_file", "workingset_refault") if k in st1}})
     if epoch == 0:
         dt, n1 = time.perf_counter() - t1, n
 after = n1 - first_n
