@@ -1,0 +1,135 @@
+"""How a split read from disk under a memory limit lets go of the pages it has used, without a GPU: an emulation of the
+decode path's host side. Per call of 2 batches of 32 samples in an epoch's random order, 4 threads copy the members'
+bytes from the shard maps (as a decode call's staging does) while a `ReadAhead` thread asks up to 512 MB ahead; then
+the call's pages are let go of by one of:
+
+- `inline`: `ShardDataset.dontneed` on the loop's thread (madvise DONTNEED, then fadvise DONTNEED), as main does;
+- `thread`: the same in a thread of its own;
+- `cold`: madvise(MADV_COLD) only (the pages deactivated, left to reclaim);
+- `unmap`: madvise(MADV_DONTNEED) only (unmapped, left in the page cache);
+- `none`: nothing.
+
+Each mode runs one cold epoch in a child process placed in a new cgroup limited to `--limit-mb`; the row gives its
+pairs/s, the disk's reads over the split's size (above 1: pages read twice), the seconds the loop spent letting go and
+the cgroup's peak. Run as root (a cgroup is made):
+
+    python benchmarks/drop_emulation.py SHARDS --limit-mb 715 [--modes inline,thread,cold,unmap,none] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import mmap
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+MADV_COLD = 20  # linux/mman.h, not in Python's mmap module everywhere
+
+
+def sectors_read() -> int:
+    rows = (line.split() for line in open("/proc/diskstats"))
+    return sum(int(f[5]) for f in rows if not f[2].startswith(("loop", "dm-", "ram")))
+
+
+def epoch(shards: str, mode: str, seed: int) -> dict:
+    from pairload.read.ahead import ReadAhead, batches_within, merged
+    from pairload.read.shards import ShardDataset
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    ds = ShardDataset(shards, "train")
+    page = mmap.PAGESIZE
+    base = [np.frombuffer(ds.shard_map(i), np.uint8).ctypes.data for i in range(len(ds.files))]
+    stagers, dropper = ThreadPoolExecutor(4), ThreadPoolExecutor(1)
+    out = np.empty(128 << 20, np.uint8)
+    order = np.random.default_rng(seed).permutation(len(ds))
+    batches = np.array_split(order, max(1, len(ds) // 32))
+    reader = ReadAhead(ds, batches_within(ds, 32, 512 << 20))
+    reader.add(order, np.array([len(b) for b in batches]))
+
+    def advise(samples, advice: int) -> None:
+        shard, start, end = ds.spans(samples)
+        _, numbers, starts, ends = merged(shard, -(-start // page) * page, end // page * page)
+        for sh, a, b in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
+            if b > a:
+                libc.madvise(ctypes.c_void_p(base[sh] + a), ctypes.c_size_t(b - a), advice)
+
+    s0, t0, letting_go = sectors_read(), time.perf_counter(), 0.0
+    for k in range(0, len(batches), 2):
+        reader.cutting(k)
+        call = np.concatenate(batches[k:k + 2])
+        shard, start, end = ds.spans(call)
+
+        def copy(rows, shard=shard, start=start, end=end) -> None:
+            at = 0
+            for i in rows.tolist():
+                n = int(end[i] - start[i])
+                out[at:at + n] = ds.shard_map(int(shard[i]))[start[i]:end[i]]
+                at += n
+
+        list(stagers.map(copy, np.array_split(np.arange(len(shard)), 4)))
+        t = time.perf_counter()
+        if mode == "inline":
+            ds.dontneed(call)
+        elif mode == "thread":
+            dropper.submit(ds.dontneed, call)
+        elif mode == "cold":
+            advise(call, MADV_COLD)
+        elif mode == "unmap":
+            advise(call, mmap.MADV_DONTNEED)
+        letting_go += time.perf_counter() - t
+    dropper.shutdown(wait=True)
+    dt = time.perf_counter() - t0
+    reader.close()
+    return {"mode": mode, "pairs_per_s": len(order) / dt, "read_over_split": (sectors_read() - s0) * 512 /
+            sum(ds.shard_bytes), "letting_go_s": letting_go}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("shards")
+    ap.add_argument("--limit-mb", type=int, required=True)
+    ap.add_argument("--modes", default="inline,thread,cold,unmap,none")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--child", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    here = Path(__file__).resolve().parent
+    sys.path.insert(0, str(here.parent))
+    if args.child:
+        mode, seed = args.child.split(":")
+        print(json.dumps(epoch(args.shards, mode, int(seed))), flush=True)
+        return
+    sys.path.insert(0, str(here))
+    from memory_limit import cgroup
+
+    from pairload.bench.bounds import evict
+    from pairload.read.shards import ShardDataset
+
+    files = [str(f) for f in ShardDataset(args.shards, "train").files]
+    for r in range(args.rounds):
+        for mode in args.modes.split(","):
+            evict(files)
+            folder, peak = cgroup(f"pairload-drops-{mode}-{int(time.time())}", args.limit_mb << 20)
+            cmd = ["sh", "-c", f'echo $$ > {folder}/cgroup.procs && exec "$0" "$@"', sys.executable, __file__,
+                   args.shards, "--limit-mb", str(args.limit_mb), "--child", f"{mode}:{r}"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+            try:
+                row = json.loads(proc.stdout.strip().splitlines()[-1])
+            except (IndexError, ValueError):
+                row = {"mode": mode, "status": f"failed (rc {proc.returncode})", "stderr": proc.stderr[-400:]}
+            row.update(round=r, peak_mb=int((folder / peak).read_text()) >> 20 if (folder / peak).exists() else None)
+            print(json.dumps(row), flush=True)
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+
+
+if __name__ == "__main__":
+    main()
