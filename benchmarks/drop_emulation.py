@@ -9,11 +9,15 @@ the call's pages are let go of by one of:
 - `unmap`: madvise(MADV_DONTNEED) only (unmapped, left in the page cache);
 - `none`: nothing.
 
+`--costs`: instead, what one fadvise DONTNEED of a member-sized range (700 KB) costs by how its pages came in: read
+with `pread`, or asked for with WILLNEED (as the decode path's reader does), or not resident.
+
 Each mode runs one cold epoch in a child process placed in a new cgroup limited to `--limit-mb`; the row gives its
 pairs/s, the disk's reads over the split's size (above 1: pages read twice), the seconds the loop spent letting go and
 the cgroup's peak. Run as root (a cgroup is made):
 
     python benchmarks/drop_emulation.py SHARDS --limit-mb 715 [--modes inline,thread,cold,unmap,none] [--rounds 2]
+    python benchmarks/drop_emulation.py SHARDS --costs
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import argparse
 import ctypes
 import json
 import mmap
+import os
 import subprocess
 import sys
 import time
@@ -91,16 +96,49 @@ def epoch(shards: str, mode: str, seed: int) -> dict:
             sum(ds.shard_bytes), "letting_go_s": letting_go}
 
 
+def costs(shards: str, ranges: int = 200, nbytes: int = 700 << 10) -> dict:
+    """Microseconds of one fadvise DONTNEED of an nbytes range of the first shard, by how its pages came in."""
+    from pairload import willneed
+    from pairload.read.shards import ShardDataset
+
+    path = str(ShardDataset(shards, "train").files[0])
+    fd = os.open(path, os.O_RDONLY)
+    offsets = list(range(0, os.path.getsize(path) - nbytes, nbytes))[:ranges]
+    ways = {"read with pread": lambda o: os.pread(fd, nbytes, o),
+            "asked for with WILLNEED, 128 KB pieces": lambda o: willneed.file_range(fd, o, nbytes),
+            "asked for with WILLNEED, then read with pread": lambda o: (willneed.file_range(fd, o, nbytes),
+                                                                        os.pread(fd, nbytes, o)),
+            "not resident": lambda o: None}
+    out = {}
+    try:
+        for way, bring in ways.items():
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            for o in offsets:
+                bring(o)
+            time.sleep(1.0)  # the reads done
+            t = time.perf_counter()
+            for o in offsets:
+                os.posix_fadvise(fd, o, nbytes, os.POSIX_FADV_DONTNEED)
+            out[way] = (time.perf_counter() - t) / len(offsets) * 1e6
+    finally:
+        os.close(fd)
+    return {"us_per_range": out, "range_bytes": nbytes, "ranges": len(offsets), "cores": os.cpu_count()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("shards")
-    ap.add_argument("--limit-mb", type=int, required=True)
+    ap.add_argument("--limit-mb", type=int, default=0)
     ap.add_argument("--modes", default="inline,thread,cold,unmap,none")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--costs", action="store_true", help="what dropping a range costs by how its pages came in")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     here = Path(__file__).resolve().parent
     sys.path.insert(0, str(here.parent))
+    if args.costs:
+        print(json.dumps(costs(args.shards)), flush=True)
+        return
     if args.child:
         mode, seed = args.child.split(":")
         print(json.dumps(epoch(args.shards, mode, int(seed))), flush=True)
