@@ -10,7 +10,8 @@ the call's pages are let go of by one of:
 - `none`: nothing.
 
 `--costs`: instead, what one fadvise DONTNEED of a member-sized range (700 KB) costs by how its pages came in: read
-with `pread`, or asked for with WILLNEED (as the decode path's reader does), or not resident.
+with `pread` in file order or in a random order, asked for with WILLNEED in a random order (as the decode path's
+reader does), or not resident.
 
 Each mode runs one cold epoch in a child process placed in a new cgroup limited to `--limit-mb`; the row gives its
 pairs/s, the disk's reads over the split's size (above 1: pages read twice), the seconds the loop spent letting go and
@@ -97,21 +98,25 @@ def epoch(shards: str, mode: str, seed: int) -> dict:
 
 
 def costs(shards: str, ranges: int = 200, nbytes: int = 700 << 10) -> dict:
-    """Microseconds of one fadvise DONTNEED of an nbytes range of the first shard, by how its pages came in."""
+    """Microseconds of one fadvise DONTNEED of an nbytes range of the first shard, by how its pages came in: read
+    with `pread` in file order or in a random order, asked for with WILLNEED in a random order (as the reader does),
+    or not resident."""
+    import random
+
     from pairload import willneed
     from pairload.read.shards import ShardDataset
 
     path = str(ShardDataset(shards, "train").files[0])
     fd = os.open(path, os.O_RDONLY)
-    offsets = list(range(0, os.path.getsize(path) - nbytes, nbytes))[:ranges]
-    ways = {"read with pread": lambda o: os.pread(fd, nbytes, o),
-            "asked for with WILLNEED, 128 KB pieces": lambda o: willneed.file_range(fd, o, nbytes),
-            "asked for with WILLNEED, then read with pread": lambda o: (willneed.file_range(fd, o, nbytes),
-                                                                        os.pread(fd, nbytes, o)),
-            "not resident": lambda o: None}
+    in_order = list(range(0, os.path.getsize(path) - nbytes, nbytes))[:ranges]
+    shuffled = random.Random(0).sample(in_order, len(in_order))
+    ways = {"read with pread, in file order": (in_order, lambda o: os.pread(fd, nbytes, o)),
+            "read with pread, in a random order": (shuffled, lambda o: os.pread(fd, nbytes, o)),
+            "asked for with WILLNEED, in a random order": (shuffled, lambda o: willneed.file_range(fd, o, nbytes)),
+            "not resident": (in_order, lambda o: None)}
     out = {}
     try:
-        for way, bring in ways.items():
+        for way, (offsets, bring) in ways.items():
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             for o in offsets:
                 bring(o)
@@ -122,7 +127,7 @@ def costs(shards: str, ranges: int = 200, nbytes: int = 700 << 10) -> dict:
             out[way] = (time.perf_counter() - t) / len(offsets) * 1e6
     finally:
         os.close(fd)
-    return {"us_per_range": out, "range_bytes": nbytes, "ranges": len(offsets), "cores": os.cpu_count()}
+    return {"us_per_range": out, "range_bytes": nbytes, "ranges": len(in_order), "cores": os.cpu_count()}
 
 
 def main() -> None:
