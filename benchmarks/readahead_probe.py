@@ -4,7 +4,8 @@ against. Each variant evicts the split, then a consumer reads the members batch 
 in a random order, as a loader's epoch does) with `os.pread`, for `--seconds`, while (in the `ahead` variants) one
 or more threads ask for the batches up to `--window-mb` ahead, in pieces of a given size. Reported per variant: GB/s
 the consumer got, the disk's requests (reads and mean KB a request, from /proc/diskstats) and the device's queue
-limits (`read_ahead_kb`, `max_sectors_kb`, whose larger bounds what one WILLNEED reads).
+limits (`read_ahead_kb`, `max_sectors_kb`, whose larger bounds what one WILLNEED reads). The `direct` variants read
+with O_DIRECT from several threads, the page cache bypassed (nothing to drop afterwards).
 
     python benchmarks/readahead_probe.py SHARDS OUT.json [--seconds 4] [--window-mb 512]
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import mmap
 import os
 import sys
 import threading
@@ -62,10 +64,23 @@ def ranges(ds, seed: int = 0):
     return list(zip(np.split(s, cut), np.split(a, cut), np.split(b, cut)))
 
 
-def run(files, batches, seconds: float, piece: int, threads: int, window: int, readers: int) -> dict:
+def run(files, batches, seconds: float, piece: int, threads: int, window: int, readers: int,
+        direct: bool = False) -> dict:
     """Consume batches with `readers` threads preading them in order; `threads` advice threads (0: none) ask for
-    the batches up to `window` bytes ahead in pieces of `piece` bytes."""
-    fds = [os.open(f, os.O_RDONLY) for f in files]
+    the batches up to `window` bytes ahead in pieces of `piece` bytes. `direct`: the readers read with O_DIRECT
+    (the page cache bypassed: whole pages around each range, into page-aligned buffers)."""
+    fds = [os.open(f, os.O_RDONLY | (os.O_DIRECT if direct else 0)) for f in files]
+    page = mmap.PAGESIZE
+    buffers = threading.local()
+
+    def pread(fd: int, n: int, at: int) -> int:
+        if not direct:
+            return len(os.pread(fd, n, at))
+        a, b = at // page * page, -(-(at + n) // page) * page
+        if getattr(buffers, "buf", None) is None or len(buffers.buf) < b - a:
+            buffers.buf = mmap.mmap(-1, max(b - a, 16 << 20))
+        got = os.preadv(fd, [memoryview(buffers.buf)[:b - a]], a)
+        return min(n, max(0, got - (at - a)))
     sizes = [int((b - a).sum()) for _, a, b in batches]
     lock = threading.Condition()
     state = {"next": 0, "done": 0, "stop": False, "asked": 0, "got": 0}
@@ -81,7 +96,7 @@ def run(files, batches, seconds: float, piece: int, threads: int, window: int, r
             s, a, b = batches[k]
             got = 0
             for sh, x, y in zip(s.tolist(), a.tolist(), b.tolist()):
-                got += len(os.pread(fds[sh], y - x, x))
+                got += pread(fds[sh], y - x, x)
             with lock:
                 state["got"] += got
                 state["done"] = max(state["done"], k)
@@ -131,8 +146,9 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--window-mb", type=int, default=512)
-    ap.add_argument("--variants", default="pread:0:0:1,pread8:0:0:8,ahead:128:1:1,ahead:1024:1:1,ahead:4096:1:1,"
-                    "ahead:128:4:1,ahead:1024:4:1,ahead:128:1:2", help="name:piece KB:advice threads:readers, ...")
+    ap.add_argument("--variants", default="pread:0:0:1,pread:0:0:8,ahead:128:1:1,ahead:128:4:1,ahead:128:1:2,"
+                    "direct:0:0:8,direct:0:0:16,direct:0:0:32", help="name:piece KB:advice threads:readers, ... "
+                    "(name `direct`: the readers read with O_DIRECT)")
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -151,7 +167,7 @@ def main() -> None:
             name, piece, threads, readers = v.split(":")
             evict(files)
             row = run(files, batches, args.seconds, int(piece) << 10, int(threads), args.window_mb << 20,
-                      int(readers))
+                      int(readers), direct=name == "direct")
             row.update(variant=v, round=r)
             report["rows"].append(row)
             print(json.dumps(row), flush=True)
