@@ -10,8 +10,8 @@ the call's pages are let go of by one of:
 - `none`: nothing.
 
 `--costs`: instead, what one fadvise DONTNEED of a member-sized range (700 KB) costs by how its pages came in: read
-with `pread` in file order or in a random order, asked for with WILLNEED in a random order (as the decode path's
-reader does), or not resident.
+with `pread` in file order or in a random order, asked for with WILLNEED in file order or in a random order (as the
+decode path's reader does), or not resident; and the share of those pages that are parts of large folios.
 
 Each mode runs one cold epoch in a child process placed in a new cgroup limited to `--limit-mb`; the row gives its
 pairs/s, the disk's reads over the split's size (above 1: pages read twice), the seconds the loop spent letting go and
@@ -99,8 +99,8 @@ def epoch(shards: str, mode: str, seed: int) -> dict:
 
 def costs(shards: str, ranges: int = 200, nbytes: int = 700 << 10) -> dict:
     """Microseconds of one fadvise DONTNEED of an nbytes range of the first shard, by how its pages came in: read
-    with `pread` in file order or in a random order, asked for with WILLNEED in a random order (as the reader does),
-    or not resident."""
+    with `pread` in file order or in a random order, asked for with WILLNEED in file order or in a random order (as
+    the reader does), or not resident."""
     import random
 
     from pairload import willneed
@@ -112,22 +112,54 @@ def costs(shards: str, ranges: int = 200, nbytes: int = 700 << 10) -> dict:
     shuffled = random.Random(0).sample(in_order, len(in_order))
     ways = {"read with pread, in file order": (in_order, lambda o: os.pread(fd, nbytes, o)),
             "read with pread, in a random order": (shuffled, lambda o: os.pread(fd, nbytes, o)),
+            "asked for with WILLNEED, in file order": (in_order, lambda o: willneed.file_range(fd, o, nbytes)),
             "asked for with WILLNEED, in a random order": (shuffled, lambda o: willneed.file_range(fd, o, nbytes)),
             "not resident": (in_order, lambda o: None)}
-    out = {}
+    out, large = {}, {}
     try:
         for way, (offsets, bring) in ways.items():
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             for o in offsets:
                 bring(o)
             time.sleep(1.0)  # the reads done
+            if way != "not resident":  # (mapping a range's pages reads those not resident)
+                large[way] = large_folio_share(fd, offsets[:8], nbytes)
             t = time.perf_counter()
             for o in offsets:
                 os.posix_fadvise(fd, o, nbytes, os.POSIX_FADV_DONTNEED)
             out[way] = (time.perf_counter() - t) / len(offsets) * 1e6
     finally:
         os.close(fd)
-    return {"us_per_range": out, "range_bytes": nbytes, "ranges": len(in_order), "cores": os.cpu_count()}
+    return {"us_per_range": out, "large_folio_share": large, "range_bytes": nbytes, "ranges": len(in_order),
+            "cores": os.cpu_count()}
+
+
+def large_folio_share(fd: int, offsets: list, nbytes: int) -> float | None:
+    """The share of these ranges' resident pages that are parts of large folios (compound pages in
+    /proc/kpageflags, read through a map of each range); None where that cannot be read (not root)."""
+    import struct
+
+    page, large, resident = mmap.PAGESIZE, 0, 0
+    try:
+        with open("/proc/self/pagemap", "rb") as pagemap, open("/proc/kpageflags", "rb") as flags:
+            for o in offsets:
+                start = o // page * page
+                with mmap.mmap(fd, nbytes, access=mmap.ACCESS_READ, offset=start) as mm:
+                    view = np.frombuffer(mm, np.uint8)
+                    int(view[::page].sum())  # mapped, page by page
+                    first = view.ctypes.data // page
+                    for p in range(nbytes // page):
+                        pagemap.seek((first + p) * 8)
+                        entry = struct.unpack("Q", pagemap.read(8))[0]
+                        if entry >> 63 & 1:
+                            flags.seek((entry & ((1 << 55) - 1)) * 8)
+                            bits = struct.unpack("Q", flags.read(8))[0]
+                            resident += 1
+                            large += bool(bits >> 15 & 1 or bits >> 16 & 1)  # compound head or tail
+                    del view
+    except OSError:
+        return None
+    return large / max(1, resident)
 
 
 def main() -> None:
