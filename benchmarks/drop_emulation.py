@@ -41,12 +41,9 @@ import numpy as np
 MADV_COLD = 20  # linux/mman.h, not in Python's mmap module everywhere
 
 
-def sectors_read() -> int:
-    rows = (line.split() for line in open("/proc/diskstats"))
-    return sum(int(f[5]) for f in rows if not f[2].startswith(("loop", "dm-", "ram")))
-
-
 def epoch(shards: str, mode: str, seed: int) -> dict:
+    from memory_limit import disk_read_bytes
+
     from pairload.read.ahead import ReadAhead, batches_within, merged
     from pairload.read.shards import ShardDataset
 
@@ -68,7 +65,8 @@ def epoch(shards: str, mode: str, seed: int) -> dict:
             if b > a:
                 libc.madvise(ctypes.c_void_p(base[sh] + a), ctypes.c_size_t(b - a), advice)
 
-    s0, t0, letting_go = sectors_read(), time.perf_counter(), 0.0
+    first = str(ds.files[0])
+    s0, t0, letting_go = disk_read_bytes(first), time.perf_counter(), 0.0
     for k in range(0, len(batches), 2):
         reader.cutting(k)
         call = np.concatenate(batches[k:k + 2])
@@ -95,8 +93,8 @@ def epoch(shards: str, mode: str, seed: int) -> dict:
     dropper.shutdown(wait=True)
     dt = time.perf_counter() - t0
     reader.close()
-    return {"mode": mode, "pairs_per_s": len(order) / dt, "read_over_split": (sectors_read() - s0) * 512 /
-            sum(ds.shard_bytes), "letting_go_s": letting_go}
+    return {"mode": mode, "pairs_per_s": len(order) / dt, "read_over_split": None if s0 is None else
+            (disk_read_bytes(first) - s0) / sum(ds.shard_bytes), "letting_go_s": letting_go}
 
 
 def direct_epoch(shards: str, seed: int, threads: int = 16, ahead: int = 192 << 20) -> dict:
@@ -104,6 +102,8 @@ def direct_epoch(shards: str, seed: int, threads: int = 16, ahead: int = 192 << 
     (whole pages around each) into a buffer of its own, calls up to `ahead` bytes ahead of the one staged; staging
     copies from those buffers; nothing enters the page cache, so nothing is dropped."""
     from collections import deque
+
+    from memory_limit import disk_read_bytes
 
     from pairload.read.ahead import merged
     from pairload.read.shards import ShardDataset
@@ -127,7 +127,8 @@ def direct_epoch(shards: str, seed: int, threads: int = 16, ahead: int = 192 << 
                  for sh, a, p, q in zip(numbers.tolist(), lo.tolist(), at[:-1].tolist(), at[1:].tolist())]
         return buf, view, reads, int(at[-1])
 
-    s0, t0 = sectors_read(), time.perf_counter()
+    first = str(ds.files[0])
+    s0, t0 = disk_read_bytes(first), time.perf_counter()
     flight: deque = deque()
     queued, in_flight = 0, 0
     for k in range(len(calls)):
@@ -150,8 +151,8 @@ def direct_epoch(shards: str, seed: int, threads: int = 16, ahead: int = 192 << 
     dt = time.perf_counter() - t0
     for fd in fds:
         os.close(fd)
-    return {"mode": "direct", "pairs_per_s": len(order) / dt, "read_over_split": (sectors_read() - s0) * 512 /
-            sum(ds.shard_bytes), "letting_go_s": 0.0}
+    return {"mode": "direct", "pairs_per_s": len(order) / dt, "read_over_split": None if s0 is None else
+            (disk_read_bytes(first) - s0) / sum(ds.shard_bytes), "letting_go_s": 0.0}
 
 
 def costs(shards: str, ranges: int = 200, nbytes: int = 700 << 10) -> dict:
@@ -229,7 +230,7 @@ def main() -> None:
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     here = Path(__file__).resolve().parent
-    sys.path.insert(0, str(here.parent))
+    sys.path[:0] = [str(here.parent), str(here)]  # pairload, and `memory_limit`'s helpers
     if args.costs:
         print(json.dumps(costs(args.shards)), flush=True)
         return
@@ -238,7 +239,6 @@ def main() -> None:
         run = direct_epoch(args.shards, int(seed)) if mode == "direct" else epoch(args.shards, mode, int(seed))
         print(json.dumps(run), flush=True)
         return
-    sys.path.insert(0, str(here))
     from memory_limit import cgroup
 
     from pairload.bench.bounds import evict

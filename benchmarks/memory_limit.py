@@ -30,8 +30,9 @@ CHILD = r"""
 import json, os, sys, time, warnings
 t0 = time.perf_counter()
 import torch, pairload
+sys.path.insert(0, os.environ["DIAG_BENCH"])
+from memory_limit import disk_read_bytes
 if os.environ.get("DIAG_KNOBS"):
-    sys.path.insert(0, os.environ["DIAG_BENCH"])
     import diag_knobs
     diag_knobs.apply(os.environ["DIAG_KNOBS"])
 shards, kind, stall, epochs, degrade = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[5]), sys.argv[6]
@@ -50,24 +51,21 @@ def watchdog():
             print(json.dumps({"status": "stalled", "pairs": n, "built_s": built, "path": loader.path}), flush=True)
             os._exit(3)
 threading.Thread(target=watchdog, daemon=True).start()
-def sectors_read():
-    rows = (line.split() for line in open("/proc/diskstats"))
-    return sum(int(f[5]) for f in rows if not f[2].startswith(("loop", "dm-")))
+first_shard = str(loader.ds.files[0])
 t1 = time.perf_counter()
 per_epoch, detail = [], []
 from pairload.hooks import StageTotals
+from pairload.hostmemory import host_memory
+limited = host_memory().limit  # this process's cgroup folder, as the loaders find it
 def cgroup_stat():
-    for line in open("/proc/self/cgroup").read().splitlines():  # v2 ("0::/path"), else v1's memory controller
-        _, names, path = line.split(":", 2)
-        for stat in (f"/sys/fs/cgroup{path}/memory.stat", f"/sys/fs/cgroup/memory{path}/memory.stat"):
-            if (names == "" or "memory" in names.split(",")) and os.path.exists(stat):
-                return {k: int(v) for k, v in (row.split() for row in open(stat))}
-    return {}
+    if not limited:
+        return {}
+    return {k: int(v) for k, v in (row.split() for row in open(os.path.join(limited, "memory.stat")))}
 for epoch in range(epochs):
     loader.set_epoch(epoch)
     totals = StageTotals()
     remove = loader.hooks.add(totals)
-    e0, m, s0, times, st0 = time.perf_counter(), 0, sectors_read(), [], cgroup_stat()
+    e0, m, s0, times, st0 = time.perf_counter(), 0, disk_read_bytes(first_shard), [], cgroup_stat()
     for batch in loader:
         if dev.type == "cuda":
             torch.cuda.synchronize()
@@ -85,7 +83,7 @@ for epoch in range(epochs):
     q = [e0 + (times[0][0] - e0) + k * (e1 - times[0][0]) / 4 for k in range(5)]
     detail.append({"first_batch_s": times[0][0] - e0, "quarters_pairs_per_s": [
         sum(c for t, c in times[1:] if q[k] < t <= q[k + 1]) / (q[k + 1] - q[k]) for k in range(4)],
-        "disk_gb_per_s": (sectors_read() - s0) * 512 / (e1 - e0) / 1e9,
+        "disk_gb_per_s": None if s0 is None else (disk_read_bytes(first_shard) - s0) / (e1 - e0) / 1e9,
         "stage_s": {k: round(v, 3) for k, v in totals.seconds.items()},
         "cgroup": {k: st1[k] - st0.get(k, 0) if k.startswith(("workingset", "pg")) else st1[k] for k in (
             "anon", "file", "shmem", "file_mapped", "workingset_refault_file", "pgmajfault",
