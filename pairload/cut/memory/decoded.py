@@ -43,6 +43,7 @@ from ...errors import LoaderError, ShardError
 from ...format import imageformats
 from ...hostmemory import outgrows_cache
 from ...read.ahead import ReadAhead, batches_within
+from ...read.drops import Drops
 from ...workers.jpegs import JpegDecoders, JpegFault, decoded_face, member_bytes
 from .pages import CHECK_S
 from .tileplan import TileTable, plan, windows_read
@@ -146,6 +147,7 @@ class DecodedMemory:
         # and so a call's pages are dropped once its images are decoded: kept, they would push out the pages read
         # ahead for the coming calls (read twice, or 10x slower under a memory limit: `ReadAhead`, `dontneed`)
         self.evict = self._outgrows and not ds.remote if evict is None else evict
+        self._drops = Drops(ds)  # and dropped by a thread of their own (the loading thread's time is the cuts')
         self.formats = formats_in(ds)  # the image formats of its members
         # a split of JPEG files (and pixels) on local disk: its JPEG files decoded by processes of its own
         # (`jpegproc`), started now, their start overlapping this one's; tiles, a remote split, or where they cannot
@@ -342,7 +344,7 @@ class DecodedMemory:
             if event is not None and block:
                 event.synchronize()
             if self.evict and got is not None and not self._closed:  # its bytes are on the device: drop their pages
-                self.ds.dontneed(got.samples)
+                self._drops.drop(got.samples)
 
     def check(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -381,6 +383,7 @@ class DecodedMemory:
             self._pool.shutdown(wait=True)
             self._pool = None
         self.reap(block=True)
+        self._drops.close()  # every call's pages dropped before the loader is closed
         if self._reader is not None:
             self._reader.close()
             self._reader = None
