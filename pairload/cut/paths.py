@@ -183,7 +183,7 @@ def _decoded(r: Request) -> "Cutter | str":
     from ..format import imageformats
     from .memory.decoded import JPEG_TOLERANCE, DecodedMemory
 
-    memory = DecodedMemory(r.ds, r.device, inputs=not degrades_every_row(r.cfg))
+    memory = DecodedMemory(r.ds, r.device, inputs=not degrades_every_row(r.cfg), hooks=r.hooks)
     jpeg = imageformats.JPEG in memory.formats
     if jpeg and memory.proc is None and not memory.decoders:  # the decode process makes its own (self-tested)
         return "nvImageCodec could make no JPEG decoder on this GPU"

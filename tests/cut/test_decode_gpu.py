@@ -82,6 +82,9 @@ def test_a_decode_calls_batches_cut_by_one_launch_are_the_cpus(tmp_path, kind, m
     got = list(gpu)
     # one launch a call (one more where a block of the plan ends inside a call), not one a batch
     assert len(got) == len(cpu) == 10 and totals.calls["launch"] == totals.calls["degrade"] <= -(-10 // AHEAD) + 1
+    # each call's host part timed once, within the waits for the batches
+    assert 3 <= totals.calls["prepare"] <= -(-10 // AHEAD) + 1
+    assert 0 < totals.seconds["prepare"] < totals.seconds["wait"]
     for a, b in zip(cpu, got):
         assert a.keys == b.keys and close(a.high, b.high)
         assert b.low.float().mean() < b.high.float().mean()

@@ -12,10 +12,10 @@ mapped. While a call's batches are cut, the next call is decoded. A split's JPEG
 the loader's own (`jpegproc`, each call shared out between them), into slots of device memory this process
 allocated: nvImageCodec's binding takes the GIL back for each image, so a decode thread here would get it only
 between the loading thread's work. Lossless tiles (and JPEG files where those processes cannot start) are decoded
-by a thread here (made in the loading thread, the
-engine's call, about 10 ms for 128 photos, would stop the training step's launches meanwhile: the reference loop's
-data wait 10% against 0.05%); it makes only the engines' calls, the host's part of a call (its members found and
-checked, its addresses gathered) is done by the loading thread before and after. A caller that reads faster than that
+by a thread here (made in the loading thread, the engine's call, about 10 ms for 128 photos, would stop the training
+step's launches meanwhile: the reference loop's data wait 10% against 0.05%); it makes only the engines' calls, the
+host's part of a call (its members found and checked, its addresses gathered) is done by the loading thread before
+and after. A caller that reads faster than that
 thread decodes finds its calls not done: after LATE_CALLS of them the calls are made in the loading thread for a while
 (`INLINE_CALLS`). In the first run (every run, for a split the page cache cannot keep) a reader thread asks the
 kernel for the coming batches' bytes (`read.ahead`).
@@ -41,6 +41,7 @@ import torch
 from ...devices import loader_stream
 from ...errors import LoaderError, ShardError
 from ...format import imageformats
+from ...hooks import Hooks
 from ...hostmemory import outgrows_cache
 from ...read.ahead import ReadAhead, batches_within
 from ...read.drops import Drops
@@ -57,19 +58,16 @@ AHEAD_TILES = 8  # the same for a split with lossless tiles: nvCOMP decodes 16,0
 AHEAD_TILES_TIGHT = 2  # and for a split bigger than the memory that could cache it (a memory limit): a call's bytes
 # are staged in pinned memory, which nothing reclaims (~140 MB a call of 256 600x400 pairs, kept by torch's pinned
 # allocator in blocks of the next power of two: with three calls in flight, 768 MB of a 2 GB limit, and every page
-# read ahead was pushed out before its call, 80 pairs/s); such a split is read at the disk's speed, far below the
-# decode's
+# read ahead was pushed out before its call, 80 pairs/s); such a split is read at the disk's speed, far below decoding
 # a call decoded ahead that was not done when its batches were asked for, this many calls in a row: the caller reads
-# faster than the decode (a loop that only reads the loader, or a model much faster than the decode), and decoding in
-# the loading thread, without the hop between threads, is faster (13,000 pairs/s against 10,000 on 2 cores); the
-# next INLINE_CALLS calls are made there, then the thread is tried again. A training step that takes longer than a
-# call finds each done and keeps the thread (its launches would wait for a call made in their thread).
+# faster than the decode (a loop that only reads the loader, or a model much faster), and decoding in the loading
+# thread, without the hop between threads, is faster (13,000 pairs/s against 10,000 on 2 cores); the next INLINE_CALLS
+# calls are made there, then the thread again. A training step longer than a call finds each done and keeps it.
 LATE_CALLS = 3
 INLINE_CALLS = 16
 PROCESS = True  # a split's JPEG files are decoded by processes of its own (`jpegproc`); False: by a thread here
-READ_AHEAD_BYTES = 512 << 20  # encoded bytes asked to be read ahead of the batch being decoded at most (or half the
-# memory available): ~0.3 s of a 1.7 GB/s disk, 5,000 600x400 JPEGs. A split of lossless tiles read from disk under a
-# memory limit reached 0.80-1.06 of the disk's bound in its epochs with 512 MB, 0.66-0.93 with 256 MB (H200, 2026-11-30)
+READ_AHEAD_BYTES = 512 << 20  # read ahead of the batch being decoded at most (or half the memory available): ~0.3 s
+# of a 1.7 GB/s disk. Lossless tiles read under a memory limit: 0.80-1.06 of the disk with 512 MB, 0.66-0.93 with 256
 
 
 def decoder_missing(ds=None) -> str | None:
@@ -125,8 +123,10 @@ class DecodedMemory:
     streaming = True  # batch by batch: a batch's images go back once it is cut
 
     def __init__(self, ds, device: torch.device, *, inputs: bool = True, read_ahead: bool = True,
-                 background: bool = True, evict: bool | None = None, process: bool | None = None):
+                 background: bool = True, evict: bool | None = None, process: bool | None = None,
+                 hooks: Hooks | None = None):
         self.ds, self.device, self.inputs = ds, device, inputs
+        self.hooks = hooks or Hooks()  # the loader's: "prepare" (bytes read, staged) and "decoded" (thread waited)
         # the next decode call runs in a thread of its own while a call's batches are cut (a remote split's shards
         # are fetched and held by the loading thread, as before)
         self.background = background and not ds.remote
@@ -238,7 +238,8 @@ class DecodedMemory:
         if ahead is not None and ahead[0] == b:
             _, end, future = ahead
             self._late = 0 if future.done() else self._late + 1
-            out = future.result()
+            with self.hooks.timed("decoded"):
+                out = future.result()
             if out.event is not None:  # decoded by the decode thread, on its stream
                 torch.cuda.current_stream(self.device).wait_event(out.event)
             got = self.finish(out)
@@ -275,8 +276,10 @@ class DecodedMemory:
 
     def _prepare_for(self, plans) -> "Prepared":
         """`prepare` of the samples `plans` read (the windows they read, for tiled members)."""
-        samples = np.unique(np.concatenate([bp.index for bp in plans]))
-        return self.prepare(samples, windows_read(plans, samples, self.ds.sizes) if self.tiles is not None else None)
+        with self.hooks.timed("prepare"):
+            samples = np.unique(np.concatenate([bp.index for bp in plans]))
+            windows = windows_read(plans, samples, self.ds.sizes) if self.tiles is not None else None
+            return self.prepare(samples, windows)
 
     def _launch_ahead(self, plans) -> Future:
         """The call decoding `plans`: prepared here, its engines' calls made in the decode thread on its stream (the
@@ -366,7 +369,7 @@ class DecodedMemory:
 
     def reopen(self) -> "DecodedMemory":
         return DecodedMemory(self.ds, self.device, inputs=self.inputs, read_ahead=self.read_ahead,
-                             background=self.background, evict=self.evict, process=self.process)
+                             background=self.background, evict=self.evict, process=self.process, hooks=self.hooks)
 
     @property
     def reader(self) -> ReadAhead | None:
