@@ -6,7 +6,8 @@
 # `pairload` package, e.g. the previous commit's, repeated for an interleaved A/B). EPOCHS=2: each loader reads that
 # many epochs (each one's rate reported); STORE=encoded: the split packed with --store encoded (lossless tiles:
 # make-pairs writes PNG pairs), which the GPU decodes (nvCOMP's wheel carried in .devwheels/nvcomp, nvImageCodec's in
-# .devwheels/img). Run from the repository root there, with `.devwheels/extra` carried:
+# .devwheels/img); ADJACENT=1: the disk's bound measured again around each row. Run from the repository root there,
+# with `.devwheels/extra` carried:
 #   bash benchmarks/device_memory_limit.sh .,.devwheels/prevlimit,.,.devwheels/prevlimit
 set -uo pipefail
 python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site .devwheels/extra/*.whl \
@@ -33,4 +34,4 @@ df -h "$work" | tail -1
 grep -H . /sys/block/*/queue/read_ahead_kb 2>/dev/null | head -8
 PYTHONPATH=/tmp/site python3 -u benchmarks/memory_limit.py "$shards" \
   "$OUT/memory-limit-${LIMIT_GB:-2}gb-${pairs}-$store.json" --limit-gb "$limit" --loaders "${LOADERS:-wds,ram}" \
-  --trees "$1" --epochs "${EPOCHS:-1}" | cut -c1-900
+  --trees "$1" --epochs "${EPOCHS:-1}" ${ADJACENT:+--adjacent} | cut -c1-900

@@ -5,6 +5,10 @@ the call's pages are let go of by one of:
 
 - `inline`: `ShardDataset.dontneed` on the loop's thread (madvise DONTNEED, then fadvise DONTNEED), as main does;
 - `thread`: the same in a thread of its own;
+- `batchN` (e.g. `batch4`): the same in a thread, every N calls (their ranges merged);
+- `pageout`: madvise(MADV_PAGEOUT) in a thread (the pages reclaimed at once);
+- `pread`: the members staged with `os.preadv` instead of through the maps (never mapped), then fadvise DONTNEED
+  alone in a thread; `preadnone`: so staged, nothing dropped (left to the cgroup's reclaim);
 - `cold`: madvise(MADV_COLD) only (the pages deactivated, left to reclaim);
 - `unmap`: madvise(MADV_DONTNEED) only (unmapped, left in the page cache);
 - `none`: nothing;
@@ -38,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-MADV_COLD = 20  # linux/mman.h, not in Python's mmap module everywhere
+MADV_COLD, MADV_PAGEOUT = 20, 21  # linux/mman.h, not in Python's mmap module everywhere
 
 
 def epoch(shards: str, mode: str, seed: int) -> dict:
@@ -65,6 +69,16 @@ def epoch(shards: str, mode: str, seed: int) -> dict:
             if b > a:
                 libc.madvise(ctypes.c_void_p(base[sh] + a), ctypes.c_size_t(b - a), advice)
 
+    fds = [os.open(str(f), os.O_RDONLY) for f in ds.files]
+    view, held = memoryview(out), []
+
+    def fadvise_dontneed(samples) -> None:
+        shard, start, end = ds.spans(samples)
+        _, numbers, starts, ends = merged(shard, -(-start // page) * page, end // page * page)
+        for sh, a, b in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
+            if b > a:
+                os.posix_fadvise(fds[sh], a, b - a, os.POSIX_FADV_DONTNEED)
+
     first = str(ds.files[0])
     s0, t0, letting_go = disk_read_bytes(first), time.perf_counter(), 0.0
     for k in range(0, len(batches), 2):
@@ -76,7 +90,10 @@ def epoch(shards: str, mode: str, seed: int) -> dict:
             at = 0
             for i in rows.tolist():
                 n = int(end[i] - start[i])
-                out[at:at + n] = ds.shard_map(int(shard[i]))[start[i]:end[i]]
+                if mode.startswith("pread"):  # read(2) into the staging buffer: the pages are never mapped
+                    os.preadv(fds[int(shard[i])], [view[at:at + n]], int(start[i]))
+                else:
+                    out[at:at + n] = ds.shard_map(int(shard[i]))[start[i]:end[i]]
                 at += n
 
         list(stagers.map(copy, np.array_split(np.arange(len(shard)), 4)))
@@ -85,14 +102,27 @@ def epoch(shards: str, mode: str, seed: int) -> dict:
             ds.dontneed(call)
         elif mode == "thread":
             dropper.submit(ds.dontneed, call)
+        elif mode == "pread":  # nothing mapped: fadvise alone, in a thread
+            dropper.submit(fadvise_dontneed, call)
+        elif mode.startswith("batch"):  # the thread's drops every N calls (batchN), their ranges merged
+            held.append(call)
+            if len(held) == int(mode[5:]):
+                dropper.submit(ds.dontneed, np.concatenate(held))
+                held.clear()
         elif mode == "cold":
             advise(call, MADV_COLD)
         elif mode == "unmap":
             advise(call, mmap.MADV_DONTNEED)
+        elif mode == "pageout":  # reclaimed at once by the kernel (pages this process alone maps), in a thread
+            dropper.submit(advise, call, MADV_PAGEOUT)
         letting_go += time.perf_counter() - t
+    if held:
+        dropper.submit(ds.dontneed, np.concatenate(held))
     dropper.shutdown(wait=True)
     dt = time.perf_counter() - t0
     reader.close()
+    for fd in fds:
+        os.close(fd)
     return {"mode": mode, "pairs_per_s": len(order) / dt, "read_over_split": None if s0 is None else
             (disk_read_bytes(first) - s0) / sum(ds.shard_bytes), "letting_go_s": letting_go}
 

@@ -4,8 +4,8 @@ child process placed in a new cgroup before it starts Python; the row says wheth
 pairs/s against the disk's, its first batch, its rate after the first batch (`steady_pairs_per_s`: the workers'
 start-up left out), every epoch's own pairs/s (a split bigger than the limit is read from disk in each; `epochs`:
 each one's first batch, its pairs/s in each quarter after it, the disk's GB/s over it, the loader's seconds in each
-timed stage (`loader.hooks`) and the cgroup's memory.stat: bytes at its end, refaults and major faults during it),
-its cut path
+timed stage (`loader.hooks`), the CPU seconds (user, system) of the loading process's threads by name
+(`thread_cpu_s`) and the cgroup's memory.stat: bytes at its end, refaults and major faults during it), its cut path
 and warnings, the bytes the disk read meanwhile (`read_bytes`: above the split's size times the epochs, pages were
 read twice) and the cgroup's peak. A child that delivers nothing for STALL_S is stopped and reported as stalled. A
 tree may carry `diag_knobs.py` switches: `.@nobg` is this checkout with its decode calls in the loading thread.
@@ -61,8 +61,21 @@ def cgroup_stat():
     if not limited:
         return {}
     return {k: int(v) for k, v in (row.split() for row in open(os.path.join(limited, "memory.stat")))}
+def thread_cpu():
+    # CPU seconds (user, system) of this process's threads, summed per name ("pairload-stage_2": "pairload-stage")
+    out, tick = {}, os.sysconf("SC_CLK_TCK")
+    for t in threading.enumerate():
+        try:
+            f = open(f"/proc/self/task/{t.native_id}/stat").read().rsplit(")", 1)[1].split()
+        except (OSError, TypeError):
+            continue
+        name = "main" if t is threading.main_thread() else t.name.split("_")[0]
+        u, k = out.get(name, (0.0, 0.0))
+        out[name] = (u + int(f[11]) / tick, k + int(f[12]) / tick)
+    return out
 for epoch in range(epochs):
     loader.set_epoch(epoch)
+    c0 = thread_cpu()
     totals = StageTotals()
     remove = loader.hooks.add(totals)
     e0, m, s0, times, st0 = time.perf_counter(), 0, disk_read_bytes(first_shard), [], cgroup_stat()
@@ -85,6 +98,8 @@ for epoch in range(epochs):
         sum(c for t, c in times[1:] if q[k] < t <= q[k + 1]) / (q[k + 1] - q[k]) for k in range(4)],
         "disk_gb_per_s": None if s0 is None else (disk_read_bytes(first_shard) - s0) / (e1 - e0) / 1e9,
         "stage_s": {k: round(v, 3) for k, v in totals.seconds.items()},
+        "thread_cpu_s": {k: [round(u - c0.get(k, (0, 0))[0], 2), round(v - c0.get(k, (0, 0))[1], 2)]
+                         for k, (u, v) in thread_cpu().items()},
         "cgroup": {k: st1[k] - st0.get(k, 0) if k.startswith(("workingset", "pg")) else st1[k] for k in (
             "anon", "file", "shmem", "file_mapped", "workingset_refault_file", "pgmajfault",
             "rss", "cache", "mapped_file", "workingset_refault") if k in st1}})
@@ -139,6 +154,9 @@ def main() -> None:
                     "rates from construction, and every epoch's own pairs/s; a split bigger than the limit is read "
                     "from disk in every epoch)")
     ap.add_argument("--degrade", default="", help="the loaders' degrade= (a targets-only pack needs one)")
+    ap.add_argument("--adjacent", action="store_true", help="measure the disk's bound again before each row and "
+                    "after the last (`disk_before`, `disk_after`; `epochs_of_adjacent`: each epoch against the mean "
+                    "of the bounds on either side of its row): a virtual disk's bound drifts over a call")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from pairload.bench.bounds import disk_bound, evict
@@ -147,7 +165,7 @@ def main() -> None:
     ds = ShardDataset(args.shards, "train")
     files = [str(f) for f in ds.files]
     evict(files)
-    disk = disk_bound(files, sum(ds.shard_bytes) // max(1, len(ds)))
+    disk = disk_bound(files, sum(ds.shard_bytes) // max(1, len(ds)))  # before every row (--adjacent: the first's)
     split_bytes = sum(os.path.getsize(f) for f in files)
     report = {"date": time.strftime("%Y-%m-%d"), "split_bytes": split_bytes, "limit_bytes": int(args.limit_gb * 2**30),
               "pairs": len(ds), "disk": disk, "rows": []}
@@ -157,9 +175,15 @@ def main() -> None:
         report["device"] = torch.cuda.get_device_name(0)
     except Exception:  # noqa: BLE001
         report["device"] = "?"
+    pair_bytes = sum(ds.shard_bytes) // max(1, len(ds))
     for tree_knobs in args.trees.split(","):
         tree, _, knobs = tree_knobs.partition("@")
         for kind in args.loaders.split(","):
+            if args.adjacent:
+                if report["rows"]:
+                    report["rows"][-1]["disk_after"] = before = disk_bound(files, pair_bytes)
+                else:
+                    before = disk
             evict(files)
             folder, peak_file = cgroup(f"pairload-{kind}-{int(time.time())}", report["limit_bytes"])
             env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(tree).resolve()), "/tmp/site"]),
@@ -184,12 +208,19 @@ def main() -> None:
                 row["of_disk"] = row["pairs_per_s"] / disk["pairs_per_s"]
                 row["steady_of_disk"] = row["steady_pairs_per_s"] / disk["pairs_per_s"]
                 row["epochs_of_disk"] = [r / disk["pairs_per_s"] for r in row.get("epochs_pairs_per_s", [])]
+            if args.adjacent:
+                row["disk_before"] = before
             report["rows"].append(row)
             print(json.dumps(row)[:600], flush=True)
             try:
                 folder.rmdir()
             except OSError:
                 pass
+    if args.adjacent and report["rows"]:
+        report["rows"][-1]["disk_after"] = disk_bound(files, pair_bytes)
+    for row in report["rows"] if args.adjacent else ():
+        bound = (row["disk_before"]["pairs_per_s"] + row["disk_after"]["pairs_per_s"]) / 2
+        row["epochs_of_adjacent"] = [r / bound for r in row.get("epochs_pairs_per_s", [])]
     Path(args.out).write_text(json.dumps(report, indent=1))
 
 
