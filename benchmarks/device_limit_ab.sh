@@ -5,8 +5,9 @@
 # holding a `pairload` package, each optionally @diag_knobs: `.,.@tight8,.devwheels/drop`), EPOCHS epochs each (3 by
 # default), under a limit of half the split, first; then what that host's disk gives to an epoch's reading pattern
 # (`readahead_probe.py`: WILLNEED ahead, pread, O_DIRECT readers) and what dropping pages costs there
-# (`drop_emulation.py --costs`). Run from the repository root there, with `.devwheels/extra` and `.devwheels/nvcomp`
-# carried:
+# (`drop_emulation.py --costs`), then the emulation's ways of reading and letting go under the same limit (DROP_MODES,
+# comma-separated; "" skips them), against the split read with no limit and no drops. Run from the repository root
+# there, with `.devwheels/extra` and `.devwheels/nvcomp` carried:
 #   bash benchmarks/device_limit_ab.sh .,.@tight8,.devwheels/drop,.devwheels/drop@tight8
 set -uo pipefail
 pairs=${PAIRS:-12000}
@@ -17,3 +18,11 @@ export PYTHONPATH=/tmp/site:$PWD
 timeout 120 python3 -u benchmarks/readahead_probe.py "$shards" "$OUT/readahead-probe.json" --seconds 3 --rounds 1 \
   | cut -c1-300
 python3 -u benchmarks/drop_emulation.py "$shards" --costs | tee "$OUT/drop-costs.json"
+# how each way of reading and letting go reads this host's disk under the limit (DROP_MODES="": none), and unlimited
+limit_mb=$(du -sb "$shards" | awk '{printf "%d", $1 / 2 / 2^20}')
+modes=${DROP_MODES-thread,batch4,stream,streamwn,direct}
+if [ -n "$modes" ]; then
+  python3 -u benchmarks/drop_emulation.py "$shards" --limit-mb 100000 --modes none | tee -a "$OUT/drop-emulation.jsonl"
+  python3 -u benchmarks/drop_emulation.py "$shards" --limit-mb "$limit_mb" --modes "$modes" --rounds 2 \
+    | tee -a "$OUT/drop-emulation.jsonl"
+fi

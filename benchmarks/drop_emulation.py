@@ -12,6 +12,8 @@ the call's pages are let go of by one of:
 - `cold`: madvise(MADV_COLD) only (the pages deactivated, left to reclaim);
 - `unmap`: madvise(MADV_DONTNEED) only (unmapped, left in the page cache);
 - `none`: nothing;
+- `stream`, `streamwn`: a streamed epoch, as a by-shard deal (`wds`) reads one: the next shuffle buffer's shards
+  read whole in file order (`os.pread`, or WILLNEED) while one buffer is staged, each buffer dropped whole once done;
 - `direct`: the members read with O_DIRECT by 16 threads, calls up to 192 MB ahead, into buffers of their own
   (nothing enters the page cache).
 
@@ -185,6 +187,75 @@ def direct_epoch(shards: str, seed: int, threads: int = 16, ahead: int = 192 << 
             (disk_read_bytes(first) - s0) / sum(ds.shard_bytes), "letting_go_s": 0.0}
 
 
+def stream_epoch(shards: str, seed: int, how: str, buffer: int = 2) -> dict:
+    """A streamed epoch (`stream` and `streamwn` modes), as a by-shard deal reads one: the shards in a random order,
+    the samples of `buffer` consecutive shards shuffled together; while one buffer's calls are staged (4 threads
+    copying from the maps, 2 batches of 32 a call), the next buffer's shards are read whole, in file order, one
+    thread a shard (`stream`: `os.pread` of 8 MB pieces into a scratch buffer, the kernel's sequential read-ahead;
+    `streamwn`: WILLNEED of 8 MB pieces); once a buffer's last call is staged, its shards are dropped whole (unmapped,
+    then one fadvise DONTNEED a shard) by a thread of its own."""
+    from memory_limit import disk_read_bytes
+
+    from pairload import willneed
+    from pairload.read.shards import ShardDataset
+
+    ds = ShardDataset(shards, "train")
+    n = len(ds)
+    shard_of = ds.spans(np.arange(n))[0][:n]
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(ds.files))
+    groups = [order[k:k + buffer] for k in range(0, len(order), buffer)]
+    fds = [os.open(str(f), os.O_RDONLY) for f in ds.files]
+    readers, stagers, dropper = ThreadPoolExecutor(2 * buffer), ThreadPoolExecutor(4), ThreadPoolExecutor(1)
+    out = np.empty(128 << 20, np.uint8)
+    piece = 8 << 20
+
+    def read_whole(sh: int) -> None:
+        size, scratch = os.path.getsize(ds.files[sh]), bytearray(piece)
+        for a in range(0, size, piece):
+            if how == "stream":
+                os.preadv(fds[sh], [scratch], a)
+            else:
+                willneed.file_range(fds[sh], a, min(piece, size - a))
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def drop_whole(shs) -> None:
+        for sh in shs:
+            view = ds.shard_map(sh)
+            libc.madvise(ctypes.c_void_p(view.ctypes.data), ctypes.c_size_t(len(view) // mmap.PAGESIZE * mmap.PAGESIZE),
+                         mmap.MADV_DONTNEED)
+            os.posix_fadvise(fds[sh], 0, 0, os.POSIX_FADV_DONTNEED)
+
+    first = str(ds.files[0])
+    s0, t0 = disk_read_bytes(first), time.perf_counter()
+    reading = {int(sh): readers.submit(read_whole, int(sh)) for sh in groups[0]}
+    for g, group in enumerate(groups):
+        for sh in groups[g + 1] if g + 1 < len(groups) else ():
+            reading[int(sh)] = readers.submit(read_whole, int(sh))
+        for sh in group:
+            reading.pop(int(sh)).result()
+        samples = rng.permutation(np.flatnonzero(np.isin(shard_of, group)))
+        for k in range(0, len(samples), 64):
+            shard, start, end = ds.spans(samples[k:k + 64])
+
+            def copy(rows, shard=shard, start=start, end=end) -> None:
+                at = 0
+                for i in rows.tolist():
+                    m = int(end[i] - start[i])
+                    out[at:at + m] = ds.shard_map(int(shard[i]))[start[i]:end[i]]
+                    at += m
+
+            list(stagers.map(copy, np.array_split(np.arange(len(shard)), 4)))
+        dropper.submit(drop_whole, [int(sh) for sh in group])
+    dropper.shutdown(wait=True)
+    dt = time.perf_counter() - t0
+    for fd in fds:
+        os.close(fd)
+    return {"mode": how, "pairs_per_s": n / dt, "read_over_split": None if s0 is None else
+            (disk_read_bytes(first) - s0) / sum(ds.shard_bytes), "letting_go_s": 0.0}
+
+
 def costs(shards: str, ranges: int = 200, nbytes: int = 700 << 10) -> dict:
     """Microseconds of one fadvise DONTNEED of an nbytes range of the first shard, by how its pages came in: read
     with `pread` in file order or in a random order, asked for with WILLNEED in file order or in a random order (as
@@ -266,7 +337,9 @@ def main() -> None:
         return
     if args.child:
         mode, seed = args.child.split(":")
-        run = direct_epoch(args.shards, int(seed)) if mode == "direct" else epoch(args.shards, mode, int(seed))
+        run = (direct_epoch(args.shards, int(seed)) if mode == "direct" else
+               stream_epoch(args.shards, int(seed), mode) if mode.startswith("stream") else
+               epoch(args.shards, mode, int(seed)))
         print(json.dumps(run), flush=True)
         return
     from memory_limit import cgroup
