@@ -1,8 +1,8 @@
 """Dropping a split's pages from the page cache off the caller's thread: `Drops`, one thread that runs the source's
 `dontneed` for each group of samples handed to it, in order. Each is a madvise and an fadvise a member, about 0.2 ms a
-sample (the fadvise drains the LRU lists of every core): 13-17 ms a decode call of 64 600x400 pairs on the 2-core
-CPU machine (2026-11-30), which a loading thread would otherwise spend between its cuts. Advice: the source's
-`dontneed` ignores its own errors."""
+sample (the kernel's cost is per page, and pages read ahead or at random come in 4 KB pages): 13-17 ms a decode call
+of 64 600x400 pairs on the 2-core CPU machine (2026-11-30), which a loading thread would otherwise spend between its
+cuts. Advice: the source's `dontneed` ignores its own errors."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ LATE_CALLS = 3
 INLINE_CALLS = 16
 PROCESS = True  # a split's JPEG files are decoded by processes of its own (`jpegproc`); False: by a thread here
 READ_AHEAD_BYTES = 512 << 20  # read ahead of the batch being decoded at most (or half the memory available): ~0.3 s
-# of a 1.7 GB/s disk. Lossless tiles read under a memory limit: 0.80-1.06 of the disk with 512 MB, 0.66-0.93 with 256
+# of a 1.7 GB/s disk. Lossless tiles read under a memory limit: 0.80-1.06 of the disk with 512 MB, 0.66-0.93 256 MB
 
 
 def decoder_missing(ds=None) -> str | None:
