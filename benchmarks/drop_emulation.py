@@ -47,9 +47,16 @@ import numpy as np
 MADV_COLD, MADV_PAGEOUT = 20, 21  # linux/mman.h, not in Python's mmap module everywhere
 
 
-def epoch(shards: str, mode: str, seed: int) -> dict:
+def split_reads(ds):
+    """A function giving what the disk has read since this call, over the split's size (None where unknown)."""
     from memory_limit import disk_read_bytes
 
+    first = str(ds.files[0])
+    s0 = disk_read_bytes(first)
+    return lambda: None if s0 is None else (disk_read_bytes(first) - s0) / sum(ds.shard_bytes)
+
+
+def epoch(shards: str, mode: str, seed: int) -> dict:
     from pairload.read.ahead import ReadAhead, batches_within, merged
     from pairload.read.shards import ShardDataset
 
@@ -64,25 +71,24 @@ def epoch(shards: str, mode: str, seed: int) -> dict:
     reader = ReadAhead(ds, batches_within(ds, 32, 512 << 20))
     reader.add(order, np.array([len(b) for b in batches]))
 
-    def advise(samples, advice: int) -> None:
+    def whole_pages(samples):
+        """(shard, start, end) of the whole pages inside these samples' members, merged."""
         shard, start, end = ds.spans(samples)
         _, numbers, starts, ends = merged(shard, -(-start // page) * page, end // page * page)
-        for sh, a, b in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
-            if b > a:
-                libc.madvise(ctypes.c_void_p(base[sh] + a), ctypes.c_size_t(b - a), advice)
+        return [(sh, a, b) for sh, a, b in zip(numbers.tolist(), starts.tolist(), ends.tolist()) if b > a]
+
+    def advise(samples, advice: int) -> None:
+        for sh, a, b in whole_pages(samples):
+            libc.madvise(ctypes.c_void_p(base[sh] + a), ctypes.c_size_t(b - a), advice)
 
     fds = [os.open(str(f), os.O_RDONLY) for f in ds.files]
     view, held = memoryview(out), []
 
     def fadvise_dontneed(samples) -> None:
-        shard, start, end = ds.spans(samples)
-        _, numbers, starts, ends = merged(shard, -(-start // page) * page, end // page * page)
-        for sh, a, b in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
-            if b > a:
-                os.posix_fadvise(fds[sh], a, b - a, os.POSIX_FADV_DONTNEED)
+        for sh, a, b in whole_pages(samples):
+            os.posix_fadvise(fds[sh], a, b - a, os.POSIX_FADV_DONTNEED)
 
-    first = str(ds.files[0])
-    s0, t0, letting_go = disk_read_bytes(first), time.perf_counter(), 0.0
+    read_over_split, t0, letting_go = split_reads(ds), time.perf_counter(), 0.0
     for k in range(0, len(batches), 2):
         reader.cutting(k)
         call = np.concatenate(batches[k:k + 2])
@@ -125,8 +131,8 @@ def epoch(shards: str, mode: str, seed: int) -> dict:
     reader.close()
     for fd in fds:
         os.close(fd)
-    return {"mode": mode, "pairs_per_s": len(order) / dt, "read_over_split": None if s0 is None else
-            (disk_read_bytes(first) - s0) / sum(ds.shard_bytes), "letting_go_s": letting_go}
+    return {"mode": mode, "pairs_per_s": len(order) / dt, "read_over_split": read_over_split(),
+            "letting_go_s": letting_go}
 
 
 def direct_epoch(shards: str, seed: int, threads: int = 16, ahead: int = 192 << 20) -> dict:
@@ -134,8 +140,6 @@ def direct_epoch(shards: str, seed: int, threads: int = 16, ahead: int = 192 << 
     (whole pages around each) into a buffer of its own, calls up to `ahead` bytes ahead of the one staged; staging
     copies from those buffers; nothing enters the page cache, so nothing is dropped."""
     from collections import deque
-
-    from memory_limit import disk_read_bytes
 
     from pairload.read.ahead import merged
     from pairload.read.shards import ShardDataset
@@ -159,8 +163,7 @@ def direct_epoch(shards: str, seed: int, threads: int = 16, ahead: int = 192 << 
                  for sh, a, p, q in zip(numbers.tolist(), lo.tolist(), at[:-1].tolist(), at[1:].tolist())]
         return buf, view, reads, int(at[-1])
 
-    first = str(ds.files[0])
-    s0, t0 = disk_read_bytes(first), time.perf_counter()
+    read_over_split, t0 = split_reads(ds), time.perf_counter()
     flight: deque = deque()
     queued, in_flight = 0, 0
     for k in range(len(calls)):
@@ -183,8 +186,8 @@ def direct_epoch(shards: str, seed: int, threads: int = 16, ahead: int = 192 << 
     dt = time.perf_counter() - t0
     for fd in fds:
         os.close(fd)
-    return {"mode": "direct", "pairs_per_s": len(order) / dt, "read_over_split": None if s0 is None else
-            (disk_read_bytes(first) - s0) / sum(ds.shard_bytes), "letting_go_s": 0.0}
+    return {"mode": "direct", "pairs_per_s": len(order) / dt, "read_over_split": read_over_split(),
+            "letting_go_s": 0.0}
 
 
 def stream_epoch(shards: str, seed: int, how: str, buffer: int = 2) -> dict:
@@ -194,8 +197,6 @@ def stream_epoch(shards: str, seed: int, how: str, buffer: int = 2) -> dict:
     thread a shard (`stream`: `os.pread` of 8 MB pieces into a scratch buffer, the kernel's sequential read-ahead;
     `streamwn`: WILLNEED of 8 MB pieces); once a buffer's last call is staged, its shards are dropped whole (unmapped,
     then one fadvise DONTNEED a shard) by a thread of its own."""
-    from memory_limit import disk_read_bytes
-
     from pairload import willneed
     from pairload.read.shards import ShardDataset
 
@@ -227,8 +228,7 @@ def stream_epoch(shards: str, seed: int, how: str, buffer: int = 2) -> dict:
                          mmap.MADV_DONTNEED)
             os.posix_fadvise(fds[sh], 0, 0, os.POSIX_FADV_DONTNEED)
 
-    first = str(ds.files[0])
-    s0, t0 = disk_read_bytes(first), time.perf_counter()
+    read_over_split, t0 = split_reads(ds), time.perf_counter()
     reading = {int(sh): readers.submit(read_whole, int(sh)) for sh in groups[0]}
     for g, group in enumerate(groups):
         for sh in groups[g + 1] if g + 1 < len(groups) else ():
@@ -252,8 +252,7 @@ def stream_epoch(shards: str, seed: int, how: str, buffer: int = 2) -> dict:
     dt = time.perf_counter() - t0
     for fd in fds:
         os.close(fd)
-    return {"mode": how, "pairs_per_s": n / dt, "read_over_split": None if s0 is None else
-            (disk_read_bytes(first) - s0) / sum(ds.shard_bytes), "letting_go_s": 0.0}
+    return {"mode": how, "pairs_per_s": n / dt, "read_over_split": read_over_split(), "letting_go_s": 0.0}
 
 
 def costs(shards: str, ranges: int = 200, nbytes: int = 700 << 10) -> dict:

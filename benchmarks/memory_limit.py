@@ -165,7 +165,8 @@ def main() -> None:
     ds = ShardDataset(args.shards, "train")
     files = [str(f) for f in ds.files]
     evict(files)
-    disk = disk_bound(files, sum(ds.shard_bytes) // max(1, len(ds)))  # before every row (--adjacent: the first's)
+    pair_bytes = sum(ds.shard_bytes) // max(1, len(ds))
+    disk = disk_bound(files, pair_bytes)  # once, before the rows (--adjacent: also the first row's bound before it)
     split_bytes = sum(os.path.getsize(f) for f in files)
     report = {"date": time.strftime("%Y-%m-%d"), "split_bytes": split_bytes, "limit_bytes": int(args.limit_gb * 2**30),
               "pairs": len(ds), "disk": disk, "rows": []}
@@ -175,7 +176,6 @@ def main() -> None:
         report["device"] = torch.cuda.get_device_name(0)
     except Exception:  # noqa: BLE001
         report["device"] = "?"
-    pair_bytes = sum(ds.shard_bytes) // max(1, len(ds))
     for tree_knobs in args.trees.split(","):
         tree, _, knobs = tree_knobs.partition("@")
         for kind in args.loaders.split(","):
