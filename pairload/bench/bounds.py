@@ -220,7 +220,7 @@ def _cpu_decode_rate(fmt, members: list[tuple], seconds: float) -> float:
 
 
 def _gpu_decode_rate(data: list, device: torch.device, seconds: float) -> float | None:
-    from ..cut.memory.decoded import decoder_missing, gpu_decoders
+    from ..cut.memory.decoders import decoder_missing, gpu_decoders
 
     if decoder_missing():
         return None

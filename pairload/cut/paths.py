@@ -170,7 +170,7 @@ def encoded(r: Request) -> bool:
 
 
 def _decode_why_not(r: Request) -> str | None:
-    from .memory.decoded import decoder_missing
+    from .memory.decoders import decoder_missing
 
     if r.device.type != "cuda":
         return f"device {r.device} is not a CUDA device (the GPU decodes the encoded images)"
@@ -181,7 +181,8 @@ def _decode_why_not(r: Request) -> str | None:
 
 def _decoded(r: Request) -> "Cutter | str":
     from ..format import imageformats
-    from .memory.decoded import JPEG_TOLERANCE, DecodedMemory
+    from .memory.decoded import DecodedMemory
+    from .memory.decoders import JPEG_TOLERANCE
 
     memory = DecodedMemory(r.ds, r.device, inputs=not degrades_every_row(r.cfg), hooks=r.hooks)
     jpeg = imageformats.JPEG in memory.formats

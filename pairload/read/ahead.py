@@ -70,6 +70,8 @@ class ReadAhead:
         self._cond = threading.Condition()
         self._queue: deque[_Chunk] = deque()
         self._queued = 0  # serial number of the next batch `add` queues
+        self._plans = None  # the run `follow` queues from (`reset`), and its next batch to queue
+        self._plan_to = 0
         self._cut = -1  # last batch handed out to be cut
         self._stopped = False
         self._fds: dict[int, int] = {}
@@ -106,6 +108,13 @@ class ReadAhead:
         self.add(block.column("index")[int(block.starts[j]):], block.sizes[j:])
         return block.first + len(block)
 
+    def follow(self, b: int) -> None:
+        """Batch b of the run given to `reset` is being read: queue the run's batches up to `window` beyond it (a
+        block of the plan at a time) and ask for them (`cutting`)."""
+        while self._plan_to < len(self._plans) and self._queued <= b + self.window:
+            self._plan_to = self.add_block(self._plans, self._plan_to)
+        self.cutting(b)
+
     def cutting(self, serial: int) -> None:
         """Batch `serial` is handed out to be cut: ask for the batches up to `serial + window`."""
         with self._cond:
@@ -113,11 +122,13 @@ class ReadAhead:
                 self._cut = serial
                 self._cond.notify()
 
-    def reset(self) -> None:
-        """Forget the queued batches (the loader goes on elsewhere in the plan); the next `add` queues batch 0."""
+    def reset(self, plans=None) -> None:
+        """Forget the queued batches (the loader goes on elsewhere in the plan); the next `add` queues batch 0, and
+        `follow` the batches of `plans` (a planned run) from its first."""
         with self._cond:
             self._queue.clear()
             self._queued, self._cut = 0, -1
+            self._plans, self._plan_to = plans, 0
 
     def close(self) -> None:
         """Stop the thread (it finishes the request in hand) and close its files."""

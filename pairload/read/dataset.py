@@ -289,10 +289,18 @@ class ShardDataset(ShardSource):
         shard, start, end = self._extents(indices)
         start, end = -(-start // page) * page, end // page * page
         keep = end > start
+        _, numbers, starts, ends = merged(shard[keep], start[keep], end[keep])
+        self._drop(numbers.tolist(), starts.tolist(), ends.tolist())
+
+    def dontneed_span(self, number: int, start: int, end: int) -> None:
+        page = mmap.PAGESIZE
+        self._drop([number], [start // page * page], [-(-end // page) * page])
+
+    def _drop(self, numbers: list[int], starts: list[int], ends: list[int]) -> None:
+        """madvise and fadvise DONTNEED of these byte ranges of these shards (starts a multiple of the page size)."""
         opened: dict[int, int] = {}
         try:
-            _, numbers, starts, ends = merged(shard[keep], start[keep], end[keep])
-            for number, a, b in zip(numbers.tolist(), starts.tolist(), ends.tolist()):
+            for number, a, b in zip(numbers, starts, ends):
                 if number not in opened:
                     try:
                         opened[number] = os.open(self._paths[number], os.O_RDONLY)

@@ -14,8 +14,9 @@ QUEUED = 4  # groups that may wait to be dropped: the pages they hold are bounde
 
 
 class Drops:
-    """`drop(indices)` hands a group of samples' pages to the thread (waiting while QUEUED groups wait); `close()`
-    returns once every group handed over is dropped. The thread starts at the first group."""
+    """`drop(indices)` hands a group of samples' pages to the thread (waiting while QUEUED groups wait), `span(shard,
+    start, end)` a stretch of a shard (`ShardSource.dontneed_span`); `close()` returns once every one handed over is
+    dropped. The thread starts at the first."""
 
     def __init__(self, source):
         self.source = source
@@ -23,12 +24,18 @@ class Drops:
         self._waiting: deque = deque()
 
     def drop(self, indices) -> None:
+        self._submit(self.source.dontneed, indices)
+
+    def span(self, shard: int, start: int, end: int) -> None:
+        self._submit(self.source.dontneed_span, shard, start, end)
+
+    def _submit(self, fn, *args) -> None:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="pairload-drop")
             weakref.finalize(self, self._pool.shutdown, wait=False)  # dropped unclosed: the thread ends
         while self._waiting and (len(self._waiting) >= QUEUED or self._waiting[0].done()):
             self._waiting.popleft().result()
-        self._waiting.append(self._pool.submit(self.source.dontneed, indices))
+        self._waiting.append(self._pool.submit(fn, *args))
 
     def close(self) -> None:
         if self._pool is not None:

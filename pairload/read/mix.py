@@ -224,6 +224,10 @@ class ShardMix(ShardSource):
         for ds, idx in self._by_part(indices):
             ds.dontneed(idx)
 
+    def dontneed_span(self, number: int, start: int, end: int) -> None:
+        ds, n = self._shard(number)
+        ds.dontneed_span(n, start, end)
+
     def check_files(self) -> None:
         for ds in self._parts:
             ds.check_files()

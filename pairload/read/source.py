@@ -175,6 +175,11 @@ class ShardSource(ABC):
         """Drop these samples' pages from the page cache (advice only; see `ShardDataset.dontneed`)."""
 
     @abstractmethod
+    def dontneed_span(self, number: int, start: int, end: int) -> None:
+        """Drop bytes [start, end) of shard `number` from the page cache, unmapped here first (advice only): a
+        stretch of a shard that a run read whole (`read.streamed`)."""
+
+    @abstractmethod
     def check_files(self) -> None:
         """Raise if a shard is missing, truncated, or replaced since it was opened."""
 

@@ -18,7 +18,7 @@ import torch
 from conftest import has_module
 from decode_pairs import epochs_alike
 from pairload import make_loader
-from pairload.cut.memory.decoded import JPEG_TOLERANCE
+from pairload.cut.memory.decoders import JPEG_TOLERANCE
 from pairload.errors import LoaderError, ShardError
 from pairload.pack import PackOptions, pack
 

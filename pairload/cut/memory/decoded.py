@@ -15,10 +15,11 @@ between the loading thread's work. Lossless tiles (and JPEG files where those pr
 by a thread here (made in the loading thread, the engine's call, about 10 ms for 128 photos, would stop the training
 step's launches meanwhile: the reference loop's data wait 10% against 0.05%); it makes only the engines' calls, the
 host's part of a call (its members found and checked, its addresses gathered) is done by the loading thread before
-and after. A caller that reads faster than that
-thread decodes finds its calls not done: after LATE_CALLS of them the calls are made in the loading thread for a while
-(`INLINE_CALLS`). In the first run (every run, for a split the page cache cannot keep) a reader thread asks the
-kernel for the coming batches' bytes (`read.ahead`).
+and after. A caller that reads faster than that thread decodes finds its calls not done: after LATE_CALLS of them the
+calls are made in the loading thread for a while (`INLINE_CALLS`). In the first run (every run, for a split the page
+cache cannot keep) a reader thread asks the kernel for the coming batches' bytes (`read.ahead`); a run of such a
+split that reads its shards a few at a time (wds) has its shards read whole and dropped whole (`read.streamed`).
+Which decoders a split needs, and how far a JPEG's decode may differ, is `decoders`'.
 
 JPEG decoders differ by their IDCT and chroma rounding: the GPU gives libjpeg-turbo's pixels (OpenCV's decode,
 which `pack` checks and the CPU workers deliver) within JPEG_TOLERANCE levels. (torchvision's GPU `decode_jpeg`,
@@ -27,7 +28,6 @@ also measured, was as fast but differs by up to 31 levels: another chroma upsamp
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import time
 import warnings
@@ -42,16 +42,15 @@ from ...devices import loader_stream
 from ...errors import LoaderError, ShardError
 from ...format import imageformats
 from ...hooks import Hooks
-from ...hostmemory import outgrows_cache
+from ...hostmemory import host_memory, outgrows_cache
 from ...read.ahead import ReadAhead, batches_within
 from ...read.drops import Drops
-from ...workers.jpegs import JpegDecoders, JpegFault, decoded_face, member_bytes
+from ...read.streamed import MOST, ShardStream
+from ...workers.jpegs import JpegFault, decoded_face, member_bytes
+from .decoders import formats_in, gpu_decoders
 from .pages import CHECK_S
 from .tileplan import TileTable, plan, windows_read
 
-# levels a GPU decode of a JPEG may differ from libjpeg-turbo's (OpenCV's); measured on an H200 (2026-11-28): the
-# hardware engine at most 1 (on 0.014% of pixels), the hybrid decoder at most 3 (on 3%)
-JPEG_TOLERANCE = 3
 AHEAD = 4  # batches whose images are decoded in one call (JPEG files)
 AHEAD_TILES = 8  # the same for a split with lossless tiles: nvCOMP decodes 16,000 images/s in calls of 256 and
 # 19,800 in calls of 512 (600x400, crop 256, H200, 2026-11-28)
@@ -68,51 +67,6 @@ INLINE_CALLS = 16
 PROCESS = True  # a split's JPEG files are decoded by processes of its own (`jpegproc`); False: by a thread here
 READ_AHEAD_BYTES = 512 << 20  # read ahead of the batch being decoded at most (or half the memory available): ~0.3 s
 # of a 1.7 GB/s disk. Lossless tiles read under a memory limit: 0.80-1.06 of the disk with 512 MB, 0.66-0.93 256 MB
-
-
-def decoder_missing(ds=None) -> str | None:
-    """Why the GPU cannot decode `ds`'s encoded members here (None: it can): nvImageCodec for JPEG files (all that
-    is asked where `ds` is None), nvCOMP's library for lossless tiles."""
-    formats = formats_in(ds) if ds is not None else {imageformats.JPEG}
-    if imageformats.TILES in formats:
-        from .nvcomp import nvcomp_missing
-
-        why = nvcomp_missing()
-        if why:
-            return why
-    if imageformats.JPEG not in formats:
-        return None
-    try:  # found, not imported: the decode process imports it (1 s), this one only where it decodes itself
-        found = importlib.util.find_spec("nvidia.nvimgcodec") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        return ("nvImageCodec is not installed; `pip install nvidia-nvimgcodec-cu13` (or -cu12, as your CUDA) "
-                "decodes the JPEG members on the GPU")
-    return None
-
-
-def formats_in(ds) -> set:
-    """The image formats (`imageformats.FORMATS`) of the members of `ds` (a split or a mix of them)."""
-    found = set()
-    for part in getattr(ds, "sources", [ds]):
-        idx = part.index
-        if idx.encoding.per_member:  # a count per code: one pass over the index's columns, no sort
-            counts = np.bincount(idx.low_kind, minlength=256) + np.bincount(idx.high_kind, minlength=256)
-            found |= {imageformats.of_code(int(c)) for c in np.flatnonzero(counts)}
-        else:
-            found.add(imageformats.NPY)
-    return found
-
-
-def gpu_decoders(device: torch.device) -> JpegDecoders:
-    """nvImageCodec's JPEG decoders for `device` (`JpegDecoders`), in this process."""
-    try:
-        from nvidia import nvimgcodec
-    except Exception as exc:  # noqa: BLE001 - found (`decoder_missing`) but not loadable
-        raise LoaderError(f"nvImageCodec cannot be imported ({type(exc).__name__}: {exc}); reinstall "
-                          "nvidia-nvimgcodec-cu13 (or -cu12, as your CUDA)") from None
-    return JpegDecoders(nvimgcodec, device.index or 0)
 
 
 class DecodedMemory:
@@ -141,7 +95,7 @@ class DecodedMemory:
         # a thread asks the kernel for the coming batches' bytes: the decoder's reads find them in the page cache
         self.read_ahead = read_ahead and hasattr(os, "posix_fadvise") and not ds.remote
         self._reader: ReadAhead | None = None
-        self._queued_to = 0  # the next batch of the run queued on the reader
+        self._shards: ShardStream | None = None  # or this run's shards read whole (a by-shard run beyond memory)
         self._reading = False  # this run is read ahead
         self._outgrows = outgrows_cache(sum(ds.shard_bytes))  # every run reads the split from disk
         # and so a call's pages are dropped once its images are decoded: kept, they would push out the pages read
@@ -200,29 +154,22 @@ class DecodedMemory:
             self.call = self.proc.reserve(plans, AHEAD)
         if self.ds.remote and len(plans):
             self.ds.want(plans.all_index())
-        # the first run reads the split from disk; later ones only if the page cache cannot keep it
+        # the first run reads the split from disk; later ones only if the page cache cannot keep it: a by-shard run
+        # whose pages are dropped as it goes reads its shards whole (`ShardStream`), any other its batches' members
+        # a window ahead (`ReadAhead`: READ_AHEAD_BYTES, or half of the memory available, at least two calls)
         reading = self.read_ahead and len(plans) and (self._reader is None or self._outgrows)
-        if reading and self._reader is None:
-            self._reader = ReadAhead(self.ds, self._window(plans))
+        if self._shards is not None:
+            self._shards.close()
+        self._shards = None
+        if reading and self.evict and self.proc is None:
+            self._shards = ShardStream.of(self.ds, plans, min(MOST, host_memory().available // 2))
+        if reading and self._shards is None and self._reader is None:
+            rows = max(len(bp) for bp in plans.block_at(0).plans)
+            self._reader = ReadAhead(self.ds, max(2 * self.call, batches_within(self.ds, rows, READ_AHEAD_BYTES)))
             weakref.finalize(self, self._reader.close)  # a loader dropped unclosed stops the thread too
         if self._reader is not None:
-            self._reader.reset()
+            self._reader.reset(plans)
         self._reading = bool(reading)
-        self._queued_to = 0
-
-    def _window(self, plans) -> int:
-        """Batches read ahead of the one being decoded: READ_AHEAD_BYTES of the split's bytes, or half of the memory
-        available if less, at least two decode calls' worth."""
-        rows = max(len(bp) for bp in plans.block_at(0).plans)
-        return max(2 * self.call, batches_within(self.ds, rows, READ_AHEAD_BYTES))
-
-    def _ahead(self, b: int) -> None:
-        """Batch b is being decoded: the reader is given the run's batches up to its window beyond (a block of the
-        plan at a time) and told."""
-        reader, plans = self._reader, self._plans
-        while self._queued_to < len(plans) and reader.queued <= b + reader.window:
-            self._queued_to = reader.add_block(plans, self._queued_to)
-        reader.cutting(b)
 
     def wait(self, b: int) -> None:
         """Decode what batch b reads and point the tables at it, on the current stream: with the next `call` - 1
@@ -231,7 +178,7 @@ class DecodedMemory:
         batches are cut: the engine's call, GIL released while it waits, overlaps the loader's and the training
         step's work. The decode processes are sent `proc.ahead` calls ahead: each finds its next call waiting."""
         if self._reading:
-            self._ahead(b)
+            self.reader.follow(b)
         if b in self._held:
             return
         ahead = self._next.popleft() if self._next else None
@@ -338,15 +285,20 @@ class DecodedMemory:
         got = self._held.pop(b, None)
         if got is not None and got.slot is not None:
             self.proc.released(got.slot, event)  # its slot is free again once this batch's kernels are
-        self._releasing.append((event, got))
+        self._releasing.append((event, got, b))
         self.reap()
 
     def reap(self, block: bool = False) -> None:
         while self._releasing and (block or self._releasing[0][0] is None or self._releasing[0][0].query()):
-            event, got = self._releasing.popleft()
+            event, got, b = self._releasing.popleft()
             if event is not None and block:
                 event.synchronize()
-            if self.evict and got is not None and not self._closed:  # its bytes are on the device: drop their pages
+            if not self.evict or self._closed:  # else its bytes are on the device: drop their pages
+                continue
+            if self._shards is not None and b is not None:  # whole shards, once their last batch is cut
+                for span in self._shards.done(b):
+                    self._drops.span(*span)
+            elif got is not None and self._shards is None:
                 self._drops.drop(got.samples)
 
     def check(self, force: bool = False) -> None:
@@ -363,7 +315,7 @@ class DecodedMemory:
             samples = np.unique(np.asarray(samples, dtype=np.int64))
             if self._use_proc():
                 self.proc.reserve_samples(len(samples))
-            self._releasing.append((None, self._decode(samples)))
+            self._releasing.append((None, self._decode(samples), None))
         finally:
             self.inputs = inputs
 
@@ -372,9 +324,9 @@ class DecodedMemory:
                              background=self.background, evict=self.evict, process=self.process, hooks=self.hooks)
 
     @property
-    def reader(self) -> ReadAhead | None:
-        """The thread reading ahead of the batches (None before the first run, or without read-ahead)."""
-        return self._reader
+    def reader(self) -> ShardStream | ReadAhead | None:
+        """What reads this run ahead of its batches (None before the first run, or without read-ahead)."""
+        return self._shards or self._reader
 
     @property
     def closed(self) -> bool:
@@ -387,9 +339,10 @@ class DecodedMemory:
             self._pool = None
         self.reap(block=True)
         self._drops.close()  # every call's pages dropped before the loader is closed
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        for reader in (self._reader, self._shards):
+            if reader is not None:
+                reader.close()
+        self._reader = self._shards = None
         if self.tiles is not None:
             self.tiles.close()
         if self.proc is not None:

@@ -1,0 +1,175 @@
+"""Reading a run shard by shard: `ShardStream`, for a run that reads its shards a few at a time (wds's shuffle buffers)
+of a split bigger than the memory that could cache it. Each shard's stretch (from the first byte the run reads of it
+to the last) is read whole, in file order, by plain reads, a few shards at once, ahead of the batches and within a
+budget of bytes; once the last batch that reads a shard is cut, the stretch is dropped from the page cache whole.
+
+Why not the member-by-member WILLNEED of `read.ahead`: pages read in file order by plain reads come in the kernel's
+large folios, pages asked for by WILLNEED (or read at random) in 4 KB pages, and both reading and dropping cost per
+folio. Measured on the 2-core CPU machine (2026-11-30, `benchmarks/drop_emulation.py --costs`): dropping 700 KB read
+in file order 4.5-8 µs, asked for by WILLNEED 110-334 µs. A strided run (`ram`: every shard read from the first batch
+to the last) gets no `ShardStream` (`of`): a whole shard would wait in memory for the whole epoch.
+
+Advice only: errors end a reading thread quietly (`failed` keeps the last one); the batches read what they read
+through the shards' maps either way. Numpy and the standard library only."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+READERS = 4  # shards read at once (NVMe disks read several streams faster than one)
+PIECE = 8 << 20  # bytes one read asks for
+MOST = 2 << 30  # bytes read and not yet dropped at most (or less: `of`'s `most`)
+COVERED = 0.8  # a shard's stretch is read whole only if the run reads at least this share of its bytes
+ROWS = 1 << 22  # rows of the run worked out at once by `shard_runs`
+JOIN_S = 2.0  # the longest `close` waits for a thread: one read in flight
+
+
+def shard_runs(source, plans) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per shard of `source` (numbered as `source.files`), over the run `plans`: the first and the last batch that
+    reads it (-1: none), the first and the end of the bytes those batches read of it, and how many bytes they read (an
+    input that is its own target counted once). Numpy, ROWS rows of the run at a time."""
+    n = len(source.files)
+    first = np.full(n, np.iinfo(np.int64).max, np.int64)
+    last = np.full(n, -1, np.int64)
+    start = np.full(n, np.iinfo(np.int64).max, np.int64)
+    end = np.zeros(n, np.int64)
+    used = np.zeros(n, np.int64)
+    index = plans.all_index()
+    batch = np.repeat(np.arange(len(plans), dtype=np.int64), plans.batch_sizes())
+    for at in range(0, len(index), ROWS):
+        shard, a, b = source.spans(index[at:at + ROWS])
+        rows = len(shard) // 2
+        once = np.ones(len(shard), dtype=bool)  # an input that is its own target (targets-only) is counted once
+        once[:rows] = (shard[:rows] != shard[rows:]) | (a[:rows] != a[rows:])
+        k = np.tile(batch[at:at + ROWS], 2)
+        np.minimum.at(first, shard, k)
+        np.maximum.at(last, shard, k)
+        np.minimum.at(start, shard, a)
+        np.maximum.at(end, shard, b)
+        np.add.at(used, shard, np.where(once, b - a, 0))
+    unread = last < 0
+    first[unread], start[unread] = -1, 0
+    return first, last, start, end, np.minimum(used, end - start)  # spans overlap by a page and a header at most
+
+
+class ShardStream:
+    """The shards a run reads (`order`: by the first batch that reads each), read whole by READERS threads in that
+    order while at most `most` bytes are read and not dropped (one shard at least). `done(b)` is told each batch
+    whose images are on the device; it returns the stretches whose last batch that was, for the caller to drop
+    (`ShardSource.dontneed_span`). A shard the batches passed before it was read is not read any more."""
+
+    def __init__(self, source, shard: np.ndarray, start: np.ndarray, end: np.ndarray, last: np.ndarray, most: int):
+        self.files = list(source.files)
+        self.shard, self.start, self.end, self.last = shard, start, end, last
+        self.most = int(most)
+        self._size = (end - start).tolist()
+        self._cond = threading.Condition()
+        self._next = 0  # the next shard (of `order`) to read
+        self._state = [0] * len(shard)  # 0 waiting, 1 being read, 2 read, 3 dropped
+        self._held = 0  # bytes read (or being read) and not dropped
+        self._by_last = np.argsort(last, kind="stable")  # shards are dropped in the order their last batch is done:
+        self._ending = 0  # those before this one in it are due, and
+        self._due: list[int] = []  # these of them are not dropped yet (being read)
+        self._stopped = False
+        self.read = 0  # bytes read (tests and profiles)
+        self.failed: BaseException | None = None
+        self._threads = [threading.Thread(target=self._run, name="pairload-shard-reader", daemon=True)
+                         for _ in range(min(READERS, len(shard)))]
+        for t in self._threads:
+            t.start()
+
+    @classmethod
+    def of(cls, source, plans, most: int) -> "ShardStream | None":
+        """A `ShardStream` for the run `plans` of `source`, or None where reading whole shards does not pay: a run of
+        clips, a run that would hold more than `most` bytes of shards at once to read them whole (a strided run holds
+        them all), or one that reads less than COVERED of its shards' stretches."""
+        if not len(plans) or getattr(plans, "units", None) is not None or not len(source.files):
+            return None
+        first, last, start, end, used = shard_runs(source, plans)
+        read = np.flatnonzero(last >= 0)
+        size = end[read] - start[read]
+        if not len(read) or used[read].sum() < COVERED * size.sum():
+            return None
+        held = np.bincount(first[read], weights=size, minlength=len(plans) + 1)  # bytes open at each batch
+        held -= np.bincount(last[read] + 1, weights=size, minlength=len(plans) + 1)
+        if np.cumsum(held).max() > most:
+            return None
+        order = read[np.argsort(first[read], kind="stable")]
+        return cls(source, order, start[order], end[order], last[order], most)
+
+    @property
+    def alive(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+    def follow(self, b: int) -> None:
+        """Batch b is being decoded (the shards are read by bytes held, not by batches: nothing to do)."""
+
+    def done(self, b: int) -> list[tuple[int, int, int]]:
+        """Batch b (and every batch before it) is cut: (shard, start, end) of each stretch to drop now, those of the
+        shards whose last batch is b or earlier (a shard being read is dropped at a later call, once read)."""
+        out = []
+        with self._cond:
+            while self._ending < len(self._by_last) and self.last[self._by_last[self._ending]] <= b:
+                self._due.append(int(self._by_last[self._ending]))
+                self._ending += 1
+            for k in [k for k in self._due if self._state[k] != 1]:
+                self._due.remove(k)
+                self._held -= self._size[k] if self._state[k] == 2 else 0
+                self._state[k] = 3
+                out.append((int(self.shard[k]), int(self.start[k]), int(self.end[k])))
+            self._cond.notify_all()
+        return out
+
+    def close(self) -> None:
+        """Stop the threads (each ends the read in hand)."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(JOIN_S)
+
+    def _take(self) -> int | None:
+        """The next shard to read, once the bytes held allow it (None: stopped, or none left)."""
+        with self._cond:
+            while True:
+                while self._next < len(self.shard) and self._state[self._next] == 3:
+                    self._next += 1  # the batches passed it: dropped unread
+                if self._stopped or self._next >= len(self.shard):
+                    return None
+                k = self._next
+                if self._held == 0 or self._held + self._size[k] <= self.most:
+                    self._next += 1
+                    self._state[k] = 1
+                    self._held += self._size[k]
+                    return k
+                self._cond.wait()
+
+    def _run(self) -> None:
+        buf = memoryview(bytearray(PIECE))
+        try:
+            while (k := self._take()) is not None:
+                try:
+                    self._read(k, buf)
+                finally:
+                    with self._cond:
+                        self._state[k] = 2
+                        self._cond.notify_all()
+        except BaseException as exc:  # noqa: BLE001 - advice only: the batches read through the maps without it
+            self.failed = exc
+
+    def _read(self, k: int, buf: memoryview) -> None:
+        fd = os.open(self.files[int(self.shard[k])], os.O_RDONLY)
+        try:
+            at, end = int(self.start[k]), int(self.end[k])
+            while at < end and not self._stopped:
+                got = os.preadv(fd, [buf[:min(PIECE, end - at)]], at)
+                if got <= 0:
+                    return
+                at += got
+                self.read += got
+        finally:
+            os.close(fd)
