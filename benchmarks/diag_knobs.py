@@ -13,6 +13,8 @@
 - `ahead1`: the decode processes sent one call ahead instead of `jpegproc.CALLS_AHEAD`;
 - `tightN` (e.g. `tight8`): a tiled split bigger than the memory that could cache it decoded in calls of N batches
   instead of `decoded.AHEAD_TILES_TIGHT`;
+- `readersN` (e.g. `readers1`): a by-shard run read whole shard by shard with N reading threads instead of
+  `streamed.READERS`;
 - `timeline`: the loader's construction and its decode processes' start written as events (wall-clock seconds, one
   JSON line each: pid, what, t) to the file $DIAG_TIMELINE (`benchmarks/cold_timeline.py` reads them).
 
@@ -70,13 +72,17 @@ def apply(knobs: str) -> None:
             from pairload.cut.memory import decoded
 
             decoded.AHEAD_TILES_TIGHT = int(knob[5:])
+        elif knob.startswith("readers") and knob[7:].isdigit():
+            from pairload.read import streamed
+
+            streamed.READERS = int(knob[7:])
         elif knob == "timeline":
             _timeline()
         elif knob == "childtimeline":  # set by `timeline` in the decode processes it starts
             _child_timeline()
         else:
             raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch, group, ahead8, one, "
-                             "threads0, ahead1, tightN or timeline")
+                             "threads0, ahead1, tightN, readersN or timeline")
 
 
 def mark(what: str) -> None:
