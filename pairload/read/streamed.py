@@ -59,11 +59,12 @@ def shard_runs(source, plans) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
 
 
 class ShardStream:
-    """The shards a run reads (`order`: by the first batch that reads each), read whole by READERS threads in that
-    order while at most `most` bytes are read and not dropped (one shard at least); `first_rows`' members (the first
-    batches') are asked for at once, ahead of them. `done(b)` is told each batch
-    whose images are on the device; it returns the stretches whose last batch that was, for the caller to drop
-    (`ShardSource.dontneed_span`). A shard the batches passed before it was read is not read any more."""
+    """The shards a run reads (`shard`, in the order the run first reads them; `start`/`end`, the stretch of each it
+    reads; `last`, its last batch), read whole by READERS threads in that order while at most `most` bytes are read
+    and not dropped (one shard at least); `first_rows`' members (the first batches') are asked for at once, ahead of
+    them. `done(b)` is told each batch whose images are on the device; it returns the stretches whose last batch that
+    was, for the caller to drop (`ShardSource.dontneed_span`). A shard the batches passed before it was read is not
+    read any more."""
 
     def __init__(self, source, shard: np.ndarray, start: np.ndarray, end: np.ndarray, last: np.ndarray, most: int,
                  first_rows: np.ndarray | None = None):
