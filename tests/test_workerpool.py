@@ -68,3 +68,36 @@ def test_a_dead_worker_is_noticed_while_the_others_still_deliver(pool):
         for _ in pool.imap_unordered(slow_or_die, range(200)):
             pass
     assert time.monotonic() - start < 3.0
+
+
+def test_a_ctrl_c_while_spawned_workers_start_prints_no_traceback_from_them(tmp_path):
+    # the workers' initializer lives in a module whose import takes a second: a spawned worker imports it (as it
+    # unpickles what it runs) before it can set SIGINT aside, and the Ctrl-C comes meanwhile
+    import subprocess
+    import sys
+
+    import psutil
+
+    (tmp_path / "slow_start.py").write_text("import time\ntime.sleep(1.5)\n\ndef init():\n    pass\n")
+    script = ("import sys, time\n"
+              "from pairload.forking import spawn_context\n"
+              "from pairload.workerpool import WorkerPool\n"
+              "pool = WorkerPool(2, spawn_context(), 'pack', initializer=__import__('slow_start').init)\n"
+              "try:\n"
+              "    time.sleep(20)\n"
+              "except KeyboardInterrupt:\n"
+              "    pool.terminate()\n"
+              "    print('stopped', file=sys.stderr)\n")
+    path = os.pathsep.join([str(tmp_path), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))])
+    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "PYTHONPATH": path},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 30  # the command's own import of slow_start, then its workers', each 1.5 s
+    while time.monotonic() < deadline and len(psutil.Process(proc.pid).children()) < 2:
+        time.sleep(0.01)
+    time.sleep(0.3)  # the workers are importing slow_start now
+    starting = [p for p in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+    assert len(starting) == 2, "the workers had not started"
+    os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the command and its workers
+    _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err and err.strip() == "stopped", err
