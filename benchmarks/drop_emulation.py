@@ -15,7 +15,11 @@ the call's pages are let go of by one of:
 - `stream`, `streamwn`: a streamed epoch, as a by-shard deal (`wds`) reads one: the next shuffle buffer's shards
   read whole in file order (`os.pread`, or WILLNEED) while one buffer is staged, each buffer dropped whole once done;
 - `direct`: the members read with O_DIRECT by 16 threads, calls up to 192 MB ahead, into buffers of their own
-  (nothing enters the page cache).
+  (nothing enters the page cache);
+- `realstream`, `realahead`: the decode path's own classes over a `wds` run of the split (its plan: shuffle buffers
+  of shards, batch 32, crop 256): `realstream` reads it through `read.streamed.ShardStream` and drops each shard
+  whole after its last batch (`Drops.span`), as the decode path does now; `realahead` through `ReadAhead` (WILLNEED
+  a window ahead) with each call's members dropped (`Drops.drop`), as it did before.
 
 `--costs`: instead, what one fadvise DONTNEED of a member-sized range (700 KB) costs by how its pages came in: read
 with `pread` in file order or in a random order, asked for with WILLNEED in file order or in a random order (as the
@@ -255,6 +259,54 @@ def stream_epoch(shards: str, seed: int, how: str, buffer: int = 2) -> dict:
     return {"mode": how, "pairs_per_s": n / dt, "read_over_split": read_over_split(), "letting_go_s": 0.0}
 
 
+def real_epoch(shards: str, mode: str, seed: int, buffer: int | None = None) -> dict:
+    """`realstream` and `realahead` (see the module): calls of 2 batches of the run, staged by 4 threads from the
+    maps, each call's pages let go of by the way the mode names once staged; `buffer`: the run's shuffle buffer
+    (None: `wds`'s default, the pairs whose pixels fill 1 GiB)."""
+    from pairload import make_loader
+    from pairload.hostmemory import host_memory
+    from pairload.read.ahead import ReadAhead, batches_within
+    from pairload.read.drops import Drops
+    from pairload.read.shards import ShardDataset
+    from pairload.read.streamed import MOST, ShardStream
+
+    ds = ShardDataset(shards, "train")
+    run = make_loader("wds", shards, batch_size=32, crop=256, seed=seed, shuffle_buffer=buffer).plan_for(0)
+    drops, stagers, out = Drops(ds), ThreadPoolExecutor(4), np.empty(128 << 20, np.uint8)
+    read_over_split, t0 = split_reads(ds), time.perf_counter()
+    if mode == "realstream":
+        reader = ShardStream.of(ds, run, min(MOST, host_memory().available // 2))
+        if reader is None:
+            raise SystemExit("this run gets no ShardStream (its shuffle buffers' shards exceed the memory at hand)")
+    else:
+        reader = ReadAhead(ds, batches_within(ds, 32, 512 << 20))
+        reader.reset(run)
+    for b in range(0, len(run), 2):
+        reader.follow(b)
+        end = min(b + 2, len(run))
+        call = np.concatenate([run[k].index for k in range(b, end)])
+        shard, start, stop = ds.spans(call)
+
+        def copy(rows, shard=shard, start=start, stop=stop) -> None:
+            at = 0
+            for i in rows.tolist():
+                n = int(stop[i] - start[i])
+                out[at:at + n] = ds.shard_map(int(shard[i]))[start[i]:stop[i]]
+                at += n
+
+        list(stagers.map(copy, np.array_split(np.arange(len(shard)), 4)))
+        if mode == "realstream":
+            for span in reader.done(end - 1):
+                drops.span(*span)
+        else:
+            drops.drop(call)
+    drops.close()
+    dt = time.perf_counter() - t0
+    reader.close()
+    return {"mode": mode, "pairs_per_s": len(run.all_index()) / dt, "read_over_split": read_over_split(),
+            "letting_go_s": 0.0}
+
+
 def costs(shards: str, ranges: int = 200, nbytes: int = 700 << 10) -> dict:
     """Microseconds of one fadvise DONTNEED of an nbytes range of the first shard, by how its pages came in: read
     with `pread` in file order or in a random order, asked for with WILLNEED in file order or in a random order (as
@@ -327,6 +379,7 @@ def main() -> None:
     ap.add_argument("--modes", default="inline,thread,cold,unmap,none,direct")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--costs", action="store_true", help="what dropping a range costs by how its pages came in")
+    ap.add_argument("--buffer", type=int, default=None, help="the real modes' shuffle buffer (pairs)")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     here = Path(__file__).resolve().parent
@@ -338,6 +391,7 @@ def main() -> None:
         mode, seed = args.child.split(":")
         run = (direct_epoch(args.shards, int(seed)) if mode == "direct" else
                stream_epoch(args.shards, int(seed), mode) if mode.startswith("stream") else
+               real_epoch(args.shards, mode, int(seed), args.buffer) if mode.startswith("real") else
                epoch(args.shards, mode, int(seed)))
         print(json.dumps(run), flush=True)
         return
@@ -352,7 +406,8 @@ def main() -> None:
             evict(files)
             folder, peak = cgroup(f"pairload-drops-{mode}-{int(time.time())}", args.limit_mb << 20)
             cmd = ["sh", "-c", f'echo $$ > {folder}/cgroup.procs && exec "$0" "$@"', sys.executable, __file__,
-                   args.shards, "--limit-mb", str(args.limit_mb), "--child", f"{mode}:{r}"]
+                   args.shards, "--limit-mb", str(args.limit_mb), "--child", f"{mode}:{r}",
+                   *(["--buffer", str(args.buffer)] if args.buffer else [])]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
             try:
                 row = json.loads(proc.stdout.strip().splitlines()[-1])
