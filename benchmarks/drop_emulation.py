@@ -194,6 +194,21 @@ def direct_epoch(shards: str, seed: int, threads: int = 16, ahead: int = 192 << 
             "letting_go_s": 0.0}
 
 
+def stage(ds, stagers, out: np.ndarray, samples) -> None:
+    """A decode call's staging: these samples' members copied from the shard maps into `out` by the `stagers` (4
+    threads, a quarter of the members each)."""
+    shard, start, end = ds.spans(samples)
+
+    def copy(rows) -> None:
+        at = 0
+        for i in rows.tolist():
+            n = int(end[i] - start[i])
+            out[at:at + n] = ds.shard_map(int(shard[i]))[start[i]:end[i]]
+            at += n
+
+    list(stagers.map(copy, np.array_split(np.arange(len(shard)), 4)))
+
+
 def stream_epoch(shards: str, seed: int, how: str, buffer: int = 2) -> dict:
     """A streamed epoch (`stream` and `streamwn` modes), as a by-shard deal reads one: the shards in a random order,
     the samples of `buffer` consecutive shards shuffled together; while one buffer's calls are staged (4 threads
@@ -241,16 +256,7 @@ def stream_epoch(shards: str, seed: int, how: str, buffer: int = 2) -> dict:
             reading.pop(int(sh)).result()
         samples = rng.permutation(np.flatnonzero(np.isin(shard_of, group)))
         for k in range(0, len(samples), 64):
-            shard, start, end = ds.spans(samples[k:k + 64])
-
-            def copy(rows, shard=shard, start=start, end=end) -> None:
-                at = 0
-                for i in rows.tolist():
-                    m = int(end[i] - start[i])
-                    out[at:at + m] = ds.shard_map(int(shard[i]))[start[i]:end[i]]
-                    at += m
-
-            list(stagers.map(copy, np.array_split(np.arange(len(shard)), 4)))
+            stage(ds, stagers, out, samples[k:k + 64])
         dropper.submit(drop_whole, [int(sh) for sh in group])
     dropper.shutdown(wait=True)
     dt = time.perf_counter() - t0
@@ -285,16 +291,7 @@ def real_epoch(shards: str, mode: str, seed: int, buffer: int | None = None) -> 
         reader.follow(b)
         end = min(b + 2, len(run))
         call = np.concatenate([run[k].index for k in range(b, end)])
-        shard, start, stop = ds.spans(call)
-
-        def copy(rows, shard=shard, start=start, stop=stop) -> None:
-            at = 0
-            for i in rows.tolist():
-                n = int(stop[i] - start[i])
-                out[at:at + n] = ds.shard_map(int(shard[i]))[start[i]:stop[i]]
-                at += n
-
-        list(stagers.map(copy, np.array_split(np.arange(len(shard)), 4)))
+        stage(ds, stagers, out, call)
         if mode == "realstream":
             for span in reader.done(end - 1):
                 drops.span(*span)
