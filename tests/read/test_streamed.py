@@ -121,3 +121,26 @@ def test_a_mix_reads_and_drops_its_sources_shards_in_its_own_numbering(split, tm
         mix.dontneed_span(*span)
     if resident_fraction(other) < 1.0:
         assert resident_fraction(other) < 0.2  # the second source's shards: dropped by their number in the mix
+
+
+def test_a_decode_stage_dropped_unclosed_stops_its_shard_readers(split, monkeypatch):
+    # the decode stage's memory (made here on the CPU: its tables only) gives a by-shard run a ShardStream; a loader
+    # dropped without close() must not leave the stream's threads waiting for memory that no batch will free
+    import gc
+
+    import torch
+
+    from pairload.cut.memory import decoded
+
+    ds = ShardDataset(split, "train")
+    monkeypatch.setattr(decoded, "MOST", 2 * max(ds.shard_bytes))  # two shards at a time: the readers wait
+    memory = decoded.DecodedMemory(ds, torch.device("cpu"), evict=True, background=False)
+    memory.begin(run_of("wds", split, shuffle_buffer=3))
+    stream = memory.reader
+    assert isinstance(stream, ShardStream) and 0 < settled(stream) < sum(ds.shard_bytes) and stream.alive
+    del memory
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while stream.alive and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not stream.alive

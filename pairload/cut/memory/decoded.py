@@ -95,7 +95,9 @@ class DecodedMemory:
         # a thread asks the kernel for the coming batches' bytes: the decoder's reads find them in the page cache
         self.read_ahead = read_ahead and hasattr(os, "posix_fadvise") and not ds.remote
         self._reader: ReadAhead | None = None
-        self._shards: ShardStream | None = None  # or this run's shards read whole (a by-shard run beyond memory)
+        self._shards: ShardStream | None = None  # or this run's shards read whole (a by-shard run beyond memory),
+        self._streams: list = []  # also held here, where a loader dropped unclosed stops its threads too
+        weakref.finalize(self, _close_all, self._streams)
         self._reading = False  # this run is read ahead
         self._outgrows = outgrows_cache(sum(ds.shard_bytes))  # every run reads the split from disk
         # and so a call's pages are dropped once its images are decoded: kept, they would push out the pages read
@@ -163,6 +165,7 @@ class DecodedMemory:
         self._shards = None
         if reading and self.evict and self.proc is None:
             self._shards = ShardStream.of(self.ds, plans, min(MOST, host_memory().available // 2))
+        self._streams[:] = [self._shards] if self._shards is not None else []
         if reading and self._shards is None and self._reader is None:
             rows = max(len(bp) for bp in plans.block_at(0).plans)
             self._reader = ReadAhead(self.ds, max(2 * self.call, batches_within(self.ds, rows, READ_AHEAD_BYTES)))
@@ -343,6 +346,7 @@ class DecodedMemory:
             if reader is not None:
                 reader.close()
         self._reader = self._shards = None
+        self._streams.clear()
         if self.tiles is not None:
             self.tiles.close()
         if self.proc is not None:
@@ -518,6 +522,11 @@ class DecodedMemory:
         return ShardError(f"{self.ds.name(int(shard))}: key {self.ds.keys[int(i)]}: its {('low', 'high')[k]} member "
                           f"{what}; the shard is damaged: run `pairload verify` on the split to find every damaged "
                           "sample, and repack (or restore the shard from a copy)")
+
+
+def _close_all(streams: list) -> None:
+    for stream in streams:
+        stream.close()
 
 
 class Decoded:
