@@ -95,8 +95,9 @@ class DecodedMemory:
         # a thread asks the kernel for the coming batches' bytes: the decoder's reads find them in the page cache
         self.read_ahead = read_ahead and hasattr(os, "posix_fadvise") and not ds.remote
         self._reader: ReadAhead | None = None
-        self._shards: ShardStream | None = None  # or this run's shards read whole (a by-shard run beyond memory),
-        self._streams: list = []  # also held here, where a loader dropped unclosed stops its threads too
+        # or this run's shards read whole (a by-shard run beyond memory): its `ShardStream`, in a list a finalizer
+        # reaches without this object, so that a loader dropped unclosed stops its threads too
+        self._streams: list[ShardStream] = []
         weakref.finalize(self, _close_all, self._streams)
         self._reading = False  # this run is read ahead
         self._outgrows = outgrows_cache(sum(ds.shard_bytes))  # every run reads the split from disk
@@ -160,12 +161,12 @@ class DecodedMemory:
         # whose pages are dropped as it goes reads its shards whole (`ShardStream`), any other its batches' members
         # a window ahead (`ReadAhead`: READ_AHEAD_BYTES, or half of the memory available, at least two calls)
         reading = self.read_ahead and len(plans) and (self._reader is None or self._outgrows)
-        if self._shards is not None:
-            self._shards.close()
-        self._shards = None
+        _close_all(self._streams)
+        stream = None
         if reading and self.evict and self.proc is None:
-            self._shards = ShardStream.of(self.ds, plans, min(MOST, host_memory().available // 2))
-        self._streams[:] = [self._shards] if self._shards is not None else []
+            stream = ShardStream.of(self.ds, plans, min(MOST, host_memory().available // 2))
+        if stream is not None:
+            self._streams.append(stream)
         if reading and self._shards is None and self._reader is None:
             rows = max(len(bp) for bp in plans.block_at(0).plans)
             self._reader = ReadAhead(self.ds, max(2 * self.call, batches_within(self.ds, rows, READ_AHEAD_BYTES)))
@@ -332,6 +333,10 @@ class DecodedMemory:
         return self._shards or self._reader
 
     @property
+    def _shards(self) -> ShardStream | None:
+        return self._streams[0] if self._streams else None
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
@@ -342,11 +347,10 @@ class DecodedMemory:
             self._pool = None
         self.reap(block=True)
         self._drops.close()  # every call's pages dropped before the loader is closed
-        for reader in (self._reader, self._shards):
-            if reader is not None:
-                reader.close()
-        self._reader = self._shards = None
-        self._streams.clear()
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        _close_all(self._streams)
         if self.tiles is not None:
             self.tiles.close()
         if self.proc is not None:
@@ -525,8 +529,10 @@ class DecodedMemory:
 
 
 def _close_all(streams: list) -> None:
+    """Close and forget these `ShardStream`s (a run's, at the next run, at `close`, or when the loader is dropped)."""
     for stream in streams:
         stream.close()
+    streams.clear()
 
 
 class Decoded:
