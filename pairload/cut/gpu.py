@@ -50,10 +50,10 @@ class KernelCuts:
         return list(self.memory.pids)
 
     def cuts(self, run: tuple, plans: Run, reclaim=None, *, augment: bool = True, hw=None,
-             events: bool = True, group: int = 1):
+             events: bool = True, group: int = 1, after=None):
         """The run's plans as `Cut`s, each cut on `self.stream` with the event that marks it ready (`events`; a
         streamed memory records them anyway: what a batch read goes back once it is cut); `group` > 1: up to that
-        many batches of one shape per launch and `Cut`."""
+        many batches of one shape per launch and `Cut`; `after`: what gives the run expected next (`Memory.begin`)."""
         if not plans:
             return
         hw = self.memory.ds.sizes if hw is None else hw
@@ -64,7 +64,7 @@ class KernelCuts:
         if memory.streaming:
             self.stream.synchronize()  # what the last run left pinned may go back now
         with self.hooks.timed("plan"):
-            memory.begin(plans)
+            memory.begin(plans, after)
         if memory.streaming:  # what a launch's batches read is held at once: at most `together` batches (known now:
             group = min(group, memory.together)  # a decode call holds fewer batches of larger images)
         events = events or memory.streaming

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Protocol, runtime_checkable
@@ -372,6 +373,7 @@ class PlannedLoader(StatefulEpochs):
         self._degrade_applies = self._degraded_rows(frame_groups)  # per sample: degraded (None: all, or none)
         self._degrade = None  # the degrade stage (`cut.degrade.Degrade`), made on first use: `degrade_stage`
         self._plans: dict[tuple, Run] = {}
+        self._planning = threading.Lock()  # the device cut asks for the next epoch's from its stage thread
         self._init_state()
 
     def _degraded_rows(self, groups) -> PerSource | None:
@@ -397,12 +399,13 @@ class PlannedLoader(StatefulEpochs):
         """This rank's batches for `epoch` (for the rest of it, when `consumed` says how it was started before), as
         a `Run` (planned a block at a time); the last few runs are kept."""
         run = (epoch, tuple(consumed))
-        if run not in self._plans:
-            if len(self._plans) >= self.PLANS_KEPT:
-                self._plans.pop(next(iter(self._plans)))
-            self._plans[run] = plan_run(self.cfg, *self._plan_by, epoch, deal=self.DEAL, consumed=consumed,
-                                        groups=self.groups, shards=self.shards, units=self.units)
-        return self._plans[run]
+        with self._planning:
+            if run not in self._plans:
+                if len(self._plans) >= self.PLANS_KEPT:
+                    self._plans.pop(next(iter(self._plans)))
+                self._plans[run] = plan_run(self.cfg, *self._plan_by, epoch, deal=self.DEAL, consumed=consumed,
+                                            groups=self.groups, shards=self.shards, units=self.units)
+            return self._plans[run]
 
     def _keys(self, bp: BatchPlan) -> list[str]:
         """The shard keys of a planned batch's rows."""

@@ -134,7 +134,9 @@ class ShardLoader(PlannedLoader):
         rows = self._rows_on(plans)
         # the degrade stage runs in the cutter where the cut path placed it there, else on the device after the cut
         run = None if self.cutter.degrades else self._degrade_run(plans)
-        options = {"group": KERNEL_GROUP[self.cutter.path]} if self.cutter.path in KERNEL_GROUP else {}
+        options = {}
+        if self.cutter.path in KERNEL_GROUP:  # a device cut: batches per launch, and the epoch expected next
+            options = {"group": KERNEL_GROUP[self.cutter.path], "after": lambda: self.plan_for(epoch + 1)}
         cuts = self.cutter.cuts((epoch, consumed), plans, self._stage.reclaim, **options)
         batches = self._stage.one_ahead(cuts, rows, run, augment=self.cfg.augment)  # batch k+1 is cut while k is used
         # what the job's processes leave the page cache, from the first batch on (the loader's own run by then; the

@@ -70,8 +70,12 @@ class ReadAhead:
         self._cond = threading.Condition()
         self._queue: deque[_Chunk] = deque()
         self._queued = 0  # serial number of the next batch `add` queues
-        self._plans = None  # the run `follow` queues from (`reset`), and its next batch to queue
+        self._plans = None  # the run `follow` queues from (`reset`), its next batch to queue, and its first's serial
         self._plan_to = 0
+        self._base = 0
+        self._after = None  # what gives the run expected next (`reset`), and that run once its batches are queued
+        self.foreseen = None  # behind the current run's, from serial `_foreseen_base` (next batch `_foreseen_to`)
+        self._foreseen_to = self._foreseen_base = 0
         self._cut = -1  # last batch handed out to be cut
         self._stopped = False
         self._fds: dict[int, int] = {}
@@ -110,9 +114,21 @@ class ReadAhead:
 
     def follow(self, b: int) -> None:
         """Batch b of the run given to `reset` is being read: queue the run's batches up to `window` beyond it (a
-        block of the plan at a time) and ask for them (`cutting`)."""
-        while self._plan_to < len(self._plans) and self._queued <= b + self.window:
-            self._plan_to = self.add_block(self._plans, self._plan_to)
+        block of the plan at a time), then the run expected after it (`reset`'s `after`), and ask for them
+        (`cutting`)."""
+        b += self._base
+        while self._queued <= b + self.window:
+            if self._plan_to < len(self._plans):
+                self._plan_to = self.add_block(self._plans, self._plan_to)
+            elif self._after is not None:
+                after, self._after = self._after, None
+                nxt = after()
+                if nxt is not None and len(nxt):
+                    self.foreseen, self._foreseen_to, self._foreseen_base = nxt, 0, self._queued
+            elif self.foreseen is not None and self._foreseen_to < len(self.foreseen):
+                self._foreseen_to = self.add_block(self.foreseen, self._foreseen_to)
+            else:
+                break
         self.cutting(b)
 
     def cutting(self, serial: int) -> None:
@@ -122,13 +138,18 @@ class ReadAhead:
                 self._cut = serial
                 self._cond.notify()
 
-    def reset(self, plans=None) -> None:
+    def reset(self, plans=None, after=None) -> None:
         """Forget the queued batches (the loader goes on elsewhere in the plan); the next `add` queues batch 0, and
-        `follow` the batches of `plans` (a planned run) from its first."""
+        `follow` the batches of `plans` (a planned run) from its first, then those of `after()` (the run expected
+        next, or None). If `plans` is the run queued behind the last one's, the batches queued of it are kept."""
         with self._cond:
-            self._queue.clear()
-            self._queued, self._cut = 0, -1
-            self._plans, self._plan_to = plans, 0
+            if plans is not None and plans is self.foreseen:
+                self._plans, self._plan_to, self._base = plans, self._foreseen_to, self._foreseen_base
+            else:
+                self._queue.clear()
+                self._queued, self._cut = 0, -1
+                self._plans, self._plan_to, self._base = plans, 0, 0
+            self._after, self.foreseen = after, None
 
     def close(self) -> None:
         """Stop the thread (it finishes the request in hand) and close its files."""

@@ -148,7 +148,8 @@ def test_a_split_bigger_than_the_page_cache_is_decoded_in_small_calls_with_the_s
 def test_a_by_shard_run_of_a_split_bigger_than_the_page_cache_reads_whole_shards_with_the_same_batches(
         tmp_path, monkeypatch):
     # wds over a split that outgrows the memory that could cache it: its shards are read whole, a few at a time, and
-    # dropped whole after their last batch (`read.streamed`); the batches are the very same
+    # dropped whole after their last batch (`read.streamed`), the next epoch's read on in the same stream; the batches
+    # are the very same
     from pairload.cut.memory import decoded
     from pairload.read.streamed import ShardStream
 
@@ -156,18 +157,24 @@ def test_a_by_shard_run_of_a_split_bigger_than_the_page_cache_reads_whole_shards
     pack(png_pairs(tmp_path / "raw"), shards, PackOptions(workers=1, store="encoded", shard_size=256 << 10))
     assert len(open_shards(shards).files) >= 3
     opts = dict(batch_size=1, crop=32, seed=4, device="cuda", shuffle_buffer=2)
-    want = [(b.low.clone(), b.high.clone()) for b in make_loader("wds", shards, **opts)]
+    plain = make_loader("wds", shards, **opts)
+    want = []
+    for epoch in range(2):
+        plain.set_epoch(epoch)
+        want.append([(b.low.clone(), b.high.clone()) for b in plain])
     monkeypatch.setattr(decoded, "outgrows_cache", lambda nbytes: True)
     tight = make_loader("wds", shards, **opts)
-    for epoch in range(2):  # every run of such a split reads it again
+    readers = []
+    for epoch in range(2):  # every run of such a split reads it again: the second epoch in the first's stream
         tight.set_epoch(epoch)
         got = [(b.low.clone(), b.high.clone()) for b in tight]
         reader = tight.cutter.memory.reader
+        readers.append(reader)
         assert isinstance(reader, ShardStream) and reader.failed is None
-        assert reader.read >= sum(open_shards(shards).shard_bytes) * 0.5
-        if epoch == 0:
-            assert len(got) == len(want) == 10
-            assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(want, got))
+        assert reader.read >= sum(open_shards(shards).shard_bytes) * 0.5 * (epoch + 1)
+        assert len(got) == len(want[epoch]) == 10
+        assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(want[epoch], got))
+    assert readers[0] is readers[1] and reader.base == 10
     tight.close()
     assert not reader.alive
 

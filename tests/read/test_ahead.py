@@ -107,3 +107,41 @@ def test_the_first_batch_waits_for_the_first_blocks_only_and_the_distance_read_a
     rest = sum(1 for _ in it)
     assert rest == len(loader) - 1 and reader.queued >= len(loader)  # every batch queued (and the next epoch's first)
     loader.close()
+
+
+def test_the_reader_goes_on_into_the_next_epoch_and_keeps_it_queued_when_that_epoch_begins(split, monkeypatch):
+    # a split read from disk every epoch: once the current run is all queued, the run expected next (the next epoch)
+    # is queued behind it within the same window, so that its first batches are read while the last ones are cut
+    from pairload import make_loader
+
+    ds = ShardDataset(split, "train")
+    calls = []
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: calls.append(
+        (os.readlink(f"/proc/self/fd/{fd}"), off, off + n)))
+    loader = make_loader("ram", split, batch_size=2, crop=32, seed=3)
+    run0, run1 = loader.plan_for(0), loader.plan_for(1)
+
+    def asked(bp) -> set:
+        shard, start, end = ds.spans(bp.index)
+        return {(str(ds.files[k]), a, b) for k, a, b in zip(shard.tolist(), start.tolist(), end.tolist())}
+
+    reader = ReadAhead(ds, window=2)
+    asked_for = [0]
+    reader.reset(run0, after=lambda: asked_for.append(1) or run1)
+    reader.follow(0)
+    assert len(asked_for) == 1 and reader.foreseen is None  # this run first
+    reader.follow(len(run0) - 1)  # the last batch: the window reaches into the next epoch
+    assert reader.foreseen is run1 and len(asked_for) == 2 and reader.queued > len(run0)
+    got = settled(calls, 1)
+    covered = {c for c in got}
+    # the next epoch's first batch asked for (whole members merged with their neighbours: inside what was asked)
+    assert all(any(f == g and a <= s and e <= b for g, a, b in covered) for f, s, e in asked(run1[0]))
+    queued = reader.queued
+    reader.reset(run1, after=lambda: None)  # that epoch begins: what was queued of it stays
+    assert reader.queued == queued and reader.foreseen is None
+    reader.follow(len(run1) - 1)
+    assert reader.foreseen is None and reader.queued == len(run0) + len(run1)  # nothing expected after it
+    reader.reset(loader.plan_for(5))  # another run: everything queued forgotten
+    assert reader.queued == 0
+    reader.close()
+    assert not reader.alive and reader.failed is None

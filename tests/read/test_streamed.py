@@ -144,3 +144,110 @@ def test_a_decode_stage_dropped_unclosed_stops_its_shard_readers(split, monkeypa
     while stream.alive and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not stream.alive
+
+
+def stretches(ds, run) -> dict[int, tuple[int, int]]:
+    """shard -> the (start, end) of it the run reads."""
+    _, last, start, end, _ = shard_runs(ds, run)
+    return {k: (int(start[k]), int(end[k])) for k in np.flatnonzero(last >= 0).tolist()}
+
+
+def test_a_stream_goes_on_into_the_next_epoch_and_keeps_what_that_epoch_read_again(split):
+    # the run expected next (the next epoch) is queued behind the current one once each of its shards is taken, so
+    # the disk reads on while the last batches are cut; a shard the next epoch has read again is not dropped by the
+    # run before, and that epoch goes on in the same stream
+    ds = ShardDataset(split, "train")
+    loader = make_loader("wds", split, batch_size=2, crop=32, seed=3, shuffle_buffer=3)
+    run0, run1 = loader.plan_for(0), loader.plan_for(1)
+    first, second = stretches(ds, run0), stretches(ds, run1)
+    bytes0, bytes1 = (sum(b - a for a, b in s.values()) for s in (first, second))
+    stream = ShardStream.of(ds, run0, most=1 << 30, after=lambda: run1)
+    try:
+        assert settled(stream) == bytes0  # nothing of the next epoch before it is asked for
+        stream.follow(0)  # every shard of this run taken: the next queued
+        assert stream.foreseen is run1 and settled(stream, bytes0 + bytes1) == bytes0 + bytes1
+        spans = [span for b in range(len(run0)) for span in stream.done(b)]
+        assert spans == []  # wds reads every shard each epoch, and the next epoch had read each again
+        assert stream.rebase(loader.plan_for(2)) is None  # not the run queued: the caller starts another stream
+        assert stream.rebase(run1) == [] and stream.base == len(run0)
+        spans = [span for b in range(len(run1)) for span in stream.done(b)]
+        assert len(stream.shard) == len(second)  # the first epoch's entries forgotten
+        assert sorted(spans) == sorted((k, a, b) for k, (a, b) in second.items())
+        assert settled(stream) == bytes0 + bytes1 and stream.failed is None
+    finally:
+        stream.close()
+    assert not stream.alive
+
+
+def test_under_a_budget_the_next_epoch_is_read_as_the_last_shards_go(split, monkeypatch):
+    import os
+
+    preadv = os.preadv
+
+    def slow(*args):  # reads in flight as each epoch begins and ends
+        time.sleep(0.01)
+        return preadv(*args)
+
+    monkeypatch.setattr(os, "preadv", slow)
+    ds = ShardDataset(split, "train")
+    files = [str(f) for f in ds.files]
+    evict(files)
+    loader = make_loader("wds", split, batch_size=2, crop=32, seed=3, shuffle_buffer=3)
+    run0, run1 = loader.plan_for(0), loader.plan_for(1)
+    first = stretches(ds, run0)
+    bytes0 = sum(b - a for a, b in first.values())
+    most = 3 * max(b - a for a, b in first.values())
+    stream = ShardStream.of(ds, run0, most=most, after=lambda: run1)
+    dropped = []
+    try:
+        for b in range(len(run0)):  # the batches take their time: what the budget allows is read meanwhile
+            stream.follow(b)
+            settled(stream)
+            spans = stream.done(b)
+            for span in spans:
+                ds.dontneed_span(*span)
+            dropped += [k for k, _, _ in spans]
+        assert stream.foreseen is run1
+        assert stream.rebase(run1, after=lambda: None) is not None  # that epoch begins, reads of it in flight
+        ahead = settled(stream) - bytes0
+        assert 0 < ahead <= most  # its first shards, read before its batches, within the budget
+        assert len(set(dropped)) == len(dropped)  # each dropped once (none the next epoch had read again)
+        second = stretches(ds, run1)
+        for b in range(len(run1)):  # that epoch goes on in the stream, its reads in flight kept track of
+            stream.follow(b)
+            settled(stream)
+            for span in stream.done(b):
+                ds.dontneed_span(*span)
+                dropped.append(span[0])
+        assert settled(stream) == bytes0 + sum(b - a for a, b in second.values()) and stream.failed is None
+        assert sorted(set(dropped)) == sorted(first) and len(stream.shard) == len(second)
+    finally:
+        stream.close()
+    if resident_fraction(files) < 1.0:  # a filesystem that can tell: nothing read is left behind
+        assert resident_fraction(files) < 0.2
+
+
+def test_the_decode_stage_keeps_one_stream_across_epochs_when_the_next_was_foreseen(split, monkeypatch):
+    # the decode stage's memory (on the CPU: its tables only) of a split every epoch reads from disk: begin() with
+    # the epoch expected next goes on in the same stream when that epoch begins, and starts another for any other run
+    import torch
+
+    from pairload.cut.memory import decoded
+
+    monkeypatch.setattr(decoded, "outgrows_cache", lambda nbytes: True)
+    ds = ShardDataset(split, "train")
+    loader = make_loader("wds", split, batch_size=2, crop=32, seed=3, shuffle_buffer=3)
+    memory = decoded.DecodedMemory(ds, torch.device("cpu"), background=False)
+    try:
+        memory.begin(loader.plan_for(0), after=lambda: loader.plan_for(1))
+        stream = memory.reader
+        assert isinstance(stream, ShardStream)
+        settled(stream)
+        stream.follow(len(loader.plan_for(0)) - 1)
+        assert stream.foreseen is loader.plan_for(1)
+        memory.begin(loader.plan_for(1), after=lambda: loader.plan_for(2))
+        assert memory.reader is stream and stream.base == len(loader.plan_for(0))
+        memory.begin(loader.plan_for(4))  # not the epoch expected: a stream of its own
+        assert isinstance(memory.reader, ShardStream) and memory.reader is not stream and not stream.alive
+    finally:
+        memory.close()

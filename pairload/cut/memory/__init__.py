@@ -36,8 +36,10 @@ class Memory(Protocol):
     high: torch.Tensor
     width: torch.Tensor
 
-    def begin(self, plans) -> object:
-        """Make ready what this run's planned batches read, in the order they read it."""
+    def begin(self, plans, after=None) -> object:
+        """Make ready what this run's planned batches read, in the order they read it. `after`: None, or a callable
+        giving the run expected next (the loader's next epoch), which a memory may start reading before this run's
+        last batches, so that the disk does not wait while they are cut; `begin` of that run goes on from there."""
 
     def wait(self, b: int) -> None:
         """Return once everything batch b of the run reads is readable by the device."""

@@ -149,7 +149,7 @@ class DecodedMemory:
         """The JPEG decode processes now running."""
         return [] if self.proc is None or self._closed else self.proc.pids
 
-    def begin(self, plans) -> None:
+    def begin(self, plans, after=None) -> None:
         self._forget_all()
         self.reap(block=True)
         self._plans = plans
@@ -159,20 +159,27 @@ class DecodedMemory:
             self.ds.want(plans.all_index())
         # the first run reads the split from disk; later ones only if the page cache cannot keep it: a by-shard run
         # whose pages are dropped as it goes reads its shards whole (`ShardStream`), any other its batches' members
-        # a window ahead (`ReadAhead`: READ_AHEAD_BYTES, or half of the memory available, at least two calls)
+        # a window ahead (`ReadAhead`: READ_AHEAD_BYTES, or half of the memory available, at least two calls). Where
+        # every run reads from disk, each goes on into the run expected next (`after`) once its own is all asked for
         reading = self.read_ahead and len(plans) and (self._reader is None or self._outgrows)
-        _close_all(self._streams)
-        stream = None
-        if reading and self.evict and self.proc is None:
-            stream = ShardStream.of(self.ds, plans, min(MOST, host_memory().available // 2))
-        if stream is not None:
-            self._streams.append(stream)
+        after = after if self._outgrows else None
+        stream = self._shards
+        if stream is not None and reading and (spans := stream.rebase(plans, after)) is not None:
+            for span in spans:  # the run before's last stretches (those the stream went on past)
+                self._drops.span(*span)
+        else:
+            _close_all(self._streams)
+            stream = None
+            if reading and self.evict and self.proc is None:
+                stream = ShardStream.of(self.ds, plans, min(MOST, host_memory().available // 2), after)
+            if stream is not None:
+                self._streams.append(stream)
         if reading and self._shards is None and self._reader is None:
             rows = max(len(bp) for bp in plans.block_at(0).plans)
             self._reader = ReadAhead(self.ds, max(2 * self.call, batches_within(self.ds, rows, READ_AHEAD_BYTES)))
             weakref.finalize(self, self._reader.close)  # a loader dropped unclosed stops the thread too
         if self._reader is not None:
-            self._reader.reset(plans)
+            self._reader.reset(plans, after if self._shards is None else None)
         self._reading = bool(reading)
 
     def wait(self, b: int) -> None:

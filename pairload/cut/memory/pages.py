@@ -206,9 +206,10 @@ class PageCache:
             self._tables_at[s] = base
 
     # -- the consumer: one run at a time
-    def begin(self, plans) -> Schedule:
+    def begin(self, plans, after=None) -> Schedule:
         """Start registering what this run's batches read, in the order they read it. Streaming, what an earlier
-        run left registered and this one does not read goes back (the caller has waited for its kernels)."""
+        run left registered and this one does not read goes back (the caller has waited for its kernels). The run
+        expected next (`after`) is not read ahead here: each piece is registered as the plan reaches it."""
         sched = self.grid.schedule(plans)
         if self.streaming:
             self.reap(block=True)

@@ -49,7 +49,7 @@ class DeviceCopy:
         self.high = torch.from_numpy(base[shard] + high).to(device)
         self.width = torch.from_numpy(np.ascontiguousarray(ds.sizes[:, 1], dtype=np.int64)).to(device)
 
-    def begin(self, plans) -> None:
+    def begin(self, plans, after=None) -> None:
         """Everything is on the device already (nor do `wait`, `done`, `check`, `warm` have anything to
         do: the device holds its own copy, which changes on disk cannot reach)."""
 
