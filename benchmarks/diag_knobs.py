@@ -76,13 +76,17 @@ def apply(knobs: str) -> None:
             from pairload.read import streamed
 
             streamed.READERS = int(knob[7:])
+        elif knob.startswith("window") and knob[6:].isdigit():
+            from pairload.cut.memory import decoded
+
+            decoded.READ_AHEAD_BYTES = int(knob[6:]) << 20  # MB
         elif knob == "timeline":
             _timeline()
         elif knob == "childtimeline":  # set by `timeline` in the decode processes it starts
             _child_timeline()
         else:
             raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch, group, ahead8, one, "
-                             "threads0, ahead1, tightN, readersN or timeline")
+                             "threads0, ahead1, tightN, readersN, windowN (MB) or timeline")
 
 
 def mark(what: str) -> None:

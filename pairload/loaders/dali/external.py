@@ -131,7 +131,8 @@ class ExternalSource(PairedSource):
         `cuda_stream` does not order them. So the kernels run ahead (`_CUT_AHEAD` batches, `_CUT_GROUP` per launch)
         and a batch is fed after its event completed, which it has by then: the GPU cuts faster than DALI takes."""
         ahead: deque = deque()
-        for cut in self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=_CUT_GROUP):
+        for cut in self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=_CUT_GROUP,
+                                   after=self._after(run)):
             ready = self._degraded(run, cut)
             low, high = cut.sides()
             sizes = [len(bp) for bp in cut.plans]
@@ -180,7 +181,13 @@ class ExternalSource(PairedSource):
 
     def _launches(self, run: tuple, plans: Run):
         """The kernel's launches for a run, one `Cut` each (launched when it is yielded)."""
-        return self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=self._per_iteration)
+        return self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=self._per_iteration,
+                               after=self._after(run))
+
+    def _after(self, run: tuple):
+        """What gives the run expected after `run` (the next epoch), which a memory reading every epoch from disk
+        reads on into (`Memory.begin`)."""
+        return lambda: self.plan_for(*next_run(run))
 
     def _ready_iteration(self, run: tuple, launched: tuple) -> list:
         cut, ready = launched
