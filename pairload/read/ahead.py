@@ -62,8 +62,11 @@ class ReadAhead:
     `source`: a `ShardSource` (its `files` and `spans`). Errors end the thread quietly (`failed` keeps the last one):
     reading ahead is advice, and a missing or unreadable shard is reported by the batch that reads it."""
 
-    def __init__(self, source, window: int):
+    def __init__(self, source, window: int, ranges=None):
         self.window = max(1, int(window))
+        # what a list of planned batches reads: (batch, shard, start, end), batches numbered from 0 (a decode stage's
+        # tiled members: only the tiles their windows touch); None: every member whole (`source.spans`)
+        self._ranges = ranges
         self.files = list(source.files)
         self._spans = source.spans
         self._keep_open = not source.remote  # a cached remote shard may be evicted: no descriptor kept past a request
@@ -98,10 +101,13 @@ class ReadAhead:
         sizes = np.asarray(sizes, np.int64)
         batch = np.repeat(np.arange(self._queued, self._queued + len(sizes), dtype=np.int64), sizes)
         shard, start, end = self._spans(indices)
-        chunk = _Chunk(*merged(shard, start, end, np.tile(batch, 2)))  # spans: inputs, then targets
+        self._push(np.tile(batch, 2), shard, start, end, len(sizes))  # spans: inputs, then targets
+
+    def _push(self, batch, shard, start, end, batches: int) -> None:
+        chunk = _Chunk(*merged(shard, start, end, batch))
         with self._cond:
             self._queue.append(chunk)
-            self._queued += len(sizes)
+            self._queued += batches
             self._cond.notify()
 
     def add_block(self, plans, k: int) -> int:
@@ -109,7 +115,11 @@ class ReadAhead:
         batch after that block."""
         block = plans.block_at(k)
         j = k - block.first
-        self.add(block.column("index")[int(block.starts[j]):], block.sizes[j:])
+        if self._ranges is None:
+            self.add(block.column("index")[int(block.starts[j]):], block.sizes[j:])
+        else:
+            batch, shard, start, end = self._ranges(block.plans[j:])
+            self._push(batch + self._queued, shard, start, end, len(block) - j)
         return block.first + len(block)
 
     def follow(self, b: int) -> None:

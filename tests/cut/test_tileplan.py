@@ -136,3 +136,53 @@ def test_device_buffers_come_in_four_sizes_an_octave_each_at_most_a_quarter_larg
         octave = got[(sizes > 1 << (k - 1)) & (sizes <= 1 << k)]
         assert len(np.unique(octave)) == 4 and octave.max() == 1 << k
     assert bucket(25_000_000 + 1) == 25_165_824  # 3 × 2^23: a 3840x2160 RGB image's bytes and one
+
+
+def test_reading_ahead_asks_for_the_tiles_the_windows_touch_of_members_read_before_and_whole_members_else(tmp_path):
+    # what a split beyond memory reads ahead of its decode calls (`read_ranges`): a tiled member whose tables the
+    # decode stage holds, only the bytes of the tiles its crop touches (each tile's frames, as the staging copies
+    # them); a member not read yet, its stored bytes whole
+    from pairload import make_loader
+    from pairload.cut.memory.tileplan import read_ranges
+    from pairload.pack.writer import PackOptions, pack
+    from pairload.read.shards import ShardDataset
+
+    from conftest import make_raw
+
+    make_raw(tmp_path / "raw", 6, split="train", size=(300, 560))  # 2x3 tiles of 256
+    pack(tmp_path / "raw", tmp_path / "shards", PackOptions(workers=1, store="encoded"))
+    ds = ShardDataset(tmp_path / "shards", "train")
+    plans = list(make_loader("ram", tmp_path / "shards", batch_size=2, crop=96, seed=5).plan_for(0))
+    rows = ds.stored_members(np.arange(len(ds)))
+
+    def tiled(i: int, k: int):
+        data = np.asarray(ds.shard_map(int(rows.shard[i])))[rows.offset[i, k]:][:rows.length[i, k]]
+        return read_tiled(data, ds.members.side(k), *(int(v) for v in ds.sizes[i]))
+
+    table = TileTable(len(ds))
+    known = np.array([0, 1, 2])  # samples whose members were decoded before: their tables are kept
+    table.rows(np.tile(known, 2), np.repeat([0, 1], len(known)), lambda m: tiled(int(known[m % 3]), m // 3))
+    batch, shard, start, end = read_ranges(ds, table, plans, True, 1)
+    assert (end > start).all() and len(batch) == len(shard)
+    for b, bp in enumerate(plans):
+        got = [(s, a, e) for bb, s, a, e in zip(batch, shard, start, end) if bb == b]
+        want = 0
+        for i, y, x in zip(bp.index.tolist(), bp.y.tolist(), bp.x.tolist()):
+            for k in (0, 1):
+                base, length = int(rows.offset[i, k]), int(rows.length[i, k])
+                if i not in known:  # whole
+                    assert (int(rows.shard[i]), base, base + length) in got
+                    want += length
+                    continue
+                t = tiled(i, k)
+                touched = [q for q in range(len(t.modes)) if (lambda ty, tx, th, tw: ty < y + 96 and y < ty + th
+                                                              and tx < x + 96 and x < tx + tw)(*t.tile_box(q))]
+                assert 0 < len(touched) < len(t.modes)  # a crop of 96 in 300x560: 1 to 4 of the 6 tiles
+                for q in touched:  # each touched tile's bytes inside a range of the batch
+                    a, e = t.span(q)
+                    assert any(s == rows.shard[i] and r0 <= base + a and base + e <= r1 for s, r0, r1 in got)
+                    # consecutive tiles read in one range, from the first's start to the last's end
+                    want += e - (t.span(q - 1)[1] if q - 1 in touched else a)
+        assert sum(e - a for _, a, e in got) == want  # and nothing more
+    whole = sum(int(rows.length[i].sum()) for bp in plans for i in bp.index.tolist())
+    assert (end - start).sum() < whole  # less than reading every member whole

@@ -188,3 +188,32 @@ def test_bench_loaders_reports_the_gpus_tiles_decode_rate(lossless):
     crops = stored_bound(ds, torch.device("cuda"), seconds=0.2, crop=32)  # one tile of each 150x300 image, not 2
     assert whole["tiles_gpu_images_per_s"] > 0 and crops["tiles_gpu_images_per_s"] > 0
     assert whole["gpu_images_per_s"] is None  # no JPEG members
+
+
+@pytest.mark.skipif(not nvcomp_ready(), reason="needs nvCOMP's library (nvidia-libnvcomp)")
+def test_a_strided_run_beyond_the_page_cache_reads_ahead_only_the_tiles_its_crops_touch(tmp_path, monkeypatch):
+    # ram over a split that outgrows the memory that could cache it: read member by member ahead of the decode, a
+    # member whose tables were read in an epoch before only for the tiles the crops touch; the batches are the same
+    from pairload.cut.memory import decoded
+    from pairload.read.ahead import ReadAhead
+
+    shards = tmp_path / "shards"
+    pack(png_pairs(tmp_path / "raw"), shards, PackOptions(workers=1, store="encoded", shard_size=256 << 10))
+    opts = dict(batch_size=2, crop=32, seed=4, device="cuda")
+    plain = make_loader("ram", shards, **opts)
+    want = []
+    for epoch in range(2):
+        plain.set_epoch(epoch)
+        want.append([(b.low.clone(), b.high.clone()) for b in plain])
+    monkeypatch.setattr(decoded, "outgrows_cache", lambda nbytes: True)
+    monkeypatch.setattr(decoded, "MOST", 1)  # no room for whole shards (a tiny split's would fit): member by member
+    tight = make_loader("ram", shards, **opts)
+    for epoch in range(2):
+        tight.set_epoch(epoch)
+        got = [(b.low.clone(), b.high.clone()) for b in tight]
+        reader = tight.cutter.memory.reader
+        assert isinstance(reader, ReadAhead) and reader.failed is None and reader.asked > 0
+        assert len(got) == len(want[epoch])
+        assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(want[epoch], got))
+    tight.close()
+    assert not reader.alive

@@ -145,3 +145,31 @@ def test_the_reader_goes_on_into_the_next_epoch_and_keeps_it_queued_when_that_ep
     assert reader.queued == 0
     reader.close()
     assert not reader.alive and reader.failed is None
+
+
+def test_a_reader_given_ranges_asks_for_those_of_each_planned_batch_in_order(split, monkeypatch):
+    # a decode stage of tiled members tells the reader what a batch reads (only the tiles its crops touch): the
+    # reader asks for exactly those ranges, batch by batch, a window ahead
+    from pairload import make_loader
+
+    ds = ShardDataset(split, "train")
+    calls = []
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: calls.append(
+        (os.readlink(f"/proc/self/fd/{fd}"), off, off + n)))
+    run = make_loader("ram", split, batch_size=2, crop=32, seed=3).plan_for(0)
+
+    def ranges(plans):  # a range of 100 bytes a batch, in the shard of its first sample, at 4096 * its first index
+        first = np.array([int(bp.index[0]) for bp in plans])
+        shard, _, _ = ds.spans(first)
+        return np.arange(len(plans)), shard[:len(plans)], first * 4096, first * 4096 + 100
+
+    reader = ReadAhead(ds, window=1, ranges=ranges)
+    reader.reset(run)
+    reader.follow(0)
+    want = [(str(ds.files[s]), int(a), int(a) + 100)
+            for s, a in zip(ds.spans(np.array([int(bp.index[0]) for bp in run]))[0][:len(run)].tolist(),
+                            [4096 * int(bp.index[0]) for bp in run])]
+    assert settled(calls, 2) == want[:2]  # batches 0 and 1 (the window), nothing of the members themselves
+    reader.follow(len(run) - 1)
+    assert settled(calls, len(run)) == want
+    reader.close()

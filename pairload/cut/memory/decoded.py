@@ -34,6 +34,7 @@ import warnings
 import weakref
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import torch
@@ -49,7 +50,7 @@ from ...read.streamed import MOST, ShardStream
 from ...workers.jpegs import JpegFault, decoded_face, member_bytes
 from .decoders import formats_in, gpu_decoders
 from .pages import CHECK_S
-from .tileplan import TileTable, plan, windows_read
+from .tileplan import TileTable, plan, read_ranges, windows_read
 
 AHEAD = 4  # batches whose images are decoded in one call (JPEG files)
 AHEAD_TILES = 8  # the same for a split with lossless tiles: nvCOMP decodes 16,000 images/s in calls of 256 and
@@ -176,7 +177,12 @@ class DecodedMemory:
                 self._streams.append(stream)
         if reading and self._shards is None and self._reader is None:
             rows = max(len(bp) for bp in plans.block_at(0).plans)
-            self._reader = ReadAhead(self.ds, max(2 * self.call, batches_within(self.ds, rows, READ_AHEAD_BYTES)))
+            # what a tiled member read before is read ahead of: only the tiles the windows touch (the reader holds
+            # the table, not this object: a loader dropped unclosed is still collected)
+            ranges = None if self.tiles is None else partial(read_ranges, self.ds, self._table, inputs=self.inputs,
+                                                             scale=self.ds.members.scale)
+            self._reader = ReadAhead(self.ds, max(2 * self.call, batches_within(self.ds, rows, READ_AHEAD_BYTES)),
+                                     ranges)
             weakref.finalize(self, self._reader.close)  # a loader dropped unclosed stops the thread too
         if self._reader is not None:
             self._reader.reset(plans, after if self._shards is None else None)

@@ -10,12 +10,14 @@ from concurrent.futures import Executor
 
 import numpy as np
 
+from ...format import imageformats
 from ...format.crc import crc32
 from ...format.tiles import TiledImage
 
 FRAMES_KEPT = 1 << 22  # frames whose tables a TileTable keeps (16 bytes each: 64 MB; 600x400 RGB members have 18,
 # so 233,000 of them); past that it starts again, empty
 GEOMETRY = ("h", "w", "channels", "itemsize", "tile", "across", "planes", "tiles", "tile0", "frame0")
+TILES_CODE = imageformats.TILES.code
 
 
 class TileTable:
@@ -240,6 +242,56 @@ def windows_read(plans, samples: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     whole |= (out[:, 2] <= out[:, 0]) | (out[:, 3] <= out[:, 1])
     out[whole] = -1
     return out
+
+
+def read_ranges(source, table: TileTable, plans: list, inputs: bool, scale: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(batch, shard, start, end) of the bytes the batches `plans` make a decode call read of `source`, a batch's
+    ranges numbered from 0: of a tiled member whose tables `table` holds, only the tiles its windows touch, in runs of
+    consecutive tiles (a 256-pixel crop of a 600x400 member: 4 of its 6 tiles; of a 3840x2160 one, 4 of 135); of any
+    other member (another format, or a tiled one not read yet: its tables are in it) its stored bytes. `inputs`
+    False: the targets only; `scale`: the target's pixels per input pixel. What `ReadAhead` asks for, numpy only."""
+    sizes = np.array([len(bp) for bp in plans], dtype=np.int64)
+    index = np.concatenate([bp.index for bp in plans]) if len(plans) else np.zeros(0, np.int64)
+    batch = np.repeat(np.arange(len(plans)), sizes)
+    windows = np.full((len(index), 4), -1, dtype=np.int64)
+    hw = source.sizes[index]
+    at = 0
+    for bp, n in zip(plans, sizes.tolist()):
+        if bp.crop is not None:
+            h, w = bp.out_hw(source.sizes)
+            y, x = np.asarray(bp.y, dtype=np.int64), np.asarray(bp.x, dtype=np.int64)
+            windows[at:at + n] = np.stack([y, x, y + h, x + w], axis=1)
+        at += n
+    windows[:, :2] = np.maximum(windows[:, :2], 0)
+    windows[:, 2] = np.minimum(windows[:, 2], hw[:, 0])
+    windows[:, 3] = np.minimum(windows[:, 3], hw[:, 1])
+    windows[(windows[:, 2] <= windows[:, 0]) | (windows[:, 3] <= windows[:, 1])] = -1
+    rows = source.stored_members(index)
+    once = rows.offset[:, 0] == rows.offset[:, 1]  # a targets-only split: one member for both sides
+    k = np.concatenate([np.zeros(len(index), np.int64), np.ones(len(index), np.int64)])
+    j = np.tile(np.arange(len(index)), 2)
+    keep = (k == 1) | (~once[j] & inputs)
+    k, j = k[keep], j[keep]
+    slot = table.slot[k, index[j]] if table is not None else np.full(len(k), -1)
+    tiled = (rows.format[j, k] == TILES_CODE) & (slot >= 0)
+    member, tile = table.windows(slot[tiled], windows[j[tiled]], np.where(k[tiled] == 1, scale, 1)) \
+        if tiled.any() else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    geo = table.geometry[slot[tiled]] if tiled.any() else np.zeros((0, len(GEOMETRY)), np.int64)
+    planes = geo[member, 6]
+    first = geo[member, 9] + tile * planes
+    last = first + planes - 1
+    new = np.ones(len(tile), dtype=bool)
+    new[1:] = (member[1:] != member[:-1]) | (tile[1:] != tile[:-1] + 1)  # runs of consecutive tiles of one member
+    runs = np.flatnonzero(new)
+    lo = table.offsets[first[runs]] if len(runs) else np.zeros(0, np.int64)
+    hi = np.maximum.reduceat(table.offsets[last] + table.lengths[last], runs) if len(runs) else lo
+    tj, tk = j[tiled][member[runs]], k[tiled][member[runs]]
+    base = rows.offset[tj, tk]
+    oj, ok = j[~tiled], k[~tiled]
+    return (np.concatenate([batch[tj], batch[oj]]), np.concatenate([rows.shard[tj], rows.shard[oj]]),
+            np.concatenate([base + lo, rows.offset[oj, ok]]),
+            np.concatenate([base + hi, rows.offset[oj, ok] + rows.length[oj, ok]]))
 
 
 def bucket(n: int) -> int:
