@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 
+from . import interrupts
 from .errors import WorkerDiedError
 from .forking import death
 
@@ -41,13 +42,9 @@ class WorkerPool(multiprocessing.pool.Pool):
         # started) and in each worker until it ignores it (`_init_worker`): a worker still starting, importing what
         # it runs, would print a KeyboardInterrupt traceback. The pool's threads, started here, keep it blocked, so
         # a replacement worker starts the same way.
-        held = _sigint_blocked(True)
-        try:
+        with interrupts.held():
             super().__init__(workers, initializer=_init_worker,
                              initargs=(os.getpid(), self._doing, self._slots, initializer, initargs), context=context)
-        finally:
-            if held is not None and signal.SIGINT not in held:
-                _sigint_blocked(False)
 
     def Process(self, ctx, *args, **kwds):  # noqa: N802 - the name multiprocessing.pool.Pool calls
         kwds["target"] = functools.partial(_quiet_when_orphaned, kwds["target"])
@@ -160,8 +157,7 @@ def _init_worker(parent: int, shared, slots, initializer, initargs: tuple) -> No
     _slot = whole[index % per * SLOT_BYTES:(index % per + 1) * SLOT_BYTES]
     # Ctrl-C reaches the whole process group: the command answers it (its workers stopped, a pack's partial shards
     # deleted), not a KeyboardInterrupt traceback from every worker
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _sigint_blocked(False)  # blocked as the pool started it: one that came meanwhile is dropped now
+    interrupts.set_aside(term=False)  # blocked as the pool started it: one that came meanwhile is dropped now
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # Pool.terminate's signal, whatever handler the parent had
     if sys.platform.startswith("linux"):
         # a command killed with SIGKILL cannot stop its workers: the kernel does, as it dies (a worker's results have
@@ -171,14 +167,6 @@ def _init_worker(parent: int, shared, slots, initializer, initargs: tuple) -> No
         os._exit(1)
     if initializer is not None:
         initializer(*initargs)
-
-
-def _sigint_blocked(block: bool):
-    """Block (or unblock) SIGINT in this thread; returns the signals blocked before (None where there is no
-    pthread_sigmask)."""
-    if not hasattr(signal, "pthread_sigmask"):
-        return None
-    return signal.pthread_sigmask(signal.SIG_BLOCK if block else signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _quiet_when_orphaned(target, *args) -> None:

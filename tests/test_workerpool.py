@@ -101,3 +101,49 @@ def test_a_ctrl_c_while_spawned_workers_start_prints_no_traceback_from_them(tmp_
     os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the command and its workers
     _, err = proc.communicate(timeout=30)
     assert "Traceback" not in err and err.strip() == "stopped", err
+
+
+def test_a_ctrl_c_while_a_loaders_workers_start_prints_no_traceback_from_them(tmp_path):
+    # the loader's worker processes (python -m pairload.workers) import numpy and pairload before they can set
+    # SIGINT aside; a terminal's Ctrl-C meanwhile is the loading process's to answer, not a traceback from each
+    import subprocess
+    import sys
+
+    import psutil
+
+    from pairload.pack.writer import PackOptions, pack
+
+    from conftest import make_raw
+
+    make_raw(tmp_path / "raw", 4, split="train", size=(32, 48))
+    pack(tmp_path / "raw", tmp_path / "shards", PackOptions(workers=1))
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(  # a slow start, in the processes the loader starts
+        "import os, time\nif os.environ.get('PAIRLOAD_TEST_SLOW_START'):\n    time.sleep(1.5)\n")
+    script = ("import os, sys, time\n"
+              "import pairload\n"
+              f"loader = pairload.make_loader('ram', {str(tmp_path / 'shards')!r}, batch_size=2, crop=16, "
+              "num_workers=2, device='cpu')\n"
+              "os.environ['PAIRLOAD_TEST_SLOW_START'] = '1'\n"
+              "try:\n"
+              "    loader.start_workers()\n"
+              "    time.sleep(20)\n"
+              "except KeyboardInterrupt:\n"
+              "    loader.close()\n"
+              "    print('stopped', file=sys.stderr)\n")
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True,
+                            start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), here])},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 60
+
+    def workers() -> list:
+        return [p for p in psutil.Process(proc.pid).children() if "pairload.workers" in " ".join(p.cmdline())]
+    while time.monotonic() < deadline and len(workers()) < 2:
+        time.sleep(0.01)
+    time.sleep(0.3)  # the workers are starting (sitecustomize) now
+    assert len(workers()) == 2, "the workers had not started"
+    os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the loading process and its workers
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and err.strip() == "stopped", err

@@ -29,7 +29,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .. import errors
+from .. import errors, interrupts
 from ..errors import ConfigError, LoaderError, WorkerError
 from ..forking import child_env, death
 from ..format.members import DEFAULT, Members
@@ -144,8 +144,9 @@ class WorkerPool:
                 mine, theirs = socket.socketpair()
                 try:
                     fds = (theirs.fileno(), theirs_tasks.fileno())
-                    proc = subprocess.Popen([sys.executable, "-m", "pairload.workers", *map(str, fds)], pass_fds=fds,
-                                            stdin=subprocess.DEVNULL, env=env)
+                    with interrupts.held():  # a Ctrl-C while it imports: this process's, not a traceback of its
+                        proc = subprocess.Popen([sys.executable, "-m", "pairload.workers", *map(str, fds)],
+                                                pass_fds=fds, stdin=subprocess.DEVNULL, env=env)
                 finally:
                     theirs.close()
                 self.procs.append(proc)

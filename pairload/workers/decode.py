@@ -20,13 +20,13 @@ Messages (pickled tuples), each answered in order:
 from __future__ import annotations
 
 import mmap
-import signal
 import sys
 import traceback
 from multiprocessing.connection import Connection
 
 import numpy as np
 
+from .. import interrupts
 from .jpegs import JpegDecoders, JpegFault, decoded_face, member_bytes
 
 
@@ -174,8 +174,7 @@ def main(argv: list[str]) -> int:
     # loader's own handling (closing it) is what should answer it, not a traceback from here; SIGTERM too (a
     # scheduler signals every process of a job, torchrun a rank's group), while the run saves itself. It ends with
     # its connection, whichever way the loader ends.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    interrupts.set_aside()  # (started with SIGINT blocked: one that came meanwhile is dropped)
     return serve(Connection(int(argv[0])))
 
 

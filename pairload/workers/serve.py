@@ -14,7 +14,6 @@ from __future__ import annotations
 import mmap
 import os
 import pickle
-import signal
 import socket
 import sys
 import traceback
@@ -22,6 +21,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
+from .. import interrupts
 from .windows import WindowTask, run_window
 
 READY, FAILED, DONE = "ready", "failed", "done"
@@ -100,7 +100,6 @@ def main(argv: list[str] | None = None) -> int:
     # loader's own handling (closing the pool) is what should answer it, not a traceback from every worker; SIGTERM
     # too (a scheduler signals every process of a job, torchrun a rank's group), while the run saves itself. A
     # worker ends with its sockets, whichever way the loader ends.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    interrupts.set_aside()  # (started with SIGINT blocked: one that came meanwhile is dropped)
     _keep_large_buffers()
     return serve(Connection(int(argv[0])), socket.socket(fileno=int(argv[1])))

@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 import numpy as np
 import torch
 
+from ... import interrupts
 from ...errors import LoaderError, PairloadError
 from ...forking import child_env, death
 from ...format import imageformats
@@ -66,8 +67,9 @@ class JpegProcess:
         self._closed = False
         mine, theirs = socket.socketpair()
         try:
-            self._proc = subprocess.Popen([sys.executable, "-m", "pairload.workers.decode", str(theirs.fileno())],
-                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=child_env())
+            with interrupts.held():  # a Ctrl-C while it imports: this process's, not a traceback of its
+                self._proc = subprocess.Popen([sys.executable, "-m", "pairload.workers.decode", str(theirs.fileno())],
+                                              pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=child_env())
         finally:
             theirs.close()
         self._conn = Connection(mine.detach())
