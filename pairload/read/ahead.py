@@ -33,6 +33,17 @@ def merged(shard: np.ndarray, start: np.ndarray, end: np.ndarray, group: np.ndar
     return group[first], shard[first], start[first], np.maximum.reduceat(end, first)
 
 
+def expected(after):
+    """`after()`: the run expected next, or None where there is none or planning it failed (reading ahead is advice:
+    a real error is raised where that run is planned for its own batches)."""
+    if after is None:
+        return None
+    try:
+        return after()
+    except Exception:  # noqa: BLE001 - advice only
+        return None
+
+
 def batches_within(source, rows: int, most: int) -> int:
     """How many batches of `rows` samples of `source` (at its mean stored bytes a sample) fit in `most` bytes, or in
     half of the memory available if less: what reading ahead may hold of the page cache (clean pages, reclaimable)."""
@@ -115,10 +126,16 @@ class ReadAhead:
         batch after that block."""
         block = plans.block_at(k)
         j = k - block.first
-        if self._ranges is None:
+        got = None
+        if self._ranges is not None:
+            try:
+                got = self._ranges(block.plans[j:])
+            except Exception as exc:  # noqa: BLE001 - advice only: the members are asked for whole instead
+                self.failed = exc
+        if got is None:
             self.add(block.column("index")[int(block.starts[j]):], block.sizes[j:])
         else:
-            batch, shard, start, end = self._ranges(block.plans[j:])
+            batch, shard, start, end = got
             self._push(batch + self._queued, shard, start, end, len(block) - j)
         return block.first + len(block)
 
@@ -132,7 +149,7 @@ class ReadAhead:
                 self._plan_to = self.add_block(self._plans, self._plan_to)
             elif self._after is not None:
                 after, self._after = self._after, None
-                nxt = after()
+                nxt = expected(after)
                 if nxt is not None and len(nxt):
                     self.foreseen, self._foreseen_to, self._foreseen_base = nxt, 0, self._queued
             elif self.foreseen is not None and self._foreseen_to < len(self.foreseen):

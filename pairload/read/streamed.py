@@ -24,6 +24,8 @@ import threading
 
 import numpy as np
 
+from .ahead import expected
+
 READERS = 4  # shards read at once (NVMe disks read several streams faster than one)
 PIECE = 8 << 20  # bytes one read asks for
 MOST = 2 << 30  # bytes read and not yet dropped at most (or less: `of`'s `most`)
@@ -178,7 +180,7 @@ class ShardStream:
         is taken, queue the run expected next (`foresee`) behind them."""
         if self._after is None or self._next < len(self.shard):
             return
-        plans = self._after()
+        plans = expected(self._after)
         got = None if plans is None else self._order(self.source, plans, self.most)
         if got is not None and len(got[4]):
             self.source.willneed(got[4])

@@ -173,3 +173,24 @@ def test_a_reader_given_ranges_asks_for_those_of_each_planned_batch_in_order(spl
     reader.follow(len(run) - 1)
     assert settled(calls, len(run)) == want
     reader.close()
+
+
+def test_a_reader_whose_ranges_or_next_epoch_fail_asks_for_whole_members_and_stops_at_the_run_end(split, monkeypatch):
+    from pairload import make_loader
+
+    ds = ShardDataset(split, "train")
+    calls = []
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: calls.append(off))
+    run = make_loader("ram", split, batch_size=2, crop=32, seed=3).plan_for(0)
+
+    def broken(*args):
+        raise RuntimeError("broken")
+
+    reader = ReadAhead(ds, window=len(run), ranges=broken)
+    reader.reset(run, after=broken)
+    reader.follow(len(run) - 1)  # neither raises into the loader
+    assert isinstance(reader.failed, RuntimeError) and reader.foreseen is None and reader.queued == len(run)
+    batch = np.repeat(np.arange(len(run)), [len(bp) for bp in run])
+    want = merged(*ds.spans(np.concatenate([bp.index for bp in run])), np.tile(batch, 2))[2].tolist()
+    assert settled(calls, len(want)) == want  # the members themselves, whole, batch by batch
+    reader.close()

@@ -251,3 +251,24 @@ def test_the_decode_stage_keeps_one_stream_across_epochs_when_the_next_was_fores
         assert isinstance(memory.reader, ShardStream) and memory.reader is not stream and not stream.alive
     finally:
         memory.close()
+
+
+def test_a_next_epoch_that_cannot_be_planned_ends_the_reading_not_the_epoch(split):
+    # reading ahead is advice: an error planning the next epoch is that epoch's to raise, when it is asked for
+    ds = ShardDataset(split, "train")
+    run = run_of("wds", split, shuffle_buffer=3)
+
+    def broken():
+        raise RuntimeError("no plan")
+
+    stream = ShardStream.of(ds, run, most=1 << 30, after=broken)
+    try:
+        settled(stream)
+        stream.follow(len(run) - 1)  # every shard taken: the next epoch asked for, and not there
+        assert stream.foreseen is None and stream.rebase(run) is None
+        deadline = time.monotonic() + 10
+        while stream.alive and time.monotonic() < deadline:  # nothing more to read: the threads end
+            time.sleep(0.02)
+        assert not stream.alive and stream.failed is None
+    finally:
+        stream.close()
