@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Protocol, runtime_checkable
@@ -22,6 +23,7 @@ from ..errors import ConfigError
 from ..units import human_bytes
 from ..plan import (BatchPlan, Block, PlanConfig, Run, Shards, check_groups, check_split, key_hashes, num_batches,
                     plan_run)
+from ..plan.run import next_run
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -517,6 +519,18 @@ class PlannedLoader(StatefulEpochs):
     def _as_clips(self, batch):
         """A batch of clips' frames as clips (`PairBatch.as_clips`)."""
         return batch.as_clips(self.cfg.frames)
+
+
+def expected_after(loader, run: tuple) -> Callable[[], Run | None]:
+    """What gives the run expected after `run` ((epoch, consumed)) of `loader`: the next epoch from its start
+    (`plan.run.next_run`), for a memory that reads on into it (`Memory.begin`). It holds the loader weakly: the
+    memory's reading threads hold it, and a loader dropped unclosed must still be collected (its readers stopped)."""
+    ref, following = weakref.ref(loader), next_run(run)
+
+    def after() -> Run | None:
+        owner = ref()
+        return None if owner is None else owner.plan_for(*following)
+    return after
 
 
 def _split(block: Block, values: torch.Tensor) -> list[torch.Tensor]:

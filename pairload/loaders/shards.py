@@ -20,9 +20,8 @@ from ..cut import Cutter, Request, choose
 from ..cut.handover import DeviceStage
 from ..errors import ConfigError
 from ..plan import Run, Shards, get_deal
-from ..plan.run import next_run
 from ..read.shards import ShardDataset
-from .base import LoaderOptions, PlannedLoader, RemoteOptions
+from .base import LoaderOptions, PlannedLoader, RemoteOptions, expected_after
 from .byshard import pinned_buffer, shuffle_buffer_of
 
 # the deals this loader executes, and the kind each is (`pairload.kinds`); whether a deal caches the split or
@@ -137,8 +136,7 @@ class ShardLoader(PlannedLoader):
         run = None if self.cutter.degrades else self._degrade_run(plans)
         options = {}
         if self.cutter.path in KERNEL_GROUP:  # a device cut: batches per launch, and the epoch expected next
-            options = {"group": KERNEL_GROUP[self.cutter.path],
-                       "after": lambda: self.plan_for(*next_run((epoch, consumed)))}
+            options = {"group": KERNEL_GROUP[self.cutter.path], "after": expected_after(self, (epoch, consumed))}
         cuts = self.cutter.cuts((epoch, consumed), plans, self._stage.reclaim, **options)
         batches = self._stage.one_ahead(cuts, rows, run, augment=self.cfg.augment)  # batch k+1 is cut while k is used
         # what the job's processes leave the page cache, from the first batch on (the loader's own run by then; the

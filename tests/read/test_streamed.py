@@ -272,3 +272,32 @@ def test_a_next_epoch_that_cannot_be_planned_ends_the_reading_not_the_epoch(spli
         assert not stream.alive and stream.failed is None
     finally:
         stream.close()
+
+
+def test_a_loader_dropped_unclosed_with_its_next_epoch_foreseen_stops_its_shard_readers(split, monkeypatch):
+    # the run expected next is planned by the loader; the stream's threads hold what plans it, and the loader holds
+    # the stream (through its decode stage): the loader must be held weakly, or a loader dropped unclosed would never
+    # be collected and its readers would wait forever for memory no batch frees
+    import gc
+
+    import torch
+
+    from pairload.cut.memory import decoded
+    from pairload.loaders.base import expected_after
+
+    ds = ShardDataset(split, "train")
+    monkeypatch.setattr(decoded, "MOST", 2 * max(ds.shard_bytes))  # two shards at a time: the readers wait
+    monkeypatch.setattr(decoded, "outgrows_cache", lambda nbytes: True)  # every epoch read from disk
+    loader = make_loader("wds", split, batch_size=2, crop=32, seed=3, shuffle_buffer=3)
+    memory = decoded.DecodedMemory(ds, torch.device("cpu"), background=False)
+    loader.decode_stage = memory  # as its device cut holds its memory
+    memory.begin(loader.plan_for(0), after=expected_after(loader, (0, ())))
+    stream = memory.reader
+    assert isinstance(stream, ShardStream) and 0 < settled(stream) < sum(ds.shard_bytes) and stream.alive
+    assert expected_after(loader, (0, ()))() is loader.plan_for(1)
+    del loader, memory
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while stream.alive and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not stream.alive

@@ -15,7 +15,7 @@ from torch.utils.dlpack import to_dlpack
 
 from ...plan import Run
 from ...plan.run import next_run
-from ..base import LoaderOptions, RemoteOptions
+from ..base import LoaderOptions, RemoteOptions, expected_after
 from ...cut import PATHS, Cut, Request, choose
 from ...cut.degrade import Degrade
 from .graph import PairedNodes, augment, dihedral_matrices
@@ -132,7 +132,7 @@ class ExternalSource(PairedSource):
         and a batch is fed after its event completed, which it has by then: the GPU cuts faster than DALI takes."""
         ahead: deque = deque()
         for cut in self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=_CUT_GROUP,
-                                   after=self._after(run)):
+                                   after=expected_after(self, run)):
             ready = self._degraded(run, cut)
             low, high = cut.sides()
             sizes = [len(bp) for bp in cut.plans]
@@ -182,12 +182,7 @@ class ExternalSource(PairedSource):
     def _launches(self, run: tuple, plans: Run):
         """The kernel's launches for a run, one `Cut` each (launched when it is yielded)."""
         return self._zero.cuts(run, plans, augment=self.cfg.augment, hw=self.hw, group=self._per_iteration,
-                               after=self._after(run))
-
-    def _after(self, run: tuple):
-        """What gives the run expected after `run` (the next epoch), which a memory reading every epoch from disk
-        reads on into (`Memory.begin`)."""
-        return lambda: self.plan_for(*next_run(run))
+                               after=expected_after(self, run))
 
     def _ready_iteration(self, run: tuple, launched: tuple) -> list:
         cut, ready = launched
