@@ -9,7 +9,7 @@ folio. Measured on the 2-core CPU machine (2026-11-30, `benchmarks/drop_emulatio
 in file order 4.5-8 µs, asked for by WILLNEED 110-334 µs. A strided run (`ram`: every shard read from the first batch
 to the last) gets no `ShardStream` (`of`): a whole shard would wait in memory for the whole epoch.
 
-A stream goes on into the run expected next (`foresee`: the loader's next epoch): once every shard of this run is
+A stream goes on into the run expected next (`after`: the loader's next epoch): once every shard of this run is
 taken, the next run's shards are queued behind them, so that the disk reads on while this run's last shards are cut,
 and that run's first batch finds its bytes read (`rebase`, as it begins). A shard the next run reads again is not
 dropped by this one once the next has read it.
@@ -95,7 +95,7 @@ class ShardStream:
         self._due: list[int] = []  # these of them are not dropped yet (being read)
         self.base = 0  # the current run's first batch, in the stream's numbering
         self.runs = int(runs)  # the current run's batches
-        self._after = after  # what gives the run expected next (`foresee`), and that run once queued
+        self._after = after  # what gives the run expected next (`of`), and that run once queued (`follow`)
         self.foreseen = None
         self._stopped = False
         self.read = 0  # bytes read (tests and profiles)
@@ -128,21 +128,16 @@ class ShardStream:
     def of(cls, source, plans, most: int, after=None) -> "ShardStream | None":
         """A `ShardStream` for the run `plans` of `source`, or None where reading whole shards does not pay: a run of
         clips, a run that would hold more than `most` bytes of shards at once to read them whole (a strided run holds
-        them all), or one that reads less than COVERED of its shards' stretches. `after`: as `foresee`."""
+        them all), or one that reads less than COVERED of its shards' stretches. `after()` gives the run expected
+        after this one (or None): its shards are queued behind this run's once every one of these is taken
+        (`follow`); the reading threads wait for it meanwhile."""
         got = cls._order(source, plans, most)
         return None if got is None else cls(source, *got[:4], most, got[4], runs=len(plans), after=after)
 
-    def foresee(self, after) -> None:
-        """`after()` gives the run expected after this one (or None): its shards are queued behind this run's once
-        every one of these is taken (`follow`); the reading threads wait for it meanwhile."""
-        with self._cond:
-            self._after, self.foreseen = after, None
-            self._cond.notify_all()
-
     def rebase(self, plans, after=None) -> list[tuple[int, int, int]] | None:
-        """The run `plans` begins: if it is the one queued behind the current run (`foresee`), go on with it (its
-        batch b is now `base + b`; `after`: the run expected after it, as `foresee`) and return the stretches of the
-        run before to drop now (none, where every one was); else None (the caller starts another stream)."""
+        """The run `plans` begins: if it is the one queued behind the current run (`follow`), go on with it (its
+        batch b is now `base + b`; `after`: the run expected after it, as `of`'s) and return the stretches of the run
+        before to drop now (none, where every one was); else None (the caller starts another stream)."""
         if plans is None or plans is not self.foreseen:
             return None
         out = self.done(self.runs - 1)  # everything of the run before is due
@@ -177,7 +172,7 @@ class ShardStream:
 
     def follow(self, b: int) -> None:
         """Batch b is being decoded (the shards are read by bytes held, not by batches): once every shard of this run
-        is taken, queue the run expected next (`foresee`) behind them."""
+        is taken, queue the run expected next (`of`'s `after`) behind them."""
         if self._after is None or self._next < len(self.shard):
             return
         plans = expected(self._after)
