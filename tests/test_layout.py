@@ -178,5 +178,5 @@ def test_the_decode_process_imports_numpy_and_its_own_modules_only():
     """It starts with every loader over JPEG files (its import is on the path to the first batch): neither the readers
     nor the format modules, which `import pairload` once pulled in."""
     loaded = {m for m in _loaded_after("pairload.workers.decode") if m.startswith("pairload")}
-    assert loaded <= {"pairload", "pairload.errors", "pairload.workers", "pairload.workers.decode",
-                      "pairload.workers.jpegs", "pairload.workers.cudadrv"}, sorted(loaded)
+    assert loaded <= {"pairload", "pairload.errors", "pairload.interrupts", "pairload.workers",
+                      "pairload.workers.decode", "pairload.workers.jpegs", "pairload.workers.cudadrv"}, sorted(loaded)
