@@ -78,16 +78,21 @@ def _any_raw(headers) -> bool:
     return any(map(is_raw, headers.distinct() if hasattr(headers, "distinct") else headers))
 
 
+def _rows_by_split(pairs: list[Pair]) -> dict[str, list[int]]:
+    """The pairs' numbers, split by split."""
+    by_split: dict[str, list[int]] = {}
+    for i, pair in enumerate(pairs):
+        by_split.setdefault(pair.split, []).append(i)
+    return by_split
+
+
 def plan_camera(raw: Path, pairs: list[Pair], headers: list[Header], *, raw_target: str, ratio_cap: float,
                 to_8bit: bool, resized: bool) -> CameraPlan:
     """The `CameraPlan` of `pairs` (headers: low then high of each pair); splits with no camera raw file have none."""
     if not _any_raw(headers):  # (no list of a million Nones, nor the pairs grouped by split)
         return CameraPlan({}, {}, [])
-    by_split: dict[str, list[int]] = {}
-    for i, pair in enumerate(pairs):
-        by_split.setdefault(pair.split, []).append(i)
     plan = CameraPlan({}, {}, [None] * len(pairs))
-    for split, rows in by_split.items():
+    for split, rows in _rows_by_split(pairs).items():
         lows = [is_raw(headers[2 * i]) for i in rows]
         highs = [is_raw(headers[2 * i + 1]) for i in rows]
         if not any(lows) and not any(highs):
@@ -122,11 +127,8 @@ def plan_targets(raw: Path, pairs: list[Pair], headers: list[Header], *, raw_tar
     which has no sensor counts: no sensor entry)."""
     if not _any_raw(headers):
         return CameraPlan({}, {}, [])
-    by_split: dict[str, list[int]] = {}
-    for i, pair in enumerate(pairs):
-        by_split.setdefault(pair.split, []).append(i)
     plan = CameraPlan({}, {}, [None] * len(pairs))
-    for split, rows in by_split.items():
+    for split, rows in _rows_by_split(pairs).items():
         flags = [is_raw(headers[2 * i + 1]) for i in rows]
         if not any(flags):
             continue
