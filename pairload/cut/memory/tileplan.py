@@ -134,12 +134,7 @@ def plan(table: TileTable, rows: np.ndarray, source: np.ndarray, start: np.ndarr
     global_frame = (geo[mt, 9] + tile * planes)[frame_tile] + np.arange(len(frame_tile)) - first[frame_tile]
     member_offset = table.offsets[global_frame]
     length = table.lengths[global_frame]
-    # runs of consecutive wanted tiles of one member: their frames lie one after another in its bytes
-    new = np.ones(len(tile), dtype=bool)
-    new[1:] = (mt[1:] != mt[:-1]) | (tile[1:] != tile[:-1] + 1)
-    run = np.cumsum(new) - 1
-    run_first = np.flatnonzero(new)
-    run_last = np.append(run_first[1:] - 1, len(tile) - 1)
+    run, run_first, run_last = tile_runs(mt, tile)
     lo = member_offset[first[run_first]]
     last_frame = first[run_last] + planes[run_last] - 1
     hi = member_offset[last_frame] + length[last_frame]
@@ -251,47 +246,41 @@ def read_ranges(source, table: TileTable, plans: list, inputs: bool, scale: int
     consecutive tiles (a 256-pixel crop of a 600x400 member: 4 of its 6 tiles; of a 3840x2160 one, 4 of 135); of any
     other member (another format, or a tiled one not read yet: its tables are in it) its stored bytes. `inputs`
     False: the targets only; `scale`: the target's pixels per input pixel. What `ReadAhead` asks for, numpy only."""
-    sizes = np.array([len(bp) for bp in plans], dtype=np.int64)
     index = np.concatenate([bp.index for bp in plans]) if len(plans) else np.zeros(0, np.int64)
-    batch = np.repeat(np.arange(len(plans)), sizes)
-    windows = np.full((len(index), 4), -1, dtype=np.int64)
-    hw = source.sizes[index]
-    at = 0
-    for bp, n in zip(plans, sizes.tolist()):
-        if bp.crop is not None:
-            h, w = bp.out_hw(source.sizes)
-            y, x = np.asarray(bp.y, dtype=np.int64), np.asarray(bp.x, dtype=np.int64)
-            windows[at:at + n] = np.stack([y, x, y + h, x + w], axis=1)
-        at += n
-    windows[:, :2] = np.maximum(windows[:, :2], 0)
-    windows[:, 2] = np.minimum(windows[:, 2], hw[:, 0])
-    windows[:, 3] = np.minimum(windows[:, 3], hw[:, 1])
-    windows[(windows[:, 2] <= windows[:, 0]) | (windows[:, 3] <= windows[:, 1])] = -1
+    batch = np.repeat(np.arange(len(plans)), [len(bp) for bp in plans])
+    samples = np.unique(index)  # the windows as the decode call plans them (`windows_read`)
+    windows = windows_read(plans, samples, source.sizes)[np.searchsorted(samples, index)]
     rows = source.stored_members(index)
     once = rows.offset[:, 0] == rows.offset[:, 1]  # a targets-only split: one member for both sides
-    k = np.concatenate([np.zeros(len(index), np.int64), np.ones(len(index), np.int64)])
+    k = np.repeat(np.arange(2), len(index))
     j = np.tile(np.arange(len(index)), 2)
     keep = (k == 1) | (~once[j] & inputs)
     k, j = k[keep], j[keep]
-    slot = table.slot[k, index[j]] if table is not None else np.full(len(k), -1)
+    slot = table.slot[k, index[j]]
     tiled = (rows.format[j, k] == TILES_CODE) & (slot >= 0)
-    member, tile = table.windows(slot[tiled], windows[j[tiled]], np.where(k[tiled] == 1, scale, 1)) \
-        if tiled.any() else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    geo = table.geometry[slot[tiled]] if tiled.any() else np.zeros((0, len(GEOMETRY)), np.int64)
+    member, tile = table.windows(slot[tiled], windows[j[tiled]], np.where(k[tiled] == 1, scale, 1))
+    geo = table.geometry[slot[tiled]]
     planes = geo[member, 6]
-    first = geo[member, 9] + tile * planes
+    first = geo[member, 9] + tile * planes  # each wanted tile's first frame, and its last
     last = first + planes - 1
-    new = np.ones(len(tile), dtype=bool)
-    new[1:] = (member[1:] != member[:-1]) | (tile[1:] != tile[:-1] + 1)  # runs of consecutive tiles of one member
-    runs = np.flatnonzero(new)
-    lo = table.offsets[first[runs]] if len(runs) else np.zeros(0, np.int64)
-    hi = np.maximum.reduceat(table.offsets[last] + table.lengths[last], runs) if len(runs) else lo
-    tj, tk = j[tiled][member[runs]], k[tiled][member[runs]]
+    _, run_first, run_last = tile_runs(member, tile)  # their frames lie one after another in the member's bytes
+    lo = table.offsets[first[run_first]]
+    hi = table.offsets[last[run_last]] + table.lengths[last[run_last]]
+    tj, tk = j[tiled][member[run_first]], k[tiled][member[run_first]]
     base = rows.offset[tj, tk]
     oj, ok = j[~tiled], k[~tiled]
     return (np.concatenate([batch[tj], batch[oj]]), np.concatenate([rows.shard[tj], rows.shard[oj]]),
             np.concatenate([base + lo, rows.offset[oj, ok]]),
             np.concatenate([base + hi, rows.offset[oj, ok] + rows.length[oj, ok]]))
+
+
+def tile_runs(member: np.ndarray, tile: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Runs of consecutive wanted tiles of one member (`member`, `tile`: each member's tiles in order): each tile's
+    run, and each run's first and last tile."""
+    new = np.ones(len(tile), dtype=bool)
+    new[1:] = (member[1:] != member[:-1]) | (tile[1:] != tile[:-1] + 1)
+    first = np.flatnonzero(new)
+    return np.cumsum(new) - 1, first, np.append(first[1:] - 1, len(tile) - 1)[:len(first)]
 
 
 def bucket(n: int) -> int:
