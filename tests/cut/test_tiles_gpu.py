@@ -93,6 +93,15 @@ def png_pairs(root: Path, n: int = 10) -> Path:
     return root
 
 
+def epochs_of(loader, epochs: int) -> list[list[tuple]]:
+    """Epochs 0, 1, ... of `loader`, each its batches as (low, high) copies."""
+    out = []
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        out.append([(b.low.clone(), b.high.clone()) for b in loader])
+    return out
+
+
 @pytest.fixture
 def lossless(tmp_path: Path) -> Path:
     pack(png_pairs(tmp_path / "raw"), tmp_path / "shards", PackOptions(workers=1, store="encoded"))
@@ -157,11 +166,7 @@ def test_a_by_shard_run_of_a_split_bigger_than_the_page_cache_reads_whole_shards
     pack(png_pairs(tmp_path / "raw"), shards, PackOptions(workers=1, store="encoded", shard_size=256 << 10))
     assert len(open_shards(shards).files) >= 3
     opts = dict(batch_size=1, crop=32, seed=4, device="cuda", shuffle_buffer=2)
-    plain = make_loader("wds", shards, **opts)
-    want = []
-    for epoch in range(2):
-        plain.set_epoch(epoch)
-        want.append([(b.low.clone(), b.high.clone()) for b in plain])
+    want = epochs_of(make_loader("wds", shards, **opts), 2)
     monkeypatch.setattr(decoded, "outgrows_cache", lambda nbytes: True)
     tight = make_loader("wds", shards, **opts)
     readers = []
@@ -200,11 +205,7 @@ def test_a_strided_run_beyond_the_page_cache_reads_ahead_only_the_tiles_its_crop
     shards = tmp_path / "shards"
     pack(png_pairs(tmp_path / "raw"), shards, PackOptions(workers=1, store="encoded", shard_size=256 << 10))
     opts = dict(batch_size=2, crop=32, seed=4, device="cuda")
-    plain = make_loader("ram", shards, **opts)
-    want = []
-    for epoch in range(2):
-        plain.set_epoch(epoch)
-        want.append([(b.low.clone(), b.high.clone()) for b in plain])
+    want = epochs_of(make_loader("ram", shards, **opts), 2)
     monkeypatch.setattr(decoded, "outgrows_cache", lambda nbytes: True)
     monkeypatch.setattr(decoded, "MOST", 1)  # no room for whole shards (a tiny split's would fit): member by member
     tight = make_loader("ram", shards, **opts)
