@@ -133,10 +133,17 @@ def encode_tiles(img: np.ndarray, *, tile: int = TILE, level: int = LEVEL) -> by
     return bytes(out)
 
 
-def read_tiled(data: np.ndarray, member: Member, h: int, w: int, *, check_crc: bool = True) -> TiledImage:
+def read_tiled(data: np.ndarray, member: Member, h: int, w: int, *, check_crc: bool = True,
+               size: int | None = None) -> TiledImage:
     """The header and tables of a `tiles` member (uint8 bytes), checked: its magic, its size against the index's
     (h, w and `member`), the CRC-32 of its tables, every frame within its bytes, and (`check_crc`) every tile's
-    CRC-32 (a reader of some tiles checks those: `check_tiles`); a MemberError says what is wrong."""
+    CRC-32 (a reader of some tiles checks those: `check_tiles`); a MemberError says what is wrong. `size`: the
+    member's stored bytes where `data` holds only its start (at least its header and tables: `tables_size`; then
+    `check_crc` must be False)."""
+    if size is None:
+        size = len(data)
+    elif check_crc:
+        raise ValueError("read_tiled checks the tiles' CRC-32 of a whole member only")
     if len(data) < HEADER.size:
         raise MemberError(f"is cut short: {len(data)} bytes, fewer than a tiled member's {HEADER.size}-byte header")
     magic, mh, mw, c, itemsize, tile, nframes, crc = HEADER.unpack_from(data)
@@ -159,8 +166,8 @@ def read_tiled(data: np.ndarray, member: Member, h: int, w: int, *, check_crc: b
         raise MemberError(DAMAGED)
     table = np.ascontiguousarray(data[table_at:crcs_at]).view("<u4").reshape(-1, 2).astype(np.int64)
     ends = table[:, 0] + table[:, 1]
-    if nframes and int(ends.max()) > len(data):  # a member cut short, not one damaged
-        raise MemberError(f"is cut short: its frames end at byte {int(ends.max())}, {len(data)} bytes are stored")
+    if nframes and int(ends.max()) > size:  # a member cut short, not one damaged
+        raise MemberError(f"is cut short: its frames end at byte {int(ends.max())}, {size} bytes are stored")
     modes = np.array(data[HEADER.size:HEADER.size + tiles])  # a copy: a kept header holds no view of a shard
     if tiles and int(modes.max()) not in MODES:
         raise MemberError(f"has predictor code {int(modes.max())}, which this pairload does not know")
@@ -171,6 +178,18 @@ def read_tiled(data: np.ndarray, member: Member, h: int, w: int, *, check_crc: b
     if check_crc:
         check_tiles(data, t, range(tiles))
     return t
+
+
+def tables_size(data: np.ndarray) -> int:
+    """How many bytes from a `tiles` member's start its header and tables take, from its header (`data`: at least
+    its first HEADER.size bytes); a MemberError where they are not a tiled member's."""
+    if len(data) < HEADER.size:
+        raise MemberError(f"is cut short: {len(data)} bytes, fewer than a tiled member's {HEADER.size}-byte header")
+    magic, mh, mw, _, _, tile, nframes, _ = HEADER.unpack_from(data)
+    if magic != MAGIC or tile < 1:
+        raise MemberError(f"is not a tiled member: it starts with {bytes(data[:4]).hex(' ')}")
+    tiles = -(-mh // tile) * -(-mw // tile)
+    return HEADER.size + _aligned(tiles) + 8 * nframes + 4 * tiles
 
 
 DAMAGED = "is damaged: the CRC-32 of its bytes differs from the one written when it was packed"

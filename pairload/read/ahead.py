@@ -1,6 +1,7 @@
 """Reading a split ahead of its cuts: `ReadAhead`, one thread of the loading process that asks the kernel to read the
 members of coming batches (posix_fadvise WILLNEED) a bounded window ahead of the batch being cut, so that the
-processes that cut never wait on the disk's queue; `merged`, byte ranges merged into as few requests as they make;
+processes that cut never wait on the disk's queue (or only the parts of members a batch reads, which the thread
+works out, reading their headers itself: its `ranges`); `merged`, byte ranges merged into as few requests as they make;
 and `batches_within`, how many batches a window of bytes holds. Advice only: nothing here raises into the loader or
 changes what is read. Numpy only (and psutil, through `hostmemory`, for the memory at hand)."""
 
@@ -54,12 +55,22 @@ def batches_within(source, rows: int, most: int) -> int:
 
 
 class _Chunk:
-    """Queued batches' merged ranges (`batch`: the number of the batch each range is of), asked from `at` on."""
+    """Queued batches' merged ranges (`batch`: the number of the batch each range is of), asked from `at` on; until
+    the reading thread works them out (`ReadAhead`'s `ranges`), the plans of its batches (`plans`, the first of them
+    numbered `first`; `headed`: the starts of their members asked for)."""
 
-    __slots__ = ("batch", "shard", "start", "end", "at")
+    __slots__ = ("batch", "shard", "start", "end", "at", "plans", "first", "headed")
 
-    def __init__(self, batch, shard, start, end):
+    def __init__(self, batch=None, shard=None, start=None, end=None, plans=None, first: int = 0):
         self.batch, self.shard, self.start, self.end, self.at = batch, shard, start, end, 0
+        self.plans, self.first, self.headed = plans, first, False
+
+    @property
+    def next(self) -> int | None:
+        """The number of the next batch to ask for, None when all are asked for."""
+        if self.plans is not None:
+            return self.first
+        return int(self.batch[self.at]) if self.at < len(self.batch) else None
 
 
 class ReadAhead:
@@ -75,8 +86,11 @@ class ReadAhead:
 
     def __init__(self, source, window: int, ranges=None):
         self.window = max(1, int(window))
-        # what a list of planned batches reads: (batch, shard, start, end), batches numbered from 0 (a decode stage's
-        # tiled members: only the tiles their windows touch); None: every member whole (`source.spans`)
+        # what a list of planned batches reads, worked out in the thread: `ranges(plans, read)` (`read(shard, start,
+        # size)`: bytes of a shard) gives (batch, shard, start, end), batches numbered from 0, and `ranges.heads(plans)`
+        # where present (shard, start, end) to ask for a block ahead (a decode stage's tiled members: only the tiles
+        # their windows touch, and the headers that say where those are: `tileplan.TileReads`); None: every member
+        # whole (`source.spans`)
         self._ranges = ranges
         self.files = list(source.files)
         self._spans = source.spans
@@ -112,10 +126,9 @@ class ReadAhead:
         sizes = np.asarray(sizes, np.int64)
         batch = np.repeat(np.arange(self._queued, self._queued + len(sizes), dtype=np.int64), sizes)
         shard, start, end = self._spans(indices)
-        self._push(np.tile(batch, 2), shard, start, end, len(sizes))  # spans: inputs, then targets
+        self._push(_Chunk(*merged(shard, start, end, np.tile(batch, 2))), len(sizes))  # spans: inputs, then targets
 
-    def _push(self, batch, shard, start, end, batches: int) -> None:
-        chunk = _Chunk(*merged(shard, start, end, batch))
+    def _push(self, chunk: _Chunk, batches: int) -> None:
         with self._cond:
             self._queue.append(chunk)
             self._queued += batches
@@ -126,17 +139,10 @@ class ReadAhead:
         batch after that block."""
         block = plans.block_at(k)
         j = k - block.first
-        got = None
-        if self._ranges is not None:
-            try:
-                got = self._ranges(block.plans[j:])
-            except Exception as exc:  # noqa: BLE001 - advice only: the members are asked for whole instead
-                self.failed = exc
-        if got is None:
+        if self._ranges is None:
             self.add(block.column("index")[int(block.starts[j]):], block.sizes[j:])
-        else:
-            batch, shard, start, end = got
-            self._push(batch + self._queued, shard, start, end, len(block) - j)
+        else:  # worked out by the thread (`_work_out`)
+            self._push(_Chunk(plans=block.plans[j:], first=self._queued), len(block) - j)
         return block.first + len(block)
 
     def follow(self, b: int) -> None:
@@ -188,9 +194,9 @@ class ReadAhead:
             self._thread.join(JOIN_S)
 
     def _due(self) -> _Chunk | None:
-        while self._queue and self._queue[0].at >= len(self._queue[0].batch):
+        while self._queue and self._queue[0].next is None:
             self._queue.popleft()
-        if self._queue and self._queue[0].batch[self._queue[0].at] <= self._cut + self.window:
+        if self._queue and self._queue[0].next <= self._cut + self.window:
             return self._queue[0]
         return None
 
@@ -202,27 +208,64 @@ class ReadAhead:
                         self._cond.wait()
                     if self._stopped:
                         return
-                    a = chunk.at
-                    b = chunk.at = int(np.searchsorted(chunk.batch, self._cut + self.window, side="right"))
-                self._ask(chunk.shard[a:b].tolist(), chunk.start[a:b].tolist(), chunk.end[a:b].tolist())
+                    if chunk.plans is None:
+                        a = chunk.at
+                        b = chunk.at = int(np.searchsorted(chunk.batch, self._cut + self.window, side="right"))
+                    else:
+                        later = self._queue[1] if len(self._queue) > 1 else None
+                if chunk.plans is None:
+                    self._ask(chunk.shard[a:b].tolist(), chunk.start[a:b].tolist(), chunk.end[a:b].tolist())
+                else:
+                    self._work_out(chunk, later)
         except BaseException as exc:  # noqa: BLE001 - advice only: the loader reads on without it
             self.failed = exc
         finally:
-            for fd in self._fds.values():
-                os.close(fd)
-            self._fds.clear()
+            self._close_files()
+
+    def _work_out(self, chunk: _Chunk, later: _Chunk | None) -> None:
+        """The ranges of a chunk's batches (`ranges`), the starts of its members and the next chunk's asked for first
+        (`ranges.heads`) so that their headers are read together; where `ranges` fails, its members whole."""
+        plans = chunk.plans
+        try:
+            heads = getattr(self._ranges, "heads", None)
+            for c in (chunk, later):
+                if heads is not None and c is not None and c.plans is not None and not c.headed:
+                    c.headed = True
+                    self._ask(*(a.tolist() for a in heads(c.plans)))
+            batch, shard, start, end = self._ranges(plans, self._read)
+        except Exception as exc:  # noqa: BLE001 - advice only: the members are asked for whole instead
+            self.failed = exc
+            sizes = [len(bp) for bp in plans]
+            batch = np.tile(np.repeat(np.arange(len(plans)), sizes), 2)  # spans: inputs, then targets
+            shard, start, end = self._spans(np.concatenate([bp.index for bp in plans]))
+        finally:
+            if not self._keep_open:
+                self._close_files()
+        ranges = merged(shard, start, end, np.asarray(batch, np.int64) + chunk.first)
+        with self._cond:
+            chunk.batch, chunk.shard, chunk.start, chunk.end = ranges
+            chunk.plans = None
+
+    def _fd(self, number: int) -> int:
+        """The reading descriptor of shard `number` (FileNotFoundError: a remote shard not downloaded yet)."""
+        fd = self._fds.get(number)
+        if fd is None:
+            fd = self._fds[number] = os.open(self.files[number], os.O_RDONLY)
+        return fd
+
+    def _read(self, number: int, start: int, size: int) -> np.ndarray:
+        """`size` bytes of shard `number` from `start` (fewer at its end): what `ranges` reads of a member's header."""
+        return np.frombuffer(os.pread(self._fd(number), size, start), np.uint8)
 
     def _ask(self, shards: list[int], starts: list[int], ends: list[int]) -> None:
         try:
             for number, a, b in zip(shards, starts, ends):
                 if self._stopped:
                     return
-                fd = self._fds.get(number)
-                if fd is None:
-                    try:
-                        fd = self._fds[number] = os.open(self.files[number], os.O_RDONLY)
-                    except FileNotFoundError:  # a remote shard not downloaded yet: its batch fetches it
-                        continue
+                try:
+                    fd = self._fd(number)
+                except FileNotFoundError:  # a remote shard not downloaded yet: its batch fetches it
+                    continue
                 try:
                     willneed.file_range(fd, a, b - a)
                 except OSError:
@@ -230,6 +273,9 @@ class ReadAhead:
                 self.asked += 1
         finally:
             if not self._keep_open:
-                for fd in self._fds.values():
-                    os.close(fd)
-                self._fds.clear()
+                self._close_files()
+
+    def _close_files(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()

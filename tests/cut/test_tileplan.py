@@ -138,27 +138,38 @@ def test_device_buffers_come_in_four_sizes_an_octave_each_at_most_a_quarter_larg
     assert bucket(25_000_000 + 1) == 25_165_824  # 3 × 2^23: a 3840x2160 RGB image's bytes and one
 
 
-def test_reading_ahead_asks_for_the_tiles_the_windows_touch_of_members_read_before_and_whole_members_else(tmp_path):
-    # what a split beyond memory reads ahead of its decode calls (`read_ranges`): a tiled member whose tables the
-    # decode stage holds, only the bytes of the tiles its crop touches (each tile's frames, as the staging copies
-    # them); a member not read yet, its stored bytes whole
+@pytest.fixture(scope="module")
+def tiled_split(tmp_path_factory):
+    """(dataset, a run's batch plans, its stored members, `tiled(i, k)`: sample i's side k read whole) of an encoded
+    split of 300x560 pairs (2x3 tiles of 256)."""
     from pairload import make_loader
-    from pairload.cut.memory.tileplan import read_ranges
     from pairload.pack.writer import PackOptions, pack
     from pairload.read.shards import ShardDataset
 
     from conftest import make_raw
 
-    make_raw(tmp_path / "raw", 6, split="train", size=(300, 560))  # 2x3 tiles of 256
-    pack(tmp_path / "raw", tmp_path / "shards", PackOptions(workers=1, store="encoded"))
-    ds = ShardDataset(tmp_path / "shards", "train")
-    plans = list(make_loader("ram", tmp_path / "shards", batch_size=2, crop=96, seed=5).plan_for(0))
+    root = tmp_path_factory.mktemp("tiled")
+    make_raw(root / "raw", 6, split="train", size=(300, 560))
+    pack(root / "raw", root / "shards", PackOptions(workers=1, store="encoded"))
+    ds = ShardDataset(root / "shards", "train")
+    plans = list(make_loader("ram", root / "shards", batch_size=2, crop=96, seed=5).plan_for(0))
     rows = ds.stored_members(np.arange(len(ds)))
 
     def tiled(i: int, k: int):
         data = np.asarray(ds.shard_map(int(rows.shard[i])))[rows.offset[i, k]:][:rows.length[i, k]]
         return read_tiled(data, ds.members.side(k), *(int(v) for v in ds.sizes[i]))
 
+    return ds, plans, rows, tiled
+
+
+def test_reading_ahead_asks_for_the_tiles_the_windows_touch_of_members_read_before_and_whole_members_else(
+        tiled_split):
+    # what a split beyond memory reads ahead of its decode calls (`read_ranges`): a tiled member whose tables are
+    # known, only the bytes of the tiles its crop touches (each tile's frames, as the staging copies them); a member
+    # whose tables are not, its stored bytes whole
+    from pairload.cut.memory.tileplan import read_ranges
+
+    ds, plans, rows, tiled = tiled_split
     table = TileTable(len(ds))
     known = np.array([0, 1, 2])  # samples whose members were decoded before: their tables are kept
     table.rows(np.tile(known, 2), np.repeat([0, 1], len(known)), lambda m: tiled(int(known[m % 3]), m // 3))
@@ -186,3 +197,53 @@ def test_reading_ahead_asks_for_the_tiles_the_windows_touch_of_members_read_befo
         assert sum(e - a for _, a, e in got) == want  # and nothing more
     whole = sum(int(rows.length[i].sum()) for bp in plans for i in bp.index.tolist())
     assert (end - start).sum() < whole  # less than reading every member whole
+
+
+def test_the_reader_reads_each_members_header_once_and_asks_for_the_touched_tiles_from_the_first_epoch(tiled_split):
+    # `TileReads`, the reader's `ranges`: it knows no member's tables at first; it asks for each member's start
+    # (`heads`), reads its header and tables there itself, and asks for the tiles the windows touch, the very ranges
+    # of a reader that knew every member's tables; a member whose start is not a tiled member's header is read whole
+    from pairload.cut.memory.tileplan import TileReads, read_ranges
+
+    ds, plans, rows, tiled = tiled_split
+    everything = TileTable(len(ds))
+    n = len(ds)
+    everything.rows(np.tile(np.arange(n), 2), np.repeat([0, 1], n), lambda m: tiled(m % n, m // n))
+    used = np.unique(np.concatenate([bp.index for bp in plans]))
+    sizes = {(int(rows.shard[i]), int(rows.offset[i, k])): int(rows.length[i, k]) for i in used.tolist()
+             for k in (0, 1)}
+    starts = set(sizes)
+
+    reads = TileReads(ds, True, 1)
+    shard, start, end = reads.heads(plans)
+    assert {(s, a): e - a for s, a, e in zip(shard.tolist(), start.tolist(), end.tolist())} == {
+        key: min(TileReads.HEAD, size) for key, size in sizes.items()}  # each member's start, at most a page
+    seen = []
+
+    def read(s: int, a: int, size: int, damaged: tuple = ()) -> np.ndarray:
+        seen.append((s, a))
+        data = np.asarray(ds.shard_map(s))[a:a + size].copy()
+        data[:4] = 0 if (s, a) in damaged else data[:4]
+        return data
+
+    got = reads(plans, read)
+    want = read_ranges(ds, everything, plans, True, 1)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    assert sorted(seen) == sorted(starts)  # each member's start read once
+    assert len(reads.heads(plans)[0]) == 0
+    seen.clear()
+    assert all(np.array_equal(g, w) for g, w in zip(reads(plans, read), want)) and not seen  # known from then on
+
+    short = TileReads(ds, True, 1)
+    short.HEAD = 40  # tables longer than the first read (those of a 3840x2160 16-bit member): read on to their end
+    seen.clear()
+    assert all(np.array_equal(g, w) for g, w in zip(short(plans, read), want))
+    assert sorted(seen) == sorted(list(starts) * 2)  # twice each
+
+    bad = (int(rows.shard[used[0]]), int(rows.offset[used[0], 1]))  # its target's header overwritten
+    fresh = TileReads(ds, True, 1)
+    batch, shard, start, end = fresh(plans, lambda s, a, size: read(s, a, size, damaged=(bad,)))
+    whole = (shard == bad[0]) & (start == bad[1])
+    assert whole.sum() == sum(int(used[0]) in bp.index.tolist() for bp in plans)  # whole, in each batch reading it
+    assert (end[whole] - start[whole] == rows.length[used[0], 1]).all()
+    assert len(fresh.heads(plans)[0]) == 1  # and tried again next time

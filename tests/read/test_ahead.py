@@ -148,8 +148,9 @@ def test_the_reader_goes_on_into_the_next_epoch_and_keeps_it_queued_when_that_ep
 
 
 def test_a_reader_given_ranges_asks_for_those_of_each_planned_batch_in_order(split, monkeypatch):
-    # a decode stage of tiled members tells the reader what a batch reads (only the tiles its crops touch): the
-    # reader asks for exactly those ranges, batch by batch, a window ahead
+    # a decode stage of tiled members tells the reader what a batch reads (only the tiles its crops touch), which the
+    # reader works out in its own thread, reading what it needs of the shards (the members' headers), after asking
+    # for the starts of those members (`heads`): it asks for exactly those ranges, batch by batch, a window ahead
     from pairload import make_loader
 
     ds = ShardDataset(split, "train")
@@ -157,21 +158,37 @@ def test_a_reader_given_ranges_asks_for_those_of_each_planned_batch_in_order(spl
     monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: calls.append(
         (os.readlink(f"/proc/self/fd/{fd}"), off, off + n)))
     run = make_loader("ram", split, batch_size=2, crop=32, seed=3).plan_for(0)
+    read_back = []
 
-    def ranges(plans):  # a range of 100 bytes a batch, in the shard of its first sample, at 4096 * its first index
-        first = np.array([int(bp.index[0]) for bp in plans])
-        shard, _, _ = ds.spans(first)
-        return np.arange(len(plans)), shard[:len(plans)], first * 4096, first * 4096 + 100
+    class Ranges:
+        def heads(self, plans):  # 10 bytes a batch at 8192 * its first index: what it reads to work the batch out
+            first = np.array([int(bp.index[0]) for bp in plans])
+            return ds.spans(first)[0][:len(plans)], first * 8192, first * 8192 + 10
 
-    reader = ReadAhead(ds, window=1, ranges=ranges)
+        def __call__(self, plans, read):  # 100 bytes a batch at 4096 * its first index, in its first sample's shard
+            first = np.array([int(bp.index[0]) for bp in plans])
+            shard = ds.spans(first)[0][:len(plans)]
+            read_back.extend((int(s), bytes(read(int(s), int(a), 10))) for s, a in zip(shard, first * 8192))
+            return np.arange(len(plans)), shard, first * 4096, first * 4096 + 100
+
+    reader = ReadAhead(ds, window=1, ranges=Ranges())
     reader.reset(run)
     reader.follow(0)
-    want = [(str(ds.files[s]), int(a), int(a) + 100)
-            for s, a in zip(ds.spans(np.array([int(bp.index[0]) for bp in run]))[0][:len(run)].tolist(),
-                            [4096 * int(bp.index[0]) for bp in run])]
-    assert settled(calls, 2) == want[:2]  # batches 0 and 1 (the window), nothing of the members themselves
+    firsts = [int(bp.index[0]) for bp in run]
+    shards = ds.spans(np.array(firsts))[0][:len(run)].tolist()
+    want = [(str(ds.files[s]), 4096 * i, 4096 * i + 100) for s, i in zip(shards, firsts)]
+    heads = [(str(ds.files[s]), 8192 * i, 8192 * i + 10) for s, i in zip(shards, firsts)]
+    got = settled(calls, 2 + len(heads))
+    assert [c for c in got if c[2] - c[1] == 100] == want[:2]  # batches 0 and 1 (the window), nothing else
     reader.follow(len(run) - 1)
-    assert settled(calls, len(run)) == want
+    got = settled(calls, len(run) + len(heads))
+    assert [c for c in got if c[2] - c[1] == 100] == want
+    assert sorted(c for c in got if c[2] - c[1] == 10) == sorted(heads)  # each start asked for once
+    for k, c in enumerate(want):  # and before the batch's ranges
+        assert got.index(heads[k]) < got.index(c)
+    # what the thread read through `read`: the shards' own bytes
+    assert read_back == [(s, Path(ds.files[s]).read_bytes()[8192 * i:8192 * i + 10]) for s, i in zip(shards, firsts)]
+    assert reader.failed is None
     reader.close()
 
 
@@ -189,8 +206,9 @@ def test_a_reader_whose_ranges_or_next_epoch_fail_asks_for_whole_members_and_sto
     reader = ReadAhead(ds, window=len(run), ranges=broken)
     reader.reset(run, after=broken)
     reader.follow(len(run) - 1)  # neither raises into the loader
-    assert isinstance(reader.failed, RuntimeError) and reader.foreseen is None and reader.queued == len(run)
+    assert reader.foreseen is None and reader.queued == len(run)
     batch = np.repeat(np.arange(len(run)), [len(bp) for bp in run])
     want = merged(*ds.spans(np.concatenate([bp.index for bp in run])), np.tile(batch, 2))[2].tolist()
     assert settled(calls, len(want)) == want  # the members themselves, whole, batch by batch
+    assert isinstance(reader.failed, RuntimeError)
     reader.close()

@@ -34,7 +34,6 @@ import warnings
 import weakref
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import partial
 
 import numpy as np
 import torch
@@ -50,7 +49,7 @@ from ...read.streamed import MOST, ShardStream
 from ...workers.jpegs import JpegFault, decoded_face, member_bytes
 from .decoders import formats_in, gpu_decoders
 from .pages import CHECK_S
-from .tileplan import TileTable, plan, read_ranges, windows_read
+from .tileplan import TileReads, TileTable, plan, windows_read
 
 AHEAD = 4  # batches whose images are decoded in one call (JPEG files)
 AHEAD_TILES = 8  # the same for a split with lossless tiles: nvCOMP decodes 16,000 images/s in calls of 256 and
@@ -177,10 +176,8 @@ class DecodedMemory:
                 self._streams.append(stream)
         if reading and self._shards is None and self._reader is None:
             rows = max(len(bp) for bp in plans.block_at(0).plans)
-            # what a tiled member read before is read ahead of: only the tiles the windows touch (the reader holds
-            # the table, not this object: a loader dropped unclosed is still collected)
-            ranges = None if self.tiles is None else partial(read_ranges, self.ds, self._table, inputs=self.inputs,
-                                                             scale=self.ds.members.scale)
+            # of a tiled member only the tiles the windows touch are read ahead, its header read by the reader itself
+            ranges = None if self.tiles is None else TileReads(self.ds, self.inputs, self.ds.members.scale)
             self._reader = ReadAhead(self.ds, max(2 * self.call, batches_within(self.ds, rows, READ_AHEAD_BYTES)),
                                      ranges)
             weakref.finalize(self, self._reader.close)  # a loader dropped unclosed stops the thread too

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...format import imageformats
 from ...format.crc import crc32
-from ...format.tiles import TiledImage
+from ...format.tiles import TiledImage, read_tiled, tables_size
 
 FRAMES_KEPT = 1 << 22  # frames whose tables a TileTable keeps (16 bytes each: 64 MB; 600x400 RGB members have 18,
 # so 233,000 of them); past that it starts again, empty
@@ -244,18 +244,11 @@ def read_ranges(source, table: TileTable, plans: list, inputs: bool, scale: int
     """(batch, shard, start, end) of the bytes the batches `plans` make a decode call read of `source`, a batch's
     ranges numbered from 0: of a tiled member whose tables `table` holds, only the tiles its windows touch, in runs of
     consecutive tiles (a 256-pixel crop of a 600x400 member: 4 of its 6 tiles; of a 3840x2160 one, 4 of 135); of any
-    other member (another format, or a tiled one not read yet: its tables are in it) its stored bytes. `inputs`
-    False: the targets only; `scale`: the target's pixels per input pixel. What `ReadAhead` asks for, numpy only."""
-    index = np.concatenate([bp.index for bp in plans]) if len(plans) else np.zeros(0, np.int64)
-    batch = np.repeat(np.arange(len(plans)), [len(bp) for bp in plans])
+    other member (another format, or a tiled one whose tables are not known: they are in it) its stored bytes.
+    `inputs` False: the targets only; `scale`: the target's pixels per input pixel. Numpy only."""
+    index, batch, rows, j, k = _sides(source, plans, inputs)
     samples = np.unique(index)  # the windows as the decode call plans them (`windows_read`)
     windows = windows_read(plans, samples, source.sizes)[np.searchsorted(samples, index)]
-    rows = source.stored_members(index)
-    once = rows.offset[:, 0] == rows.offset[:, 1]  # a targets-only split: one member for both sides
-    k = np.repeat(np.arange(2), len(index))
-    j = np.tile(np.arange(len(index)), 2)
-    keep = (k == 1) | (~once[j] & inputs)
-    k, j = k[keep], j[keep]
     slot = table.slot[k, index[j]]
     tiled = (rows.format[j, k] == TILES_CODE) & (slot >= 0)
     member, tile = table.windows(slot[tiled], windows[j[tiled]], np.where(k[tiled] == 1, scale, 1))
@@ -272,6 +265,70 @@ def read_ranges(source, table: TileTable, plans: list, inputs: bool, scale: int
     return (np.concatenate([batch[tj], batch[oj]]), np.concatenate([rows.shard[tj], rows.shard[oj]]),
             np.concatenate([base + lo, rows.offset[oj, ok]]),
             np.concatenate([base + hi, rows.offset[oj, ok] + rows.length[oj, ok]]))
+
+
+class TileReads:
+    """What a decode stage's `ReadAhead` reads of its split's members (its `ranges`): of a tiled member, only the tiles
+    the batches' windows touch (`read_ranges`), from the first epoch on: the reader reads a member's header and tables
+    itself, at its first use (the page at its start, asked for a block of batches ahead: `heads`), into a table of
+    its own (the decode stage's is its own thread's). A member whose header cannot be read is read whole (its batch
+    reports what is wrong with it). `inputs` False: the targets only; `scale`: the target's pixels per input pixel."""
+
+    HEAD = 4096  # what is read of a member's start: the header and tables of up to 3840x2160 RGB 8-bit (3,947 bytes)
+
+    def __init__(self, source, inputs: bool, scale: int):
+        self.source, self.inputs, self.scale = source, inputs, scale
+        self.table = TileTable(len(source.sizes))
+
+    def heads(self, plans: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(shard, start, end) of the start of each tiled member of `plans` whose tables are not known yet."""
+        _, rows, j, k = self._unknown(plans)
+        start = rows.offset[j, k]
+        return rows.shard[j], start, start + np.minimum(rows.length[j, k], self.HEAD)
+
+    def __call__(self, plans: list, read) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """`read_ranges` of `plans`, the tables of its tiled members not known yet read first (`read(shard, start,
+        size)`: those bytes of a shard, a uint8 array)."""
+        index, rows, j, k = self._unknown(plans)
+        _, first = np.unique(np.stack([k, index[j]]), axis=1, return_index=True)
+        images, got = [], []
+        for m in first.tolist():
+            i, jm, km = int(index[j[m]]), int(j[m]), int(k[m])
+            shard, at, length = int(rows.shard[jm]), int(rows.offset[jm, km]), int(rows.length[jm, km])
+            h, w = (int(v) * (self.scale if km else 1) for v in self.source.sizes[i])
+            try:
+                data = read(shard, at, min(length, self.HEAD))
+                if (need := tables_size(data)) > len(data):
+                    data = read(shard, at, min(length, need))
+                images.append(read_tiled(data, self.source.members.side(km), h, w, check_crc=False, size=length))
+            except (imageformats.MemberError, OSError):  # read whole: its decode reports it
+                continue
+            got.append(m)
+        if got:
+            got = np.asarray(got, dtype=np.int64)
+            self.table.rows(index[j[got]], k[got], lambda n: images[n])
+        return read_ranges(self.source, self.table, plans, self.inputs, self.scale)
+
+    def _unknown(self, plans: list) -> tuple:
+        """The tiled members of `plans` whose tables are not known: (the plans' samples, their stored members, and
+        per member its row among them and its side)."""
+        index, _, rows, j, k = _sides(self.source, plans, self.inputs)
+        keep = (rows.format[j, k] == TILES_CODE) & (self.table.slot[k, index[j]] < 0)
+        return index, rows, j[keep], k[keep]
+
+
+def _sides(source, plans: list, inputs: bool) -> tuple:
+    """The members the batches `plans` read of `source`: (their samples in order, each one's batch, their stored
+    members, and per member its row among them and its side): both sides, or the targets only (`inputs` False, or a
+    targets-only split: one member for both)."""
+    index = np.concatenate([bp.index for bp in plans]) if len(plans) else np.zeros(0, np.int64)
+    batch = np.repeat(np.arange(len(plans)), [len(bp) for bp in plans])
+    rows = source.stored_members(index)
+    once = rows.offset[:, 0] == rows.offset[:, 1]  # a targets-only split: one member for both sides
+    k = np.repeat(np.arange(2), len(index))
+    j = np.tile(np.arange(len(index)), 2)
+    keep = (k == 1) | (~once[j] & inputs)
+    return index, batch, rows, j[keep], k[keep]
 
 
 def tile_runs(member: np.ndarray, tile: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
