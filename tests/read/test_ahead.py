@@ -31,6 +31,18 @@ def test_ranges_merge_where_they_touch_within_a_batch_and_never_across():
         (0, 0, 0, 150), (0, 1, 0, 10), (1, 0, 200, 300)]
 
 
+def record(monkeypatch, calls: list, entry, opened: list | None = None) -> None:
+    """posix_fadvise patched: each WILLNEED asked for recorded in `calls` as `entry(fd, offset, length, advice)`;
+    the descriptors advised RANDOM (read without the kernel's read-ahead) in `opened`."""
+    def advise(fd, off, n, advice):
+        if advice == os.POSIX_FADV_RANDOM:
+            (opened if opened is not None else []).append(os.readlink(f"/proc/self/fd/{fd}"))
+        else:
+            calls.append(entry(fd, off, n, advice))
+
+    monkeypatch.setattr(os, "posix_fadvise", advise)
+
+
 def settled(calls: list, want: int) -> list:
     """The calls recorded once at least `want` came and no more come."""
     deadline = time.monotonic() + 10
@@ -44,8 +56,7 @@ def test_the_reader_asks_for_what_the_batches_read_a_window_ahead_and_stops_on_c
     ds = ShardDataset(split, "train")
     assert len(ds.files) > 1
     calls = []
-    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: calls.append(
-        (os.readlink(f"/proc/self/fd/{fd}"), off, off + n, advice)))
+    record(monkeypatch, calls, lambda fd, off, n, advice: (os.readlink(f"/proc/self/fd/{fd}"), off, off + n, advice))
     order = np.random.default_rng(0).permutation(len(ds))
     batches = np.split(order, 6)  # 6 batches of 2
 
@@ -75,7 +86,7 @@ def test_the_reader_asks_for_what_the_batches_read_a_window_ahead_and_stops_on_c
 def test_a_reset_reader_forgets_what_it_queued_and_a_missing_shard_is_no_error(split, tmp_path, monkeypatch):
     ds = ShardDataset(split, "train")
     calls = []
-    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: calls.append(off))
+    record(monkeypatch, calls, lambda fd, off, n, advice: off)
     reader = ReadAhead(ds, window=2)
     reader.add(np.arange(4), np.array([2, 2]))
     reader.reset()
@@ -116,8 +127,7 @@ def test_the_reader_goes_on_into_the_next_epoch_and_keeps_it_queued_when_that_ep
 
     ds = ShardDataset(split, "train")
     calls = []
-    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: calls.append(
-        (os.readlink(f"/proc/self/fd/{fd}"), off, off + n)))
+    record(monkeypatch, calls, lambda fd, off, n, advice: (os.readlink(f"/proc/self/fd/{fd}"), off, off + n))
     loader = make_loader("ram", split, batch_size=2, crop=32, seed=3)
     run0, run1 = loader.plan_for(0), loader.plan_for(1)
 
@@ -155,8 +165,8 @@ def test_a_reader_given_ranges_asks_for_those_of_each_planned_batch_in_order(spl
 
     ds = ShardDataset(split, "train")
     calls = []
-    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: calls.append(
-        (os.readlink(f"/proc/self/fd/{fd}"), off, off + n)))
+    opened = []
+    record(monkeypatch, calls, lambda fd, off, n, advice: (os.readlink(f"/proc/self/fd/{fd}"), off, off + n), opened)
     run = make_loader("ram", split, batch_size=2, crop=32, seed=3).plan_for(0)
     read_back = []
 
@@ -188,6 +198,9 @@ def test_a_reader_given_ranges_asks_for_those_of_each_planned_batch_in_order(spl
         assert got.index(heads[k]) < got.index(c)
     # what the thread read through `read`: the shards' own bytes
     assert read_back == [(s, Path(ds.files[s]).read_bytes()[8192 * i:8192 * i + 10]) for s, i in zip(shards, firsts)]
+    # each shard the thread reads through is read without the kernel's read-ahead (which read neighbours of each
+    # header no batch asked for)
+    assert sorted(opened) == sorted({str(ds.files[s]) for s in shards})
     assert reader.failed is None
     reader.close()
 
@@ -197,7 +210,7 @@ def test_a_reader_whose_ranges_or_next_epoch_fail_asks_for_whole_members_and_sto
 
     ds = ShardDataset(split, "train")
     calls = []
-    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: calls.append(off))
+    record(monkeypatch, calls, lambda fd, off, n, advice: off)
     run = make_loader("ram", split, batch_size=2, crop=32, seed=3).plan_for(0)
 
     def broken(*args):
