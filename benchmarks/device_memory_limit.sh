@@ -6,7 +6,8 @@
 # `pairload` package, e.g. the previous commit's, repeated for an interleaved A/B). EPOCHS=2: each loader reads that
 # many epochs (each one's rate reported); STORE=encoded: the split packed with --store encoded (lossless tiles:
 # make-pairs writes PNG pairs), which the GPU decodes (nvCOMP's wheel carried in .devwheels/nvcomp, nvImageCodec's in
-# .devwheels/img); ADJACENT=1: the disk's bound measured again around each row. Run from the repository root there,
+# .devwheels/img); SIZE=1920x1080: pairs of that size instead of 600x400; ADJACENT=1: the disk's bound measured
+# again around each row. Run from the repository root there,
 # with `.devwheels/extra` carried:
 #   bash benchmarks/device_memory_limit.sh .,.devwheels/prevlimit,.,.devwheels/prevlimit
 set -uo pipefail
@@ -14,12 +15,13 @@ python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /
   $(ls .devwheels/img/*.whl .devwheels/nvcomp/*.whl 2>/dev/null) 2>/dev/null
 pairs=${PAIRS:-3000}
 store=${STORE:-decoded}
-work=/tmp/memory-limit-$pairs
+size=${SIZE:-600x400}  # SIZE=1920x1080: pairs of that size
+work=/tmp/memory-limit-$pairs-$size
 shards=$work/shards-$store
 pack=/tmp/site:$(cd "${PACK_TREE:-.}" && pwd)
 if [ ! -f "$shards/manifest.json" ]; then
   t0=$(date +%s)
-  [ -d "$work/raw" ] || PYTHONPATH=$pack python3 -m pairload.cli make-pairs "$work/raw" --pairs "$pairs" --test 0 \
+  [ -d "$work/raw" ] || PYTHONPATH=$pack python3 -m pairload.cli make-pairs "$work/raw" --pairs "$pairs" --test 0 --size "$size" \
     --workers "$(nproc)" >/dev/null
   PYTHONPATH=$pack python3 -m pairload.cli pack "$work/raw" "$shards" --shard-size 256MB --workers "$(nproc)" \
     --store "$store" >/dev/null

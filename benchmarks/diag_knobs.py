@@ -15,6 +15,7 @@
   instead of `decoded.AHEAD_TILES_TIGHT`;
 - `readersN` (e.g. `readers1`): a by-shard run read whole shard by shard with N reading threads instead of
   `streamed.READERS`;
+- `pieceN` (e.g. `piece1024`): WILLNEED asked for in pieces of N KB instead of `willneed.PIECE`;
 - `timeline`: the loader's construction and its decode processes' start written as events (wall-clock seconds, one
   JSON line each: pid, what, t) to the file $DIAG_TIMELINE (`benchmarks/cold_timeline.py` reads them).
 
@@ -76,6 +77,10 @@ def apply(knobs: str) -> None:
             from pairload.read import streamed
 
             streamed.READERS = int(knob[7:])
+        elif knob.startswith("piece") and knob[5:].isdigit():
+            from pairload import willneed
+
+            willneed.PIECE = int(knob[5:]) << 10
         elif knob.startswith("window") and knob[6:].isdigit():
             from pairload.cut.memory import decoded
 
@@ -86,7 +91,7 @@ def apply(knobs: str) -> None:
             _child_timeline()
         else:
             raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch, group, ahead8, one, "
-                             "threads0, ahead1, tightN, readersN, windowN (MB) or timeline")
+                             "threads0, ahead1, tightN, readersN, windowN (MB), pieceN (KB) or timeline")
 
 
 def mark(what: str) -> None:

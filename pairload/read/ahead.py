@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import willneed
 
-PIECE = 4  # batches whose ranges the thread works out at once, where it reads their members' headers itself: a
+AT_ONCE = 4  # batches whose ranges the thread works out at once, where it reads their members' headers itself: a
 # block of the plan at once (256 batches) kept it reading 16,000 headers one by one while nothing else was asked for
 # (a first epoch at 430-690 pairs/s where 2,400 were read before, 12,000 tiled 600x400 pairs, H200, 2026-12-01)
 JOIN_S = 2.0  # the longest `close` waits for the thread: one request in flight waits at most for the disk's queue
@@ -144,9 +144,9 @@ class ReadAhead:
         j = k - block.first
         if self._ranges is None:
             self.add(block.column("index")[int(block.starts[j]):], block.sizes[j:])
-        else:  # worked out by the thread (`_work_out`), PIECE batches at a time
-            for a in range(j, len(block), PIECE):
-                self._push(_Chunk(plans=block.plans[a:a + PIECE], first=self._queued), min(PIECE, len(block) - a))
+        else:  # worked out by the thread (`_work_out`), AT_ONCE batches at a time
+            for a in range(j, len(block), AT_ONCE):
+                self._push(_Chunk(plans=block.plans[a:a + AT_ONCE], first=self._queued), min(AT_ONCE, len(block) - a))
         return block.first + len(block)
 
     def follow(self, b: int) -> None:

@@ -43,6 +43,8 @@ def resident(path, nbytes: int) -> float:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's read-ahead")
 def test_a_large_willneed_reads_the_whole_range(tmp_path):
     assert [n for _, n in willneed.pieces(10, 3 * willneed.PIECE)] == [willneed.PIECE] * 3
+    assert list(willneed.pieces(10, 5 << 20, 2 << 20)) == [(10, 2 << 20), (10 + (2 << 20), 2 << 20),
+                                                          (10 + (4 << 20), 1 << 20)]
     path = tmp_path / "column"
     nbytes = 24 << 20  # more than any common device reads of one WILLNEED (8 MB on the CI machine)
     path.write_bytes(np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8).tobytes())
@@ -52,6 +54,8 @@ def test_a_large_willneed_reads_the_whole_range(tmp_path):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         if resident(path, nbytes) > 0.5:
             pytest.skip("this filesystem keeps the file in memory (tmpfs): nothing to read ahead")
+        # in pieces of the device's largest request (4 MB on the CI machine): each read whole
+        assert willneed.PIECE <= willneed.piece(fd) <= willneed.MOST
         willneed.file_range(fd, 0, nbytes)
         deadline = time.monotonic() + 10
         while resident(path, nbytes) < 0.99 and time.monotonic() < deadline:
@@ -59,3 +63,13 @@ def test_a_large_willneed_reads_the_whole_range(tmp_path):
         assert resident(path, nbytes) >= 0.99
     finally:
         os.close(fd)
+
+
+def test_a_file_without_a_block_device_is_asked_for_in_the_usual_pieces():
+    # a pipe (as a file on tmpfs or overlay: no device whose largest request can be read) gets PIECE
+    r, w = os.pipe()
+    try:
+        assert willneed.piece(r) == willneed.PIECE
+    finally:
+        os.close(r)
+        os.close(w)
