@@ -80,9 +80,10 @@ class ReadAhead:
     """A thread that asks the kernel to read coming batches, in the order they will be cut, at most `window` batches
     beyond the last one handed out to be cut (`cutting(serial)`): their pages wait in the page cache (clean, so
     reclaimable), so the window is what the reading may hold of memory. Batches are numbered 0, 1, ... as `add`
-    queues them (`reset` starts again at 0); `add` works out their ranges with numpy, a block of batches at a time,
-    and the thread spends one system call per merged range. posix_fadvise(WILLNEED) waits while the disk's queue is
-    full, with the GIL released: that wait is this thread's, not the cutting processes'.
+    queues them (`reset` starts again at 0); `add` works out their ranges with numpy, a block of batches at a time
+    (or, given `ranges`, the thread does, AT_ONCE batches at a time as they come within the window), and the thread
+    spends one system call per merged range. posix_fadvise(WILLNEED) waits while the disk's queue is full, with the GIL
+    released: that wait is this thread's, not the cutting processes'.
 
     `source`: a `ShardSource` (its `files` and `spans`). Errors end the thread quietly (`failed` keeps the last one):
     reading ahead is advice, and a missing or unreadable shard is reported by the batch that reads it."""
@@ -258,7 +259,10 @@ class ReadAhead:
             # its reads (a member's header) read what they ask for: the kernel's read-ahead around each one brought
             # in neighbours no batch had asked for, filling a memory limit until asked-for pages were dropped unused
             # and read again (a first epoch at 430-690 pairs/s where 2,400 were read before, H200, 2026-12-01)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            except OSError:  # advice: a file system that takes none reads as it would
+                pass
         return fd
 
     def _read(self, number: int, start: int, size: int) -> np.ndarray:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pairload.read.ahead import ReadAhead, merged
+from pairload.read.ahead import AT_ONCE, ReadAhead, merged
 from pairload.pack.writer import PackOptions, pack
 from pairload.read.shards import ShardDataset
 
@@ -168,7 +168,7 @@ def test_a_reader_given_ranges_asks_for_those_of_each_planned_batch_in_order(spl
     opened = []
     record(monkeypatch, calls, lambda fd, off, n, advice: (os.readlink(f"/proc/self/fd/{fd}"), off, off + n), opened)
     run = make_loader("ram", split, batch_size=2, crop=32, seed=3).plan_for(0)
-    read_back = []
+    read_back, worked = [], []
 
     class Ranges:
         def heads(self, plans):  # 10 bytes a batch at 8192 * its first index: what it reads to work the batch out
@@ -176,6 +176,7 @@ def test_a_reader_given_ranges_asks_for_those_of_each_planned_batch_in_order(spl
             return ds.spans(first)[0][:len(plans)], first * 8192, first * 8192 + 10
 
         def __call__(self, plans, read):  # 100 bytes a batch at 4096 * its first index, in its first sample's shard
+            worked.append(len(plans))
             first = np.array([int(bp.index[0]) for bp in plans])
             shard = ds.spans(first)[0][:len(plans)]
             read_back.extend((int(s), bytes(read(int(s), int(a), 10))) for s, a in zip(shard, first * 8192))
@@ -194,6 +195,9 @@ def test_a_reader_given_ranges_asks_for_those_of_each_planned_batch_in_order(spl
     got = settled(calls, len(run) + len(heads))
     assert [c for c in got if c[2] - c[1] == 100] == want
     assert sorted(c for c in got if c[2] - c[1] == 10) == sorted(heads)  # each start asked for once
+    # worked out a few batches at a time, as they come within the window (a block at once kept the thread reading
+    # its headers while nothing was asked for)
+    assert sum(worked) == len(run) > AT_ONCE and max(worked) == AT_ONCE
     for k, c in enumerate(want):  # and before the batch's ranges
         assert got.index(heads[k]) < got.index(c)
     # what the thread read through `read`: the shards' own bytes
