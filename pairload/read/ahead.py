@@ -179,10 +179,12 @@ class ReadAhead:
     def reset(self, plans=None, after=None) -> None:
         """Forget the queued batches (the loader goes on elsewhere in the plan); the next `add` queues batch 0, and
         `follow` the batches of `plans` (a planned run) from its first, then those of `after()` (the run expected
-        next, or None). If `plans` is the run queued behind the last one's, the batches queued of it are kept."""
+        next, or None). If `plans` is the run queued behind the last one's, the batches queued of it are kept, and
+        those of the last run not asked for yet (it was broken off) dropped."""
         with self._cond:
             if plans is not None and plans is self.foreseen:
                 self._plans, self._plan_to, self._base = plans, self._foreseen_to, self._foreseen_base
+                self._queue = deque(c for c in self._queue if c.next is not None and c.next >= self._base)
             else:
                 self._queue.clear()
                 self._queued, self._cut = 0, -1

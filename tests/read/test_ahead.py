@@ -157,6 +157,45 @@ def test_the_reader_goes_on_into_the_next_epoch_and_keeps_it_queued_when_that_ep
     assert not reader.alive and reader.failed is None
 
 
+def test_a_run_broken_off_for_the_one_queued_behind_it_is_not_read_on(split, monkeypatch):
+    # the loader begins the next epoch before the current one's batches were all asked for (the thread held up by the
+    # disk): what is left of the old run is dropped, what was queued of the next one is kept
+    import threading
+
+    from pairload import make_loader
+
+    ds = ShardDataset(split, "train")
+    held, worked = threading.Event(), []
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: advice == os.POSIX_FADV_RANDOM or held.wait(10))
+    loader = make_loader("ram", split, batch_size=2, crop=32, seed=3)
+    run0, run1 = loader.plan_for(0), loader.plan_for(1)
+    assert len(run0) > AT_ONCE
+
+    def ranges(plans, read):  # 100 bytes a batch of shard 0
+        worked.extend(tuple(bp.index.tolist()) for bp in plans)
+        n = np.arange(len(plans))
+        return n, np.zeros(len(plans), np.int64), n * 4096, n * 4096 + 100
+
+    reader = ReadAhead(ds, window=4 * len(run0), ranges=ranges)
+    reader.reset(run0, after=lambda: run1)
+    reader.follow(0)  # the whole run queued, then the next one behind it
+    deadline = time.monotonic() + 10
+    while len(worked) < AT_ONCE and time.monotonic() < deadline:  # the first batches worked out, their asking held
+        time.sleep(0.005)
+    assert reader.foreseen is run1
+    reader.reset(run1)  # the next epoch begins
+    held.set()
+    reader.follow(len(run1) - 1)
+    want = [tuple(bp.index.tolist()) for bp in run1]
+    deadline = time.monotonic() + 10
+    while worked[-len(want):] != want and time.monotonic() < deadline:
+        time.sleep(0.005)
+    old = [tuple(bp.index.tolist()) for bp in run0]
+    assert worked == old[:AT_ONCE] + want  # the rest of the old run never worked out, nor asked for
+    reader.close()
+    assert reader.failed is None
+
+
 def test_a_reader_given_ranges_asks_for_those_of_each_planned_batch_in_order(split, monkeypatch):
     # a decode stage of tiled members tells the reader what a batch reads (only the tiles its crops touch), which the
     # reader works out in its own thread, reading what it needs of the shards (the members' headers), after asking
