@@ -108,9 +108,8 @@ def encode_tiles(img: np.ndarray, *, tile: int = TILE, level: int = LEVEL) -> by
         mode = min(planes, key=lambda m: _surprise(planes[m]))
         modes.append(mode)
         frames += [cctx.compress(p) for p in planes[mode]]
-    table_at = HEADER.size + _aligned(len(modes))
-    crcs_at = table_at + 8 * len(frames)
-    pos = _aligned(crcs_at + 4 * len(modes))
+    table_at, crcs_at, tables_end = _layout(len(modes), len(frames))
+    pos = _aligned(tables_end)
     offsets = []
     for f in frames:
         pos = _aligned(pos)
@@ -126,8 +125,7 @@ def encode_tiles(img: np.ndarray, *, tile: int = TILE, level: int = LEVEL) -> by
     ends = [o + len(f) for o, f in zip(offsets, frames)]
     crcs = np.array([crc32(memoryview(out)[offsets[t * per]:ends[t * per + per - 1]]) for t in range(len(modes))],
                     dtype="<u4")
-    out[crcs_at:crcs_at + crcs.nbytes] = crcs.tobytes()
-    tables_end = crcs_at + crcs.nbytes
+    out[crcs_at:tables_end] = crcs.tobytes()
     out[:HEADER.size] = HEADER.pack(MAGIC, h, w, c, itemsize, tile, len(frames),
                                     crc32(memoryview(out)[HEADER.size:tables_end]))
     return bytes(out)
@@ -158,11 +156,10 @@ def read_tiled(data: np.ndarray, member: Member, h: int, w: int, *, check_crc: b
     tiles = gh * gw
     if nframes != tiles * c * itemsize:
         raise MemberError(f"has {nframes} frames, expected {tiles * c * itemsize} ({gh}x{gw} tiles of {c} channels)")
-    table_at = HEADER.size + _aligned(tiles)
-    crcs_at = table_at + 8 * nframes
-    if len(data) < crcs_at + 4 * tiles:
+    table_at, crcs_at, tables_end = _layout(tiles, nframes)
+    if len(data) < tables_end:
         raise MemberError(f"is cut short: {len(data)} bytes end inside its frame table")
-    if crc32(data[HEADER.size:crcs_at + 4 * tiles]) != crc:
+    if crc32(data[HEADER.size:tables_end]) != crc:
         raise MemberError(DAMAGED)
     table = np.ascontiguousarray(data[table_at:crcs_at]).view("<u4").reshape(-1, 2).astype(np.int64)
     ends = table[:, 0] + table[:, 1]
@@ -171,9 +168,9 @@ def read_tiled(data: np.ndarray, member: Member, h: int, w: int, *, check_crc: b
     modes = np.array(data[HEADER.size:HEADER.size + tiles])  # a copy: a kept header holds no view of a shard
     if tiles and int(modes.max()) not in MODES:
         raise MemberError(f"has predictor code {int(modes.max())}, which this pairload does not know")
-    if nframes and int(table[:, 0].min()) < crcs_at + 4 * tiles:
+    if nframes and int(table[:, 0].min()) < tables_end:
         raise MemberError("has a frame inside its tables")
-    crcs = np.ascontiguousarray(data[crcs_at:crcs_at + 4 * tiles]).view("<u4").astype(np.int64)
+    crcs = np.ascontiguousarray(data[crcs_at:tables_end]).view("<u4").astype(np.int64)
     t = TiledImage(mh, mw, c, itemsize, tile, modes, table[:, 0], table[:, 1], crcs)
     if check_crc:
         check_tiles(data, t, range(tiles))
@@ -188,8 +185,14 @@ def tables_size(data: np.ndarray) -> int:
     magic, mh, mw, _, _, tile, nframes, _ = HEADER.unpack_from(data)
     if magic != MAGIC or tile < 1:
         raise MemberError(f"is not a tiled member: it starts with {bytes(data[:4]).hex(' ')}")
-    tiles = -(-mh // tile) * -(-mw // tile)
-    return HEADER.size + _aligned(tiles) + 8 * nframes + 4 * tiles
+    return _layout(-(-mh // tile) * -(-mw // tile), nframes)[2]
+
+
+def _layout(tiles: int, frames: int) -> tuple[int, int, int]:
+    """Where a member's frame table and its tiles' CRC-32s start, and where its tables end."""
+    table_at = HEADER.size + _aligned(tiles)
+    crcs_at = table_at + 8 * frames
+    return table_at, crcs_at, crcs_at + 4 * tiles
 
 
 DAMAGED = "is damaged: the CRC-32 of its bytes differs from the one written when it was packed"

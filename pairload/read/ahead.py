@@ -127,10 +127,14 @@ class ReadAhead:
 
     def add(self, indices: np.ndarray, sizes: np.ndarray) -> None:
         """Queue the next len(sizes) batches, of sizes[k] rows each, `indices` their rows in order."""
-        sizes = np.asarray(sizes, np.int64)
-        batch = np.repeat(np.arange(self._queued, self._queued + len(sizes), dtype=np.int64), sizes)
+        self._push(_Chunk(*self._whole(indices, sizes, self._queued)), len(sizes))
+
+    def _whole(self, indices: np.ndarray, sizes, first: int) -> tuple:
+        """The merged ranges (batch, shard, start, end) of batches first, first + 1, ... read whole: sizes[k] rows
+        each, `indices` their rows in order."""
+        batch = np.repeat(np.arange(first, first + len(sizes), dtype=np.int64), np.asarray(sizes, np.int64))
         shard, start, end = self._spans(indices)
-        self._push(_Chunk(*merged(shard, start, end, np.tile(batch, 2))), len(sizes))  # spans: inputs, then targets
+        return merged(shard, start, end, np.tile(batch, 2))  # spans: inputs, then targets
 
     def _push(self, chunk: _Chunk, batches: int) -> None:
         with self._cond:
@@ -240,15 +244,13 @@ class ReadAhead:
                     c.headed = True
                     self._ask(*(a.tolist() for a in heads(c.plans)))
             batch, shard, start, end = self._ranges(plans, self._read)
+            ranges = merged(shard, start, end, np.asarray(batch, np.int64) + chunk.first)
         except Exception as exc:  # noqa: BLE001 - advice only: the members are asked for whole instead
             self.failed = exc
-            sizes = [len(bp) for bp in plans]
-            batch = np.tile(np.repeat(np.arange(len(plans)), sizes), 2)  # spans: inputs, then targets
-            shard, start, end = self._spans(np.concatenate([bp.index for bp in plans]))
+            ranges = self._whole(np.concatenate([bp.index for bp in plans]), [len(bp) for bp in plans], chunk.first)
         finally:
             if not self._keep_open:
                 self._close_files()
-        ranges = merged(shard, start, end, np.asarray(batch, np.int64) + chunk.first)
         with self._cond:
             chunk.batch, chunk.shard, chunk.start, chunk.end = ranges
             chunk.plans = None

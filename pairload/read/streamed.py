@@ -86,8 +86,7 @@ class ShardStream:
         self._next = 0  # the next shard (of `order`) to read
         self._state = [0] * len(shard)  # 0 waiting, 1 being read, 2 read, 3 dropped
         self._of_shard: dict[int, list[int]] = {}  # shard number -> its entries, in order
-        for k, number in enumerate(shard.tolist()):
-            self._of_shard.setdefault(number, []).append(k)
+        self._index_entries(0)
         self._held = 0  # bytes read (or being read) and not dropped
         self._in_flight = 0  # entries being read
         self._by_last = np.argsort(last, kind="stable")  # shards are dropped in the order their last batch is done:
@@ -163,7 +162,11 @@ class ShardStream:
         self._due = [k - c for k in self._due]
         self._next = max(0, self._next - c)
         self._of_shard = {}
-        for k, number in enumerate(self.shard.tolist()):
+        self._index_entries(0)
+
+    def _index_entries(self, first: int) -> None:
+        """Add the entries from `first` on to `_of_shard` (under the lock, or before the threads start)."""
+        for k, number in enumerate(self.shard[first:].tolist(), first):
             self._of_shard.setdefault(number, []).append(k)
 
     @property
@@ -192,8 +195,7 @@ class ShardStream:
             self.last = np.concatenate([self.last, last + self.base + self.runs])
             self._size += (end - start).tolist()
             self._state += [0] * len(shard)
-            for k, number in enumerate(shard.tolist(), n):
-                self._of_shard.setdefault(number, []).append(k)
+            self._index_entries(n)
             self._by_last = np.concatenate([self._by_last, n + np.argsort(last, kind="stable")])
             self.foreseen = plans
 

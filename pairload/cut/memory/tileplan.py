@@ -239,14 +239,15 @@ def windows_read(plans, samples: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return out
 
 
-def read_ranges(source, table: TileTable, plans: list, inputs: bool, scale: int
+def read_ranges(source, table: TileTable, plans: list, inputs: bool, scale: int, sides: tuple | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(batch, shard, start, end) of the bytes the batches `plans` make a decode call read of `source`, a batch's
     ranges numbered from 0: of a tiled member whose tables `table` holds, only the tiles its windows touch, in runs of
     consecutive tiles (a 256-pixel crop of a 600x400 member: 4 of its 6 tiles; of a 3840x2160 one, 4 of 135); of any
     other member (another format, or a tiled one whose tables are not known: they are in it) its stored bytes.
-    `inputs` False: the targets only; `scale`: the target's pixels per input pixel. Numpy only."""
-    index, batch, rows, j, k = _sides(source, plans, inputs)
+    `inputs` False: the targets only; `scale`: the target's pixels per input pixel; `sides`: `_sides` of these, where
+    the caller has them. Numpy only."""
+    index, batch, rows, j, k = _sides(source, plans, inputs) if sides is None else sides
     samples = np.unique(index)  # the windows as the decode call plans them (`windows_read`)
     windows = windows_read(plans, samples, source.sizes)[np.searchsorted(samples, index)]
     slot = table.slot[k, index[j]]
@@ -282,14 +283,15 @@ class TileReads:
 
     def heads(self, plans: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(shard, start, end) of the start of each tiled member of `plans` whose tables are not known yet."""
-        _, rows, j, k = self._unknown(plans)
+        _, rows, j, k = self._unknown(_sides(self.source, plans, self.inputs))
         start = rows.offset[j, k]
         return rows.shard[j], start, start + np.minimum(rows.length[j, k], self.HEAD)
 
     def __call__(self, plans: list, read) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """`read_ranges` of `plans`, the tables of its tiled members not known yet read first (`read(shard, start,
         size)`: those bytes of a shard, a uint8 array)."""
-        index, rows, j, k = self._unknown(plans)
+        sides = _sides(self.source, plans, self.inputs)  # the plans' members, gathered once for both steps
+        index, rows, j, k = self._unknown(sides)
         _, first = np.unique(np.stack([k, index[j]]), axis=1, return_index=True)
         images, got = [], []
         for m in first.tolist():
@@ -307,12 +309,12 @@ class TileReads:
         if got:
             got = np.asarray(got, dtype=np.int64)
             self.table.rows(index[j[got]], k[got], lambda n: images[n])
-        return read_ranges(self.source, self.table, plans, self.inputs, self.scale)
+        return read_ranges(self.source, self.table, plans, self.inputs, self.scale, sides)
 
-    def _unknown(self, plans: list) -> tuple:
-        """The tiled members of `plans` whose tables are not known: (the plans' samples, their stored members, and
-        per member its row among them and its side)."""
-        index, _, rows, j, k = _sides(self.source, plans, self.inputs)
+    def _unknown(self, sides: tuple) -> tuple:
+        """The tiled members among `sides` (`_sides` of some plans) whose tables are not known: (the plans' samples,
+        their stored members, and per member its row among them and its side)."""
+        index, _, rows, j, k = sides
         keep = (rows.format[j, k] == TILES_CODE) & (self.table.slot[k, index[j]] < 0)
         return index, rows, j[keep], k[keep]
 
