@@ -33,7 +33,7 @@ if [ "$limit" = half ]; then  # half the split's size
 fi
 echo "split $(du -sh "$shards" | cut -f1), limit $limit GiB"
 df -h "$work" | tail -1
-grep -H . /sys/block/*/queue/read_ahead_kb 2>/dev/null | head -8
+grep -H . /sys/block/*/queue/{read_ahead_kb,max_sectors_kb,max_hw_sectors_kb,nr_requests,scheduler} 2>/dev/null | grep -v loop | head -24
 PYTHONPATH=/tmp/site python3 -u benchmarks/memory_limit.py "$shards" \
   "$OUT/memory-limit-${LIMIT_GB:-2}gb-${pairs}-$store.json" --limit-gb "$limit" --loaders "${LOADERS:-wds,ram}" \
   --trees "$1" --epochs "${EPOCHS:-1}" ${ADJACENT:+--adjacent} | cut -c1-900

@@ -16,6 +16,10 @@
 - `readersN` (e.g. `readers1`): a by-shard run read whole shard by shard with N reading threads instead of
   `streamed.READERS`;
 - `pieceN` (e.g. `piece1024`): WILLNEED asked for in pieces of N KB instead of `willneed.PIECE`;
+- `prelearn`: a tiled split's reading thread given every member's tables at construction (read then, timed apart),
+  as if the index held them: its first epoch reads only the tiles its crops touch, with no header read;
+- `wholefirst`: a tiled split's reading thread never reads a header: it asks for every member whole, as before
+  `TileReads`;
 - `timeline`: the loader's construction and its decode processes' start written as events (wall-clock seconds, one
   JSON line each: pid, what, t) to the file $DIAG_TIMELINE (`benchmarks/cold_timeline.py` reads them).
 
@@ -30,6 +34,8 @@ import runpy
 import sys
 import time
 import types
+
+import numpy as np
 
 
 def apply(knobs: str) -> None:
@@ -85,13 +91,68 @@ def apply(knobs: str) -> None:
             from pairload.cut.memory import decoded
 
             decoded.READ_AHEAD_BYTES = int(knob[6:]) << 20  # MB
+        elif knob == "prelearn":
+            _prelearn()
+        elif knob == "wholefirst":
+            from pairload.cut.memory import tileplan
+
+            def refusing(self, plans, read, learn=tileplan.TileReads.learn):
+                return learn(self, plans, _refused)
+
+            tileplan.TileReads.heads = lambda self, plans: (np.zeros(0, np.int64),) * 3
+            tileplan.TileReads.learn = refusing
         elif knob == "timeline":
             _timeline()
         elif knob == "childtimeline":  # set by `timeline` in the decode processes it starts
             _child_timeline()
         else:
             raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch, group, ahead8, one, "
-                             "threads0, ahead1, tightN, readersN, windowN (MB), pieceN (KB) or timeline")
+                             "threads0, ahead1, tightN, readersN, windowN (MB), pieceN (KB), prelearn, wholefirst "
+                             "or timeline")
+
+
+class _Rows:
+    """Samples as a plan of one batch (`TileReads.learn` reads their indices and count)."""
+
+    def __init__(self, index):
+        self.index = index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+
+def _refused(shard, start, size):
+    raise OSError("wholefirst: no header read")
+
+
+def _prelearn() -> None:
+    from pairload.cut.memory import tileplan
+
+    init = tileplan.TileReads.__init__
+
+    def learnt(self, source, inputs, scale):
+        init(self, source, inputs, scale)
+        t0, n, fds = time.perf_counter(), len(source.sizes), {}
+
+        def read(shard, start, size):
+            fd = fds.get(shard)
+            if fd is None:
+                fd = fds[shard] = os.open(source.files[shard], os.O_RDONLY)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            return np.frombuffer(os.pread(fd, size, start), np.uint8)
+
+        for a in range(0, n, 4096):
+            rows = [_Rows(np.arange(a, min(n, a + 4096)))]
+            for shard, start, end in zip(*(x.tolist() for x in self.heads(rows))):
+                read(shard, 0, 0)  # opened and advised
+                os.posix_fadvise(fds[shard], start, end - start, os.POSIX_FADV_WILLNEED)
+            self.learn(rows, read)
+        for fd in fds.values():
+            os.close(fd)
+        print(f"prelearn: {self.table.members} members' tables in {time.perf_counter() - t0:.2f} s", file=sys.stderr,
+              flush=True)
+
+    tileplan.TileReads.__init__ = learnt
 
 
 def mark(what: str) -> None:
