@@ -199,16 +199,12 @@ def test_reading_ahead_asks_for_the_tiles_the_windows_touch_of_members_read_befo
     assert (end - start).sum() < whole  # less than reading every member whole
 
 
-def test_the_reader_reads_each_members_header_once_and_asks_for_the_touched_tiles_from_the_first_epoch(
-        tiled_split, monkeypatch):
+def test_the_reader_reads_each_members_header_once_and_asks_for_the_touched_tiles_from_the_first_epoch(tiled_split):
     # `TileReads`, the reader's `ranges`: it knows no member's tables at first; it asks for each member's start
     # (`heads`), reads its header and tables there itself, and asks for the tiles the windows touch, the very ranges
-    # of a reader that knew every member's tables; a member whose start is not a tiled member's header is read whole.
-    # (These members are small: no request is worth saving, so that every member is one to read tiles of.)
-    from pairload.cut.memory import tileplan
+    # of a reader that knew every member's tables; a member whose start is not a tiled member's header is read whole
     from pairload.cut.memory.tileplan import TileReads, read_ranges
 
-    monkeypatch.setattr(tileplan, "REQUEST", 0)
     ds, plans, rows, tiled = tiled_split
     everything = TileTable(len(ds))
     n = len(ds)
@@ -251,50 +247,3 @@ def test_the_reader_reads_each_members_header_once_and_asks_for_the_touched_tile
     assert whole.sum() == sum(int(used[0]) in bp.index.tolist() for bp in plans)  # whole, in each batch reading it
     assert (end[whole] - start[whole] == rows.length[used[0], 1]).all()
     assert len(fresh.heads(plans)[0]) == 1  # and tried again next time
-
-
-def test_a_member_whose_crop_leaves_little_unread_is_read_whole_until_the_decode_stage_tells_its_tables(
-        tiled_split, monkeypatch):
-    # reading a member's header and then its crop's tiles in two runs costs two requests more than reading it whole:
-    # a member whose crop's tiles would leave less than two requests' worth of its bytes unread is asked for whole,
-    # with no header read (these members are 1.6 KB); once the decode stage has read its tables (`told`), only its
-    # crop's tiles are asked for, with no read either
-    from pairload.cut.memory import tileplan
-    from pairload.cut.memory.tileplan import TileReads, read_ranges
-
-    ds, plans, rows, tiled = tiled_split
-    seen = []
-
-    def read(s: int, a: int, size: int) -> np.ndarray:
-        seen.append((s, a))
-        return np.asarray(ds.shard_map(s))[a:a + size].copy()
-
-    reads = TileReads(ds, True, 1)
-    assert len(reads.heads(plans)[0]) == 0
-    got = reads(plans, read)
-    assert not seen and all(np.array_equal(g, w) for g, w in zip(got, read_ranges(ds, TileTable(len(ds)), plans,
-                                                                                 True, 1)))
-    whole = sum(len(bp) for bp in plans) * 2  # each batch's members, whole: as many ranges as members at most
-    assert (got[3] - got[2]).sum() == sum(int(rows.length[i, k]) for bp in plans for i in bp.index.tolist()
-                                          for k in (0, 1)) and len(got[0]) <= whole
-
-    n = len(ds)
-    reads.told(np.arange(n), np.zeros(n, np.int64), [tiled(i, 0) for i in range(n)])  # as a decode call would
-    reads.told(np.arange(n), np.ones(n, np.int64), [tiled(i, 1) for i in range(n)])
-    everything = TileTable(n)
-    everything.rows(np.tile(np.arange(n), 2), np.repeat([0, 1], n), lambda m: tiled(m % n, m // n))
-    assert all(np.array_equal(g, w) for g, w in zip(reads(plans, read), read_ranges(ds, everything, plans, True, 1)))
-    assert not seen
-
-    monkeypatch.setattr(tileplan, "REQUEST", 1 << 40)  # a disk where a request costs more than any member: whole
-    assert len(TileReads(ds, True, 1).heads(plans)[0]) == 0
-    monkeypatch.setattr(tileplan, "REQUEST", 0)  # one where it costs nothing: every header read, then tiles
-    assert len(TileReads(ds, True, 1).heads(plans)[0]) == 2 * len(np.unique(np.concatenate([p.index for p in plans])))
-
-
-def test_the_share_of_an_image_in_the_tiles_a_window_touches():
-    from pairload.cut.memory.tileplan import touched_share
-
-    hw = np.array([[400, 600]] * 4)  # 2x3 tiles of 256: the last row 144 high, the last column 88 wide
-    windows = np.array([[0, 0, 256, 256], [100, 300, 356, 556], [0, 0, 1, 1], [-1, -1, -1, -1]])
-    assert np.allclose(touched_share(hw, windows), [256 * 256 / 240000, 400 * 344 / 240000, 256 * 256 / 240000, 1])

@@ -95,7 +95,6 @@ class DecodedMemory:
         # a thread asks the kernel for the coming batches' bytes: the decoder's reads find them in the page cache
         self.read_ahead = read_ahead and hasattr(os, "posix_fadvise") and not ds.remote
         self._reader: ReadAhead | None = None
-        self._tile_reads: TileReads | None = None  # the reader's `ranges`, told the tables decode calls read
         # or this run's shards read whole (a by-shard run beyond memory): its `ShardStream`, in a list a finalizer
         # reaches without this object, so that a loader dropped unclosed stops its threads too
         self._streams: list[ShardStream] = []
@@ -178,8 +177,7 @@ class DecodedMemory:
         if reading and self._shards is None and self._reader is None:
             rows = max(len(bp) for bp in plans.block_at(0).plans)
             # of a tiled member only the tiles the windows touch are read ahead, its header read by the reader itself
-            ranges = self._tile_reads = None if self.tiles is None else TileReads(self.ds, self.inputs,
-                                                                                   self.ds.members.scale)
+            ranges = None if self.tiles is None else TileReads(self.ds, self.inputs, self.ds.members.scale)
             self._reader = ReadAhead(self.ds, max(2 * self.call, batches_within(self.ds, rows, READ_AHEAD_BYTES)),
                                      ranges)
             weakref.finalize(self, self._reader.close)  # a loader dropped unclosed stops the thread too
@@ -361,7 +359,7 @@ class DecodedMemory:
         self._drops.close()  # every call's pages dropped before the loader is closed
         if self._reader is not None:
             self._reader.close()
-            self._reader = self._tile_reads = None
+            self._reader = None
         _close_all(self._streams)
         if self.tiles is not None:
             self.tiles.close()
@@ -418,16 +416,8 @@ class DecodedMemory:
         tile). A member's header and tables are checked at its first use (`_header`), its tiles' CRC-32s as they are
         staged the first time (`TileDecoder.stage`), before the GPU sees them (nvCOMP decodes what it is given). The
         shards' files are watched (`check`): bytes checked once stay as they were."""
-        learnt: list[tuple[int, object]] = []
-
-        def header(m: int):
-            learnt.append((m, t := self._header(int(samples[j[m]]), rows, int(j[m]), int(k[m]))))
-            return t
-
-        table_rows = self._table.rows(samples[j], k, header)
-        if learnt and self._tile_reads is not None:  # the reader need not read these members' headers itself
-            m = np.array([x for x, _ in learnt], dtype=np.int64)
-            self._tile_reads.told(samples[j[m]], k[m], [t for _, t in learnt])
+        table_rows = self._table.rows(samples[j], k,
+                                      lambda m: self._header(int(samples[j[m]]), rows, int(j[m]), int(k[m])))
         shards, source = np.unique(rows.shard[j], return_inverse=True)
         wanted = np.full((len(j), 4), -1, dtype=np.int64) if windows is None else windows[j]
         scale = np.where(k == 1, self.ds.members.scale, 1)

@@ -6,23 +6,18 @@ wanted tiles at once, and its staging (`stage`) a few contiguous copies per thre
 
 from __future__ import annotations
 
-from collections import deque
 from concurrent.futures import Executor
 
 import numpy as np
 
 from ...format import imageformats
 from ...format.crc import crc32
-from ...format.tiles import TILE, TiledImage, read_tiled, tables_size
+from ...format.tiles import TiledImage, read_tiled, tables_size
 
 FRAMES_KEPT = 1 << 22  # frames whose tables a TileTable keeps (16 bytes each: 64 MB; 600x400 RGB members have 18,
 # so 233,000 of them); past that it starts again, empty
 GEOMETRY = ("h", "w", "channels", "itemsize", "tile", "across", "planes", "tiles", "tile0", "frame0")
 TILES_CODE = imageformats.TILES.code
-REQUEST = 128 << 10  # what one more request costs a disk, in the bytes it could read in its time: whole 600x400
-# members (370 KB, one request each) came at 2.0 GB/s where their crops' tiles (two runs of about 145 KB) came at 1.5
-# (H200's virtio disk, 2026-12-01: about 100 KB a request); a local NVMe drive's is of the same order
-TOLD_KEPT = 64  # decode calls' tables (`TileReads.told`) kept for a reader that has not taken them yet
 
 
 class TileTable:
@@ -275,31 +270,20 @@ def read_ranges(source, table: TileTable, plans: list, inputs: bool, scale: int,
 
 class TileReads:
     """What a decode stage's `ReadAhead` reads of its split's members (its `ranges`): of a tiled member, only the tiles
-    the batches' windows touch (`read_ranges`), from the first epoch on. A member's tables (where its tiles lie) are
-    in the member: the reader learns them from the decode stage once it has decoded the member (`told`), and before
-    that reads them itself (`learn`: the page at the member's start, asked for a block of batches ahead: `heads`),
-    into a table of its own (the decode stage's is its own thread's) — unless reading it whole is cheaper: a header
-    read and the second run of tiles are two requests more than the one of a whole member, so a member whose crop's
-    tiles would leave less than 2 `REQUEST`s of its bytes unread is asked for whole (a 600x400 one; of a 1920x1080
-    one a crop's tiles are a tenth). A member whose header cannot be read is read whole (its batch reports what is
-    wrong with it). `inputs` False: the targets only; `scale`: the target's pixels per input pixel."""
+    the batches' windows touch (`read_ranges`), from the first epoch on: the reader reads a member's header and tables
+    itself, at its first use (the page at its start, asked for a block of batches ahead: `heads`), into a table of
+    its own (the decode stage's is its own thread's). A member whose header cannot be read is read whole (its batch
+    reports what is wrong with it). `inputs` False: the targets only; `scale`: the target's pixels per input pixel."""
 
     HEAD = 4096  # what is read of a member's start: the header and tables of up to 3840x2160 RGB 8-bit (3,947 bytes)
 
     def __init__(self, source, inputs: bool, scale: int):
         self.source, self.inputs, self.scale = source, inputs, scale
         self.table = TileTable(len(source.sizes))
-        self._told: deque = deque(maxlen=TOLD_KEPT)  # (samples, sides, their TiledImages) from the decode stage
-
-    def told(self, samples: np.ndarray, sides: np.ndarray, images: list[TiledImage]) -> None:
-        """The decode stage read these members' tables (sample, side): taken into the table at the next `learn`
-        (from the decode stage's thread; advice, so a reader that takes none forgets the oldest)."""
-        self._told.append((np.asarray(samples, np.int64), np.asarray(sides, np.int64), images))
 
     def heads(self, plans: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(shard, start, end) of the start of each tiled member of `plans` whose tables are not known yet and which
-        is not cheaper read whole."""
-        _, rows, j, k = self._unknown(_sides(self.source, plans, self.inputs), plans)
+        """(shard, start, end) of the start of each tiled member of `plans` whose tables are not known yet."""
+        _, rows, j, k = self._unknown(_sides(self.source, plans, self.inputs))
         start = rows.offset[j, k]
         return rows.shard[j], start, start + np.minimum(rows.length[j, k], self.HEAD)
 
@@ -309,17 +293,10 @@ class TileReads:
         return read_ranges(self.source, self.table, plans, self.inputs, self.scale, sides)
 
     def learn(self, plans: list, read) -> tuple:
-        """Take what the decode stage was `told`, then read the tables of the tiled members of `plans` (a sequence of
-        what has `index` and a length) not known yet and not cheaper read whole (`read(shard, start, size)`: those
-        bytes of a shard, a uint8 array); the plans' members (`_sides`)."""
-        while self._told:
-            samples, sides, images = self._told.popleft()
-            new = np.flatnonzero(self.table.slot[sides, samples] < 0)
-            if len(new):
-                taken = [images[m] for m in new.tolist()]
-                self.table.rows(samples[new], sides[new], taken.__getitem__)
+        """Read the tables of the tiled members of `plans` (a sequence of what has `index` and a length) not known
+        yet (`read(shard, start, size)`: those bytes of a shard, a uint8 array); the plans' members (`_sides`)."""
         sides = _sides(self.source, plans, self.inputs)
-        index, rows, j, k = self._unknown(sides, plans)
+        index, rows, j, k = self._unknown(sides)
         _, first = np.unique(np.stack([k, index[j]]), axis=1, return_index=True)
         images, got = [], []
         for m in first.tolist():
@@ -339,31 +316,12 @@ class TileReads:
             self.table.rows(index[j[got]], k[got], lambda n: images[n])
         return sides
 
-    def _unknown(self, sides: tuple, plans: list) -> tuple:
-        """The tiled members among `sides` (`_sides` of `plans`) whose tables are not known and which are not cheaper
-        read whole: (the plans' samples, their stored members, and per member its row among them and its side)."""
+    def _unknown(self, sides: tuple) -> tuple:
+        """The tiled members among `sides` (`_sides` of some plans) whose tables are not known: (the plans' samples,
+        their stored members, and per member its row among them and its side)."""
         index, _, rows, j, k = sides
         keep = (rows.format[j, k] == TILES_CODE) & (self.table.slot[k, index[j]] < 0)
-        j, k = j[keep], k[keep]
-        if not len(j):
-            return index, rows, j, k
-        samples = np.unique(index)  # the windows as the decode call plans them (`windows_read`)
-        windows = windows_read(plans, samples, self.source.sizes)[np.searchsorted(samples, index[j])]
-        scale = np.where(k == 1, self.scale, 1)
-        hw = self.source.sizes[index[j]] * scale[:, None]
-        unread = rows.length[j, k] * (1 - touched_share(hw, windows * scale[:, None]))
-        keep = unread >= 2 * REQUEST
         return index, rows, j[keep], k[keep]
-
-
-def touched_share(hw: np.ndarray, windows: np.ndarray, tile: int = TILE) -> np.ndarray:
-    """Per image of size `hw` ((n, 2): height, width), the share of its pixels in the `tile`-sided tiles that its
-    window ((n, 4): top, left, bottom, right; a negative top: the whole image) touches."""
-    h, w = hw[:, 0].astype(np.float64), hw[:, 1].astype(np.float64)
-    top, left, bottom, right = (windows[:, c] for c in range(4))
-    rows = np.minimum(h, -(-bottom // tile) * tile) - top // tile * tile
-    cols = np.minimum(w, -(-right // tile) * tile) - left // tile * tile
-    return np.where(windows[:, 0] < 0, 1.0, rows * cols / np.maximum(h * w, 1))
 
 
 def _sides(source, plans: list, inputs: bool) -> tuple:
