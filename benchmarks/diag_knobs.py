@@ -16,6 +16,8 @@
 - `readersN` (e.g. `readers1`): a by-shard run read whole shard by shard with N reading threads instead of
   `streamed.READERS`;
 - `pieceN` (e.g. `piece1024`): WILLNEED asked for in pieces of N KB instead of `willneed.PIECE`;
+- `headsN` (e.g. `heads4`): the reading thread asks for the members' starts of N chunks beyond the one it works out
+  instead of `ahead.HEADS_AHEAD`;
 - `prelearn`: a tiled split's reading thread given every member's tables at construction (read then, timed apart),
   as if the index held them: its first epoch reads only the tiles its crops touch, with no header read;
 - `wholefirst`: a tiled split's reading thread never reads a header: it asks for every member whole, as before
@@ -91,6 +93,10 @@ def apply(knobs: str) -> None:
             from pairload.cut.memory import decoded
 
             decoded.READ_AHEAD_BYTES = int(knob[6:]) << 20  # MB
+        elif knob.startswith("heads") and knob[5:].isdigit():
+            from pairload.read import ahead
+
+            ahead.HEADS_AHEAD = int(knob[5:])
         elif knob == "prelearn":
             _prelearn()
         elif knob == "wholefirst":
@@ -107,8 +113,8 @@ def apply(knobs: str) -> None:
             _child_timeline()
         else:
             raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch, group, ahead8, one, "
-                             "threads0, ahead1, tightN, readersN, windowN (MB), pieceN (KB), prelearn, wholefirst "
-                             "or timeline")
+                             "threads0, ahead1, tightN, readersN, windowN (MB), pieceN (KB), headsN, prelearn, "
+                             "wholefirst or timeline")
 
 
 class _Rows:

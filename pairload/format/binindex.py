@@ -32,6 +32,12 @@ SIZED = (("low_bytes", "<i8", ()), ("high_bytes", "<i8", ()))  # an encoding tha
 SHARES = (("shares_high", "<i4", ()),)  # a pack where some sample shares another's target
 KINDS = (("low_kind", "|u1", ()), ("high_kind", "|u1", ()))  # an encoding of per-member formats: each one's code
 FACTS = facts_doc.COLUMNS  # what pack measured of each sample (absent from an index written before them)
+# an encoded split's tiles members: where each of a member's tiles starts (uint32 from the member's start, tile t in
+# column t; 0 past its last tile, and everywhere for a member of another format or of more tiles than a row holds),
+# so that a reader knows which bytes a crop's tiles are without reading the member's header; the split field
+# TILE_STARTS says how many a row holds (absent: no such columns, as in an index written before them)
+TILE_STARTS = "tile_starts"
+TILES_AT = ("low_tiles", "high_tiles")
 SENSOR = {sensor_doc.RATIO: ("<f8", ()), sensor_doc.EXPOSURE: ("<f8", (2,)), sensor_doc.LEVELS: ("<f8", (5,)),
           sensor_doc.LEVELS_HIGH: ("<f8", (5,))}
 
@@ -76,11 +82,24 @@ def spec(entry: dict, sized: bool, shares: bool, kinds: bool = False, facts: boo
     """The columns of a split's index, (name, dtype, trailing shape) in file order; `sized`: its encoding records
     each member's stored length (`Encoding.sized`); `kinds`: and each member's format (`Encoding.per_member`);
     `facts`: what pack measured of each sample (`format.facts`; last, so that a reader that does not know them finds
-    every other column where it was: they need no new format version)."""
+    every other column where it was: they need no new format version); then the tiles members' tile starts (TILES_AT,
+    where the entry says how many a row keeps: TILE_STARTS; a reader that does not know them reads on without)."""
     cols = list(COMMON) + (list(SIZED) if sized else []) + (list(KINDS) if kinds else []) + (
         list(SHARES) if shares else [])
+    width = tiles_kept(entry)
     return (cols + [(name, *SENSOR[name]) for name in sensor_doc.index_fields(entry)]
-            + (list(FACTS) if facts else []))
+            + (list(FACTS) if facts else []) + [(name, "<u4", (width,)) for name in TILES_AT if width])
+
+
+def tiles_kept(entry: dict) -> int:
+    """How many tile starts a row of the split's index keeps (its TILE_STARTS field; 0: none), checked."""
+    from .tiles import STARTS_MAX
+
+    width = entry.get(TILE_STARTS, 0)
+    if type(width) is not int or not 0 <= width <= STARTS_MAX:
+        raise ShardError(f"split field {TILE_STARTS!r} is {width!r}, expected a whole number from 1 to {STARTS_MAX}; "
+                         "the manifest is damaged: re-run `pairload pack`")
+    return width
 
 
 def index_columns(keys, columns: dict[str, np.ndarray], entry: dict, sized: bool, shares: bool, kinds: bool = False,

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from .encoding import RAW, ZSTD, Encoding
-from .imageformats import ImageFormat
+from .imageformats import TILES, ImageFormat
 from .members import DEFAULT, Members
 from .tarblocks import header_size, padded, tar_header
+from .tiles import tile_starts
 
 # Member suffixes inside a sample; WebDataset groups members by the key before the first dot.
 LOW = "low.npy"
@@ -91,6 +92,8 @@ class SampleLayout:
     high_bytes: int = 0
     low_kind: int = 0  # encoded: the `imageformats` code of each image member
     high_kind: int = 0
+    low_tiles: tuple = ()  # encoded, a tiles member: where each of its tiles starts (`tiles.tile_starts`); else ()
+    high_tiles: tuple = ()
 
 
 class StoredImage(NamedTuple):
@@ -163,6 +166,7 @@ def layout_compressed_sample(key: str, height: int, width: int, meta: bytes, low
     pieces: list[tuple[int, bytes]] = []
     pos = start
     where: dict[str, tuple[int, ...]] = {}
+    starts: dict[str, tuple] = {}  # a tiles member's tile starts, for the index
     if shared_high is not None:
         where[HIGH] = tuple(shared_high) + (0,) * (3 - len(shared_high))
     members = ((META, meta),) + (((LOW, low),) if low is not None else ()) + (
@@ -178,12 +182,16 @@ def layout_compressed_sample(key: str, height: int, width: int, meta: bytes, low
         pos += len(hdr)
         pieces.append((pos, payload))
         where[suffix] = (pos + skip, len(payload) - skip, kind.code if kind else 0)
+        if kind is TILES:
+            starts[suffix] = tuple(tile_starts(payload).tolist())
         pos += padded(len(payload))
     where.setdefault(LOW, where[HIGH])
+    starts.setdefault(LOW, starts.get(HIGH, ()) if low is None else ())  # targets only: the input is the target
     layout = SampleLayout(
         key=key, height=height, width=width, start=start, meta_data=where[META][0], meta_size=len(meta),
         low_data=where[LOW][0], high_data=where[HIGH][0], end=pos, low_bytes=where[LOW][1],
-        high_bytes=where[HIGH][1], low_kind=where[LOW][2], high_kind=where[HIGH][2],
+        high_bytes=where[HIGH][1], low_kind=where[LOW][2], high_kind=where[HIGH][2], low_tiles=starts[LOW],
+        high_tiles=starts.get(HIGH, ()),
     )
     return layout, pieces
 

@@ -317,6 +317,8 @@ class SplitIndex:
     sequences: Sequences | None = None  # a split packed with --sequences: the frames of each video or burst
     low_kind: np.ndarray | None = None  # uint8 (n,) an encoded split: the format code of each input member
     high_kind: np.ndarray | None = None  # (`imageformats.BY_CODE`); None: every member is pixels (or a zstd frame)
+    low_tiles: np.ndarray | None = None  # uint32 (n, W) each tiles member's tile starts (`binindex.TILES_AT`), or None
+    high_tiles: np.ndarray | None = None
     # what pack measured of each sample (`facts.FactsColumns`); None: a pack that predates them, or a json index
     low_exact: np.ndarray | None = None  # uint64 (n,) exact hash of each input
     high_exact: np.ndarray | None = None  # uint64 (n,) and of each target
@@ -369,7 +371,7 @@ class SplitIndex:
             bounds = tuple((a * s, b * s) for a, b in bounds)
         return replace(self, hw=self.hw * s if s != 1 else self.hw, size_bounds=bounds, low=self.high,
                        low_bytes=self.high_bytes,
-                       low_kind=self.high_kind, crc=_both_sides(self.crc[:, 1:]),
+                       low_kind=self.high_kind, low_tiles=self.high_tiles, crc=_both_sides(self.crc[:, 1:]),
                        members=self.members.as_targets(),
                        sensor=None if self.sensor is None else self.sensor.as_targets(), targets_only=True,
                        **(facts.as_targets().columns() if facts is not None else {}))
@@ -543,6 +545,8 @@ def _mapped_index(split: str, entry: dict, file: binindex.IndexFile, bind: str |
         sequences=Sequences.from_entry(entry, n, f"{file.where}: split {split!r}", cols, known=file.known),
         low_kind=cols.get(LOW_KIND),
         high_kind=cols.get(HIGH_KIND),
+        low_tiles=cols.get(binindex.TILES_AT[0]),
+        high_tiles=cols.get(binindex.TILES_AT[1]),
         size_bounds=size_bounds(entry),
         measures=_measures(entry, file.where, split),
         **{name: cols.get(name) for name in FACT_NAMES},

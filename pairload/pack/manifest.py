@@ -122,6 +122,8 @@ def assemble(skel: dict, rows: list[ShardRows], report: PackReport, index: str =
                 sh["index"] = _json_index(r, entry, kinds[split].encoding.sized, shared)
         else:
             sized, formats = kinds[split].encoding.sized, kinds[split].encoding.per_member
+            if parts and binindex.TILES_AT[0] in parts[0].columns:  # (every shard's rows alike: `Inputs.tiles_kept`)
+                entry[binindex.TILE_STARTS] = int(column_spec(parts[0].columns, binindex.TILES_AT[0])[1][1])
             names = [f for f, _, _ in binindex.spec(entry, sized, shared, formats, facts)]
             columns = {name: _joined(parts, name) for name in names
                        if name not in (binindex.KEY_END, binindex.KEY_HASH, binindex.SHARD)}

@@ -31,7 +31,8 @@ class TableKeys:
 class ShardRows:
     """A finished shard: `columns` holds `hw`, `low`, `high`, `crc32`, `shares_high` (-1: its own target), what was
     measured of each pair (`format.facts`), and where they apply `low_bytes`/`high_bytes` (an encoding that is
-    `sized`), `low_kind`/`high_kind` (an encoding of per-member formats) and the sensor columns; `notes`: (file, what)
+    `sized`), `low_kind`/`high_kind` (an encoding of per-member formats), `low_tiles`/`high_tiles` (a split whose
+    index keeps its tiles members' tile starts) and the sensor columns; `notes`: (file, what)
     in sample order. `key_source`: its keys (`Keys`, or a list of them), or where in the pack's pair table they are
     (`TableKeys`: made each time `keys` is asked for)."""
 
@@ -86,11 +87,12 @@ class RowsBuilder:
     kept a block of `block` samples at a time: a block goes to the spill as soon as each of its samples is laid out
     and has its result, and the blocks before it have gone (results come back a chunk or two behind the layout, so a
     shard of any size holds a few blocks); what is kept of every sample is its target's CRC-32 (and levels), which
-    the samples sharing that target take."""
+    the samples sharing that target take. `tiles`: the split's index keeps each tiles member's tile starts, in rows
+    of this many (`format.binindex.TILE_STARTS`; 0: none)."""
 
     def __init__(self, split: str, name: str, pairs, first: int, n: int, *, sized: bool, kinds: bool = False,
                  exposures: list | None = None, packed_target: bool = False, spill: Spill | None = None,
-                 block: int = BLOCK):
+                 block: int = BLOCK, tiles: int = 0):
         self.split, self.name, self.pairs, self.first, self.n = split, name, pairs, first, n
         self.spill = spill  # where the blocks go (None: they stay in memory, one block of all n samples)
         self.sized, self.kinds, self.packed_target = sized, kinds, packed_target
@@ -98,6 +100,8 @@ class RowsBuilder:
         self.exposures = exposures
         self.notes: dict[int, tuple[str, ...]] = {}
         self._crc_high = np.zeros(n, np.uint32)  # each sample's target CRC-32 (0: none stored)
+        self.tiles = tiles
+        self._tiles_high = np.zeros((n, tiles), np.uint32) if tiles else None  # and its tile starts
         self._levels_high = np.zeros((n, 5), np.int64) if exposures is not None and packed_target else None
         self._open: dict[int, tuple[dict[str, np.ndarray], FactsColumns]] = {}  # block -> its columns and facts
         self._missing: dict[int, int] = {}  # block -> `laid` and `result` calls still to come for it
@@ -126,6 +130,8 @@ class RowsBuilder:
             cols["low_bytes"], cols["high_bytes"] = np.zeros(m, np.int64), np.zeros(m, np.int64)
         if self.kinds:
             cols["low_kind"], cols["high_kind"] = np.zeros(m, np.uint8), np.zeros(m, np.uint8)
+        if self.tiles:
+            cols["low_tiles"], cols["high_tiles"] = (np.zeros((m, self.tiles), np.uint32) for _ in range(2))
         facts = FactsColumns.empty(m)
         cols.update(facts.columns())
         if self.exposures is not None:
@@ -156,6 +162,11 @@ class RowsBuilder:
             c["low_bytes"][j], c["high_bytes"][j] = lay.low_bytes, lay.high_bytes
         if "low_kind" in c:
             c["low_kind"][j], c["high_kind"][j] = lay.low_kind, lay.high_kind
+        if self.tiles:  # a member of more tiles than a row holds: none kept (a reader reads its header)
+            for side, starts in (("low", lay.low_tiles), ("high", lay.high_tiles)):
+                if 0 < len(starts) <= self.tiles:
+                    c[f"{side}_tiles"][j, :len(starts)] = starts
+            self._tiles_high[i] = c["high_tiles"][j]
         self._done(b)
 
     def result(self, i: int, res: JobResult) -> None:
@@ -186,6 +197,8 @@ class RowsBuilder:
         follow = np.flatnonzero(c["shares_high"] >= 0)
         lead = c["shares_high"][follow].astype(np.int64)
         c["crc32"][follow, 1] = self._crc_high[lead]
+        if self.tiles:
+            c["high_tiles"][follow] = self._tiles_high[lead]
         if fmt.LEVELS_HIGH in c:
             c[fmt.LEVELS_HIGH][follow] = self._levels_high[lead]
         if self.spill is None:

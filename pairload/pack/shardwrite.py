@@ -22,6 +22,7 @@ from ..format.atomic import write_json_atomic
 from ..format import sensor as fmt
 from ..format.encoding import Encoding
 from ..format.members import Members
+from ..format.tiles import STARTS_MAX, tile_count
 from ..folders.discover import Pair
 from . import guard
 from .encoded import run_encoded_job
@@ -79,6 +80,9 @@ CHUNK_BYTES = 512 << 20  # and at most this many shard bytes, so that shards fin
 # to the disk) while later ones decode instead of all at the end: 4,096 pairs of 600x400 fill 23 shards
 
 
+JPEG_NAMES = (".jpg", ".jpeg")  # files an encoded pack keeps as they are (mostly: `imageformats.jpeg_refusal`)
+
+
 @dataclass
 class Inputs:
     """What the writers read: the pairs in `target_groups` order, each file's probed header (low then high of each
@@ -93,6 +97,22 @@ class Inputs:
     camera: CameraPlan
     targets_only: bool = False
     shared: np.ndarray | None = None  # `shardplan.shared_targets(pairs)`, once made
+    tile_rows: dict[str, int] | None = None  # `tiles_kept`, once worked out
+
+    def tiles_kept(self, split: str) -> int:
+        """How many tile starts a row of an encoded `split`'s index keeps (`RowsBuilder`'s `tiles`): the most tiles
+        of a member that may be stored as tiles (not a JPEG file, which is kept as it is) among those of at most
+        `tiles.STARTS_MAX`; 0: none."""
+        if self.tile_rows is None:
+            self.tile_rows = {}
+            for pair, (h, w) in zip(self.pairs, self.out_sizes):
+                s = self.members[pair.split].scale
+                sides = ((pair.high_rel, s),) if self.targets_only else ((pair.low_rel, 1), (pair.high_rel, s))
+                for rel, scale in sides:
+                    n = tile_count(h * scale, w * scale)
+                    if n <= STARTS_MAX and not rel.lower().endswith(JPEG_NAMES):
+                        self.tile_rows[pair.split] = max(self.tile_rows.get(pair.split, 0), n)
+        return self.tile_rows.get(split, 0)
 
     def job(self, k: int, own: bool, options: PackOptions, **where) -> Job:
         pair = self.pairs[k]
@@ -108,7 +128,8 @@ class Inputs:
         exposures = None if doc is None else self.camera.exposures[plan.first:plan.first + plan.count]
         packed = doc is not None and fmt.LEVELS_HIGH in fmt.index_fields({fmt.FIELD: doc})
         return RowsBuilder(plan.split, plan.name, self.pairs, plan.first, plan.count, sized=encoding.sized,
-                           kinds=encoding.per_member, exposures=exposures, packed_target=packed, spill=spill)
+                           kinds=encoding.per_member, exposures=exposures, packed_target=packed, spill=spill,
+                           tiles=self.tiles_kept(plan.split) if encoding.per_member else 0)
 
     def laid_out(self, plans: list[ShardPlan]):
         """(shard number, place, layout, lead, pieces) of every sample of `plans`, in order (`lay_out`)."""

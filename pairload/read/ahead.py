@@ -18,6 +18,7 @@ from .. import willneed
 AT_ONCE = 4  # batches whose ranges the thread works out at once, where it reads their members' headers itself: a
 # block of the plan at once (256 batches) kept it reading 16,000 headers one by one while nothing else was asked for
 # (a first epoch at 430-690 pairs/s where 2,400 were read before, 12,000 tiled 600x400 pairs, H200, 2026-12-01)
+HEADS_AHEAD = 1  # chunks beyond the one being worked out whose members' starts (`ranges.heads`) are asked for with it
 JOIN_S = 2.0  # the longest `close` waits for the thread: one request in flight waits at most for the disk's queue
 
 
@@ -223,7 +224,7 @@ class ReadAhead:
                         a = chunk.at
                         b = chunk.at = int(np.searchsorted(chunk.batch, self._cut + self.window, side="right"))
                     else:
-                        later = self._queue[1] if len(self._queue) > 1 else None
+                        later = [self._queue[n] for n in range(1, min(len(self._queue), 1 + HEADS_AHEAD))]
                 if chunk.plans is None:
                     self._ask(chunk.shard[a:b].tolist(), chunk.start[a:b].tolist(), chunk.end[a:b].tolist())
                 else:
@@ -233,13 +234,14 @@ class ReadAhead:
         finally:
             self._close_files()
 
-    def _work_out(self, chunk: _Chunk, later: _Chunk | None) -> None:
-        """The ranges of a chunk's batches (`ranges`), the starts of its members and the next chunk's asked for first
-        (`ranges.heads`) so that their headers are read together; where `ranges` fails, its members whole."""
+    def _work_out(self, chunk: _Chunk, later: list[_Chunk]) -> None:
+        """The ranges of a chunk's batches (`ranges`), the starts of its members and the next HEADS_AHEAD chunks'
+        (`later`) asked for first (`ranges.heads`) so that their headers are read together; where `ranges` fails,
+        its members whole."""
         plans = chunk.plans
         try:
             heads = getattr(self._ranges, "heads", None)
-            for c in (chunk, later):
+            for c in (chunk, *later):
                 if heads is not None and c is not None and c.plans is not None and not c.headed:
                     c.headed = True
                     self._ask(*(a.tolist() for a in heads(c.plans)))

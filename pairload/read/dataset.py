@@ -484,6 +484,17 @@ class ShardDataset(ShardSource):
                              np.stack([paged(idx.low_bytes)[rows], paged(idx.high_bytes)[rows]], axis=1),
                              paged(idx.shard)[rows])
 
+    def tile_starts(self, indices) -> np.ndarray | None:
+        """Where each tile of these samples' tiles members starts, as the index keeps it (pack writes it for members of
+        at most `format.tiles.STARTS_MAX` tiles): uint32 (m, 2, W), per sample and side (0: input, 1: target) tile
+        t's first byte from the member's start; 0 past its last tile, and everywhere for a member of another format or
+        of more tiles. None: the index keeps none (a split packed before they were kept, or not encoded)."""
+        idx = self.index
+        if idx.low_tiles is None or idx.high_tiles is None:
+            return None
+        rows = np.asarray(indices, dtype=np.int64)
+        return np.stack([paged(idx.low_tiles)[rows], paged(idx.high_tiles)[rows]], axis=1)
+
     @property
     def members(self):
         """The split's member types and size relation (`pairload.format.members.Members`)."""

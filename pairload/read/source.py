@@ -157,6 +157,12 @@ class ShardSource(ABC):
         """Where the image members of these samples lie (formats, offsets, lengths, shards) as arrays gathered at
         once; see `ShardDataset.stored_members`."""
 
+    def tile_starts(self, indices) -> np.ndarray | None:
+        """Where each tile of these samples' tiles members starts, as the index keeps it: uint32 (m, 2, W), per sample
+        and side (0: input, 1: target) tile t's first byte from the member's start, 0 past its last tile and for a
+        member the index keeps none of; None where the source keeps none (see `ShardDataset.tile_starts`)."""
+        return None
+
     @abstractmethod
     def shard_map(self, number: int) -> np.ndarray:
         """The whole shard file `number` as a read-only uint8 array over its memory map."""

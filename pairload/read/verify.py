@@ -17,10 +17,12 @@ import numpy as np
 
 from ..errors import ConfigError, ShardError
 from ..format import imageformats, schema
+from ..format.binindex import TILES_AT
 from ..format.crc import crc32
 from ..format.encoding import Encoding, FrameError
 from ..format.members import DEFAULT, Members
 from ..format.sequences import run_name
+from ..format.tiles import tile_starts
 from ..remote import urls
 from .dataset import another_decoder
 
@@ -100,6 +102,8 @@ def shard_entries(index: schema.SplitIndex, number: int) -> dict[str, list]:
         idx[schema.LOW_KIND], idx[schema.HIGH_KIND] = index.low_kind[rows].tolist(), index.high_kind[rows].tolist()
     if index.shares_high is not None:
         idx[schema.SHARES_HIGH] = index.shares_high[rows].tolist()
+    if index.low_tiles is not None and index.high_tiles is not None:
+        idx[TILES_AT[0]], idx[TILES_AT[1]] = index.low_tiles[rows], index.high_tiles[rows]
     return idx
 
 
@@ -249,6 +253,14 @@ def _check_stored(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: di
         raise ShardError(f"{where}: key {key}: {member.name} decodes to other pixels than when it was packed (its "
                          f"CRC-32 differs from the index's): the member is damaged{another_decoder(fmt)}; restore the "
                          "shard from a copy or repack")
+    kept = idx.get(TILES_AT[side])
+    if fmt.name == "tiles" and kept is not None and kept[k][0]:  # where the index says its tiles start
+        starts = tile_starts(data)
+        row = kept[k]
+        if len(starts) > len(row) or not np.array_equal(row[:len(starts)], starts) or row[len(starts):].any():
+            raise ShardError(f"{where}: key {key}: the index says {member.name}'s tiles start at bytes "
+                             f"{row[:len(starts)].tolist()[:4]}…, its tables say {starts.tolist()[:4]}…: the index "
+                             "belongs to another pack or is damaged; re-run the same `pairload pack` command")
 
 
 def verify(shards_dir: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None,

@@ -141,8 +141,19 @@ def test_device_buffers_come_in_four_sizes_an_octave_each_at_most_a_quarter_larg
 @pytest.fixture(scope="module")
 def tiled_split(tmp_path_factory):
     """(dataset, a run's batch plans, its stored members, `tiled(i, k)`: sample i's side k read whole) of an encoded
-    split of 300x560 pairs (2x3 tiles of 256)."""
+    split of 300x560 pairs (2x3 tiles of 256) whose index keeps no tile starts (as a pack made before it did)."""
+    return _tiled(tmp_path_factory, starts=False)
+
+
+@pytest.fixture(scope="module")
+def indexed_split(tmp_path_factory):
+    """`tiled_split`, its index keeping each member's tile starts (as pack writes it)."""
+    return _tiled(tmp_path_factory, starts=True)
+
+
+def _tiled(tmp_path_factory, starts: bool):
     from pairload import make_loader
+    from pairload.pack import shardwrite
     from pairload.pack.writer import PackOptions, pack
     from pairload.read.shards import ShardDataset
 
@@ -150,7 +161,9 @@ def tiled_split(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("tiled")
     make_raw(root / "raw", 6, split="train", size=(300, 560))
-    pack(root / "raw", root / "shards", PackOptions(workers=1, store="encoded"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(shardwrite, "STARTS_MAX", shardwrite.STARTS_MAX if starts else 0)
+        pack(root / "raw", root / "shards", PackOptions(workers=1, store="encoded"))
     ds = ShardDataset(root / "shards", "train")
     plans = list(make_loader("ram", root / "shards", batch_size=2, crop=96, seed=5).plan_for(0))
     rows = ds.stored_members(np.arange(len(ds)))
@@ -247,3 +260,46 @@ def test_the_reader_reads_each_members_header_once_and_asks_for_the_touched_tile
     assert whole.sum() == sum(int(used[0]) in bp.index.tolist() for bp in plans)  # whole, in each batch reading it
     assert (end[whole] - start[whole] == rows.length[used[0], 1]).all()
     assert len(fresh.heads(plans)[0]) == 1  # and tried again next time
+
+
+def test_the_index_keeps_where_each_members_tiles_start_and_the_reader_reads_no_header(indexed_split):
+    # pack keeps, in the split's index, where each tile of a tiles member starts: a reader asks for a crop's tiles
+    # from the first epoch without reading the member's header (one request a member fewer): the runs of a reader
+    # that knew every member's tables, each ending where the next tile starts (its last frame's end, rounded up to
+    # 16 bytes) or at the member's end
+    from pairload.cut.memory.tileplan import TileReads, read_ranges
+
+    ds, plans, rows, tiled = indexed_split
+    n = len(ds)
+    starts = ds.tile_starts(np.arange(n))
+    assert starts.shape == (n, 2, 6)  # 2x3 tiles a member
+    for i in range(n):
+        for k in (0, 1):
+            t = tiled(i, k)
+            assert starts[i, k].tolist() == [t.span(x)[0] for x in range(len(t.modes))]
+    everything = TileTable(n)
+    everything.rows(np.tile(np.arange(n), 2), np.repeat([0, 1], n), lambda m: tiled(m % n, m // n))
+
+    reads = TileReads(ds, True, 1)
+    assert len(reads.heads(plans)[0]) == 0
+    seen = []
+    got = reads(plans, lambda s, a, size: seen.append((s, a)))
+    assert not seen and reads.table.members == 0
+    got, want = (sorted(zip(*(x.tolist() for x in r))) for r in (got, read_ranges(ds, everything, plans, True, 1)))
+    assert len(got) == len(want) > 0
+    for (gb, gs, ga, ge), (wb, ws, wa, we) in zip(got, want):
+        assert (gb, gs, ga) == (wb, ws, wa) and we <= ge < we + 16
+
+
+def test_the_runs_of_tiles_a_window_touches_from_where_the_tiles_start():
+    from pairload.cut.memory.tileplan import index_runs
+
+    hw = np.array([[400, 600]] * 4)  # 2x3 tiles of 256
+    starts = np.array([[224, 1000, 2000, 3000, 4000, 5000, 0, 0]] * 4, dtype=np.uint32)
+    windows = np.array([[-1, -1, -1, -1], [100, 300, 356, 556], [0, 0, 256, 256], [0, 520, 10, 600]])
+    member, lo, hi = index_runs(hw, windows, starts, np.full(4, 6000))
+    assert list(zip(member.tolist(), lo.tolist(), hi.tolist())) == [
+        (0, 224, 3000), (0, 3000, 6000),  # the whole image: a run a row of tiles
+        (1, 1000, 3000), (1, 4000, 6000),  # columns 1-2 of both rows
+        (2, 224, 1000),  # the first tile alone
+        (3, 2000, 3000)]  # the last tile of the first row: it ends where the next row starts

@@ -508,3 +508,46 @@ def test_a_shared_jpeg_target_is_kept_once_and_read_by_every_pair_sharing_it(tmp
     assert np.shares_memory(enc.stored_member(1, 1).data, enc.stored_member(0, 1).data)  # one member, two pairs
     assert all(np.array_equal(a, b) for i in range(3) for a, b in zip(enc.arrays(i), dec.arrays(i)))
     assert info(tmp_path / "encoded")["train"]["formats"]["jpeg"]["members"] == 5 and verify(tmp_path / "encoded")
+
+
+def test_the_index_keeps_where_the_tiles_of_each_tiles_member_start(packs, tmp_path):
+    # the index keeps each tiles member's tile starts (a reader asks for a crop's tiles without reading the member's
+    # header), zeros for a member of another format; a split of JPEG files alone keeps none
+    from pairload.format.tiles import tile_starts
+
+    ds = open_shards(packs["photos-enc"].shards_dir)  # targets only: JPEG files kept, a PNG and two JPEGs tiled, npy
+    starts = ds.tile_starts(np.arange(len(ds)))
+    formats = [ds.stored_member(i, 1).format for i in range(len(ds))]
+    assert formats.count("tiles") == 3
+    for i, fmt in enumerate(formats):
+        want = tile_starts(ds.stored_member(i, 1).data) if fmt == "tiles" else np.zeros(0, np.uint32)
+        for k in (0, 1):  # the input is the stored target
+            assert starts[i, k, :len(want)].tolist() == want.tolist() and not starts[i, k, len(want):].any()
+    for i in range(2):
+        write_jpeg(tmp_path / "raw" / "low" / f"{i}.jpg", photo(i) // 3)
+        write_jpeg(tmp_path / "raw" / "high" / f"{i}.jpg", photo(i))
+    pack(tmp_path / "raw", tmp_path / "jpeg", PackOptions(workers=1, store="encoded"))
+    assert "tile_starts" not in json.loads((tmp_path / "jpeg" / "manifest.json").read_text())["splits"]["train"]
+    assert open_shards(tmp_path / "jpeg").tile_starts([0, 1]) is None
+
+
+def test_verify_refuses_an_index_whose_tile_starts_are_not_its_members(tmp_path):
+    from pairload.format.binindex import TILES_AT, record_of
+    from pairload.format.columns import ColumnFile, write_columns
+
+    make_raw(tmp_path / "raw", 3, split="train", size=(300, 280))  # 2x2 tiles a member
+    pack(tmp_path / "raw", tmp_path / "enc", PackOptions(workers=1, store="encoded"))
+    assert verify(tmp_path / "enc").samples == 3
+    path = tmp_path / "enc" / "train.index"
+    index = ColumnFile(path)
+    columns = {k: np.array(v) for k, v in index.columns.items()}
+    columns[TILES_AT[1]][2, 1] += 16  # sample 2's target: its second tile said to start 16 bytes later
+    del index
+    sha, size = write_columns(path, columns, ColumnFile(path).meta)
+    Path(record_of(str(path))).unlink(missing_ok=True)
+    doc = json.loads((tmp_path / "enc" / "manifest.json").read_text())
+    doc["splits"]["train"]["index"].update(sha256=sha, bytes=size)
+    (tmp_path / "enc" / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(ShardError, match=r"key 00002: the index says 00002\.high\.tiles's tiles start at bytes "
+                                         r"\[\d+, \d+.*re-run the same `pairload pack` command"):
+        verify(tmp_path / "enc")

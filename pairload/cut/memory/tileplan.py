@@ -12,7 +12,7 @@ import numpy as np
 
 from ...format import imageformats
 from ...format.crc import crc32
-from ...format.tiles import TiledImage, read_tiled, tables_size
+from ...format.tiles import TILE, TiledImage, read_tiled, tables_size
 
 FRAMES_KEPT = 1 << 22  # frames whose tables a TileTable keeps (16 bytes each: 64 MB; 600x400 RGB members have 18,
 # so 233,000 of them); past that it starts again, empty
@@ -242,16 +242,17 @@ def windows_read(plans, samples: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 def read_ranges(source, table: TileTable, plans: list, inputs: bool, scale: int, sides: tuple | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(batch, shard, start, end) of the bytes the batches `plans` make a decode call read of `source`, a batch's
-    ranges numbered from 0: of a tiled member whose tables `table` holds, only the tiles its windows touch, in runs of
-    consecutive tiles (a 256-pixel crop of a 600x400 member: 4 of its 6 tiles; of a 3840x2160 one, 4 of 135); of any
-    other member (another format, or a tiled one whose tables are not known: they are in it) its stored bytes.
-    `inputs` False: the targets only; `scale`: the target's pixels per input pixel; `sides`: `_sides` of these, where
-    the caller has them. Numpy only."""
-    index, batch, rows, j, k = _sides(source, plans, inputs) if sides is None else sides
+    ranges numbered from 0: of a tiled member whose tables `table` holds, or whose tile starts the index keeps
+    (`ShardSource.tile_starts`), only the tiles its windows touch, in runs of consecutive tiles (a 256-pixel crop of a
+    600x400 member: 4 of its 6 tiles; of a 3840x2160 one, 4 of 135); of any other member (another format, or a tiled
+    one whose tables are not known: they are in it) its stored bytes. `inputs` False: the targets only; `scale`: the
+    target's pixels per input pixel; `sides`: `_sides` of these, where the caller has them. Numpy only."""
+    index, batch, rows, j, k, starts = _sides(source, plans, inputs) if sides is None else sides
     samples = np.unique(index)  # the windows as the decode call plans them (`windows_read`)
     windows = windows_read(plans, samples, source.sizes)[np.searchsorted(samples, index)]
     slot = table.slot[k, index[j]]
-    tiled = (rows.format[j, k] == TILES_CODE) & (slot >= 0)
+    tiles = rows.format[j, k] == TILES_CODE
+    tiled = tiles & (slot >= 0)
     member, tile = table.windows(slot[tiled], windows[j[tiled]], np.where(k[tiled] == 1, scale, 1))
     geo = table.geometry[slot[tiled]]
     planes = geo[member, 6]
@@ -261,19 +262,60 @@ def read_ranges(source, table: TileTable, plans: list, inputs: bool, scale: int,
     lo = table.offsets[first[run_first]]
     hi = table.offsets[last[run_last]] + table.lengths[last[run_last]]
     tj, tk = j[tiled][member[run_first]], k[tiled][member[run_first]]
-    base = rows.offset[tj, tk]
-    oj, ok = j[~tiled], k[~tiled]
-    return (np.concatenate([batch[tj], batch[oj]]), np.concatenate([rows.shard[tj], rows.shard[oj]]),
-            np.concatenate([base + lo, rows.offset[oj, ok]]),
-            np.concatenate([base + hi, rows.offset[oj, ok] + rows.length[oj, ok]]))
+    indexed = tiles & ~tiled & _indexed(starts, j, k)  # where the index says where its tiles start
+    ij, ik = j[indexed], k[indexed]
+    ilo = ihi = np.zeros(0, np.int64)
+    if len(ij):
+        s = np.where(ik == 1, scale, 1)[:, None]
+        at, ilo, ihi = index_runs(source.sizes[index[ij]] * s, windows[ij] * np.where(windows[ij] < 0, 1, s),
+                                  starts[ij, ik], rows.length[ij, ik])
+        ij, ik = ij[at], ik[at]
+    other = ~tiled & ~indexed
+    oj, ok = j[other], k[other]
+    return (np.concatenate([batch[tj], batch[ij], batch[oj]]),
+            np.concatenate([rows.shard[tj], rows.shard[ij], rows.shard[oj]]),
+            np.concatenate([rows.offset[tj, tk] + lo, rows.offset[ij, ik] + ilo, rows.offset[oj, ok]]),
+            np.concatenate([rows.offset[tj, tk] + hi, rows.offset[ij, ik] + ihi,
+                            rows.offset[oj, ok] + rows.length[oj, ok]]))
+
+
+def index_runs(hw: np.ndarray, windows: np.ndarray, starts: np.ndarray, length: np.ndarray, tile: int = TILE
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The runs of tiles that windows touch, from tile starts: per member its size `hw` (m, 2), the window it reads
+    ((m, 4): top, left, bottom, right; a negative top: the whole image), where each of its tiles starts (`starts`,
+    (m, W): `ShardSource.tile_starts`) and its stored bytes (`length`); (member, lo, hi) of each run, one a row of
+    tiles, a run ending where the tile after it starts (or at the member's end)."""
+    h, w = hw[:, 0], hw[:, 1]
+    across, down = -(-w // tile), -(-h // tile)
+    whole = windows[:, 0] < 0
+    r0, c0 = np.where(whole, 0, windows[:, 0] // tile), np.where(whole, 0, windows[:, 1] // tile)
+    r1 = np.where(whole, down - 1, (windows[:, 2] - 1) // tile)
+    c1 = np.where(whole, across - 1, (windows[:, 3] - 1) // tile)
+    rows = np.maximum(r1 - r0 + 1, 0)
+    member = np.repeat(np.arange(len(hw)), rows)
+    r = r0[member] + np.arange(len(member)) - _starts(rows)[member]
+    first = r * across[member] + c0[member]
+    after = r * across[member] + c1[member] + 1
+    last = starts.shape[1] - 1
+    end = length[member].astype(np.int64)
+    lo = np.minimum(starts[member, np.clip(first, 0, last)].astype(np.int64), end)  # advice: never past the member
+    hi = np.where(after < (across * down)[member], starts[member, np.clip(after, 0, last)].astype(np.int64), end)
+    return member, lo, np.clip(hi, lo, end)
+
+
+def _indexed(starts: np.ndarray | None, j: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Per member (row j, side k) whether the index keeps where its tiles start (`starts`: `_sides`')."""
+    return np.zeros(len(j), dtype=bool) if starts is None else starts[j, k, 0] > 0
 
 
 class TileReads:
     """What a decode stage's `ReadAhead` reads of its split's members (its `ranges`): of a tiled member, only the tiles
-    the batches' windows touch (`read_ranges`), from the first epoch on: the reader reads a member's header and tables
-    itself, at its first use (the page at its start, asked for a block of batches ahead: `heads`), into a table of
-    its own (the decode stage's is its own thread's). A member whose header cannot be read is read whole (its batch
-    reports what is wrong with it). `inputs` False: the targets only; `scale`: the target's pixels per input pixel."""
+    the batches' windows touch (`read_ranges`), from the first epoch on. Where its tiles start is in the split's index
+    (pack keeps it for members of up to `tiles.STARTS_MAX` tiles) or in the member's header and tables; where the
+    index does not say, the reader reads a member's header itself, at its first use (the page at its start, asked
+    for a block of batches ahead: `heads`), into a table of its own (the decode stage's is its own thread's). A member
+    whose header cannot be read is read whole (its batch reports what is wrong with it). `inputs` False: the targets
+    only; `scale`: the target's pixels per input pixel."""
 
     HEAD = 4096  # what is read of a member's start: the header and tables of up to 3840x2160 RGB 8-bit (3,947 bytes)
 
@@ -282,7 +324,8 @@ class TileReads:
         self.table = TileTable(len(source.sizes))
 
     def heads(self, plans: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(shard, start, end) of the start of each tiled member of `plans` whose tables are not known yet."""
+        """(shard, start, end) of the start of each tiled member of `plans` whose tables are not known yet (neither
+        read before nor kept by the index)."""
         _, rows, j, k = self._unknown(_sides(self.source, plans, self.inputs))
         start = rows.offset[j, k]
         return rows.shard[j], start, start + np.minimum(rows.length[j, k], self.HEAD)
@@ -317,17 +360,17 @@ class TileReads:
         return sides
 
     def _unknown(self, sides: tuple) -> tuple:
-        """The tiled members among `sides` (`_sides` of some plans) whose tables are not known: (the plans' samples,
-        their stored members, and per member its row among them and its side)."""
-        index, _, rows, j, k = sides
-        keep = (rows.format[j, k] == TILES_CODE) & (self.table.slot[k, index[j]] < 0)
+        """The tiled members among `sides` (`_sides` of some plans) whose tables are not known nor kept by the index:
+        (the plans' samples, their stored members, and per member its row among them and its side)."""
+        index, _, rows, j, k, starts = sides
+        keep = (rows.format[j, k] == TILES_CODE) & (self.table.slot[k, index[j]] < 0) & ~_indexed(starts, j, k)
         return index, rows, j[keep], k[keep]
 
 
 def _sides(source, plans: list, inputs: bool) -> tuple:
     """The members the batches `plans` read of `source`: (their samples in order, each one's batch, their stored
-    members, and per member its row among them and its side): both sides, or the targets only (`inputs` False, or a
-    targets-only split: one member for both)."""
+    members, per member its row among them and its side, and where their tiles start as the index keeps it: None, or
+    (samples, 2, W)): both sides, or the targets only (`inputs` False, or a targets-only split: one member for both)."""
     index = np.concatenate([bp.index for bp in plans]) if len(plans) else np.zeros(0, np.int64)
     batch = np.repeat(np.arange(len(plans)), [len(bp) for bp in plans])
     rows = source.stored_members(index)
@@ -335,7 +378,7 @@ def _sides(source, plans: list, inputs: bool) -> tuple:
     k = np.repeat(np.arange(2), len(index))
     j = np.tile(np.arange(len(index)), 2)
     keep = (k == 1) | (~once[j] & inputs)
-    return index, batch, rows, j[keep], k[keep]
+    return index, batch, rows, j[keep], k[keep], source.tile_starts(index)
 
 
 def tile_runs(member: np.ndarray, tile: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
