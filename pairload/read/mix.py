@@ -203,6 +203,22 @@ class ShardMix(ShardSource):
                 getattr(out, name)[rows] = column + (first[s] if name == "shard" else 0)
         return out
 
+    def tile_starts(self, indices) -> np.ndarray | None:
+        """Each source's `tile_starts`, zeros where a source keeps none, in rows as wide as the widest (None where
+        no source keeps any)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        source = self._sources(idx)
+        parts = {s: self._parts[s].tile_starts(idx[source == s] - self._rows.starts[s])
+                 for s in np.unique(source).tolist()}
+        width = max((p.shape[2] for p in parts.values() if p is not None), default=0)
+        if not width:
+            return None
+        out = np.zeros((len(idx), 2, width), np.uint32)
+        for s, part in parts.items():
+            if part is not None:
+                out[source == s, :, :part.shape[2]] = part
+        return out
+
     def willneed(self, indices) -> None:
         for ds, idx in self._by_part(indices):
             ds.willneed(idx)

@@ -303,3 +303,16 @@ def test_the_runs_of_tiles_a_window_touches_from_where_the_tiles_start():
         (1, 1000, 3000), (1, 4000, 6000),  # columns 1-2 of both rows
         (2, 224, 1000),  # the first tile alone
         (3, 2000, 3000)]  # the last tile of the first row: it ends where the next row starts
+
+
+def test_a_mix_gives_each_sources_tile_starts(indexed_split, tiled_split):
+    # a mix of a split whose index keeps tile starts and one whose index keeps none: the first's rows as its own,
+    # zeros for the other's (its headers are read); none at all where no source keeps any
+    from pairload.read.shards import ShardMix
+
+    kept, none = indexed_split[0], tiled_split[0]
+    mix = ShardMix({"a": none, "b": kept})
+    n = len(none)
+    got = mix.tile_starts(np.arange(2 * n)[::-1])
+    assert np.array_equal(got[:n], kept.tile_starts(np.arange(n)[::-1])) and not got[n:].any()
+    assert ShardMix({"a": none}).tile_starts([0, 1]) is None

@@ -3,6 +3,7 @@ and in which order; a killed part run again alone completes it; refusals name th
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -139,3 +140,15 @@ def test_torchrun_runs_the_parts_as_its_ranks(raw, reference, tmp_path):
                            str(raw), str(out), "--part", "auto", *OPTS], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert files(out) == reference
+
+
+def test_an_encoded_pack_in_parts_is_the_one_machine_bytes_tile_starts_and_all(raw, tmp_path):
+    # each part works out alike how many tile starts a row of the index keeps (from the whole plan), so the index the
+    # last part writes holds every shard's rows, as one machine's does
+    opts = PackOptions(shard_size=64 * 1024, workers=1, store="encoded")
+    pack(raw, tmp_path / "one", opts)
+    for i in (1, 0):
+        pack(raw, tmp_path / "parts", opts, part=Part(i, 2))
+    one = files(tmp_path / "one")
+    assert files(tmp_path / "parts") == one
+    assert json.loads(one["manifest.json"])["splits"]["train"]["tile_starts"] == 1  # 48x64 and 64x40: one tile
