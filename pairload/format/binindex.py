@@ -91,14 +91,15 @@ def spec(entry: dict, sized: bool, shares: bool, kinds: bool = False, facts: boo
             + (list(FACTS) if facts else []) + [(name, "<u4", (width,)) for name in TILES_AT if width])
 
 
-def tiles_kept(entry: dict) -> int:
-    """How many tile starts a row of the split's index keeps (its TILE_STARTS field; 0: none), checked."""
+def tiles_kept(entry: dict, where: str = "the manifest") -> int:
+    """How many tile starts a row of the split's index keeps (its TILE_STARTS field; 0: none), checked (`where`: the
+    manifest and split, for the message)."""
     from .tiles import STARTS_MAX
 
     width = entry.get(TILE_STARTS, 0)
     if type(width) is not int or not 0 <= width <= STARTS_MAX:
-        raise ShardError(f"split field {TILE_STARTS!r} is {width!r}, expected a whole number from 1 to {STARTS_MAX}; "
-                         "the manifest is damaged: re-run `pairload pack`")
+        raise ShardError(f"{where}: {TILE_STARTS!r} is {width!r}, expected a whole number from 1 to {STARTS_MAX} (how "
+                         "many tile starts a row of the index keeps); the manifest is damaged: re-run `pairload pack`")
     return width
 
 
@@ -135,6 +136,7 @@ def open_index(path: str | os.PathLike, entry: dict, split: str, where: str, *, 
     facts = any(name in f.columns for name in facts_doc.NAMES)  # then all of them: a missing one is named
     out = {}
     stored = encoding.of_entry(entry, where, split)
+    tiles_kept(entry, f"{where}: split {split!r}")
     for name, dtype, shape in spec(entry, stored.sized, shares, stored.per_member, facts):
         out[name] = f.column(name, dtype, (n, *shape))
     if sequences_doc.in_index(entry):  # a split packed with --sequences: its table (checked by `Sequences.from_entry`)

@@ -551,3 +551,8 @@ def test_verify_refuses_an_index_whose_tile_starts_are_not_its_members(tmp_path)
     with pytest.raises(ShardError, match=r"key 00002: the index says 00002\.high\.tiles's tiles start at bytes "
                                          r"\[\d+, \d+.*re-run the same `pairload pack` command"):
         verify(tmp_path / "enc")
+    doc["splits"]["train"]["tile_starts"] = 65  # more than a row may keep
+    (tmp_path / "enc" / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(ShardError, match=r"train\.index: split 'train': 'tile_starts' is 65, expected a whole number "
+                                         r"from 1 to 64 .*the manifest is damaged"):
+        open_shards(tmp_path / "enc")
