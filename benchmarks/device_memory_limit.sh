@@ -7,7 +7,8 @@
 # many epochs (each one's rate reported); STORE=encoded: the split packed with --store encoded (lossless tiles:
 # make-pairs writes PNG pairs), which the GPU decodes (nvCOMP's wheel carried in .devwheels/nvcomp, nvImageCodec's in
 # .devwheels/img); SIZE=1920x1080: pairs of that size instead of 600x400; ADJACENT=1: the disk's bound measured
-# again around each row. Run from the repository root there,
+# again around each row; BOUND_S=30: each bound read for up to 30 s (at most the split, read whole) instead of 3.
+# Run from the repository root there,
 # with `.devwheels/extra` carried:
 #   bash benchmarks/device_memory_limit.sh .,.devwheels/prevlimit,.,.devwheels/prevlimit
 set -uo pipefail
@@ -36,4 +37,4 @@ df -h "$work" | tail -1
 grep -H . /sys/block/*/queue/{read_ahead_kb,max_sectors_kb,max_hw_sectors_kb,nr_requests,scheduler} 2>/dev/null | grep -v loop | head -24
 PYTHONPATH=/tmp/site python3 -u benchmarks/memory_limit.py "$shards" \
   "$OUT/memory-limit-${LIMIT_GB:-2}gb-${pairs}-$store.json" --limit-gb "$limit" --loaders "${LOADERS:-wds,ram}" \
-  --trees "$1" --epochs "${EPOCHS:-1}" ${ADJACENT:+--adjacent} | cut -c1-900
+  --trees "$1" --epochs "${EPOCHS:-1}" --bound-seconds "${BOUND_S:-3}" ${ADJACENT:+--adjacent} | cut -c1-900

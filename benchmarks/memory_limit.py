@@ -154,6 +154,9 @@ def main() -> None:
                     "rates from construction, and every epoch's own pairs/s; a split bigger than the limit is read "
                     "from disk in every epoch)")
     ap.add_argument("--degrade", default="", help="the loaders' degrade= (a targets-only pack needs one)")
+    ap.add_argument("--bound-seconds", type=float, default=3.0,
+                    help="how long each read of the disk's bound lasts (at most the split read once: a disk that "
+                         "spends a budget gives less over a whole epoch than in its first seconds)")
     ap.add_argument("--adjacent", action="store_true", help="measure the disk's bound again before each row and "
                     "after the last (`disk_before`, `disk_after`; `epochs_of_adjacent`: each epoch against the mean "
                     "of the bounds on either side of its row): a virtual disk's bound drifts over a call")
@@ -166,7 +169,8 @@ def main() -> None:
     files = [str(f) for f in ds.files]
     evict(files)
     pair_bytes = sum(ds.shard_bytes) // max(1, len(ds))
-    disk = disk_bound(files, pair_bytes)  # once, before the rows (--adjacent: also the first row's bound before it)
+    # once, before the rows (--adjacent: also the first row's bound before it)
+    disk = disk_bound(files, pair_bytes, args.bound_seconds)
     split_bytes = sum(os.path.getsize(f) for f in files)
     report = {"date": time.strftime("%Y-%m-%d"), "split_bytes": split_bytes, "limit_bytes": int(args.limit_gb * 2**30),
               "pairs": len(ds), "disk": disk, "rows": []}
@@ -181,7 +185,7 @@ def main() -> None:
         for kind in args.loaders.split(","):
             if args.adjacent:
                 if report["rows"]:
-                    report["rows"][-1]["disk_after"] = before = disk_bound(files, pair_bytes)
+                    report["rows"][-1]["disk_after"] = before = disk_bound(files, pair_bytes, args.bound_seconds)
                 else:
                     before = disk
             evict(files)
@@ -217,7 +221,7 @@ def main() -> None:
             except OSError:
                 pass
     if args.adjacent and report["rows"]:
-        report["rows"][-1]["disk_after"] = disk_bound(files, pair_bytes)
+        report["rows"][-1]["disk_after"] = disk_bound(files, pair_bytes, args.bound_seconds)
     for row in report["rows"] if args.adjacent else ():
         bound = (row["disk_before"]["pairs_per_s"] + row["disk_after"]["pairs_per_s"]) / 2
         row["epochs_of_adjacent"] = [r / bound for r in row.get("epochs_pairs_per_s", [])]
