@@ -254,7 +254,7 @@ def _check_stored(where: str, member: tarfile.TarInfo, data: np.ndarray, idx: di
                          f"CRC-32 differs from the index's): the member is damaged{another_decoder(fmt)}; restore the "
                          "shard from a copy or repack")
     kept = idx.get(TILES_AT[side])
-    if fmt.name == "tiles" and kept is not None and kept[k][0]:  # where the index says its tiles start
+    if fmt is imageformats.TILES and kept is not None and kept[k][0]:  # where the index says its tiles start
         starts = tile_starts(data)
         row = kept[k]
         if len(starts) > len(row) or not np.array_equal(row[:len(starts)], starts) or row[len(starts):].any():
