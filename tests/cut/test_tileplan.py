@@ -264,9 +264,11 @@ def test_the_reader_reads_each_members_header_once_and_asks_for_the_touched_tile
 
 def test_the_index_keeps_where_each_members_tiles_start_and_the_reader_reads_no_header(indexed_split):
     # pack keeps, in the split's index, where each tile of a tiles member starts: a reader asks for a crop's tiles
-    # from the first epoch without reading the member's header (one request a member fewer): the runs of a reader
-    # that knew every member's tables, each ending where the next tile starts (its last frame's end, rounded up to
-    # 16 bytes) or at the member's end
+    # from the first epoch without reading the member's header itself (no wait for it): the runs of a reader that
+    # knew every member's tables, each ending where the next tile starts (its last frame's end, rounded up to 16
+    # bytes) or at the member's end, and once, in the first batch that reads it, each member's header and tables
+    # (from its start to its first tile: the decode stage parses them there, and a page it faults in alone would
+    # bring the file's read-ahead with it)
     from pairload.cut.memory.tileplan import TileReads, read_ranges
 
     ds, plans, rows, tiled = indexed_split
@@ -285,10 +287,22 @@ def test_the_index_keeps_where_each_members_tiles_start_and_the_reader_reads_no_
     seen = []
     got = reads(plans, lambda s, a, size: seen.append((s, a)))
     assert not seen and reads.table.members == 0
-    got, want = (sorted(zip(*(x.tolist() for x in r))) for r in (got, read_ranges(ds, everything, plans, True, 1)))
+    first = {}  # each member's (shard, start) -> (its first batch, where its first tile starts)
+    for b, bp in enumerate(plans):
+        for i in bp.index.tolist():
+            for k in (0, 1):
+                key = (int(rows.shard[i]), int(rows.offset[i, k]))
+                first.setdefault(key, (b, key[1] + int(starts[i, k, 0])))
+    heads = sorted((b, s, a, e) for (s, a), (b, e) in first.items())
+    got = sorted(zip(*(x.tolist() for x in got)))
+    assert [r for r in got if r in heads] == heads  # each header once, in its member's first batch
+    got = [r for r in got if r not in heads]
+    want = sorted(zip(*(x.tolist() for x in read_ranges(ds, everything, plans, True, 1))))
     assert len(got) == len(want) > 0
     for (gb, gs, ga, ge), (wb, ws, wa, we) in zip(got, want):
         assert (gb, gs, ga) == (wb, ws, wa) and we <= ge < we + 16
+    again = reads(plans, lambda s, a, size: seen.append((s, a)))
+    assert not seen and sorted(zip(*(x.tolist() for x in again))) == got  # headers asked for once
 
 
 def test_the_runs_of_tiles_a_window_touches_from_where_the_tiles_start():

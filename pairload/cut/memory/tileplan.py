@@ -322,6 +322,10 @@ class TileReads:
     def __init__(self, source, inputs: bool, scale: int):
         self.source, self.inputs, self.scale = source, inputs, scale
         self.table = TileTable(len(source.sizes))
+        # per (side, sample) whether the header of a member the index keeps tile starts of has been asked for: the
+        # decode stage parses it at the member's first use, so it is read with the member's first tiles (merged with
+        # them where the crop starts at the top-left tile) and never faulted in alone
+        self.told = np.zeros((2, len(source.sizes)), dtype=bool)
 
     def heads(self, plans: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(shard, start, end) of the start of each tiled member of `plans` whose tables are not known yet (neither
@@ -332,8 +336,27 @@ class TileReads:
 
     def __call__(self, plans: list, read) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """`read_ranges` of `plans`, the tables of its tiled members not known yet read first (`learn`)."""
-        sides = self.learn(plans, read)  # the plans' members, gathered once for both steps
-        return read_ranges(self.source, self.table, plans, self.inputs, self.scale, sides)
+        sides = self.learn(plans, read)  # the plans' members, gathered once for all steps
+        batch, shard, start, end = read_ranges(self.source, self.table, plans, self.inputs, self.scale, sides)
+        hb, hs, h0, h1 = self._indexed_heads(sides)
+        return (np.concatenate([batch, hb]), np.concatenate([shard, hs]), np.concatenate([start, h0]),
+                np.concatenate([end, h1]))
+
+    def _indexed_heads(self, sides: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(batch, shard, start, end) of the header and tables (up to where its first tile starts) of each member among
+        `sides` whose tile starts the index keeps, at its first use here: the decode stage reads them before its tiles.
+        """
+        index, batch, rows, j, k, starts = sides
+        if starts is None:
+            return (np.zeros(0, np.int64),) * 4
+        pick = (rows.format[j, k] == TILES_CODE) & _indexed(starts, j, k)
+        pick[pick] = ~self.told[k[pick], index[j[pick]]]
+        j, k = j[pick], k[pick]
+        _, first = np.unique(np.stack([k, index[j]]), axis=1, return_index=True)  # a member once, at its first batch
+        j, k = j[first], k[first]
+        self.told[k, index[j]] = True
+        start = rows.offset[j, k]
+        return batch[j], rows.shard[j], start, start + np.minimum(starts[j, k, 0].astype(np.int64), rows.length[j, k])
 
     def learn(self, plans: list, read) -> tuple:
         """Read the tables of the tiled members of `plans` (a sequence of what has `index` and a length) not known
