@@ -22,6 +22,9 @@
   as if the index held them: its first epoch reads only the tiles its crops touch, with no header read;
 - `wholefirst`: a tiled split's reading thread never reads a header: it asks for every member whole, as before
   `TileReads`;
+- `headmerge`: where the index keeps a member's tile starts, its header is asked for in one request with its first
+  run of tiles (reading the tiles between them) instead of a request of its own where the crop does not start at the
+  first tile;
 - `timeline`: the loader's construction and its decode processes' start written as events (wall-clock seconds, one
   JSON line each: pid, what, t) to the file $DIAG_TIMELINE (`benchmarks/cold_timeline.py` reads them).
 
@@ -107,6 +110,8 @@ def apply(knobs: str) -> None:
 
             tileplan.TileReads.heads = lambda self, plans: (np.zeros(0, np.int64),) * 3
             tileplan.TileReads.learn = refusing
+        elif knob == "headmerge":
+            _head_merge()
         elif knob == "timeline":
             _timeline()
         elif knob == "childtimeline":  # set by `timeline` in the decode processes it starts
@@ -114,7 +119,7 @@ def apply(knobs: str) -> None:
         else:
             raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch, group, ahead8, one, "
                              "threads0, ahead1, tightN, readersN, windowN (MB), pieceN (KB), headsN, prelearn, "
-                             "wholefirst or timeline")
+                             "wholefirst, headmerge or timeline")
 
 
 class _Rows:
@@ -129,6 +134,26 @@ class _Rows:
 
 def _refused(shard, start, size):
     raise OSError("wholefirst: no header read")
+
+
+def _head_merge() -> None:
+    from pairload.cut.memory import tileplan
+
+    def call(self, plans, read, orig=tileplan.TileReads.__call__):
+        batch, shard, start, end = orig(self, plans, read)
+        n = len(tileplan.read_ranges(self.source, self.table, plans, self.inputs, self.scale)[0])  # then the headers
+        key = (batch * (1 << 20) + shard) * (1 << 40)
+        order = np.argsort(key[:n] + start[:n])
+        runs = (key[:n] + start[:n])[order]
+        # each header's member's first run: the run of its batch and shard that starts first where the header ends
+        at = np.searchsorted(runs, key[n:] + end[n:])
+        ok = at < n
+        ok[ok] = (runs[at[ok]] >> 40) == (key[n:][ok] >> 40)
+        end = end.copy()
+        end[n:][ok] = end[:n][order][at[ok]]
+        return batch, shard, start, end
+
+    tileplan.TileReads.__call__ = call
 
 
 def _prelearn() -> None:
