@@ -161,8 +161,8 @@ def _prelearn() -> None:
 
     init = tileplan.TileReads.__init__
 
-    def learnt(self, source, inputs, scale):
-        init(self, source, inputs, scale)
+    def learnt(self, source, inputs, scale, decoding):
+        init(self, source, inputs, scale, decoding)
         t0, n, fds = time.perf_counter(), len(source.sizes), {}
 
         def read(shard, start, size):

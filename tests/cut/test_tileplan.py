@@ -227,7 +227,7 @@ def test_the_reader_reads_each_members_header_once_and_asks_for_the_touched_tile
              for k in (0, 1)}
     starts = set(sizes)
 
-    reads = TileReads(ds, True, 1)
+    reads = TileReads(ds, True, 1, TileTable(len(ds)))
     shard, start, end = reads.heads(plans)
     assert {(s, a): e - a for s, a, e in zip(shard.tolist(), start.tolist(), end.tolist())} == {
         key: min(TileReads.HEAD, size) for key, size in sizes.items()}  # each member's start, at most a page
@@ -247,14 +247,14 @@ def test_the_reader_reads_each_members_header_once_and_asks_for_the_touched_tile
     seen.clear()
     assert all(np.array_equal(g, w) for g, w in zip(reads(plans, read), want)) and not seen  # known from then on
 
-    short = TileReads(ds, True, 1)
+    short = TileReads(ds, True, 1, TileTable(len(ds)))
     short.HEAD = 40  # tables longer than the first read (those of a 3840x2160 16-bit member): read on to their end
     seen.clear()
     assert all(np.array_equal(g, w) for g, w in zip(short(plans, read), want))
     assert sorted(seen) == sorted(list(starts) * 2)  # twice each
 
     bad = (int(rows.shard[used[0]]), int(rows.offset[used[0], 1]))  # its target's header overwritten
-    fresh = TileReads(ds, True, 1)
+    fresh = TileReads(ds, True, 1, TileTable(len(ds)))
     batch, shard, start, end = fresh(plans, lambda s, a, size: read(s, a, size, damaged=(bad,)))
     whole = (shard == bad[0]) & (start == bad[1])
     assert whole.sum() == sum(int(used[0]) in bp.index.tolist() for bp in plans)  # whole, in each batch reading it
@@ -266,9 +266,9 @@ def test_the_index_keeps_where_each_members_tiles_start_and_the_reader_reads_no_
     # pack keeps, in the split's index, where each tile of a tiles member starts: a reader asks for a crop's tiles
     # from the first epoch without reading the member's header itself (no wait for it): the runs of a reader that
     # knew every member's tables, each ending where the next tile starts (its last frame's end, rounded up to 16
-    # bytes) or at the member's end, and once, in the first batch that reads it, each member's header and tables
-    # (from its start to its first tile: the decode stage parses them there, and a page it faults in alone would
-    # bring the file's read-ahead with it)
+    # bytes) or at the member's end, and, in the first batch that reads it, each member's header and tables (from its
+    # start to its first tile) while the decode stage's table does not hold them: the decode stage parses them there,
+    # and a page it faulted in alone would bring the file's read-ahead with it
     from pairload.cut.memory.tileplan import TileReads, read_ranges
 
     ds, plans, rows, tiled = indexed_split
@@ -282,7 +282,8 @@ def test_the_index_keeps_where_each_members_tiles_start_and_the_reader_reads_no_
     everything = TileTable(n)
     everything.rows(np.tile(np.arange(n), 2), np.repeat([0, 1], n), lambda m: tiled(m % n, m // n))
 
-    reads = TileReads(ds, True, 1)
+    decoding = TileTable(n)
+    reads = TileReads(ds, True, 1, decoding)
     assert len(reads.heads(plans)[0]) == 0
     seen = []
     got = reads(plans, lambda s, a, size: seen.append((s, a)))
@@ -301,8 +302,11 @@ def test_the_index_keeps_where_each_members_tiles_start_and_the_reader_reads_no_
     assert len(got) == len(want) > 0
     for (gb, gs, ga, ge), (wb, ws, wa, we) in zip(got, want):
         assert (gb, gs, ga) == (wb, ws, wa) and we <= ge < we + 16
+    decoding.rows(np.tile(np.arange(n), 2), np.repeat([0, 1], n), lambda m: tiled(m % n, m // n))  # all parsed
     again = reads(plans, lambda s, a, size: seen.append((s, a)))
-    assert not seen and sorted(zip(*(x.tolist() for x in again))) == got  # headers asked for once
+    assert not seen and sorted(zip(*(x.tolist() for x in again))) == got  # then no header asked for
+    decoding.slot[:] = -1  # the decode stage's table started afresh (full): each header asked for again
+    assert sorted(zip(*(x.tolist() for x in reads(plans, None)))) == sorted(got + heads)
 
 
 def test_the_runs_of_tiles_a_window_touches_from_where_the_tiles_start():

@@ -177,7 +177,8 @@ class DecodedMemory:
         if reading and self._shards is None and self._reader is None:
             rows = max(len(bp) for bp in plans.block_at(0).plans)
             # of a tiled member only the tiles the windows touch are read ahead, its header read by the reader itself
-            ranges = None if self.tiles is None else TileReads(self.ds, self.inputs, self.ds.members.scale)
+            ranges = None if self.tiles is None else TileReads(self.ds, self.inputs, self.ds.members.scale,
+                                                                self._table)
             self._reader = ReadAhead(self.ds, max(2 * self.call, batches_within(self.ds, rows, READ_AHEAD_BYTES)),
                                      ranges)
             weakref.finalize(self, self._reader.close)  # a loader dropped unclosed stops the thread too

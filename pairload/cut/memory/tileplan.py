@@ -315,17 +315,17 @@ class TileReads:
     index does not say, the reader reads a member's header itself, at its first use (the page at its start, asked
     for a block of batches ahead: `heads`), into a table of its own (the decode stage's is its own thread's). A member
     whose header cannot be read is read whole (its batch reports what is wrong with it). `inputs` False: the targets
-    only; `scale`: the target's pixels per input pixel."""
+    only; `scale`: the target's pixels per input pixel; `decoding`: the decode stage's table, read (never written)
+    here: a member whose tile starts the index keeps has its header and tables asked for with its tiles while that
+    table does not hold them (the decode stage parses them at the member's first use, and again after its table starts
+    afresh: a page faulted in alone would bring the file's whole read-ahead window with it)."""
 
     HEAD = 4096  # what is read of a member's start: the header and tables of up to 3840x2160 RGB 8-bit (3,947 bytes)
 
-    def __init__(self, source, inputs: bool, scale: int):
+    def __init__(self, source, inputs: bool, scale: int, decoding: TileTable):
         self.source, self.inputs, self.scale = source, inputs, scale
         self.table = TileTable(len(source.sizes))
-        # per (side, sample) whether the header of a member the index keeps tile starts of has been asked for: the
-        # decode stage parses it at the member's first use, so it is read with the member's first tiles (merged with
-        # them where the crop starts at the top-left tile) and never faulted in alone
-        self.told = np.zeros((2, len(source.sizes)), dtype=bool)
+        self.decoding = decoding
 
     def heads(self, plans: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(shard, start, end) of the start of each tiled member of `plans` whose tables are not known yet (neither
@@ -344,17 +344,16 @@ class TileReads:
 
     def _indexed_heads(self, sides: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(batch, shard, start, end) of the header and tables (up to where its first tile starts) of each member among
-        `sides` whose tile starts the index keeps, at its first use here: the decode stage reads them before its tiles.
-        """
+        `sides` whose tile starts the index keeps and whose tables the decode stage does not hold, in the first batch
+        of `sides` that reads it."""
         index, batch, rows, j, k, starts = sides
         if starts is None:
             return (np.zeros(0, np.int64),) * 4
         pick = (rows.format[j, k] == TILES_CODE) & _indexed(starts, j, k)
-        pick[pick] = ~self.told[k[pick], index[j[pick]]]
+        pick[pick] = self.decoding.slot[k[pick], index[j[pick]]] < 0  # not parsed by the decode stage (yet)
         j, k = j[pick], k[pick]
         _, first = np.unique(np.stack([k, index[j]]), axis=1, return_index=True)  # a member once, at its first batch
         j, k = j[first], k[first]
-        self.told[k, index[j]] = True
         start = rows.offset[j, k]
         return batch[j], rows.shard[j], start, start + np.minimum(starts[j, k, 0].astype(np.int64), rows.length[j, k])
 
