@@ -176,7 +176,8 @@ class DecodedMemory:
                 self._streams.append(stream)
         if reading and self._shards is None and self._reader is None:
             rows = max(len(bp) for bp in plans.block_at(0).plans)
-            # of a tiled member only the tiles the windows touch are read ahead, its header read by the reader itself
+            # of a tiled member only the tiles the windows touch are read ahead, with its header where the index says
+            # where its tiles start (while this stage's table does not hold it), else after the reader read it itself
             ranges = None if self.tiles is None else TileReads(self.ds, self.inputs, self.ds.members.scale,
                                                                 self._table)
             self._reader = ReadAhead(self.ds, max(2 * self.call, batches_within(self.ds, rows, READ_AHEAD_BYTES)),
