@@ -94,7 +94,10 @@ for epoch in range(epochs):
     per_epoch.append(m / (e1 - e0))
     st1 = cgroup_stat()
     q = [e0 + (times[0][0] - e0) + k * (e1 - times[0][0]) / 4 for k in range(5)]
-    detail.append({"first_batch_s": times[0][0] - e0, "quarters_pairs_per_s": [
+    detail.append({"first_batch_s": times[0][0] - e0,  # and the epoch's rate after its first batch (the loader's
+                   # start, in the first epoch: a fixed cost that a split of a few seconds an epoch weighs heavily)
+                   "after_first_batch_pairs_per_s": (m - times[0][1]) / max(1e-9, e1 - times[0][0]),
+                   "quarters_pairs_per_s": [
         sum(c for t, c in times[1:] if q[k] < t <= q[k + 1]) / (q[k + 1] - q[k]) for k in range(4)],
         "disk_gb_per_s": None if s0 is None else (disk_read_bytes(first_shard) - s0) / (e1 - e0) / 1e9,
         "stage_s": {k: round(v, 3) for k, v in totals.seconds.items()},
@@ -159,7 +162,8 @@ def main() -> None:
                          "spends a budget gives less over a whole epoch than in its first seconds)")
     ap.add_argument("--adjacent", action="store_true", help="measure the disk's bound again before each row and "
                     "after the last (`disk_before`, `disk_after`; `epochs_of_adjacent`: each epoch against the mean "
-                    "of the bounds on either side of its row): a virtual disk's bound drifts over a call")
+                    "of the bounds on either side of its row, `after_first_batch_of_adjacent` each epoch after its "
+                    "first batch): a virtual disk's bound drifts over a call")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from pairload.bench.bounds import disk_bound, evict
@@ -225,6 +229,8 @@ def main() -> None:
     for row in report["rows"] if args.adjacent else ():
         bound = (row["disk_before"]["pairs_per_s"] + row["disk_after"]["pairs_per_s"]) / 2
         row["epochs_of_adjacent"] = [r / bound for r in row.get("epochs_pairs_per_s", [])]
+        row["after_first_batch_of_adjacent"] = [e["after_first_batch_pairs_per_s"] / bound
+                                                for e in row.get("epochs", [])]
     Path(args.out).write_text(json.dumps(report, indent=1))
 
 
