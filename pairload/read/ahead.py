@@ -242,7 +242,7 @@ class ReadAhead:
         try:
             heads = getattr(self._ranges, "heads", None)
             for c in (chunk, *later):
-                if heads is not None and c is not None and c.plans is not None and not c.headed:
+                if heads is not None and c.plans is not None and not c.headed:
                     c.headed = True
                     self._ask(*(a.tolist() for a in heads(c.plans)))
             batch, shard, start, end = self._ranges(plans, self._read)
