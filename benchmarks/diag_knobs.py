@@ -25,8 +25,6 @@
 - `headmerge`: where the index keeps a member's tile starts, its header is asked for in one request with its first
   run of tiles (reading the tiles between them) instead of a request of its own where the crop does not start at the
   first tile;
-- `askahead`: the decode stage waits for the reading thread to have asked for a call's bytes before every call it
-  prepares, the calls decoded ahead too, instead of only those made in the loading thread;
 - `timeline`: the loader's construction and its decode processes' start written as events (wall-clock seconds, one
   JSON line each: pid, what, t) to the file $DIAG_TIMELINE (`benchmarks/cold_timeline.py` reads them).
 
@@ -114,10 +112,6 @@ def apply(knobs: str) -> None:
             tileplan.TileReads.learn = refusing
         elif knob == "headmerge":
             _head_merge()
-        elif knob == "askahead":
-            from pairload.cut.memory import decoded
-
-            decoded.ASKED_AHEAD = True
         elif knob == "timeline":
             _timeline()
         elif knob == "childtimeline":  # set by `timeline` in the decode processes it starts
@@ -125,7 +119,7 @@ def apply(knobs: str) -> None:
         else:
             raise SystemExit(f"unknown knob {knob!r}: expected nobg, thread, lowprio, switch, group, ahead8, one, "
                              "threads0, ahead1, tightN, readersN, windowN (MB), pieceN (KB), headsN, prelearn, "
-                             "wholefirst, headmerge, askahead or timeline")
+                             "wholefirst, headmerge or timeline")
 
 
 class _Rows:

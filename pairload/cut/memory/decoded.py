@@ -65,8 +65,6 @@ AHEAD_TILES_TIGHT = 2  # and for a split bigger than the memory that could cache
 LATE_CALLS = 3
 INLINE_CALLS = 16
 PROCESS = True  # a split's JPEG files are decoded by processes of its own (`jpegproc`); False: by a thread here
-ASKED_AHEAD = False  # a call decoded ahead waits, as one made in the loading thread does, for the reading thread to
-# ask for its bytes (`_asked`): the epochs after the first came 0.09 slower (0.92 of the disk's bound against 1.01)
 READ_AHEAD_BYTES = 512 << 20  # read ahead of the batch being decoded at most (or half the memory available): ~0.3 s
 # of a 1.7 GB/s disk. Lossless tiles read under a memory limit: 0.80-1.06 of the disk with 512 MB, 0.66-0.93 256 MB
 
@@ -224,17 +222,14 @@ class DecodedMemory:
             at = self._next[-1][1] if self._next else end
             while at < len(self._plans) and len(self._next) < (self.proc.ahead if self.proc is not None else 1):
                 later = self._end(at)
-                if ASKED_AHEAD:
-                    self._asked(later)
+                self._asked(later)
                 self._next.append((at, later, self._launch_ahead(self._plans[at:later])))
                 at = later
 
     def _asked(self, end: int) -> None:
-        """Before a call made in the loading thread reads its bytes through the shards' maps (`prepare`), the reading
-        thread has asked for them, up to batch `end` (excluded): at a run's start, before anything is read ahead, the
-        first call's pages were faulted in first, each with the kernel's read-around (`ReadAhead.wait_asked`; 40-90
-        faults of 8 MB a first epoch, its first batch at 0.35-0.52 s against 0.14-0.18 waiting, 12,000 tiled 600x400
-        pairs under a memory limit, H200, 2026-12-01). The calls decoded ahead do not wait (`ASKED_AHEAD`)."""
+        """Before a call's bytes are read through the shards' maps (`prepare`), the reading thread has asked for
+        them, up to batch `end` (excluded): a page faulted in first comes with the kernel's read-around (`ReadAhead.
+        wait_asked`)."""
         if self._reading and self._shards is None and self._reader is not None:
             self._reader.wait_asked(end - 1)
 
