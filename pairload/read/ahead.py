@@ -245,10 +245,9 @@ class ReadAhead:
                     else:
                         later = [self._queue[n] for n in range(1, min(len(self._queue), 1 + HEADS_AHEAD))]
                 if chunk.plans is None:
-                    self._ask(chunk.shard[a:b].tolist(), chunk.start[a:b].tolist(), chunk.end[a:b].tolist(),
-                              chunk.batch[a:b].tolist())
-                    if b == len(chunk.batch):  # and a batch of no range at its end
-                        self._asked(chunk.last)
+                    self._ask(chunk.shard[a:b].tolist(), chunk.start[a:b].tolist(), chunk.end[a:b].tolist())
+                    # whole batches: a slice never ends inside one
+                    self._asked(chunk.last if b == len(chunk.batch) else int(chunk.batch[b]) - 1)
                 else:
                     self._work_out(chunk, later)
         except BaseException as exc:  # noqa: BLE001 - advice only: the loader reads on without it
@@ -307,20 +306,20 @@ class ReadAhead:
         """`size` bytes of shard `number` from `start` (fewer at its end): what `ranges` reads of a member's header."""
         return np.frombuffer(os.pread(self._fd(number), size, start), np.uint8)
 
-    def _ask(self, shards: list[int], starts: list[int], ends: list[int], batches: list[int] | None = None) -> None:
-        """WILLNEED of each range [start, end) of these shards; `batches`: each range's batch, in order, each batch
-        marked asked for (`wait_asked`) once its last range is."""
+    def _ask(self, shards: list[int], starts: list[int], ends: list[int]) -> None:
         try:
-            for n, (number, a, b) in enumerate(zip(shards, starts, ends)):
+            for number, a, b in zip(shards, starts, ends):
                 if self._stopped:
                     return
                 try:
-                    willneed.file_range(self._fd(number), a, b - a)
-                    self.asked += 1
-                except OSError:  # a remote shard not downloaded yet (its batch fetches it), or unreadable: advice
-                    pass
-                if batches is not None and (n + 1 == len(batches) or batches[n + 1] != batches[n]):
-                    self._asked(batches[n])
+                    fd = self._fd(number)
+                except FileNotFoundError:  # a remote shard not downloaded yet: its batch fetches it
+                    continue
+                try:
+                    willneed.file_range(fd, a, b - a)
+                except OSError:
+                    continue
+                self.asked += 1
         finally:
             if not self._keep_open:
                 self._close_files()
