@@ -210,7 +210,6 @@ class DecodedMemory:
             self._forget(ahead)
             self._forget_all()
             end = self._end(b)
-            self._asked(end)
             got = self.finish(self.launch(self._prepare_for(self._plans[b:end])))
             self.calls_inline += ahead is None and self._inline_next
         self._point(got)
@@ -222,16 +221,8 @@ class DecodedMemory:
             at = self._next[-1][1] if self._next else end
             while at < len(self._plans) and len(self._next) < (self.proc.ahead if self.proc is not None else 1):
                 later = self._end(at)
-                self._asked(later)
                 self._next.append((at, later, self._launch_ahead(self._plans[at:later])))
                 at = later
-
-    def _asked(self, end: int) -> None:
-        """Before a call's bytes are read through the shards' maps (`prepare`), the reading thread has asked for
-        them, up to batch `end` (excluded): a page faulted in first comes with the kernel's read-around (`ReadAhead.
-        wait_asked`)."""
-        if self._reading and self._shards is None and self._reader is not None:
-            self._reader.wait_asked(end - 1)
 
     def _inline(self) -> bool:
         """Whether the next call is made in the loading thread (`LATE_CALLS`)."""
