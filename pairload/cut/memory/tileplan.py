@@ -352,7 +352,7 @@ class TileReads:
         pick = (rows.format[j, k] == TILES_CODE) & _indexed(starts, j, k)
         pick[pick] = self.decoding.slot[k[pick], index[j[pick]]] < 0  # not parsed by the decode stage (yet)
         j, k = j[pick], k[pick]
-        _, first = np.unique(np.stack([k, index[j]]), axis=1, return_index=True)  # a member once, at its first batch
+        first = _first_uses(index, j, k)
         j, k = j[first], k[first]
         start = rows.offset[j, k]
         return batch[j], rows.shard[j], start, start + np.minimum(starts[j, k, 0].astype(np.int64), rows.length[j, k])
@@ -362,7 +362,7 @@ class TileReads:
         yet (`read(shard, start, size)`: those bytes of a shard, a uint8 array); the plans' members (`_sides`)."""
         sides = _sides(self.source, plans, self.inputs)
         index, rows, j, k = self._unknown(sides)
-        _, first = np.unique(np.stack([k, index[j]]), axis=1, return_index=True)
+        first = _first_uses(index, j, k)
         images, got = [], []
         for m in first.tolist():
             i, jm, km = int(index[j[m]]), int(j[m]), int(k[m])
@@ -387,6 +387,12 @@ class TileReads:
         index, _, rows, j, k, starts = sides
         keep = (rows.format[j, k] == TILES_CODE) & (self.table.slot[k, index[j]] < 0) & ~_indexed(starts, j, k)
         return index, rows, j[keep], k[keep]
+
+
+def _first_uses(index: np.ndarray, j: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Of members (row j of samples `index`, side k) in the order the plans read them, where each distinct member is
+    first read (its first batch)."""
+    return np.unique(np.stack([k, index[j]]), axis=1, return_index=True)[1]
 
 
 def _sides(source, plans: list, inputs: bool) -> tuple:
