@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections import deque
 
 import numpy as np
@@ -21,7 +20,6 @@ AT_ONCE = 4  # batches whose ranges the thread works out at once, where it reads
 # (a first epoch at 430-690 pairs/s where 2,400 were read before, 12,000 tiled 600x400 pairs, H200, 2026-12-01)
 HEADS_AHEAD = 1  # chunks beyond the one being worked out whose members' starts (`ranges.heads`) are asked for with it
 JOIN_S = 2.0  # the longest `close` waits for the thread: one request in flight waits at most for the disk's queue
-ASKED_S = 5.0  # the longest `wait_asked` waits for the thread to ask for a batch (then the caller reads on: advice)
 
 
 def merged(shard: np.ndarray, start: np.ndarray, end: np.ndarray, group: np.ndarray | None = None
@@ -63,13 +61,13 @@ def batches_within(source, rows: int, most: int) -> int:
 class _Chunk:
     """Queued batches' merged ranges (`batch`: the number of the batch each range is of), asked from `at` on; until
     the reading thread works them out (`ReadAhead`'s `ranges`), the plans of its batches (`plans`, the first of them
-    numbered `first`; `headed`: the starts of their members asked for). `last`: the number of its last batch."""
+    numbered `first`; `headed`: the starts of their members asked for)."""
 
-    __slots__ = ("batch", "shard", "start", "end", "at", "plans", "first", "headed", "last")
+    __slots__ = ("batch", "shard", "start", "end", "at", "plans", "first", "headed")
 
-    def __init__(self, batch=None, shard=None, start=None, end=None, plans=None, first: int = 0, last: int = -1):
+    def __init__(self, batch=None, shard=None, start=None, end=None, plans=None, first: int = 0):
         self.batch, self.shard, self.start, self.end, self.at = batch, shard, start, end, 0
-        self.plans, self.first, self.headed, self.last = plans, first, False, last
+        self.plans, self.first, self.headed = plans, first, False
 
     @property
     def next(self) -> int | None:
@@ -112,7 +110,6 @@ class ReadAhead:
         self.foreseen = None  # behind the current run's, from serial `_foreseen_base` (next batch `_foreseen_to`)
         self._foreseen_to = self._foreseen_base = 0
         self._cut = -1  # last batch handed out to be cut
-        self._asked_to = -1  # last batch whose every range is asked for (those before it are too)
         self._stopped = False
         self._fds: dict[int, int] = {}
         self.asked = 0  # ranges asked for (tests and profiles)
@@ -131,7 +128,7 @@ class ReadAhead:
 
     def add(self, indices: np.ndarray, sizes: np.ndarray) -> None:
         """Queue the next len(sizes) batches, of sizes[k] rows each, `indices` their rows in order."""
-        self._push(_Chunk(*self._whole(indices, sizes, self._queued), last=self._queued + len(sizes) - 1), len(sizes))
+        self._push(_Chunk(*self._whole(indices, sizes, self._queued)), len(sizes))
 
     def _whole(self, indices: np.ndarray, sizes, first: int) -> tuple:
         """The merged ranges (batch, shard, start, end) of batches first, first + 1, ... read whole: sizes[k] rows
@@ -144,7 +141,7 @@ class ReadAhead:
         with self._cond:
             self._queue.append(chunk)
             self._queued += batches
-            self._cond.notify_all()
+            self._cond.notify()
 
     def add_block(self, plans, k: int) -> int:
         """Queue batches k, ... of `plans` (a planned run) to the end of the block of the plan holding k; returns the
@@ -155,8 +152,7 @@ class ReadAhead:
             self.add(block.column("index")[int(block.starts[j]):], block.sizes[j:])
         else:  # worked out by the thread (`_work_out`), AT_ONCE batches at a time
             for a in range(j, len(block), AT_ONCE):
-                n = min(AT_ONCE, len(block) - a)
-                self._push(_Chunk(plans=block.plans[a:a + n], first=self._queued, last=self._queued + n - 1), n)
+                self._push(_Chunk(plans=block.plans[a:a + AT_ONCE], first=self._queued), min(AT_ONCE, len(block) - a))
         return block.first + len(block)
 
     def follow(self, b: int) -> None:
@@ -183,22 +179,7 @@ class ReadAhead:
         with self._cond:
             if serial > self._cut:
                 self._cut = serial
-                self._cond.notify_all()
-
-    def wait_asked(self, b: int) -> None:
-        """Return once batch b of the run given to `reset` (and every batch before it) is asked for, or the thread
-        has stopped, or after ASKED_S. A caller that reads a batch's bytes through a memory map waits here first: a
-        page it faulted in before the thread asked for it would come with the kernel's read-around (8 MB on the
-        GPU host's disks: a first epoch beyond memory read 0.6-1.6 GB more than the next, 50-200 such faults), where
-        one asked for is read as asked (in flight, the fault waits for it)."""
-        deadline = None
-        with self._cond:
-            b = min(b + self._base, self._cut + self.window, self._queued - 1)  # never beyond what it will ask for
-            while self._asked_to < b and not self._stopped:
-                now = time.monotonic()
-                deadline = now + ASKED_S if deadline is None else deadline
-                if now >= deadline or not self._cond.wait(deadline - now):
-                    return
+                self._cond.notify()
 
     def reset(self, plans=None, after=None) -> None:
         """Forget the queued batches (the loader goes on elsewhere in the plan); the next `add` queues batch 0, and
@@ -211,7 +192,7 @@ class ReadAhead:
                 self._queue = deque(c for c in self._queue if c.next is not None and c.next >= self._base)
             else:
                 self._queue.clear()
-                self._queued, self._cut, self._asked_to = 0, -1, -1
+                self._queued, self._cut = 0, -1
                 self._plans, self._plan_to, self._base = plans, 0, 0
             self._after, self.foreseen = after, None
 
@@ -245,19 +226,13 @@ class ReadAhead:
                     else:
                         later = [self._queue[n] for n in range(1, min(len(self._queue), 1 + HEADS_AHEAD))]
                 if chunk.plans is None:
-                    self._ask(chunk.shard[a:b].tolist(), chunk.start[a:b].tolist(), chunk.end[a:b].tolist(),
-                              chunk.batch[a:b].tolist())
-                    if b == len(chunk.batch):  # and a batch of no range at its end
-                        self._asked(chunk.last)
+                    self._ask(chunk.shard[a:b].tolist(), chunk.start[a:b].tolist(), chunk.end[a:b].tolist())
                 else:
                     self._work_out(chunk, later)
         except BaseException as exc:  # noqa: BLE001 - advice only: the loader reads on without it
             self.failed = exc
         finally:
             self._close_files()
-            with self._cond:  # ended: `wait_asked` waits no longer
-                self._stopped = True
-                self._cond.notify_all()
 
     def _work_out(self, chunk: _Chunk, later: list[_Chunk]) -> None:
         """The ranges of a chunk's batches (`ranges`), the starts of its members and the next HEADS_AHEAD chunks'
@@ -282,13 +257,6 @@ class ReadAhead:
             chunk.batch, chunk.shard, chunk.start, chunk.end = ranges
             chunk.plans = None
 
-    def _asked(self, serial: int) -> None:
-        """Every range of batches up to `serial` is asked for: `wait_asked` returns for them."""
-        with self._cond:
-            if serial > self._asked_to:
-                self._asked_to = serial
-                self._cond.notify_all()
-
     def _fd(self, number: int) -> int:
         """The reading descriptor of shard `number` (FileNotFoundError: a remote shard not downloaded yet)."""
         fd = self._fds.get(number)
@@ -307,20 +275,20 @@ class ReadAhead:
         """`size` bytes of shard `number` from `start` (fewer at its end): what `ranges` reads of a member's header."""
         return np.frombuffer(os.pread(self._fd(number), size, start), np.uint8)
 
-    def _ask(self, shards: list[int], starts: list[int], ends: list[int], batches: list[int] | None = None) -> None:
-        """WILLNEED of each range [start, end) of these shards; `batches`: each range's batch, in order, each batch
-        marked asked for (`wait_asked`) once its last range is."""
+    def _ask(self, shards: list[int], starts: list[int], ends: list[int]) -> None:
         try:
-            for n, (number, a, b) in enumerate(zip(shards, starts, ends)):
+            for number, a, b in zip(shards, starts, ends):
                 if self._stopped:
                     return
                 try:
-                    willneed.file_range(self._fd(number), a, b - a)
-                    self.asked += 1
-                except OSError:  # a remote shard not downloaded yet (its batch fetches it), or unreadable: advice
-                    pass
-                if batches is not None and (n + 1 == len(batches) or batches[n + 1] != batches[n]):
-                    self._asked(batches[n])
+                    fd = self._fd(number)
+                except FileNotFoundError:  # a remote shard not downloaded yet: its batch fetches it
+                    continue
+                try:
+                    willneed.file_range(fd, a, b - a)
+                except OSError:
+                    continue
+                self.asked += 1
         finally:
             if not self._keep_open:
                 self._close_files()

@@ -3,7 +3,6 @@ asks for exactly the ranges the queued batches read, no further than its window 
 cut, and stops on close. Advice only, recorded here instead of given (posix_fadvise patched)."""
 
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -269,45 +268,3 @@ def test_a_reader_whose_ranges_or_next_epoch_fail_asks_for_whole_members_and_sto
     assert settled(calls, len(want)) == want  # the members themselves, whole, batch by batch
     assert isinstance(reader.failed, RuntimeError)
     reader.close()
-
-
-def test_wait_asked_returns_once_a_batch_and_those_before_it_are_asked_for_never_for_more(split, monkeypatch):
-    """The decode stage reads a call's bytes through the shards' maps only once the thread asked for them (a page
-    faulted in first comes with the kernel's read-around): `wait_asked` waits for the asks, here held back by a
-    disk whose queue is full, and never for a batch the thread will not ask for yet."""
-    ds = ShardDataset(split, "train")
-    calls, gate = [], threading.Event()
-
-    def advise(fd, off, n, advice):
-        if advice == os.POSIX_FADV_WILLNEED:
-            gate.wait(10)  # the disk's queue full: the request waits
-            calls.append(off)
-
-    monkeypatch.setattr(os, "posix_fadvise", advise)
-    order = np.random.default_rng(1).permutation(len(ds))
-    reader = ReadAhead(ds, window=3)
-    reader.add(order, np.full(6, 2))
-    reader.cutting(0)  # batches 0-3 may be asked for
-    done = threading.Event()
-    waiter = threading.Thread(target=lambda: (reader.wait_asked(1), done.set()))
-    waiter.start()
-    assert not done.wait(0.2)  # nothing asked yet
-    first_two = len(merged(*ds.spans(order[:4]), np.tile(np.repeat([0, 1], 2), 2))[0])
-    gate.set()
-    assert done.wait(5) and len(calls) >= first_two  # batches 0 and 1 asked for, whole, before it returned
-    t = time.monotonic()
-    reader.wait_asked(5)  # beyond the window (batch 3 the last it asks for now): only up to there
-    assert time.monotonic() - t < 1.0
-    assert settled(calls, len(merged(*ds.spans(order[:8]), np.tile(np.repeat(np.arange(4), 2), 2))[0])) == calls
-    gate.clear()  # the queue full again: batches 4 and 5 not asked for
-    reader.cutting(2)
-    done.clear()
-    waiter = threading.Thread(target=lambda: (reader.wait_asked(4), done.set()))
-    waiter.start()
-    assert not done.wait(0.2)
-    gate.set()
-    assert done.wait(5)
-    reader.close()
-    t = time.monotonic()
-    reader.wait_asked(5)  # a stopped reader: no wait
-    assert time.monotonic() - t < 0.1

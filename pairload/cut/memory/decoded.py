@@ -64,10 +64,6 @@ AHEAD_TILES_TIGHT = 2  # and for a split bigger than the memory that could cache
 # calls are made there, then the thread again. A training step longer than a call finds each done and keeps it.
 LATE_CALLS = 3
 INLINE_CALLS = 16
-FIRST_CALL = 1  # batches of a tiled run's first call where the run is read from disk, made once the reading thread
-# has asked for them (`ReadAhead.wait_asked`): the first call's pages, touched before anything was asked for, were
-# faulted in each with the kernel's read-around (8 MB on the GPU host's disks: 40-120 faults), and the first batch
-# came 0.35-0.55 s after the epoch's start (12,000 tiled 600x400 pairs under a memory limit, H200, 2026-12-01)
 PROCESS = True  # a split's JPEG files are decoded by processes of its own (`jpegproc`); False: by a thread here
 READ_AHEAD_BYTES = 512 << 20  # read ahead of the batch being decoded at most (or half the memory available): ~0.3 s
 # of a 1.7 GB/s disk. Lossless tiles read under a memory limit: 0.80-1.06 of the disk with 512 MB, 0.66-0.93 256 MB
@@ -104,7 +100,6 @@ class DecodedMemory:
         self._streams: list[ShardStream] = []
         weakref.finalize(self, _close_all, self._streams)
         self._reading = False  # this run is read ahead
-        self._first = False  # and its first call is still to come (`FIRST_CALL`)
         self._outgrows = outgrows_cache(sum(ds.shard_bytes))  # every run reads the split from disk
         # and so a call's pages are dropped once its images are decoded: kept, they would push out the pages read
         # ahead for the coming calls (read twice, or 10x slower under a memory limit: `ReadAhead`, `dontneed`)
@@ -191,7 +186,6 @@ class DecodedMemory:
         if self._reader is not None:
             self._reader.reset(plans, after if self._shards is None else None)
         self._reading = bool(reading)
-        self._first = self._reading and self.tiles is not None and self._shards is None and self._reader is not None
 
     def wait(self, b: int) -> None:
         """Decode what batch b reads and point the tables at it, on the current stream: with the next `call` - 1
@@ -216,12 +210,8 @@ class DecodedMemory:
             self._forget(ahead)
             self._forget_all()
             end = self._end(b)
-            if self._first:
-                end = min(end, b + FIRST_CALL)
-                self._reader.wait_asked(end - 1)
             got = self.finish(self.launch(self._prepare_for(self._plans[b:end])))
             self.calls_inline += ahead is None and self._inline_next
-        self._first = False
         self._point(got)
         self._held.update({k: None for k in range(b, end - 1)})
         self._held[end - 1] = got
